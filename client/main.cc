@@ -1,0 +1,57 @@
+// chimera: the command-line client. Offline commands (validate, schedule)
+// run here; the others talk to a coordinator.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "client/exit_codes.h"
+#include "client/validate_command.h"
+#include "common/logging.h"
+#include "common/version.h"
+
+int main(int argc, char** argv) {
+  using chimera::client::kExitOk;
+  using chimera::client::kExitUsage;
+
+  CLI::App app{
+      "chimera: pipeline-parallel training of transformers with synchronous "
+      "schedules (Chimera, 1F1B, GPipe, GEMS, MixPipe, looping pipelines)."};
+  app.footer(
+      "Exit codes: 0 success, 1 the operation failed, 2 bad input (flags, job "
+      "file, parameters).\nRun 'chimera COMMAND --help' for a command's "
+      "options.");
+  app.require_subcommand(0, 1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level,
+                 "Log level: debug, info, warning or error")
+      ->default_str("info")
+      ->check([](const std::string& value) {
+        auto level = chimera::ParseLogLevel(value);
+        return level.ok() ? std::string() : std::string(level.status().message());
+      });
+  app.parse_complete_callback([&log_level] {
+    chimera::SetMinLogLevel(*chimera::ParseLogLevel(log_level));
+  });
+
+  app.add_subcommand("version", "Print the version and exit")->callback([] {
+    std::cout << "chimera " << chimera::kVersion << "\n";
+  });
+  chimera::client::AddValidateCommand(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::RuntimeError& e) {
+    return e.get_exit_code();
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+  if (app.get_subcommands().empty()) {
+    std::cerr << app.help();
+    return kExitUsage;
+  }
+  return kExitOk;
+}

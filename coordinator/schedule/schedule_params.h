@@ -1,0 +1,112 @@
+// ScheduleParams: the parameters that pick one pipeline schedule (scheme,
+// depth, micro-batches, and each scheme's own knobs), their names as users
+// write them, and the rules that make a parameter set valid.
+//
+// The same rules serve the job-file validator (paths like
+// "spec.parallelism.pipeline") and `chimera schedule` (flags like --depth):
+// ValidateScheduleParams reports each problem against a ScheduleParam and the
+// caller names that parameter in its own vocabulary.
+//
+//   ASSIGN_OR_RETURN(Scheme scheme, ParseScheme("chimera"));
+//   ScheduleParams params{.scheme = scheme, .depth = 4, .micro_batches = 4};
+//   for (const ScheduleParamError& e : ValidateScheduleParams(params)) ...
+#ifndef CHIMERA_COORDINATOR_SCHEDULE_SCHEDULE_PARAMS_H_
+#define CHIMERA_COORDINATOR_SCHEDULE_SCHEDULE_PARAMS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace chimera::schedule {
+
+enum class Scheme {
+  kGpipe,
+  kOneFOneB,
+  kGems,
+  kChimera,
+  kMixPipe,
+  kInterleaved,
+  kBreadthFirst,
+};
+
+// How Chimera joins basic units when there are more micro-batches than
+// stages (Chimera paper, section 3.5).
+enum class Concat { kDirect, kForwardDoubling, kBackwardHalving };
+
+// DAPPLE warm-up policy: PA admits min(D-i, N) forwards on stage i before
+// its first backward, PB min(2(D-i)-1, N).
+enum class WarmupPolicy { kPa, kPb };
+
+// When gradient allreduce starts: eagerly after a stage's last backward
+// where a bubble follows, eagerly after every stage's last backward, or at
+// the end of local compute.
+enum class Sync { kEager, kEagerAll, kEnd };
+
+struct ScheduleParams {
+  Scheme scheme = Scheme::kOneFOneB;
+  // Pipeline depth D (stages per pipeline).
+  int depth = 1;
+  // Micro-batches N per pipeline replica per iteration.
+  int micro_batches = 1;
+  // Data-parallel width W.
+  int width = 1;
+  // chimera: pipelines 2f (even).
+  int pipelines = 2;
+  Concat concat = Concat::kDirect;
+  WarmupPolicy policy = WarmupPolicy::kPa;
+  Sync sync = Sync::kEager;
+  // mixpipe: micro-batches injected before the first backward (K) and early
+  // forwards (Gamma).
+  int mixpipe_k = 2;
+  int mixpipe_gamma = 0;
+  // interleaved, breadth-first: model chunks per worker (v).
+  int chunks = 1;
+  bool recompute = false;
+};
+
+// Names as they appear in job files and on the command line.
+absl::StatusOr<Scheme> ParseScheme(absl::string_view name);
+absl::StatusOr<Concat> ParseConcat(absl::string_view name);
+absl::StatusOr<WarmupPolicy> ParseWarmupPolicy(absl::string_view name);
+absl::StatusOr<Sync> ParseSync(absl::string_view name);
+std::string SchemeName(Scheme scheme);
+std::string ConcatName(Concat concat);
+std::string WarmupPolicyName(WarmupPolicy policy);
+std::string SyncName(Sync sync);
+
+// Comma-separated allowed names, for error messages and --help.
+std::string SchemeNames();
+std::string ConcatNames();
+std::string WarmupPolicyNames();
+std::string SyncNames();
+
+// The parameter a validation problem is about.
+enum class ScheduleParam {
+  kDepth,
+  kMicroBatches,
+  kWidth,
+  kPipelines,
+  kConcat,
+  kMixPipeK,
+  kMixPipeGamma,
+  kChunks,
+};
+
+struct ScheduleParamError {
+  ScheduleParam param;
+  // The value and what is allowed, e.g. "3 must be even for chimera".
+  std::string message;
+};
+
+// Every problem with `params`; empty when they describe a valid schedule.
+std::vector<ScheduleParamError> ValidateScheduleParams(
+    const ScheduleParams& params);
+
+// Number of worker ranks a schedule occupies: W x D.
+int WorkerCount(const ScheduleParams& params);
+
+}  // namespace chimera::schedule
+
+#endif  // CHIMERA_COORDINATOR_SCHEDULE_SCHEDULE_PARAMS_H_

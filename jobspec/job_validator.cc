@@ -1,0 +1,452 @@
+#include "jobspec/job_validator.h"
+
+#include <initializer_list>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/file_reader.h"
+#include "coordinator/schedule/schedule_params.h"
+
+namespace chimera::jobspec {
+namespace {
+
+using chimera::v1::TrainJob;
+
+// Bounds that keep a typo (an extra zero or three) from reaching a worker as
+// a model that cannot be built.
+constexpr int kMaxLayers = 10000;
+constexpr int kMaxHiddenSize = 1 << 17;
+constexpr int kMaxSeqLength = 1 << 20;
+constexpr int kMaxVocabSize = 1 << 24;
+// Token files hold little-endian uint16 ids.
+constexpr int kMaxTokenFileVocab = 1 << 16;
+// Byte-level text needs one id per byte value.
+constexpr int kByteVocab = 256;
+// Enough of a text file to tell text from binary.
+constexpr uint64_t kTextSniffBytes = 64 << 10;
+constexpr int kMaxNameLength = 63;
+
+// Records problems against paths below one prefix ("spec.model").
+class Checker {
+ public:
+  Checker(FieldErrors* errors, std::string prefix)
+      : errors_(errors), prefix_(std::move(prefix)) {}
+
+  std::string Path(absl::string_view field) const {
+    return absl::StrCat(prefix_, ".", field);
+  }
+  void Fail(absl::string_view field, absl::string_view message) {
+    errors_->Add(Path(field), message);
+  }
+
+  // A required positive number: 0 (unset) is reported as missing.
+  void Required(absl::string_view field, int64_t value, int64_t max = 0) {
+    if (value == 0) {
+      Fail(field, "is required and must be > 0");
+    } else {
+      InRange(field, value, 1, max);
+    }
+  }
+  void Positive(absl::string_view field, int64_t value) {
+    InRange(field, value, 1, 0);
+  }
+  void NonNegative(absl::string_view field, double value) {
+    if (value < 0) Fail(field, absl::StrCat(value, " must be >= 0"));
+  }
+  // [min, max], or [min, inf) when max is 0.
+  void InRange(absl::string_view field, int64_t value, int64_t min,
+               int64_t max) {
+    if (value < min) {
+      Fail(field, absl::StrCat(value, " must be >= ", min));
+    } else if (max > 0 && value > max) {
+      Fail(field, absl::StrCat(value, " must be <= ", max));
+    }
+  }
+  // [0, 1) for rates and coefficients.
+  void UnitInterval(absl::string_view field, double value) {
+    if (value < 0 || value >= 1) {
+      Fail(field, absl::StrCat(value, " must be in [0, 1)"));
+    }
+  }
+  // `value` must be one of `allowed`; empty is accepted unless required.
+  void OneOf(absl::string_view field, const std::string& value,
+             std::initializer_list<absl::string_view> allowed,
+             bool required) {
+    if (value.empty()) {
+      if (required) {
+        Fail(field, absl::StrCat("is required; use one of ",
+                                 absl::StrJoin(allowed, ", ")));
+      }
+      return;
+    }
+    for (absl::string_view name : allowed) {
+      if (value == name) return;
+    }
+    Fail(field, absl::StrCat("'", value, "' is not one of ",
+                             absl::StrJoin(allowed, ", ")));
+  }
+
+ private:
+  FieldErrors* errors_;
+  std::string prefix_;
+};
+
+bool IsDnsLabel(const std::string& name) {
+  if (name.empty() || name.size() > kMaxNameLength) return false;
+  if (!absl::ascii_islower(name.front()) || name.back() == '-') return false;
+  for (char c : name) {
+    if (!absl::ascii_islower(c) && !absl::ascii_isdigit(c) && c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+
+void CheckEnvelope(const TrainJob& job, FieldErrors* errors) {
+  if (job.api_version() != kApiVersion) {
+    errors->Add("apiVersion", absl::StrCat("'", job.api_version(),
+                                           "' must be '", kApiVersion, "'"));
+  }
+  if (job.kind() != kTrainJobKind) {
+    errors->Add("kind", absl::StrCat("'", job.kind(), "' must be '",
+                                     kTrainJobKind, "'"));
+  }
+  if (!IsDnsLabel(job.metadata().name())) {
+    errors->Add("metadata.name",
+                absl::StrCat("'", job.metadata().name(),
+                             "' must be 1-63 lower-case letters, digits or "
+                             "'-', starting with a letter and not ending "
+                             "with '-'"));
+  }
+}
+
+void CheckModel(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
+  const auto& model = spec.model();
+  Checker check(errors, "spec.model");
+  check.OneOf("family", model.family(), {"gpt", "bert"}, true);
+  check.Required("numLayers", model.num_layers(), kMaxLayers);
+  check.Required("hiddenSize", model.hidden_size(), kMaxHiddenSize);
+  check.Required("numHeads", model.num_heads(), kMaxHiddenSize);
+  check.Required("seqLength", model.seq_length(), kMaxSeqLength);
+  check.InRange("ffnSize", model.ffn_size(), 0, 4 * kMaxHiddenSize);
+  check.InRange("vocabSize", model.vocab_size(), 0, kMaxVocabSize);
+  if (model.hidden_size() > 0 && model.num_heads() > 0 &&
+      model.hidden_size() % model.num_heads() != 0) {
+    check.Fail("hiddenSize",
+               absl::StrCat(model.hidden_size(),
+                            " is not divisible by numHeads (",
+                            model.num_heads(), ")"));
+  }
+  check.OneOf("dtype", model.dtype(), {"float32", "float64", "bfloat16"},
+              false);
+  if (model.dtype() == "bfloat16" && spec.resources().device() != "gpu") {
+    check.Fail("dtype", "bfloat16 needs resources.device 'gpu'");
+  }
+  const std::string& format = spec.data().format();
+  if (format == "text" && model.vocab_size() != 0 &&
+      model.vocab_size() < kByteVocab) {
+    check.Fail("vocabSize",
+               absl::StrCat(model.vocab_size(), " must be >= ", kByteVocab,
+                            " for data format 'text' (byte-level tokens)"));
+  }
+  if (format == "tokens" && model.vocab_size() > kMaxTokenFileVocab) {
+    check.Fail("vocabSize",
+               absl::StrCat(model.vocab_size(), " must be <= ",
+                            kMaxTokenFileVocab,
+                            " for data format 'tokens' (uint16 ids)"));
+  }
+}
+
+// The data file must hold at least one sample: seqLength + 1 tokens (inputs
+// plus the shifted targets).
+void CheckDataFile(const chimera::v1::JobSpec& spec, Checker& check) {
+  const auto& data = spec.data();
+  absl::StatusOr<uint64_t> size = RegularFileSize(data.path());
+  if (!size.ok()) {
+    check.Fail("path", size.status().message());
+    return;
+  }
+  const uint64_t min_tokens = static_cast<uint64_t>(spec.model().seq_length()) + 1;
+  if (*size == 0) {
+    check.Fail("path", absl::StrCat("'", data.path(), "' is empty"));
+    return;
+  }
+  if (*size > kMaxDataFileBytes) {
+    check.Fail("path", absl::StrCat("'", data.path(), "' is ", *size,
+                                    " bytes, more than the ",
+                                    kMaxDataFileBytes, "-byte limit"));
+    return;
+  }
+  if (data.format() == "text") {
+    absl::StatusOr<std::string> head = ReadFilePrefix(data.path(), kTextSniffBytes);
+    if (!head.ok()) {
+      check.Fail("path", head.status().message());
+    } else if (!LooksLikeText(*head)) {
+      check.Fail("path", absl::StrCat("'", data.path(),
+                                      "' is binary, not UTF-8 text; use "
+                                      "format 'tokens' for token id files"));
+    } else if (*size < min_tokens) {
+      check.Fail("path", absl::StrCat("'", data.path(), "' holds ", *size,
+                                      " bytes, fewer than seqLength + 1 = ",
+                                      min_tokens));
+    }
+  } else if (data.format() == "tokens") {
+    if (*size % 2 != 0) {
+      check.Fail("path", absl::StrCat("'", data.path(), "' is ", *size,
+                                      " bytes, an odd size: a tokens file "
+                                      "holds 2-byte (uint16) ids"));
+    } else if (*size / 2 < min_tokens) {
+      check.Fail("path", absl::StrCat("'", data.path(), "' holds ", *size / 2,
+                                      " tokens, fewer than seqLength + 1 = ",
+                                      min_tokens));
+    }
+  }
+}
+
+void CheckData(const chimera::v1::JobSpec& spec,
+               const ValidationOptions& options, FieldErrors* errors) {
+  const auto& data = spec.data();
+  Checker check(errors, "spec.data");
+  check.OneOf("format", data.format(), {"text", "tokens", "synthetic"}, true);
+  if (data.format() == "synthetic") {
+    if (!data.path().empty()) check.Fail("path", "must be empty for format 'synthetic'");
+    return;
+  }
+  if (data.format() != "text" && data.format() != "tokens") return;
+  if (data.path().empty()) {
+    check.Fail("path", absl::StrCat("is required for format '", data.format(), "'"));
+    return;
+  }
+  if (options.check_data_files) CheckDataFile(spec, check);
+}
+
+void CheckTraining(const chimera::v1::TrainingSpec& training,
+                   FieldErrors* errors) {
+  Checker check(errors, "spec.training");
+  check.Required("globalBatchSize", training.global_batch_size());
+  check.NonNegative("microBatchSize", training.micro_batch_size());
+  check.Required("maxSteps", training.max_steps());
+  check.NonNegative("checkpointEvery", training.checkpoint_every());
+  if (training.checkpoint_every() > 0 && training.checkpoint_dir().empty()) {
+    check.Fail("checkpointDir", "is required when checkpointEvery > 0");
+  }
+  const auto& optimizer = training.optimizer();
+  Checker opt(errors, "spec.training.optimizer");
+  opt.OneOf("name", optimizer.name(), {"sgd", "adamw"}, true);
+  if (!(optimizer.lr() > 0)) {
+    opt.Fail("lr", absl::StrCat(optimizer.lr(), " must be > 0"));
+  }
+  opt.UnitInterval("momentum", optimizer.momentum());
+  opt.NonNegative("weightDecay", optimizer.weight_decay());
+  opt.UnitInterval("beta1", optimizer.beta1());
+  opt.UnitInterval("beta2", optimizer.beta2());
+  opt.NonNegative("eps", optimizer.eps());
+}
+
+// data x microBatchSize x microBatches must make the global batch; where
+// some of them are left to the planner, the given ones must divide it.
+void CheckBatchArithmetic(const chimera::v1::JobSpec& spec,
+                          FieldErrors* errors) {
+  const auto& parallelism = spec.parallelism();
+  const int64_t global = spec.training().global_batch_size();
+  if (global <= 0) return;
+  std::vector<std::string> factors;
+  int64_t product = 1;
+  int given = 0;
+  auto use = [&](bool present, int64_t value, absl::string_view name) {
+    if (!present || value <= 0) return;
+    factors.push_back(absl::StrCat(name, " (", value, ")"));
+    product *= value;
+    ++given;
+  };
+  use(parallelism.has_data(), parallelism.data(), "data");
+  use(true, spec.training().micro_batch_size(), "microBatchSize");
+  use(parallelism.has_micro_batches(), parallelism.micro_batches(),
+      "microBatches");
+  if (given == 0) return;
+  const std::string made = absl::StrJoin(factors, " x ");
+  if (given == 3 && product != global) {
+    errors->Add("spec.training.globalBatchSize",
+                absl::StrCat(global, " cannot be made from ", made, " = ",
+                             product));
+  } else if (global % product != 0) {
+    errors->Add("spec.training.globalBatchSize",
+                absl::StrCat(global, " is not a multiple of ", made,
+                             given > 1 ? absl::StrCat(" = ", product) : ""));
+  }
+}
+
+std::string ScheduleParamPath(schedule::ScheduleParam param) {
+  switch (param) {
+    case schedule::ScheduleParam::kDepth:
+      return "spec.parallelism.pipeline";
+    case schedule::ScheduleParam::kMicroBatches:
+      return "spec.parallelism.microBatches";
+    case schedule::ScheduleParam::kWidth:
+      return "spec.parallelism.data";
+    case schedule::ScheduleParam::kPipelines:
+      return "spec.parallelism.pipelines";
+    case schedule::ScheduleParam::kConcat:
+      return "spec.parallelism.concat";
+    case schedule::ScheduleParam::kMixPipeK:
+      return "spec.parallelism.mixpipeK";
+    case schedule::ScheduleParam::kMixPipeGamma:
+      return "spec.parallelism.mixpipeGamma";
+    case schedule::ScheduleParam::kChunks:
+      return "spec.parallelism.chunks";
+  }
+  return "spec.parallelism";
+}
+
+void CheckParallelism(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
+  const auto& parallelism = spec.parallelism();
+  Checker check(errors, "spec.parallelism");
+  const size_t errors_before = errors->size();
+  if (parallelism.has_pipeline()) check.Positive("pipeline", parallelism.pipeline());
+  if (parallelism.has_data()) check.Positive("data", parallelism.data());
+  if (parallelism.has_micro_batches()) {
+    check.Positive("microBatches", parallelism.micro_batches());
+  }
+  if (parallelism.has_pipelines()) check.Positive("pipelines", parallelism.pipelines());
+  if (parallelism.has_chunks()) check.Positive("chunks", parallelism.chunks());
+  if (parallelism.has_mixpipe_k()) check.Positive("mixpipeK", parallelism.mixpipe_k());
+  if (parallelism.has_mixpipe_gamma()) {
+    check.InRange("mixpipeGamma", parallelism.mixpipe_gamma(), 0, 0);
+  }
+
+  schedule::ScheduleParams params;
+  if (!parallelism.schedule().empty()) {
+    absl::StatusOr<schedule::Scheme> scheme =
+        schedule::ParseScheme(parallelism.schedule());
+    if (scheme.ok()) {
+      params.scheme = *scheme;
+    } else {
+      check.Fail("schedule", scheme.status().message());
+    }
+  }
+  auto parse_into = [&](absl::string_view field, const std::string& value,
+                        auto parse, auto* out) {
+    if (value.empty()) return;
+    auto parsed = parse(value);
+    if (parsed.ok()) {
+      *out = *parsed;
+    } else {
+      check.Fail(field, parsed.status().message());
+    }
+  };
+  parse_into("concat", parallelism.concat(), schedule::ParseConcat, &params.concat);
+  parse_into("policy", parallelism.policy(), schedule::ParseWarmupPolicy, &params.policy);
+  parse_into("sync", parallelism.sync(), schedule::ParseSync, &params.sync);
+
+  // A knob of another scheme is a mistake, not something to ignore.
+  const std::string& scheme_name = parallelism.schedule();
+  auto only_for = [&](bool present, absl::string_view field,
+                      std::initializer_list<absl::string_view> schemes) {
+    if (!present || scheme_name.empty()) return;
+    for (absl::string_view s : schemes) {
+      if (scheme_name == s) return;
+    }
+    check.Fail(field, absl::StrCat("only applies to schedule ",
+                                   absl::StrJoin(schemes, " or "),
+                                   ", not '", scheme_name, "'"));
+  };
+  only_for(parallelism.has_pipelines(), "pipelines", {"chimera"});
+  only_for(!parallelism.concat().empty(), "concat", {"chimera"});
+  only_for(!parallelism.policy().empty(), "policy", {"1f1b"});
+  only_for(parallelism.has_mixpipe_k(), "mixpipeK", {"mixpipe"});
+  only_for(parallelism.has_mixpipe_gamma(), "mixpipeGamma", {"mixpipe"});
+  only_for(parallelism.has_chunks(), "chunks", {"interleaved", "breadth-first"});
+
+  const int num_layers = spec.model().num_layers();
+  const int chunks = parallelism.has_chunks() ? parallelism.chunks() : 1;
+  if (parallelism.has_pipeline() && num_layers > 0 && parallelism.pipeline() > 0 &&
+      chunks > 0 && parallelism.pipeline() * chunks > num_layers) {
+    check.Fail("pipeline",
+               absl::StrCat(parallelism.pipeline(),
+                            chunks > 1 ? absl::StrCat(" x ", chunks, " chunks = ",
+                                                      parallelism.pipeline() * chunks)
+                                       : "",
+                            " stages need at least as many layers; "
+                            "spec.model.numLayers is ",
+                            num_layers));
+  }
+
+  // The scheme's own rules need the scheme and the depth; what else is left
+  // to the planner gets a value the planner could pick.
+  if (errors->size() != errors_before || scheme_name.empty() ||
+      !parallelism.has_pipeline()) {
+    return;
+  }
+  params.depth = parallelism.pipeline();
+  params.width = parallelism.has_data() ? parallelism.data() : 1;
+  params.micro_batches = parallelism.has_micro_batches()
+                             ? parallelism.micro_batches()
+                             : 2 * params.depth;
+  if (parallelism.has_pipelines()) params.pipelines = parallelism.pipelines();
+  if (parallelism.has_mixpipe_k()) params.mixpipe_k = parallelism.mixpipe_k();
+  if (parallelism.has_mixpipe_gamma()) {
+    params.mixpipe_gamma = parallelism.mixpipe_gamma();
+  }
+  params.chunks = chunks;
+  for (const auto& error : schedule::ValidateScheduleParams(params)) {
+    errors->Add(ScheduleParamPath(error.param), error.message);
+  }
+}
+
+void CheckResources(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
+  const auto& resources = spec.resources();
+  const auto& parallelism = spec.parallelism();
+  Checker check(errors, "spec.resources");
+  check.Required("workers", resources.workers());
+  check.OneOf("device", resources.device(), {"cpu", "gpu"}, false);
+  check.InRange("threadsPerWorker", resources.threads_per_worker(), 0, 0);
+  check.NonNegative("memoryBytesPerWorker", resources.memory_bytes_per_worker());
+  const int workers = resources.workers();
+  if (workers <= 0) return;
+  const bool has_depth = parallelism.has_pipeline() && parallelism.pipeline() > 0;
+  const bool has_width = parallelism.has_data() && parallelism.data() > 0;
+  if (has_depth && has_width &&
+      workers != parallelism.pipeline() * parallelism.data()) {
+    check.Fail("workers", absl::StrCat(workers, " must equal data (",
+                                       parallelism.data(), ") x pipeline (",
+                                       parallelism.pipeline(), ") = ",
+                                       parallelism.pipeline() * parallelism.data()));
+  } else if (has_depth && !has_width && workers % parallelism.pipeline() != 0) {
+    check.Fail("workers", absl::StrCat(workers, " is not a multiple of pipeline (",
+                                       parallelism.pipeline(), ")"));
+  } else if (has_width && !has_depth && workers % parallelism.data() != 0) {
+    check.Fail("workers", absl::StrCat(workers, " is not a multiple of data (",
+                                       parallelism.data(), ")"));
+  }
+}
+
+void CheckRunPolicy(const chimera::v1::RunPolicy& policy, FieldErrors* errors) {
+  Checker check(errors, "spec.runPolicy");
+  check.NonNegative("backoffLimit", policy.backoff_limit());
+  check.NonNegative("activeDeadlineSeconds",
+                    static_cast<double>(policy.active_deadline_seconds()));
+}
+
+}  // namespace
+
+FieldErrors ValidateJob(const TrainJob& job, const ValidationOptions& options) {
+  FieldErrors errors;
+  CheckEnvelope(job, &errors);
+  if (!job.has_spec()) {
+    errors.Add("spec", "is required");
+    return errors;
+  }
+  const auto& spec = job.spec();
+  CheckModel(spec, &errors);
+  CheckData(spec, options, &errors);
+  CheckTraining(spec.training(), &errors);
+  CheckBatchArithmetic(spec, &errors);
+  CheckParallelism(spec, &errors);
+  CheckResources(spec, &errors);
+  CheckRunPolicy(spec.run_policy(), &errors);
+  return errors;
+}
+
+}  // namespace chimera::jobspec

@@ -1,0 +1,124 @@
+// `chimera` and `chimera-worker` run as a user runs them: exit codes, what
+// goes to stdout and stderr, and --help that tells the truth.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace chimera {
+namespace {
+
+using ::chimera::testing::ProcessResult;
+using ::chimera::testing::RunProcess;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+ProcessResult Chimera(std::vector<std::string> args) {
+  args.insert(args.begin(), CHIMERA_BINARY);
+  return RunProcess(args, CHIMERA_SOURCE_DIR);
+}
+
+std::vector<std::string> ExampleFiles() {
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(
+           std::filesystem::path(CHIMERA_SOURCE_DIR) / "examples")) {
+    if (entry.path().extension() == ".yaml") {
+      files.push_back("examples/" + entry.path().filename().string());
+    }
+  }
+  return files;
+}
+
+TEST(CliTest, HelpListsTheCommandsAndExitCodes) {
+  ProcessResult r = Chimera({"--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("validate"));
+  EXPECT_THAT(r.out, HasSubstr("version"));
+  EXPECT_THAT(r.out, HasSubstr("Exit codes"));
+}
+
+TEST(CliTest, NoCommandIsAUsageError) {
+  ProcessResult r = Chimera({});
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+TEST(CliTest, UnknownCommandIsAUsageError) {
+  ProcessResult r = Chimera({"frobnicate"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("frobnicate"));
+}
+
+TEST(CliTest, VersionPrintsTheVersion) {
+  ProcessResult r = Chimera({"version"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, StartsWith("chimera 0."));
+}
+
+TEST(CliValidateTest, EveryExamplePrintsOk) {
+  const std::vector<std::string> files = ExampleFiles();
+  ASSERT_FALSE(files.empty());
+  for (const std::string& file : files) {
+    ProcessResult r = Chimera({"validate", "-f", file});
+    EXPECT_EQ(r.exit_code, 0) << file << "\n" << r.err;
+    EXPECT_THAT(r.out, StartsWith("ok: " + file + ": ")) << file;
+    EXPECT_EQ(r.err, "") << file;
+  }
+}
+
+TEST(CliValidateTest, InvalidFilePrintsEveryErrorAndExitsTwo) {
+  chimera::testing::TempDir dir;
+  const std::string job = dir.WriteFile("bad.yaml", R"(apiVersion: chimera.dev/v1alpha1
+kind: TrainJob
+metadata: {name: bad}
+spec:
+  model: {family: gpt, numLayers: 4, hiddenSize: 30, numHeads: 4, seqLength: 8}
+  data: {format: synthetic}
+  training: {globalBatchSize: 8, maxSteps: 1, optimizer: {name: sgd, lr: 0.1}}
+  parallelism: {schedule: chimera, pipeline: 3}
+  resources: {workers: 3}
+)");
+  ProcessResult r = Chimera({"validate", "-f", job});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, HasSubstr(job + ": spec.model.hiddenSize: 30 is not divisible by numHeads (4)\n"));
+  EXPECT_THAT(r.err, HasSubstr(job + ": spec.parallelism.pipeline: 3 must be even for chimera"));
+}
+
+TEST(CliValidateTest, JsonOutputIsMachineReadable) {
+  ProcessResult r = Chimera({"validate", "-f", "examples/chimera.yaml",
+                             "-f", "/nonexistent.yaml", "-o", "json"});
+  EXPECT_EQ(r.exit_code, 2);
+  nlohmann::json results = nlohmann::json::parse(r.out);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_TRUE(results[0]["valid"].get<bool>());
+  EXPECT_FALSE(results[1]["valid"].get<bool>());
+  EXPECT_THAT(results[1]["errors"][0]["message"].get<std::string>(),
+              HasSubstr("does not exist"));
+}
+
+TEST(CliValidateTest, MissingFileFlagIsAUsageError) {
+  ProcessResult r = Chimera({"validate"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--file is required"));
+}
+
+TEST(WorkerCliTest, VersionNamesLibTorch) {
+  ProcessResult r = RunProcess({CHIMERA_WORKER_BINARY, "--version"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("LibTorch 1."));
+}
+
+TEST(WorkerCliTest, DevicesListsTheCpu) {
+  ProcessResult r = RunProcess({CHIMERA_WORKER_BINARY, "--devices"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("communicators: gloo"));
+  EXPECT_THAT(r.out, HasSubstr("cpu:0"));
+}
+
+}  // namespace
+}  // namespace chimera

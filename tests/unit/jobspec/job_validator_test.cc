@@ -1,0 +1,306 @@
+// Each case changes one thing in a valid job file and asserts the exact field
+// path (and the gist of the message) of every error it causes.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_replace.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "jobspec/job_file.h"
+#include "tests/support/temp_dir.h"
+
+namespace chimera::jobspec {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr char kValidJob[] = R"(apiVersion: chimera.dev/v1alpha1
+kind: TrainJob
+metadata:
+  name: test-job
+spec:
+  model:
+    family: gpt
+    numLayers: 8
+    hiddenSize: 64
+    numHeads: 4
+    seqLength: 16
+  data:
+    format: text
+    path: DATA_PATH
+  training:
+    globalBatchSize: 16
+    microBatchSize: 2
+    maxSteps: 10
+    optimizer:
+      name: adamw
+      lr: 0.001
+  parallelism:
+    schedule: chimera
+    pipeline: 4
+    data: 2
+    microBatches: 4
+  resources:
+    workers: 8
+    device: cpu
+)";
+
+std::vector<std::string> Paths(const FieldErrors& errors) {
+  std::vector<std::string> paths;
+  for (const FieldError& error : errors.errors()) paths.push_back(error.path);
+  return paths;
+}
+
+class JobValidatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    text_path_ = dir_.WriteFile("corpus.txt", std::string(1000, 'a'));
+  }
+
+  // The valid job with `from` replaced by `to` (which must occur).
+  std::string JobWith(const std::string& from, const std::string& to) {
+    std::string yaml = absl::StrReplaceAll(kValidJob, {{"DATA_PATH", text_path_}});
+    EXPECT_NE(yaml.find(from), std::string::npos) << from;
+    return absl::StrReplaceAll(yaml, {{from, to}});
+  }
+
+  FieldErrors Validate(const std::string& yaml) {
+    chimera::v1::TrainJob job;
+    return ParseJob(yaml, {.check_data_files = true}, &job);
+  }
+
+  chimera::testing::TempDir dir_;
+  std::string text_path_;
+};
+
+TEST_F(JobValidatorTest, ValidJobHasNoErrors) {
+  EXPECT_THAT(Paths(Validate(JobWith("gpt", "gpt"))), IsEmpty());
+}
+
+struct EditCase {
+  std::string name;
+  std::string from;
+  std::string to;
+  std::string path;
+  std::string message;
+};
+
+void PrintTo(const EditCase& edit, std::ostream* os) { *os << edit.name; }
+
+class JobValidatorEditTest : public JobValidatorTest,
+                             public ::testing::WithParamInterface<EditCase> {};
+
+TEST_P(JobValidatorEditTest, ReportsExactlyTheEditedField) {
+  const EditCase& edit = GetParam();
+  FieldErrors errors = Validate(JobWith(edit.from, edit.to));
+  ASSERT_THAT(Paths(errors), ElementsAre(edit.path)) << errors.ToStatus();
+  EXPECT_THAT(errors.errors()[0].message, HasSubstr(edit.message));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Edits, JobValidatorEditTest,
+    ::testing::Values(
+        EditCase{"UnknownField", "numLayers: 8", "numLayers: 8\n    numLayer: 8",
+                 "spec.model.numLayer", "unknown field"},
+        EditCase{"SnakeCaseNameSuggestsCamelCase", "numLayers: 8",
+                 "num_layers: 8", "spec.model.num_layers",
+                 "did you mean 'numLayers'"},
+        EditCase{"WordWhereIntegerExpected", "numLayers: 8", "numLayers: eight",
+                 "spec.model.numLayers", "expected an integer"},
+        EditCase{"QuotedNumberIsAString", "numLayers: 8", "numLayers: \"8\"",
+                 "spec.model.numLayers", "got string '8'"},
+        EditCase{"IntegerBeyond32Bits", "numLayers: 8",
+                 "numLayers: 99999999999", "spec.model.numLayers",
+                 "32-bit range"},
+        EditCase{"ListWhereMappingExpected", "optimizer:\n      name: adamw\n      lr: 0.001",
+                 "optimizer: [adamw]", "spec.training.optimizer",
+                 "expected a mapping"},
+        EditCase{"ZeroLayers", "numLayers: 8", "numLayers: 0",
+                 "spec.model.numLayers", "required"},
+        EditCase{"NegativeHiddenSize", "hiddenSize: 64", "hiddenSize: -64",
+                 "spec.model.hiddenSize", "-64 must be >= 1"},
+        EditCase{"HiddenSizeNotDivisibleByHeads", "hiddenSize: 64",
+                 "hiddenSize: 66", "spec.model.hiddenSize",
+                 "not divisible by numHeads (4)"},
+        EditCase{"UnknownModelFamily", "family: gpt", "family: lstm",
+                 "spec.model.family", "'lstm' is not one of gpt, bert"},
+        EditCase{"Bfloat16OnCpu", "seqLength: 16",
+                 "seqLength: 16\n    dtype: bfloat16", "spec.model.dtype",
+                 "needs resources.device 'gpu'"},
+        EditCase{"GlobalBatchCannotBeMade", "globalBatchSize: 16",
+                 "globalBatchSize: 24", "spec.training.globalBatchSize",
+                 "data (2) x microBatchSize (2) x microBatches (4) = 16"},
+        EditCase{"ChimeraPipelinesMustDivideHalfDepth", "microBatches: 4",
+                 "microBatches: 4\n    pipelines: 6",
+                 "spec.parallelism.pipelines", "f = 3 to divide D/2 = 2"},
+        EditCase{"MoreStagesThanLayers", "numLayers: 8", "numLayers: 3",
+                 "spec.parallelism.pipeline", "numLayers is 3"},
+        EditCase{"UnknownSchedule", "schedule: chimera", "schedule: zigzag",
+                 "spec.parallelism.schedule", "1f1b, gems, chimera"},
+        EditCase{"PolicyOfAnotherScheme", "microBatches: 4",
+                 "microBatches: 4\n    policy: pa", "spec.parallelism.policy",
+                 "only applies to schedule 1f1b"},
+        EditCase{"UnknownConcatenation", "microBatches: 4",
+                 "microBatches: 4\n    concat: sideways",
+                 "spec.parallelism.concat", "direct, forward-doubling"},
+        EditCase{"WorkersDoNotMatchDataTimesPipeline", "workers: 8",
+                 "workers: 6", "spec.resources.workers",
+                 "data (2) x pipeline (4) = 8"},
+        EditCase{"UnknownDevice", "device: cpu", "device: tpu",
+                 "spec.resources.device", "'tpu' is not one of cpu, gpu"},
+        EditCase{"WrongApiVersion", "chimera.dev/v1alpha1", "chimera.dev/v2",
+                 "apiVersion", "must be 'chimera.dev/v1alpha1'"},
+        EditCase{"WrongKind", "kind: TrainJob", "kind: Job", "kind",
+                 "must be 'TrainJob'"},
+        EditCase{"NameIsNotADnsLabel", "name: test-job", "name: Test_Job",
+                 "metadata.name", "lower-case"},
+        EditCase{"UnknownOptimizer", "name: adamw", "name: lion",
+                 "spec.training.optimizer.name", "sgd, adamw"},
+        EditCase{"NonPositiveLearningRate", "lr: 0.001", "lr: 0",
+                 "spec.training.optimizer.lr", "must be > 0"},
+        EditCase{"MomentumOutsideUnitInterval", "lr: 0.001",
+                 "lr: 0.001\n      momentum: 1.5",
+                 "spec.training.optimizer.momentum", "[0, 1)"},
+        EditCase{"InfiniteLearningRate", "lr: 0.001", "lr: .inf",
+                 "spec.training.optimizer.lr", "not a finite number"},
+        EditCase{"CheckpointsNeedADirectory", "maxSteps: 10",
+                 "maxSteps: 10\n    checkpointEvery: 5",
+                 "spec.training.checkpointDir", "required"},
+        EditCase{"ZeroSteps", "maxSteps: 10", "maxSteps: 0",
+                 "spec.training.maxSteps", "required"},
+        EditCase{"DataPathMissingForText", "    path: ", "    # path: ",
+                 "spec.data.path", "required for format 'text'"},
+        EditCase{"UnknownDataFormat", "format: text", "format: parquet",
+                 "spec.data.format", "text, tokens, synthetic"},
+        EditCase{"SyntheticDataWithAPath", "format: text", "format: synthetic",
+                 "spec.data.path", "must be empty"},
+        EditCase{"TextVocabularySmallerThanBytes", "seqLength: 16",
+                 "seqLength: 16\n    vocabSize: 100", "spec.model.vocabSize",
+                 ">= 256"},
+        EditCase{"DuplicateKey", "maxSteps: 10", "maxSteps: 10\n    maxSteps: 11",
+                 "spec.training.maxSteps", "more than once"},
+        EditCase{"NegativeBackoffLimit", "device: cpu",
+                 "device: cpu\n  runPolicy:\n    backoffLimit: -1",
+                 "spec.runPolicy.backoffLimit", "must be >= 0"}),
+    [](const ::testing::TestParamInfo<EditCase>& info) {
+      return info.param.name;
+    });
+
+TEST_F(JobValidatorTest, GlobalBatchMustBeAMultipleOfTheGivenFactors) {
+  std::string yaml = JobWith("microBatches: 4\n", "\n");
+  yaml = absl::StrReplaceAll(yaml, {{"globalBatchSize: 16", "globalBatchSize: 18"}});
+  FieldErrors errors = Validate(yaml);
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.training.globalBatchSize"));
+  EXPECT_THAT(errors.errors()[0].message,
+              HasSubstr("18 is not a multiple of data (2) x microBatchSize (2) = 4"));
+}
+
+TEST_F(JobValidatorTest, ChimeraNeedsAnEvenDepth) {
+  std::string yaml = JobWith("pipeline: 4\n    data: 2", "pipeline: 3\n    data: 2");
+  yaml = absl::StrReplaceAll(yaml, {{"workers: 8", "workers: 6"}});
+  FieldErrors errors = Validate(yaml);
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.parallelism.pipeline"));
+  EXPECT_THAT(errors.errors()[0].message, HasSubstr("3 must be even for chimera"));
+}
+
+TEST_F(JobValidatorTest, MissingDataFileNamesThePath) {
+  FieldErrors errors =
+      Validate(JobWith(text_path_, dir_.path() + "/missing.txt"));
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.data.path"));
+  EXPECT_THAT(errors.errors()[0].message, HasSubstr("does not exist"));
+}
+
+TEST_F(JobValidatorTest, EmptyDataFileIsRejected) {
+  const std::string empty = dir_.WriteFile("empty.txt", "");
+  FieldErrors errors = Validate(JobWith(text_path_, empty));
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.data.path"));
+  EXPECT_THAT(errors.errors()[0].message, HasSubstr("is empty"));
+}
+
+TEST_F(JobValidatorTest, BinaryFileAsTextDataIsRejected) {
+  const std::string binary =
+      dir_.WriteFile("data.bin", std::string("\x7f" "ELF\0\0\x01\x02", 8) +
+                                     std::string(100, '\0'));
+  FieldErrors errors = Validate(JobWith(text_path_, binary));
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.data.path"));
+  EXPECT_THAT(errors.errors()[0].message, HasSubstr("binary"));
+}
+
+TEST_F(JobValidatorTest, DirectoryAsDataFileIsRejected) {
+  FieldErrors errors = Validate(JobWith(text_path_, dir_.path()));
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.data.path"));
+  EXPECT_THAT(errors.errors()[0].message, HasSubstr("directory"));
+}
+
+TEST_F(JobValidatorTest, TextShorterThanOneSampleIsRejected) {
+  const std::string tiny = dir_.WriteFile("tiny.txt", "hello");
+  FieldErrors errors = Validate(JobWith(text_path_, tiny));
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.data.path"));
+  EXPECT_THAT(errors.errors()[0].message,
+              HasSubstr("fewer than seqLength + 1 = 17"));
+}
+
+TEST_F(JobValidatorTest, TokenFileOfOddSizeIsRejected) {
+  const std::string tokens = dir_.WriteFile("t.bin", std::string(101, '\1'));
+  std::string yaml = JobWith("format: text", "format: tokens");
+  yaml = absl::StrReplaceAll(yaml, {{text_path_, tokens}});
+  FieldErrors errors = Validate(yaml);
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.data.path"));
+  EXPECT_THAT(errors.errors()[0].message, HasSubstr("odd size"));
+}
+
+TEST_F(JobValidatorTest, DataFilesAreNotOpenedWhenChecksAreOff) {
+  chimera::v1::TrainJob job;
+  FieldErrors errors = ParseJob(JobWith(text_path_, "/nonexistent/x.txt"),
+                                {.check_data_files = false}, &job);
+  EXPECT_THAT(Paths(errors), IsEmpty());
+}
+
+TEST_F(JobValidatorTest, EveryErrorIsReportedTogether) {
+  std::string yaml = JobWith("numHeads: 4", "numHeads: 5");
+  yaml = absl::StrReplaceAll(yaml, {{"family: gpt", "family: rnn"},
+                                    {"workers: 8", "workers: 7"},
+                                    {"lr: 0.001", "lr: -1"}});
+  EXPECT_THAT(Paths(Validate(yaml)),
+              ElementsAre("spec.model.family", "spec.model.hiddenSize",
+                          "spec.training.optimizer.lr",
+                          "spec.resources.workers"));
+}
+
+TEST_F(JobValidatorTest, OmittedParallelismIsLeftToThePlanner) {
+  std::string yaml = JobWith(
+      "  parallelism:\n    schedule: chimera\n    pipeline: 4\n    data: 2\n"
+      "    microBatches: 4\n",
+      "  parallelism:\n");
+  EXPECT_THAT(Paths(Validate(yaml)), IsEmpty());
+}
+
+TEST_F(JobValidatorTest, LoopingStagesTimesChunksMustFitTheLayers) {
+  std::string yaml = JobWith("schedule: chimera", "schedule: interleaved");
+  yaml = absl::StrReplaceAll(yaml, {{"microBatches: 4", "microBatches: 4\n    chunks: 3"}});
+  FieldErrors errors = Validate(yaml);
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.parallelism.pipeline"));
+  EXPECT_THAT(errors.errors()[0].message, HasSubstr("4 x 3 chunks = 12"));
+}
+
+TEST_F(JobValidatorTest, MixPipeKMustBeEven) {
+  std::string yaml = JobWith("schedule: chimera", "schedule: mixpipe");
+  yaml = absl::StrReplaceAll(yaml, {{"microBatches: 4", "microBatches: 4\n    mixpipeK: 3"}});
+  FieldErrors errors = Validate(yaml);
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.parallelism.mixpipeK"));
+  EXPECT_THAT(errors.errors()[0].message, HasSubstr("must be even"));
+}
+
+TEST_F(JobValidatorTest, InterleavedNeedsMicroBatchesMultipleOfDepth) {
+  std::string yaml = JobWith("schedule: chimera", "schedule: interleaved");
+  yaml = absl::StrReplaceAll(yaml, {{"microBatches: 4", "microBatches: 2"},
+                                    {"microBatchSize: 2", "microBatchSize: 4"}});
+  FieldErrors errors = Validate(yaml);
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.parallelism.microBatches"));
+  EXPECT_THAT(errors.errors()[0].message, HasSubstr("multiple of the depth 4"));
+}
+
+}  // namespace
+}  // namespace chimera::jobspec

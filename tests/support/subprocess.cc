@@ -6,77 +6,131 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 #include "absl/time/clock.h"
 
 namespace chimera::testing {
-namespace {
 
-// Reads what is available from `fd` into `sink`; false at end of file.
-bool Drain(int fd, std::string* sink) {
-  char buffer[4096];
-  const ssize_t n = ::read(fd, buffer, sizeof(buffer));
-  if (n > 0) {
-    sink->append(buffer, static_cast<size_t>(n));
-    return true;
-  }
-  return n < 0 && errno == EINTR;
-}
-
-}  // namespace
-
-ProcessResult RunProcess(const std::vector<std::string>& argv,
-                         const std::string& working_dir,
-                         absl::Duration timeout) {
-  ProcessResult result;
+ChildProcess::ChildProcess(const std::vector<std::string>& argv,
+                           const std::string& working_dir) {
   int out_pipe[2], err_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return result;
-  if (::pipe2(err_pipe, O_CLOEXEC) != 0) return result;
-  const pid_t pid = ::fork();
-  if (pid < 0) return result;
-  if (pid == 0) {
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return;
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    ::close(out_pipe[0]);
+    ::close(out_pipe[1]);
+    return;
+  }
+  pid_ = ::fork();
+  if (pid_ == 0) {
     ::dup2(out_pipe[1], STDOUT_FILENO);
     ::dup2(err_pipe[1], STDERR_FILENO);
     if (!working_dir.empty() && ::chdir(working_dir.c_str()) != 0) _exit(127);
     std::vector<char*> args;
-    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    for (const std::string& arg : argv) {
+      args.push_back(const_cast<char*>(arg.c_str()));
+    }
     args.push_back(nullptr);
     ::execv(args[0], args.data());
     _exit(127);
   }
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
+  out_fd_ = out_pipe[0];
+  err_fd_ = err_pipe[0];
+  if (pid_ < 0) {
+    ::close(out_fd_);
+    ::close(err_fd_);
+    out_fd_ = err_fd_ = -1;
+  }
+}
 
-  const absl::Time deadline = absl::Now() + timeout;
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  int open_fds = 2;
-  while (open_fds > 0) {
-    const int wait_ms = static_cast<int>(
-        absl::ToInt64Milliseconds(deadline - absl::Now()));
-    if (wait_ms <= 0) {
-      result.timed_out = true;
-      ::kill(pid, SIGKILL);
-      break;
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0 && exit_code_ < 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  if (out_fd_ >= 0) ::close(out_fd_);
+  if (err_fd_ >= 0) ::close(err_fd_);
+}
+
+template <typename Done>
+bool ChildProcess::Pump(absl::Time deadline, Done done) {
+  while (!done() && (out_fd_ >= 0 || err_fd_ >= 0)) {
+    const int64_t wait_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+    if (wait_ms <= 0) return false;
+    pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
+    if (::poll(fds, 2, static_cast<int>(wait_ms)) < 0 && errno != EINTR) {
+      return false;
     }
-    if (::poll(fds, 2, wait_ms) < 0 && errno != EINTR) break;
     for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP)) == 0) continue;
-      if (!Drain(fds[i].fd, i == 0 ? &result.out : &result.err)) {
+      if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
+        continue;
+      }
+      char buffer[4096];
+      const ssize_t n = ::read(fds[i].fd, buffer, sizeof(buffer));
+      if (n > 0) {
+        (i == 0 ? out_ : err_).append(buffer, static_cast<size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
         ::close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
+        (i == 0 ? out_fd_ : err_fd_) = -1;
       }
     }
   }
-  for (const pollfd& fd : fds) {
-    if (fd.fd >= 0) ::close(fd.fd);
+  return true;
+}
+
+absl::StatusOr<std::string> ChildProcess::ReadLine(absl::Duration timeout) {
+  auto has_line = [this] {
+    return out_.find('\n', out_consumed_) != std::string::npos;
+  };
+  if (!Pump(absl::Now() + timeout, has_line)) {
+    return absl::DeadlineExceededError("no line on stdout in time");
   }
+  const size_t newline = out_.find('\n', out_consumed_);
+  if (newline == std::string::npos) {
+    return absl::OutOfRangeError("stdout closed");
+  }
+  std::string line = out_.substr(out_consumed_, newline - out_consumed_);
+  out_consumed_ = newline + 1;
+  return line;
+}
+
+void ChildProcess::Signal(int signal) {
+  if (pid_ > 0 && exit_code_ < 0) ::kill(pid_, signal);
+}
+
+int ChildProcess::Wait(absl::Duration timeout) {
+  if (pid_ <= 0) return -1;
+  if (exit_code_ >= 0) return exit_code_;
+  const absl::Time deadline = absl::Now() + timeout;
+  if (!Pump(deadline, [] { return false; })) {
+    timed_out_ = true;
+    ::kill(pid_, SIGKILL);
+  }
+  // The pipes may close before the child exits; keep to the deadline.
   int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (WIFEXITED(status)) {
-    result.exit_code = WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
-    result.exit_code = 128 + WTERMSIG(status);
+  while (::waitpid(pid_, &status, WNOHANG) == 0) {
+    if (absl::Now() > deadline && !timed_out_) {
+      timed_out_ = true;
+      ::kill(pid_, SIGKILL);
+    }
+    absl::SleepFor(absl::Milliseconds(5));
   }
+  exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return exit_code_;
+}
+
+ProcessResult RunProcess(const std::vector<std::string>& argv,
+                         const std::string& working_dir,
+                         absl::Duration timeout) {
+  ChildProcess child(argv, working_dir);
+  ProcessResult result;
+  if (!child.started()) return result;
+  result.exit_code = child.Wait(timeout);
+  result.timed_out = child.timed_out();
+  result.out = child.out();
+  result.err = child.err();
   return result;
 }
 

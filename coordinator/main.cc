@@ -32,7 +32,10 @@ int WaitForTerminationSignal(const sigset_t& signals) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"chimera-coordinator: plans jobs and drives the workers"};
+  CLI::App app{
+      "chimera-coordinator: the control-plane server. This build serves the "
+      "gRPC health service and reflection; the job and worker services are "
+      "not implemented yet."};
   std::string listen = "127.0.0.1:50051";
   app.add_option("--listen", listen,
                  "HOST:PORT to serve on; port 0 picks a free port. Without "

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_reader.h"
+#include "common/version.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
@@ -330,6 +331,20 @@ FieldErrors ParseYamlMessage(absl::string_view yaml,
                                 status.message().as_string()));
   }
   return errors;
+}
+
+void CheckApiVersionAndKind(absl::string_view api_version,
+                            absl::string_view kind,
+                            absl::string_view expected_kind,
+                            FieldErrors* errors) {
+  if (api_version != kApiVersion) {
+    errors->Add("apiVersion", absl::StrCat("'", api_version, "' must be '",
+                                           kApiVersion, "'"));
+  }
+  if (kind != expected_kind) {
+    errors->Add("kind", absl::StrCat("'", kind, "' must be '", expected_kind,
+                                     "'"));
+  }
 }
 
 FieldErrors LoadYamlMessageFile(const std::string& path,

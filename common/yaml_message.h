@@ -35,6 +35,13 @@ inline constexpr int kMaxYamlErrors = 50;
 FieldErrors ParseYamlMessage(absl::string_view yaml,
                              google::protobuf::Message* message);
 
+// Checks a document's envelope: apiVersion must be kApiVersion (version.h)
+// and kind must be `expected_kind`.
+void CheckApiVersionAndKind(absl::string_view api_version,
+                            absl::string_view kind,
+                            absl::string_view expected_kind,
+                            FieldErrors* errors);
+
 // Reads `path` (a non-empty text file of at most kMaxYamlFileBytes) and
 // parses it as above. Problems with the file itself have an empty path.
 FieldErrors LoadYamlMessageFile(const std::string& path,

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_reader.h"
+#include "common/yaml_message.h"
 #include "coordinator/schedule/schedule_params.h"
 
 namespace chimera::jobspec {
@@ -105,14 +106,7 @@ bool IsDnsLabel(const std::string& name) {
 }
 
 void CheckEnvelope(const TrainJob& job, FieldErrors* errors) {
-  if (job.api_version() != kApiVersion) {
-    errors->Add("apiVersion", absl::StrCat("'", job.api_version(),
-                                           "' must be '", kApiVersion, "'"));
-  }
-  if (job.kind() != kTrainJobKind) {
-    errors->Add("kind", absl::StrCat("'", job.kind(), "' must be '",
-                                     kTrainJobKind, "'"));
-  }
+  CheckApiVersionAndKind(job.api_version(), job.kind(), kTrainJobKind, errors);
   if (!IsDnsLabel(job.metadata().name())) {
     errors->Add("metadata.name",
                 absl::StrCat("'", job.metadata().name(),

@@ -16,7 +16,6 @@
 
 namespace chimera::jobspec {
 
-inline constexpr char kApiVersion[] = "chimera.dev/v1alpha1";
 inline constexpr char kTrainJobKind[] = "TrainJob";
 
 // Data files larger than this are refused: a worker reads its data file

@@ -1,0 +1,94 @@
+#include "coordinator/planner/cluster_file.h"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_replace.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace chimera::planner {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr char kCluster[] = R"(apiVersion: chimera.dev/v1alpha1
+kind: Cluster
+metadata: {name: test}
+spec:
+  nodes: 2
+  devicesPerNode: 8
+  device: {memoryBytes: 1000, peakFlops: 1.0e12}
+  links:
+    intraNode: {latencySeconds: 1.0e-6, bandwidthBytesPerSecond: 1.0e11}
+    interNode: {latencySeconds: 1.0e-5, bandwidthBytesPerSecond: 1.0e10}
+)";
+
+std::vector<std::string> Paths(const FieldErrors& errors) {
+  std::vector<std::string> paths;
+  for (const auto& error : errors.errors()) paths.push_back(error.path);
+  return paths;
+}
+
+FieldErrors ParseWith(const std::string& from, const std::string& to) {
+  chimera::v1::Cluster cluster;
+  return ParseCluster(absl::StrReplaceAll(kCluster, {{from, to}}), &cluster);
+}
+
+TEST(ClusterFileTest, ParsesEveryField) {
+  chimera::v1::Cluster cluster;
+  FieldErrors errors = ParseCluster(kCluster, &cluster);
+  ASSERT_TRUE(errors.empty()) << errors.ToStatus();
+  EXPECT_EQ(cluster.spec().nodes(), 2);
+  EXPECT_EQ(cluster.spec().device().memory_bytes(), 1000);
+  EXPECT_DOUBLE_EQ(cluster.spec().links().inter_node().bandwidth_bytes_per_second(), 1e10);
+}
+
+TEST(ClusterFileTest, ZeroBandwidthIsNamed) {
+  FieldErrors errors = ParseWith("bandwidthBytesPerSecond: 1.0e10", "bandwidthBytesPerSecond: 0");
+  EXPECT_THAT(Paths(errors), ElementsAre("spec.links.interNode.bandwidthBytesPerSecond"));
+}
+
+TEST(ClusterFileTest, NegativeLatencyIsNamed) {
+  FieldErrors errors = ParseWith("latencySeconds: 1.0e-6", "latencySeconds: -1");
+  EXPECT_THAT(Paths(errors), ElementsAre("spec.links.intraNode.latencySeconds"));
+}
+
+TEST(ClusterFileTest, SeveralNodesNeedAnInterNodeLink) {
+  FieldErrors errors = ParseWith(
+      "    interNode: {latencySeconds: 1.0e-5, bandwidthBytesPerSecond: 1.0e10}\n", "");
+  EXPECT_THAT(Paths(errors), ElementsAre("spec.links.interNode.bandwidthBytesPerSecond"));
+}
+
+TEST(ClusterFileTest, MissingSizesAreAllReported) {
+  chimera::v1::Cluster cluster;
+  FieldErrors errors = ParseCluster(
+      "apiVersion: chimera.dev/v1alpha1\nkind: Cluster\nspec: {nodes: 1}\n", &cluster);
+  EXPECT_THAT(Paths(errors),
+              ElementsAre("spec.devicesPerNode", "spec.device.memoryBytes",
+                          "spec.device.peakFlops",
+                          "spec.links.intraNode.bandwidthBytesPerSecond"));
+}
+
+TEST(ClusterFileTest, JobFileIsNotACluster) {
+  FieldErrors errors = ParseWith("kind: Cluster", "kind: TrainJob");
+  ASSERT_THAT(Paths(errors), ElementsAre("kind"));
+  EXPECT_THAT(errors.errors()[0].message, HasSubstr("must be 'Cluster'"));
+}
+
+TEST(ClusterFileTest, ShippedExamplesAreValid) {
+  int examples = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(
+           std::filesystem::path(CHIMERA_SOURCE_DIR) / "examples" / "clusters")) {
+    chimera::v1::Cluster cluster;
+    FieldErrors errors = LoadClusterFile(entry.path().string(), &cluster);
+    EXPECT_TRUE(errors.empty()) << entry.path() << "\n" << errors.ToStatus();
+    ++examples;
+  }
+  EXPECT_GE(examples, 2);
+}
+
+}  // namespace
+}  // namespace chimera::planner

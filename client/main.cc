@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "client/exit_codes.h"
+#include "client/schedule_command.h"
 #include "client/validate_command.h"
 #include "common/logging.h"
 #include "common/version.h"
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
     std::cout << "chimera " << chimera::kVersion << "\n";
   });
   chimera::client::AddValidateCommand(app);
+  chimera::client::AddScheduleCommand(app);
 
   try {
     app.parse(argc, argv);

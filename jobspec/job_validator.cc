@@ -290,6 +290,8 @@ std::string ScheduleParamPath(schedule::ScheduleParam param) {
       return "spec.parallelism.mixpipeGamma";
     case schedule::ScheduleParam::kChunks:
       return "spec.parallelism.chunks";
+    case schedule::ScheduleParam::kBackwardSlots:
+      break;  // Derived from op costs, never from a job file.
   }
   return "spec.parallelism";
 }

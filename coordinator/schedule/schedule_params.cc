@@ -108,6 +108,10 @@ std::vector<ScheduleParamError> ValidateScheduleParams(
   if (params.width < 1) {
     fail(ScheduleParam::kWidth, absl::StrCat(params.width, " must be >= 1"));
   }
+  if (params.backward_slots < 1 || params.backward_slots > 8) {
+    fail(ScheduleParam::kBackwardSlots,
+         absl::StrCat(params.backward_slots, " must be in [1, 8]"));
+  }
   if (!errors.empty()) return errors;
 
   if (params.scheme == Scheme::kChimera) {

@@ -64,6 +64,10 @@ struct ScheduleParams {
   // interleaved, breadth-first: model chunks per worker (v).
   int chunks = 1;
   bool recompute = false;
+  // Grid slots a backward occupies while generators order the ops (a
+  // forward takes one): 2 orders for backward = 2x forward, 1 for the
+  // papers' forward = backward figures. Timing comes from the simulator.
+  int backward_slots = 2;
 };
 
 // Names as they appear in job files and on the command line.
@@ -92,6 +96,7 @@ enum class ScheduleParam {
   kMixPipeK,
   kMixPipeGamma,
   kChunks,
+  kBackwardSlots,
 };
 
 struct ScheduleParamError {

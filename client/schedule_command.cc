@@ -1,0 +1,210 @@
+#include "client/schedule_command.h"
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/exit_codes.h"
+#include "common/file_reader.h"
+#include "common/status_macros.h"
+#include "coordinator/schedule/csv_io.h"
+#include "coordinator/schedule/generator.h"
+#include "coordinator/schedule/json_report.h"
+#include "coordinator/schedule/simulator.h"
+#include "coordinator/schedule/timeline.h"
+#include "coordinator/schedule/validator.h"
+
+namespace chimera::client {
+namespace {
+
+using schedule::ScheduleParams;
+
+// A hand-written schedule for thousands of workers stays far below this.
+constexpr uint64_t kMaxScheduleCsvBytes = 64 << 20;
+
+// Flag-level strings the subcommand parses itself, so errors can name the
+// flag and list the allowed names.
+struct RawFlags {
+  std::string scheme = "1f1b";
+  std::string concat = "direct";
+  std::string policy = "pa";
+  std::string sync = "eager";
+  std::string out;
+};
+
+std::string Title(const ScheduleCommandOptions& options) {
+  if (!options.from_csv.empty()) return options.from_csv;
+  const ScheduleParams& p = options.params;
+  std::string title =
+      absl::StrCat(schedule::SchemeName(p.scheme), " D=", p.depth,
+                   " N=", p.micro_batches);
+  if (p.width > 1) absl::StrAppend(&title, " W=", p.width);
+  if (p.scheme == schedule::Scheme::kChimera) {
+    absl::StrAppend(&title, " pipelines=", p.pipelines);
+    if (p.micro_batches > p.depth) {
+      absl::StrAppend(&title, " concat=", schedule::ConcatName(p.concat));
+    }
+  }
+  if (p.scheme == schedule::Scheme::kInterleaved ||
+      p.scheme == schedule::Scheme::kBreadthFirst) {
+    absl::StrAppend(&title, " v=", p.chunks);
+  }
+  if (p.scheme == schedule::Scheme::kMixPipe) {
+    absl::StrAppend(&title, " K=", p.mixpipe_k, " Gamma=", p.mixpipe_gamma);
+  }
+  return title;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RunScheduleCommand(
+    const ScheduleCommandOptions& options) {
+  if (!(options.forward_cost > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--forward-cost: ", options.forward_cost, " must be > 0"));
+  }
+  const double backward = options.backward_cost < 0
+                              ? 2 * options.forward_cost
+                              : options.backward_cost;
+  if (!(backward > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--backward-cost: ", backward, " must be > 0"));
+  }
+  const std::vector<std::string> outputs = {"text", "json", "svg", "csv"};
+  if (std::find(outputs.begin(), outputs.end(), options.output) ==
+      outputs.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "-o: '", options.output, "' is not one of ", absl::StrJoin(outputs, ", ")));
+  }
+
+  schedule::Schedule generated;
+  if (!options.from_csv.empty()) {
+    absl::StatusOr<std::string> csv =
+        ReadTextFile(options.from_csv, kMaxScheduleCsvBytes);
+    if (!csv.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--from-csv: ", csv.status().message()));
+    }
+    absl::StatusOr<schedule::Schedule> loaded = schedule::ReadScheduleCsv(*csv);
+    if (!loaded.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options.from_csv, ": ", loaded.status().message()));
+    }
+    generated = *std::move(loaded);
+  } else {
+    ScheduleParams params = options.params;
+    // Order ops for the given cost ratio (the simulator times them).
+    params.backward_slots = std::clamp(
+        static_cast<int>(std::lround(backward / options.forward_cost)), 1, 8);
+    std::vector<schedule::ScheduleParamError> errors =
+        schedule::ValidateScheduleParams(params);
+    if (!errors.empty()) {
+      return absl::InvalidArgumentError(absl::StrJoin(
+          errors, "; ",
+          [](std::string* out, const schedule::ScheduleParamError& e) {
+            absl::StrAppend(out, "--", schedule::ScheduleParamName(e.param),
+                            ": ", e.message);
+          }));
+    }
+    ASSIGN_OR_RETURN(generated, schedule::GenerateSchedule(params));
+  }
+  absl::Status valid = schedule::ValidateSchedule(generated);
+  if (!valid.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("schedule is not valid: ", valid.message()));
+  }
+  if (options.output == "csv") return schedule::WriteScheduleCsv(generated);
+
+  schedule::CostModel costs;
+  costs.forward = options.forward_cost;
+  costs.backward = backward;
+  ASSIGN_OR_RETURN(schedule::SimulationResult result,
+                   schedule::Simulate(generated, costs));
+  if (options.output == "json") return schedule::JsonReport(generated, result);
+  if (options.output == "svg") {
+    return schedule::SvgTimeline(generated, result, Title(options));
+  }
+  return schedule::TextTimeline(generated, result, Title(options));
+}
+
+void AddScheduleCommand(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand(
+      "schedule",
+      "Generate, validate, simulate and draw a pipeline schedule (offline)");
+  auto options = std::make_shared<ScheduleCommandOptions>();
+  auto raw = std::make_shared<RawFlags>();
+  ScheduleParams& p = options->params;
+  cmd->add_option("--scheme", raw->scheme,
+                  "Schedule: " + schedule::SchemeNames())
+      ->capture_default_str();
+  cmd->add_option("--depth", p.depth, "Pipeline depth D (stages)")
+      ->capture_default_str();
+  cmd->add_option("--micro-batches", p.micro_batches,
+                  "Micro-batches N per iteration and pipeline replica")
+      ->capture_default_str();
+  cmd->add_option("--width", p.width, "Data-parallel width W")
+      ->capture_default_str();
+  cmd->add_option("--pipelines", p.pipelines,
+                  "chimera: pipelines 2f (f divides D/2)")
+      ->capture_default_str();
+  cmd->add_option("--concat", raw->concat,
+                  "chimera, N > D: " + schedule::ConcatNames())
+      ->capture_default_str();
+  cmd->add_option("--chunks", p.chunks,
+                  "interleaved, breadth-first: chunks v per worker")
+      ->capture_default_str();
+  cmd->add_option("--mixpipe-k", p.mixpipe_k,
+                  "mixpipe: micro-batches injected before the first backward")
+      ->capture_default_str();
+  cmd->add_option("--mixpipe-gamma", p.mixpipe_gamma,
+                  "mixpipe: early forwards (2F1B)")
+      ->capture_default_str();
+  cmd->add_option("--policy", raw->policy,
+                  "1f1b warm-up policy: " + schedule::WarmupPolicyNames())
+      ->capture_default_str();
+  cmd->add_option("--sync", raw->sync,
+                  "Gradient allreduce start: " + schedule::SyncNames())
+      ->capture_default_str();
+  cmd->add_flag("--recompute", p.recompute, "Recompute activations in backward");
+  cmd->add_option("--forward-cost", options->forward_cost,
+                  "Forward time per stage and micro-batch")
+      ->capture_default_str();
+  cmd->add_option("--backward-cost", options->backward_cost,
+                  "Backward time per stage and micro-batch (default 2x forward)");
+  cmd->add_option("-o,--output", options->output, "text, json, svg or csv")
+      ->capture_default_str();
+  cmd->add_option("--out", raw->out, "Write to this file instead of stdout");
+  cmd->add_option("--from-csv", options->from_csv,
+                  "Load, validate and simulate a hand-written CSV schedule");
+
+  cmd->callback([options, raw]() {
+    auto fail = [](absl::string_view message) {
+      std::cerr << "chimera schedule: " << message << "\n";
+      throw CLI::RuntimeError(kExitUsage);
+    };
+    ScheduleParams& params = options->params;
+    auto parse = [&](auto parsed, absl::string_view flag, auto& field) {
+      if (!parsed.ok()) fail(absl::StrCat(flag, ": ", parsed.status().message()));
+      field = *parsed;
+    };
+    parse(schedule::ParseScheme(raw->scheme), "--scheme", params.scheme);
+    parse(schedule::ParseConcat(raw->concat), "--concat", params.concat);
+    parse(schedule::ParseWarmupPolicy(raw->policy), "--policy", params.policy);
+    parse(schedule::ParseSync(raw->sync), "--sync", params.sync);
+    absl::StatusOr<std::string> output = RunScheduleCommand(*options);
+    if (!output.ok()) fail(output.status().message());
+    if (raw->out.empty()) {
+      std::cout << *output;
+      return;
+    }
+    std::ofstream file(raw->out);
+    if (!(file << *output)) fail(absl::StrCat("--out: cannot write '", raw->out, "'"));
+  });
+}
+
+}  // namespace chimera::client

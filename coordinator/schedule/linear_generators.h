@@ -1,0 +1,30 @@
+// Generators whose stages sit on positions in order, stage s of every chunk
+// on position s: GPipe, 1F1B (DAPPLE), and the looping pipelines with v
+// chunks per worker (interleaved = depth-first, breadth-first). Called by
+// GenerateSchedule with validated parameters.
+#ifndef CHIMERA_COORDINATOR_SCHEDULE_LINEAR_GENERATORS_H_
+#define CHIMERA_COORDINATOR_SCHEDULE_LINEAR_GENERATORS_H_
+
+#include "absl/status/statusor.h"
+#include "coordinator/schedule/program.h"
+#include "coordinator/schedule/schedule_params.h"
+
+namespace chimera::schedule {
+
+// GPipe: all forwards, then all backwards.
+absl::StatusOr<Schedule> GenerateGpipe(const ScheduleParams& params);
+
+// DAPPLE early backward: stage i admits K_i forwards before its first
+// backward, K_i = min(D-i, N) (PA) or min(2(D-i)-1, N) (PB), then 1F1B.
+absl::StatusOr<Schedule> GenerateOneFOneB(const ScheduleParams& params);
+
+// Looping placement, v = params.chunks chunks per worker. Depth-first
+// (Megatron's interleaved 1F1B): micro-batches advance in sequences of D,
+// backward-first. Breadth-first: every micro-batch through a chunk before
+// the next chunk, forward-first.
+absl::StatusOr<Schedule> GenerateInterleaved(const ScheduleParams& params);
+absl::StatusOr<Schedule> GenerateBreadthFirst(const ScheduleParams& params);
+
+}  // namespace chimera::schedule
+
+#endif  // CHIMERA_COORDINATOR_SCHEDULE_LINEAR_GENERATORS_H_

@@ -1,0 +1,179 @@
+// Published bubble ratios and activation counts, reproduced by generating
+// each scheme and simulating it at unit costs.
+#include <algorithm>
+#include <tuple>
+
+#include "gtest/gtest.h"
+#include "tests/unit/schedule/test_util.h"
+
+namespace chimera::schedule {
+namespace {
+
+using testing::MustGenerate;
+using testing::MustSimulate;
+using testing::Params;
+
+// Orders ops for forward = backward, as the papers' figures do.
+ScheduleParams EqualCosts(ScheduleParams params) {
+  params.backward_slots = 1;
+  return params;
+}
+
+double Ratio(int numerator, int denominator) {
+  return static_cast<double>(numerator) / denominator;
+}
+
+class LinearBubbleTest
+    : public ::testing::TestWithParam<std::tuple<Scheme, int, int>> {};
+
+TEST_P(LinearBubbleTest, BubbleRatioIsDMinusOneOverNPlusDMinusOne) {
+  const auto [scheme, d, n] = GetParam();
+  SimulationResult r = MustSimulate(MustGenerate(Params(scheme, d, n)));
+  for (const WorkerResult& w : r.workers) {
+    EXPECT_NEAR(w.bubble_ratio, Ratio(d - 1, n + d - 1), 1e-9) << w.rank;
+  }
+  EXPECT_NEAR(r.makespan, 3.0 * (n + d - 1), 1e-9);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    GpipeAndOneFOneB, LinearBubbleTest,
+    ::testing::Combine(::testing::Values(Scheme::kGpipe, Scheme::kOneFOneB),
+                       ::testing::Values(1, 2, 4, 7, 8),
+                       ::testing::Values(1, 3, 8, 16)));
+
+TEST(OneFOneBScheduleTest, PeakActivationsRangeFromOneToD) {
+  const int d = 8;
+  SimulationResult r = MustSimulate(MustGenerate(Params(Scheme::kOneFOneB, d, 16)));
+  for (int i = 0; i < d; ++i) {
+    EXPECT_EQ(r.workers[i].peak_activations, d - i) << "stage " << i;
+  }
+}
+
+TEST(OneFOneBScheduleTest, PolicyPbAdmitsTwiceAsManyWarmUpForwards) {
+  ScheduleParams params = Params(Scheme::kOneFOneB, 4, 16);
+  params.policy = WarmupPolicy::kPb;
+  SimulationResult r = MustSimulate(MustGenerate(params));
+  // K_i = min(2(D-i)-1, N): 7, 5, 3, 1.
+  EXPECT_EQ(r.workers[0].peak_activations, 7);
+  EXPECT_EQ(r.workers[1].peak_activations, 5);
+  EXPECT_EQ(r.workers[3].peak_activations, 1);
+}
+
+TEST(GpipeScheduleTest, StashesEveryMicroBatch) {
+  SimulationResult r = MustSimulate(MustGenerate(Params(Scheme::kGpipe, 4, 6)));
+  for (const WorkerResult& w : r.workers) EXPECT_EQ(w.peak_activations, 6);
+}
+
+class ChimeraBubbleTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(ChimeraBubbleTest, BubbleRatioMatchesPaperAtNEqualsD) {
+  const int d = GetParam();
+  SimulationResult r = MustSimulate(MustGenerate(EqualCosts(Params(Scheme::kChimera, d, d))),
+                                    /*forward=*/1, /*backward=*/1);
+  for (const WorkerResult& w : r.workers) {
+    EXPECT_NEAR(w.bubble_ratio, Ratio(d - 2, 2 * d + d - 2), 1e-9) << w.rank;
+  }
+}
+
+// With backward = 2x forward the merged order's critical path has D forwards
+// and 2D-2 backwards (the paper's Fig. 6: C_f = 6, C_b = 10 at D = 6), and
+// Chimera still beats 1F1B.
+TEST_P(ChimeraBubbleTest, CriticalPathWithBackwardTwiceForwardMatchesFigure6) {
+  const int d = GetParam();
+  SimulationResult r = MustSimulate(MustGenerate(Params(Scheme::kChimera, d, d)));
+  EXPECT_EQ(r.critical_forwards, d);
+  EXPECT_EQ(r.critical_backwards, 2 * d - 2);
+  EXPECT_NEAR(r.makespan, 1.0 * d + 2.0 * (2 * d - 2), 1e-9);
+  EXPECT_LT(r.bubble_ratio, Ratio(d - 1, d + d - 1));
+}
+
+TEST_P(ChimeraBubbleTest, DirectConcatenationKeepsRatioForMultiplesOfD) {
+  const int d = GetParam();
+  for (int k : {2, 3, 4}) {
+    const int n = k * d;
+    SimulationResult r = MustSimulate(
+        MustGenerate(EqualCosts(Params(Scheme::kChimera, d, n))), 1, 1);
+    EXPECT_NEAR(r.bubble_ratio, Ratio(d - 2, 2 * n + d - 2), 1e-9) << "N=" << n;
+  }
+}
+
+TEST_P(ChimeraBubbleTest, PeakActivationsBetweenHalfDPlusOneAndD) {
+  const int d = GetParam();
+  SimulationResult r = MustSimulate(MustGenerate(Params(Scheme::kChimera, d, d)));
+  int low = d, high = 0;
+  for (const WorkerResult& w : r.workers) {
+    low = std::min(low, w.peak_activations);
+    high = std::max(high, w.peak_activations);
+  }
+  EXPECT_EQ(low, d / 2 + 1);
+  EXPECT_EQ(high, d);
+}
+
+INSTANTIATE_TEST_SUITE_P(Depths, ChimeraBubbleTest,
+                         ::testing::Values(2, 4, 6, 8, 16));
+
+TEST(ChimeraScheduleTest, TwoFPipelinesBubbleRatioMatchesTable3) {
+  for (auto [d, pipelines] : {std::pair{8, 4}, {8, 8}, {12, 6}, {16, 4}}) {
+    for (int k : {1, 2, 3}) {
+      ScheduleParams params = EqualCosts(Params(Scheme::kChimera, d, k * d));
+      params.pipelines = pipelines;
+      SimulationResult r = MustSimulate(MustGenerate(params), 1, 1);
+      const int n = k * d;
+      EXPECT_NEAR(r.bubble_ratio,
+                  Ratio(d - pipelines, pipelines * n + d - pipelines), 1e-9)
+          << "D=" << d << " 2f=" << pipelines << " N=" << n;
+    }
+  }
+}
+
+TEST(ChimeraScheduleTest, FewerMicroBatchesThanStagesSplitEvenly) {
+  for (int n = 1; n < 8; ++n) {
+    Schedule s = MustGenerate(Params(Scheme::kChimera, 8, n));
+    int down = 0, up = 0;
+    for (const Instruction& inst : s.workers[0].instructions) {
+      if (inst.op != OpKind::kForward) continue;
+      (inst.chunk == 0 ? down : up) += 1;
+    }
+    EXPECT_EQ(down, (n + 1) / 2) << "N=" << n;
+    EXPECT_EQ(up, n / 2) << "N=" << n;
+  }
+}
+
+TEST(ChimeraScheduleTest, StageMappingFollowsSection36) {
+  ScheduleParams params = Params(Scheme::kChimera, 8, 8);
+  params.pipelines = 4;
+  Schedule s = MustGenerate(params);
+  // Down pipeline 1 (chunk 2) maps stages 0..7 to workers 4,5,6,7,0,1,2,3;
+  // its up pipeline (chunk 3) in reverse.
+  for (int stage = 0; stage < 8; ++stage) {
+    const int down = (stage + 4) % 8;
+    const auto& held_down = s.workers[down].stages;
+    EXPECT_NE(std::find(held_down.begin(), held_down.end(), StageRef{2, stage}),
+              held_down.end());
+    const auto& held_up = s.workers[7 - down].stages;
+    EXPECT_NE(std::find(held_up.begin(), held_up.end(), StageRef{3, stage}),
+              held_up.end());
+  }
+}
+
+TEST(ChimeraScheduleTest, EagerSyncOnlyWhereABubbleFollows) {
+  Schedule s = MustGenerate(Params(Scheme::kChimera, 4, 4));
+  // P0 launches stage 3's allreduce right after its last backward (a bubble
+  // follows); P1 holds stage 2 with no bubble after it and waits until the
+  // end (Chimera paper Fig. 4b).
+  auto begins_before_local_compute_ends = [&](int rank, int stage) {
+    const auto& prog = s.workers[rank].instructions;
+    size_t begin = prog.size(), last_compute = 0;
+    for (size_t i = 0; i < prog.size(); ++i) {
+      if (prog[i].op == OpKind::kAllreduceBegin && prog[i].stage == stage) begin = i;
+      if (IsCompute(prog[i].op)) last_compute = i;
+    }
+    return begin < last_compute;
+  };
+  EXPECT_TRUE(begins_before_local_compute_ends(0, 3));
+  EXPECT_FALSE(begins_before_local_compute_ends(1, 2));
+  EXPECT_FALSE(begins_before_local_compute_ends(0, 0));
+}
+
+}  // namespace
+}  // namespace chimera::schedule

@@ -1,0 +1,108 @@
+// The drawings, the JSON report and the CSV reader.
+#include "coordinator/schedule/csv_io.h"
+#include "coordinator/schedule/json_report.h"
+#include "coordinator/schedule/timeline.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/unit/schedule/test_util.h"
+
+namespace chimera::schedule {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::MustGenerate;
+using testing::MustSimulate;
+using testing::Params;
+
+TEST(TextTimelineTest, DrawsChimeraFigure3RowsWithDirectionsApart) {
+  ScheduleParams params = Params(Scheme::kChimera, 4, 4);
+  params.backward_slots = 1;
+  Schedule s = MustGenerate(params);
+  std::string text = TextTimeline(s, MustSimulate(s, 1, 1), "chimera");
+  EXPECT_THAT(text, HasSubstr("P0   |F0 F1 .. f2 b2 f3 b3 B0 .. B1|"));
+  EXPECT_THAT(text, HasSubstr("P3   |f2 f3 .. F0 B0 F1 B1 b2 .. b3|"));
+  EXPECT_THAT(text, HasSubstr("bubble ratio 0.2000"));
+}
+
+TEST(JsonReportTest, HasTheStableFields) {
+  Schedule s = MustGenerate(Params(Scheme::kOneFOneB, 4, 8));
+  SimulationResult r = MustSimulate(s);
+  nlohmann::json j = nlohmann::json::parse(JsonReport(s, r));
+  EXPECT_DOUBLE_EQ(j["makespan"].get<double>(), r.makespan);
+  EXPECT_DOUBLE_EQ(j["bubble_ratio"].get<double>(), 3.0 / 11);
+  EXPECT_EQ(j["critical_path"]["forwards"].get<int>(), r.critical_forwards);
+  EXPECT_EQ(j["critical_path"]["backwards"].get<int>(), r.critical_backwards);
+  ASSERT_EQ(j["workers"].size(), 4u);
+  const auto& w0 = j["workers"][0];
+  for (const char* key : {"rank", "busy", "idle", "bubble_ratio",
+                          "peak_activations", "instructions"}) {
+    EXPECT_TRUE(w0.contains(key)) << key;
+  }
+  EXPECT_EQ(w0["peak_activations"].get<int>(), 4);
+  EXPECT_EQ(w0["instructions"].size(), s.workers[0].instructions.size());
+  EXPECT_EQ(w0["instructions"][0]["op"].get<std::string>(), "FORWARD");
+}
+
+TEST(SvgTimelineTest, HasLegendAxisAndMicroBatchNumbers) {
+  Schedule s = MustGenerate(Params(Scheme::kChimera, 4, 4));
+  std::string svg = SvgTimeline(s, MustSimulate(s), "chimera D=4 N=4");
+  EXPECT_THAT(svg, HasSubstr("<svg"));
+  EXPECT_THAT(svg, HasSubstr("</svg>"));
+  EXPECT_THAT(svg, HasSubstr("forward, up pipeline"));
+  EXPECT_THAT(svg, HasSubstr(">time</text>"));
+  EXPECT_THAT(svg, HasSubstr(">3</text>"));
+}
+
+TEST(CsvTest, HandWrittenScheduleLoadsAndValidates) {
+  const char* csv =
+      "# chimera-schedule depth=2 width=1 micro_batches=1 chunks=1 layout=chained\n"
+      "rank,op,chunk,stage,micro_batches,peer,part,num_parts,recompute\n"
+      "0,STAGE,0,0,,,,,\n"
+      "0,FORWARD,0,0,0,,,,\n"
+      "0,SEND_ACT,0,0,0,1,,,\n"
+      "0,RECV_GRAD,0,0,0,1,,,\n"
+      "0,BACKWARD,0,0,0,,,,\n"
+      "0,OPTIMIZER_STEP,0,0,,,,,\n"
+      "1,STAGE,0,1,,,,,\n"
+      "1,RECV_ACT,0,1,0,0,,,\n"
+      "1,FORWARD,0,1,0,,,,\n"
+      "1,BACKWARD,0,1,0,,,,\n"
+      "1,SEND_GRAD,0,1,0,0,,,\n"
+      "1,OPTIMIZER_STEP,0,0,,,,,\n";
+  absl::StatusOr<Schedule> s = ReadScheduleCsv(csv);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(ValidateSchedule(*s).ok()) << ValidateSchedule(*s);
+  EXPECT_NEAR(MustSimulate(*s).makespan, 6, 1e-9);
+}
+
+TEST(CsvTest, MalformedLinesNameTheLineAndField) {
+  EXPECT_THAT(std::string(ReadScheduleCsv("rank,op\n").status().message()),
+              HasSubstr("must start with '# chimera-schedule"));
+  const char* bad_op =
+      "# chimera-schedule depth=1 width=1 micro_batches=1 chunks=1 layout=chained\n"
+      "rank,op,chunk,stage,micro_batches,peer,part,num_parts,recompute\n"
+      "0,JUMP,0,0,0,,,,\n";
+  EXPECT_THAT(std::string(ReadScheduleCsv(bad_op).status().message()),
+              HasSubstr("csv line 3: op 'JUMP' is not one of FORWARD"));
+  const char* bad_rank =
+      "# chimera-schedule depth=1 width=1 micro_batches=1 chunks=1 layout=chained\n"
+      "rank,op,chunk,stage,micro_batches,peer,part,num_parts,recompute\n"
+      "5,FORWARD,0,0,0,,,,\n";
+  EXPECT_THAT(std::string(ReadScheduleCsv(bad_rank).status().message()),
+              HasSubstr("csv line 3: rank 5 outside [0, 1)"));
+}
+
+TEST(GeneratorTest, InvalidParametersNameTheParameter) {
+  ScheduleParams params = Params(Scheme::kChimera, 6, 6);
+  params.pipelines = 4;
+  EXPECT_THAT(std::string(GenerateSchedule(params).status().message()),
+              HasSubstr("pipelines: 4 pipelines need f = 2 to divide D/2 = 3"));
+  params = Params(Scheme::kMixPipe, 4, 4);
+  params.mixpipe_k = 3;
+  EXPECT_THAT(std::string(GenerateSchedule(params).status().message()),
+              HasSubstr("mixpipe-k: 3 must be even in [2, D = 4]"));
+}
+
+}  // namespace
+}  // namespace chimera::schedule

@@ -190,6 +190,14 @@ absl::StatusOr<Schedule> GenerateGems(const ScheduleParams& params) {
 absl::StatusOr<Schedule> GenerateMixPipe(const ScheduleParams& params) {
   const int d = params.depth;
   const int k = params.mixpipe_k;
+  // K = D with no early forwards is Chimera itself (MixPipe section IV:
+  // "K = D and Gamma = 0"), makespan 5D-4 at backward = 2x forward, which
+  // the paper's 8D-3K-4-3*Gamma reproduces; use Chimera's exact order.
+  if (k == d && params.mixpipe_gamma == 0) {
+    ScheduleParams chimera = params;
+    chimera.concat = Concat::kDirect;
+    return ChimeraDirect(chimera, /*f=*/1);
+  }
   Bidirectional b = MakeBidirectional(params, 1);
   ListScheduler scheduler(b.topology, b.placement, params.backward_slots);
   const int admit[2] = {scheduler.AddAdmissionGroup(k / 2),

@@ -28,7 +28,9 @@ absl::StatusOr<Schedule> GenerateGems(const ScheduleParams& params);
 
 // Chimera's placement with K micro-batches (K/2 per pipeline) injected
 // before the first backward; the middle workers D/2-1 and D/2 then run
-// their next Gamma forwards ahead of ready backwards (2F1B).
+// their next Gamma forwards ahead of ready backwards (2F1B). K = D with
+// Gamma = 0 is Chimera's exact order (the paper's 5D-4 at B = 2F); smaller
+// K is list-scheduled and does not yet reproduce the paper's 8D-3K-4-3*Gamma.
 absl::StatusOr<Schedule> GenerateMixPipe(const ScheduleParams& params);
 
 }  // namespace chimera::schedule

@@ -116,22 +116,41 @@ absl::StatusOr<Schedule> GenerateInterleaved(const ScheduleParams& params) {
   const int d = params.depth;
   const int v = params.chunks;
   const int n = params.micro_batches;
-  // Megatron-LM's interleaved 1F1B: position i runs (D-i-1)*2 + (v-1)*D
-  // warm-up forwards, so it holds one more than that in flight.
-  std::vector<int> limit(d);
+  const int steps = n * v;  // (chunk, micro-batch) pairs per position
+  LinearSetup setup = MakeLinear(params, v);
+  // Megatron-LM's forward_backward_pipelining_with_interleaving, which this
+  // reproduces op for op: step k of a position covers micro-batches in
+  // groups of D per chunk (chunk 0 on micro-batches 0..D-1, chunk 1 on the
+  // same D, ..., then the next group of D); backward step k walks the
+  // chunks in reverse. A position runs its warm-up forwards, then one
+  // forward and one backward per step (1F1B), then the cool-down backwards.
+  // This order, not a greedy one, is what yields the bubble ratio
+  // (D-1)/(N*v+D-1) at unit costs for every N = kD.
+  auto op_at = [&params, d, v](OpKind kind, int position, int k) {
+    const int group = k / (d * v);
+    int chunk = k % (d * v) / d;
+    if (kind == OpKind::kBackward) chunk = v - 1 - chunk;
+    return Op(kind, {chunk, position}, group * d + k % d, params.recompute);
+  };
+  std::vector<std::vector<ComputeOp>> order(d);
   for (int i = 0; i < d; ++i) {
-    limit[i] = std::min((d - i - 1) * 2 + (v - 1) * d, n * v) + 1;
+    // Megatron: (D-i-1)*2 + (v-1)*D warm-up forwards when interleaving; all
+    // forwards first when N = D; the plain 1F1B warm-up D-i-1 for v = 1.
+    int warmup = v == 1 ? d - i - 1 : (d - i - 1) * 2 + (v - 1) * d;
+    if (v > 1 && n == d) warmup = steps;
+    warmup = std::min(warmup, steps);
+    std::vector<ComputeOp>& ops = order[i];
+    for (int k = 0; k < warmup; ++k) ops.push_back(op_at(OpKind::kForward, i, k));
+    for (int k = 0; k < steps; ++k) {
+      if (warmup + k < steps) {
+        ops.push_back(op_at(OpKind::kForward, i, warmup + k));
+      }
+      ops.push_back(op_at(OpKind::kBackward, i, k));
+    }
   }
-  // Sequences of D micro-batches go through chunk 0, then chunk 1, ...;
-  // backwards through the chunks in reverse.
-  auto forward_key = [d, v](int c, int m) {
-    return int64_t{m / d} * d * v + int64_t{c} * d + m % d;
-  };
-  auto backward_key = [d, v](int c, int m) {
-    return int64_t{m / d} * d * v + int64_t{v - 1 - c} * d + m % d;
-  };
-  return Linear(params, v, /*backward_first=*/true, limit, forward_key,
-                backward_key);
+  ASSIGN_OR_RETURN(order, TimeFixedOrder(setup.topology, setup.placement,
+                                         params.backward_slots, order));
+  return BuildPrograms(setup.topology, setup.placement, order, params.sync);
 }
 
 absl::StatusOr<Schedule> GenerateBreadthFirst(const ScheduleParams& params) {

@@ -18,10 +18,10 @@ absl::StatusOr<Schedule> GenerateGpipe(const ScheduleParams& params);
 // backward, K_i = min(D-i, N) (PA) or min(2(D-i)-1, N) (PB), then 1F1B.
 absl::StatusOr<Schedule> GenerateOneFOneB(const ScheduleParams& params);
 
-// Looping placement, v = params.chunks chunks per worker. Depth-first
-// (Megatron's interleaved 1F1B): micro-batches advance in sequences of D,
-// backward-first. Breadth-first: every micro-batch through a chunk before
-// the next chunk, forward-first.
+// Looping placement, v = params.chunks chunks per worker. Depth-first: the
+// exact op order of Megatron-LM's interleaved 1F1B (N a multiple of D).
+// Breadth-first: every micro-batch through a chunk before the next chunk,
+// forward-first.
 absl::StatusOr<Schedule> GenerateInterleaved(const ScheduleParams& params);
 absl::StatusOr<Schedule> GenerateBreadthFirst(const ScheduleParams& params);
 

@@ -171,4 +171,16 @@ absl::StatusOr<std::vector<std::vector<ComputeOp>>> ListScheduler::Run() {
   return order;
 }
 
+absl::StatusOr<std::vector<std::vector<ComputeOp>>> TimeFixedOrder(
+    const Topology& topology, const Placement& placement, int backward_slots,
+    const std::vector<std::vector<ComputeOp>>& order) {
+  // One stream per position and no admission: the scheduler can only start
+  // each position's next op, once it is ready.
+  ListScheduler scheduler(topology, placement, backward_slots);
+  for (const std::vector<ComputeOp>& ops : order) {
+    for (const ComputeOp& op : ops) scheduler.Add(op, /*stream=*/0, 0);
+  }
+  return scheduler.Run();
+}
+
 }  // namespace chimera::schedule

@@ -79,6 +79,15 @@ class ListScheduler {
   std::vector<std::pair<int, int>> stream_keys_;
 };
 
+// Grid times for a compute order a generator prescribes exactly (Megatron's
+// interleaved 1F1B, Chimera's forward doubling, MixPipe): each position runs
+// its ops in the given order, each as soon as its data dependencies allow.
+// Internal error if the order deadlocks (an op waits on one queued behind
+// it), which is how a prescribed order is proven executable.
+absl::StatusOr<std::vector<std::vector<ComputeOp>>> TimeFixedOrder(
+    const Topology& topology, const Placement& placement, int backward_slots,
+    const std::vector<std::vector<ComputeOp>>& order);
+
 }  // namespace chimera::schedule
 
 #endif  // CHIMERA_COORDINATOR_SCHEDULE_LIST_SCHEDULER_H_

@@ -29,13 +29,51 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(Scheme::kBreadthFirst),
                        ::testing::Values(2, 4, 8), ::testing::Values(1, 2, 3),
                        ::testing::Values(1, 2, 4)));
-// Known gap: depth-first with N = kD, k > 1 and v > 1 comes out above the
-// formula (the greedy list order departs from Megatron's); N = D matches.
-INSTANTIATE_TEST_SUITE_P(
-    InterleavedAtNEqualsD, LoopingBubbleTest,
-    ::testing::Combine(::testing::Values(Scheme::kInterleaved),
-                       ::testing::Values(2, 4, 8), ::testing::Values(1),
-                       ::testing::Values(1, 2, 4)));
+
+// Megatron's interleaved 1F1B: (D-1)/(N*v+D-1) for every N = kD (v = 1 is
+// plain 1F1B).
+class InterleavedScheduleTest
+    : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+
+TEST_P(InterleavedScheduleTest, BubbleRatioMatchesFormulaForMultiplesOfDepth) {
+  const auto [d, k, v] = GetParam();
+  const int n = k * d;
+  ScheduleParams params = Params(Scheme::kInterleaved, d, n);
+  params.chunks = v;
+  params.backward_slots = 1;
+  SimulationResult r = MustSimulate(MustGenerate(params), 1, 1);
+  EXPECT_NEAR(r.bubble_ratio, static_cast<double>(d - 1) / (n * v + d - 1),
+              1e-9);
+  EXPECT_NEAR(r.makespan, 2.0 * (n * v + d - 1), 1e-9);
+}
+
+INSTANTIATE_TEST_SUITE_P(DepthsMultiplesAndChunks, InterleavedScheduleTest,
+                         ::testing::Combine(::testing::Values(2, 4, 8),
+                                            ::testing::Values(1, 2, 3),
+                                            ::testing::Values(1, 2, 3, 4)));
+
+TEST(InterleavedScheduleTest, WarmUpFollowsMegatron) {
+  // D = 4, N = 8, v = 2: position i runs (4-i-1)*2 + 4 warm-up forwards,
+  // then the steady state's first forward, before its first backward;
+  // micro-batches go in groups of D per chunk.
+  ScheduleParams params = Params(Scheme::kInterleaved, 4, 8);
+  params.chunks = 2;
+  Schedule s = MustGenerate(params);
+  for (int i = 0; i < 4; ++i) {
+    std::vector<std::pair<int, int>> warmup;  // (chunk, micro-batch)
+    for (const Instruction& inst : s.workers[i].instructions) {
+      if (inst.op == OpKind::kBackward) break;
+      if (inst.op == OpKind::kForward) {
+        warmup.push_back({inst.chunk, inst.micro_batches[0]});
+      }
+    }
+    ASSERT_EQ(warmup.size(), static_cast<size_t>((4 - i - 1) * 2 + 4 + 1)) << i;
+    for (size_t j = 0; j < warmup.size(); ++j) {
+      const int k = static_cast<int>(j);
+      EXPECT_EQ(warmup[j], std::make_pair(k % 8 / 4, k / 8 * 4 + k % 4)) << j;
+    }
+  }
+}
 
 TEST(BreadthFirstScheduleTest, BubbleRatioHoldsWithBackwardTwiceForward) {
   ScheduleParams params = Params(Scheme::kBreadthFirst, 4, 8);
@@ -66,6 +104,22 @@ TEST(MixPipeScheduleTest, SmallerKStashesFewerActivations) {
   EXPECT_LE(peak(rs), 4);
   EXPECT_LT(peak(rs), peak(rl));
   EXPECT_GT(rs.bubble_ratio, rl.bubble_ratio);
+}
+
+// MixPipe section III-A: makespan (D + N_bubbles) * (F + B) with
+// N_bubbles = (5D - 3K - 4)/3 - Gamma, i.e. 8D - 3K - 4 - 3*Gamma at F = 1,
+// B = 2, N = D. At K = D, Gamma = 0 that is Chimera's 5D - 4.
+TEST(MixPipeScheduleTest, KEqualsDepthMatchesPaperFormulaAndChimera) {
+  for (int d : {4, 6, 8}) {
+    ScheduleParams params = Params(Scheme::kMixPipe, d, d);
+    params.mixpipe_k = d;
+    SimulationResult mixpipe = MustSimulate(MustGenerate(params));
+    SimulationResult chimera =
+        MustSimulate(MustGenerate(Params(Scheme::kChimera, d, d)));
+    EXPECT_NEAR(mixpipe.makespan, 8.0 * d - 3 * d - 4, 1e-9) << "D=" << d;
+    EXPECT_NEAR(mixpipe.makespan, chimera.makespan, 1e-9) << "D=" << d;
+    EXPECT_NEAR(mixpipe.bubble_ratio, chimera.bubble_ratio, 1e-9) << "D=" << d;
+  }
 }
 
 TEST(ChimeraScheduleTest, ForwardDoublingAndBackwardHalvingValidateForNAbove) {

@@ -1,0 +1,210 @@
+// `chimera schedule` as a user runs it: every scheme in every output format,
+// --out, the CSV round trip, and one-line usage errors with exit code 2.
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace chimera {
+namespace {
+
+using ::chimera::testing::ProcessResult;
+using ::chimera::testing::RunProcess;
+using ::chimera::testing::TempDir;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr int kExitUsage = 2;
+
+ProcessResult Schedule(std::vector<std::string> args) {
+  args.insert(args.begin(), {CHIMERA_BINARY, "schedule"});
+  return RunProcess(args);
+}
+
+// Parameters that make each scheme generate a non-trivial schedule.
+std::vector<std::string> SchemeArgs(const std::string& scheme) {
+  std::vector<std::string> args = {"--scheme", scheme, "--depth", "4",
+                                   "--micro-batches", "8"};
+  if (scheme == "interleaved" || scheme == "breadth-first") {
+    args.insert(args.end(), {"--chunks", "2"});
+  }
+  if (scheme == "mixpipe") args.insert(args.end(), {"--mixpipe-k", "2"});
+  if (scheme == "chimera") {
+    args.insert(args.end(), {"--concat", "backward-halving"});
+  }
+  return args;
+}
+
+// A gtest-safe name for a scheme: "breadth-first" -> "breadth_first".
+std::string TestName(std::string scheme) {
+  if (scheme == "1f1b") return "OneFOneB";
+  for (char& c : scheme) {
+    if (c == '-') c = '_';
+  }
+  return scheme;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// Exit code 2, nothing on stdout, and exactly one stderr line that
+// contains `names` (the flag and value, or the problem).
+void ExpectOneLineUsageError(const ProcessResult& r, const std::string& names) {
+  EXPECT_EQ(r.exit_code, kExitUsage) << r.err;
+  EXPECT_THAT(r.err, StartsWith("chimera schedule: "));
+  EXPECT_THAT(r.err, HasSubstr(names));
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+class CliScheduleOutputTest
+    : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(CliScheduleOutputTest, ExitsZeroWithWellFormedOutput) {
+  const auto& [scheme, output] = GetParam();
+  std::vector<std::string> args = SchemeArgs(scheme);
+  args.insert(args.end(), {"-o", output});
+  ProcessResult r = Schedule(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  ASSERT_FALSE(r.out.empty());
+  if (output == "text") {
+    EXPECT_THAT(r.out, HasSubstr("makespan"));
+    EXPECT_THAT(r.out, HasSubstr("P3"));
+  } else if (output == "json") {
+    nlohmann::json report = nlohmann::json::parse(r.out);
+    EXPECT_GT(report.at("makespan").get<double>(), 0);
+    const double ratio = report.at("bubble_ratio").get<double>();
+    EXPECT_GE(ratio, 0);
+    EXPECT_LT(ratio, 1);
+    EXPECT_GT(report.at("critical_path").at("forwards").get<int>(), 0);
+    EXPECT_GT(report.at("critical_path").at("backwards").get<int>(), 0);
+    ASSERT_EQ(report.at("workers").size(), 4u);
+    for (size_t i = 0; i < report["workers"].size(); ++i) {
+      const nlohmann::json& w = report["workers"][i];
+      EXPECT_EQ(w.at("rank").get<int>(), static_cast<int>(i));
+      EXPECT_GT(w.at("busy").get<double>(), 0);
+      EXPECT_GE(w.at("idle").get<double>(), 0);
+      EXPECT_GE(w.at("bubble_ratio").get<double>(), 0);
+      EXPECT_GT(w.at("peak_activations").get<int>(), 0);
+      EXPECT_FALSE(w.at("instructions").empty());
+    }
+  } else if (output == "svg") {
+    EXPECT_THAT(r.out, StartsWith("<svg"));
+    EXPECT_THAT(r.out, HasSubstr("forward, down pipeline"));
+    EXPECT_THAT(r.out, HasSubstr("backward, down pipeline"));
+    EXPECT_THAT(r.out, HasSubstr("</svg>"));
+  } else {
+    EXPECT_THAT(r.out, StartsWith("# chimera-schedule "));
+    EXPECT_THAT(r.out, HasSubstr("FORWARD"));
+    EXPECT_THAT(r.out, HasSubstr("BACKWARD"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllSchemesAndOutputs, CliScheduleOutputTest,
+    ::testing::Combine(::testing::Values("gpipe", "1f1b", "gems", "chimera",
+                                         "mixpipe", "interleaved",
+                                         "breadth-first"),
+                       ::testing::Values("text", "json", "svg", "csv")),
+    [](const auto& info) {
+      return TestName(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
+    });
+
+class CliScheduleCsvTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CliScheduleCsvTest, CsvRoundTripsWithTheSameMakespan) {
+  TempDir dir;
+  const std::string csv = dir.path() + "/schedule.csv";
+  std::vector<std::string> args = SchemeArgs(GetParam());
+  std::vector<std::string> to_csv = args;
+  to_csv.insert(to_csv.end(), {"-o", "csv", "--out", csv});
+  ProcessResult written = Schedule(to_csv);
+  ASSERT_EQ(written.exit_code, 0) << written.err;
+
+  std::vector<std::string> direct = args;
+  direct.insert(direct.end(), {"-o", "json"});
+  ProcessResult generated = Schedule(direct);
+  ProcessResult loaded = Schedule({"--from-csv", csv, "-o", "json"});
+  ASSERT_EQ(generated.exit_code, 0) << generated.err;
+  ASSERT_EQ(loaded.exit_code, 0) << loaded.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(loaded.out).at("makespan").get<double>(),
+                   nlohmann::json::parse(generated.out).at("makespan").get<double>());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllSchemes, CliScheduleCsvTest,
+                         ::testing::Values("gpipe", "1f1b", "gems", "chimera",
+                                           "mixpipe", "interleaved",
+                                           "breadth-first"),
+                         [](const auto& info) { return TestName(info.param); });
+
+TEST(CliScheduleTest, OutWritesTheFileAndNothingToStdout) {
+  TempDir dir;
+  const std::string svg = dir.path() + "/timeline.svg";
+  ProcessResult r = Schedule({"--scheme", "chimera", "--depth", "4",
+                              "--micro-batches", "4", "-o", "svg", "--out",
+                              svg});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_THAT(ReadFile(svg), StartsWith("<svg"));
+}
+
+TEST(CliScheduleTest, OddChimeraDepthIsAUsageErrorNamingDepth) {
+  ExpectOneLineUsageError(Schedule({"--scheme", "chimera", "--depth", "3"}),
+                          "--depth: 3 must be even");
+}
+
+TEST(CliScheduleTest, UnknownSchemeIsAUsageErrorListingTheSchemes) {
+  ExpectOneLineUsageError(Schedule({"--scheme", "pipedream"}),
+                          "--scheme: 'pipedream' is not a schedule; use one of");
+}
+
+TEST(CliScheduleTest, OddMixPipeKIsAUsageErrorNamingTheFlag) {
+  ExpectOneLineUsageError(Schedule({"--scheme", "mixpipe", "--depth", "4",
+                                    "--micro-batches", "4", "--mixpipe-k",
+                                    "3"}),
+                          "--mixpipe-k: 3 must be even");
+}
+
+TEST(CliScheduleTest, MissingCsvIsAUsageErrorNamingTheFile) {
+  TempDir dir;
+  const std::string missing = dir.path() + "/missing.csv";
+  ExpectOneLineUsageError(Schedule({"--from-csv", missing}),
+                          "--from-csv: '" + missing + "'");
+}
+
+TEST(CliScheduleTest, CsvWithADroppedReceiveIsRejected) {
+  ProcessResult csv = Schedule({"--scheme", "1f1b", "--depth", "2",
+                                "--micro-batches", "2", "-o", "csv"});
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  std::istringstream lines(csv.out);
+  std::string line, corrupted;
+  bool dropped = false;
+  while (std::getline(lines, line)) {
+    if (!dropped && line.find(",RECV_ACT,") != std::string::npos) {
+      dropped = true;
+      continue;
+    }
+    corrupted += line + "\n";
+  }
+  ASSERT_TRUE(dropped);
+  TempDir dir;
+  const std::string path = dir.WriteFile("dropped_recv.csv", corrupted);
+  ExpectOneLineUsageError(Schedule({"--from-csv", path}),
+                          "more send(s) than receive(s)");
+}
+
+}  // namespace
+}  // namespace chimera

@@ -1,6 +1,7 @@
 #include "coordinator/schedule/bidirectional_generators.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -68,28 +69,118 @@ ComputeOp Op(OpKind kind, StageRef ref, MicroBatches mbs, int64_t slot) {
   return op;
 }
 
-// The slot-grid merge of 1F1B pipelines (see GenerateChimera's contract).
-absl::StatusOr<Schedule> ChimeraDirect(const ScheduleParams& params, int f) {
+// One basic unit of Chimera's concatenation (section 3.5): D forward items
+// (or fewer in a last, partial unit) split over the 2f pipelines, each item
+// answered by `backward_chunks` backward ops.
+//  - direct: an item is one micro-batch, one backward chunk;
+//  - forward doubling: an item is two micro-batches run by one forward, then
+//    two backward chunks, one micro-batch each, with recomputation;
+//  - backward halving: an item is one micro-batch, then two backward chunks,
+//    one half micro-batch each (part 0, then part 1, of 2).
+struct BasicUnit {
+  Concat method = Concat::kDirect;
+  std::vector<MicroBatches> items;
+  int backward_chunks() const { return method == Concat::kDirect ? 1 : 2; }
+};
+
+// Direct concatenation: units of D micro-batches. Forward doubling: units of
+// 2D micro-batches in D doubled items; a residual of at most D micro-batches
+// is a direct unit (the paper's residual unit for odd N/D), a larger one a
+// partial doubled unit whose last item may hold one micro-batch. Backward
+// halving: units of D micro-batches, every backward in halves.
+std::vector<BasicUnit> ChimeraUnits(const ScheduleParams& params) {
+  const int d = params.depth;
+  const int n = params.micro_batches;
+  const bool equalizing = n > d && params.concat != Concat::kDirect;
+  const Concat method = equalizing ? params.concat : Concat::kDirect;
+  const int per_item = method == Concat::kForwardDoubling ? 2 : 1;
+  std::vector<BasicUnit> units;
+  for (int first = 0; first < n;) {
+    BasicUnit& unit = units.emplace_back();
+    unit.method = method;
+    int width = per_item;
+    if (method == Concat::kForwardDoubling && n - first <= d) {
+      unit.method = Concat::kDirect;
+      width = 1;
+    }
+    const int end = std::min(n, first + d * width);
+    for (int mb = first; mb < end; mb += width) {
+      MicroBatches& item = unit.items.emplace_back();
+      for (int k = mb; k < std::min(end, mb + width); ++k) item.push_back(k);
+    }
+    first = end;
+  }
+  return units;
+}
+
+// The backward op of `item` in backward chunk `j`; nullopt when a partial
+// doubled item has no second micro-batch.
+std::optional<ComputeOp> ChunkBackward(const ScheduleParams& params,
+                                       const BasicUnit& unit,
+                                       const MicroBatches& item, int j,
+                                       StageRef ref, int64_t slot) {
+  ComputeOp op = Op(OpKind::kBackward, ref, {item[0]}, slot);
+  op.recompute = params.recompute;
+  switch (unit.method) {
+    case Concat::kDirect:
+      break;
+    case Concat::kForwardDoubling:
+      if (j >= static_cast<int>(item.size())) return std::nullopt;
+      op.micro_batches = {item[j]};
+      op.recompute = true;
+      break;
+    case Concat::kBackwardHalving:
+      op.part = j;
+      op.num_parts = 2;
+      break;
+  }
+  return op;
+}
+
+// Chimera's order on the unit-time grid where every op of an equalized unit
+// (a forward item, a backward chunk's op) takes one slot: the m-th item of a
+// pipeline runs forward on stage s at slot 2m + s and its backward chunk j
+// at slot 2m + (2+j)D - 1 - s. For even D, on every position the ops of one
+// unit fill two interleaved arithmetic progressions of step 2, one per slot
+// parity (down forwards, then up backwards chunk by chunk; up forwards, then
+// down backwards), so the merge is conflict-free; a unit with c backward
+// chunks advances both progressions by (1+c)D slots, which is where the next
+// unit starts, so units concatenate with no bubble between them. That
+// leaves only the first unit's D/2-1 start and the last unit's D/2-1 end
+// bubbles per position: with c = 1 this is the design's direct merge; with
+// c = 2 it is the paper's two backward chunks concatenated (Fig. 7(c)) with
+// the start bubbles halved (Fig. 7(d)). The grid order is then timed with
+// the real op lengths by TimeFixedOrder, which proves it executable.
+absl::StatusOr<Schedule> ChimeraGrid(const ScheduleParams& params, int f) {
   const int d = params.depth;
   Bidirectional b = MakeBidirectional(params, f);
   std::vector<std::vector<ComputeOp>> order(d);
-  const auto units = RouteUnits(params.micro_batches, d, 2 * f);
-  for (size_t u = 0; u < units.size(); ++u) {
-    const int64_t offset = int64_t{2} * d * static_cast<int64_t>(u);
+  int64_t offset = 0;
+  bool equalized = false;
+  for (const BasicUnit& unit : ChimeraUnits(params)) {
+    const int chunks = unit.backward_chunks();
+    equalized |= unit.method != Concat::kDirect;
+    const auto routed =
+        RouteUnits(static_cast<int>(unit.items.size()), d, 2 * f)[0];
     for (int chunk = 0; chunk < 2 * f; ++chunk) {
-      const std::vector<int>& mbs = units[u][chunk];
-      for (int m = 0; m < static_cast<int>(mbs.size()); ++m) {
+      const std::vector<int>& items = routed[chunk];
+      for (int m = 0; m < static_cast<int>(items.size()); ++m) {
+        const MicroBatches& item = unit.items[items[m]];
         for (int s = 0; s < d; ++s) {
-          const int p = b.placement.At({chunk, s});
-          order[p].push_back(
-              Op(OpKind::kForward, {chunk, s}, {mbs[m]}, offset + 2 * m + s));
-          ComputeOp backward = Op(OpKind::kBackward, {chunk, s}, {mbs[m]},
-                                  offset + 2 * m + 2 * d - 1 - s);
-          backward.recompute = params.recompute;
-          order[p].push_back(backward);
+          const StageRef ref{chunk, s};
+          const int p = b.placement.At(ref);
+          order[p].push_back(Op(OpKind::kForward, ref, item, offset + 2 * m + s));
+          for (int j = 0; j < chunks; ++j) {
+            const int64_t slot = offset + 2 * m + int64_t{2 + j} * d - 1 - s;
+            if (std::optional<ComputeOp> backward =
+                    ChunkBackward(params, unit, item, j, ref, slot)) {
+              order[p].push_back(*std::move(backward));
+            }
+          }
         }
       }
     }
+    offset += int64_t{1 + chunks} * d;
   }
   for (int p = 0; p < d; ++p) {
     std::sort(order[p].begin(), order[p].end(),
@@ -104,67 +195,20 @@ absl::StatusOr<Schedule> ChimeraDirect(const ScheduleParams& params, int f) {
       }
     }
   }
-  return BuildPrograms(b.topology, b.placement, order, params.sync);
-}
-
-// Chimera with forward doubling / backward halving (§3.5), ordered by the
-// list scheduler. An "item" is what one
-// forward op covers: one micro-batch, or two with doubling; with halving its
-// backward runs as two half micro-batches. Items form basic units of D,
-// split over the pipelines; each pipeline runs 1F1B, backward first, with
-// at most min(D-s, D/2f) items in flight on stage s.
-absl::StatusOr<Schedule> ChimeraListScheduled(const ScheduleParams& params,
-                                              int f) {
-  const int d = params.depth;
-  const int n = params.micro_batches;
-  const bool doubling = params.concat == Concat::kForwardDoubling;
-  const bool halving = params.concat == Concat::kBackwardHalving;
-  Bidirectional b = MakeBidirectional(params, f);
-  ListScheduler scheduler(b.topology, b.placement, params.backward_slots);
-  const int per_pipeline = d / (2 * f);
-  std::vector<std::vector<int>> group(2 * f, std::vector<int>(d));
-  for (int c = 0; c < 2 * f; ++c) {
-    for (int s = 0; s < d; ++s) {
-      group[c][s] = scheduler.AddAdmissionGroup(std::min(d - s, per_pipeline));
-    }
+  // Direct units keep the design's forward = backward grid, whose gaps the
+  // eager-sync rule reads; equalized units differ in real op lengths
+  // (doubled forwards, recomputing backwards), so their grid is retimed.
+  if (equalized) {
+    ASSIGN_OR_RETURN(order, TimeFixedOrder(b.topology, b.placement,
+                                           params.backward_slots, order));
   }
-  const int items = doubling ? (n + 1) / 2 : n;
-  int64_t seq = 0;
-  for (const auto& unit : RouteUnits(items, d, 2 * f)) {
-    for (int chunk = 0; chunk < 2 * f; ++chunk) {
-      for (int item : unit[chunk]) {
-        MicroBatches mbs = {doubling ? 2 * item : item};
-        if (doubling && 2 * item + 1 < n) mbs.push_back(2 * item + 1);
-        ++seq;
-        for (int s = 0; s < d; ++s) {
-          scheduler.Add(Op(OpKind::kForward, {chunk, s}, mbs, 0), 2 * chunk,
-                        kLater + seq, group[chunk][s]);
-          const int parts = halving ? 2 : 1;
-          for (int mb : mbs) {
-            for (int part = 0; part < parts; ++part) {
-              ComputeOp backward = Op(OpKind::kBackward, {chunk, s}, {mb}, 0);
-              backward.part = part;
-              backward.num_parts = parts;
-              backward.recompute = doubling || params.recompute;
-              scheduler.Add(backward, 2 * chunk + 1, seq);
-            }
-          }
-        }
-      }
-    }
-  }
-  ASSIGN_OR_RETURN(auto order, scheduler.Run());
   return BuildPrograms(b.topology, b.placement, order, params.sync);
 }
 
 }  // namespace
 
 absl::StatusOr<Schedule> GenerateChimera(const ScheduleParams& params) {
-  const int f = params.pipelines / 2;
-  const bool equalizing = params.micro_batches > params.depth &&
-                          params.concat != Concat::kDirect;
-  return equalizing ? ChimeraListScheduled(params, f)
-                    : ChimeraDirect(params, f);
+  return ChimeraGrid(params, params.pipelines / 2);
 }
 
 absl::StatusOr<Schedule> GenerateGems(const ScheduleParams& params) {
@@ -196,7 +240,7 @@ absl::StatusOr<Schedule> GenerateMixPipe(const ScheduleParams& params) {
   if (k == d && params.mixpipe_gamma == 0) {
     ScheduleParams chimera = params;
     chimera.concat = Concat::kDirect;
-    return ChimeraDirect(chimera, /*f=*/1);
+    return ChimeraGrid(chimera, /*f=*/1);
   }
   Bidirectional b = MakeBidirectional(params, 1);
   ListScheduler scheduler(b.topology, b.placement, params.backward_slots);

@@ -14,16 +14,24 @@
 
 namespace chimera::schedule {
 
-// Direct concatenation (and N <= D) merges the 1F1B pipelines on the slot
-// grid of forward = backward: a pipeline's m-th micro-batch of basic unit u
-// runs forward on stage s at slot 2D*u + 2m + s and backward at
-// 2D*u + 2m + 2D-1-s, conflict-free for even D; the simulator retimes that
-// order for the real costs. Forward doubling and backward halving (N > D)
-// use the list scheduler, each pipeline 1F1B, backward first.
+// Chimera's exact order (sections 3.1, 3.5): basic units of D forward items
+// merged on a slot grid, a pipeline's m-th item forward on stage s at slot
+// 2m + s and its backward at 2m + 2D-1-s, conflict-free for even D. Direct
+// concatenation (and N <= D): an item is one micro-batch, units start 2D
+// slots apart. Forward doubling (N > D): an item is two micro-batches in
+// one forward, answered by two backward chunks of one recomputing
+// micro-batch each (the second at 2m + 3D-1-s), units 3D slots apart; a
+// residual of at most D micro-batches forms a direct unit. Backward halving
+// (N > D): the same order with single-micro-batch forwards and the two
+// chunks holding the two halves of each backward. Equalized orders are
+// timed by TimeFixedOrder.
 absl::StatusOr<Schedule> GenerateChimera(const ScheduleParams& params);
 
 // Two replicas, down and up; micro-batch m runs on replica m mod 2; at most
-// one micro-batch per replica in flight.
+// one micro-batch per replica in flight. The other replica's micro-batch
+// starts as soon as its first stage is free rather than after the first
+// one's forward pass, so the bubble ratio ((D-2)/D at backward = 2x
+// forward) is below the paper's approximation (D-1)/(D+1/2).
 absl::StatusOr<Schedule> GenerateGems(const ScheduleParams& params);
 
 // Chimera's placement with K micro-batches (K/2 per pipeline) injected

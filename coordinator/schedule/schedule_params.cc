@@ -1,5 +1,6 @@
 #include "coordinator/schedule/schedule_params.h"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -64,10 +65,6 @@ std::string NameOf(const NameTable<Enum, kSize>& table, Enum value) {
   return "unknown";
 }
 
-bool IsLooping(Scheme scheme) {
-  return scheme == Scheme::kInterleaved || scheme == Scheme::kBreadthFirst;
-}
-
 }  // namespace
 
 absl::StatusOr<Scheme> ParseScheme(absl::string_view name) {
@@ -114,12 +111,17 @@ std::vector<ScheduleParamError> ValidateScheduleParams(
   }
   if (!errors.empty()) return errors;
 
+  const bool bidirectional =
+      params.scheme == Scheme::kChimera || params.scheme == Scheme::kMixPipe;
+  if (bidirectional && d % 2 != 0) {
+    fail(ScheduleParam::kDepth,
+         absl::StrCat(d, " must be even for ", SchemeName(params.scheme),
+                      " (the down and up pipelines pair stage i with stage "
+                      "D-1-i)"));
+    return errors;
+  }
   if (params.scheme == Scheme::kChimera) {
-    if (d % 2 != 0) {
-      fail(ScheduleParam::kDepth,
-           absl::StrCat(d, " must be even for chimera (the down and up "
-                           "pipelines pair stage i with stage D-1-i)"));
-    } else if (params.pipelines < 2 || params.pipelines % 2 != 0) {
+    if (params.pipelines < 2 || params.pipelines % 2 != 0) {
       fail(ScheduleParam::kPipelines,
            absl::StrCat(params.pipelines,
                         " must be an even number >= 2 (f down and f up "
@@ -138,10 +140,14 @@ std::vector<ScheduleParamError> ValidateScheduleParams(
            absl::StrCat(k, " must be even in [2, D = ", d, "], or 2(D-1) = ",
                         2 * (d - 1), " when micro-batches exceed D"));
     }
-    if (params.mixpipe_gamma < 0 || params.mixpipe_gamma >= d) {
+    // MixPipe eq. 5: Gamma in [1, (D-K)/2], 0 being plain 1F1B. Each early
+    // forward stands in for one of the bubbles a smaller K adds, so there
+    // are none to advance at K >= D (Chimera, K-maximizing).
+    const int max_gamma = std::max(0, (d - k) / 2);
+    if (params.mixpipe_gamma < 0 || params.mixpipe_gamma > max_gamma) {
       fail(ScheduleParam::kMixPipeGamma,
-           absl::StrCat(params.mixpipe_gamma, " must be in [0, D-1 = ", d - 1,
-                        "]"));
+           absl::StrCat(params.mixpipe_gamma, " must be in [0, (D-K)/2 = ",
+                        max_gamma, "] for D = ", d, ", K = ", k));
     }
   }
   if (IsLooping(params.scheme)) {
@@ -158,6 +164,15 @@ std::vector<ScheduleParamError> ValidateScheduleParams(
     }
   }
   return errors;
+}
+
+bool IsBidirectional(Scheme scheme) {
+  return scheme == Scheme::kChimera || scheme == Scheme::kGems ||
+         scheme == Scheme::kMixPipe;
+}
+
+bool IsLooping(Scheme scheme) {
+  return scheme == Scheme::kInterleaved || scheme == Scheme::kBreadthFirst;
 }
 
 int WorkerCount(const ScheduleParams& params) {

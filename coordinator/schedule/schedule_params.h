@@ -109,6 +109,13 @@ struct ScheduleParamError {
 std::vector<ScheduleParamError> ValidateScheduleParams(
     const ScheduleParams& params);
 
+// Schemes whose stage s also runs, in the opposite direction, on the worker
+// of stage D-1-s: Chimera, GEMS, MixPipe.
+bool IsBidirectional(Scheme scheme);
+// Looping placements with v model chunks per worker: interleaved and
+// breadth-first.
+bool IsLooping(Scheme scheme);
+
 // Number of worker ranks a schedule occupies: W x D.
 int WorkerCount(const ScheduleParams& params);
 

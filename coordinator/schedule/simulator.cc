@@ -93,9 +93,11 @@ absl::StatusOr<SimulationResult> Simulate(const Schedule& schedule,
         const InstructionId send = *step.matched_send;
         const double bytes = costs.activation_bytes * inst.micro_batches.size() /
                              std::max(1, inst.num_parts);
+        const double transfer =
+            costs.p2p_time ? costs.p2p_time(send.rank, r, bytes)
+                           : costs.p2p_alpha + costs.p2p_beta * bytes;
         const double arrival =
-            result.workers[send.rank].timings[send.index].end + costs.p2p_alpha +
-            costs.p2p_beta * bytes;
+            result.workers[send.rank].timings[send.index].end + transfer;
         if (arrival > end) {
           end = arrival;
           from = send;
@@ -114,7 +116,10 @@ absl::StatusOr<SimulationResult> Simulate(const Schedule& schedule,
         }
         const double finish =
             started +
-            AllreduceTime(costs, static_cast<int>(step.group_begins->size()));
+            StageCost(costs.stage_allreduce,
+                      AllreduceTime(costs,
+                                    static_cast<int>(step.group_begins->size())),
+                      model_stage);
         if (finish > end) {
           worker.exposed_allreduce += finish - end;
           end = finish;

@@ -23,6 +23,7 @@
 #define CHIMERA_COORDINATOR_SCHEDULE_SIMULATOR_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -47,6 +48,15 @@ struct CostModel {
   double allreduce_beta = 0.0;
   double gradient_bytes = 0.0;
   double optimizer_step = 0.0;
+  // Optional: seconds for one p2p message of `bytes` from rank `from` to
+  // rank `to`, where the link depends on where the ranks are placed. Unset:
+  // p2p_alpha + p2p_beta * bytes for every pair.
+  std::function<double(int from, int to, double bytes)> p2p_time;
+  // Optional per-model-stage allreduce seconds (size NumModelStages()), for
+  // groups the schedule does not show whole (data-parallel replicas left out
+  // of the simulation, links chosen by placement). Empty: AllreduceTime over
+  // the group's ranks.
+  std::vector<double> stage_allreduce;
 };
 
 // Rabenseifner's allreduce time for `ranks` ranks.

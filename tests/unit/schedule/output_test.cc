@@ -104,5 +104,20 @@ TEST(GeneratorTest, InvalidParametersNameTheParameter) {
               HasSubstr("mixpipe-k: 3 must be even in [2, D = 4]"));
 }
 
+// MixPipe eq. 5 bounds the early forwards by (D-K)/2.
+TEST(GeneratorTest, MixPipeGammaAboveHalfOfDMinusKIsRejected) {
+  ScheduleParams params = Params(Scheme::kMixPipe, 8, 8);
+  params.mixpipe_k = 4;
+  params.mixpipe_gamma = 2;
+  EXPECT_TRUE(ValidateScheduleParams(params).empty());
+  params.mixpipe_gamma = 3;
+  EXPECT_THAT(std::string(GenerateSchedule(params).status().message()),
+              HasSubstr("mixpipe-gamma: 3 must be in [0, (D-K)/2 = 2] for "
+                        "D = 8, K = 4"));
+  params.mixpipe_k = 8;
+  params.mixpipe_gamma = 1;
+  EXPECT_FALSE(ValidateScheduleParams(params).empty());
+}
+
 }  // namespace
 }  // namespace chimera::schedule

@@ -45,7 +45,7 @@ ScheduleParams RandomParams(Scheme scheme, std::mt19937& rng) {
       } else {
         p.mixpipe_k = 2 * uniform(1, p.depth / 2);
       }
-      p.mixpipe_gamma = uniform(0, p.depth - 1);
+      p.mixpipe_gamma = uniform(0, std::max(0, (p.depth - p.mixpipe_k) / 2));
       break;
     case Scheme::kInterleaved:
       p.chunks = uniform(1, 4);

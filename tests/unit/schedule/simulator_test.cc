@@ -82,13 +82,6 @@ TEST(BreadthFirstScheduleTest, BubbleRatioHoldsWithBackwardTwiceForward) {
   EXPECT_NEAR(r.bubble_ratio, 3.0 / (16 + 3), 1e-9);
 }
 
-TEST(GemsScheduleTest, AtMostOneMicroBatchInFlightPerDirection) {
-  SimulationResult r = MustSimulate(MustGenerate(Params(Scheme::kGems, 4, 8)));
-  for (const WorkerResult& w : r.workers) EXPECT_LE(w.peak_activations, 2);
-  // Far from full: GEMS trades bubbles for memory.
-  EXPECT_GE(r.bubble_ratio, 0.5);
-}
-
 TEST(MixPipeScheduleTest, SmallerKStashesFewerActivations) {
   ScheduleParams small = Params(Scheme::kMixPipe, 8, 8);
   small.mixpipe_k = 4;
@@ -119,26 +112,6 @@ TEST(MixPipeScheduleTest, KEqualsDepthMatchesPaperFormulaAndChimera) {
     EXPECT_NEAR(mixpipe.makespan, 8.0 * d - 3 * d - 4, 1e-9) << "D=" << d;
     EXPECT_NEAR(mixpipe.makespan, chimera.makespan, 1e-9) << "D=" << d;
     EXPECT_NEAR(mixpipe.bubble_ratio, chimera.bubble_ratio, 1e-9) << "D=" << d;
-  }
-}
-
-TEST(ChimeraScheduleTest, ForwardDoublingAndBackwardHalvingValidateForNAbove) {
-  for (Concat concat : {Concat::kForwardDoubling, Concat::kBackwardHalving}) {
-    ScheduleParams params = Params(Scheme::kChimera, 4, 16);
-    params.concat = concat;
-    Schedule s = MustGenerate(params);
-    int doubled = 0, halves = 0, recomputed = 0;
-    for (const Instruction& inst : s.workers[0].instructions) {
-      doubled += inst.op == OpKind::kForward && inst.micro_batches.size() == 2;
-      halves += inst.op == OpKind::kBackward && inst.num_parts == 2;
-      recomputed += inst.op == OpKind::kBackward && inst.recompute;
-    }
-    if (concat == Concat::kForwardDoubling) {
-      EXPECT_EQ(doubled, 8);  // 16 micro-batches in pairs, 2 replicas
-      EXPECT_EQ(recomputed, 16);
-    } else {
-      EXPECT_EQ(halves, 32);
-    }
   }
 }
 

@@ -2,6 +2,8 @@
 #ifndef CHIMERA_TESTS_UNIT_SCHEDULE_TEST_UTIL_H_
 #define CHIMERA_TESTS_UNIT_SCHEDULE_TEST_UTIL_H_
 
+#include <algorithm>
+
 #include "coordinator/schedule/generator.h"
 #include "coordinator/schedule/simulator.h"
 #include "coordinator/schedule/validator.h"
@@ -35,6 +37,39 @@ inline SimulationResult MustSimulate(const Schedule& schedule,
   absl::StatusOr<SimulationResult> result = Simulate(schedule, costs);
   EXPECT_TRUE(result.ok()) << result.status();
   return result.ok() ? *std::move(result) : SimulationResult();
+}
+
+// Idle time between a worker's first and last compute op: the bubbles that
+// are neither start-up nor drain.
+inline double InteriorIdle(const Schedule& schedule,
+                           const SimulationResult& result, int rank) {
+  const auto& program = schedule.workers[rank].instructions;
+  const auto& timings = result.workers[rank].timings;
+  double first = -1, last = 0, busy = 0;
+  for (size_t i = 0; i < program.size(); ++i) {
+    if (!IsCompute(program[i].op)) continue;
+    if (first < 0) first = timings[i].start;
+    last = timings[i].end;
+    busy += timings[i].end - timings[i].start;
+  }
+  return first < 0 ? 0 : last - first - busy;
+}
+
+// Most micro-batches of one chunk stashed at once on `rank` (forward run,
+// backward not finished), from the program order alone.
+inline int PeakStashedPerChunk(const Schedule& schedule, int rank, int chunk) {
+  int stashed = 0, peak = 0;
+  for (const Instruction& inst : schedule.workers[rank].instructions) {
+    if (inst.chunk != chunk) continue;
+    if (inst.op == OpKind::kForward) {
+      stashed += static_cast<int>(inst.micro_batches.size());
+      peak = std::max(peak, stashed);
+    } else if (inst.op == OpKind::kBackward &&
+               inst.part == inst.num_parts - 1) {
+      --stashed;
+    }
+  }
+  return peak;
 }
 
 }  // namespace chimera::schedule::testing

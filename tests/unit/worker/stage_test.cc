@@ -1,0 +1,197 @@
+#include "worker/model/stage.h"
+
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/unit/worker/test_models.h"
+#include "worker/model/loss.h"
+#include "worker/model/micro_batch.h"
+
+namespace chimera::worker {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::RandomTokens;
+using testing::TinyConfig;
+
+constexpr double kTolerance = 1e-12;
+constexpr uint64_t kSeed = 42;
+
+std::shared_ptr<Stage> Build(const ModelConfig& config, LayerRange layers,
+                             uint64_t seed = kSeed) {
+  absl::StatusOr<std::shared_ptr<Stage>> stage =
+      BuildStage(config, layers, seed);
+  EXPECT_TRUE(stage.ok()) << stage.status();
+  return *stage;
+}
+
+// Parameter name -> gradient (or value) of every stage given.
+std::map<std::string, at::Tensor> Named(
+    const std::vector<std::shared_ptr<Stage>>& stages, bool gradients) {
+  std::map<std::string, at::Tensor> named;
+  for (const auto& stage : stages) {
+    for (const auto& item : stage->named_parameters()) {
+      named[item.key()] = gradients ? item.value().grad() : item.value();
+    }
+  }
+  return named;
+}
+
+void ExpectSameTensors(const std::map<std::string, at::Tensor>& expected,
+                       const std::map<std::string, at::Tensor>& actual,
+                       double tolerance) {
+  ASSERT_EQ(expected.size(), actual.size());
+  for (const auto& [name, tensor] : expected) {
+    const auto it = actual.find(name);
+    ASSERT_NE(it, actual.end()) << "missing " << name;
+    ASSERT_TRUE(tensor.defined() && it->second.defined()) << name;
+    EXPECT_LE((tensor - it->second).abs().max().item<double>(), tolerance)
+        << name;
+  }
+}
+
+class StageCompositionTest : public ::testing::TestWithParam<ModelFamily> {};
+
+// Runs the full model and the two stages [0, split) and [split, L) the way a
+// pipeline does (activation detached between them, its gradient handed back),
+// and compares loss and every parameter's gradient.
+TEST_P(StageCompositionTest, TwoStagesMatchFullModelLossAndGradients) {
+  const ModelConfig config = TinyConfig(GetParam());
+  const absl::StatusOr<MicroBatch> batch =
+      MakeMicroBatch(config, RandomTokens(config, 3), SampleKey{kSeed, 0, 0});
+  ASSERT_TRUE(batch.ok()) << batch.status();
+
+  const auto full = Build(config, {0, config.num_layers});
+  const absl::StatusOr<at::Tensor> full_loss =
+      LanguageModelLoss(full->Forward(batch->inputs), *batch, 3);
+  ASSERT_TRUE(full_loss.ok()) << full_loss.status();
+  full_loss->backward();
+
+  for (int64_t split = 1; split < config.num_layers; ++split) {
+    SCOPED_TRACE(::testing::Message() << "split at layer " << split);
+    const auto first = Build(config, {0, split});
+    const auto last = Build(config, {split, config.num_layers});
+    const at::Tensor sent = first->Forward(batch->inputs);
+    const at::Tensor received = sent.detach().requires_grad_(true);
+    const absl::StatusOr<at::Tensor> loss =
+        LanguageModelLoss(last->Forward(received), *batch, 3);
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    loss->backward();
+    sent.backward(received.grad());
+
+    EXPECT_NEAR(loss->item<double>(), full_loss->item<double>(), kTolerance);
+    ExpectSameTensors(Named({full}, /*gradients=*/true),
+                      Named({first, last}, /*gradients=*/true), kTolerance);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BothFamilies, StageCompositionTest,
+                         ::testing::Values(ModelFamily::kGpt,
+                                           ModelFamily::kBert),
+                         [](const auto& info) {
+                           return std::string(ModelFamilyName(info.param));
+                         });
+
+TEST(StageTest, ThreeStagesHoldExactlyTheFullModelsParameters) {
+  const ModelConfig config = TinyConfig(ModelFamily::kGpt);
+  ExpectSameTensors(Named({Build(config, {0, 4})}, /*gradients=*/false),
+                    Named({Build(config, {0, 1}), Build(config, {1, 3}),
+                           Build(config, {3, 4})},
+                          /*gradients=*/false),
+                    /*tolerance=*/0);
+}
+
+TEST(StageTest, SameRangeAndSeedBuildBitwiseIdenticalStages) {
+  const ModelConfig config = TinyConfig(ModelFamily::kBert);
+  const auto a = Named({Build(config, {1, 3})}, /*gradients=*/false);
+  const auto b = Named({Build(config, {1, 3})}, /*gradients=*/false);
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, tensor] : a) {
+    EXPECT_TRUE(at::equal(tensor, b.at(name))) << name;
+  }
+}
+
+TEST(StageTest, DifferentSeedsGiveDifferentWeights) {
+  const ModelConfig config = TinyConfig(ModelFamily::kGpt);
+  const auto a = Named({Build(config, {1, 2}, 1)}, /*gradients=*/false);
+  const auto b = Named({Build(config, {1, 2}, 2)}, /*gradients=*/false);
+  EXPECT_FALSE(at::equal(a.at("layer1.qkv_weight"), b.at("layer1.qkv_weight")));
+  EXPECT_FALSE(
+      at::equal(a.at("layer1.mlp_in_weight"), b.at("layer1.mlp_in_weight")));
+}
+
+TEST(StageTest, LayersOfOneModelAreInitialisedDifferently) {
+  const auto named = Named({Build(TinyConfig(ModelFamily::kGpt), {0, 4})},
+                           /*gradients=*/false);
+  EXPECT_FALSE(
+      at::equal(named.at("layer0.qkv_weight"), named.at("layer1.qkv_weight")));
+}
+
+TEST(StageTest, Float32WeightsAreTheFloat64WeightsRounded) {
+  ModelConfig config = TinyConfig(ModelFamily::kGpt);
+  const auto wide = Named({Build(config, {0, 2})}, /*gradients=*/false);
+  config.dtype = at::kFloat;
+  const auto narrow = Named({Build(config, {0, 2})}, /*gradients=*/false);
+  for (const auto& [name, tensor] : wide) {
+    EXPECT_EQ(narrow.at(name).scalar_type(), at::kFloat) << name;
+    EXPECT_TRUE(at::equal(tensor.to(at::kFloat), narrow.at(name))) << name;
+  }
+}
+
+TEST(StageTest, OnlyFirstAndLastStagesOwnEmbeddingAndHead) {
+  const ModelConfig config = TinyConfig(ModelFamily::kGpt);
+  const auto first = Build(config, {0, 2});
+  const auto middle = Build(config, {2, 3});
+  const auto last = Build(config, {3, 4});
+  EXPECT_TRUE(first->is_first());
+  EXPECT_FALSE(first->is_last());
+  EXPECT_FALSE(middle->is_first() || middle->is_last());
+  EXPECT_TRUE(last->is_last());
+  EXPECT_TRUE(first->named_parameters().contains("embedding.token_weight"));
+  EXPECT_FALSE(middle->named_parameters().contains("embedding.token_weight"));
+  EXPECT_TRUE(last->named_parameters().contains("head.output_weight"));
+}
+
+TEST(StageTest, ForwardShapesFollowTheStagesPlace) {
+  const ModelConfig config = TinyConfig(ModelFamily::kGpt);
+  const at::Tensor ids = at::zeros({2, 5}, at::kLong);
+  const at::Tensor hidden = Build(config, {0, 2})->Forward(ids);
+  EXPECT_EQ(hidden.sizes(), (std::vector<int64_t>{2, 5, 16}));
+  EXPECT_EQ(hidden.scalar_type(), at::kDouble);
+  EXPECT_EQ(Build(config, {2, 4})->Forward(hidden).sizes(),
+            (std::vector<int64_t>{2, 5, 29}));
+}
+
+TEST(StageTest, GptAttentionIsCausalAndBertIsNot) {
+  for (const ModelFamily family : {ModelFamily::kGpt, ModelFamily::kBert}) {
+    const ModelConfig config = TinyConfig(family);
+    const auto model = Build(config, {0, config.num_layers});
+    at::Tensor ids = at::zeros({1, 6}, at::kLong);
+    const at::Tensor before = model->Forward(ids);
+    ids[0][5] = 7;  // change only the last token
+    const at::Tensor after = model->Forward(ids);
+    const bool earlier_changed =
+        !at::equal(before.slice(1, 0, 5), after.slice(1, 0, 5));
+    EXPECT_EQ(earlier_changed, family == ModelFamily::kBert)
+        << ModelFamilyName(family);
+  }
+}
+
+TEST(StageTest, BuildRejectsEmptyOrOutOfRangeLayers) {
+  const ModelConfig config = TinyConfig(ModelFamily::kGpt);
+  for (const LayerRange range :
+       {LayerRange{2, 2}, LayerRange{-1, 2}, LayerRange{3, 5}}) {
+    const auto stage = BuildStage(config, range, kSeed);
+    EXPECT_EQ(stage.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(stage.status().message(), HasSubstr("within [0, 4)"));
+  }
+}
+
+}  // namespace
+}  // namespace chimera::worker

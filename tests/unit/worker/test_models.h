@@ -1,0 +1,42 @@
+// Small float64 models and token batches shared by the worker's model tests.
+#ifndef CHIMERA_TESTS_UNIT_WORKER_TEST_MODELS_H_
+#define CHIMERA_TESTS_UNIT_WORKER_TEST_MODELS_H_
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cstdint>
+
+#include "worker/model/model_config.h"
+
+namespace chimera::worker::testing {
+
+// Four blocks, float64: small enough to run in milliseconds, deep enough to
+// split three ways.
+inline ModelConfig TinyConfig(ModelFamily family) {
+  ModelConfig config;
+  config.family = family;
+  config.num_layers = 4;
+  config.hidden_size = 16;
+  config.ffn_size = 40;
+  config.num_heads = 4;
+  config.vocab_size = 29;
+  config.seq_length = 12;
+  config.dtype = at::kDouble;
+  return config;
+}
+
+// `batch` samples of the length the family reads (GPT: seq + 1 tokens),
+// random ids in [0, vocab_size - 1) from a fixed seed.
+inline at::Tensor RandomTokens(const ModelConfig& config, int64_t batch,
+                               uint64_t seed = 1) {
+  const int64_t length =
+      config.seq_length + (config.family == ModelFamily::kGpt ? 1 : 0);
+  at::Generator generator = at::detail::createCPUGenerator(seed);
+  return at::randint(config.vocab_size - 1, {batch, length}, generator,
+                     at::TensorOptions().dtype(at::kLong));
+}
+
+}  // namespace chimera::worker::testing
+
+#endif  // CHIMERA_TESTS_UNIT_WORKER_TEST_MODELS_H_

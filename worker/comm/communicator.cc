@@ -1,0 +1,63 @@
+#include "worker/comm/communicator.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace chimera::worker {
+
+absl::Status ValidateCommGroups(const std::vector<CommGroup>& groups,
+                                int world_size) {
+  std::set<std::string> names;
+  for (const CommGroup& group : groups) {
+    if (group.name.empty()) {
+      return absl::InvalidArgumentError("a communication group has no name");
+    }
+    if (!names.insert(group.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("communication group name '", group.name,
+                       "' is used twice; names must be unique"));
+    }
+    if (group.ranks.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("communication group '", group.name, "' has no ranks"));
+    }
+    for (size_t i = 0; i < group.ranks.size(); ++i) {
+      const int rank = group.ranks[i];
+      if (rank < 0 || rank >= world_size ||
+          (i > 0 && rank <= group.ranks[i - 1])) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("communication group '", group.name, "' has ranks [",
+                         absl::StrJoin(group.ranks, ", "),
+                         "]; they must be ascending, distinct and in [0, ",
+                         world_size, ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace comm_internal {
+
+absl::Status CheckPeerAndTag(absl::string_view operation, int peer, int64_t tag,
+                             int rank, int world_size) {
+  if (peer < 0 || peer >= world_size || peer == rank) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        operation, " peer is rank ", peer, "; rank ", rank,
+        " can only reach the other ranks of [0, ", world_size, ")"));
+  }
+  if (tag < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(operation, " tag is ", tag, "; tags must be >= 0"));
+  }
+  return absl::OkStatus();
+}
+
+std::string DescribeP2p(absl::string_view operation, int peer, int64_t tag) {
+  return absl::StrCat(operation, operation == "send" ? " to" : " from",
+                      " rank ", peer, " (tag ", tag, ")");
+}
+
+}  // namespace comm_internal
+}  // namespace chimera::worker

@@ -1,0 +1,119 @@
+// How workers exchange tensors: tagged asynchronous point-to-point sends and
+// receives (activations, gradients), asynchronous sum-allreduce within a
+// gradient group (every worker holding a replica of one stage), and a barrier.
+// Implementations: Gloo over TCP for CPU tensors (gloo_communicator.h) and
+// NCCL for CUDA tensors (nccl_communicator.h).
+//
+//   ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> send,
+//                    comm.Send(activation, /*peer=*/next_rank, tag));
+//   ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> sync,
+//                    comm.AllReduceSum(gradients, "stage3"));
+//   ...
+//   RETURN_IF_ERROR(send->Wait(kDefaultP2pTimeout));
+//   RETURN_IF_ERROR(sync->Wait(kDefaultCollectiveTimeout));
+//
+// Nothing blocks without a bound: every wait takes a timeout, and a peer that
+// died or never answers turns into an error that names the operation and the
+// peer. After any error the communicator is unusable (operations in flight
+// may never complete); destroy it and rebuild the job's groups.
+#ifndef CHIMERA_WORKER_COMM_COMMUNICATOR_H_
+#define CHIMERA_WORKER_COMM_COMMUNICATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace at {
+class Tensor;
+}  // namespace at
+
+namespace chimera::worker {
+
+// Joining the process groups: every rank must arrive within this.
+inline constexpr absl::Duration kDefaultConnectTimeout = absl::Minutes(2);
+// One activation or gradient transfer, including the wait for the peer to
+// reach its matching operation.
+inline constexpr absl::Duration kDefaultP2pTimeout = absl::Minutes(5);
+// One allreduce or barrier.
+inline constexpr absl::Duration kDefaultCollectiveTimeout = absl::Minutes(5);
+
+// Ranks that allreduce together: one group per stage, holding every worker
+// with a replica of it. Every rank is given the job's whole list of groups, in
+// the same order, and joins those it is a member of.
+struct CommGroup {
+  // Unique within the job, e.g. "stage3"; AllReduceSum names it.
+  std::string name;
+  // Global ranks, ascending, no duplicates. A member's rank within the group
+  // is its index here.
+  std::vector<int> ranks;
+};
+
+// INVALID_ARGUMENT naming the group and the offending value unless every group
+// has a unique non-empty name and ascending, distinct ranks in [0, world_size).
+absl::Status ValidateCommGroups(const std::vector<CommGroup>& groups,
+                                int world_size);
+
+// One operation in flight. It keeps its tensor alive until it completes.
+class PendingOp {
+ public:
+  virtual ~PendingOp() = default;
+
+  // Blocks until the operation has completed (a sent tensor may be modified
+  // again, a received or reduced tensor holds its result), or failed, or
+  // `timeout` has passed. DEADLINE_EXCEEDED on timeout, UNAVAILABLE when a
+  // peer is gone or the transport failed; the message names the operation,
+  // the peer or group, and the timeout.
+  virtual absl::Status Wait(absl::Duration timeout) = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+
+  // Starts sending `tensor` (contiguous; on the device the implementation
+  // serves) to `peer` != rank(). The receiver posts a Recv with the same tag
+  // and a tensor of the same size and dtype. Tags are >= 0; several transfers
+  // may be in flight between the same peers, matched by tag. INVALID_ARGUMENT
+  // for a bad peer, tag or tensor.
+  virtual absl::StatusOr<std::unique_ptr<PendingOp>> Send(
+      const at::Tensor& tensor, int peer, int64_t tag) = 0;
+
+  // Starts receiving into `tensor` (contiguous, preallocated) from `peer`.
+  virtual absl::StatusOr<std::unique_ptr<PendingOp>> Recv(
+      const at::Tensor& tensor, int peer, int64_t tag) = 0;
+
+  // Starts summing `tensor` in place over the members of the group named
+  // `group`, which must contain this rank. Every member calls it with a tensor
+  // of the same size and dtype, and all members issue their allreduces on one
+  // group in the same order. NOT_FOUND when this rank is in no such group.
+  virtual absl::StatusOr<std::unique_ptr<PendingOp>> AllReduceSum(
+      const at::Tensor& tensor, absl::string_view group) = 0;
+
+  // Returns when every rank has reached the barrier, or an error after
+  // `timeout`.
+  virtual absl::Status Barrier(absl::Duration timeout) = 0;
+};
+
+namespace comm_internal {
+
+// Argument checks shared by the implementations: INVALID_ARGUMENT naming
+// `operation` ("send", "recv") and the bad value.
+absl::Status CheckPeerAndTag(absl::string_view operation, int peer, int64_t tag,
+                             int rank, int world_size);
+
+// "send to rank 3 (tag 12)", "recv from rank 3 (tag 12)".
+std::string DescribeP2p(absl::string_view operation, int peer, int64_t tag);
+
+}  // namespace comm_internal
+}  // namespace chimera::worker
+
+#endif  // CHIMERA_WORKER_COMM_COMMUNICATOR_H_

@@ -1,0 +1,76 @@
+// The layers a stage is made of: the token + position embedding, the
+// transformer block (pre-norm: layer norm, multi-head self-attention, residual,
+// layer norm, MLP with GELU, residual) and the output head (final layer norm
+// and projection to the vocabulary). No dropout: training is reproducible.
+//
+// Each layer registers its parameters under short names ("qkv_weight") and
+// initialises them from KeyOf(seed, "<name>.<parameter>"), where <name> is
+// the name the stage registers the layer under ("embedding", "layer3",
+// "head"), so a layer's initial values depend only on the seed and its place
+// in the whole model. Weights are N(0, 0.02²), biases 0, norm gains 1.
+//
+//   auto block = std::make_shared<TransformerBlock>(config, "layer3", seed);
+//   at::Tensor y = block->Forward(x);  // x, y: [batch, tokens, hidden]
+#ifndef CHIMERA_WORKER_MODEL_LAYERS_H_
+#define CHIMERA_WORKER_MODEL_LAYERS_H_
+
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <string>
+
+#include "worker/model/model_config.h"
+
+namespace chimera::worker {
+
+// Token ids [batch, tokens] (int64, tokens <= seq_length) to hidden states
+// [batch, tokens, hidden]: token embedding plus learned position embedding.
+class TokenEmbedding : public torch::nn::Module {
+ public:
+  TokenEmbedding(const ModelConfig& config, const std::string& name,
+                 uint64_t seed);
+  at::Tensor Forward(const at::Tensor& token_ids);
+
+ private:
+  at::Tensor token_weight_;
+  at::Tensor position_weight_;
+};
+
+// Hidden states [batch, tokens, hidden] to the same shape. Attention is
+// causal (a token sees itself and earlier tokens) for GPT, bidirectional for
+// BERT.
+class TransformerBlock : public torch::nn::Module {
+ public:
+  TransformerBlock(const ModelConfig& config, const std::string& name,
+                   uint64_t seed);
+  at::Tensor Forward(const at::Tensor& hidden);
+
+ private:
+  at::Tensor SelfAttention(const at::Tensor& normed);
+
+  int64_t num_heads_;
+  bool causal_;
+  at::Tensor norm1_weight_, norm1_bias_;
+  at::Tensor qkv_weight_, qkv_bias_;
+  at::Tensor attention_out_weight_, attention_out_bias_;
+  at::Tensor norm2_weight_, norm2_bias_;
+  at::Tensor mlp_in_weight_, mlp_in_bias_;
+  at::Tensor mlp_out_weight_, mlp_out_bias_;
+};
+
+// Hidden states [batch, tokens, hidden] to logits [batch, tokens, vocab]:
+// final layer norm, then a projection (not tied to the embedding, which may
+// live on another worker).
+class OutputHead : public torch::nn::Module {
+ public:
+  OutputHead(const ModelConfig& config, const std::string& name, uint64_t seed);
+  at::Tensor Forward(const at::Tensor& hidden);
+
+ private:
+  at::Tensor norm_weight_, norm_bias_;
+  at::Tensor output_weight_, output_bias_;
+};
+
+}  // namespace chimera::worker
+
+#endif  // CHIMERA_WORKER_MODEL_LAYERS_H_

@@ -1,0 +1,69 @@
+#include "worker/model/model_config.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace chimera::worker {
+namespace {
+
+absl::Status RequirePositive(absl::string_view field, int64_t value) {
+  if (value > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("model.", field, " is ", value, "; it must be positive"));
+}
+
+}  // namespace
+
+absl::string_view ModelFamilyName(ModelFamily family) {
+  switch (family) {
+    case ModelFamily::kGpt:
+      return "gpt";
+    case ModelFamily::kBert:
+      return "bert";
+  }
+  return "unknown";
+}
+
+absl::Status ValidateModelConfig(const ModelConfig& config) {
+  for (const auto& [field, value] :
+       {std::pair<absl::string_view, int64_t>{"num_layers", config.num_layers},
+        {"hidden_size", config.hidden_size},
+        {"ffn_size", config.ffn_size},
+        {"num_heads", config.num_heads},
+        {"vocab_size", config.vocab_size},
+        {"seq_length", config.seq_length}}) {
+    RETURN_IF_ERROR(RequirePositive(field, value));
+  }
+  if (config.hidden_size % config.num_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.num_heads is ", config.num_heads,
+        "; it must divide model.hidden_size (", config.hidden_size, ")"));
+  }
+  if (config.family == ModelFamily::kBert && config.vocab_size < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.vocab_size is ", config.vocab_size,
+                     "; BERT needs at least 2 (the last id is [MASK])"));
+  }
+  if (config.dtype != c10::ScalarType::Float &&
+      config.dtype != c10::ScalarType::Double &&
+      config.dtype != c10::ScalarType::BFloat16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.dtype is ", c10::toString(config.dtype),
+                     "; allowed: Float, Double, BFloat16"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateLayerRange(const ModelConfig& config, LayerRange range) {
+  if (range.begin < 0 || range.begin >= range.end ||
+      range.end > config.num_layers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "stage layers [", range.begin, ", ", range.end,
+        ") must be a non-empty range within [0, ", config.num_layers, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace chimera::worker

@@ -1,0 +1,71 @@
+// The shape of a transformer language model (GPT or BERT) and the range of its
+// layers one pipeline stage holds. Every dimension is a parameter; nothing is
+// built here, see stage.h.
+//
+//   ModelConfig config;  // GPT, float32
+//   config.num_layers = 8;
+//   config.hidden_size = 128;
+//   config.ffn_size = 512;
+//   config.num_heads = 4;
+//   config.vocab_size = 256;
+//   config.seq_length = 64;
+//   RETURN_IF_ERROR(ValidateModelConfig(config));
+//   RETURN_IF_ERROR(ValidateLayerRange(config, LayerRange{0, 4}));
+#ifndef CHIMERA_WORKER_MODEL_MODEL_CONFIG_H_
+#define CHIMERA_WORKER_MODEL_MODEL_CONFIG_H_
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace chimera::worker {
+
+enum class ModelFamily {
+  // Decoder with causal self-attention, trained on next-token prediction.
+  kGpt,
+  // Encoder with bidirectional self-attention, trained on masked tokens.
+  kBert,
+};
+
+absl::string_view ModelFamilyName(ModelFamily family);
+
+struct ModelConfig {
+  ModelFamily family = ModelFamily::kGpt;
+  // Transformer blocks; the embedding and the head are not counted.
+  int64_t num_layers = 0;
+  int64_t hidden_size = 0;
+  // Width of the MLP inside a block (4 × hidden_size in GPT-2 and BERT).
+  int64_t ffn_size = 0;
+  // Must divide hidden_size.
+  int64_t num_heads = 0;
+  // BERT reserves the last id, vocab_size - 1, as its [MASK] token.
+  int64_t vocab_size = 0;
+  // Longest input sequence (tokens the model sees; a GPT sample holds one
+  // more, its last target).
+  int64_t seq_length = 0;
+  // float32, float64, or bfloat16 (GPU only, not checked here).
+  c10::ScalarType dtype = c10::ScalarType::Float;
+};
+
+// OK when every dimension is positive, num_heads divides hidden_size, BERT
+// has room for its [MASK] id (vocab_size >= 2) and dtype is one of the
+// supported types; otherwise INVALID_ARGUMENT naming the field and its value.
+absl::Status ValidateModelConfig(const ModelConfig& config);
+
+// The transformer blocks [begin, end) of one pipeline stage. The stage with
+// begin == 0 also owns the embedding; the one with end == num_layers owns the
+// final norm, the output head and the loss.
+struct LayerRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+
+// OK when 0 <= begin < end <= config.num_layers.
+absl::Status ValidateLayerRange(const ModelConfig& config, LayerRange range);
+
+}  // namespace chimera::worker
+
+#endif  // CHIMERA_WORKER_MODEL_MODEL_CONFIG_H_

@@ -1,0 +1,46 @@
+#include "worker/model/stage.h"
+
+#include <ATen/ATen.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace chimera::worker {
+
+Stage::Stage(const ModelConfig& config, LayerRange layers, uint64_t seed)
+    : config_(config), layers_(layers) {
+  if (layers.begin == 0) {
+    embedding_ = register_module("embedding", std::make_shared<TokenEmbedding>(
+                                                  config, "embedding", seed));
+  }
+  for (int64_t i = layers.begin; i < layers.end; ++i) {
+    const std::string name = absl::StrCat("layer", i);
+    blocks_.push_back(register_module(
+        name, std::make_shared<TransformerBlock>(config, name, seed)));
+  }
+  if (layers.end == config.num_layers) {
+    head_ = register_module("head",
+                            std::make_shared<OutputHead>(config, "head", seed));
+  }
+}
+
+at::Tensor Stage::Forward(const at::Tensor& input) {
+  at::Tensor hidden = is_first() ? embedding_->Forward(input) : input;
+  for (const auto& block : blocks_) hidden = block->Forward(hidden);
+  return is_last() ? head_->Forward(hidden) : hidden;
+}
+
+absl::StatusOr<std::shared_ptr<Stage>> BuildStage(const ModelConfig& config,
+                                                  LayerRange layers,
+                                                  uint64_t seed,
+                                                  c10::Device device) {
+  RETURN_IF_ERROR(ValidateModelConfig(config));
+  RETURN_IF_ERROR(ValidateLayerRange(config, layers));
+  auto stage = std::make_shared<Stage>(config, layers, seed);
+  if (!device.is_cpu()) stage->to(device);
+  return stage;
+}
+
+}  // namespace chimera::worker

@@ -1,0 +1,63 @@
+// One pipeline stage: a contiguous range of a model's transformer blocks, plus
+// the embedding on the first stage and the output head on the last. The whole
+// model is the stage of all layers, and it has exactly the parameters of the
+// union of any partition into stages (same names, same values), because each
+// parameter is initialised from the job seed and its qualified name alone.
+//
+// Parameter names are global: "embedding.token_weight",
+// "layer<i>.qkv_weight" with i the block's index in the whole model,
+// "head.output_weight".
+//
+//   ASSIGN_OR_RETURN(std::shared_ptr<Stage> stage,
+//                    BuildStage(config, LayerRange{2, 4}, job_seed));
+//   at::Tensor out = stage->Forward(in);  // activations to send on
+#ifndef CHIMERA_WORKER_MODEL_STAGE_H_
+#define CHIMERA_WORKER_MODEL_STAGE_H_
+
+#include <c10/core/Device.h>
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/model/layers.h"
+#include "worker/model/model_config.h"
+
+namespace chimera::worker {
+
+class Stage : public torch::nn::Module {
+ public:
+  // Requires a valid config and range (see BuildStage, which checks them).
+  Stage(const ModelConfig& config, LayerRange layers, uint64_t seed);
+
+  // The first stage takes token ids [batch, tokens] (int64, each in
+  // [0, vocab_size), tokens <= seq_length); the others take the previous
+  // stage's output. The last stage returns logits [batch, tokens, vocab], the
+  // others hidden states [batch, tokens, hidden] in the model's dtype.
+  // Throws c10::Error when given a tensor of another shape or type.
+  at::Tensor Forward(const at::Tensor& input);
+
+  const ModelConfig& config() const { return config_; }
+  LayerRange layers() const { return layers_; }
+  bool is_first() const { return embedding_ != nullptr; }
+  bool is_last() const { return head_ != nullptr; }
+
+ private:
+  const ModelConfig config_;
+  const LayerRange layers_;
+  std::shared_ptr<TokenEmbedding> embedding_;  // first stage only
+  std::vector<std::shared_ptr<TransformerBlock>> blocks_;
+  std::shared_ptr<OutputHead> head_;  // last stage only
+};
+
+// Builds the stage of `layers` with parameters in config.dtype on `device`.
+// INVALID_ARGUMENT when the config or the range is invalid.
+absl::StatusOr<std::shared_ptr<Stage>> BuildStage(
+    const ModelConfig& config, LayerRange layers, uint64_t seed,
+    c10::Device device = c10::Device(c10::DeviceType::CPU));
+
+}  // namespace chimera::worker
+
+#endif  // CHIMERA_WORKER_MODEL_STAGE_H_

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "client/exit_codes.h"
+#include "client/plan_command.h"
 #include "client/schedule_command.h"
 #include "client/validate_command.h"
 #include "common/logging.h"
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   });
   chimera::client::AddValidateCommand(app);
   chimera::client::AddScheduleCommand(app);
+  chimera::client::AddPlanCommand(app);
 
   try {
     app.parse(argc, argv);

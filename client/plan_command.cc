@@ -1,0 +1,151 @@
+#include "client/plan_command.h"
+
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "client/exit_codes.h"
+#include "coordinator/planner/analytic_profile.h"
+#include "coordinator/planner/cluster_file.h"
+#include "coordinator/planner/model_profile.h"
+#include "coordinator/planner/plan_search.h"
+#include "jobspec/job_file.h"
+#include "nlohmann/json.hpp"
+
+namespace chimera::client {
+namespace {
+
+struct PlanOptions {
+  std::string job_file;
+  std::string cluster_file;
+  std::string profile_file;
+  int top_k = 10;
+  std::string output = "text";
+};
+
+[[noreturn]] void Fail(int code, const std::string& message) {
+  std::cerr << "chimera plan: " << message << "\n";
+  throw CLI::RuntimeError(code);
+}
+
+void FailOnErrors(const std::string& file, const FieldErrors& errors) {
+  if (errors.empty()) return;
+  for (const FieldError& error : errors.errors()) {
+    std::cerr << file << ": " << error.ToString() << "\n";
+  }
+  throw CLI::RuntimeError(kExitUsage);
+}
+
+std::string Gib(int64_t bytes) {
+  return absl::StrFormat("%.2f", static_cast<double>(bytes) / (1 << 30));
+}
+
+void PrintText(const planner::SearchResult& result) {
+  std::cout << absl::StrFormat(
+      "%-4s %-13s %4s %3s %4s %4s %-24s %-3s %11s %11s %7s %9s %9s\n", "rank",
+      "scheme", "W", "D", "B", "N", "options", "rc", "iter_s", "samples/s",
+      "bubble", "mem_max", "mem_min");
+  int rank = 1;
+  for (const planner::Evaluation& evaluation : result.ranked) {
+    const auto& plan = evaluation.plan;
+    const auto& p = plan.prediction();
+    const std::string options = planner::DescribeSchemeOptions(plan);
+    std::cout << absl::StrFormat(
+        "%-4d %-13s %4d %3d %4d %4d %-24s %-3s %11.4g %11.4g %7.3f %9s %9s\n",
+        rank++, plan.scheme(), plan.width(), plan.depth(), plan.micro_batch_size(),
+        plan.micro_batches(),
+        options.empty() ? "-" : options, plan.recompute() ? "yes" : "no",
+        p.iteration_seconds(), p.samples_per_second(), p.bubble_ratio(),
+        Gib(p.peak_memory_bytes_max()), Gib(p.peak_memory_bytes_min()));
+  }
+  std::cout << "\nmemory in GiB per worker; " << result.evaluated
+            << " candidates evaluated\n";
+  if (!result.why_best.empty()) std::cout << "why: " << result.why_best << "\n";
+}
+
+void PrintJson(const planner::SearchResult& result) {
+  nlohmann::json candidates = nlohmann::json::array();
+  for (const planner::Evaluation& evaluation : result.ranked) {
+    const auto& plan = evaluation.plan;
+    const auto& p = plan.prediction();
+    candidates.push_back({
+        {"scheme", plan.scheme()},
+        {"width", plan.width()},
+        {"depth", plan.depth()},
+        {"micro_batch_size", plan.micro_batch_size()},
+        {"micro_batches", plan.micro_batches()},
+        {"pipelines", plan.pipelines()},
+        {"concat", plan.concat()},
+        {"recompute", plan.recompute()},
+        {"predicted_iteration_seconds", p.iteration_seconds()},
+        {"predicted_samples_per_second", p.samples_per_second()},
+        {"bubble_ratio", p.bubble_ratio()},
+        {"peak_memory_bytes_max", p.peak_memory_bytes_max()},
+        {"peak_memory_bytes_min", p.peak_memory_bytes_min()},
+        {"exposed_allreduce_seconds", p.exposed_allreduce_seconds()},
+        {"fits", evaluation.fits},
+        {"description", planner::DescribePlan(plan)},
+    });
+  }
+  nlohmann::json out = {{"candidates", candidates},
+                        {"evaluated", result.evaluated},
+                        {"why_best", result.why_best}};
+  std::cout << out.dump(2) << "\n";
+}
+
+void RunPlan(const PlanOptions& options) {
+  chimera::v1::TrainJob job;
+  FailOnErrors(options.job_file,
+               jobspec::LoadJobFile(options.job_file, {.check_data_files = false}, &job));
+  chimera::v1::Cluster cluster;
+  FailOnErrors(options.cluster_file,
+               planner::LoadClusterFile(options.cluster_file, &cluster));
+  chimera::v1::ModelProfile profile;
+  if (options.profile_file.empty()) {
+    profile = planner::AnalyticProfile(job.spec().model(), cluster.spec().device());
+  } else {
+    FailOnErrors(options.profile_file,
+                 planner::LoadProfileFile(options.profile_file, &profile));
+    FailOnErrors(options.profile_file,
+                 planner::ValidateProfile(profile, job.spec().model().num_layers()));
+  }
+  absl::StatusOr<planner::SearchResult> result =
+      planner::SearchPlans(job, cluster, profile, {.top_k = options.top_k});
+  if (!result.ok()) {
+    Fail(result.status().code() == absl::StatusCode::kFailedPrecondition
+             ? kExitFailure
+             : kExitUsage,
+         std::string(result.status().message()));
+  }
+  if (options.output == "json") {
+    PrintJson(*result);
+  } else {
+    PrintText(*result);
+  }
+}
+
+}  // namespace
+
+void AddPlanCommand(CLI::App& app) {
+  auto options = std::make_shared<PlanOptions>();
+  CLI::App* command = app.add_subcommand(
+      "plan",
+      "Rank candidate plans (scheme, W, D, micro-batching, recomputation, "
+      "placement) for a job on a cluster, offline. Exits 1 when nothing fits.");
+  command->add_option("-f,--file", options->job_file, "Job file (YAML)")->required();
+  command->add_option("--cluster", options->cluster_file, "Cluster file (YAML)")
+      ->required();
+  command->add_option("--profile", options->profile_file,
+                      "Measured model profile (YAML/JSON); default: the "
+                      "analytic transformer model");
+  command->add_option("--top", options->top_k, "How many plans to show")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  command->add_option("-o,--output", options->output, "Output format")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  command->callback([options] { RunPlan(*options); });
+}
+
+}  // namespace chimera::client

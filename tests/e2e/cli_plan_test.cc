@@ -1,0 +1,81 @@
+// `chimera plan` as a user runs it.
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace chimera {
+namespace {
+
+using ::chimera::testing::ProcessResult;
+using ::chimera::testing::RunProcess;
+using ::testing::HasSubstr;
+
+ProcessResult Chimera(std::vector<std::string> args) {
+  args.insert(args.begin(), CHIMERA_BINARY);
+  return RunProcess(args, CHIMERA_SOURCE_DIR);
+}
+
+TEST(CliPlanTest, TextTableRanksPlansAndExplainsTheBest) {
+  ProcessResult r = Chimera({"plan", "-f", "examples/bert-auto.yaml", "--cluster",
+                             "examples/clusters/v100-4x8.yaml", "--top", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("samples/s"));
+  EXPECT_THAT(r.out, HasSubstr("mem_max"));
+  EXPECT_THAT(r.out, HasSubstr("\n1    "));
+  EXPECT_THAT(r.out, HasSubstr("\n3    "));
+  EXPECT_THAT(r.out, HasSubstr("why: "));
+}
+
+TEST(CliPlanTest, JsonHasTheStableFields) {
+  ProcessResult r = Chimera({"plan", "-f", "examples/chimera.yaml", "--cluster",
+                             "examples/clusters/local-cpu.yaml", "-o", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json out = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(out["candidates"].empty());
+  for (const char* field :
+       {"scheme", "width", "depth", "micro_batch_size", "micro_batches", "pipelines",
+        "concat", "recompute", "predicted_iteration_seconds",
+        "predicted_samples_per_second", "bubble_ratio", "peak_memory_bytes_max",
+        "peak_memory_bytes_min", "fits"}) {
+    EXPECT_TRUE(out["candidates"][0].contains(field)) << field;
+  }
+  // The job fixes chimera, D = 4, W = 1.
+  EXPECT_EQ(out["candidates"][0]["scheme"], "chimera");
+  EXPECT_EQ(out["candidates"][0]["depth"], 4);
+}
+
+TEST(CliPlanTest, NothingFittingExitsOneWithTheMemoryNeeded) {
+  chimera::testing::TempDir dir;
+  const std::string cluster = dir.WriteFile("tiny.yaml", R"(apiVersion: chimera.dev/v1alpha1
+kind: Cluster
+metadata: {name: tiny}
+spec:
+  nodes: 1
+  devicesPerNode: 4
+  device: {memoryBytes: 1000, peakFlops: 1.0e12}
+  links:
+    intraNode: {latencySeconds: 1.0e-6, bandwidthBytesPerSecond: 1.0e10}
+)");
+  ProcessResult r = Chimera({"plan", "-f", "examples/chimera.yaml", "--cluster", cluster});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("no plan fits in 1000 bytes"));
+}
+
+TEST(CliPlanTest, InvalidClusterFileNamesTheField) {
+  chimera::testing::TempDir dir;
+  const std::string cluster = dir.WriteFile("bad.yaml", R"(apiVersion: chimera.dev/v1alpha1
+kind: Cluster
+spec: {nodes: 0, devicesPerNode: 4, device: {memoryBytes: 1, peakFlops: 1}, links: {intraNode: {bandwidthBytesPerSecond: 1}}}
+)");
+  ProcessResult r = Chimera({"plan", "-f", "examples/chimera.yaml", "--cluster", cluster});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr(cluster + ": spec.nodes: 0 must be > 0"));
+}
+
+}  // namespace
+}  // namespace chimera

@@ -1,0 +1,76 @@
+#include "coordinator/planner/analytic_profile.h"
+
+#include "coordinator/planner/model_profile.h"
+#include "gtest/gtest.h"
+#include "tests/unit/planner/test_jobs.h"
+
+namespace chimera::planner {
+namespace {
+
+chimera::v1::ModelSpec SmallGpt() {
+  chimera::v1::ModelSpec model;
+  model.set_family("gpt");
+  model.set_num_layers(3);
+  model.set_hidden_size(64);
+  model.set_ffn_size(256);
+  model.set_num_heads(4);
+  model.set_seq_length(32);
+  model.set_vocab_size(1000);
+  return model;
+}
+
+chimera::v1::DeviceSpec Device() {
+  chimera::v1::DeviceSpec device;
+  device.set_memory_bytes(1 << 30);
+  device.set_peak_flops(1e12);
+  return device;
+}
+
+TEST(AnalyticProfileTest, LayersAreEmbeddingBlocksHead) {
+  chimera::v1::ModelProfile profile = AnalyticProfile(SmallGpt(), Device());
+  EXPECT_TRUE(ValidateProfile(profile, 3).empty()) << ValidateProfile(profile, 3).ToStatus();
+  ASSERT_EQ(profile.layers_size(), 5);
+  EXPECT_EQ(profile.layers(0).kind(), "embedding");
+  EXPECT_EQ(profile.layers(4).kind(), "head");
+}
+
+TEST(AnalyticProfileTest, ParameterBytesFollowTheLayerShapes) {
+  chimera::v1::ModelProfile profile = AnalyticProfile(SmallGpt(), Device());
+  const int64_t h = 64, f = 256, s = 32, v = 1000, d = 4;
+  EXPECT_EQ(profile.layers(0).parameter_bytes(), (v + s) * h * d);
+  EXPECT_EQ(profile.layers(1).parameter_bytes(), (4 * h * h + 2 * h * f + 9 * h + f) * d);
+  EXPECT_EQ(profile.layers(4).parameter_bytes(), (2 * h + v * h + v) * d);
+}
+
+TEST(AnalyticProfileTest, BlockForwardTimeIsFlopsOverEfficientPeak) {
+  EfficiencyCurve curve;
+  chimera::v1::ModelProfile profile = AnalyticProfile(SmallGpt(), Device(), curve);
+  const double h = 64, f = 256, s = 32;
+  const double flops = 2 * s * (4 * h * h + 2 * h * f) + 4 * s * s * h;
+  const LayerCost cost = CostAt(profile.layers(1), 4);
+  EXPECT_NEAR(cost.forward_seconds, 4 * flops / (1e12 * curve.At(4 * s)), 1e-15);
+  EXPECT_NEAR(cost.backward_seconds, 2 * cost.forward_seconds, 1e-15);
+}
+
+TEST(AnalyticProfileTest, LargerMicroBatchesAreMoreEfficientPerSample) {
+  chimera::v1::ModelProfile profile = AnalyticProfile(SmallGpt(), Device());
+  double previous = 1e9;
+  for (int b = 1; b <= 256; b *= 2) {
+    const double per_sample = CostAt(profile.layers(1), b).forward_seconds / b;
+    EXPECT_LT(per_sample, previous) << "B = " << b;
+    previous = per_sample;
+  }
+}
+
+TEST(AnalyticProfileTest, DoublePrecisionDoublesBytes) {
+  chimera::v1::ModelSpec model = SmallGpt();
+  const auto single = AnalyticProfile(model, Device());
+  model.set_dtype("float64");
+  const auto twice = AnalyticProfile(model, Device());
+  EXPECT_EQ(twice.layers(1).parameter_bytes(), 2 * single.layers(1).parameter_bytes());
+  EXPECT_EQ(twice.layers(1).activation_bytes_per_sample(),
+            2 * single.layers(1).activation_bytes_per_sample());
+}
+
+}  // namespace
+}  // namespace chimera::planner

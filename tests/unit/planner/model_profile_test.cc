@@ -1,0 +1,79 @@
+#include "coordinator/planner/model_profile.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace chimera::planner {
+namespace {
+
+using ::testing::HasSubstr;
+
+chimera::v1::LayerProfile Layer(const char* kind, double forward_at_1,
+                                double forward_at_4) {
+  chimera::v1::LayerProfile layer;
+  layer.set_kind(kind);
+  auto* a = layer.add_timings();
+  a->set_micro_batch_size(1);
+  a->set_forward_seconds(forward_at_1);
+  a->set_backward_seconds(2 * forward_at_1);
+  auto* b = layer.add_timings();
+  b->set_micro_batch_size(4);
+  b->set_forward_seconds(forward_at_4);
+  b->set_backward_seconds(2 * forward_at_4);
+  layer.set_activation_bytes_per_sample(100);
+  layer.set_output_bytes_per_sample(10);
+  layer.set_parameter_bytes(1000);
+  return layer;
+}
+
+chimera::v1::ModelProfile Profile(int blocks) {
+  chimera::v1::ModelProfile profile;
+  profile.set_api_version("chimera.dev/v1alpha1");
+  profile.set_kind("ModelProfile");
+  *profile.add_layers() = Layer("embedding", 0.5, 1.0);
+  for (int i = 0; i < blocks; ++i) *profile.add_layers() = Layer("block", 1.0, 2.0);
+  *profile.add_layers() = Layer("head", 3.0, 6.0);
+  return profile;
+}
+
+TEST(ModelProfileTest, InterpolatesBetweenProfiledSizes) {
+  const auto layer = Layer("block", 1.0, 2.0);
+  EXPECT_DOUBLE_EQ(CostAt(layer, 1).forward_seconds, 1.0);
+  EXPECT_DOUBLE_EQ(CostAt(layer, 2).forward_seconds, 1.0 + 1.0 / 3);
+  EXPECT_DOUBLE_EQ(CostAt(layer, 4).backward_seconds, 4.0);
+}
+
+TEST(ModelProfileTest, ExtrapolatesLinearlyBeyondTheLargestSize) {
+  EXPECT_DOUBLE_EQ(CostAt(Layer("block", 1.0, 2.0), 8).forward_seconds, 4.0);
+}
+
+TEST(ModelProfileTest, StageAddsEmbeddingAndHeadAtTheEnds) {
+  const auto profile = Profile(4);
+  const StageProfile first = ProfileStage(profile, {0, 2}, true, false, 1);
+  EXPECT_DOUBLE_EQ(first.forward_seconds, 0.5 + 2 * 1.0);
+  EXPECT_EQ(first.parameter_bytes, 3000);
+  EXPECT_EQ(first.activation_bytes, 300);
+  const StageProfile last = ProfileStage(profile, {2, 2}, false, true, 4);
+  EXPECT_DOUBLE_EQ(last.forward_seconds, 2 * 2.0 + 6.0);
+  EXPECT_EQ(last.boundary_bytes, 40);
+  EXPECT_EQ(last.largest_layer_activation_bytes, 400);
+}
+
+TEST(ModelProfileTest, RejectsLayersOutOfOrderAndUnsortedTimings) {
+  auto profile = Profile(2);
+  profile.mutable_layers(1)->set_kind("head");
+  profile.mutable_layers(2)->mutable_timings(1)->set_micro_batch_size(1);
+  FieldErrors errors = ValidateProfile(profile, 0);
+  ASSERT_EQ(errors.size(), 2u) << errors.ToStatus();
+  EXPECT_EQ(errors.errors()[0].path, "layers[1].kind");
+  EXPECT_EQ(errors.errors()[1].path, "layers[2].timings[1].microBatchSize");
+}
+
+TEST(ModelProfileTest, BlockCountMustMatchTheJob) {
+  FieldErrors errors = ValidateProfile(Profile(2), 8);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors.errors()[0].message, HasSubstr("has 2 blocks; the job's model has 8"));
+}
+
+}  // namespace
+}  // namespace chimera::planner

@@ -1,0 +1,185 @@
+// The planner's search and its trade-offs, on synthetic (analytic) profiles.
+#include "coordinator/planner/plan_search.h"
+
+#include <set>
+
+#include "coordinator/planner/analytic_profile.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/planner/test_jobs.h"
+
+namespace chimera::planner {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::LargeJob;
+using testing::TestCluster;
+
+SearchResult MustSearch(const chimera::v1::TrainJob& job,
+                        const chimera::v1::Cluster& cluster, int top_k = 10) {
+  const auto profile = AnalyticProfile(job.spec().model(), cluster.spec().device());
+  absl::StatusOr<SearchResult> result = SearchPlans(job, cluster, profile, {top_k});
+  EXPECT_TRUE(result.ok()) << result.status();
+  return result.ok() ? *std::move(result) : SearchResult{};
+}
+
+const chimera::v1::Plan& Best(const SearchResult& result) {
+  static const chimera::v1::Plan kNone;
+  return result.ranked.empty() ? kNone : result.ranked[0].plan;
+}
+
+TEST(PlanEvaluatorTest, PredictionIsTheSimulatorsMakespanForTheSameProgram) {
+  const auto job = LargeJob(8, 32, 8);
+  const auto cluster = TestCluster(2, 4);
+  const auto profile = AnalyticProfile(job.spec().model(), cluster.spec().device());
+  PlanningContext context{job, cluster.spec(), profile};
+  Candidate candidate;
+  candidate.params.scheme = schedule::Scheme::kChimera;
+  candidate.params.width = 2;
+  candidate.params.depth = 4;
+  candidate.params.micro_batches = 4;
+  candidate.micro_batch_size = 4;
+  absl::StatusOr<Evaluation> evaluation = EvaluateCandidate(context, candidate);
+  ASSERT_TRUE(evaluation.ok()) << evaluation.status();
+  absl::StatusOr<SimulationInputs> inputs = PrepareSimulation(context, candidate);
+  ASSERT_TRUE(inputs.ok()) << inputs.status();
+  absl::StatusOr<schedule::SimulationResult> simulated =
+      schedule::Simulate(inputs->program, inputs->costs);
+  ASSERT_TRUE(simulated.ok()) << simulated.status();
+  EXPECT_EQ(evaluation->plan.prediction().iteration_seconds(), simulated->makespan);
+  EXPECT_EQ(evaluation->plan.prediction().samples_per_second(), 32 / simulated->makespan);
+}
+
+TEST(PlanSearchTest, RespectsWhatTheJobFixes) {
+  auto job = LargeJob(8, 64, 8);
+  job.mutable_spec()->mutable_parallelism()->set_schedule("chimera");
+  job.mutable_spec()->mutable_parallelism()->set_pipeline(4);
+  SearchResult result = MustSearch(job, TestCluster(2, 4));
+  ASSERT_FALSE(result.ranked.empty());
+  for (const Evaluation& e : result.ranked) {
+    EXPECT_EQ(e.plan.scheme(), "chimera");
+    EXPECT_EQ(e.plan.depth(), 4);
+    EXPECT_EQ(e.plan.width(), 2);
+    EXPECT_TRUE(e.fits);
+  }
+}
+
+TEST(PlanSearchTest, FixedKnobsOutsideTheDefaultChoicesAreSearched) {
+  auto job = LargeJob(16, 64, 8);
+  auto* parallelism = job.mutable_spec()->mutable_parallelism();
+  parallelism->set_schedule("mixpipe");
+  parallelism->set_pipeline(8);
+  parallelism->set_mixpipe_k(4);
+  parallelism->set_mixpipe_gamma(2);
+  const chimera::v1::Plan best = Best(MustSearch(job, TestCluster(1, 8)));
+  EXPECT_EQ(best.mixpipe_k(), 4);
+  EXPECT_EQ(best.mixpipe_gamma(), 2);
+}
+
+TEST(PlanSearchTest, RanksByPredictedThroughputAndExplainsTheWinner) {
+  SearchResult result = MustSearch(LargeJob(8, 64, 8), TestCluster(2, 4), 5);
+  ASSERT_GE(result.ranked.size(), 2u);
+  for (size_t i = 1; i < result.ranked.size(); ++i) {
+    EXPECT_GE(result.ranked[i - 1].plan.prediction().samples_per_second(),
+              result.ranked[i].plan.prediction().samples_per_second());
+  }
+  EXPECT_THAT(result.why_best, HasSubstr(" beats "));
+  EXPECT_THAT(result.why_best, HasSubstr("predicted throughput"));
+}
+
+TEST(PlanSearchTest, MoreMicroBatchesShrinkOneFOneBsBubble) {
+  double previous = 1.0;
+  for (int global_batch : {4, 8, 16, 32}) {
+    auto job = LargeJob(8, global_batch, 4);
+    job.mutable_spec()->mutable_parallelism()->set_schedule("1f1b");
+    job.mutable_spec()->mutable_parallelism()->set_pipeline(4);
+    job.mutable_spec()->mutable_training()->set_micro_batch_size(1);
+    const double bubble = Best(MustSearch(job, TestCluster(1, 4))).prediction().bubble_ratio();
+    EXPECT_LT(bubble, previous) << "global batch " << global_batch;
+    previous = bubble;
+  }
+}
+
+TEST(PlanSearchTest, ChimeraPrefersALargerMicroBatchThan1F1B) {
+  auto best_micro_batch = [](const char* scheme) {
+    auto job = LargeJob(8, 64, 4);
+    job.mutable_spec()->mutable_parallelism()->set_schedule(scheme);
+    job.mutable_spec()->mutable_parallelism()->set_pipeline(4);
+    return Best(MustSearch(job, TestCluster(1, 4))).micro_batch_size();
+  };
+  EXPECT_GT(best_micro_batch("chimera"), best_micro_batch("1f1b"));
+}
+
+TEST(PlanSearchTest, SlowInterNodeLinkMovesTheChoiceTowardDeeperPipelines) {
+  auto best_depth = [](double inter_bandwidth) {
+    auto job = LargeJob(32, 64, 32);
+    job.mutable_spec()->mutable_parallelism()->set_schedule("1f1b");
+    return Best(MustSearch(job, TestCluster(4, 8, inter_bandwidth))).depth();
+  };
+  const int fast = best_depth(1e12);
+  const int slow = best_depth(1e8);
+  EXPECT_GT(slow, fast);
+}
+
+TEST(PlanSearchTest, MemoryPressureTurnsOnRecomputationOrDeepensThePipeline) {
+  auto best = [](int64_t memory) {
+    auto job = LargeJob(16, 64, 8);
+    job.mutable_spec()->mutable_parallelism()->set_schedule("1f1b");
+    return Best(MustSearch(job, TestCluster(1, 8, 1.2e10, memory)));
+  };
+  const chimera::v1::Plan roomy = best(int64_t{64} << 30);
+  const chimera::v1::Plan tight = best(int64_t{3} << 30);
+  EXPECT_FALSE(roomy.recompute());
+  EXPECT_TRUE(tight.recompute() || tight.depth() > roomy.depth())
+      << "roomy D=" << roomy.depth() << ", tight D=" << tight.depth();
+  EXPECT_LE(tight.prediction().peak_memory_bytes_max(), int64_t{3} << 30);
+}
+
+TEST(PlanSearchTest, MixPipePlacementKeepsStageReplicasWithinANode) {
+  const auto job = LargeJob(8, 64, 16);
+  const auto cluster = TestCluster(2, 8);
+  const auto profile = AnalyticProfile(job.spec().model(), cluster.spec().device());
+  Candidate candidate;
+  candidate.params.scheme = schedule::Scheme::kMixPipe;
+  candidate.params.width = 2;
+  candidate.params.depth = 8;
+  candidate.params.micro_batches = 8;
+  candidate.params.mixpipe_k = 8;
+  candidate.micro_batch_size = 4;
+  candidate.placement = PlacementPolicy::kReplicasTogether;
+  absl::StatusOr<Evaluation> evaluation =
+      EvaluateCandidate({job, cluster.spec(), profile}, candidate);
+  ASSERT_TRUE(evaluation.ok()) << evaluation.status();
+  const auto& placement = evaluation->plan.placement();
+  // Stage s lives on positions s and 7-s of both replicas: one node for all.
+  for (int s = 0; s < 4; ++s) {
+    std::set<int> nodes;
+    for (int dp = 0; dp < 2; ++dp) {
+      nodes.insert(placement[dp * 8 + s].node());
+      nodes.insert(placement[dp * 8 + 7 - s].node());
+    }
+    EXPECT_EQ(nodes.size(), 1u) << "stage " << s;
+  }
+}
+
+TEST(PlanSearchTest, NothingFitsNamesTheSmallestMemoryThatWould) {
+  const auto job = LargeJob(8, 64, 4);
+  const auto cluster = TestCluster(1, 4, 1.2e10, int64_t{64} << 20);
+  const auto profile = AnalyticProfile(job.spec().model(), cluster.spec().device());
+  absl::StatusOr<SearchResult> result = SearchPlans(job, cluster, profile, {});
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(result.status().message(), HasSubstr("no plan fits in 67108864 bytes"));
+  EXPECT_THAT(result.status().message(), HasSubstr("the smallest needs"));
+}
+
+TEST(PlanSearchTest, MoreWorkersThanDevicesIsAFailedPrecondition) {
+  const auto job = LargeJob(8, 64, 64);
+  const auto cluster = TestCluster(1, 4);
+  const auto profile = AnalyticProfile(job.spec().model(), cluster.spec().device());
+  absl::StatusOr<SearchResult> result = SearchPlans(job, cluster, profile, {});
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(result.status().message(), HasSubstr("asks for 64 workers"));
+}
+
+}  // namespace
+}  // namespace chimera::planner

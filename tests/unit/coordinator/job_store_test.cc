@@ -1,0 +1,111 @@
+#include "coordinator/service/job_store.h"
+
+#include <sqlite3.h>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/temp_dir.h"
+
+namespace chimera::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+
+chimera::v1::Job MakeJob(const std::string& id, chimera::v1::JobState state) {
+  chimera::v1::Job job;
+  job.set_id(id);
+  job.mutable_manifest()->mutable_metadata()->set_name(id);
+  job.mutable_status()->set_state(state);
+  return job;
+}
+
+std::unique_ptr<JobStore> MustOpen(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<JobStore>> store = JobStore::Open(path);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return store.ok() ? *std::move(store) : nullptr;
+}
+
+TEST(JobStoreTest, PutThenGetReturnsTheSameJob) {
+  auto store = MustOpen(":memory:");
+  chimera::v1::Job job = MakeJob("a", chimera::v1::JOB_STATE_PENDING);
+  job.mutable_plan()->set_scheme("chimera");
+  ASSERT_TRUE(store->Put(job).ok());
+  absl::StatusOr<chimera::v1::Job> loaded = store->Get("a");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->SerializeAsString(), job.SerializeAsString());
+}
+
+TEST(JobStoreTest, UnknownJobIsNotFound) {
+  auto store = MustOpen(":memory:");
+  EXPECT_EQ(store->Get("nope").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store->Delete("nope").code(), absl::StatusCode::kNotFound);
+}
+
+TEST(JobStoreTest, ListKeepsSubmissionOrderAcrossUpdatesAndFiltersByState) {
+  auto store = MustOpen(":memory:");
+  ASSERT_TRUE(store->Put(MakeJob("first", chimera::v1::JOB_STATE_PENDING)).ok());
+  ASSERT_TRUE(store->Put(MakeJob("second", chimera::v1::JOB_STATE_PENDING)).ok());
+  ASSERT_TRUE(store->Put(MakeJob("first", chimera::v1::JOB_STATE_RUNNING)).ok());
+  auto all = store->List(chimera::v1::JOB_STATE_UNSPECIFIED);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].id(), "first");
+  EXPECT_EQ((*all)[0].status().state(), chimera::v1::JOB_STATE_RUNNING);
+  auto pending = store->List(chimera::v1::JOB_STATE_PENDING);
+  ASSERT_TRUE(pending.ok());
+  ASSERT_EQ(pending->size(), 1u);
+  EXPECT_EQ((*pending)[0].id(), "second");
+}
+
+TEST(JobStoreTest, StepsComeBackInStepOrderAndGoWithTheJob) {
+  auto store = MustOpen(":memory:");
+  ASSERT_TRUE(store->Put(MakeJob("a", chimera::v1::JOB_STATE_RUNNING)).ok());
+  for (int step : {2, 1, 3}) {
+    chimera::v1::StepSummary summary;
+    summary.set_step(step);
+    summary.set_loss(10.0 - step);
+    ASSERT_TRUE(store->AppendStep("a", summary).ok());
+  }
+  auto steps = store->Steps("a");
+  ASSERT_TRUE(steps.ok());
+  ASSERT_EQ(steps->size(), 3u);
+  EXPECT_EQ((*steps)[0].step(), 1);
+  EXPECT_DOUBLE_EQ((*steps)[2].loss(), 7.0);
+  ASSERT_TRUE(store->Delete("a").ok());
+  EXPECT_TRUE(store->Steps("a")->empty());
+}
+
+TEST(JobStoreTest, JobsSurviveReopeningTheFile) {
+  chimera::testing::TempDir dir;
+  const std::string path = dir.path() + "/jobs.db";
+  {
+    auto store = MustOpen(path);
+    ASSERT_TRUE(store->Put(MakeJob("kept", chimera::v1::JOB_STATE_SUCCEEDED)).ok());
+  }
+  auto reopened = MustOpen(path);
+  absl::StatusOr<chimera::v1::Job> job = reopened->Get("kept");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->status().state(), chimera::v1::JOB_STATE_SUCCEEDED);
+}
+
+TEST(JobStoreTest, RefusesADatabaseFromANewerCoordinator) {
+  chimera::testing::TempDir dir;
+  const std::string path = dir.path() + "/future.db";
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version=99", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  absl::StatusOr<std::unique_ptr<JobStore>> store = JobStore::Open(path);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(store.status().message(), HasSubstr("schema version 99"));
+}
+
+TEST(JobStoreTest, UnwritableLocationIsAClearError) {
+  absl::StatusOr<std::unique_ptr<JobStore>> store =
+      JobStore::Open("/nonexistent-dir/jobs.db");
+  EXPECT_FALSE(store.ok());
+  EXPECT_THAT(store.status().message(), HasSubstr("/nonexistent-dir/jobs.db"));
+}
+
+}  // namespace
+}  // namespace chimera::coordinator

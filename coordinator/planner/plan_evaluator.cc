@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "coordinator/planner/model_profile.h"
+#include "coordinator/planner/plan_params.h"
 #include "coordinator/planner/stage_partition.h"
 #include "coordinator/schedule/generator.h"
 #include "coordinator/schedule/simulator.h"
@@ -28,31 +29,6 @@ double AllreduceSeconds(const chimera::v1::LinkSpec& link, int ranks,
   if (ranks <= 1) return 0;
   return 2 * std::log2(static_cast<double>(ranks)) * link.latency_seconds() +
          2.0 * (ranks - 1) / ranks * bytes / link.bandwidth_bytes_per_second();
-}
-
-void FillPlanParameters(const Candidate& candidate, chimera::v1::Plan* plan) {
-  const schedule::ScheduleParams& p = candidate.params;
-  plan->set_scheme(schedule::SchemeName(p.scheme));
-  plan->set_width(p.width);
-  plan->set_depth(p.depth);
-  plan->set_micro_batch_size(candidate.micro_batch_size);
-  plan->set_micro_batches(p.micro_batches);
-  plan->set_pipelines(p.scheme == Scheme::kChimera ? p.pipelines
-                      : IsBidirectional(p.scheme)   ? 2
-                                                    : 1);
-  if (p.scheme == Scheme::kChimera) {
-    plan->set_concat(schedule::ConcatName(p.concat));
-  }
-  plan->set_sync(schedule::SyncName(p.sync));
-  if (p.scheme == Scheme::kOneFOneB) {
-    plan->set_policy(schedule::WarmupPolicyName(p.policy));
-  }
-  plan->set_recompute(p.recompute);
-  if (p.scheme == Scheme::kMixPipe) {
-    plan->set_mixpipe_k(p.mixpipe_k);
-    plan->set_mixpipe_gamma(p.mixpipe_gamma);
-  }
-  if (IsLooping(p.scheme)) plan->set_chunks(p.chunks);
 }
 
 }  // namespace
@@ -170,7 +146,7 @@ absl::StatusOr<Evaluation> EvaluateCandidate(const PlanningContext& context,
 
   Evaluation evaluation;
   chimera::v1::Plan& plan = evaluation.plan;
-  FillPlanParameters(candidate, &plan);
+  SetScheduleParams(candidate.params, candidate.micro_batch_size, &plan);
   for (size_t s = 0; s < inputs.partition.size(); ++s) {
     auto* range = plan.add_partition();
     range->set_stage(static_cast<int>(s));

@@ -1,0 +1,337 @@
+// The job lifecycle with in-process fake workers: each test drives the
+// registry and the manager exactly as the gRPC services would.
+#include "coordinator/service/job_manager.h"
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace chimera::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+using chimera::v1::Job;
+
+constexpr absl::Duration kNoWait = absl::ZeroDuration();
+
+chimera::v1::TrainJob Manifest(const std::string& name, int workers, bool fixed = true) {
+  chimera::v1::TrainJob job;
+  job.set_api_version("chimera.dev/v1alpha1");
+  job.set_kind("TrainJob");
+  job.mutable_metadata()->set_name(name);
+  auto* spec = job.mutable_spec();
+  auto* model = spec->mutable_model();
+  model->set_family("gpt");
+  model->set_num_layers(8);
+  model->set_hidden_size(64);
+  model->set_num_heads(4);
+  model->set_seq_length(16);
+  spec->mutable_data()->set_format("synthetic");
+  spec->mutable_training()->set_global_batch_size(8);
+  spec->mutable_training()->set_max_steps(2);
+  spec->mutable_training()->mutable_optimizer()->set_name("sgd");
+  spec->mutable_training()->mutable_optimizer()->set_lr(0.1);
+  if (fixed) {
+    spec->mutable_parallelism()->set_schedule("chimera");
+    spec->mutable_parallelism()->set_pipeline(workers);
+    spec->mutable_parallelism()->set_data(1);
+    spec->mutable_parallelism()->set_micro_batches(workers);
+  }
+  spec->mutable_resources()->set_workers(workers);
+  return job;
+}
+
+class JobManagerTest : public ::testing::Test {
+ protected:
+  JobManagerTest()
+      : registry_({.period = absl::Seconds(1), .failure_threshold = 3},
+                  [this] { return now_; }) {}
+
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<JobStore>> store = JobStore::Open(":memory:");
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    JobManagerOptions options;
+    options.max_workers = 8;
+    options.links.mutable_intra_node()->set_bandwidth_bytes_per_second(1e9);
+    options.links.mutable_inter_node()->set_bandwidth_bytes_per_second(1e9);
+    manager_ = std::make_unique<JobManager>(store_.get(), &registry_, options);
+  }
+
+  void AddWorkers(int count) {
+    for (int i = 0; i < count; ++i) {
+      chimera::v1::RegisterWorkerRequest request;
+      request.set_worker_id(absl::StrCat("w", next_worker_));
+      request.set_incarnation(100 + next_worker_);
+      request.set_node("host");
+      request.set_memory_bytes(int64_t{8} << 30);
+      request.add_devices()->set_kind("cpu");
+      registry_.Register(request);
+      ++next_worker_;
+    }
+  }
+
+  std::optional<chimera::v1::Assignment> Next(const std::string& worker) {
+    auto incarnation = registry_.Get(worker)->incarnation();
+    absl::StatusOr<std::optional<chimera::v1::Assignment>> next =
+        registry_.NextAssignment(worker, incarnation, kNoWait);
+    EXPECT_TRUE(next.ok()) << next.status();
+    return next.ok() ? *next : std::nullopt;
+  }
+
+  absl::Status Report(const std::string& worker, const Job& job, int rank,
+                      chimera::v1::TaskState state, const std::string& extra = "") {
+    chimera::v1::ReportTaskStateRequest report;
+    report.set_worker_id(worker);
+    report.set_incarnation(registry_.Get(worker)->incarnation());
+    report.set_job_id(job.id());
+    report.set_attempt(1);
+    report.set_rank(rank);
+    report.set_state(state);
+    if (state == chimera::v1::TASK_STATE_READY) report.set_store_address(extra);
+    if (state == chimera::v1::TASK_STATE_FAILED) report.set_message(extra);
+    return manager_->OnTaskState(report);
+  }
+
+  chimera::v1::JobState StateOf(const Job& job) {
+    return manager_->Get(job.id())->status().state();
+  }
+
+  Job MustSubmit(const chimera::v1::TrainJob& manifest) {
+    absl::StatusOr<Job> job = manager_->Submit(manifest);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? *job : Job{};
+  }
+
+  // Submits a 4-rank Chimera job on 4 fresh workers and completes the
+  // rendezvous: every worker holds its start task afterwards.
+  Job StartRunningJob() {
+    AddWorkers(4);
+    Job job = MustSubmit(Manifest("run", 4));
+    manager_->Tick();
+    EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
+    EXPECT_TRUE(Next("w0").has_value());
+    EXPECT_TRUE(Report("w0", job, 0, chimera::v1::TASK_STATE_READY, "host:1234").ok());
+    for (const char* w : {"w1", "w2", "w3"}) EXPECT_TRUE(Next(w).has_value()) << w;
+    return job;
+  }
+
+  absl::Time now_ = absl::FromUnixSeconds(1000);
+  WorkerRegistry registry_;
+  std::unique_ptr<JobStore> store_;
+  std::unique_ptr<JobManager> manager_;
+  int next_worker_ = 0;
+};
+
+TEST_F(JobManagerTest, MalformedSpecIsInvalidArgumentNamingTheFieldAndStoresNothing) {
+  chimera::v1::TrainJob manifest = Manifest("bad", 4);
+  manifest.mutable_spec()->mutable_model()->set_num_heads(3);
+  absl::StatusOr<Job> job = manager_->Submit(manifest);
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(job.status().message(), HasSubstr("spec.model.hiddenSize"));
+  EXPECT_TRUE(manager_->List(chimera::v1::JOB_STATE_UNSPECIFIED)->empty());
+}
+
+TEST_F(JobManagerTest, JobNeedingMoreWorkersThanCanExistIsFailedPrecondition) {
+  absl::StatusOr<Job> job = manager_->Submit(Manifest("huge", 16, /*fixed=*/false));
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(job.status().message(), HasSubstr("needs 16 workers"));
+  EXPECT_TRUE(manager_->List(chimera::v1::JOB_STATE_UNSPECIFIED)->empty());
+}
+
+TEST_F(JobManagerTest, JobWaitsPendingUntilAllItsWorkersAreFree) {
+  AddWorkers(3);
+  Job job = MustSubmit(Manifest("wait", 4));
+  EXPECT_EQ(job.plan().scheme(), "chimera");
+  manager_->Tick();
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_PENDING);
+  AddWorkers(1);
+  manager_->Tick();
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
+}
+
+TEST_F(JobManagerTest, RankZeroStartsFirstAndTheOthersGetItsStoreAddress) {
+  AddWorkers(4);
+  Job job = MustSubmit(Manifest("rdv", 4));
+  manager_->Tick();
+  std::optional<chimera::v1::Assignment> first = Next("w0");
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->start().rendezvous().store_address(), "");
+  EXPECT_EQ(first->start().program().rank(), 0);
+  // Layer ranges come from the plan's partition: 8 layers over 4 stages.
+  for (const auto& replica : first->start().program().stages()) {
+    EXPECT_EQ(replica.num_layers(), 2);
+  }
+  EXPECT_FALSE(Next("w1").has_value());
+  ASSERT_TRUE(Report("w0", job, 0, chimera::v1::TASK_STATE_READY, "host:1234").ok());
+  std::optional<chimera::v1::Assignment> other = Next("w3");
+  ASSERT_TRUE(other.has_value());
+  EXPECT_EQ(other->start().rendezvous().store_address(), "host:1234");
+  EXPECT_EQ(other->start().program().rank(), 3);
+}
+
+TEST_F(JobManagerTest, StepSummariesArriveOnceEveryRankReported) {
+  Job job = StartRunningJob();
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(manager_->Steps(job.id())->size(), 0u);
+    chimera::v1::ReportMetricsRequest report;
+    report.set_worker_id(absl::StrCat("w", rank));
+    report.set_incarnation(100 + rank);
+    report.set_job_id(job.id());
+    report.set_rank(rank);
+    report.mutable_metrics()->set_step(0);
+    // Chimera: the last stages of both pipelines sit on ranks 0 and 3.
+    report.mutable_metrics()->set_loss(rank == 0 || rank == 3 ? 1.5 : 0);
+    report.mutable_metrics()->set_step_seconds(2.0);
+    report.mutable_metrics()->set_bubble_seconds(0.5);
+    report.mutable_metrics()->set_peak_memory_bytes(1000 * (rank + 1));
+    ASSERT_TRUE(manager_->OnMetrics(report).ok());
+  }
+  auto steps = manager_->Steps(job.id());
+  ASSERT_EQ(steps->size(), 1u);
+  EXPECT_DOUBLE_EQ((*steps)[0].loss(), 3.0);
+  EXPECT_DOUBLE_EQ((*steps)[0].bubble_ratio(), 0.25);
+  EXPECT_DOUBLE_EQ((*steps)[0].samples_per_second(), 4.0);
+  EXPECT_EQ((*steps)[0].peak_memory_bytes(), 4000);
+  Job stored = *manager_->Get(job.id());
+  EXPECT_EQ(stored.status().completed_steps(), 1);
+  EXPECT_EQ(stored.workers_size(), 4);
+}
+
+TEST_F(JobManagerTest, JobSucceedsWhenEveryRankDidAndWorkersGoIdle) {
+  Job job = StartRunningJob();
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
+    ASSERT_TRUE(Report(absl::StrCat("w", rank), job, rank,
+                       chimera::v1::TASK_STATE_SUCCEEDED).ok());
+  }
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(registry_.IdleWorkers().size(), 4u);
+}
+
+TEST_F(JobManagerTest, FailedRankFailsTheJobNamingItAndStopsTheOthers) {
+  Job job = StartRunningJob();
+  ASSERT_TRUE(Report("w2", job, 2, chimera::v1::TASK_STATE_FAILED,
+                     "recv from rank 1 timed out").ok());
+  Job failed = *manager_->Get(job.id());
+  EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_THAT(failed.status().message(), HasSubstr("rank 2 on worker w2 failed"));
+  EXPECT_THAT(failed.status().message(), HasSubstr("recv from rank 1 timed out"));
+  for (const char* w : {"w0", "w1", "w3"}) {
+    std::optional<chimera::v1::Assignment> stop = Next(w);
+    ASSERT_TRUE(stop.has_value()) << w;
+    EXPECT_EQ(stop->stop().job_id(), job.id());
+  }
+  EXPECT_EQ(registry_.IdleWorkers().size(), 4u);
+}
+
+TEST_F(JobManagerTest, DeadWorkerFailsItsJobAndTheOthersTakeTheNextJob) {
+  Job job = StartRunningJob();
+  AddWorkers(0);
+  now_ += absl::Seconds(4);
+  for (const char* w : {"w0", "w1", "w2"}) {
+    ASSERT_TRUE(registry_.Heartbeat(w, registry_.Get(w)->incarnation()).ok());
+  }
+  manager_->Tick();
+  Job failed = *manager_->Get(job.id());
+  EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_THAT(failed.status().message(), HasSubstr("worker w3 (rank 3)"));
+  EXPECT_EQ(registry_.IdleWorkers().size(), 3u);
+  for (const char* w : {"w0", "w1", "w2"}) EXPECT_TRUE(Next(w)->has_stop()) << w;
+
+  Job next = MustSubmit(Manifest("next", 2));
+  manager_->Tick();
+  EXPECT_EQ(StateOf(next), chimera::v1::JOB_STATE_RUNNING);
+}
+
+TEST_F(JobManagerTest, StoppingARunningJobStopsItsWorkersOnce) {
+  Job job = StartRunningJob();
+  absl::StatusOr<Job> stopped = manager_->Stop(job.id());
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_EQ(stopped->status().state(), chimera::v1::JOB_STATE_STOPPED);
+  for (const char* w : {"w0", "w1", "w2", "w3"}) EXPECT_TRUE(Next(w)->has_stop()) << w;
+  EXPECT_EQ(manager_->Stop(job.id()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(registry_.IdleWorkers().size(), 4u);
+}
+
+TEST_F(JobManagerTest, StoppingAPendingJobNeverStartsIt) {
+  Job job = MustSubmit(Manifest("later", 4));
+  ASSERT_TRUE(manager_->Stop(job.id()).ok());
+  AddWorkers(4);
+  manager_->Tick();
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_STOPPED);
+  EXPECT_EQ(registry_.IdleWorkers().size(), 4u);
+}
+
+TEST_F(JobManagerTest, OnlyEndedJobsCanBeDeleted) {
+  Job job = StartRunningJob();
+  EXPECT_EQ(manager_->Delete(job.id()).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(manager_->Stop(job.id()).ok());
+  ASSERT_TRUE(manager_->Delete(job.id()).ok());
+  EXPECT_EQ(manager_->Get(job.id()).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(JobManagerTest, QueueIsFirstInFirstOut) {
+  AddWorkers(3);
+  Job big = MustSubmit(Manifest("big", 4));
+  Job small = MustSubmit(Manifest("small", 2));
+  manager_->Tick();
+  EXPECT_EQ(StateOf(big), chimera::v1::JOB_STATE_PENDING);
+  EXPECT_EQ(StateOf(small), chimera::v1::JOB_STATE_PENDING);
+}
+
+TEST_F(JobManagerTest, StaleReportsAreRejected) {
+  Job job = StartRunningJob();
+  chimera::v1::ReportTaskStateRequest report;
+  report.set_worker_id("w1");
+  report.set_incarnation(999);
+  report.set_job_id(job.id());
+  report.set_attempt(1);
+  report.set_rank(1);
+  report.set_state(chimera::v1::TASK_STATE_SUCCEEDED);
+  EXPECT_EQ(manager_->OnTaskState(report).code(), absl::StatusCode::kAborted);
+  report.set_incarnation(101);
+  report.set_attempt(7);
+  EXPECT_EQ(manager_->OnTaskState(report).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
+}
+
+TEST_F(JobManagerTest, OpenParallelismIsPlannedForTheWorkersItGets) {
+  AddWorkers(4);
+  Job job = MustSubmit(Manifest("auto", 4, /*fixed=*/false));
+  EXPECT_EQ(job.plan().scheme(), "");
+  manager_->Tick();
+  Job running = *manager_->Get(job.id());
+  EXPECT_EQ(running.status().state(), chimera::v1::JOB_STATE_RUNNING);
+  EXPECT_FALSE(running.plan().scheme().empty());
+  EXPECT_EQ(running.plan().width() * running.plan().depth(), 4);
+}
+
+TEST_F(JobManagerTest, RestartFailsJobsThatWereRunning) {
+  Job job = StartRunningJob();
+  Job waiting = MustSubmit(Manifest("queued", 8));
+  JobManager restarted(store_.get(), &registry_, {});
+  ASSERT_TRUE(restarted.Recover().ok());
+  Job failed = *restarted.Get(job.id());
+  EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_THAT(failed.status().message(), HasSubstr("coordinator restarted"));
+  EXPECT_EQ(restarted.Get(waiting.id())->status().state(), chimera::v1::JOB_STATE_PENDING);
+}
+
+TEST_F(JobManagerTest, MissingRendezvousFailsTheJob) {
+  JobManagerOptions options;
+  options.rendezvous_timeout = absl::ZeroDuration();
+  JobManager impatient(store_.get(), &registry_, options);
+  AddWorkers(2);
+  absl::StatusOr<Job> job = impatient.Submit(Manifest("rdv", 2));
+  ASSERT_TRUE(job.ok());
+  impatient.Tick();
+  impatient.Tick();
+  Job failed = *impatient.Get(job->id());
+  EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_THAT(failed.status().message(), HasSubstr("rendezvous store"));
+}
+
+}  // namespace
+}  // namespace chimera::coordinator

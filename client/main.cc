@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "client/exit_codes.h"
+#include "client/job_commands.h"
 #include "client/plan_command.h"
 #include "client/schedule_command.h"
 #include "client/validate_command.h"
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
   chimera::client::AddValidateCommand(app);
   chimera::client::AddScheduleCommand(app);
   chimera::client::AddPlanCommand(app);
+  chimera::client::AddJobCommands(app);
 
   try {
     app.parse(argc, argv);

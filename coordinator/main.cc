@@ -1,26 +1,19 @@
-// chimera-coordinator: the gRPC server that accepts jobs and drives workers.
-// This build serves the standard health service and server reflection; the
-// job and worker services land with the coordinator issue.
+// chimera-coordinator: accepts training jobs, plans them, drives the worker
+// daemons and keeps every job in its SQLite store.
 //
 // Prints "listening on HOST:PORT" once ready (with --listen HOST:0 the port
 // is the one the OS picked), and shuts down cleanly on SIGINT or SIGTERM.
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
-#include <chrono>
+#include <cstdlib>
 #include <iostream>
 
 #include "common/logging.h"
 #include "common/version.h"
-#include "coordinator/service/server_address.h"
+#include "coordinator/service/coordinator_server.h"
 
 namespace {
-
-// In-flight RPCs get this long to finish at shutdown.
-constexpr auto kShutdownGrace = std::chrono::seconds(5);
 
 // Blocks until SIGINT or SIGTERM; both must be blocked in every thread.
 int WaitForTerminationSignal(const sigset_t& signals) {
@@ -29,31 +22,79 @@ int WaitForTerminationSignal(const sigset_t& signals) {
   return signal;
 }
 
+std::string FromEnvironment(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? "" : value;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{
-      "chimera-coordinator: the control-plane server. This build serves the "
-      "gRPC health service and reflection; the job and worker services are "
-      "not implemented yet."};
-  std::string listen = "127.0.0.1:50051";
-  app.add_option("--listen", listen,
-                 "HOST:PORT to serve on; port 0 picks a free port. Without "
-                 "authentication only loopback hosts are allowed")
-      ->default_str(listen);
-  app.set_version_flag("--version", std::string("chimera-coordinator ") + chimera::kVersion);
-  CLI11_PARSE(app, argc, argv);
+  chimera::coordinator::CoordinatorOptions options;
+  options.client_token = FromEnvironment("CHIMERA_CLIENT_TOKEN");
+  options.worker_token = FromEnvironment("CHIMERA_WORKER_TOKEN");
+  double period = 1.0, timeout = 5.0, rendezvous = 60.0, bandwidth = 2e9, latency = 2e-5;
 
-  auto address = chimera::coordinator::ParseServerAddress(listen);
-  if (!address.ok()) {
-    std::cerr << "--listen: " << address.status().message() << "\n";
-    return 2;
+  CLI::App app{
+      "chimera-coordinator: accepts training jobs, plans them, drives the worker daemons "
+      "and keeps every job in SQLite."};
+  app.add_option("--listen", options.listen,
+                 "HOST:PORT to serve on; port 0 picks a free port. Non-loopback hosts need "
+                 "--client-token and --worker-token")
+      ->capture_default_str();
+  app.add_option("--db", options.database,
+                 "SQLite job store (created if missing; ':memory:' keeps nothing)")
+      ->capture_default_str();
+  app.add_option("--heartbeat-period", period, "Seconds between worker heartbeats")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--heartbeat-timeout", timeout, "Deadline of one heartbeat, seconds")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--heartbeat-failure-threshold", options.heartbeat.failure_threshold,
+                 "Missed periods after which a worker is dead")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app.add_option("--max-workers", options.jobs.max_workers,
+                 "Most workers this coordinator will ever have; jobs needing more are "
+                 "rejected at submit (0: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--rendezvous-timeout", rendezvous,
+                 "Seconds rank 0 of a job has to host its rendezvous store")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--link-bandwidth", bandwidth,
+                 "Bytes/s between workers, assumed when planning jobs that leave "
+                 "parallelism open")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--link-latency", latency,
+                 "Seconds of latency between workers, assumed when planning")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--client-token", options.client_token,
+                 "Token clients must send (default: $CHIMERA_CLIENT_TOKEN)");
+  app.add_option("--worker-token", options.worker_token,
+                 "Token workers must send to join (default: $CHIMERA_WORKER_TOKEN)");
+  app.add_option("--tls-cert", options.tls.certificate, "PEM certificate chain for TLS");
+  app.add_option("--tls-key", options.tls.private_key, "PEM private key for TLS");
+  app.add_option("--tls-client-ca", options.tls.client_ca,
+                 "PEM CA that client and worker certificates must chain to (mTLS)");
+  app.set_version_flag("--version", std::string("chimera-coordinator ") + chimera::kVersion);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
   }
-  if (!address->IsLoopback()) {
-    std::cerr << "--listen: refusing to serve on non-loopback host '"
-              << address->host
-              << "' without authentication; use 127.0.0.1 or localhost\n";
-    return 2;
+  options.heartbeat.period = absl::Seconds(period);
+  options.heartbeat.timeout = absl::Seconds(timeout);
+  options.jobs.rendezvous_timeout = absl::Seconds(rendezvous);
+  for (auto* link : {options.jobs.links.mutable_intra_node(),
+                     options.jobs.links.mutable_inter_node()}) {
+    link->set_latency_seconds(latency);
+    link->set_bandwidth_bytes_per_second(bandwidth);
   }
 
   // Block the signals before gRPC starts its threads so only sigwait sees
@@ -64,26 +105,14 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  int selected_port = 0;
-  builder.AddListeningPort(address->ToString(),
-                           grpc::InsecureServerCredentials(), &selected_port);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || selected_port == 0) {
-    std::cerr << "cannot listen on " << address->ToString()
-              << " (in use, or not an address of this machine)\n";
-    return 1;
+  auto server = chimera::coordinator::CoordinatorServer::Start(options);
+  if (!server.ok()) {
+    std::cerr << "chimera-coordinator: " << server.status().message() << "\n";
+    return server.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
-  address->port = selected_port;
-  std::cout << "listening on " << address->ToString() << std::endl;
-  CHIMERA_LOG(INFO) << "chimera-coordinator " << chimera::kVersion
-                    << " serving on " << address->ToString();
-
+  std::cout << "listening on " << (*server)->address() << std::endl;
   const int signal = WaitForTerminationSignal(signals);
   CHIMERA_LOG(INFO) << "signal " << signal << ": shutting down";
-  server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
-  server->Wait();
+  (*server)->Shutdown();
   return 0;
 }

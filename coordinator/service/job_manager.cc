@@ -302,18 +302,31 @@ absl::Status JobManager::EndLocked(const std::string& id, JobState state,
   return SaveLocked(job);
 }
 
+void JobManager::OnWorkerLost(const std::string& worker_id, const TaskRef& task,
+                              const std::string& reason) {
+  absl::MutexLock lock(&mutex_);
+  OnWorkerLostLocked(worker_id, task, reason);
+}
+
+void JobManager::OnWorkerLostLocked(const std::string& worker_id, const TaskRef& task,
+                                    const std::string& reason) {
+  auto it = runs_.find(task.job_id);
+  if (it == runs_.end() || it->second.attempt != task.attempt) return;
+  const absl::Status status =
+      EndLocked(task.job_id, chimera::v1::JOB_STATE_FAILED,
+                absl::StrCat("worker ", worker_id, " (rank ", task.rank, ") ", reason));
+  if (!status.ok()) CHIMERA_LOG(ERROR) << status;
+}
+
 void JobManager::Tick() {
   absl::MutexLock lock(&mutex_);
   for (const DeadWorker& dead : workers_->ReapDead()) {
     CHIMERA_LOG(WARNING) << "worker " << dead.worker_id << " missed its heartbeats";
-    if (!dead.task || !runs_.count(dead.task->job_id)) continue;
-    const absl::Status status = EndLocked(
-        dead.task->job_id, chimera::v1::JOB_STATE_FAILED,
-        absl::StrCat("worker ", dead.worker_id, " (rank ", dead.task->rank,
-                     ") stopped sending heartbeats for ",
-                     absl::FormatDuration(workers_->policy().period *
-                                          workers_->policy().failure_threshold)));
-    if (!status.ok()) CHIMERA_LOG(ERROR) << status;
+    if (!dead.task) continue;
+    OnWorkerLostLocked(dead.worker_id, *dead.task,
+                       absl::StrCat("stopped sending heartbeats for ",
+                                    absl::FormatDuration(workers_->policy().period *
+                                                         workers_->policy().failure_threshold)));
   }
   std::vector<std::string> stalled;
   for (const auto& [id, run] : runs_) {

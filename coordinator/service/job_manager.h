@@ -79,6 +79,11 @@ class JobManager {
   // rendezvous, and starts queued jobs whose workers are free.
   void Tick();
 
+  // A worker went away with a task (missed heartbeats, or registered again
+  // as a new incarnation): its job fails, naming it.
+  void OnWorkerLost(const std::string& worker_id, const TaskRef& task,
+                    const std::string& reason);
+
   absl::Status OnTaskState(const chimera::v1::ReportTaskStateRequest& report);
   absl::Status OnMetrics(const chimera::v1::ReportMetricsRequest& report);
 
@@ -111,6 +116,8 @@ class JobManager {
   absl::Status EndLocked(const std::string& id, chimera::v1::JobState state,
                          const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::Status SaveLocked(const chimera::v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void OnWorkerLostLocked(const std::string& worker_id, const TaskRef& task,
+                          const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The run a worker's report is about; NOT_FOUND when it is stale.
   absl::StatusOr<Run*> RunForLocked(const std::string& job_id, int attempt, int rank,
                                     const std::string& worker_id)

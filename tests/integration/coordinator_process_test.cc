@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
 
 namespace chimera {
 namespace {
@@ -55,7 +56,9 @@ grpc::Status CheckHealth(const std::string& target, std::string* response) {
 }
 
 TEST(CoordinatorProcessTest, ServesHealthOnAnEphemeralPortAndStopsOnSigterm) {
-  ChildProcess coordinator({CHIMERA_COORDINATOR_BINARY, "--listen", "127.0.0.1:0"});
+  chimera::testing::TempDir dir;
+  ChildProcess coordinator({CHIMERA_COORDINATOR_BINARY, "--listen", "127.0.0.1:0", "--db",
+                            dir.path() + "/jobs.db"});
   ASSERT_TRUE(coordinator.started());
   absl::StatusOr<std::string> line = coordinator.ReadLine(kStartTimeout);
   ASSERT_TRUE(line.ok()) << line.status() << "\n" << coordinator.err();
@@ -76,15 +79,18 @@ TEST(CoordinatorProcessTest, ServesHealthOnAnEphemeralPortAndStopsOnSigterm) {
 }
 
 TEST(CoordinatorProcessTest, RefusesANonLoopbackAddressWithoutAuthentication) {
-  auto result = RunProcess({CHIMERA_COORDINATOR_BINARY, "--listen", "0.0.0.0:0"});
+  auto result = RunProcess(
+      {CHIMERA_COORDINATOR_BINARY, "--listen", "0.0.0.0:0", "--db", ":memory:"});
   EXPECT_EQ(result.exit_code, 2);
-  EXPECT_THAT(result.err, HasSubstr("refusing to serve on non-loopback host '0.0.0.0'"));
+  EXPECT_THAT(result.err, HasSubstr("refusing to serve on non-loopback host '0.0.0.0' without a "
+                                    "client token and a worker token"));
 }
 
 TEST(CoordinatorProcessTest, RejectsAMalformedAddress) {
-  auto result = RunProcess({CHIMERA_COORDINATOR_BINARY, "--listen", "localhost:http"});
+  auto result = RunProcess(
+      {CHIMERA_COORDINATOR_BINARY, "--listen", "localhost:http", "--db", ":memory:"});
   EXPECT_EQ(result.exit_code, 2);
-  EXPECT_THAT(result.err, HasSubstr("--listen: address 'localhost:http' has port 'http'"));
+  EXPECT_THAT(result.err, HasSubstr("address 'localhost:http' has port 'http'"));
 }
 
 }  // namespace

@@ -1,0 +1,176 @@
+#include "client/job_output.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace chimera::client {
+namespace {
+
+constexpr int kProgressWidth = 30;
+constexpr char kStatePrefix[] = "JOB_STATE_";
+
+std::string FormatTime(double unix_seconds) {
+  if (unix_seconds <= 0) return "-";
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixMicros(unix_seconds * 1e6),
+                          absl::LocalTimeZone());
+}
+
+std::string Steps(const chimera::v1::Job& job) {
+  return absl::StrCat(job.status().completed_steps(), "/",
+                      job.manifest().spec().training().max_steps());
+}
+
+std::string Layout(const chimera::v1::Job& job) {
+  const auto& plan = job.plan();
+  if (plan.scheme().empty()) return "(planned at start)";
+  return absl::StrCat(plan.scheme(), " W=", plan.width(), " D=", plan.depth());
+}
+
+}  // namespace
+
+std::string JobStateName(chimera::v1::JobState state) {
+  std::string name = chimera::v1::JobState_Name(state);
+  return absl::StartsWith(name, kStatePrefix) ? name.substr(sizeof(kStatePrefix) - 1) : name;
+}
+
+bool ParseJobState(const std::string& name, chimera::v1::JobState* state) {
+  std::string upper = absl::AsciiStrToUpper(name);
+  if (!absl::StartsWith(upper, kStatePrefix)) upper = kStatePrefix + upper;
+  return chimera::v1::JobState_Parse(upper, state) &&
+         *state != chimera::v1::JOB_STATE_UNSPECIFIED;
+}
+
+bool HasEnded(chimera::v1::JobState state) {
+  return state == chimera::v1::JOB_STATE_SUCCEEDED ||
+         state == chimera::v1::JOB_STATE_FAILED || state == chimera::v1::JOB_STATE_STOPPED;
+}
+
+std::string FormatBytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  return absl::StrFormat(unit == 0 ? "%.0f %s" : "%.1f %s", value, units[unit]);
+}
+
+std::string FormatStep(const chimera::v1::StepSummary& step, int max_steps) {
+  return absl::StrFormat(
+      "step %d/%d  loss %.4f  samples/s %.1f  tokens/s %.0f  bubble %.3f  peak %s",
+      step.step() + 1, max_steps, step.loss(), step.samples_per_second(),
+      step.tokens_per_second(), step.bubble_ratio(), FormatBytes(step.peak_memory_bytes()));
+}
+
+std::string ProgressBar(int done, int total, double seconds_per_step) {
+  const int filled = total > 0 ? kProgressWidth * std::min(done, total) / total : 0;
+  std::string bar = std::string(filled, '=');
+  if (filled < kProgressWidth) bar += ">" + std::string(kProgressWidth - filled - 1, ' ');
+  const int64_t eta = static_cast<int64_t>(std::ceil(std::max(0, total - done) * seconds_per_step));
+  return absl::StrFormat("[%s] %d/%d  ETA %s", bar, done, total,
+                         absl::FormatDuration(absl::Seconds(eta)));
+}
+
+std::string FormatJobTable(const std::vector<chimera::v1::Job>& jobs) {
+  std::string out = absl::StrFormat("%-28s %-10s %-9s %-22s %s\n", "JOB", "STATE", "STEPS",
+                                    "PLAN", "SUBMITTED");
+  for (const chimera::v1::Job& job : jobs) {
+    absl::StrAppendFormat(&out, "%-28s %-10s %-9s %-22s %s\n", job.id(),
+                          JobStateName(job.status().state()), Steps(job), Layout(job),
+                          FormatTime(job.status().submit_time()));
+  }
+  return out;
+}
+
+std::string FormatJobStatus(const chimera::v1::Job& job) {
+  std::string out = absl::StrCat("job:      ", job.id(), "\nstate:    ",
+                                 JobStateName(job.status().state()), "\n");
+  if (!job.status().message().empty()) {
+    absl::StrAppend(&out, "message:  ", job.status().message(), "\n");
+  }
+  absl::StrAppend(&out, "steps:    ", Steps(job), "\nplan:     ", Layout(job), "\n");
+  absl::StrAppend(&out, "started:  ", FormatTime(job.status().start_time()), "\n");
+  if (job.status().end_time() > 0) {
+    absl::StrAppend(&out, "ended:    ", FormatTime(job.status().end_time()), "\n");
+  }
+  if (job.status().has_last_step()) {
+    absl::StrAppend(&out, "last:     ",
+                    FormatStep(job.status().last_step(),
+                               job.manifest().spec().training().max_steps()),
+                    "\n");
+  }
+  return out;
+}
+
+std::string FormatJobDescription(const chimera::v1::Job& job) {
+  std::string out = FormatJobStatus(job);
+  const auto& plan = job.plan();
+  if (!plan.scheme().empty()) {
+    absl::StrAppendFormat(&out,
+                          "\nplan: %s, W=%d D=%d, micro-batch %d x %d, pipelines %d%s%s\n",
+                          plan.scheme(), plan.width(), plan.depth(), plan.micro_batch_size(),
+                          plan.micro_batches(), plan.pipelines(),
+                          plan.concat().empty() ? "" : ", concat " + plan.concat(),
+                          plan.recompute() ? ", recomputation" : "");
+    absl::StrAppend(&out, "stages:\n");
+    for (const auto& stage : plan.partition()) {
+      absl::StrAppendFormat(&out, "  stage %-3d layers %d-%d\n", stage.stage(),
+                            stage.first_layer(), stage.first_layer() + stage.num_layers() - 1);
+    }
+    if (!plan.placement().empty()) absl::StrAppend(&out, "device map:\n");
+    for (const auto& placed : plan.placement()) {
+      std::string worker = "-";
+      for (const auto& summary : job.workers()) {
+        if (summary.rank() == placed.rank()) worker = summary.worker_id();
+      }
+      absl::StrAppendFormat(&out, "  rank %-3d node %-3d worker %s\n", placed.rank(),
+                            placed.node(), worker);
+    }
+  }
+  if (!job.workers().empty()) {
+    absl::StrAppendFormat(&out, "\n%-5s %-20s %-8s %-12s %s\n", "RANK", "WORKER", "BUBBLE",
+                          "PEAK MEMORY", "BUSY (s)");
+    for (const auto& worker : job.workers()) {
+      absl::StrAppendFormat(&out, "%-5d %-20s %-8.3f %-12s %.3f\n", worker.rank(),
+                            worker.worker_id(), worker.bubble_ratio(),
+                            FormatBytes(worker.peak_memory_bytes()), worker.busy_seconds());
+    }
+  }
+  return out;
+}
+
+std::string FormatWorkerTable(const std::vector<chimera::v1::WorkerInfo>& workers) {
+  std::string out = absl::StrFormat("%-20s %-16s %-6s %-10s %-24s %s\n", "WORKER", "NODE",
+                                    "STATE", "MEMORY", "JOB", "RANK");
+  for (const auto& worker : workers) {
+    std::string state = chimera::v1::WorkerState_Name(worker.state());
+    state = state.substr(std::string("WORKER_STATE_").size());
+    const bool busy = worker.state() == chimera::v1::WORKER_STATE_BUSY;
+    absl::StrAppendFormat(&out, "%-20s %-16s %-6s %-10s %-24s %s\n", worker.worker_id(),
+                          worker.node(), state, FormatBytes(worker.memory_bytes()),
+                          busy ? worker.job_id() : "-",
+                          busy ? absl::StrCat(worker.rank()) : "-");
+  }
+  return out;
+}
+
+std::string ToJson(const google::protobuf::Message& message) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  // Scripts get every field, also empty lists and zero values.
+  options.always_print_primitive_fields = true;
+  google::protobuf::util::MessageToJsonString(message, &json, options);
+  return json;
+}
+
+}  // namespace chimera::client

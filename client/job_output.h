@@ -1,0 +1,33 @@
+// How jobs, steps and workers look on a terminal: one-line step reports, the
+// job table, the describe page, a progress bar with ETA.
+#ifndef CHIMERA_CLIENT_JOB_OUTPUT_H_
+#define CHIMERA_CLIENT_JOB_OUTPUT_H_
+
+#include <string>
+#include <vector>
+
+#include "chimera/v1/service.pb.h"
+
+namespace chimera::client {
+
+// "RUNNING", "SUCCEEDED", ...
+std::string JobStateName(chimera::v1::JobState state);
+// Parses a state name (any case, with or without the JOB_STATE_ prefix).
+bool ParseJobState(const std::string& name, chimera::v1::JobState* state);
+bool HasEnded(chimera::v1::JobState state);
+
+// "step 12/50  loss 4.2310  samples/s 120.5  tokens/s 7712  bubble 0.214  peak 120.4 MiB"
+std::string FormatStep(const chimera::v1::StepSummary& step, int max_steps);
+// "[=========>          ] 12/50  ETA 1m20s", for terminals.
+std::string ProgressBar(int done, int total, double seconds_per_step);
+std::string FormatJobTable(const std::vector<chimera::v1::Job>& jobs);
+std::string FormatJobStatus(const chimera::v1::Job& job);
+std::string FormatJobDescription(const chimera::v1::Job& job);
+std::string FormatWorkerTable(const std::vector<chimera::v1::WorkerInfo>& workers);
+std::string FormatBytes(int64_t bytes);
+// A protobuf message as indented JSON with the proto field names.
+std::string ToJson(const google::protobuf::Message& message);
+
+}  // namespace chimera::client
+
+#endif  // CHIMERA_CLIENT_JOB_OUTPUT_H_

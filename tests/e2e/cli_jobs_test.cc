@@ -1,0 +1,110 @@
+// The job commands against a real coordinator on loopback: submit --no-wait,
+// list, status, describe, stop, workers, and their errors.
+#include <signal.h>
+
+#include "absl/strings/strip.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace chimera {
+namespace {
+
+using ::chimera::testing::ChildProcess;
+using ::chimera::testing::ProcessResult;
+using ::chimera::testing::RunProcess;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+class CliJobsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    coordinator_ = std::make_unique<ChildProcess>(std::vector<std::string>{
+        CHIMERA_COORDINATOR_BINARY, "--listen", "127.0.0.1:0", "--db",
+        dir_.path() + "/jobs.db", "--max-workers", "8"});
+    absl::StatusOr<std::string> line = coordinator_->ReadLine(absl::Seconds(30));
+    ASSERT_TRUE(line.ok()) << line.status() << coordinator_->err();
+    absl::string_view address = *line;
+    ASSERT_TRUE(absl::ConsumePrefix(&address, "listening on "));
+    address_ = std::string(address);
+  }
+  void TearDown() override {
+    coordinator_->Signal(SIGTERM);
+    EXPECT_EQ(coordinator_->Wait(absl::Seconds(15)), 0);
+  }
+
+  ProcessResult Chimera(std::vector<std::string> args) {
+    args.insert(args.begin(), CHIMERA_BINARY);
+    args.push_back("--address");
+    args.push_back(address_);
+    return RunProcess(args, CHIMERA_SOURCE_DIR);
+  }
+
+  chimera::testing::TempDir dir_;
+  std::unique_ptr<ChildProcess> coordinator_;
+  std::string address_;
+};
+
+TEST_F(CliJobsTest, SubmitNoWaitPrintsTheIdAloneAndTheJobIsListedPending) {
+  ProcessResult submit = Chimera({"submit", "-f", "examples/chimera.yaml", "--no-wait"});
+  ASSERT_EQ(submit.exit_code, 0) << submit.err;
+  const std::string id = std::string(absl::StripAsciiWhitespace(submit.out));
+  EXPECT_THAT(id, StartsWith("gpt-chimera-"));
+  EXPECT_EQ(submit.out, id + "\n");
+
+  ProcessResult list = Chimera({"list"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_THAT(list.out, HasSubstr(id));
+  EXPECT_THAT(list.out, HasSubstr("PENDING"));
+  EXPECT_THAT(list.out, HasSubstr("chimera W=1 D=4"));
+
+  ProcessResult status = Chimera({"status", id, "-o", "json"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  nlohmann::json job = nlohmann::json::parse(status.out);
+  EXPECT_EQ(job["id"], id);
+  EXPECT_EQ(job["status"]["state"], "JOB_STATE_PENDING");
+
+  ProcessResult describe = Chimera({"describe", id});
+  ASSERT_EQ(describe.exit_code, 0) << describe.err;
+  EXPECT_THAT(describe.out, HasSubstr("stage 3   layers 6-7"));
+
+  ProcessResult stop = Chimera({"stop", id});
+  ASSERT_EQ(stop.exit_code, 0) << stop.err;
+  EXPECT_THAT(stop.out, HasSubstr("STOPPED"));
+  ProcessResult again = Chimera({"stop", id});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_THAT(again.err, HasSubstr("FAILED_PRECONDITION"));
+}
+
+TEST_F(CliJobsTest, UnknownJobIsOneClearLineAndExitOne) {
+  ProcessResult status = Chimera({"status", "nope"});
+  EXPECT_EQ(status.exit_code, 1);
+  EXPECT_EQ(status.err, "chimera: NOT_FOUND: no job 'nope'\n");
+}
+
+TEST_F(CliJobsTest, InvalidJobFileIsRejectedBeforeSubmitting) {
+  chimera::testing::TempDir dir;
+  const std::string file = dir.WriteFile("bad.yaml", "apiVersion: chimera.dev/v1alpha1\nkind: TrainJob\n");
+  ProcessResult submit = Chimera({"submit", "-f", file});
+  EXPECT_EQ(submit.exit_code, 2);
+  EXPECT_THAT(submit.err, HasSubstr(file + ": spec: is required"));
+  EXPECT_THAT(Chimera({"list"}).out, ::testing::Not(HasSubstr("PENDING")));
+}
+
+TEST_F(CliJobsTest, UnreachableCoordinatorSaysWhere) {
+  ProcessResult list = RunProcess({CHIMERA_BINARY, "list", "--address", "127.0.0.1:1",
+                                   "--timeout", "2"});
+  EXPECT_EQ(list.exit_code, 1);
+  EXPECT_THAT(list.err, HasSubstr("127.0.0.1:1"));
+}
+
+TEST_F(CliJobsTest, WorkersListIsEmptyWithoutWorkers) {
+  ProcessResult workers = Chimera({"workers", "-o", "json"});
+  ASSERT_EQ(workers.exit_code, 0) << workers.err;
+  EXPECT_EQ(nlohmann::json::parse(workers.out)["workers"].size(), 0u);
+}
+
+}  // namespace
+}  // namespace chimera

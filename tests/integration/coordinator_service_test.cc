@@ -1,0 +1,393 @@
+// chimera-coordinator as a real process on loopback, driven over real gRPC
+// by the test: clients submit and watch jobs, fake workers (gRPC clients
+// that register, heartbeat, follow their assignment stream and report)
+// play the daemons. Every RPC has a deadline.
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+
+#include <atomic>
+#include <deque>
+#include <thread>
+
+#include "absl/random/random.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "chimera/v1/service.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace chimera {
+namespace {
+
+using ::chimera::testing::ChildProcess;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kStartTimeout = absl::Seconds(30);
+constexpr absl::Duration kEventTimeout = absl::Seconds(20);
+constexpr auto kRpcDeadline = std::chrono::seconds(10);
+constexpr char kClientToken[] = "client-secret";
+constexpr char kWorkerToken[] = "worker-secret";
+
+std::unique_ptr<grpc::ClientContext> Context(const std::string& token) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + kRpcDeadline);
+  if (!token.empty()) context->AddMetadata("authorization", "Bearer " + token);
+  return context;
+}
+
+chimera::v1::TrainJob Manifest(int workers, bool valid = true) {
+  chimera::v1::TrainJob job;
+  job.set_api_version("chimera.dev/v1alpha1");
+  job.set_kind("TrainJob");
+  job.mutable_metadata()->set_name("svc");
+  auto* spec = job.mutable_spec();
+  auto* model = spec->mutable_model();
+  model->set_family("gpt");
+  model->set_num_layers(4);
+  model->set_hidden_size(valid ? 32 : 30);
+  model->set_num_heads(4);
+  model->set_seq_length(8);
+  spec->mutable_data()->set_format("synthetic");
+  spec->mutable_training()->set_global_batch_size(4);
+  spec->mutable_training()->set_max_steps(1);
+  spec->mutable_training()->mutable_optimizer()->set_name("sgd");
+  spec->mutable_training()->mutable_optimizer()->set_lr(0.1);
+  spec->mutable_parallelism()->set_schedule("gpipe");
+  spec->mutable_parallelism()->set_pipeline(workers);
+  spec->mutable_parallelism()->set_data(1);
+  spec->mutable_parallelism()->set_micro_batches(2);
+  spec->mutable_resources()->set_workers(workers);
+  return job;
+}
+
+// A chimera-coordinator process on an ephemeral loopback port.
+class Coordinator {
+ public:
+  explicit Coordinator(const std::string& db) {
+    process_ = std::make_unique<ChildProcess>(std::vector<std::string>{
+        CHIMERA_COORDINATOR_BINARY, "--listen", "127.0.0.1:0", "--db", db,
+        "--heartbeat-period", "0.2", "--heartbeat-failure-threshold", "3",
+        "--max-workers", "8", "--client-token", kClientToken, "--worker-token",
+        kWorkerToken});
+    absl::StatusOr<std::string> line = process_->ReadLine(kStartTimeout);
+    EXPECT_TRUE(line.ok()) << line.status() << process_->err();
+    const std::string text = line.ok() ? *line : "";
+    absl::string_view address = text;
+    EXPECT_TRUE(absl::ConsumePrefix(&address, "listening on "));
+    address_ = std::string(address);
+    channel_ = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+    jobs_ = chimera::v1::JobService::NewStub(channel_);
+  }
+  ~Coordinator() { Stop(); }
+
+  void Stop() {
+    if (!process_) return;
+    process_->Signal(SIGTERM);
+    EXPECT_EQ(process_->Wait(absl::Seconds(15)), 0) << process_->err();
+    process_.reset();
+  }
+
+  const std::string& address() const { return address_; }
+  chimera::v1::JobService::Stub& jobs() { return *jobs_; }
+
+  absl::StatusOr<chimera::v1::Job> Submit(const chimera::v1::TrainJob& manifest,
+                                          const std::string& token = kClientToken) {
+    chimera::v1::SubmitJobRequest request;
+    *request.mutable_job() = manifest;
+    chimera::v1::Job job;
+    grpc::Status status = jobs_->SubmitJob(Context(token).get(), request, &job);
+    if (!status.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                          status.error_message());
+    }
+    return job;
+  }
+
+  chimera::v1::Job Get(const std::string& id) {
+    chimera::v1::GetJobRequest request;
+    request.set_job_id(id);
+    chimera::v1::Job job;
+    grpc::Status status = jobs_->GetJob(Context(kClientToken).get(), request, &job);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return job;
+  }
+
+  int JobCount() {
+    chimera::v1::ListJobsResponse response;
+    grpc::Status status =
+        jobs_->ListJobs(Context(kClientToken).get(), chimera::v1::ListJobsRequest(), &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response.jobs_size();
+  }
+
+  // Polls until the job reaches `state` or the timeout passes.
+  chimera::v1::Job AwaitState(const std::string& id, chimera::v1::JobState state) {
+    const absl::Time deadline = absl::Now() + kEventTimeout;
+    chimera::v1::Job job = Get(id);
+    while (job.status().state() != state && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(50));
+      job = Get(id);
+    }
+    return job;
+  }
+
+ private:
+  std::unique_ptr<ChildProcess> process_;
+  std::string address_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<chimera::v1::JobService::Stub> jobs_;
+};
+
+// A worker daemon played by the test: registers, heartbeats (until told to
+// go silent) and queues what its assignment stream delivers.
+class FakeWorker {
+ public:
+  FakeWorker(const std::string& address, const std::string& id)
+      : id_(id),
+        incarnation_(absl::Uniform<uint64_t>(random_, 1, UINT64_MAX)),
+        stub_(chimera::v1::WorkerService::NewStub(
+            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {
+    chimera::v1::RegisterWorkerRequest request;
+    request.set_worker_id(id);
+    request.set_incarnation(incarnation_);
+    request.set_node("localhost");
+    request.set_memory_bytes(int64_t{4} << 30);
+    request.add_devices()->set_kind("cpu");
+    chimera::v1::RegisterWorkerResponse response;
+    grpc::Status status = stub_->RegisterWorker(Context(kWorkerToken).get(), request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    heartbeats_ = std::thread([this] {
+      while (!stop_) {
+        if (!silent_) {
+          chimera::v1::HeartbeatRequest beat;
+          beat.set_worker_id(id_);
+          beat.set_incarnation(incarnation_);
+          chimera::v1::HeartbeatResponse ignored;
+          stub_->Heartbeat(Context(kWorkerToken).get(), beat, &ignored);
+        }
+        absl::SleepFor(absl::Milliseconds(100));
+      }
+    });
+    stream_ = std::thread([this] {
+      chimera::v1::WatchAssignmentsRequest watch;
+      watch.set_worker_id(id_);
+      watch.set_incarnation(incarnation_);
+      stream_context_.AddMetadata("authorization", std::string("Bearer ") + kWorkerToken);
+      auto reader = stub_->WatchAssignments(&stream_context_, watch);
+      chimera::v1::Assignment assignment;
+      while (reader->Read(&assignment)) {
+        absl::MutexLock lock(&mutex_);
+        received_.push_back(assignment);
+      }
+      reader->Finish();
+    });
+  }
+
+  ~FakeWorker() {
+    stop_ = true;
+    stream_context_.TryCancel();
+    heartbeats_.join();
+    stream_.join();
+  }
+
+  void GoSilent() { silent_ = true; }
+
+  std::optional<chimera::v1::Assignment> Next(absl::Duration timeout = kEventTimeout) {
+    absl::MutexLock lock(&mutex_);
+    auto arrived = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return !received_.empty(); };
+    if (!mutex_.AwaitWithTimeout(absl::Condition(&arrived), timeout)) return std::nullopt;
+    chimera::v1::Assignment next = received_.front();
+    received_.pop_front();
+    return next;
+  }
+
+  grpc::Status ReportState(const chimera::v1::StartTask& task, chimera::v1::TaskState state,
+                           const std::string& address = "") {
+    chimera::v1::ReportTaskStateRequest report;
+    report.set_worker_id(id_);
+    report.set_incarnation(incarnation_);
+    report.set_job_id(task.job_id());
+    report.set_attempt(task.attempt());
+    report.set_rank(task.program().rank());
+    report.set_state(state);
+    report.set_store_address(address);
+    chimera::v1::ReportTaskStateResponse ignored;
+    return stub_->ReportTaskState(Context(kWorkerToken).get(), report, &ignored);
+  }
+
+  grpc::Status ReportStep(const chimera::v1::StartTask& task, int step, double loss) {
+    chimera::v1::ReportMetricsRequest report;
+    report.set_worker_id(id_);
+    report.set_incarnation(incarnation_);
+    report.set_job_id(task.job_id());
+    report.set_rank(task.program().rank());
+    report.mutable_metrics()->set_step(step);
+    report.mutable_metrics()->set_loss(loss);
+    report.mutable_metrics()->set_step_seconds(1.0);
+    chimera::v1::ReportMetricsResponse ignored;
+    return stub_->ReportMetrics(Context(kWorkerToken).get(), report, &ignored);
+  }
+
+ private:
+  absl::BitGen random_;
+  const std::string id_;
+  const uint64_t incarnation_;
+  std::unique_ptr<chimera::v1::WorkerService::Stub> stub_;
+  grpc::ClientContext stream_context_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> silent_{false};
+  absl::Mutex mutex_;
+  std::deque<chimera::v1::Assignment> received_ ABSL_GUARDED_BY(mutex_);
+  std::thread heartbeats_;
+  std::thread stream_;
+};
+
+class CoordinatorServiceTest : public ::testing::Test {
+ protected:
+  std::string db() const { return dir_.path() + "/jobs.db"; }
+  chimera::testing::TempDir dir_;
+};
+
+TEST_F(CoordinatorServiceTest, BadRequestsGetTheirCodesAndChangeNothing) {
+  Coordinator coordinator(db());
+  ASSERT_TRUE(coordinator.Submit(Manifest(2)).ok());
+  const int before = coordinator.JobCount();
+
+  absl::StatusOr<chimera::v1::Job> malformed = coordinator.Submit(Manifest(2, false));
+  EXPECT_EQ(malformed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(malformed.status().message(), HasSubstr("spec.model.hiddenSize"));
+
+  chimera::v1::TrainJob huge = Manifest(2);
+  huge.mutable_spec()->clear_parallelism();
+  huge.mutable_spec()->mutable_resources()->set_workers(64);
+  EXPECT_EQ(coordinator.Submit(huge).status().code(), absl::StatusCode::kFailedPrecondition);
+
+  EXPECT_EQ(coordinator.Submit(Manifest(2), "wrong-token").status().code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(coordinator.Submit(Manifest(2), "").status().code(),
+            absl::StatusCode::kUnauthenticated);
+
+  chimera::v1::GetJobRequest unknown;
+  unknown.set_job_id("no-such-job");
+  chimera::v1::Job ignored;
+  EXPECT_EQ(coordinator.jobs().GetJob(Context(kClientToken).get(), unknown, &ignored).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  chimera::v1::StopJobRequest stop;
+  stop.set_job_id("no-such-job");
+  EXPECT_EQ(coordinator.jobs().StopJob(Context(kClientToken).get(), stop, &ignored).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(coordinator.JobCount(), before);
+}
+
+TEST_F(CoordinatorServiceTest, JobRunsThroughRendezvousStepsAndSuccess) {
+  Coordinator coordinator(db());
+  FakeWorker first(coordinator.address(), "w0");
+  FakeWorker second(coordinator.address(), "w1");
+  absl::StatusOr<chimera::v1::Job> job = coordinator.Submit(Manifest(2));
+  ASSERT_TRUE(job.ok()) << job.status();
+
+  // Whichever worker got rank 0 hosts the store; the other waits for it.
+  std::optional<chimera::v1::Assignment> a = first.Next();
+  ASSERT_TRUE(a.has_value());
+  FakeWorker& rank0 = a->start().program().rank() == 0 ? first : second;
+  FakeWorker& rank1 = &rank0 == &first ? second : first;
+  chimera::v1::StartTask task0 = a->start();
+  if (&rank0 != &first) {
+    task0 = rank0.Next()->start();
+  }
+  EXPECT_EQ(task0.rendezvous().store_address(), "");
+  ASSERT_TRUE(rank0.ReportState(task0, chimera::v1::TASK_STATE_READY, "127.0.0.1:4321").ok());
+  chimera::v1::StartTask task1 = &rank1 == &first ? a->start() : rank1.Next()->start();
+  if (task1.program().rank() == 0) task1 = rank1.Next()->start();
+  EXPECT_EQ(task1.rendezvous().store_address(), "127.0.0.1:4321");
+  EXPECT_EQ(coordinator.Get(job->id()).status().state(), chimera::v1::JOB_STATE_RUNNING);
+
+  ASSERT_TRUE(rank0.ReportStep(task0, 0, 0.0).ok());
+  ASSERT_TRUE(rank1.ReportStep(task1, 0, 2.5).ok());
+  ASSERT_TRUE(rank0.ReportState(task0, chimera::v1::TASK_STATE_SUCCEEDED).ok());
+  ASSERT_TRUE(rank1.ReportState(task1, chimera::v1::TASK_STATE_SUCCEEDED).ok());
+  chimera::v1::Job done = coordinator.AwaitState(job->id(), chimera::v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(done.status().state(), chimera::v1::JOB_STATE_SUCCEEDED);
+  EXPECT_DOUBLE_EQ(done.status().last_step().loss(), 2.5);
+
+  // A watcher of the ended job still gets its step and its final state.
+  chimera::v1::WatchJobRequest watch;
+  watch.set_job_id(job->id());
+  auto context = Context(kClientToken);
+  auto reader = coordinator.jobs().WatchJob(context.get(), watch);
+  chimera::v1::JobEvent event;
+  std::vector<chimera::v1::JobEvent> events;
+  while (reader->Read(&event)) events.push_back(event);
+  EXPECT_TRUE(reader->Finish().ok());
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_TRUE(events[0].has_step());
+  EXPECT_EQ(events[1].status().state(), chimera::v1::JOB_STATE_SUCCEEDED);
+}
+
+TEST_F(CoordinatorServiceTest, SilentWorkerFailsItsJobNamingItAndTheOtherIsFreed) {
+  Coordinator coordinator(db());
+  FakeWorker first(coordinator.address(), "w0");
+  FakeWorker second(coordinator.address(), "w1");
+  absl::StatusOr<chimera::v1::Job> job = coordinator.Submit(Manifest(2));
+  ASSERT_TRUE(job.ok());
+  coordinator.AwaitState(job->id(), chimera::v1::JOB_STATE_RUNNING);
+  second.GoSilent();
+  chimera::v1::Job failed = coordinator.AwaitState(job->id(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_THAT(failed.status().message(), HasSubstr("worker w1"));
+  EXPECT_THAT(failed.status().message(), HasSubstr("heartbeats"));
+  chimera::v1::ListWorkersResponse workers;
+  ASSERT_TRUE(coordinator.jobs()
+                  .ListWorkers(Context(kClientToken).get(), chimera::v1::ListWorkersRequest(),
+                               &workers)
+                  .ok());
+  ASSERT_EQ(workers.workers_size(), 2);
+  EXPECT_EQ(workers.workers(0).state(), chimera::v1::WORKER_STATE_IDLE);
+  EXPECT_EQ(workers.workers(1).state(), chimera::v1::WORKER_STATE_DEAD);
+}
+
+TEST_F(CoordinatorServiceTest, StoppingARunningJobSendsStopsAndFreesTheWorkers) {
+  Coordinator coordinator(db());
+  FakeWorker first(coordinator.address(), "w0");
+  FakeWorker second(coordinator.address(), "w1");
+  absl::StatusOr<chimera::v1::Job> job = coordinator.Submit(Manifest(2));
+  ASSERT_TRUE(job.ok());
+  coordinator.AwaitState(job->id(), chimera::v1::JOB_STATE_RUNNING);
+  chimera::v1::StopJobRequest stop;
+  stop.set_job_id(job->id());
+  chimera::v1::Job stopped;
+  ASSERT_TRUE(coordinator.jobs().StopJob(Context(kClientToken).get(), stop, &stopped).ok());
+  EXPECT_EQ(stopped.status().state(), chimera::v1::JOB_STATE_STOPPED);
+  // The rank-0 worker got its start and then its stop; the other only a stop.
+  int stops = 0;
+  for (FakeWorker* worker : {&first, &second}) {
+    while (std::optional<chimera::v1::Assignment> next = worker->Next(absl::Seconds(2))) {
+      if (next->has_stop()) ++stops;
+    }
+  }
+  EXPECT_EQ(stops, 2);
+}
+
+TEST_F(CoordinatorServiceTest, RestartKeepsTheQueueAndWorkersRegisterAgain) {
+  std::string first_id, second_id;
+  {
+    Coordinator coordinator(db());
+    first_id = coordinator.Submit(Manifest(2))->id();
+    second_id = coordinator.Submit(Manifest(4))->id();
+  }
+  Coordinator restarted(db());
+  EXPECT_EQ(restarted.JobCount(), 2);
+  EXPECT_EQ(restarted.Get(first_id).status().state(), chimera::v1::JOB_STATE_PENDING);
+  EXPECT_EQ(restarted.Get(second_id).status().state(), chimera::v1::JOB_STATE_PENDING);
+  FakeWorker first(restarted.address(), "w0");
+  FakeWorker second(restarted.address(), "w1");
+  EXPECT_EQ(restarted.AwaitState(first_id, chimera::v1::JOB_STATE_RUNNING).status().state(),
+            chimera::v1::JOB_STATE_RUNNING);
+}
+
+}  // namespace
+}  // namespace chimera

@@ -2,46 +2,53 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/alignment.h>
+#include <c10/util/Exception.h>
 
-#include <utility>
+#include <cstddef>
+#include <cstdint>
 
 namespace chimera::worker {
 namespace {
 
-// What a tracked DataPtr's context holds: the wrapped allocator's DataPtr
-// (which frees the memory when destroyed) and the size to un-count.
-struct TrackedAllocation {
-  c10::DataPtr inner;
-  int64_t bytes;
-  MemoryTracker* tracker;
-};
+// Each block carries its size in a header in front of the data. The header
+// is LibTorch's CPU alignment long, so the data stays aligned, and the data
+// pointer is the DataPtr's context as well: LibTorch's raw_allocate (used by
+// some float32 kernels) requires that.
+constexpr size_t kHeaderBytes = c10::gAlignment;
+static_assert(kHeaderBytes >= sizeof(int64_t));
+
+// Set once by Install(), before the allocator is in use.
+MemoryTracker* g_tracker = nullptr;
+c10::DeleterFnPtr g_inner_free = nullptr;
 
 class TrackingCpuAllocator final : public c10::Allocator {
  public:
-  TrackingCpuAllocator(c10::Allocator* inner, MemoryTracker* tracker)
-      : inner_(inner), tracker_(tracker) {}
+  explicit TrackingCpuAllocator(c10::Allocator* inner) : inner_(inner) {}
 
   c10::DataPtr allocate(size_t bytes) const override {
-    c10::DataPtr inner = inner_->allocate(bytes);
-    void* data = inner.get();
-    const c10::Device device = inner.device();
-    tracker_->RecordAllocation(static_cast<int64_t>(bytes));
-    auto* allocation = new TrackedAllocation{
-        std::move(inner), static_cast<int64_t>(bytes), tracker_};
-    return {data, allocation, &Free, device};
+    c10::DataPtr block = inner_->allocate(bytes + kHeaderBytes);
+    // The default CPU allocator's block owns its pointer (context == data),
+    // which Free hands back to the allocator's raw deleter.
+    TORCH_INTERNAL_ASSERT(block.get() == block.get_context());
+    const c10::Device device = block.device();
+    char* base = static_cast<char*>(block.release_context());
+    *reinterpret_cast<int64_t*>(base) = static_cast<int64_t>(bytes);
+    g_tracker->RecordAllocation(static_cast<int64_t>(bytes));
+    void* data = base + kHeaderBytes;
+    return {data, data, &Free, device};
   }
 
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  c10::DeleterFnPtr raw_deleter() const override { return &Free; }
 
  private:
-  static void Free(void* context) {
-    auto* allocation = static_cast<TrackedAllocation*>(context);
-    allocation->tracker->RecordFree(allocation->bytes);
-    delete allocation;  // frees the memory through the inner DataPtr
+  static void Free(void* data) {
+    char* base = static_cast<char*>(data) - kHeaderBytes;
+    g_tracker->RecordFree(*reinterpret_cast<int64_t*>(base));
+    g_inner_free(base);
   }
 
   c10::Allocator* const inner_;
-  MemoryTracker* const tracker_;
 };
 
 }  // namespace
@@ -49,11 +56,13 @@ class TrackingCpuAllocator final : public c10::Allocator {
 MemoryTracker& MemoryTracker::Install() {
   // Leaked on purpose: freeing a tensor after static destruction must work.
   static MemoryTracker* const tracker = [] {
-    auto* created = new MemoryTracker();
-    static auto* const allocator =
-        new TrackingCpuAllocator(c10::GetDefaultCPUAllocator(), created);
+    c10::Allocator* inner = c10::GetDefaultCPUAllocator();
+    g_inner_free = inner->raw_deleter();
+    TORCH_INTERNAL_ASSERT(g_inner_free != nullptr);
+    g_tracker = new MemoryTracker();
+    static auto* const allocator = new TrackingCpuAllocator(inner);
     c10::SetCPUAllocator(allocator);
-    return created;
+    return g_tracker;
   }();
   return *tracker;
 }

@@ -1,0 +1,310 @@
+// Pipeline-parallel training is exact: for every scheme the schedule engine
+// generates (with data parallelism, forward doubling, backward halving,
+// recomputation and looping chunks), worker processes executing their
+// programs over Gloo end up with the parameters a single process gets by
+// training the whole model on the same mini-batches, to 1e-9 relative, and
+// the replicas of every stage are bit-identical across ranks.
+//
+// Each case forks the job's ranks (ProgramExecutor over Gloo on loopback) and
+// one more process for the reference (the whole model as one stage, one
+// batch of W·N·B samples, the same loss normaliser and optimizer code). Every
+// child writes its parameters and losses to a file; the parent compares.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "coordinator/schedule/generator.h"
+#include "coordinator/schedule/validator.h"
+#include "tests/integration/worker/forked_ranks.h"
+#include "tests/integration/worker/pipeline_job.h"
+#include "tests/integration/worker/training_record.h"
+#include "tests/support/temp_dir.h"
+#include "worker/model/loss.h"
+#include "worker/model/stage.h"
+#include "worker/runtime/program_executor.h"
+
+namespace chimera::worker {
+namespace {
+
+using schedule::Concat;
+using schedule::ScheduleParams;
+using schedule::Scheme;
+using testing::PipelineJob;
+using testing::RankExit;
+using testing::RankRecordPath;
+using testing::ReadTrainingRecord;
+using testing::RunForkedRanks;
+using testing::RunPipelineRank;
+using testing::TrainingRecord;
+using testing::WriteTrainingRecord;
+
+// All of one case's processes; generous, since two cores are shared.
+constexpr absl::Duration kCaseDeadline = absl::Seconds(120);
+// Any one transfer, allreduce or the joining of the groups.
+constexpr absl::Duration kOpTimeout = absl::Seconds(30);
+constexpr double kRelativeTolerance = 1e-9;
+constexpr int kSteps = 3;
+constexpr int kMicroBatchSize = 2;
+constexpr uint64_t kSeed = 11;
+
+// Tiny GPT, float64: the sums of a pipeline and of one big batch then agree
+// to ~1e-15, far inside the tolerance, while any wrong gradient does not.
+ModelConfig TinyGpt() {
+  ModelConfig config;
+  config.num_layers = 8;
+  config.hidden_size = 16;
+  config.ffn_size = 32;
+  config.num_heads = 2;
+  config.vocab_size = 256;
+  config.seq_length = 8;
+  config.dtype = at::kDouble;
+  return config;
+}
+
+struct Case {
+  std::string name;
+  ScheduleParams params;
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
+  DataFormat data = DataFormat::kSynthetic;
+};
+
+// Names the case in gtest's messages instead of dumping its bytes.
+void PrintTo(const Case& c, std::ostream* out) { *out << c.name; }
+
+OptimizerConfig OptimizerFor(const Case& c) {
+  OptimizerConfig config;
+  config.kind = c.optimizer;
+  if (c.optimizer == OptimizerKind::kAdamW) {
+    config.lr = 1e-2;
+    config.weight_decay = 0.1;
+  } else {
+    config.lr = 0.5;
+    config.momentum = 0.9;
+    config.weight_decay = 0.01;
+  }
+  return config;
+}
+
+DataSourceOptions DataFor(const Case& c) {
+  DataSourceOptions options;
+  options.format = c.data;
+  if (c.data == DataFormat::kText) {
+    options.path = CHIMERA_SOURCE_DIR "/examples/data/corpus.txt";
+  }
+  options.vocab_size = TinyGpt().vocab_size;
+  options.sample_length = TinyGpt().seq_length + 1;
+  options.seed = kSeed;
+  return options;
+}
+
+// Blocks [i·L/S, (i+1)·L/S) for model stage i.
+std::vector<LayerRange> EvenSplit(int64_t layers, int stages) {
+  std::vector<LayerRange> partition;
+  for (int i = 0; i < stages; ++i) {
+    partition.push_back({i * layers / stages, (i + 1) * layers / stages});
+  }
+  return partition;
+}
+
+std::string ReferencePath(const std::string& dir) {
+  return absl::StrCat(dir, "/reference.bin");
+}
+
+PipelineJob JobFor(const Case& c, schedule::Schedule s) {
+  PipelineJob job;
+  job.executor.model = TinyGpt();
+  job.executor.partition =
+      EvenSplit(job.executor.model.num_layers, s.topology.NumModelStages());
+  job.executor.seed = kSeed;
+  job.executor.micro_batch_size = kMicroBatchSize;
+  job.executor.optimizer = OptimizerFor(c);
+  job.executor.p2p_timeout = kOpTimeout;
+  job.executor.collective_timeout = kOpTimeout;
+  job.schedule = std::move(s);
+  job.data = DataFor(c);
+  job.steps = kSteps;
+  job.connect_timeout = kOpTimeout;
+  return job;
+}
+
+// The whole model in one process on the whole mini-batch.
+absl::Status TrainReference(const Case& c, const std::string& dir) {
+  at::set_num_threads(1);
+  const ModelConfig config = TinyGpt();
+  const ScheduleParams& p = c.params;
+  const int64_t batch = int64_t{p.width} * p.micro_batches * kMicroBatchSize;
+  ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data,
+                   DataSource::Open(DataFor(c)));
+  ASSIGN_OR_RETURN(std::shared_ptr<Stage> model,
+                   BuildStage(config, {0, config.num_layers}, kSeed));
+  for (at::Tensor& parameter : model->parameters()) {
+    parameter.mutable_grad() = at::zeros_like(parameter);
+  }
+  Optimizer optimizer(OptimizerFor(c), model->parameters());
+  std::vector<double> losses;
+  for (int step = 0; step < kSteps; ++step) {
+    ASSIGN_OR_RETURN(at::Tensor tokens, data->Samples(step, 0, batch));
+    ASSIGN_OR_RETURN(MicroBatch mini_batch,
+                     MakeMicroBatch(config, tokens, {kSeed, step, 0}));
+    ASSIGN_OR_RETURN(at::Tensor loss,
+                     LanguageModelLoss(model->Forward(mini_batch.inputs),
+                                       mini_batch, static_cast<double>(batch)));
+    loss.backward();
+    losses.push_back(loss.item<double>());
+    optimizer.Step();
+  }
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  for (const auto& item : model->named_parameters()) {
+    named.emplace_back(item.key(), item.value());
+  }
+  return WriteTrainingRecord(ReferencePath(dir), named, losses);
+}
+
+void ExpectAllSucceeded(const std::vector<RankExit>& exits) {
+  for (const RankExit& exit : exits) EXPECT_TRUE(exit.ok()) << exit;
+}
+
+// Largest |a - b| over the largest |b|.
+double RelativeDifference(const std::vector<double>& a,
+                          const std::vector<double>& b) {
+  double difference = 0;
+  double scale = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    difference = std::max(difference, std::abs(a[i] - b[i]));
+    scale = std::max(scale, std::abs(b[i]));
+  }
+  return scale == 0 ? difference : difference / scale;
+}
+
+class PipelineEquivalenceTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PipelineEquivalenceTest, TrainsExactlyLikeOneProcessOnTheWholeBatch) {
+  const Case& c = GetParam();
+  const absl::StatusOr<schedule::Schedule> generated =
+      schedule::GenerateSchedule(c.params);
+  ASSERT_TRUE(generated.ok()) << generated.status();
+  ASSERT_TRUE(schedule::ValidateSchedule(*generated).ok());
+  const PipelineJob job = JobFor(c, *generated);
+  const int world = static_cast<int>(job.schedule.workers.size());
+  const chimera::testing::TempDir dir;
+
+  ExpectAllSucceeded(RunForkedRanks(1, kCaseDeadline, [&](int, TcpRendezvous&) {
+    return TrainReference(c, dir.path());
+  }));
+  ExpectAllSucceeded(RunForkedRanks(
+      world, kCaseDeadline, [&](int rank, TcpRendezvous& rendezvous) {
+        return RunPipelineRank(job, RankRecordPath(dir.path(), rank), rank,
+                               rendezvous);
+      }));
+  if (HasFailure()) return;
+
+  const absl::StatusOr<TrainingRecord> reference =
+      ReadTrainingRecord(ReferencePath(dir.path()));
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  ASSERT_EQ(reference->losses.size(), kSteps);
+  // The reference trains: otherwise matching it would prove little.
+  EXPECT_GT(std::abs(reference->losses.back() - reference->losses.front()),
+            1e-3);
+
+  std::vector<double> loss_sums(kSteps, 0.0);
+  // name -> the first rank's values, to compare the other replicas with.
+  std::map<std::string, std::pair<int, std::vector<double>>> replicas;
+  for (int rank = 0; rank < world; ++rank) {
+    const absl::StatusOr<TrainingRecord> record =
+        ReadTrainingRecord(RankRecordPath(dir.path(), rank));
+    ASSERT_TRUE(record.ok()) << record.status();
+    ASSERT_EQ(record->losses.size(), kSteps);
+    for (int step = 0; step < kSteps; ++step) {
+      loss_sums[step] += record->losses[step];
+    }
+    for (const auto& [name, values] : record->parameters) {
+      const auto expected = reference->parameters.find(name);
+      ASSERT_NE(expected, reference->parameters.end()) << name;
+      ASSERT_EQ(values.size(), expected->second.size()) << name;
+      EXPECT_LE(RelativeDifference(values, expected->second),
+                kRelativeTolerance)
+          << name << " on rank " << rank;
+      const auto [first, inserted] =
+          replicas.emplace(name, std::make_pair(rank, values));
+      if (!inserted) {
+        EXPECT_EQ(values, first->second.second)
+            << name << ": rank " << rank << " differs from its replica on rank "
+            << first->second.first;
+      }
+    }
+  }
+  EXPECT_EQ(replicas.size(), reference->parameters.size())
+      << "some parameters are held by no rank";
+  for (int step = 0; step < kSteps; ++step) {
+    EXPECT_NEAR(loss_sums[step], reference->losses[step],
+                kRelativeTolerance * reference->losses[step])
+        << "step " << step;
+  }
+}
+
+ScheduleParams Params(Scheme scheme, int depth, int micro_batches, int width) {
+  ScheduleParams params;
+  params.scheme = scheme;
+  params.depth = depth;
+  params.micro_batches = micro_batches;
+  params.width = width;
+  return params;
+}
+
+std::vector<Case> Cases() {
+  std::vector<Case> cases;
+  const auto add = [&](std::string name, ScheduleParams params,
+                       OptimizerKind optimizer = OptimizerKind::kAdamW,
+                       DataFormat data = DataFormat::kSynthetic) {
+    cases.push_back({std::move(name), params, optimizer, data});
+    return &cases.back().params;
+  };
+  add("GpipeD4N4", Params(Scheme::kGpipe, 4, 4, 1));
+  add("OneFOneBD4N6W2Sgd", Params(Scheme::kOneFOneB, 4, 6, 2),
+      OptimizerKind::kSgd, DataFormat::kText);
+  add("OneFOneBD4N4Recompute", Params(Scheme::kOneFOneB, 4, 4, 1))->recompute =
+      true;
+  add("GemsD4N4", Params(Scheme::kGems, 4, 4, 1), OptimizerKind::kSgd);
+  add("ChimeraD4N2", Params(Scheme::kChimera, 4, 2, 1), OptimizerKind::kSgd);
+  add("ChimeraD4N4W2", Params(Scheme::kChimera, 4, 4, 2));
+  add("ChimeraD4N8Direct", Params(Scheme::kChimera, 4, 8, 1),
+      OptimizerKind::kAdamW, DataFormat::kText);
+  add("ChimeraD4N8ForwardDoubling", Params(Scheme::kChimera, 4, 8, 1))->concat =
+      Concat::kForwardDoubling;
+  add("ChimeraD4N8BackwardHalving", Params(Scheme::kChimera, 4, 8, 1),
+      OptimizerKind::kSgd)
+      ->concat = Concat::kBackwardHalving;
+  add("ChimeraD2N4W2BackwardHalving", Params(Scheme::kChimera, 2, 4, 2))
+      ->concat = Concat::kBackwardHalving;
+  add("ChimeraD4FourPipelinesN4", Params(Scheme::kChimera, 4, 4, 1))
+      ->pipelines = 4;
+  add("ChimeraD4N4W2Recompute", Params(Scheme::kChimera, 4, 4, 2),
+      OptimizerKind::kSgd)
+      ->recompute = true;
+  add("MixPipeD4N8", Params(Scheme::kMixPipe, 4, 8, 1));
+  add("InterleavedD2N4W2Chunks2", Params(Scheme::kInterleaved, 2, 4, 2))
+      ->chunks = 2;
+  add("BreadthFirstD4N4Chunks2", Params(Scheme::kBreadthFirst, 4, 4, 1),
+      OptimizerKind::kSgd)
+      ->chunks = 2;
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Schemes, PipelineEquivalenceTest,
+                         ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.name;
+                         });
+
+}  // namespace
+}  // namespace chimera::worker

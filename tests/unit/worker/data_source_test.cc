@@ -1,0 +1,100 @@
+#include "worker/runtime/data_source.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/support/temp_dir.h"
+
+namespace chimera::worker {
+namespace {
+
+DataSourceOptions Options(DataFormat format, const std::string& path = "") {
+  DataSourceOptions options;
+  options.format = format;
+  options.path = path;
+  options.vocab_size = 300;
+  options.sample_length = 5;
+  options.seed = 3;
+  return options;
+}
+
+TEST(DataSourceTest, MicroBatchesOfReplicasTileTheMiniBatch) {
+  // W = 2, N = 3, B = 4: replica 1's micro-batch 2 is the last of 24.
+  EXPECT_EQ(MicroBatchSamples(0, 0, 3, 4).first, 0);
+  EXPECT_EQ(MicroBatchSamples(0, 2, 3, 4).first, 8);
+  EXPECT_EQ(MicroBatchSamples(1, 0, 3, 4).first, 12);
+  EXPECT_EQ(MicroBatchSamples(1, 2, 3, 4).first, 20);
+  EXPECT_EQ(MicroBatchSamples(1, 2, 3, 4).count, 4);
+}
+
+TEST(DataSourceTest, SamplesDependOnlyOnStepAndIndex) {
+  auto data = DataSource::Open(Options(DataFormat::kSynthetic)).value();
+  const at::Tensor whole = data->Samples(7, 0, 6).value();
+  ASSERT_EQ(whole.sizes(), (at::IntArrayRef{6, 5}));
+  EXPECT_TRUE(at::equal(data->Samples(7, 2, 3).value(), whole.slice(0, 2, 5)));
+  EXPECT_FALSE(at::equal(data->Samples(8, 0, 6).value(), whole));
+  EXPECT_LT(whole.max().item<int64_t>(), 300);
+  EXPECT_GE(whole.min().item<int64_t>(), 0);
+}
+
+TEST(DataSourceTest, TextSamplesAreContiguousBytesOfTheFile) {
+  const chimera::testing::TempDir dir;
+  const std::string text = "abcdefghijklmnopqrstuvwxyz";
+  auto data =
+      DataSource::Open(Options(DataFormat::kText, dir.WriteFile("t.txt", text)))
+          .value();
+  const at::Tensor samples = data->Samples(0, 0, 4).value();
+  for (int64_t i = 0; i < 4; ++i) {
+    const int64_t first = samples[i][0].item<int64_t>();
+    ASSERT_GE(first, 'a');
+    for (int64_t j = 1; j < 5; ++j) {
+      EXPECT_EQ(samples[i][j].item<int64_t>(), first + j);
+    }
+  }
+}
+
+TEST(DataSourceTest, TokenFilesAreLittleEndianUint16) {
+  const chimera::testing::TempDir dir;
+  // Ids 258, 259, 260, 261, 262: exactly one sample fits.
+  const std::string bytes("\x02\x01\x03\x01\x04\x01\x05\x01\x06\x01", 10);
+  auto data = DataSource::Open(
+                  Options(DataFormat::kTokens, dir.WriteFile("t.bin", bytes)))
+                  .value();
+  EXPECT_TRUE(at::equal(data->Samples(4, 9, 1).value(),
+                        at::arange(258, 263, at::kLong).view({1, 5})));
+}
+
+TEST(DataSourceTest, RejectsIdsOutsideTheVocabulary) {
+  const chimera::testing::TempDir dir;
+  const std::string bytes("\xff\xff\x01\x00\x01\x00\x01\x00\x01\x00", 10);
+  auto data = DataSource::Open(
+                  Options(DataFormat::kTokens, dir.WriteFile("t.bin", bytes)))
+                  .value();
+  const auto samples = data->Samples(0, 0, 1);
+  EXPECT_EQ(samples.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(samples.status().message().find("65535"), std::string::npos);
+}
+
+TEST(DataSourceTest, RejectsFilesThatCannotHoldASample) {
+  const chimera::testing::TempDir dir;
+  EXPECT_EQ(DataSource::Open(
+                Options(DataFormat::kText, dir.WriteFile("short.txt", "abcd")))
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(DataSource::Open(Options(DataFormat::kTokens,
+                                     dir.WriteFile("odd.bin", "abcdefghijk")))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DataSource::Open(Options(DataFormat::kText, dir.path() + "/none"))
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_FALSE(ParseDataFormat("csv").ok());
+}
+
+}  // namespace
+}  // namespace chimera::worker

@@ -1,0 +1,153 @@
+// The executor in one process: programs of one worker (no communicator) and
+// what it refuses before running anything; its schedule-derived groups and
+// tags. Multi-process execution: tests/integration/worker/.
+#include "worker/runtime/program_executor.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <tuple>
+
+#include "coordinator/schedule/generator.h"
+#include "tests/unit/worker/test_models.h"
+
+namespace chimera::worker {
+namespace {
+
+using schedule::Scheme;
+
+schedule::Schedule Generate(
+    Scheme scheme, int depth, int micro_batches, int width = 1,
+    schedule::Concat concat = schedule::Concat::kDirect) {
+  schedule::ScheduleParams params;
+  params.scheme = scheme;
+  params.depth = depth;
+  params.micro_batches = micro_batches;
+  params.width = width;
+  params.concat = concat;
+  return schedule::GenerateSchedule(params).value();
+}
+
+std::unique_ptr<DataSource> Synthetic(const ModelConfig& config) {
+  DataSourceOptions options;
+  options.vocab_size = config.vocab_size;
+  options.sample_length = config.seq_length + 1;
+  return DataSource::Open(options).value();
+}
+
+ExecutorOptions Options(const ModelConfig& config,
+                        std::vector<LayerRange> partition) {
+  ExecutorOptions options;
+  options.model = config;
+  options.partition = std::move(partition);
+  options.micro_batch_size = 2;
+  options.optimizer.kind = OptimizerKind::kAdamW;
+  options.optimizer.lr = 1e-2;
+  return options;
+}
+
+TEST(ProgramExecutorTest, OneWorkerTrainsWithoutACommunicator) {
+  const ModelConfig config = testing::TinyConfig(ModelFamily::kGpt);
+  const auto data = Synthetic(config);
+  const schedule::Schedule s = Generate(Scheme::kGpipe, 1, 3);
+  auto executor =
+      ProgramExecutor::Create(s, 0, Options(config, {{0, 4}}), *data, nullptr)
+          .value();
+  ASSERT_TRUE(executor->holds_last_stage());
+  const StepMetrics first = executor->RunStep(0).value();
+  EXPECT_TRUE(first.has_loss);
+  // Random tokens from an untrained model: about ln(vocab) per sample.
+  EXPECT_NEAR(first.loss, std::log(config.vocab_size), 0.5);
+  EXPECT_EQ(first.samples, 6);
+  EXPECT_EQ(first.tokens, 6 * config.seq_length);
+  EXPECT_EQ(first.peak_stashed_slices, 3) << "GPipe stashes all N first";
+  EXPECT_EQ(first.op_seconds.size(), s.workers[0].instructions.size());
+  EXPECT_NEAR(first.bubble_seconds, first.step_seconds - first.busy_seconds,
+              1e-12);
+  // The same step again, after one update, fits its samples better.
+  double later = 0;
+  for (int i = 0; i < 5; ++i) later = executor->RunStep(0).value().loss;
+  EXPECT_LT(later, first.loss);
+}
+
+TEST(ProgramExecutorTest, RejectsAPartitionThatDoesNotTileTheModel) {
+  const ModelConfig config = testing::TinyConfig(ModelFamily::kGpt);
+  const auto data = Synthetic(config);
+  const schedule::Schedule s = Generate(Scheme::kGpipe, 2, 2);
+  const auto gap = ProgramExecutor::Create(
+      s, 0, Options(config, {{0, 1}, {2, 4}}), *data, nullptr);
+  EXPECT_EQ(gap.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(gap.status().message().find("partition[1]"), std::string::npos)
+      << gap.status();
+  const auto short_model = ProgramExecutor::Create(
+      s, 0, Options(config, {{0, 1}, {1, 3}}), *data, nullptr);
+  EXPECT_NE(short_model.status().message().find("4 blocks"), std::string::npos)
+      << short_model.status();
+  const auto stages =
+      ProgramExecutor::Create(s, 0, Options(config, {{0, 4}}), *data, nullptr);
+  EXPECT_NE(stages.status().message().find("2 model stages"), std::string::npos)
+      << stages.status();
+}
+
+TEST(ProgramExecutorTest, RejectsProgramsItCannotRun) {
+  const ModelConfig config = testing::TinyConfig(ModelFamily::kGpt);
+  const auto data = Synthetic(config);
+  const auto no_comm = ProgramExecutor::Create(
+      Generate(Scheme::kGpipe, 2, 2), 1, Options(config, {{0, 2}, {2, 4}}),
+      *data, nullptr);
+  EXPECT_NE(no_comm.status().message().find("needs a communicator"),
+            std::string::npos)
+      << no_comm.status();
+  ExecutorOptions single = Options(config, {{0, 1}, {1, 2}, {2, 3}, {3, 4}});
+  single.micro_batch_size = 1;
+  const auto halves = ProgramExecutor::Create(
+      Generate(Scheme::kChimera, 4, 8, 1, schedule::Concat::kBackwardHalving),
+      0, single, *data, nullptr);
+  EXPECT_EQ(halves.status().code(), absl::StatusCode::kInvalidArgument);
+  const auto rank =
+      ProgramExecutor::Create(Generate(Scheme::kGpipe, 1, 1), 1,
+                              Options(config, {{0, 4}}), *data, nullptr);
+  EXPECT_NE(rank.status().message().find("rank 1"), std::string::npos);
+}
+
+TEST(GradientGroupsTest, OneGroupPerStageOverEveryReplica) {
+  // Chimera D = 4, W = 2: stage s lives on positions s and 3 - s of both
+  // replicas (ranks 0-3 and 4-7).
+  const std::vector<CommGroup> groups =
+      GradientGroups(Generate(Scheme::kChimera, 4, 4, 2));
+  ASSERT_EQ(groups.size(), 4u);
+  EXPECT_EQ(groups[0].name, "stage-0");
+  EXPECT_EQ(groups[0].ranks, (std::vector<int>{0, 3, 4, 7}));
+  EXPECT_EQ(groups[1].ranks, (std::vector<int>{1, 2, 5, 6}));
+  EXPECT_TRUE(ValidateCommGroups(groups, 8).ok());
+  // One pipeline, one replica: nothing to reduce.
+  EXPECT_TRUE(GradientGroups(Generate(Scheme::kOneFOneB, 4, 4)).empty());
+}
+
+TEST(MessageTagsTest, EveryTransferOfAScheduleHasItsOwnTag) {
+  const schedule::Schedule s =
+      Generate(Scheme::kChimera, 4, 8, 1, schedule::Concat::kBackwardHalving);
+  const MessageTags tags(s);
+  std::set<int64_t> seen;
+  int transfers = 0;
+  for (int kind = 0; kind < 2; ++kind) {
+    for (int chunk = 0; chunk < s.topology.num_chunks; ++chunk) {
+      for (int stage = 0; stage < s.topology.depth; ++stage) {
+        for (int mb = 0; mb < s.topology.micro_batches; ++mb) {
+          for (int part = 0; part < 2; ++part, ++transfers) {
+            const int64_t tag = tags.Of(static_cast<TransferKind>(kind),
+                                        {chunk, stage}, mb, part);
+            EXPECT_GE(tag, 0);
+            seen.insert(tag);
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(static_cast<int>(seen.size()), transfers);
+}
+
+}  // namespace
+}  // namespace chimera::worker

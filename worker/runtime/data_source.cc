@@ -1,0 +1,148 @@
+#include "worker/runtime/data_source.h"
+
+#include <ATen/ops/empty.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/model/deterministic_random.h"
+
+namespace chimera::worker {
+namespace {
+
+// Bytes per token id in the file.
+int64_t TokenWidth(DataFormat format) {
+  return format == DataFormat::kTokens ? 2 : 1;
+}
+
+}  // namespace
+
+absl::StatusOr<DataFormat> ParseDataFormat(absl::string_view name) {
+  if (name == "text") return DataFormat::kText;
+  if (name == "tokens") return DataFormat::kTokens;
+  if (name == "synthetic") return DataFormat::kSynthetic;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "data format '", name, "' is not one of text, tokens, synthetic"));
+}
+
+SampleRange MicroBatchSamples(int dp_rank, int micro_batch, int micro_batches,
+                              int micro_batch_size) {
+  return {(int64_t{dp_rank} * micro_batches + micro_batch) * micro_batch_size,
+          micro_batch_size};
+}
+
+absl::StatusOr<std::unique_ptr<DataSource>> DataSource::Open(
+    const DataSourceOptions& options) {
+  if (options.sample_length < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sample length is ", options.sample_length, "; it must be >= 1"));
+  }
+  if (options.vocab_size < 1 || options.vocab_size > 65536) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("vocabulary size is ", options.vocab_size,
+                     "; it must be in [1, 65536]"));
+  }
+  if (options.format == DataFormat::kText && options.vocab_size < 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("vocabulary size is ", options.vocab_size,
+                     "; text data holds byte ids up to 255, so it must be "
+                     ">= 256"));
+  }
+  if (options.format == DataFormat::kSynthetic) {
+    return std::unique_ptr<DataSource>(new DataSource(options, -1, 0));
+  }
+  const int fd = ::open(options.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError(absl::StrCat(
+        "cannot open data file '", options.path, "': ", std::strerror(errno)));
+  }
+  struct stat info;
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("data file '", options.path, "' is not a regular file"));
+  }
+  const int64_t width = TokenWidth(options.format);
+  if (info.st_size % width != 0) {
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("token file '", options.path, "' has ", info.st_size,
+                     " bytes; uint16 tokens need an even size"));
+  }
+  const int64_t num_tokens = info.st_size / width;
+  if (num_tokens < options.sample_length) {
+    ::close(fd);
+    return absl::FailedPreconditionError(
+        absl::StrCat("data file '", options.path, "' holds ", num_tokens,
+                     " tokens; one sample needs ", options.sample_length));
+  }
+  return std::unique_ptr<DataSource>(new DataSource(options, fd, num_tokens));
+}
+
+DataSource::DataSource(const DataSourceOptions& options, int fd,
+                       int64_t num_tokens)
+    : options_(options), fd_(fd), num_tokens_(num_tokens) {}
+
+DataSource::~DataSource() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+absl::StatusOr<at::Tensor> DataSource::Samples(int64_t step, int64_t first,
+                                               int64_t count) const {
+  if (step < 0 || first < 0 || count < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("samples of step ", step, " from ", first, " count ",
+                     count, ": step and first must be >= 0, count >= 1"));
+  }
+  at::Tensor tokens =
+      at::empty({count, options_.sample_length}, at::TensorOptions(at::kLong));
+  int64_t* data = tokens.data_ptr<int64_t>();
+  for (int64_t i = 0; i < count; ++i) {
+    RETURN_IF_ERROR(
+        ReadSample(step, first + i, data + i * options_.sample_length));
+  }
+  return tokens;
+}
+
+absl::Status DataSource::ReadSample(int64_t step, int64_t index,
+                                    int64_t* out) const {
+  const uint64_t key =
+      KeyOf(KeyOf(KeyOf(options_.seed, "data"), static_cast<uint64_t>(step)),
+            static_cast<uint64_t>(index));
+  const int64_t length = options_.sample_length;
+  if (options_.format == DataFormat::kSynthetic) {
+    for (int64_t j = 0; j < length; ++j) {
+      out[j] = static_cast<int64_t>(DeterministicUniform(key, j) *
+                                    static_cast<double>(options_.vocab_size));
+    }
+    return absl::OkStatus();
+  }
+  const int64_t starts = num_tokens_ - length + 1;
+  const int64_t start = static_cast<int64_t>(DeterministicUniform(key, 0) *
+                                             static_cast<double>(starts));
+  const int64_t width = TokenWidth(options_.format);
+  std::vector<unsigned char> bytes(length * width);
+  const ssize_t read = ::pread(fd_, bytes.data(), bytes.size(), start * width);
+  if (read != static_cast<ssize_t>(bytes.size())) {
+    return absl::DataLossError(absl::StrCat(
+        "reading ", bytes.size(), " bytes at offset ", start * width,
+        " of data file '", options_.path, "' returned ", read));
+  }
+  for (int64_t j = 0; j < length; ++j) {
+    out[j] = width == 1 ? bytes[j] : bytes[2 * j] | (bytes[2 * j + 1] << 8);
+    if (out[j] >= options_.vocab_size) {
+      return absl::DataLossError(absl::StrCat(
+          "token ", start + j, " of data file '", options_.path, "' is ",
+          out[j], ", outside the vocabulary [0, ", options_.vocab_size, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace chimera::worker

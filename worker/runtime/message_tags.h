@@ -1,0 +1,43 @@
+// Tags of point-to-point transfers: each activation or gradient of a
+// schedule gets its own tag, so any number may be in flight between two
+// workers and Gloo matches each receive with its send whatever the order.
+//
+// A transfer is named by the activation edge it crosses, identified by the
+// stage replica that produces the activation (the sender of an activation,
+// the receiver of its gradient), the micro-batch (local to its data-parallel
+// replica; the two ends are in the same replica) and the backward part.
+//
+//   MessageTags tags(schedule);
+//   int64_t tag = tags.Of(TransferKind::kActivation, producer, mb, /*part=*/0);
+#ifndef CHIMERA_WORKER_RUNTIME_MESSAGE_TAGS_H_
+#define CHIMERA_WORKER_RUNTIME_MESSAGE_TAGS_H_
+
+#include <cstdint>
+
+#include "coordinator/schedule/program.h"
+
+namespace chimera::worker {
+
+enum class TransferKind { kActivation = 0, kGradient = 1 };
+
+class MessageTags {
+ public:
+  // Sizes the tag space from the schedule's topology and the largest
+  // num_parts of any of its instructions; every rank of a job builds it from
+  // the same schedule and so agrees on every tag.
+  explicit MessageTags(const schedule::Schedule& schedule);
+
+  // Unique over kind, producer (chunk, stage), micro-batch >= 0 and part in
+  // [0, max parts); >= 0.
+  int64_t Of(TransferKind kind, schedule::StageRef producer, int micro_batch,
+             int part) const;
+
+ private:
+  int64_t num_chunks_;
+  int64_t depth_;
+  int64_t max_parts_;
+};
+
+}  // namespace chimera::worker
+
+#endif  // CHIMERA_WORKER_RUNTIME_MESSAGE_TAGS_H_

@@ -1,0 +1,107 @@
+#include "worker/runtime/optimizer.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace chimera::worker {
+namespace {
+
+absl::Status CheckRange(absl::string_view field, double value, double low,
+                        bool low_inclusive, double high) {
+  const bool above = low_inclusive ? value >= low : value > low;
+  if (above && value < high && std::isfinite(value)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("optimizer ", field, " is ", value, "; it must be in ",
+                   low_inclusive ? "[" : "(", low, ", ", high, ")"));
+}
+
+}  // namespace
+
+absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name) {
+  if (name == "sgd") return OptimizerKind::kSgd;
+  if (name == "adamw") return OptimizerKind::kAdamW;
+  return absl::InvalidArgumentError(
+      absl::StrCat("optimizer '", name, "' is not one of sgd, adamw"));
+}
+
+absl::Status ValidateOptimizerConfig(const OptimizerConfig& config) {
+  constexpr double kInfinity = HUGE_VAL;
+  absl::Status status = CheckRange("lr", config.lr, 0, false, kInfinity);
+  if (status.ok()) {
+    status =
+        CheckRange("weight_decay", config.weight_decay, 0, true, kInfinity);
+  }
+  if (status.ok()) {
+    status = CheckRange("momentum", config.momentum, 0, true, 1);
+  }
+  if (status.ok()) status = CheckRange("beta1", config.beta1, 0, true, 1);
+  if (status.ok()) status = CheckRange("beta2", config.beta2, 0, true, 1);
+  if (status.ok()) status = CheckRange("eps", config.eps, 0, false, kInfinity);
+  return status;
+}
+
+Optimizer::Optimizer(const OptimizerConfig& config,
+                     std::vector<at::Tensor> parameters)
+    : config_(config),
+      parameters_(std::move(parameters)),
+      first_moments_(parameters_.size()),
+      second_moments_(parameters_.size()) {}
+
+void Optimizer::Step() {
+  at::NoGradGuard no_grad;
+  ++steps_;
+  if (config_.kind == OptimizerKind::kSgd) {
+    SgdStep();
+  } else {
+    AdamWStep();
+  }
+  for (at::Tensor& parameter : parameters_) parameter.mutable_grad().zero_();
+}
+
+void Optimizer::SgdStep() {
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    at::Tensor& parameter = parameters_[i];
+    at::Tensor gradient = parameter.grad();
+    if (config_.weight_decay != 0) {
+      gradient = gradient.add(parameter, config_.weight_decay);
+    }
+    at::Tensor& buffer = first_moments_[i];
+    if (config_.momentum == 0) {
+      parameter.sub_(gradient, config_.lr);
+      continue;
+    }
+    if (!buffer.defined()) {
+      buffer = gradient.clone();
+    } else {
+      buffer.mul_(config_.momentum).add_(gradient);
+    }
+    parameter.sub_(buffer, config_.lr);
+  }
+}
+
+void Optimizer::AdamWStep() {
+  const double bias1 = 1 - std::pow(config_.beta1, steps_);
+  const double bias2 = 1 - std::pow(config_.beta2, steps_);
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    at::Tensor& parameter = parameters_[i];
+    const at::Tensor& gradient = parameter.grad();
+    at::Tensor& m = first_moments_[i];
+    at::Tensor& v = second_moments_[i];
+    if (!m.defined()) {
+      m = at::zeros_like(parameter);
+      v = at::zeros_like(parameter);
+    }
+    parameter.mul_(1 - config_.lr * config_.weight_decay);
+    m.mul_(config_.beta1).add_(gradient, 1 - config_.beta1);
+    v.mul_(config_.beta2).addcmul_(gradient, gradient, 1 - config_.beta2);
+    const at::Tensor denominator = (v / bias2).sqrt_().add_(config_.eps);
+    parameter.addcdiv_(m, denominator, -config_.lr / bias1);
+  }
+}
+
+}  // namespace chimera::worker

@@ -1,0 +1,511 @@
+#include "worker/runtime/program_executor.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/comm/torch_error.h"
+#include "worker/model/loss.h"
+#include "worker/model/stage.h"
+#include "worker/runtime/memory_tracker.h"
+
+namespace chimera::worker {
+namespace {
+
+using schedule::Instruction;
+using schedule::OpKind;
+using schedule::StageRef;
+
+// Samples [begin, end) of part `part` of a micro-batch of `size` split in
+// `parts`.
+std::pair<int64_t, int64_t> SliceBounds(int64_t size, int parts, int part) {
+  return {part * size / parts, (part + 1) * size / parts};
+}
+
+MicroBatch SliceMicroBatch(const MicroBatch& batch, int64_t begin,
+                           int64_t end) {
+  return {batch.inputs.slice(0, begin, end), batch.targets.slice(0, begin, end),
+          batch.loss_mask.slice(0, begin, end)};
+}
+
+// Removes and returns `key` from `box`; INTERNAL naming `what` when absent.
+absl::StatusOr<at::Tensor> TakeTensor(std::map<SliceKey, at::Tensor>& box,
+                                      const SliceKey& key,
+                                      absl::string_view what) {
+  auto it = box.find(key);
+  if (it == box.end()) {
+    return absl::InternalError(absl::StrCat(
+        "no ", what, " for ", DescribeSlice(key), ": its transfer is missing"));
+  }
+  at::Tensor tensor = std::move(it->second);
+  box.erase(it);
+  return tensor;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+bool IsTransfer(OpKind op) {
+  return op == OpKind::kSendAct || op == OpKind::kRecvAct ||
+         op == OpKind::kSendGrad || op == OpKind::kRecvGrad ||
+         op == OpKind::kAllreduceBegin || op == OpKind::kAllreduceEnd;
+}
+
+absl::Status ValidatePartition(const ExecutorOptions& options,
+                               int num_model_stages) {
+  const auto& partition = options.partition;
+  if (static_cast<int>(partition.size()) != num_model_stages) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "partition has ", partition.size(), " stages; the schedule has ",
+        num_model_stages, " model stages"));
+  }
+  int64_t next = 0;
+  for (size_t i = 0; i < partition.size(); ++i) {
+    if (partition[i].begin != next || partition[i].end <= next) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("partition[", i, "] is blocks [", partition[i].begin,
+                       ", ", partition[i].end, "); it must start at block ",
+                       next, " and hold at least one block"));
+    }
+    next = partition[i].end;
+  }
+  if (next != options.model.num_layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("partition ends at block ", next, "; the model has ",
+                     options.model.num_layers, " blocks"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ProgramExecutor>> ProgramExecutor::Create(
+    const schedule::Schedule& schedule, int rank,
+    const ExecutorOptions& options, const DataSource& data,
+    Communicator* comm) {
+  if (rank < 0 || rank >= static_cast<int>(schedule.workers.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " is outside the schedule's ",
+                     schedule.workers.size(), " workers"));
+  }
+  if (comm != nullptr &&
+      comm->world_size() != static_cast<int>(schedule.workers.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the communicator has ", comm->world_size(),
+        " ranks; the schedule has ", schedule.workers.size(), " workers"));
+  }
+  if (options.micro_batch_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "micro-batch size is ", options.micro_batch_size, "; it must be >= 1"));
+  }
+  RETURN_IF_ERROR(ValidateModelConfig(options.model));
+  RETURN_IF_ERROR(
+      ValidatePartition(options, schedule.topology.NumModelStages()));
+  RETURN_IF_ERROR(ValidateOptimizerConfig(options.optimizer));
+  if (data.options().sample_length !=
+      options.model.seq_length +
+          (options.model.family == ModelFamily::kGpt ? 1 : 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data samples hold ", data.options().sample_length, " tokens; a ",
+        ModelFamilyName(options.model.family), " model of sequence length ",
+        options.model.seq_length, " needs ",
+        options.model.seq_length +
+            (options.model.family == ModelFamily::kGpt ? 1 : 0)));
+  }
+  std::unique_ptr<ProgramExecutor> executor(
+      new ProgramExecutor(schedule, rank, options, data, comm));
+  RETURN_IF_ERROR(executor->Build());
+  return executor;
+}
+
+ProgramExecutor::ProgramExecutor(const schedule::Schedule& schedule, int rank,
+                                 const ExecutorOptions& options,
+                                 const DataSource& data, Communicator* comm)
+    : topology_(schedule.topology),
+      program_(schedule.workers[rank]),
+      rank_(rank),
+      options_(options),
+      data_(data),
+      comm_(comm),
+      tags_(schedule),
+      loss_normaliser_(static_cast<double>(schedule.topology.width) *
+                       schedule.topology.micro_batches *
+                       options.micro_batch_size) {}
+
+ProgramExecutor::~ProgramExecutor() = default;
+
+absl::Status ProgramExecutor::Build() {
+  MemoryTracker::Install();
+  for (const StageRef& ref : program_.stages) {
+    if (ref.chunk < 0 || ref.chunk >= topology_.num_chunks || ref.stage < 0 ||
+        ref.stage >= topology_.depth) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", rank_, " holds chunk ", ref.chunk, " stage ",
+                       ref.stage, ", outside the topology"));
+    }
+    held_.insert(ref);
+    const int model_stage = topology_.ModelStage(ref);
+    if (stages_.count(model_stage) != 0) continue;
+    ASSIGN_OR_RETURN(stages_[model_stage],
+                     BuildStage(options_.model, options_.partition[model_stage],
+                                options_.seed));
+    holds_last_stage_ |= stages_[model_stage]->is_last();
+  }
+  std::vector<at::Tensor> parameters;
+  for (const auto& [model_stage, stage] : stages_) {
+    for (at::Tensor& parameter : stage->parameters()) {
+      parameter.mutable_grad() = at::zeros_like(parameter);
+      parameters.push_back(parameter);
+    }
+  }
+  optimizer_ = std::make_unique<Optimizer>(options_.optimizer, parameters);
+
+  for (const Instruction& inst : program_.instructions) {
+    const auto invalid = [&](absl::string_view why) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", rank_, " instruction ",
+                       DescribeInstruction(inst), ": ", why));
+    };
+    if (inst.op == OpKind::kOptimizerStep) continue;
+    if (held_.count({inst.chunk, inst.stage}) == 0) {
+      return invalid("this rank holds no such stage replica");
+    }
+    if (IsTransfer(inst.op) && comm_ == nullptr) {
+      return invalid("needs a communicator");
+    }
+    if (inst.op != OpKind::kAllreduceBegin &&
+        inst.op != OpKind::kAllreduceEnd && inst.micro_batches.empty()) {
+      return invalid("names no micro-batch");
+    }
+    for (int mb : inst.micro_batches) {
+      if (mb < 0 || mb >= topology_.micro_batches) {
+        return invalid(absl::StrCat("micro-batch ", mb, " is outside [0, ",
+                                    topology_.micro_batches, ")"));
+      }
+    }
+    if (inst.op == OpKind::kBackward) {
+      if (inst.num_parts > options_.micro_batch_size) {
+        return invalid(absl::StrCat("splits a micro-batch of ",
+                                    options_.micro_batch_size, " samples in ",
+                                    inst.num_parts, " parts"));
+      }
+      backward_plans_[{{inst.chunk, inst.stage}, inst.micro_batches[0]}] = {
+          inst.num_parts, inst.recompute};
+    }
+  }
+  return absl::OkStatus();
+}
+
+Stage& ProgramExecutor::StageOf(StageRef ref) {
+  return *stages_.at(topology_.ModelStage(ref));
+}
+
+std::vector<std::pair<std::string, at::Tensor>>
+ProgramExecutor::NamedParameters() const {
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  for (const auto& [model_stage, stage] : stages_) {
+    for (const auto& item : stage->named_parameters()) {
+      named.emplace_back(item.key(), item.value());
+    }
+  }
+  return named;
+}
+
+absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
+  MemoryTracker& memory = MemoryTracker::Install();
+  memory.ResetPeak();
+  stash_.ResetPeak();
+  StepMetrics metrics;
+  metrics.step = step;
+  metrics.op_seconds.reserve(program_.instructions.size());
+  const auto step_start = std::chrono::steady_clock::now();
+  for (const Instruction& inst : program_.instructions) {
+    const auto op_start = std::chrono::steady_clock::now();
+    absl::Status status;
+    try {
+      status = Execute(inst, step, metrics);
+    } catch (const std::exception& e) {
+      status = absl::InternalError(TorchErrorMessage(e));
+    }
+    if (!status.ok()) {
+      return absl::Status(
+          status.code(),
+          absl::StrCat("rank ", rank_, " step ", step, " ",
+                       DescribeInstruction(inst), ": ", status.message()));
+    }
+    const double seconds = SecondsSince(op_start);
+    metrics.op_seconds.push_back(seconds);
+    if (schedule::IsCompute(inst.op) || inst.op == OpKind::kOptimizerStep) {
+      metrics.busy_seconds += seconds;
+    }
+  }
+  const absl::Status finished = FinishStep();
+  if (!finished.ok()) {
+    return absl::Status(finished.code(),
+                        absl::StrCat("rank ", rank_, " step ", step,
+                                     " at its end: ", finished.message()));
+  }
+  metrics.step_seconds = SecondsSince(step_start);
+  metrics.bubble_seconds = metrics.step_seconds - metrics.busy_seconds;
+  metrics.memory_current_bytes = memory.current_bytes();
+  metrics.memory_peak_bytes = memory.peak_bytes();
+  metrics.peak_stashed_slices = static_cast<int64_t>(stash_.peak());
+  return metrics;
+}
+
+absl::Status ProgramExecutor::Execute(const Instruction& inst, int64_t step,
+                                      StepMetrics& metrics) {
+  switch (inst.op) {
+    case OpKind::kForward:
+      return Forward(inst, step, metrics);
+    case OpKind::kBackward:
+      return Backward(inst);
+    case OpKind::kSendAct:
+      return Send(inst, TransferKind::kActivation);
+    case OpKind::kSendGrad:
+      return Send(inst, TransferKind::kGradient);
+    case OpKind::kRecvAct:
+      return Receive(inst, TransferKind::kActivation, metrics);
+    case OpKind::kRecvGrad:
+      return Receive(inst, TransferKind::kGradient, metrics);
+    case OpKind::kAllreduceBegin:
+      return BeginAllReduce(inst);
+    case OpKind::kAllreduceEnd:
+      return EndAllReduce(inst, metrics);
+    case OpKind::kOptimizerStep:
+      optimizer_->Step();
+      return absl::OkStatus();
+  }
+  return absl::InternalError("unknown op");
+}
+
+absl::StatusOr<MicroBatch> ProgramExecutor::LoadMicroBatch(int64_t step,
+                                                           int micro_batch) {
+  const SampleRange samples =
+      MicroBatchSamples(schedule::DpRank(topology_, rank_), micro_batch,
+                        topology_.micro_batches, options_.micro_batch_size);
+  ASSIGN_OR_RETURN(at::Tensor tokens,
+                   data_.Samples(step, samples.first, samples.count));
+  return MakeMicroBatch(options_.model, tokens,
+                        SampleKey{options_.seed, step, samples.first});
+}
+
+absl::Status ProgramExecutor::Forward(const Instruction& inst, int64_t step,
+                                      StepMetrics& metrics) {
+  // Forward doubling: one micro-batch after the other (see the header).
+  for (int mb : inst.micro_batches) {
+    RETURN_IF_ERROR(
+        ForwardMicroBatch({inst.chunk, inst.stage}, mb, step, metrics));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProgramExecutor::ForwardMicroBatch(StageRef ref, int micro_batch,
+                                                int64_t step,
+                                                StepMetrics& metrics) {
+  Stage& stage = StageOf(ref);
+  const auto plan_it = backward_plans_.find({ref, micro_batch});
+  if (plan_it == backward_plans_.end()) {
+    return absl::InternalError(absl::StrCat(
+        "micro-batch ", micro_batch, " has no backward on this replica"));
+  }
+  const BackwardPlan plan = plan_it->second;
+  MicroBatch batch;
+  if (stage.is_first() || stage.is_last()) {
+    ASSIGN_OR_RETURN(batch, LoadMicroBatch(step, micro_batch));
+  }
+  at::Tensor input;
+  if (stage.is_first()) {
+    input = batch.inputs;
+  } else {
+    ASSIGN_OR_RETURN(input, TakeTensor(activations_in_, {ref, micro_batch, 0},
+                                       "input activation"));
+  }
+  std::vector<at::Tensor> outputs;
+  for (int part = 0; part < plan.num_parts; ++part) {
+    const auto [begin, end] =
+        SliceBounds(options_.micro_batch_size, plan.num_parts, part);
+    const at::Tensor slice = input.slice(0, begin, end);
+    StashedForward stashed;
+    at::Tensor output;
+    MicroBatch targets;
+    {
+      // Without autograd when the backward recomputes: nothing to keep.
+      at::AutoGradMode grad_mode(!plan.recompute);
+      stashed.input = stage.is_first() || plan.recompute
+                          ? slice
+                          : slice.detach().requires_grad_(true);
+      output = stage.Forward(stashed.input);
+      if (stage.is_last()) {
+        targets = SliceMicroBatch(batch, begin, end);
+        ASSIGN_OR_RETURN(output,
+                         LanguageModelLoss(output, targets, loss_normaliser_));
+      }
+    }
+    if (stage.is_last()) {
+      metrics.has_loss = true;
+      metrics.loss += output.item<double>();
+      metrics.samples += end - begin;
+      metrics.tokens += (end - begin) * options_.model.seq_length;
+      if (plan.recompute) stashed.targets = std::move(targets);
+    } else {
+      outputs.push_back(output.detach());
+    }
+    if (!plan.recompute) stashed.output = std::move(output);
+    RETURN_IF_ERROR(stash_.Put({ref, micro_batch, part}, std::move(stashed)));
+  }
+  if (stage.is_last()) return absl::OkStatus();
+  at::Tensor activation =
+      outputs.size() == 1 ? outputs[0] : at::cat(outputs, 0);
+  const StageRef next = *topology_.Next(ref);
+  if (held_.count(next) != 0) {
+    activations_in_[{next, micro_batch, 0}] = std::move(activation);
+  } else {
+    activations_out_[{ref, micro_batch, 0}] = std::move(activation);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProgramExecutor::Backward(const Instruction& inst) {
+  const StageRef ref{inst.chunk, inst.stage};
+  const SliceKey key{ref, inst.micro_batches[0], inst.part};
+  Stage& stage = StageOf(ref);
+  ASSIGN_OR_RETURN(StashedForward stashed, stash_.Take(key));
+  at::Tensor input = stashed.input;
+  at::Tensor end = stashed.output;
+  if (inst.recompute) {
+    if (!stage.is_first()) input = input.detach().requires_grad_(true);
+    end = stage.Forward(input);
+    if (stage.is_last()) {
+      ASSIGN_OR_RETURN(
+          end, LanguageModelLoss(end, stashed.targets, loss_normaliser_));
+    }
+  }
+  if (stage.is_last()) {
+    end.backward();
+  } else {
+    ASSIGN_OR_RETURN(at::Tensor gradient,
+                     TakeTensor(gradients_in_, key, "output gradient"));
+    end.backward(gradient);
+  }
+  if (stage.is_first()) return absl::OkStatus();
+  at::Tensor input_gradient = input.grad();
+  const StageRef prev = *topology_.Prev(ref);
+  if (held_.count(prev) != 0) {
+    gradients_in_[{prev, key.micro_batch, key.part}] =
+        std::move(input_gradient);
+  } else {
+    gradients_out_[key] = std::move(input_gradient);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProgramExecutor::Send(const Instruction& inst, TransferKind kind) {
+  const StageRef ref{inst.chunk, inst.stage};
+  for (int mb : inst.micro_batches) {
+    const SliceKey key{ref, mb, inst.part};
+    at::Tensor tensor;
+    StageRef producer = ref;
+    if (kind == TransferKind::kActivation) {
+      ASSIGN_OR_RETURN(tensor,
+                       TakeTensor(activations_out_, key, "output activation"));
+    } else {
+      ASSIGN_OR_RETURN(tensor,
+                       TakeTensor(gradients_out_, key, "input gradient"));
+      producer = *topology_.Prev(ref);
+    }
+    ASSIGN_OR_RETURN(sends_.emplace_back(),
+                     comm_->Send(tensor.contiguous(), inst.peer,
+                                 tags_.Of(kind, producer, mb, inst.part)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProgramExecutor::Receive(const Instruction& inst,
+                                      TransferKind kind, StepMetrics& metrics) {
+  const StageRef ref{inst.chunk, inst.stage};
+  const bool activation = kind == TransferKind::kActivation;
+  const std::optional<StageRef> producer =
+      activation ? topology_.Prev(ref) : std::optional<StageRef>(ref);
+  if (!producer || (!activation && !topology_.Next(ref))) {
+    return absl::InvalidArgumentError("no stage to receive from");
+  }
+  const auto [begin, end] =
+      SliceBounds(options_.micro_batch_size, inst.num_parts, inst.part);
+  for (int mb : inst.micro_batches) {
+    at::Tensor buffer = at::empty(
+        {end - begin, options_.model.seq_length, options_.model.hidden_size},
+        at::TensorOptions(options_.model.dtype));
+    ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op,
+                     comm_->Recv(buffer, inst.peer,
+                                 tags_.Of(kind, *producer, mb, inst.part)));
+    const auto wait_start = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(op->Wait(options_.p2p_timeout));
+    metrics.recv_wait_seconds += SecondsSince(wait_start);
+    (activation ? activations_in_ : gradients_in_)[{ref, mb, inst.part}] =
+        std::move(buffer);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProgramExecutor::BeginAllReduce(const Instruction& inst) {
+  const int model_stage = topology_.ModelStage({inst.chunk, inst.stage});
+  if (allreduces_.count(model_stage) != 0) {
+    return absl::InternalError("this stage's allreduce is already in flight");
+  }
+  std::vector<at::Tensor> gradients;
+  for (const at::Tensor& parameter : stages_.at(model_stage)->parameters()) {
+    gradients.push_back(parameter.grad());
+  }
+  ASSIGN_OR_RETURN(
+      allreduces_[model_stage],
+      GradientAllReduce::Start(*comm_, GradientGroupName(model_stage),
+                               std::move(gradients)));
+  return absl::OkStatus();
+}
+
+absl::Status ProgramExecutor::EndAllReduce(const Instruction& inst,
+                                           StepMetrics& metrics) {
+  const int model_stage = topology_.ModelStage({inst.chunk, inst.stage});
+  auto it = allreduces_.find(model_stage);
+  if (it == allreduces_.end()) {
+    return absl::InternalError("no allreduce of this stage was begun");
+  }
+  const auto wait_start = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(it->second->Finish(options_.collective_timeout));
+  metrics.allreduce_wait_seconds += SecondsSince(wait_start);
+  allreduces_.erase(it);
+  return absl::OkStatus();
+}
+
+absl::Status ProgramExecutor::FinishStep() {
+  for (const auto& send : sends_) {
+    RETURN_IF_ERROR(send->Wait(options_.p2p_timeout));
+  }
+  sends_.clear();
+  const auto leftover = [](absl::string_view what, size_t count) {
+    return absl::InternalError(
+        absl::StrCat(count, " ", what,
+                     " left over: the program is not a complete iteration"));
+  };
+  if (stash_.size() != 0) return leftover("stashed forwards", stash_.size());
+  if (!activations_in_.empty() || !activations_out_.empty()) {
+    return leftover("activations",
+                    activations_in_.size() + activations_out_.size());
+  }
+  if (!gradients_in_.empty() || !gradients_out_.empty()) {
+    return leftover("gradients", gradients_in_.size() + gradients_out_.size());
+  }
+  if (!allreduces_.empty()) {
+    return leftover("allreduces in flight", allreduces_.size());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace chimera::worker

@@ -1,0 +1,186 @@
+// Runs one worker's program of a pipeline schedule with LibTorch: builds the
+// stage replicas the program lists, then executes the instructions in order,
+// once per training iteration (RunStep), and measures every op.
+//
+//   ExecutorOptions options;
+//   options.model = config;
+//   options.partition = {{0, 2}, {2, 4}, {4, 6}, {6, 8}};  // per model stage
+//   options.micro_batch_size = 2;
+//   options.optimizer = {.kind = OptimizerKind::kAdamW, .lr = 1e-3};
+//   ASSIGN_OR_RETURN(auto executor, ProgramExecutor::Create(
+//                        schedule, rank, options, *data, comm.get()));
+//   for (int64_t step = 0; step < steps; ++step) {
+//     ASSIGN_OR_RETURN(StepMetrics metrics, executor->RunStep(step));
+//   }
+//
+// What the instructions do:
+// - FORWARD: the model's first stage reads its micro-batch's tokens from the
+//   DataSource (samples MicroBatchSamples(dp_rank, mb, N, B) of the step);
+//   other stages take the activation a RECV_ACT (or the local previous stage)
+//   delivered. The model's last stage reads the same samples' targets and
+//   computes the loss with normaliser W·N·B, so the gradients summed over all
+//   micro-batches and replicas are those of the mini-batch's mean loss. A
+//   forward of two micro-batches (forward doubling) runs them one after the
+//   other: each then has exactly the graph a single forward gives it.
+// - The forward is run per backward part: when the program splits a
+//   micro-batch's backward into P parts (backward halving), the forward runs
+//   on each slice of B/P samples separately and stashes each slice, so part p
+//   of the backward is exactly the backward of samples [p·B/P, (p+1)·B/P).
+//   Every sample's computation is independent of the others', so this is the
+//   same function as the whole-batch forward.
+// - Recompute (a BACKWARD with recompute set): the forward runs without
+//   autograd and stashes only the stage input; the backward re-runs it with
+//   autograd first.
+// - BACKWARD: part `part` of the micro-batch; the last stage backpropagates
+//   its loss, the others the output gradient RECV_GRAD delivered. The slice's
+//   stash entry is freed here. Gradients accumulate into the parameters.
+// - SEND_* / RECV_*: asynchronous sends (waited at the end of the step),
+//   receives that block until the data is there (bounded by p2p_timeout),
+//   tagged per activation edge, micro-batch and part (MessageTags).
+// - ALLREDUCE_BEGIN / END: non-blocking sum of one model stage's gradients
+//   over its group (GradientGroups), every rank holding a replica of it.
+// - OPTIMIZER_STEP: Optimizer::Step, which also zeroes the gradients.
+//
+// Replicas of one model stage on the same worker (chunks that hold the same
+// partition) share one set of parameters, so their gradients add up locally
+// and the worker joins the stage's allreduce once.
+#ifndef CHIMERA_WORKER_RUNTIME_PROGRAM_EXECUTOR_H_
+#define CHIMERA_WORKER_RUNTIME_PROGRAM_EXECUTOR_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "coordinator/schedule/program.h"
+#include "worker/comm/communicator.h"
+#include "worker/model/micro_batch.h"
+#include "worker/model/model_config.h"
+#include "worker/runtime/activation_stash.h"
+#include "worker/runtime/data_source.h"
+#include "worker/runtime/gradient_sync.h"
+#include "worker/runtime/message_tags.h"
+#include "worker/runtime/optimizer.h"
+#include "worker/runtime/step_metrics.h"
+
+namespace chimera::worker {
+
+class Stage;
+
+struct ExecutorOptions {
+  ModelConfig model;
+  // Transformer blocks of each model stage (index Topology::ModelStage), one
+  // entry per model stage: contiguous, from block 0 to model.num_layers.
+  std::vector<LayerRange> partition;
+  // Parameter initialisation and the data's sample keys.
+  uint64_t seed = 0;
+  // Samples per micro-batch (B), at least the number of parts any backward
+  // is split into.
+  int micro_batch_size = 1;
+  OptimizerConfig optimizer;
+  // Bound on each receive and on the wait for each send at the end of a
+  // step.
+  absl::Duration p2p_timeout = kDefaultP2pTimeout;
+  // Bound on each ALLREDUCE_END.
+  absl::Duration collective_timeout = kDefaultCollectiveTimeout;
+};
+
+class ProgramExecutor {
+ public:
+  // Builds the stage replicas of `schedule.workers[rank]` and checks the
+  // program against the options. `data` and `comm` must outlive the
+  // executor; `comm` (with the groups of GradientGroups(schedule)) may be
+  // null only when the program has no transfer or allreduce. Installs the
+  // MemoryTracker before building anything. INVALID_ARGUMENT naming the
+  // option or instruction that does not fit.
+  static absl::StatusOr<std::unique_ptr<ProgramExecutor>> Create(
+      const schedule::Schedule& schedule, int rank,
+      const ExecutorOptions& options, const DataSource& data,
+      Communicator* comm);
+
+  ~ProgramExecutor();
+  ProgramExecutor(const ProgramExecutor&) = delete;
+  ProgramExecutor& operator=(const ProgramExecutor&) = delete;
+
+  // Runs the program once: iteration `step` (which picks its samples). An
+  // error names the rank and the instruction; after one, the executor and
+  // the communicator are unusable (peers may be blocked mid-step).
+  absl::StatusOr<StepMetrics> RunStep(int64_t step);
+
+  // Every parameter this worker holds, by its name in the whole model
+  // ("layer3.qkv_weight"), in model-stage order.
+  std::vector<std::pair<std::string, at::Tensor>> NamedParameters() const;
+
+  // Whether this worker runs a replica of the model's last stage (and so
+  // reports a loss).
+  bool holds_last_stage() const { return holds_last_stage_; }
+
+ private:
+  ProgramExecutor(const schedule::Schedule& schedule, int rank,
+                  const ExecutorOptions& options, const DataSource& data,
+                  Communicator* comm);
+
+  // How a micro-batch's backward on one replica runs: read off the
+  // program's BACKWARD instructions.
+  struct BackwardPlan {
+    int num_parts = 1;
+    bool recompute = false;
+  };
+
+  absl::Status Build();
+  absl::Status Execute(const schedule::Instruction& inst, int64_t step,
+                       StepMetrics& metrics);
+  absl::Status Forward(const schedule::Instruction& inst, int64_t step,
+                       StepMetrics& metrics);
+  absl::Status ForwardMicroBatch(schedule::StageRef ref, int micro_batch,
+                                 int64_t step, StepMetrics& metrics);
+  absl::Status Backward(const schedule::Instruction& inst);
+  absl::Status Send(const schedule::Instruction& inst, TransferKind kind);
+  absl::Status Receive(const schedule::Instruction& inst, TransferKind kind,
+                       StepMetrics& metrics);
+  absl::Status BeginAllReduce(const schedule::Instruction& inst);
+  absl::Status EndAllReduce(const schedule::Instruction& inst,
+                            StepMetrics& metrics);
+  absl::Status FinishStep();
+
+  absl::StatusOr<MicroBatch> LoadMicroBatch(int64_t step, int micro_batch);
+  Stage& StageOf(schedule::StageRef ref);
+
+  const schedule::Topology topology_;
+  const schedule::WorkerProgram program_;
+  const int rank_;
+  const ExecutorOptions options_;
+  const DataSource& data_;
+  Communicator* const comm_;
+  const MessageTags tags_;
+  // W·N·B: the samples of one mini-batch.
+  const double loss_normaliser_;
+
+  std::set<schedule::StageRef> held_;
+  std::map<int, std::shared_ptr<Stage>> stages_;  // by model stage
+  std::unique_ptr<Optimizer> optimizer_;
+  std::map<std::pair<schedule::StageRef, int>, BackwardPlan> backward_plans_;
+  bool holds_last_stage_ = false;
+
+  // Per-step state, empty between steps.
+  ActivationStash stash_;
+  // Whole micro-batch inputs waiting for their FORWARD (part 0), output
+  // gradients waiting for their BACKWARD part, and what waits for a send.
+  std::map<SliceKey, at::Tensor> activations_in_;
+  std::map<SliceKey, at::Tensor> activations_out_;
+  std::map<SliceKey, at::Tensor> gradients_in_;
+  std::map<SliceKey, at::Tensor> gradients_out_;
+  std::vector<std::unique_ptr<PendingOp>> sends_;
+  std::map<int, std::unique_ptr<GradientAllReduce>> allreduces_;
+};
+
+}  // namespace chimera::worker
+
+#endif  // CHIMERA_WORKER_RUNTIME_PROGRAM_EXECUTOR_H_

@@ -1,0 +1,49 @@
+// What one worker measured in one iteration of its program: a plain struct
+// that the standalone printer, the daemon's /metrics and reports to the
+// coordinator all read.
+//
+//   ASSIGN_OR_RETURN(StepMetrics metrics, executor->RunStep(step));
+//   double bubble_ratio = metrics.bubble_seconds / metrics.step_seconds;
+#ifndef CHIMERA_WORKER_RUNTIME_STEP_METRICS_H_
+#define CHIMERA_WORKER_RUNTIME_STEP_METRICS_H_
+
+#include <cstdint>
+#include <vector>
+
+namespace chimera::worker {
+
+struct StepMetrics {
+  int64_t step = 0;
+  // Wall time of the whole iteration.
+  double step_seconds = 0;
+  // FORWARD, BACKWARD and OPTIMIZER_STEP time.
+  double busy_seconds = 0;
+  // step_seconds - busy_seconds: waiting, communicating, idle.
+  double bubble_seconds = 0;
+  // Time spent in RECV_ACT / RECV_GRAD waiting for the data to arrive.
+  double recv_wait_seconds = 0;
+  // Time ALLREDUCE_END waited for collectives that compute did not hide.
+  double allreduce_wait_seconds = 0;
+  // Seconds of each instruction of the program, in program order.
+  std::vector<double> op_seconds;
+
+  // Sum of the losses of the micro-batches whose last stage this worker
+  // ran (each normalised by the whole mini-batch, so the sum over all such
+  // workers is the mini-batch's mean loss); 0 when has_loss is false.
+  bool has_loss = false;
+  double loss = 0;
+  // Samples and tokens those micro-batches held: summed over workers, the
+  // job's throughput without double counting.
+  int64_t samples = 0;
+  int64_t tokens = 0;
+
+  // CPU tensor memory (MemoryTracker) at the end of the step and its peak
+  // during the step; most micro-batch slices stashed at once.
+  int64_t memory_current_bytes = 0;
+  int64_t memory_peak_bytes = 0;
+  int64_t peak_stashed_slices = 0;
+};
+
+}  // namespace chimera::worker
+
+#endif  // CHIMERA_WORKER_RUNTIME_STEP_METRICS_H_

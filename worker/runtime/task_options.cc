@@ -1,0 +1,119 @@
+#include "worker/runtime/task_options.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/field_errors.h"
+#include "coordinator/planner/plan_params.h"
+
+namespace chimera::worker {
+namespace {
+
+constexpr int64_t kDefaultVocabSize = 256;
+constexpr double kDefaultBeta1 = 0.9;
+constexpr double kDefaultBeta2 = 0.999;
+constexpr double kDefaultEps = 1e-8;
+
+void ReadModel(const chimera::v1::ModelSpec& spec, TaskOptions& options,
+               FieldErrors& errors) {
+  ModelConfig& model = options.model;
+  model.family =
+      spec.family() == "bert" ? ModelFamily::kBert : ModelFamily::kGpt;
+  model.num_layers = spec.num_layers();
+  model.hidden_size = spec.hidden_size();
+  model.num_heads = spec.num_heads();
+  model.ffn_size =
+      spec.ffn_size() > 0 ? spec.ffn_size() : 4 * spec.hidden_size();
+  model.vocab_size =
+      spec.vocab_size() > 0 ? spec.vocab_size() : kDefaultVocabSize;
+  model.seq_length = spec.seq_length();
+  if (spec.dtype() == "float64") {
+    model.dtype = c10::ScalarType::Double;
+  } else if (spec.dtype() == "bfloat16") {
+    errors.Add("spec.model.dtype",
+               "bfloat16 needs a GPU; this worker runs on the CPU "
+               "(float32 or float64)");
+  } else {
+    model.dtype = c10::ScalarType::Float;
+  }
+}
+
+void ReadTraining(const chimera::v1::TrainingSpec& spec, TaskOptions& options,
+                  FieldErrors& errors) {
+  options.seed = spec.seed();
+  options.max_steps = spec.max_steps();
+  const auto& optimizer = spec.optimizer();
+  OptimizerConfig& config = options.optimizer;
+  config.kind =
+      optimizer.name() == "adamw" ? OptimizerKind::kAdamW : OptimizerKind::kSgd;
+  config.lr = optimizer.lr();
+  config.momentum = optimizer.momentum();
+  config.weight_decay = optimizer.weight_decay();
+  config.beta1 = optimizer.beta1() > 0 ? optimizer.beta1() : kDefaultBeta1;
+  config.beta2 = optimizer.beta2() > 0 ? optimizer.beta2() : kDefaultBeta2;
+  config.eps = optimizer.eps() > 0 ? optimizer.eps() : kDefaultEps;
+}
+
+void ReadPlan(const chimera::v1::Plan& plan, TaskOptions& options, FieldErrors& errors) {
+  absl::StatusOr<schedule::ScheduleParams> params = planner::ScheduleParamsOf(plan);
+  if (!params.ok()) {
+    errors.Add("", params.status().message());
+    return;
+  }
+  options.schedule = *params;
+  options.micro_batch_size = plan.micro_batch_size();
+  if (options.micro_batch_size < 1) {
+    errors.Add("plan.microBatchSize", absl::StrCat(plan.micro_batch_size(), " must be >= 1"));
+  }
+  int next_layer = 0;
+  for (const auto& stage : plan.partition()) {
+    if (stage.first_layer() != next_layer || stage.num_layers() < 1) {
+      errors.Add("plan.partition",
+                 absl::StrCat("stage ", stage.stage(), " covers layers ", stage.first_layer(),
+                              "+", stage.num_layers(), "; expected to start at ", next_layer));
+      return;
+    }
+    options.partition.push_back({stage.first_layer(), stage.first_layer() + stage.num_layers()});
+    next_layer += stage.num_layers();
+  }
+  if (next_layer != options.model.num_layers) {
+    errors.Add("plan.partition", absl::StrCat("covers ", next_layer, " layers; the model has ",
+                                              options.model.num_layers));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<TaskOptions> TaskOptionsFor(const chimera::v1::TrainJob& job,
+                                           const chimera::v1::Plan& plan) {
+  const chimera::v1::JobSpec& spec = job.spec();
+  TaskOptions options;
+  FieldErrors errors;
+  ReadModel(spec.model(), options, errors);
+  ReadTraining(spec.training(), options, errors);
+  ReadPlan(plan, options, errors);
+
+  const absl::StatusOr<DataFormat> format =
+      ParseDataFormat(spec.data().format());
+  if (format.ok()) {
+    options.data.format = *format;
+  } else {
+    errors.Add("spec.data.format", format.status().message());
+  }
+  options.data.path = spec.data().path();
+  options.data.vocab_size = options.model.vocab_size;
+  options.data.sample_length =
+      options.model.seq_length +
+      (options.model.family == ModelFamily::kGpt ? 1 : 0);
+  options.data.seed = options.seed;
+
+  const auto& resources = spec.resources();
+  if (resources.device() == "gpu") {
+    errors.Add("spec.resources.device",
+               "gpu tasks need the NCCL runtime, which this worker does not have yet; use cpu");
+  }
+  options.threads =
+      resources.threads_per_worker() > 0 ? resources.threads_per_worker() : 1;
+  if (!errors.empty()) return errors.ToStatus();
+  return options;
+}
+
+}  // namespace chimera::worker

@@ -1,0 +1,49 @@
+// Everything a worker needs to run one task, read from the job's validated
+// spec (model, data, optimizer, seed) and the plan it runs (schedule
+// parameters, micro-batch size, layers of every model stage). The daemon
+// gets the plan from the coordinator; standalone mode derives it from a job
+// that fixes its parallelism.
+//
+//   ASSIGN_OR_RETURN(TaskOptions options, TaskOptionsFor(job, plan));
+//   ASSIGN_OR_RETURN(schedule::Schedule s,
+//                    schedule::GenerateSchedule(options.schedule));
+#ifndef CHIMERA_WORKER_RUNTIME_TASK_OPTIONS_H_
+#define CHIMERA_WORKER_RUNTIME_TASK_OPTIONS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "chimera/v1/job.pb.h"
+#include "chimera/v1/plan.pb.h"
+#include "coordinator/schedule/schedule_params.h"
+#include "worker/model/model_config.h"
+#include "worker/runtime/data_source.h"
+#include "worker/runtime/optimizer.h"
+
+namespace chimera::worker {
+
+struct TaskOptions {
+  schedule::ScheduleParams schedule;
+  ModelConfig model;
+  // Layers of each model stage, from the plan's partition.
+  std::vector<LayerRange> partition;
+  DataSourceOptions data;
+  OptimizerConfig optimizer;
+  uint64_t seed = 0;
+  int micro_batch_size = 1;
+  int64_t max_steps = 0;
+  // LibTorch intra-op threads (spec.resources.threadsPerWorker, 0 = 1).
+  int threads = 1;
+};
+
+// `job` must have passed jobspec validation. INVALID_ARGUMENT, one line per
+// problem naming the field: a plan that is not a valid schedule or whose
+// partition does not cover the model, or a job this CPU worker cannot run
+// (device gpu, dtype bfloat16).
+absl::StatusOr<TaskOptions> TaskOptionsFor(const chimera::v1::TrainJob& job,
+                                           const chimera::v1::Plan& plan);
+
+}  // namespace chimera::worker
+
+#endif  // CHIMERA_WORKER_RUNTIME_TASK_OPTIONS_H_

@@ -1,0 +1,62 @@
+// `chimera-worker --standalone`: one rank of a job run without a coordinator.
+// Every rank reads the same job file, generates the same schedule and
+// partition, meets the others at a TCP store that rank 0 hosts, and runs its
+// program for the job's steps; the lowest rank holding the model's last
+// stage prints one line per step.
+//
+//   ASSIGN_OR_RETURN(StandaloneRun run, PrepareStandalone(flags));  // exit 2
+//   RETURN_IF_ERROR(RunStandalone(run, std::cout));                 // exit 1
+//
+// Ranks find each other on one machine: Gloo listens on 127.0.0.1.
+#ifndef CHIMERA_WORKER_STANDALONE_STANDALONE_H_
+#define CHIMERA_WORKER_STANDALONE_STANDALONE_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "coordinator/schedule/program.h"
+#include "worker/model/model_config.h"
+#include "worker/runtime/task_options.h"
+
+namespace chimera::worker {
+
+struct StandaloneFlags {
+  std::string job_path;
+  int rank = -1;
+  int world = 0;
+  // HOST:PORT of the rendezvous store; rank 0 serves it there.
+  std::string store;
+  // Steps to run; 0 runs spec.training.maxSteps.
+  int64_t steps = 0;
+};
+
+struct StandaloneRun {
+  TaskOptions task;
+  schedule::Schedule schedule;
+  int rank = 0;
+  std::string store_host;
+  int store_port = 0;
+  int64_t steps = 0;
+  // The rank that prints the per-step lines.
+  int reporting_rank = 0;
+};
+
+// Reads and checks everything: the flags, the job file, the schedule.
+// INVALID_ARGUMENT (NOT_FOUND for a missing job file) with one line per
+// problem, each naming the flag or job field.
+absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags);
+
+// Joins the job and trains; on the reporting rank writes, per step,
+//   step 3 loss 5.412093 step_seconds 0.0213 bubble_ratio 0.412
+//   peak_memory_bytes 1834752
+// (one line) where loss is the mini-batch's mean loss over all ranks,
+// bubble_ratio the mean over ranks of bubble / step time, and step seconds and
+// peak memory the reporting rank's own.
+absl::Status RunStandalone(const StandaloneRun& run, std::ostream& out);
+
+}  // namespace chimera::worker
+
+#endif  // CHIMERA_WORKER_STANDALONE_STANDALONE_H_

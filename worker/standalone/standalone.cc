@@ -1,7 +1,6 @@
 #include "worker/standalone/standalone.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include <memory>
 #include <utility>
@@ -14,10 +13,7 @@
 #include "coordinator/planner/plan_params.h"
 #include "coordinator/schedule/generator.h"
 #include "jobspec/job_file.h"
-#include "worker/comm/gloo_communicator.h"
-#include "worker/comm/tcp_rendezvous.h"
-#include "worker/runtime/gradient_sync.h"
-#include "worker/runtime/program_executor.h"
+#include "worker/runtime/task_runner.h"
 
 namespace chimera::worker {
 namespace {
@@ -72,17 +68,26 @@ int ReportingRank(const schedule::Schedule& schedule) {
 
 }  // namespace
 
-absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags) {
+absl::StatusOr<StandaloneRun> LoadStandaloneJob(const std::string& job_path) {
   StandaloneRun run;
-  RETURN_IF_ERROR(ParseStore(flags.store, run));
+  ASSIGN_OR_RETURN(const chimera::v1::TrainJob job,
+                   jobspec::LoadJobFile(job_path));
+  ASSIGN_OR_RETURN(const chimera::v1::Plan plan, StandalonePlan(job));
+  ASSIGN_OR_RETURN(run.task, TaskOptionsFor(job, plan));
+  ASSIGN_OR_RETURN(run.schedule, schedule::GenerateSchedule(run.task.schedule));
+  run.steps = run.task.max_steps;
+  run.reporting_rank = ReportingRank(run.schedule);
+  return run;
+}
+
+absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags) {
+  StandaloneRun parsed;
+  RETURN_IF_ERROR(ParseStore(flags.store, parsed));
   if (flags.steps < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--steps is ", flags.steps, "; it must be >= 0"));
   }
-  ASSIGN_OR_RETURN(const chimera::v1::TrainJob job,
-                   jobspec::LoadJobFile(flags.job_path));
-  ASSIGN_OR_RETURN(const chimera::v1::Plan plan, StandalonePlan(job));
-  ASSIGN_OR_RETURN(run.task, TaskOptionsFor(job, plan));
+  ASSIGN_OR_RETURN(StandaloneRun run, LoadStandaloneJob(flags.job_path));
   const int world = schedule::WorkerCount(run.task.schedule);
   if (flags.world != world) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -95,57 +100,27 @@ absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags) {
         "--rank is ", flags.rank, "; it must be in [0, ", world, ")"));
   }
   run.rank = flags.rank;
-  ASSIGN_OR_RETURN(run.schedule, schedule::GenerateSchedule(run.task.schedule));
-  run.steps = flags.steps > 0 ? flags.steps : run.task.max_steps;
-  run.reporting_rank = ReportingRank(run.schedule);
+  run.store_host = parsed.store_host;
+  run.store_port = parsed.store_port;
+  if (flags.steps > 0) run.steps = flags.steps;
   return run;
 }
 
 absl::Status RunStandalone(const StandaloneRun& run, std::ostream& out) {
-  at::set_num_threads(run.task.threads);
-  const int world = static_cast<int>(run.schedule.workers.size());
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<TcpRendezvous> rendezvous,
-      run.rank == 0 ? TcpRendezvous::Host(run.store_host, run.store_port, world)
-                    : TcpRendezvous::Join(run.store_host, run.store_port));
-  GlooOptions gloo;
-  gloo.rank = run.rank;
-  gloo.world_size = world;
-  gloo.groups = GradientGroups(run.schedule);
-  CommGroup& summary_group = gloo.groups.emplace_back();
-  summary_group.name = kSummaryGroup;
-  for (int rank = 0; rank < world; ++rank) summary_group.ranks.push_back(rank);
-  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
-                   CreateGlooCommunicator(*rendezvous, gloo));
-  ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data,
-                   DataSource::Open(run.task.data));
-
-  ExecutorOptions options;
-  options.model = run.task.model;
-  options.partition = run.task.partition;
-  options.seed = run.task.seed;
-  options.micro_batch_size = run.task.micro_batch_size;
-  options.optimizer = run.task.optimizer;
-  ASSIGN_OR_RETURN(std::unique_ptr<ProgramExecutor> executor,
-                   ProgramExecutor::Create(run.schedule, run.rank, options,
-                                           *data, comm.get()));
-  for (int64_t step = 0; step < run.steps; ++step) {
-    ASSIGN_OR_RETURN(StepMetrics metrics, executor->RunStep(step));
-    const at::Tensor summary = at::tensor(
-        {metrics.loss, metrics.bubble_seconds / metrics.step_seconds},
-        at::TensorOptions(at::kDouble));
-    ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> sum,
-                     comm->AllReduceSum(summary, kSummaryGroup));
-    RETURN_IF_ERROR(sum->Wait(kDefaultCollectiveTimeout));
-    if (run.rank != run.reporting_rank) continue;
-    out << absl::StrFormat(
-               "step %d loss %.6f step_seconds %.4f bubble_ratio %.3f "
-               "peak_memory_bytes %d",
-               step + 1, summary[0].item<double>(), metrics.step_seconds,
-               summary[1].item<double>() / world, metrics.memory_peak_bytes)
-        << std::endl;
+  TaskRunOptions options;
+  options.task = run.task;
+  options.schedule = run.schedule;
+  options.rank = run.rank;
+  options.store_host = run.store_host;
+  options.store_port = run.store_port;
+  options.last_step = run.steps;
+  CommGroup& everyone = options.extra_groups.emplace_back();
+  everyone.name = kSummaryGroup;
+  for (int rank = 0; rank < static_cast<int>(run.schedule.workers.size()); ++rank) {
+    everyone.ranks.push_back(rank);
   }
-  return comm->Barrier(kDefaultCollectiveTimeout);
+  StepPrinter printer(run, out);
+  return RunTask(options, printer);
 }
 
 }  // namespace chimera::worker

@@ -44,6 +44,13 @@ struct StandaloneRun {
   int reporting_rank = 0;
 };
 
+// What every rank derives from the job file alone: the task, the schedule,
+// the steps (spec.training.maxSteps) and the reporting rank; rank and store
+// are left unset. INVALID_ARGUMENT (NOT_FOUND for a missing job file) with one
+// line per problem, each naming the job field. Benchmarks that run a job's
+// pipeline themselves use it too.
+absl::StatusOr<StandaloneRun> LoadStandaloneJob(const std::string& job_path);
+
 // Reads and checks everything: the flags, the job file, the schedule.
 // INVALID_ARGUMENT (NOT_FOUND for a missing job file) with one line per
 // problem, each naming the flag or job field.

@@ -1,0 +1,58 @@
+#include "worker/runtime/task_runner.h"
+
+#include <ATen/Parallel.h>
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/comm/gloo_communicator.h"
+#include "worker/comm/tcp_rendezvous.h"
+#include "worker/runtime/data_source.h"
+#include "worker/runtime/gradient_sync.h"
+#include "worker/runtime/program_executor.h"
+
+namespace chimera::worker {
+
+absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
+  at::set_num_threads(options.task.threads);
+  const int world = static_cast<int>(options.schedule.workers.size());
+  std::unique_ptr<TcpRendezvous> rendezvous;
+  if (options.rank == 0) {
+    ASSIGN_OR_RETURN(rendezvous, TcpRendezvous::Host(options.host, options.store_port, world,
+                                                     options.timeout));
+    observer.OnStoreReady(absl::StrCat(options.host, ":", rendezvous->port()));
+  } else {
+    ASSIGN_OR_RETURN(rendezvous, TcpRendezvous::Join(options.store_host, options.store_port,
+                                                     options.timeout));
+  }
+  GlooOptions gloo;
+  gloo.rank = options.rank;
+  gloo.world_size = world;
+  gloo.groups = GradientGroups(options.schedule);
+  gloo.groups.insert(gloo.groups.end(), options.extra_groups.begin(),
+                     options.extra_groups.end());
+  gloo.host = options.host;
+  gloo.timeout = options.timeout;
+  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
+                   CreateGlooCommunicator(*rendezvous, gloo));
+  ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data, DataSource::Open(options.task.data));
+
+  ExecutorOptions executor_options;
+  executor_options.model = options.task.model;
+  executor_options.partition = options.task.partition;
+  executor_options.seed = options.task.seed;
+  executor_options.micro_batch_size = options.task.micro_batch_size;
+  executor_options.optimizer = options.task.optimizer;
+  ASSIGN_OR_RETURN(std::unique_ptr<ProgramExecutor> executor,
+                   ProgramExecutor::Create(options.schedule, options.rank, executor_options,
+                                           *data, comm.get()));
+  for (int64_t step = options.first_step; step < options.last_step; ++step) {
+    if (observer.ShouldStop()) return absl::OkStatus();
+    ASSIGN_OR_RETURN(StepMetrics metrics, executor->RunStep(step));
+    RETURN_IF_ERROR(observer.OnStep(metrics, *comm));
+  }
+  return comm->Barrier(options.timeout);
+}
+
+}  // namespace chimera::worker

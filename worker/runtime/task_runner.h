@@ -1,0 +1,63 @@
+// RunTask: one rank of one training task, from rendezvous to the last step.
+// Rank 0 hosts the rendezvous store (on an ephemeral port unless one is
+// given) and announces it; the others join it; every rank then builds its
+// Gloo communicator with the schedule's gradient groups, opens the data,
+// builds its executor and runs the steps, telling an observer about each.
+// Standalone mode and the daemon's task process differ only in their
+// observers.
+//
+//   class Printer : public TaskObserver { ... };
+//   Printer printer;
+//   RETURN_IF_ERROR(RunTask(options, printer));
+#ifndef CHIMERA_WORKER_RUNTIME_TASK_RUNNER_H_
+#define CHIMERA_WORKER_RUNTIME_TASK_RUNNER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "coordinator/schedule/program.h"
+#include "worker/comm/communicator.h"
+#include "worker/runtime/step_metrics.h"
+#include "worker/runtime/task_options.h"
+
+namespace chimera::worker {
+
+struct TaskRunOptions {
+  TaskOptions task;
+  // The whole job's programs (every rank's, for the gradient groups).
+  schedule::Schedule schedule;
+  int rank = 0;
+  // This host as the other ranks reach it (Gloo and, on rank 0, the store).
+  std::string host = "127.0.0.1";
+  // Where rank 0 serves the store: rank 0 binds store_port (0: any free
+  // port); the others join store_host:store_port.
+  std::string store_host = "127.0.0.1";
+  int store_port = 0;
+  // Joining the store, building the groups, and every collective.
+  absl::Duration timeout = kDefaultCollectiveTimeout;
+  // Steps [first_step, last_step).
+  int64_t first_step = 0;
+  int64_t last_step = 0;
+  // Groups beyond the gradient groups (e.g. all ranks, for summaries).
+  std::vector<CommGroup> extra_groups;
+};
+
+class TaskObserver {
+ public:
+  virtual ~TaskObserver() = default;
+  // Rank 0 only: the store is up at host:port.
+  virtual void OnStoreReady(const std::string& address) {}
+  // After every step; an error ends the task with it.
+  virtual absl::Status OnStep(const StepMetrics& metrics, Communicator& comm) = 0;
+  // Polled between steps: true ends the task early (OK).
+  virtual bool ShouldStop() { return false; }
+};
+
+absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer);
+
+}  // namespace chimera::worker
+
+#endif  // CHIMERA_WORKER_RUNTIME_TASK_RUNNER_H_

@@ -106,6 +106,38 @@ absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags) {
   return run;
 }
 
+namespace {
+
+// Sums each step's loss and bubble ratio over all ranks and prints them on
+// the reporting rank.
+class StepPrinter : public TaskObserver {
+ public:
+  StepPrinter(const StandaloneRun& run, std::ostream& out) : run_(run), out_(out) {}
+
+  absl::Status OnStep(const StepMetrics& metrics, Communicator& comm) override {
+    const int world = static_cast<int>(run_.schedule.workers.size());
+    const at::Tensor summary = at::tensor(
+        {metrics.loss, metrics.bubble_seconds / metrics.step_seconds},
+        at::TensorOptions(at::kDouble));
+    ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> sum, comm.AllReduceSum(summary, kSummaryGroup));
+    RETURN_IF_ERROR(sum->Wait(kDefaultCollectiveTimeout));
+    if (run_.rank != run_.reporting_rank) return absl::OkStatus();
+    out_ << absl::StrFormat(
+                "step %d loss %.6f step_seconds %.4f bubble_ratio %.3f "
+                "peak_memory_bytes %d",
+                metrics.step + 1, summary[0].item<double>(), metrics.step_seconds,
+                summary[1].item<double>() / world, metrics.memory_peak_bytes)
+         << std::endl;
+    return absl::OkStatus();
+  }
+
+ private:
+  const StandaloneRun& run_;
+  std::ostream& out_;
+};
+
+}  // namespace
+
 absl::Status RunStandalone(const StandaloneRun& run, std::ostream& out) {
   TaskRunOptions options;
   options.task = run.task;

@@ -106,8 +106,8 @@ TEST_P(MixPipeTest, MakespanDoesNotGrowWithKOrGamma) {
 TEST(MixPipeMemoryTest, LargerKStashesMore) {
   for (int d : {4, 6, 8}) {
     for (int k = 2; k + 2 <= d; k += 2) {
-      EXPECT_LT(PeakOverWorkers(schedule::Run(d, k, 0)),
-                PeakOverWorkers(schedule::Run(d, k + 2, 0)))
+      EXPECT_LT(PeakOverWorkers(MustSimulate(MustGenerate(MixPipe(d, d, k, 0)))),
+                PeakOverWorkers(MustSimulate(MustGenerate(MixPipe(d, d, k + 2, 0)))))
           << "D = " << d << ", K = " << k;
     }
   }

@@ -1,14 +1,14 @@
 #include "client/job_commands.h"
 
-#include <unistd.h>
-
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "client/cli_errors.h"
 #include "client/coordinator_client.h"
 #include "client/exit_codes.h"
+#include "client/job_follow.h"
 #include "client/job_output.h"
 #include "jobspec/job_file.h"
 
@@ -21,59 +21,13 @@ struct Settings {
   std::string output = "text";
 };
 
-// Bad input (a spec, a flag) exits 2; a call that failed otherwise exits 1.
-[[noreturn]] void Fail(const absl::Status& status) {
-  std::cerr << "chimera: " << DescribeError(status) << "\n";
-  throw CLI::RuntimeError(status.code() == absl::StatusCode::kInvalidArgument ? kExitUsage
-                                                                              : kExitFailure);
-}
-
-template <typename T>
-T OrFail(absl::StatusOr<T> value) {
-  if (!value.ok()) Fail(value.status());
-  return *std::move(value);
-}
-
 std::unique_ptr<CoordinatorClient> Connect(const Settings& settings) {
   ConnectionOptions options = settings.connection;
   options.call_timeout = absl::Seconds(settings.timeout_seconds);
-  return OrFail(CoordinatorClient::Connect(std::move(options)));
+  return ValueOrExit(CoordinatorClient::Connect(std::move(options)));
 }
 
 bool Json(const Settings& settings) { return settings.output == "json"; }
-
-// Prints a job's steps and state changes until it ends (follow) or until
-// its current state is known; returns the last state seen.
-chimera::v1::JobState Follow(CoordinatorClient& client, const Settings& settings,
-                             const std::string& id, bool follow) {
-  const chimera::v1::Job job = OrFail(client.Get(id));
-  const int max_steps = job.manifest().spec().training().max_steps();
-  const bool progress = follow && !Json(settings) && isatty(STDERR_FILENO);
-  chimera::v1::JobState state = job.status().state();
-  absl::Status status = client.Watch(id, follow, [&](const chimera::v1::JobEvent& event) {
-    if (progress) std::cerr << "\r\033[K";
-    if (Json(settings)) {
-      std::string line = ToJson(event);
-      line.erase(std::remove(line.begin(), line.end(), '\n'), line.end());
-      std::cout << line << "\n";
-    } else if (event.has_step()) {
-      std::cout << FormatStep(event.step(), max_steps) << "\n";
-    } else {
-      std::cout << "state " << JobStateName(event.status().state())
-                << (event.status().message().empty() ? "" : ": ")
-                << event.status().message() << "\n";
-    }
-    std::cout.flush();
-    if (event.has_status()) state = event.status().state();
-    if (progress && event.has_step()) {
-      std::cerr << ProgressBar(event.step().step() + 1, max_steps,
-                               event.step().step_seconds());
-    }
-  });
-  if (progress) std::cerr << "\r\033[K";
-  if (!status.ok()) Fail(status);
-  return state;
-}
 
 int ExitCodeOf(chimera::v1::JobState state) {
   return state == chimera::v1::JOB_STATE_SUCCEEDED ? kExitOk : kExitFailure;
@@ -90,21 +44,17 @@ void AddSubmit(CLI::App& app, std::shared_ptr<Settings> settings) {
   command->add_flag("--no-wait", *no_wait, "Print the job id and return");
   command->callback([settings, file, no_wait] {
     chimera::v1::TrainJob manifest;
-    FieldErrors errors = jobspec::LoadJobFile(*file, {.check_data_files = false}, &manifest);
-    if (!errors.empty()) {
-      for (const FieldError& error : errors.errors()) {
-        std::cerr << *file << ": " << error.ToString() << "\n";
-      }
-      throw CLI::RuntimeError(kExitUsage);
-    }
+    ExitOnFileErrors(*file,
+                     jobspec::LoadJobFile(*file, {.check_data_files = false}, &manifest));
     auto client = Connect(*settings);
-    const chimera::v1::Job job = OrFail(client->Submit(manifest));
+    const chimera::v1::Job job = ValueOrExit(client->Submit(manifest));
     if (*no_wait) {
       std::cout << (Json(*settings) ? ToJson(job) : job.id()) << "\n";
       return;
     }
     if (!Json(*settings)) std::cout << "job " << job.id() << " submitted\n";
-    const int code = ExitCodeOf(Follow(*client, *settings, job.id(), /*follow=*/true));
+    const int code = ExitCodeOf(
+        ValueOrExit(FollowJob(*client, job.id(), /*follow=*/true, Json(*settings))));
     if (code != kExitOk) throw CLI::RuntimeError(code);
   });
 }
@@ -119,7 +69,7 @@ void AddLogs(CLI::App& app, std::shared_ptr<Settings> settings) {
   command->add_flag("-f,--follow", *follow, "Keep following until the job ends");
   command->callback([settings, id, follow] {
     auto client = Connect(*settings);
-    Follow(*client, *settings, *id, *follow);
+    ValueOrExit(FollowJob(*client, *id, *follow, Json(*settings)));
   });
 }
 
@@ -130,7 +80,7 @@ void AddJobQuery(CLI::App& app, std::shared_ptr<Settings> settings, const char* 
   CLI::App* command = app.add_subcommand(name, help);
   command->add_option("job", *id, "Job id")->required();
   command->callback([settings, id, format] {
-    const chimera::v1::Job job = OrFail(Connect(*settings)->Get(*id));
+    const chimera::v1::Job job = ValueOrExit(Connect(*settings)->Get(*id));
     std::cout << (Json(*settings) ? ToJson(job) + "\n" : format(job));
   });
 }
@@ -140,7 +90,7 @@ void AddStop(CLI::App& app, std::shared_ptr<Settings> settings) {
   CLI::App* command = app.add_subcommand("stop", "Stop a pending or running job");
   command->add_option("job", *id, "Job id")->required();
   command->callback([settings, id] {
-    const chimera::v1::Job job = OrFail(Connect(*settings)->Stop(*id));
+    const chimera::v1::Job job = ValueOrExit(Connect(*settings)->Stop(*id));
     std::cout << (Json(*settings) ? ToJson(job) + "\n"
                                   : absl::StrCat("job ", job.id(), " ",
                                                  JobStateName(job.status().state()), "\n"));
@@ -155,10 +105,10 @@ void AddList(CLI::App& app, std::shared_ptr<Settings> settings) {
   command->callback([settings, state] {
     chimera::v1::JobState filter = chimera::v1::JOB_STATE_UNSPECIFIED;
     if (!state->empty() && !ParseJobState(*state, &filter)) {
-      Fail(absl::InvalidArgumentError(absl::StrCat(
+      ExitWithError(absl::InvalidArgumentError(absl::StrCat(
           "--state: '", *state, "' is not one of pending, running, stopped, succeeded, failed")));
     }
-    const auto jobs = OrFail(Connect(*settings)->List(filter));
+    const auto jobs = ValueOrExit(Connect(*settings)->List(filter));
     if (!Json(*settings)) {
       std::cout << FormatJobTable(jobs);
       return;
@@ -173,7 +123,7 @@ void AddWorkers(CLI::App& app, std::shared_ptr<Settings> settings) {
   CLI::App* command =
       app.add_subcommand("workers", "List the registered workers and what they run");
   command->callback([settings] {
-    const auto workers = OrFail(Connect(*settings)->Workers());
+    const auto workers = ValueOrExit(Connect(*settings)->Workers());
     if (!Json(*settings)) {
       std::cout << FormatWorkerTable(workers);
       return;

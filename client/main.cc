@@ -6,6 +6,7 @@
 #include "client/exit_codes.h"
 #include "client/job_commands.h"
 #include "client/plan_command.h"
+#include "client/run_command.h"
 #include "client/schedule_command.h"
 #include "client/validate_command.h"
 #include "common/logging.h"
@@ -23,10 +24,10 @@ int main(int argc, char** argv) {
       "file, parameters).\nRun 'chimera COMMAND --help' for a command's "
       "options.");
   app.require_subcommand(0, 1);
-  std::string log_level = "info";
+  std::string log_level = "warning";
   app.add_option("--log-level", log_level,
                  "Log level: debug, info, warning or error")
-      ->default_str("info")
+      ->default_str("warning")
       ->check([](const std::string& value) {
         auto level = chimera::ParseLogLevel(value);
         return level.ok() ? std::string() : std::string(level.status().message());
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
   chimera::client::AddScheduleCommand(app);
   chimera::client::AddPlanCommand(app);
   chimera::client::AddJobCommands(app);
+  chimera::client::AddRunCommand(app);
 
   try {
     app.parse(argc, argv);

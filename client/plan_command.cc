@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
-#include "client/exit_codes.h"
+#include "client/cli_errors.h"
 #include "coordinator/planner/analytic_profile.h"
 #include "coordinator/planner/cluster_file.h"
 #include "coordinator/planner/model_profile.h"
@@ -23,19 +23,6 @@ struct PlanOptions {
   int top_k = 10;
   std::string output = "text";
 };
-
-[[noreturn]] void Fail(int code, const std::string& message) {
-  std::cerr << "chimera plan: " << message << "\n";
-  throw CLI::RuntimeError(code);
-}
-
-void FailOnErrors(const std::string& file, const FieldErrors& errors) {
-  if (errors.empty()) return;
-  for (const FieldError& error : errors.errors()) {
-    std::cerr << file << ": " << error.ToString() << "\n";
-  }
-  throw CLI::RuntimeError(kExitUsage);
-}
 
 std::string Gib(int64_t bytes) {
   return absl::StrFormat("%.2f", static_cast<double>(bytes) / (1 << 30));
@@ -96,27 +83,24 @@ void PrintJson(const planner::SearchResult& result) {
 
 void RunPlan(const PlanOptions& options) {
   chimera::v1::TrainJob job;
-  FailOnErrors(options.job_file,
+  ExitOnFileErrors(options.job_file,
                jobspec::LoadJobFile(options.job_file, {.check_data_files = false}, &job));
   chimera::v1::Cluster cluster;
-  FailOnErrors(options.cluster_file,
+  ExitOnFileErrors(options.cluster_file,
                planner::LoadClusterFile(options.cluster_file, &cluster));
   chimera::v1::ModelProfile profile;
   if (options.profile_file.empty()) {
     profile = planner::AnalyticProfile(job.spec().model(), cluster.spec().device());
   } else {
-    FailOnErrors(options.profile_file,
+    ExitOnFileErrors(options.profile_file,
                  planner::LoadProfileFile(options.profile_file, &profile));
-    FailOnErrors(options.profile_file,
+    ExitOnFileErrors(options.profile_file,
                  planner::ValidateProfile(profile, job.spec().model().num_layers()));
   }
   absl::StatusOr<planner::SearchResult> result =
       planner::SearchPlans(job, cluster, profile, {.top_k = options.top_k});
   if (!result.ok()) {
-    Fail(result.status().code() == absl::StatusCode::kFailedPrecondition
-             ? kExitFailure
-             : kExitUsage,
-         std::string(result.status().message()));
+    ExitWithError(result.status());
   }
   if (options.output == "json") {
     PrintJson(*result);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +17,13 @@ namespace {
 
 // In the forked child: becomes `argv`, or exits 127.
 [[noreturn]] void Exec(const std::vector<std::string>& argv, const std::string& working_dir) {
+  // A child must not outlive its parent: a killed worker daemon takes its
+  // task process along, a killed test its servers.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // The parent may block signals to sigwait for them; the child starts clean.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
   if (!working_dir.empty() && ::chdir(working_dir.c_str()) != 0) _exit(127);
   std::vector<char*> args;
   for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));

@@ -1,8 +1,8 @@
 // ChildProcess: a program run as a child with its stdout and stderr
 // captured, for the CLI starting local workers, the worker daemon starting
 // task processes, and tests driving the real executables. Every wait has a
-// deadline, and a ChildProcess kills its child when destroyed, so no caller
-// can hang on or leak a child.
+// deadline, a ChildProcess kills its child when destroyed, and the child is
+// killed when its parent dies, so no caller can hang on or leak a child.
 //
 //   ChildProcess server({coordinator_binary, "--listen", "127.0.0.1:0"});
 //   absl::StatusOr<std::string> line = server.ReadLine(absl::Seconds(10));

@@ -1,18 +1,38 @@
-// chimera-worker: runs pipeline stages with LibTorch. It reports what the
-// machine offers (--devices) and runs one rank of a job without a coordinator
-// (--standalone, see worker/standalone/standalone.h):
+// chimera-worker: runs pipeline stages with LibTorch. As a daemon it serves
+// a coordinator (--coordinator, see worker/daemon/worker_daemon.h); it also
+// runs one rank of a job without a coordinator (--standalone, see
+// worker/standalone/standalone.h) and reports what the machine offers
+// (--devices):
 //
+//   chimera-worker --coordinator 127.0.0.1:50051 --worker-id host-0
 //   chimera-worker --standalone --job examples/chimera.yaml --rank 0
 //       --world 4 --store 127.0.0.1:29500 [--steps 20]   # one per rank
 //
+// and measures a job's per-layer costs for the planner (--profile, see
+// worker/profile/profiler.h):
+//
+//   chimera-worker --profile --job job.yaml [--out profile.json]
+//
 // Exit codes: 0 success, 1 the job failed while running, 2 bad flags or job.
+#include <signal.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/version.h"
+#include "jobspec/job_file.h"
 #include "worker/daemon/local_devices.h"
+#include "worker/daemon/task_process.h"
+#include "worker/daemon/worker_daemon.h"
+#include "worker/profile/profiler.h"
 #include "worker/standalone/standalone.h"
 
 namespace {
@@ -59,6 +79,79 @@ int RunStandaloneMode(const chimera::worker::StandaloneFlags& flags) {
   return 0;
 }
 
+// Serves the coordinator until SIGINT or SIGTERM.
+int RunDaemon(chimera::worker::DaemonOptions options) {
+  if (options.worker_id.empty()) {
+    options.worker_id = absl::StrCat(chimera::worker::DiscoverLocalResources().node, "-",
+                                     ::getpid());
+  }
+  options.task_binary = std::filesystem::read_symlink("/proc/self/exe").string();
+  if (options.work_dir.empty()) {
+    options.work_dir = (std::filesystem::temp_directory_path() /
+                        absl::StrCat("chimera-worker-", ::getpid()))
+                           .string();
+  }
+  std::error_code error;
+  std::filesystem::create_directories(options.work_dir, error);
+  if (error) {
+    std::cerr << "chimera-worker: --work-dir " << options.work_dir << ": " << error.message()
+              << "\n";
+    return kExitBadInput;
+  }
+  if (options.token.empty()) {
+    const char* token = std::getenv("CHIMERA_WORKER_TOKEN");
+    if (token != nullptr) options.token = token;
+  }
+  // Only the waiting thread sees the termination signals.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  chimera::worker::WorkerDaemon daemon(std::move(options));
+  std::thread waiter([&daemon, signals] {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    daemon.Shutdown();
+  });
+  const absl::Status status = daemon.Run();
+  // Wake the waiter if Run ended on its own.
+  ::kill(::getpid(), SIGTERM);
+  waiter.join();
+  return status.ok() ? 0 : kExitFailed;
+}
+
+int RunProfileMode(const std::string& job_path, const std::string& out_path) {
+  if (job_path.empty()) {
+    std::cerr << "chimera-worker: --job is required with --profile\n";
+    return kExitBadInput;
+  }
+  const auto job = chimera::jobspec::LoadJobFile(job_path);
+  if (!job.ok()) {
+    std::cerr << "chimera-worker: " << job.status().message() << "\n";
+    return kExitBadInput;
+  }
+  const auto profile = chimera::worker::ProfileJob(*job);
+  if (!profile.ok()) {
+    std::cerr << "chimera-worker: profiling " << job_path << ": "
+              << profile.status().message() << "\n";
+    return kExitFailed;
+  }
+  const std::string json = chimera::worker::ProfileToJson(*profile);
+  if (out_path.empty()) {
+    std::cout << json;
+    return 0;
+  }
+  std::ofstream out(out_path, std::ios::trunc);
+  out << json;
+  out.close();
+  if (!out) {
+    std::cerr << "chimera-worker: cannot write --out " << out_path << "\n";
+    return kExitFailed;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,15 +164,42 @@ int main(int argc, char** argv) {
   chimera::worker::StandaloneFlags flags;
   app.add_flag("--standalone", standalone,
                "Run one rank of a job file without a coordinator");
-  app.add_option("--job", flags.job_path, "Job file (standalone)");
+  app.add_option("--job", flags.job_path, "Job file (standalone, profile)");
   app.add_option("--rank", flags.rank, "This worker's rank, 0..world-1 (standalone)");
   app.add_option("--world", flags.world, "Number of ranks: data x pipeline (standalone)");
   app.add_option("--store", flags.store,
                  "HOST:PORT of the rendezvous store; rank 0 serves it (standalone)");
   app.add_option("--steps", flags.steps,
                  "Steps to run; default spec.training.maxSteps (standalone)");
+  chimera::worker::DaemonOptions daemon;
+  app.add_option("--coordinator", daemon.coordinator,
+                 "Serve the coordinator at HOST:PORT as a worker daemon");
+  app.add_option("--worker-id", daemon.worker_id,
+                 "Stable name of this worker (default: node-pid)");
+  app.add_option("--node", daemon.node, "Node (host) name reported to the coordinator");
+  app.add_option("--host", daemon.host,
+                 "Address other workers reach this one at (rendezvous, Gloo)")
+      ->capture_default_str();
+  app.add_option("--token", daemon.token, "Join token (default: $CHIMERA_WORKER_TOKEN)");
+  app.add_option("--tls-ca", daemon.tls_ca, "PEM CA of a TLS coordinator");
+  app.add_option("--work-dir", daemon.work_dir,
+                 "Directory for task files and task logs (default: a temporary one)");
+  std::string task_file;
+  app.add_option("--run-task", task_file, "Internal: run one task (the daemon's task process)")
+      ->group("");
+  bool profile = false;
+  std::string profile_out;
+  app.add_flag("--profile", profile,
+               "Measure the job's per-layer costs and write a model profile");
+  app.add_option("--out", profile_out,
+                 "Profile file to write; default stdout (profile)");
   CLI11_PARSE(app, argc, argv);
+  if (!task_file.empty()) {
+    return chimera::worker::RunTaskProcess(task_file, daemon.host, std::cout);
+  }
   if (standalone) return RunStandaloneMode(flags);
+  if (profile) return RunProfileMode(flags.job_path, profile_out);
+  if (!daemon.coordinator.empty()) return RunDaemon(std::move(daemon));
   if (version) {
     std::cout << "chimera-worker " << chimera::kVersion << " (LibTorch "
               << chimera::worker::DiscoverLocalResources().torch_version << ")\n";

@@ -73,8 +73,8 @@ chimera::v1::StepSummary Summarize(
 }  // namespace
 
 JobManager::JobManager(JobStore* store, WorkerRegistry* workers,
-                       JobManagerOptions options)
-    : store_(store), workers_(workers), options_(std::move(options)) {}
+                       JobManagerOptions options, std::function<absl::Time()> now)
+    : store_(store), workers_(workers), options_(std::move(options)), now_(std::move(now)) {}
 
 absl::Status JobManager::SaveLocked(const Job& job) {
   RETURN_IF_ERROR(store_->Put(job));
@@ -89,7 +89,7 @@ absl::Status JobManager::Recover() {
     job.mutable_status()->set_state(chimera::v1::JOB_STATE_FAILED);
     job.mutable_status()->set_message(
         "the coordinator restarted while the job was running; its tasks were lost");
-    job.mutable_status()->set_end_time(UnixSeconds(absl::Now()));
+    job.mutable_status()->set_end_time(UnixSeconds(now_()));
     RETURN_IF_ERROR(SaveLocked(job));
     CHIMERA_LOG(WARNING) << "job " << job.id() << " failed: coordinator restarted";
   }
@@ -113,7 +113,7 @@ absl::StatusOr<Job> JobManager::Submit(const chimera::v1::TrainJob& manifest) {
   } while (store_->Get(job.id()).ok());
   *job.mutable_manifest() = manifest;
   job.mutable_status()->set_state(chimera::v1::JOB_STATE_PENDING);
-  job.mutable_status()->set_submit_time(UnixSeconds(absl::Now()));
+  job.mutable_status()->set_submit_time(UnixSeconds(now_()));
   if (std::optional<chimera::v1::Plan> plan = planner::FixedPlan(manifest)) {
     *job.mutable_plan() = *std::move(plan);
   }
@@ -148,7 +148,7 @@ absl::StatusOr<Job> JobManager::Stop(const std::string& id) {
   }
   job.mutable_status()->set_state(chimera::v1::JOB_STATE_STOPPED);
   job.mutable_status()->set_message("stopped on request before it started");
-  job.mutable_status()->set_end_time(UnixSeconds(absl::Now()));
+  job.mutable_status()->set_end_time(UnixSeconds(now_()));
   RETURN_IF_ERROR(SaveLocked(job));
   return job;
 }
@@ -246,7 +246,7 @@ absl::Status JobManager::StartLocked(Job job, const std::vector<std::string>& ch
   Run run;
   run.attempt = job.status().restarts() + 1;
   run.worker_of_rank = chosen;
-  run.started = absl::Now();
+  run.started = now_();
   run.rank_done.assign(chosen.size(), false);
   for (size_t rank = 0; rank < chosen.size(); ++rank) {
     chimera::v1::Assignment assignment;
@@ -269,7 +269,7 @@ absl::Status JobManager::StartLocked(Job job, const std::vector<std::string>& ch
   runs_[job.id()] = std::move(run);
   *job.mutable_plan() = plan;
   job.mutable_status()->set_state(chimera::v1::JOB_STATE_RUNNING);
-  job.mutable_status()->set_start_time(UnixSeconds(absl::Now()));
+  job.mutable_status()->set_start_time(UnixSeconds(now_()));
   job.mutable_status()->clear_message();
   CHIMERA_LOG(INFO) << "job " << job.id() << " started on " << chosen.size() << " workers ("
                     << plan.scheme() << " W=" << plan.width() << " D=" << plan.depth() << ")";
@@ -296,7 +296,7 @@ absl::Status JobManager::EndLocked(const std::string& id, JobState state,
   ASSIGN_OR_RETURN(Job job, store_->Get(id));
   job.mutable_status()->set_state(state);
   job.mutable_status()->set_message(message);
-  job.mutable_status()->set_end_time(UnixSeconds(absl::Now()));
+  job.mutable_status()->set_end_time(UnixSeconds(now_()));
   CHIMERA_LOG(INFO) << "job " << id << " " << StateName(state)
                     << (message.empty() ? "" : ": ") << message;
   return SaveLocked(job);
@@ -328,17 +328,17 @@ void JobManager::Tick() {
                                     absl::FormatDuration(workers_->policy().period *
                                                          workers_->policy().failure_threshold)));
   }
-  std::vector<std::string> stalled;
+  std::vector<std::pair<std::string, std::string>> failed;
   for (const auto& [id, run] : runs_) {
-    if (!run.rendezvous_done && absl::Now() - run.started > options_.rendezvous_timeout) {
-      stalled.push_back(id);
+    if (run.failure && now_() >= run.fail_by) {
+      failed.push_back({id, *run.failure});
+    } else if (!run.rendezvous_done && now_() - run.started > options_.rendezvous_timeout) {
+      failed.push_back({id, absl::StrCat("rank 0 did not report its rendezvous store within ",
+                                         absl::FormatDuration(options_.rendezvous_timeout))});
     }
   }
-  for (const std::string& id : stalled) {
-    const absl::Status status =
-        EndLocked(id, chimera::v1::JOB_STATE_FAILED,
-                  absl::StrCat("rank 0 did not report its rendezvous store within ",
-                               absl::FormatDuration(options_.rendezvous_timeout)));
+  for (const auto& [id, message] : failed) {
+    const absl::Status status = EndLocked(id, chimera::v1::JOB_STATE_FAILED, message);
     if (!status.ok()) CHIMERA_LOG(ERROR) << status;
   }
 
@@ -415,12 +415,16 @@ absl::Status JobManager::OnTaskState(const chimera::v1::ReportTaskStateRequest& 
     case chimera::v1::TASK_STATE_FAILED:
     case chimera::v1::TASK_STATE_STOPPED:
       run->rank_done[report.rank()] = true;
-      return EndLocked(report.job_id(), chimera::v1::JOB_STATE_FAILED,
-                       absl::StrCat("rank ", report.rank(), " on worker ", report.worker_id(),
-                                    report.state() == chimera::v1::TASK_STATE_STOPPED
-                                        ? " stopped on its own"
-                                        : " failed",
-                                    report.message().empty() ? "" : ": ", report.message()));
+      workers_->Release(report.worker_id());
+      if (!run->failure) {
+        run->failure = absl::StrCat(
+            "rank ", report.rank(), " on worker ", report.worker_id(),
+            report.state() == chimera::v1::TASK_STATE_STOPPED ? " stopped on its own"
+                                                               : " failed",
+            report.message().empty() ? "" : ": ", report.message());
+        run->fail_by = now_() + workers_->policy().period * workers_->policy().failure_threshold;
+      }
+      return absl::OkStatus();
     default:
       return absl::InvalidArgumentError("state must be READY, SUCCEEDED, FAILED or STOPPED");
   }

@@ -23,6 +23,7 @@
 #ifndef CHIMERA_COORDINATOR_SERVICE_JOB_MANAGER_H_
 #define CHIMERA_COORDINATOR_SERVICE_JOB_MANAGER_H_
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -56,7 +57,9 @@ struct JobManagerOptions {
 
 class JobManager {
  public:
-  JobManager(JobStore* store, WorkerRegistry* workers, JobManagerOptions options);
+  // `now` is the clock (tests pass a fake one).
+  JobManager(JobStore* store, WorkerRegistry* workers, JobManagerOptions options,
+             std::function<absl::Time()> now = absl::Now);
 
   // Fails jobs a previous coordinator left RUNNING; PENDING jobs stay queued.
   absl::Status Recover();
@@ -104,6 +107,11 @@ class JobManager {
     std::vector<bool> rank_done;
     // Per step, each rank's report.
     std::map<int, std::map<int, chimera::v1::WorkerStepMetrics>> steps;
+    // The first rank failure, held back for one heartbeat timeout: when a
+    // worker dies, its peers fail on the broken connection before its
+    // heartbeats are missed, and the job should name the dead worker.
+    std::optional<std::string> failure;
+    absl::Time fail_by;
   };
 
   absl::Status StartLocked(chimera::v1::Job job, const std::vector<std::string>& idle)
@@ -128,6 +136,7 @@ class JobManager {
   JobStore* const store_;
   WorkerRegistry* const workers_;
   const JobManagerOptions options_;
+  const std::function<absl::Time()> now_;
   mutable absl::Mutex mutex_;
   std::map<std::string, Run> runs_ ABSL_GUARDED_BY(mutex_);
   uint64_t version_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -31,37 +31,36 @@ std::vector<CommGroup> GradientGroups(const schedule::Schedule& schedule) {
   return groups;
 }
 
-absl::StatusOr<std::unique_ptr<GradientAllReduce>> GradientAllReduce::Start(
-    Communicator& comm, const std::string& group,
-    std::vector<at::Tensor> gradients) {
-  std::vector<at::Tensor> flat;
-  flat.reserve(gradients.size());
-  for (const at::Tensor& gradient : gradients) {
-    flat.push_back(gradient.reshape({-1}));
-  }
-  at::Tensor buffer = at::cat(flat);
-  ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op,
-                   comm.AllReduceSum(buffer, group));
-  return std::unique_ptr<GradientAllReduce>(new GradientAllReduce(
-      std::move(gradients), std::move(buffer), std::move(op)));
-}
-
-GradientAllReduce::GradientAllReduce(std::vector<at::Tensor> gradients,
-                                     at::Tensor buffer,
-                                     std::unique_ptr<PendingOp> op)
-    : gradients_(std::move(gradients)),
-      buffer_(std::move(buffer)),
-      op_(std::move(op)) {}
-
-absl::Status GradientAllReduce::Finish(absl::Duration timeout) {
-  RETURN_IF_ERROR(op_->Wait(timeout));
+at::Tensor BucketGradients(const std::vector<at::Tensor>& parameters) {
+  int64_t total = 0;
+  for (const at::Tensor& parameter : parameters) total += parameter.numel();
+  at::Tensor bucket = at::zeros(
+      {total}, parameters.empty() ? at::TensorOptions()
+                                  : parameters.front().options());
   int64_t offset = 0;
-  for (at::Tensor& gradient : gradients_) {
-    const int64_t size = gradient.numel();
-    gradient.copy_(buffer_.narrow(0, offset, size).view_as(gradient));
+  for (const at::Tensor& parameter : parameters) {
+    const int64_t size = parameter.numel();
+    at::Tensor(parameter).mutable_grad() =
+        bucket.narrow(0, offset, size).view(parameter.sizes());
     offset += size;
   }
-  return absl::OkStatus();
+  return bucket;
+}
+
+absl::StatusOr<std::unique_ptr<GradientAllReduce>> GradientAllReduce::Start(
+    Communicator& comm, const std::string& group, at::Tensor bucket) {
+  ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op,
+                   comm.AllReduceSum(bucket, group));
+  return std::unique_ptr<GradientAllReduce>(
+      new GradientAllReduce(std::move(bucket), std::move(op)));
+}
+
+GradientAllReduce::GradientAllReduce(at::Tensor bucket,
+                                     std::unique_ptr<PendingOp> op)
+    : bucket_(std::move(bucket)), op_(std::move(op)) {}
+
+absl::Status GradientAllReduce::Finish(absl::Duration timeout) {
+  return op_->Wait(timeout);
 }
 
 }  // namespace chimera::worker

@@ -5,13 +5,15 @@
 //
 //   std::vector<CommGroup> groups = GradientGroups(schedule);  // every rank
 //   ... create the communicator with `groups` ...
+//   at::Tensor bucket = BucketGradients(stage->parameters());  // once
+//   ... backward ...
 //   ASSIGN_OR_RETURN(auto sync, GradientAllReduce::Start(
-//                                   *comm, GradientGroupName(3), grads));
+//                                   *comm, GradientGroupName(3), bucket));
 //   ... compute ...
 //   RETURN_IF_ERROR(sync->Finish(kDefaultCollectiveTimeout));
 //
-// The gradients are flattened into one buffer so a stage costs a single
-// collective; Finish copies the sums back into the gradient tensors.
+// A stage's gradients live in one buffer so a stage costs a single
+// collective, summed in place: nothing is copied per step.
 #ifndef CHIMERA_WORKER_RUNTIME_GRADIENT_SYNC_H_
 #define CHIMERA_WORKER_RUNTIME_GRADIENT_SYNC_H_
 
@@ -37,28 +39,34 @@ std::string GradientGroupName(int model_stage);
 // share one set of parameters (see program_executor.h).
 std::vector<CommGroup> GradientGroups(const schedule::Schedule& schedule);
 
+// Allocates one zeroed, contiguous buffer for the gradients of `parameters`
+// (all CPU, one dtype) and makes each parameter's gradient a view of its
+// slice, in order, and returns the buffer. Autograd accumulates into an
+// existing gradient in place and the optimizer zeroes it in place, so the
+// views stay valid and a stage's gradients are allreduced as one tensor
+// without copying them in or out (as DDP's gradient_as_bucket_view).
+at::Tensor BucketGradients(const std::vector<at::Tensor>& parameters);
+
 class GradientAllReduce {
  public:
-  // Starts summing `gradients` (all defined, one dtype, CPU) over the members
-  // of `group`, which must issue the same call with tensors of the same
-  // shapes in the same order.
+  // Starts summing `bucket` (from BucketGradients) in place over the members
+  // of `group`, which must issue the same call with buckets of the same
+  // size.
   static absl::StatusOr<std::unique_ptr<GradientAllReduce>> Start(
-      Communicator& comm, const std::string& group,
-      std::vector<at::Tensor> gradients);
+      Communicator& comm, const std::string& group, at::Tensor bucket);
 
   GradientAllReduce(const GradientAllReduce&) = delete;
   GradientAllReduce& operator=(const GradientAllReduce&) = delete;
 
-  // Waits for the sum and writes it into the gradient tensors. The error of
-  // the wait (DEADLINE_EXCEEDED, UNAVAILABLE) when the collective fails.
+  // Waits for the sum, which is then in the bucket and so in the gradients
+  // that view it. The error of the wait (DEADLINE_EXCEEDED, UNAVAILABLE)
+  // when the collective fails.
   absl::Status Finish(absl::Duration timeout);
 
  private:
-  GradientAllReduce(std::vector<at::Tensor> gradients, at::Tensor buffer,
-                    std::unique_ptr<PendingOp> op);
+  GradientAllReduce(at::Tensor bucket, std::unique_ptr<PendingOp> op);
 
-  std::vector<at::Tensor> gradients_;
-  at::Tensor buffer_;
+  at::Tensor bucket_;  // kept alive until the collective is done
   std::unique_ptr<PendingOp> op_;
 };
 

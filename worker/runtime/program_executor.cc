@@ -159,10 +159,10 @@ absl::Status ProgramExecutor::Build() {
   }
   std::vector<at::Tensor> parameters;
   for (const auto& [model_stage, stage] : stages_) {
-    for (at::Tensor& parameter : stage->parameters()) {
-      parameter.mutable_grad() = at::zeros_like(parameter);
-      parameters.push_back(parameter);
-    }
+    const std::vector<at::Tensor> stage_parameters = stage->parameters();
+    gradient_buckets_[model_stage] = BucketGradients(stage_parameters);
+    parameters.insert(parameters.end(), stage_parameters.begin(),
+                      stage_parameters.end());
   }
   optimizer_ = std::make_unique<Optimizer>(options_.optimizer, parameters);
 
@@ -459,14 +459,10 @@ absl::Status ProgramExecutor::BeginAllReduce(const Instruction& inst) {
   if (allreduces_.count(model_stage) != 0) {
     return absl::InternalError("this stage's allreduce is already in flight");
   }
-  std::vector<at::Tensor> gradients;
-  for (const at::Tensor& parameter : stages_.at(model_stage)->parameters()) {
-    gradients.push_back(parameter.grad());
-  }
-  ASSIGN_OR_RETURN(
-      allreduces_[model_stage],
-      GradientAllReduce::Start(*comm_, GradientGroupName(model_stage),
-                               std::move(gradients)));
+  ASSIGN_OR_RETURN(allreduces_[model_stage],
+                   GradientAllReduce::Start(*comm_,
+                                            GradientGroupName(model_stage),
+                                            gradient_buckets_.at(model_stage)));
   return absl::OkStatus();
 }
 

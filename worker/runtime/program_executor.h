@@ -165,6 +165,9 @@ class ProgramExecutor {
 
   std::set<schedule::StageRef> held_;
   std::map<int, std::shared_ptr<Stage>> stages_;  // by model stage
+  // Each model stage's gradients as one buffer (BucketGradients), by model
+  // stage: what its allreduce sums in place.
+  std::map<int, at::Tensor> gradient_buckets_;
   std::unique_ptr<Optimizer> optimizer_;
   std::map<std::pair<schedule::StageRef, int>, BackwardPlan> backward_plans_;
   bool holds_last_stage_ = false;

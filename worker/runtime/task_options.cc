@@ -116,4 +116,22 @@ absl::StatusOr<TaskOptions> TaskOptionsFor(const chimera::v1::TrainJob& job,
   return options;
 }
 
+absl::StatusOr<ModelConfig> ModelConfigFor(const chimera::v1::ModelSpec& spec) {
+  TaskOptions options;
+  FieldErrors errors;
+  ReadModel(spec, options, errors);
+  if (!errors.empty()) return errors.ToStatus();
+  return options.model;
+}
+
+ExecutorOptions ExecutorOptionsFor(const TaskOptions& task) {
+  ExecutorOptions options;
+  options.model = task.model;
+  options.partition = task.partition;
+  options.seed = task.seed;
+  options.micro_batch_size = task.micro_batch_size;
+  options.optimizer = task.optimizer;
+  return options;
+}
+
 }  // namespace chimera::worker

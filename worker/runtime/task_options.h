@@ -20,6 +20,7 @@
 #include "worker/model/model_config.h"
 #include "worker/runtime/data_source.h"
 #include "worker/runtime/optimizer.h"
+#include "worker/runtime/program_executor.h"
 
 namespace chimera::worker {
 
@@ -43,6 +44,14 @@ struct TaskOptions {
 // (device gpu, dtype bfloat16).
 absl::StatusOr<TaskOptions> TaskOptionsFor(const chimera::v1::TrainJob& job,
                                            const chimera::v1::Plan& plan);
+
+// The model of a validated job's spec.model (defaults filled in: FFN
+// 4 x hidden, vocabulary 256); INVALID_ARGUMENT naming spec.model.dtype for a
+// type this CPU worker cannot run.
+absl::StatusOr<ModelConfig> ModelConfigFor(const chimera::v1::ModelSpec& spec);
+
+// The executor's options for `task` (timeouts at their defaults).
+ExecutorOptions ExecutorOptionsFor(const TaskOptions& task);
 
 }  // namespace chimera::worker
 

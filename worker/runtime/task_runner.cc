@@ -38,17 +38,11 @@ absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
                    CreateGlooCommunicator(*rendezvous, gloo));
   ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data, DataSource::Open(options.task.data));
 
-  ExecutorOptions executor_options;
-  executor_options.model = options.task.model;
-  executor_options.partition = options.task.partition;
-  executor_options.seed = options.task.seed;
-  executor_options.micro_batch_size = options.task.micro_batch_size;
-  executor_options.optimizer = options.task.optimizer;
   ASSIGN_OR_RETURN(std::unique_ptr<ProgramExecutor> executor,
-                   ProgramExecutor::Create(options.schedule, options.rank, executor_options,
+                   ProgramExecutor::Create(options.schedule, options.rank,
+                                           ExecutorOptionsFor(options.task),
                                            *data, comm.get()));
   for (int64_t step = options.first_step; step < options.last_step; ++step) {
-    if (observer.ShouldStop()) return absl::OkStatus();
     ASSIGN_OR_RETURN(StepMetrics metrics, executor->RunStep(step));
     RETURN_IF_ERROR(observer.OnStep(metrics, *comm));
   }

@@ -52,8 +52,6 @@ class TaskObserver {
   virtual void OnStoreReady(const std::string& address) {}
   // After every step; an error ends the task with it.
   virtual absl::Status OnStep(const StepMetrics& metrics, Communicator& comm) = 0;
-  // Polled between steps: true ends the task early (OK).
-  virtual bool ShouldStop() { return false; }
 };
 
 absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer);

@@ -3,11 +3,17 @@
 #include <ATen/Parallel.h>
 
 #include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "tests/integration/worker/forked_ranks.h"
+#include "tests/integration/worker/step_metrics_record.h"
 #include "tests/integration/worker/training_record.h"
+#include "tests/support/temp_dir.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/runtime/gradient_sync.h"
 
@@ -63,12 +69,53 @@ absl::Status RunPipelineRank(const PipelineJob& job,
                                            *data, comm.get()));
   const size_t instructions = job.schedule.workers[rank].instructions.size();
   std::vector<double> losses;
+  std::vector<StepMetrics> steps;
   for (int step = 0; step < job.steps; ++step) {
     ASSIGN_OR_RETURN(StepMetrics metrics, executor->RunStep(step));
     RETURN_IF_ERROR(CheckMetrics(metrics, *executor, instructions));
     losses.push_back(metrics.loss);
+    steps.push_back(std::move(metrics));
   }
+  if (!job.metrics_dir.empty()) {
+    RETURN_IF_ERROR(
+        WriteStepMetrics(RankMetricsPath(job.metrics_dir, rank), steps));
+  }
+  if (record_path.empty()) return absl::OkStatus();
   return WriteTrainingRecord(record_path, executor->NamedParameters(), losses);
+}
+
+absl::StatusOr<PipelineMeasurements> MeasurePipeline(PipelineJob job,
+                                                     absl::Duration deadline) {
+  const chimera::testing::TempDir dir;
+  job.metrics_dir = dir.path();
+  const int world = static_cast<int>(job.schedule.workers.size());
+  std::string failures;
+  for (const RankExit& exit :
+       RunForkedRanks(world, deadline, [&](int rank, TcpRendezvous& rendezvous) {
+         return RunPipelineRank(job, "", rank, rendezvous);
+       })) {
+    if (exit.ok()) continue;
+    std::ostringstream description;
+    description << exit;
+    absl::StrAppend(&failures, failures.empty() ? "" : "; ",
+                    description.str());
+  }
+  if (!failures.empty()) {
+    return absl::InternalError(
+        absl::StrCat("pipeline ranks failed (their errors are on stderr): ",
+                     failures));
+  }
+  PipelineMeasurements measurements;
+  for (int rank = 0; rank < world; ++rank) {
+    ASSIGN_OR_RETURN(measurements.ranks.emplace_back(),
+                     ReadStepMetrics(RankMetricsPath(dir.path(), rank)));
+    if (static_cast<int>(measurements.ranks.back().size()) != job.steps) {
+      return absl::DataLossError(absl::StrCat(
+          "rank ", rank, " reported ", measurements.ranks.back().size(),
+          " steps of ", job.steps));
+    }
+  }
+  return measurements;
 }
 
 }  // namespace chimera::worker::testing

@@ -1,22 +1,32 @@
 // One rank of a small training job inside a forked test process: joins the
 // Gloo groups of the schedule, runs its program for a few steps with
 // ProgramExecutor, checks each step's metrics are plausible and writes its
-// parameters and losses as a TrainingRecord for the parent to compare.
+// parameters and losses as a TrainingRecord for the parent to compare, and
+// (with metrics_dir) every step's StepMetrics for tests and benchmarks that
+// compare memory or timing across ranks.
 //
 //   RunForkedRanks(world, deadline, [&](int rank, TcpRendezvous& rendezvous) {
 //     return RunPipelineRank(job, RankRecordPath(dir, rank), rank, rendezvous);
 //   });
+//
+// or, for what each rank measured (tests and bench/ programs):
+//
+//   ASSIGN_OR_RETURN(PipelineMeasurements m, MeasurePipeline(job, deadline));
+//   m.ranks[r][s].memory_peak_bytes;  // rank r, step s
 #ifndef CHIMERA_TESTS_INTEGRATION_WORKER_PIPELINE_JOB_H_
 #define CHIMERA_TESTS_INTEGRATION_WORKER_PIPELINE_JOB_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "coordinator/schedule/program.h"
 #include "worker/comm/tcp_rendezvous.h"
 #include "worker/runtime/data_source.h"
 #include "worker/runtime/program_executor.h"
+#include "worker/runtime/step_metrics.h"
 
 namespace chimera::worker::testing {
 
@@ -25,6 +35,9 @@ struct PipelineJob {
   ExecutorOptions executor;
   DataSourceOptions data;
   int steps = 1;
+  // When set, rank r writes its metrics of every step to
+  // RankMetricsPath(metrics_dir, r) (step_metrics_record.h).
+  std::string metrics_dir;
   // Joining the groups; executor.*_timeout bound the steps.
   absl::Duration connect_timeout = absl::Seconds(30);
 };
@@ -32,12 +45,25 @@ struct PipelineJob {
 // "<dir>/rank-<rank>.bin".
 std::string RankRecordPath(const std::string& dir, int rank);
 
-// Runs `rank` of `job` on one LibTorch thread. INTERNAL when a step's metrics
+// Runs `rank` of `job` on one LibTorch thread; writes no TrainingRecord when
+// `record_path` is empty. INTERNAL when a step's metrics
 // are implausible (a loss on a rank without the last stage, negative bubble
 // time, ...); otherwise the first error of joining, running or writing.
 absl::Status RunPipelineRank(const PipelineJob& job,
                              const std::string& record_path, int rank,
                              TcpRendezvous& rendezvous);
+
+// Every rank's StepMetrics, by rank then step.
+struct PipelineMeasurements {
+  std::vector<std::vector<StepMetrics>> ranks;
+};
+
+// Runs every rank of `job` in forked processes (RunForkedRanks, killed at
+// `deadline`) and collects their metrics through a scratch directory
+// (job.metrics_dir is replaced). INTERNAL naming the ranks that failed;
+// DATA_LOSS when a rank's metrics do not cover job.steps.
+absl::StatusOr<PipelineMeasurements> MeasurePipeline(PipelineJob job,
+                                                     absl::Duration deadline);
 
 }  // namespace chimera::worker::testing
 

@@ -55,7 +55,8 @@ class JobManagerTest : public ::testing::Test {
     options.max_workers = 8;
     options.links.mutable_intra_node()->set_bandwidth_bytes_per_second(1e9);
     options.links.mutable_inter_node()->set_bandwidth_bytes_per_second(1e9);
-    manager_ = std::make_unique<JobManager>(store_.get(), &registry_, options);
+    manager_ = std::make_unique<JobManager>(store_.get(), &registry_, options,
+                                            [this] { return now_; });
   }
 
   void AddWorkers(int count) {
@@ -213,6 +214,14 @@ TEST_F(JobManagerTest, FailedRankFailsTheJobNamingItAndStopsTheOthers) {
   Job job = StartRunningJob();
   ASSERT_TRUE(Report("w2", job, 2, chimera::v1::TASK_STATE_FAILED,
                      "recv from rank 1 timed out").ok());
+  // Held back for a heartbeat timeout, in case a dead worker caused it.
+  manager_->Tick();
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
+  now_ += absl::Seconds(3);
+  for (const char* w : {"w0", "w1", "w2", "w3"}) {
+    ASSERT_TRUE(registry_.Heartbeat(w, registry_.Get(w)->incarnation()).ok());
+  }
+  manager_->Tick();
   Job failed = *manager_->Get(job.id());
   EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
   EXPECT_THAT(failed.status().message(), HasSubstr("rank 2 on worker w2 failed"));
@@ -242,6 +251,21 @@ TEST_F(JobManagerTest, DeadWorkerFailsItsJobAndTheOthersTakeTheNextJob) {
   Job next = MustSubmit(Manifest("next", 2));
   manager_->Tick();
   EXPECT_EQ(StateOf(next), chimera::v1::JOB_STATE_RUNNING);
+}
+
+TEST_F(JobManagerTest, PeerFailuresAreBlamedOnTheWorkerThatDied) {
+  Job job = StartRunningJob();
+  // w3 is killed: its peers see the broken connection first.
+  ASSERT_TRUE(Report("w1", job, 1, chimera::v1::TASK_STATE_FAILED,
+                     "recv from rank 3: Connection closed by peer").ok());
+  now_ += absl::Seconds(4);
+  for (const char* w : {"w0", "w1", "w2"}) {
+    ASSERT_TRUE(registry_.Heartbeat(w, registry_.Get(w)->incarnation()).ok());
+  }
+  manager_->Tick();
+  Job failed = *manager_->Get(job.id());
+  EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_THAT(failed.status().message(), HasSubstr("worker w3 (rank 3)"));
 }
 
 TEST_F(JobManagerTest, StoppingARunningJobStopsItsWorkersOnce) {
@@ -322,11 +346,12 @@ TEST_F(JobManagerTest, RestartFailsJobsThatWereRunning) {
 TEST_F(JobManagerTest, MissingRendezvousFailsTheJob) {
   JobManagerOptions options;
   options.rendezvous_timeout = absl::ZeroDuration();
-  JobManager impatient(store_.get(), &registry_, options);
+  JobManager impatient(store_.get(), &registry_, options, [this] { return now_; });
   AddWorkers(2);
   absl::StatusOr<Job> job = impatient.Submit(Manifest("rdv", 2));
   ASSERT_TRUE(job.ok());
   impatient.Tick();
+  now_ += absl::Milliseconds(100);
   impatient.Tick();
   Job failed = *impatient.Get(job->id());
   EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);

@@ -1,0 +1,186 @@
+// Pipeline throughput against one process training the whole model. For
+// each job file (whose parallelism is fixed), runs the job's pipeline with
+// one forked, single-threaded process per worker (the integration tests'
+// harness, tests/integration/worker/pipeline_job.h) and, in the same run,
+// one single-threaded process training the whole model on the same
+// micro-batch size and mini-batch (a depth-1 pipeline: gradient accumulation
+// over the job's W·N micro-batches, the same executor and optimizer). The
+// ideal for P worker processes is P times the single process's samples/s.
+//
+//   throughput_benchmark --job examples/bench/bert-chimera-d2.yaml
+//       [--job ...] [--steps 3] [--warmup 1]
+//
+// samples/s of a run: samples of the measured steps over the sum of their
+// step times, a step lasting as long as its slowest rank. A benchmark: it
+// prints a markdown table (docs/runtime-measurements.md), never passes or
+// fails on time, and exits 1 only when a job cannot be run.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "coordinator/schedule/generator.h"
+#include "tests/integration/worker/pipeline_job.h"
+#include "worker/runtime/task_options.h"
+#include "worker/standalone/standalone.h"
+
+namespace chimera::worker {
+namespace {
+
+using testing::PipelineJob;
+using testing::PipelineMeasurements;
+
+constexpr absl::Duration kRunDeadline = absl::Minutes(10);
+constexpr absl::Duration kOpTimeout = absl::Minutes(2);
+
+struct Flags {
+  std::vector<std::string> jobs;
+  int steps = 3;
+  int warmup = 1;
+};
+
+struct Throughput {
+  double samples_per_second = 0;
+  // Mean over ranks and measured steps of bubble / step time.
+  double bubble_ratio = 0;
+};
+
+Throughput Measure(const PipelineMeasurements& measured, int warmup) {
+  double samples = 0;
+  double seconds = 0;
+  double bubble = 0;
+  const size_t steps = measured.ranks.front().size();
+  for (size_t step = warmup; step < steps; ++step) {
+    double slowest = 0;
+    for (const std::vector<StepMetrics>& rank : measured.ranks) {
+      samples += static_cast<double>(rank[step].samples);
+      slowest = std::max(slowest, rank[step].step_seconds);
+      bubble += rank[step].bubble_seconds / rank[step].step_seconds;
+    }
+    seconds += slowest;
+  }
+  return {samples / seconds,
+          bubble / static_cast<double>((steps - warmup) * measured.ranks.size())};
+}
+
+PipelineJob JobOf(const StandaloneRun& run, schedule::Schedule schedule,
+                  const Flags& flags) {
+  PipelineJob job;
+  job.schedule = std::move(schedule);
+  job.executor = ExecutorOptionsFor(run.task);
+  job.executor.p2p_timeout = kOpTimeout;
+  job.executor.collective_timeout = kOpTimeout;
+  job.data = run.task.data;
+  job.steps = flags.warmup + flags.steps;
+  job.connect_timeout = kOpTimeout;
+  return job;
+}
+
+// Where each rank's step time goes: per op kind, the mean seconds per
+// measured step; printed after the table so that losses can be traced.
+std::string Breakdown(const std::string& label,
+                      const schedule::Schedule& schedule,
+                      const PipelineMeasurements& measured, int warmup) {
+  std::string text;
+  for (size_t rank = 0; rank < measured.ranks.size(); ++rank) {
+    std::map<std::string, double> seconds;
+    double step = 0;
+    const std::vector<StepMetrics>& steps = measured.ranks[rank];
+    const auto& program = schedule.workers[rank].instructions;
+    for (size_t s = warmup; s < steps.size(); ++s) {
+      step += steps[s].step_seconds;
+      for (size_t i = 0; i < program.size(); ++i) {
+        seconds[schedule::OpName(program[i].op)] += steps[s].op_seconds[i];
+      }
+    }
+    const double count = static_cast<double>(steps.size() - warmup);
+    absl::StrAppend(&text, label, " rank ", rank, ": step ",
+                    absl::SixDigits(step / count), " s;");
+    for (const auto& [op, total] : seconds) {
+      absl::StrAppend(&text, " ", op, " ", absl::SixDigits(total / count));
+    }
+    absl::StrAppend(&text, "\n");
+  }
+  return text;
+}
+
+// Prints the job's table row; returns the per-op breakdown.
+absl::StatusOr<std::string> RunJob(const std::string& path,
+                                   const Flags& flags) {
+  ASSIGN_OR_RETURN(const StandaloneRun run, LoadStandaloneJob(path));
+  const schedule::ScheduleParams& params = run.task.schedule;
+  const int workers = static_cast<int>(run.schedule.workers.size());
+  ASSIGN_OR_RETURN(PipelineMeasurements pipelined,
+                   testing::MeasurePipeline(
+                       JobOf(run, run.schedule, flags), kRunDeadline));
+
+  // The whole model in one process: the same samples per step.
+  schedule::ScheduleParams single_params;
+  single_params.scheme = schedule::Scheme::kOneFOneB;
+  single_params.micro_batches = params.width * params.micro_batches;
+  ASSIGN_OR_RETURN(schedule::Schedule single_schedule,
+                   schedule::GenerateSchedule(single_params));
+  PipelineJob single_job = JobOf(run, single_schedule, flags);
+  single_job.executor.partition = {{0, run.task.model.num_layers}};
+  ASSIGN_OR_RETURN(PipelineMeasurements single,
+                   testing::MeasurePipeline(single_job, kRunDeadline));
+
+  const Throughput pipeline = Measure(pipelined, flags.warmup);
+  const Throughput one = Measure(single, flags.warmup);
+  const double ideal = workers * one.samples_per_second;
+  std::printf("| %s | %s | %d | %d | %d | %.2f | %.3f | %.2f | %.2f | %.0f%% |\n",
+              path.c_str(), schedule::SchemeName(params.scheme).c_str(),
+              params.depth, params.micro_batches, workers,
+              pipeline.samples_per_second, pipeline.bubble_ratio,
+              one.samples_per_second, ideal,
+              100 * pipeline.samples_per_second / ideal);
+  std::fflush(stdout);
+  return Breakdown(path, run.schedule, pipelined, flags.warmup) +
+         Breakdown(absl::StrCat(path, " (single process)"), single_schedule,
+                   single, flags.warmup);
+}
+
+}  // namespace
+}  // namespace chimera::worker
+
+int main(int argc, char** argv) {
+  chimera::worker::Flags flags;
+  CLI::App app{"Pipeline samples/s against one process on the whole model"};
+  app.add_option("--job", flags.jobs,
+                 "Job file with fixed parallelism (repeatable)")
+      ->required();
+  app.add_option("--steps", flags.steps, "Measured steps")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--warmup", flags.warmup, "Steps run before measuring")
+      ->check(CLI::Range(0, 1000));
+  CLI11_PARSE(app, argc, argv);
+  std::printf(
+      "one single-threaded process per worker; %d measured steps after %d "
+      "warm-up\n\n"
+      "| job | scheme | D | N | P | pipelined samples/s | pipelined bubble | "
+      "single-process samples/s | ideal (P x single) | of ideal |\n"
+      "|---|---|---|---|---|---|---|---|---|---|\n",
+      flags.steps, flags.warmup);
+  int exit_code = 0;
+  std::string breakdowns;
+  for (const std::string& job : flags.jobs) {
+    const absl::StatusOr<std::string> breakdown =
+        chimera::worker::RunJob(job, flags);
+    if (!breakdown.ok()) {
+      std::fprintf(stderr, "%s: %s\n", job.c_str(),
+                   breakdown.status().ToString().c_str());
+      exit_code = 1;
+      continue;
+    }
+    breakdowns += *breakdown;
+  }
+  std::printf("\nseconds per step by op kind:\n%s", breakdowns.c_str());
+  return exit_code;
+}

@@ -1,0 +1,19 @@
+// `chimera run -f job.yaml`: the whole system on this machine. Starts an
+// embedded coordinator on loopback and the local worker processes the job
+// needs (chimera-worker daemons, CPU + Gloo), submits the job, follows it,
+// prints a summary (steps, final loss, throughput, bubble ratio and peak
+// memory per worker), cleans every process up — also on Ctrl-C — and exits
+// with the job's outcome (0 succeeded, 1 failed or stopped, 2 bad job file,
+// 130 interrupted).
+#ifndef CHIMERA_CLIENT_RUN_COMMAND_H_
+#define CHIMERA_CLIENT_RUN_COMMAND_H_
+
+#include <CLI/CLI.hpp>
+
+namespace chimera::client {
+
+void AddRunCommand(CLI::App& app);
+
+}  // namespace chimera::client
+
+#endif  // CHIMERA_CLIENT_RUN_COMMAND_H_

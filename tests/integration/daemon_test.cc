@@ -1,0 +1,209 @@
+// The product end to end: a chimera-coordinator process and real
+// chimera-worker daemons on loopback train jobs, survive a killed worker, a
+// stop and a coordinator restart.
+#include <signal.h>
+
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "client/coordinator_client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "jobspec/job_file.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace chimera {
+namespace {
+
+using ::chimera::testing::ChildProcess;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kStartTimeout = absl::Seconds(30);
+constexpr absl::Duration kJobTimeout = absl::Seconds(180);
+// Heartbeats every 0.2 s, dead after 5 missed: a second.
+constexpr char kHeartbeatPeriod[] = "0.2";
+constexpr char kFailureThreshold[] = "5";
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void StartCoordinator(const std::string& listen = "127.0.0.1:0") {
+    coordinator_ = std::make_unique<ChildProcess>(std::vector<std::string>{
+        CHIMERA_COORDINATOR_BINARY, "--listen", listen, "--db", dir_.path() + "/jobs.db",
+        "--heartbeat-period", kHeartbeatPeriod, "--heartbeat-failure-threshold",
+        kFailureThreshold});
+    absl::StatusOr<std::string> line = coordinator_->ReadLine(kStartTimeout);
+    ASSERT_TRUE(line.ok()) << line.status() << coordinator_->err();
+    absl::string_view address = *line;
+    ASSERT_TRUE(absl::ConsumePrefix(&address, "listening on "));
+    address_ = std::string(address);
+    client::ConnectionOptions options;
+    options.address = address_;
+    client_ = *client::CoordinatorClient::Connect(options);
+  }
+
+  void StopCoordinator() {
+    coordinator_->Signal(SIGTERM);
+    EXPECT_EQ(coordinator_->Wait(absl::Seconds(15)), 0);
+  }
+
+  void StartWorkers(int count) {
+    for (int i = 0; i < count; ++i) {
+      const int index = static_cast<int>(workers_.size());
+      workers_.push_back(std::make_unique<ChildProcess>(
+          std::vector<std::string>{CHIMERA_WORKER_BINARY, "--coordinator", address_,
+                                   "--worker-id", absl::StrCat("w", index), "--work-dir",
+                                   absl::StrCat(dir_.path(), "/w", index)},
+          CHIMERA_SOURCE_DIR, absl::StrCat(dir_.path(), "/w", index, ".log")));
+    }
+  }
+
+  // Polls until `predicate` holds for the job or the timeout passes.
+  template <typename Predicate>
+  chimera::v1::Job AwaitJob(const std::string& id, Predicate predicate,
+                            absl::Duration timeout = kJobTimeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    absl::StatusOr<chimera::v1::Job> job = client_->Get(id);
+    while ((!job.ok() || !predicate(*job)) && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(100));
+      job = client_->Get(id);
+    }
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? *job : chimera::v1::Job{};
+  }
+
+  chimera::v1::Job AwaitState(const std::string& id, chimera::v1::JobState state) {
+    return AwaitJob(id, [state](const auto& job) { return job.status().state() == state; });
+  }
+
+  // Waits until `count` workers are registered and idle.
+  bool AwaitIdleWorkers(int count) {
+    const absl::Time deadline = absl::Now() + kStartTimeout;
+    while (absl::Now() < deadline) {
+      absl::StatusOr<std::vector<chimera::v1::WorkerInfo>> workers = client_->Workers();
+      int idle = 0;
+      if (workers.ok()) {
+        for (const auto& worker : *workers) {
+          idle += worker.state() == chimera::v1::WORKER_STATE_IDLE;
+        }
+      }
+      if (idle >= count) return true;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    return false;
+  }
+
+  // The example Chimera job (D = 4) with `steps` steps.
+  chimera::v1::TrainJob ChimeraJob(int steps) {
+    absl::StatusOr<chimera::v1::TrainJob> job = jobspec::LoadJobFile(
+        std::string(CHIMERA_SOURCE_DIR) + "/examples/chimera.yaml", {.check_data_files = false});
+    EXPECT_TRUE(job.ok()) << job.status();
+    job->mutable_spec()->mutable_training()->set_max_steps(steps);
+    return *job;
+  }
+
+  chimera::testing::TempDir dir_;
+  std::unique_ptr<ChildProcess> coordinator_;
+  std::string address_;
+  std::unique_ptr<client::CoordinatorClient> client_;
+  std::vector<std::unique_ptr<ChildProcess>> workers_;
+};
+
+TEST_F(DaemonTest, ChimeraJobOnFourWorkersSucceedsWithMetricsAndFallingLoss) {
+  StartCoordinator();
+  StartWorkers(4);
+  absl::StatusOr<chimera::v1::Job> job = client_->Submit(ChimeraJob(15));
+  ASSERT_TRUE(job.ok()) << job.status();
+  chimera::v1::Job done = AwaitState(job->id(), chimera::v1::JOB_STATE_SUCCEEDED);
+  ASSERT_EQ(done.status().state(), chimera::v1::JOB_STATE_SUCCEEDED) << done.status().message();
+  EXPECT_EQ(done.status().completed_steps(), 15);
+  ASSERT_EQ(done.workers_size(), 4);
+  for (const auto& worker : done.workers()) {
+    EXPECT_GT(worker.peak_memory_bytes(), 0);
+    EXPECT_GE(worker.bubble_ratio(), 0);
+    EXPECT_LT(worker.bubble_ratio(), 1);
+  }
+  std::vector<chimera::v1::StepSummary> steps;
+  ASSERT_TRUE(client_->Watch(job->id(), false, [&steps](const chimera::v1::JobEvent& event) {
+    if (event.has_step()) steps.push_back(event.step());
+  }).ok());
+  ASSERT_EQ(steps.size(), 15u);
+  EXPECT_LT(steps.back().loss(), steps.front().loss() - 0.5);
+  EXPECT_TRUE(AwaitIdleWorkers(4));
+}
+
+TEST_F(DaemonTest, KilledWorkerFailsTheJobNamingItAndTheOthersTakeTheNextJob) {
+  StartCoordinator();
+  StartWorkers(4);
+  absl::StatusOr<chimera::v1::Job> job = client_->Submit(ChimeraJob(100000));
+  ASSERT_TRUE(job.ok()) << job.status();
+  chimera::v1::Job running =
+      AwaitJob(job->id(), [](const auto& j) { return j.status().completed_steps() >= 2; });
+  ASSERT_GE(running.status().completed_steps(), 2);
+  // kill -9 the worker running rank 2.
+  std::string victim;
+  const absl::StatusOr<std::vector<chimera::v1::WorkerInfo>> workers = client_->Workers();
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  for (const auto& worker : *workers) {
+    if (worker.job_id() == job->id() && worker.rank() == 2) victim = worker.worker_id();
+  }
+  ASSERT_FALSE(victim.empty());
+  const int index = std::stoi(victim.substr(1));
+  const absl::Time killed = absl::Now();
+  workers_[index]->Signal(SIGKILL);
+  chimera::v1::Job failed = AwaitState(job->id(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_THAT(failed.status().message(), HasSubstr(absl::StrCat("worker ", victim, " ")));
+  // Heartbeat timeout (1 s) plus the coordinator's loop and our polling.
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(10));
+
+  EXPECT_TRUE(AwaitIdleWorkers(3));
+  chimera::v1::TrainJob small = ChimeraJob(3);
+  small.mutable_spec()->mutable_parallelism()->set_schedule("1f1b");
+  small.mutable_spec()->mutable_parallelism()->set_pipeline(2);
+  small.mutable_spec()->mutable_parallelism()->set_micro_batches(2);
+  small.mutable_spec()->mutable_training()->set_global_batch_size(4);
+  small.mutable_spec()->mutable_resources()->set_workers(2);
+  absl::StatusOr<chimera::v1::Job> next = client_->Submit(small);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(AwaitState(next->id(), chimera::v1::JOB_STATE_SUCCEEDED).status().state(),
+            chimera::v1::JOB_STATE_SUCCEEDED);
+}
+
+TEST_F(DaemonTest, StoppedJobIsStoppedWithinSecondsAndWorkersGoIdle) {
+  StartCoordinator();
+  StartWorkers(4);
+  absl::StatusOr<chimera::v1::Job> job = client_->Submit(ChimeraJob(100000));
+  ASSERT_TRUE(job.ok()) << job.status();
+  AwaitJob(job->id(), [](const auto& j) { return j.status().completed_steps() >= 1; });
+  const absl::Time asked = absl::Now();
+  absl::StatusOr<chimera::v1::Job> stopped = client_->Stop(job->id());
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_EQ(stopped->status().state(), chimera::v1::JOB_STATE_STOPPED);
+  EXPECT_TRUE(AwaitIdleWorkers(4));
+  EXPECT_LT(absl::Now() - asked, absl::Seconds(10));
+}
+
+TEST_F(DaemonTest, RestartedCoordinatorKeepsTheQueueAndWorkersRegisterAgain) {
+  StartCoordinator();
+  StartWorkers(2);
+  ASSERT_TRUE(AwaitIdleWorkers(2));
+  // Neither fits on two workers: both stay queued.
+  const std::string first = client_->Submit(ChimeraJob(5))->id();
+  const std::string second = client_->Submit(ChimeraJob(5))->id();
+  const std::string address = address_;
+  StopCoordinator();
+  StartCoordinator(address);
+  EXPECT_EQ(client_->Get(first)->status().state(), chimera::v1::JOB_STATE_PENDING);
+  EXPECT_EQ(client_->Get(second)->status().state(), chimera::v1::JOB_STATE_PENDING);
+  EXPECT_EQ(client_->List(chimera::v1::JOB_STATE_UNSPECIFIED)->size(), 2u);
+  EXPECT_TRUE(AwaitIdleWorkers(2)) << "workers did not register with the new coordinator";
+  // With two more workers the queue moves, in order.
+  StartWorkers(2);
+  EXPECT_EQ(AwaitState(first, chimera::v1::JOB_STATE_SUCCEEDED).status().state(),
+            chimera::v1::JOB_STATE_SUCCEEDED);
+}
+
+}  // namespace
+}  // namespace chimera

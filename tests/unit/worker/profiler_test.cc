@@ -1,0 +1,97 @@
+#include "worker/profile/profiler.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "coordinator/planner/model_profile.h"
+#include "tests/support/temp_dir.h"
+
+namespace chimera::worker {
+namespace {
+
+ModelConfig TinyBert() {
+  ModelConfig config;
+  config.family = ModelFamily::kBert;
+  config.num_layers = 3;
+  config.hidden_size = 16;
+  config.ffn_size = 24;
+  config.num_heads = 2;
+  config.vocab_size = 40;
+  config.seq_length = 8;
+  return config;
+}
+
+ProfileOptions FastOptions() {
+  ProfileOptions options;
+  options.max_micro_batch_size = 4;
+  options.repetitions = 1;
+  options.name = "tiny-bert-profile";
+  return options;
+}
+
+TEST(ProfilerTest, ProfilePassesThePlannersValidationForTheModel) {
+  const absl::StatusOr<chimera::v1::ModelProfile> profile =
+      ProfileModel(TinyBert(), FastOptions());
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  const FieldErrors errors = planner::ValidateProfile(*profile, 3);
+  EXPECT_TRUE(errors.empty()) << errors.ToStatus();
+  EXPECT_EQ(profile->source(), "measured");
+  ASSERT_EQ(profile->layers_size(), 5);
+  for (const auto& layer : profile->layers()) {
+    ASSERT_EQ(layer.timings_size(), 3) << layer.kind();  // sizes 1, 2, 4
+    EXPECT_EQ(layer.timings(2).micro_batch_size(), 4);
+    EXPECT_GT(layer.activation_bytes_per_sample(), 0) << layer.kind();
+  }
+}
+
+TEST(ProfilerTest, MeasuredBytesMatchTheLayersShapes) {
+  const ModelConfig c = TinyBert();
+  const absl::StatusOr<chimera::v1::ModelProfile> profile =
+      ProfileModel(c, FastOptions());
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  const int64_t h = c.hidden_size, f = c.ffn_size, v = c.vocab_size;
+  const int64_t s = c.seq_length;
+  const auto& embedding = profile->layers(0);
+  const auto& block = profile->layers(1);
+  const auto& head = profile->layers(4);
+  // float32 parameters: the same counts as the analytic profile's.
+  EXPECT_EQ(embedding.parameter_bytes(), 4 * (v + s) * h);
+  EXPECT_EQ(block.parameter_bytes(), 4 * (4 * h * h + 2 * h * f + 9 * h + f));
+  EXPECT_EQ(head.parameter_bytes(), 4 * (2 * h + v * h + v));
+  // Hidden states leave the embedding and every block.
+  EXPECT_EQ(embedding.output_bytes_per_sample(), 4 * s * h);
+  EXPECT_EQ(block.output_bytes_per_sample(), 4 * s * h);
+  // A block keeps far more than its output for its backward (norms,
+  // attention scores, MLP inputs).
+  EXPECT_GT(block.activation_bytes_per_sample(),
+            3 * block.output_bytes_per_sample());
+  // The head keeps at least its logits.
+  EXPECT_GE(head.activation_bytes_per_sample(), 4 * s * v);
+}
+
+TEST(ProfilerTest, JsonIsReadBackByThePlanner) {
+  const absl::StatusOr<chimera::v1::ModelProfile> profile =
+      ProfileModel(TinyBert(), FastOptions());
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  const chimera::testing::TempDir dir;
+  chimera::v1::ModelProfile read;
+  const FieldErrors errors = planner::LoadProfileFile(
+      dir.WriteFile("profile.json", ProfileToJson(*profile)), &read);
+  ASSERT_TRUE(errors.empty()) << errors.ToStatus();
+  EXPECT_EQ(read.SerializeAsString(), profile->SerializeAsString());
+}
+
+TEST(ProfilerTest, RejectsOptionsOutOfRange) {
+  ProfileOptions options = FastOptions();
+  options.repetitions = 0;
+  const absl::StatusOr<chimera::v1::ModelProfile> profile =
+      ProfileModel(TinyBert(), options);
+  EXPECT_EQ(profile.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(profile.status().message().find("repetitions 0"),
+            std::string::npos)
+      << profile.status();
+}
+
+}  // namespace
+}  // namespace chimera::worker

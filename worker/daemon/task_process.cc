@@ -1,0 +1,137 @@
+#include "worker/daemon/task_process.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/status_macros.h"
+#include "coordinator/planner/plan_params.h"
+#include "coordinator/schedule/generator.h"
+#include "coordinator/schedule/program_proto.h"
+#include "google/protobuf/util/json_util.h"
+#include "worker/runtime/task_runner.h"
+
+namespace chimera::worker {
+namespace {
+
+// Reports each step on the event stream.
+class EventWriter : public TaskObserver {
+ public:
+  explicit EventWriter(std::ostream& events) : events_(events) {}
+
+  void OnStoreReady(const std::string& address) override {
+    events_ << kReadyEvent << " " << address << std::endl;
+  }
+
+  absl::Status OnStep(const StepMetrics& metrics, Communicator&) override {
+    chimera::v1::WorkerStepMetrics report;
+    report.set_step(static_cast<int32_t>(metrics.step));
+    report.set_loss(metrics.loss);
+    report.set_step_seconds(metrics.step_seconds);
+    report.set_busy_seconds(metrics.busy_seconds);
+    report.set_bubble_seconds(metrics.bubble_seconds);
+    report.set_recv_wait_seconds(metrics.recv_wait_seconds);
+    report.set_exposed_allreduce_seconds(metrics.allreduce_wait_seconds);
+    report.set_samples(metrics.samples);
+    report.set_tokens(metrics.tokens);
+    report.set_activations_bytes(metrics.memory_current_bytes);
+    report.set_peak_memory_bytes(metrics.memory_peak_bytes);
+    std::string json;
+    google::protobuf::util::MessageToJsonString(report, &json);
+    events_ << kStepEvent << " " << json << std::endl;
+    return absl::OkStatus();
+  }
+
+ private:
+  std::ostream& events_;
+};
+
+absl::StatusOr<std::pair<std::string, int>> SplitAddress(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rendezvous address '", address, "' is not HOST:PORT"));
+  }
+  return std::make_pair(address.substr(0, colon), port);
+}
+
+absl::Status Run(const std::string& task_file, const std::string& host,
+                 std::ostream& events) {
+  std::ifstream in(task_file, std::ios::binary);
+  chimera::v1::StartTask task;
+  if (!in || !task.ParseFromIstream(&in)) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot read the task in '", task_file, "'"));
+  }
+  TaskRunOptions options;
+  ASSIGN_OR_RETURN(options.task, TaskOptionsFor(task.manifest(), task.plan()));
+  ASSIGN_OR_RETURN(options.schedule, schedule::GenerateSchedule(options.task.schedule));
+  options.rank = task.program().rank();
+  if (options.rank < 0 || options.rank >= static_cast<int>(options.schedule.workers.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", options.rank, " is outside the plan"));
+  }
+  // The program the coordinator sent must be the one the plan generates
+  // here: the same engine on both sides, or the ranks would not agree.
+  const chimera::v1::WorkerProgram expected = schedule::ToProto(options.schedule)[options.rank];
+  if (expected.instructions_size() != task.program().instructions_size() ||
+      !std::equal(expected.instructions().begin(), expected.instructions().end(),
+                  task.program().instructions().begin(),
+                  [](const auto& a, const auto& b) {
+                    return a.SerializeAsString() == b.SerializeAsString();
+                  })) {
+    return absl::FailedPreconditionError(
+        "the program sent differs from the one this worker generates for the plan; "
+        "coordinator and worker versions disagree");
+  }
+  options.host = host;
+  if (options.rank != 0) {
+    ASSIGN_OR_RETURN(auto store, SplitAddress(task.rendezvous().store_address()));
+    options.store_host = store.first;
+    options.store_port = store.second;
+  }
+  if (task.rendezvous().timeout_ms() > 0) {
+    options.timeout = absl::Milliseconds(task.rendezvous().timeout_ms());
+  }
+  options.first_step = task.start_step();
+  options.last_step = options.task.max_steps;
+  EventWriter writer(events);
+  return RunTask(options, writer);
+}
+
+}  // namespace
+
+int RunTaskProcess(const std::string& task_file, const std::string& host,
+                   std::ostream& events) {
+  const absl::Status status = Run(task_file, host, events);
+  if (status.ok()) return 0;
+  std::string message(status.message());
+  std::replace(message.begin(), message.end(), '\n', ' ');
+  events << kFailedEvent << " " << message << std::endl;
+  return 1;
+}
+
+absl::StatusOr<TaskEvent> ParseTaskEvent(absl::string_view line) {
+  TaskEvent event;
+  const size_t space = line.find(' ');
+  event.kind = std::string(line.substr(0, space));
+  const absl::string_view rest = space == absl::string_view::npos ? "" : line.substr(space + 1);
+  if (event.kind == kReadyEvent) {
+    event.store_address = std::string(rest);
+  } else if (event.kind == kStepEvent) {
+    google::protobuf::util::JsonParseOptions options;
+    if (!google::protobuf::util::JsonStringToMessage(std::string(rest), &event.metrics, options)
+             .ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("malformed step event: ", line));
+    }
+  } else if (event.kind == kFailedEvent) {
+    event.message = std::string(rest);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("unknown task event: ", line));
+  }
+  return event;
+}
+
+}  // namespace chimera::worker

@@ -1,0 +1,44 @@
+// The task process: one training task run in a child of the worker daemon,
+// so that stopping it is a signal, a crash takes only the task down, and
+// nothing of one task (threads, sockets, memory) outlives it.
+//
+// The daemon writes the StartTask (binary protobuf) to a file and runs
+// `chimera-worker --run-task FILE --host HOST`; the child reports on stdout,
+// one event per line:
+//   ready HOST:PORT          rank 0's rendezvous store is up
+//   step {WorkerStepMetrics as one-line JSON}
+//   failed MESSAGE           why it fails (then exit status 1)
+// It exits 0 when every step is done. Stopping it is SIGTERM: a stopped
+// job's half-done step is worth nothing, so it ends at once.
+#ifndef CHIMERA_WORKER_DAEMON_TASK_PROCESS_H_
+#define CHIMERA_WORKER_DAEMON_TASK_PROCESS_H_
+
+#include <ostream>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "chimera/v1/service.pb.h"
+
+namespace chimera::worker {
+
+inline constexpr char kReadyEvent[] = "ready";
+inline constexpr char kStepEvent[] = "step";
+inline constexpr char kFailedEvent[] = "failed";
+
+// Runs the task in `task_file` in this process; returns the exit status.
+int RunTaskProcess(const std::string& task_file, const std::string& host,
+                   std::ostream& events);
+
+// One parsed event line.
+struct TaskEvent {
+  std::string kind;
+  std::string store_address;                   // ready
+  chimera::v1::WorkerStepMetrics metrics;      // step
+  std::string message;                         // failed
+};
+absl::StatusOr<TaskEvent> ParseTaskEvent(absl::string_view line);
+
+}  // namespace chimera::worker
+
+#endif  // CHIMERA_WORKER_DAEMON_TASK_PROCESS_H_

@@ -1,0 +1,287 @@
+#include "worker/daemon/worker_daemon.h"
+
+#include <signal.h>
+
+#include <fstream>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "common/child_process.h"
+#include "common/file_reader.h"
+#include "common/logging.h"
+#include "worker/daemon/local_devices.h"
+#include "worker/daemon/task_process.h"
+
+namespace chimera::worker {
+namespace {
+
+constexpr absl::Duration kCallTimeout = absl::Seconds(10);
+// Between attempts to reach a coordinator that is down.
+constexpr absl::Duration kReconnectDelay = absl::Seconds(1);
+// A stopped task process gets this long to finish its step before SIGKILL.
+constexpr absl::Duration kStopGrace = absl::Seconds(10);
+constexpr absl::Duration kEventPoll = absl::Milliseconds(200);
+constexpr uint64_t kMaxPemBytes = 1 << 20;
+
+absl::Status FromGrpc(const grpc::Status& status) {
+  return status.ok() ? absl::OkStatus()
+                     : absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                                    status.error_message());
+}
+
+bool MeansRegisterAgain(const absl::Status& status) {
+  return absl::IsNotFound(status) || absl::IsAborted(status);
+}
+
+}  // namespace
+
+// One task process and the thread that relays its events.
+class WorkerDaemon::Task {
+ public:
+  Task(WorkerDaemon* daemon, const chimera::v1::StartTask& start)
+      : daemon_(daemon), start_(start) {
+    const std::string file = absl::StrCat(daemon->options_.work_dir, "/task-", start.job_id(),
+                                          "-", start.attempt(), ".pb");
+    const std::string log = absl::StrCat(daemon->options_.work_dir, "/task-", start.job_id(),
+                                         "-", start.attempt(), ".log");
+    std::ofstream out(file, std::ios::binary);
+    start.SerializeToOstream(&out);
+    out.close();
+    process_ = std::make_unique<ChildProcess>(std::vector<std::string>{
+        daemon->options_.task_binary, "--run-task", file, "--host", daemon->options_.host});
+    log_path_ = log;
+    relay_ = std::thread([this] { Relay(); });
+  }
+
+  ~Task() {
+    Stop();
+    relay_.join();
+  }
+
+  void Stop() { stop_requested_ = true; }
+  const std::string& job_id() const { return start_.job_id(); }
+  int attempt() const { return start_.attempt(); }
+
+ private:
+  void Report(chimera::v1::TaskState state, const std::string& address,
+              const std::string& message) {
+    chimera::v1::ReportTaskStateRequest report;
+    report.set_worker_id(daemon_->options_.worker_id);
+    report.set_incarnation(daemon_->incarnation_);
+    report.set_job_id(start_.job_id());
+    report.set_attempt(start_.attempt());
+    report.set_rank(start_.program().rank());
+    report.set_state(state);
+    report.set_store_address(address);
+    report.set_message(message);
+    chimera::v1::ReportTaskStateResponse ignored;
+    const absl::Status status =
+        FromGrpc(daemon_->stub_->ReportTaskState(daemon_->Context().get(), report, &ignored));
+    if (!status.ok()) CHIMERA_LOG(WARNING) << "reporting task state: " << status;
+  }
+
+  void Relay() {
+    std::string failure;
+    absl::Time stop_sent = absl::InfiniteFuture();
+    while (true) {
+      if (stop_requested_ && stop_sent == absl::InfiniteFuture()) {
+        process_->Signal(SIGTERM);
+        stop_sent = absl::Now();
+      }
+      if (absl::Now() - stop_sent > kStopGrace) process_->Signal(SIGKILL);
+      absl::StatusOr<std::string> line = process_->ReadLine(kEventPoll);
+      if (absl::IsDeadlineExceeded(line.status())) continue;
+      if (!line.ok()) break;  // stdout closed: the process is ending.
+      absl::StatusOr<TaskEvent> event = ParseTaskEvent(*line);
+      if (!event.ok()) {
+        CHIMERA_LOG(WARNING) << event.status();
+      } else if (event->kind == kReadyEvent) {
+        Report(chimera::v1::TASK_STATE_READY, event->store_address, "");
+      } else if (event->kind == kStepEvent) {
+        ReportStep(event->metrics);
+      } else {
+        failure = event->message;
+      }
+    }
+    const int code = process_->Wait(kStopGrace);
+    if (!process_->err().empty()) {
+      std::ofstream(log_path_, std::ios::app) << process_->err();
+    }
+    if (stop_requested_) {
+      Report(chimera::v1::TASK_STATE_STOPPED, "", "");
+    } else if (code == 0) {
+      Report(chimera::v1::TASK_STATE_SUCCEEDED, "", "");
+    } else {
+      Report(chimera::v1::TASK_STATE_FAILED, "",
+             failure.empty() ? absl::StrCat("task process exited with status ", code) : failure);
+    }
+    CHIMERA_LOG(INFO) << "task " << start_.job_id() << " rank " << start_.program().rank()
+                      << " ended with status " << code;
+  }
+
+  void ReportStep(const chimera::v1::WorkerStepMetrics& metrics) {
+    chimera::v1::ReportMetricsRequest report;
+    report.set_worker_id(daemon_->options_.worker_id);
+    report.set_incarnation(daemon_->incarnation_);
+    report.set_job_id(start_.job_id());
+    report.set_rank(start_.program().rank());
+    *report.mutable_metrics() = metrics;
+    chimera::v1::ReportMetricsResponse ignored;
+    const absl::Status status =
+        FromGrpc(daemon_->stub_->ReportMetrics(daemon_->Context().get(), report, &ignored));
+    if (!status.ok()) CHIMERA_LOG(WARNING) << "reporting metrics: " << status;
+  }
+
+  WorkerDaemon* const daemon_;
+  const chimera::v1::StartTask start_;
+  std::unique_ptr<ChildProcess> process_;
+  std::string log_path_;
+  std::atomic<bool> stop_requested_{false};
+  std::thread relay_;
+};
+
+WorkerDaemon::WorkerDaemon(DaemonOptions options)
+    : options_(std::move(options)),
+      incarnation_(absl::Uniform<uint64_t>(absl::BitGen(), 1, UINT64_MAX)) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!options_.tls_ca.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    absl::StatusOr<std::string> ca = ReadTextFile(options_.tls_ca, kMaxPemBytes);
+    if (ca.ok()) ssl.pem_root_certs = *ca;
+    credentials = grpc::SslCredentials(ssl);
+  }
+  stub_ = chimera::v1::WorkerService::NewStub(
+      grpc::CreateChannel(options_.coordinator, credentials));
+}
+
+WorkerDaemon::~WorkerDaemon() {
+  Shutdown();
+  if (heartbeats_.joinable()) heartbeats_.join();
+  DropTask();
+}
+
+std::unique_ptr<grpc::ClientContext> WorkerDaemon::Context() const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
+  if (!options_.token.empty()) context->AddMetadata("authorization", "Bearer " + options_.token);
+  return context;
+}
+
+absl::Status WorkerDaemon::Register() {
+  const LocalResources resources = DiscoverLocalResources();
+  chimera::v1::RegisterWorkerRequest request;
+  request.set_worker_id(options_.worker_id);
+  request.set_incarnation(incarnation_);
+  request.set_node(options_.node.empty() ? resources.node : options_.node);
+  request.set_memory_bytes(resources.memory_bytes);
+  for (const LocalDevice& local : resources.devices) {
+    chimera::v1::Device* device = request.add_devices();
+    device->set_kind(local.kind);
+    device->set_index(local.index);
+    device->set_memory_bytes(local.memory_bytes);
+  }
+  chimera::v1::RegisterWorkerResponse response;
+  const absl::Status status =
+      FromGrpc(stub_->RegisterWorker(Context().get(), request, &response));
+  if (!status.ok()) return status;
+  heartbeat_period_ms_ = std::max<int64_t>(1, response.heartbeat_period_ms());
+  registered_ = true;
+  CHIMERA_LOG(INFO) << "registered with " << options_.coordinator << " as "
+                    << options_.worker_id;
+  return absl::OkStatus();
+}
+
+void WorkerDaemon::HeartbeatLoop() {
+  while (!shutdown_.WaitForNotificationWithTimeout(
+      absl::Milliseconds(heartbeat_period_ms_.load()))) {
+    if (!registered_) continue;
+    chimera::v1::HeartbeatRequest beat;
+    beat.set_worker_id(options_.worker_id);
+    beat.set_incarnation(incarnation_);
+    chimera::v1::HeartbeatResponse ignored;
+    const absl::Status status = FromGrpc(stub_->Heartbeat(Context().get(), beat, &ignored));
+    if (MeansRegisterAgain(status)) {
+      // The coordinator restarted or gave up on us: our task is lost.
+      CHIMERA_LOG(WARNING) << "heartbeat: " << status << "; registering again";
+      registered_ = false;
+      absl::MutexLock lock(&mutex_);
+      if (stream_) stream_->TryCancel();
+    }
+  }
+}
+
+absl::Status WorkerDaemon::Watch() {
+  chimera::v1::WatchAssignmentsRequest request;
+  request.set_worker_id(options_.worker_id);
+  request.set_incarnation(incarnation_);
+  auto context = std::make_shared<grpc::ClientContext>();
+  if (!options_.token.empty()) context->AddMetadata("authorization", "Bearer " + options_.token);
+  {
+    absl::MutexLock lock(&mutex_);
+    stream_ = context;
+  }
+  auto reader = stub_->WatchAssignments(context.get(), request);
+  chimera::v1::Assignment assignment;
+  while (reader->Read(&assignment)) Handle(assignment);
+  const absl::Status status = FromGrpc(reader->Finish());
+  absl::MutexLock lock(&mutex_);
+  stream_.reset();
+  return status;
+}
+
+void WorkerDaemon::Handle(const chimera::v1::Assignment& assignment) {
+  if (assignment.has_start()) {
+    DropTask();
+    CHIMERA_LOG(INFO) << "starting job " << assignment.start().job_id() << " rank "
+                      << assignment.start().program().rank();
+    absl::MutexLock lock(&mutex_);
+    task_ = std::make_unique<Task>(this, assignment.start());
+    return;
+  }
+  absl::MutexLock lock(&mutex_);
+  if (task_ && task_->job_id() == assignment.stop().job_id() &&
+      task_->attempt() == assignment.stop().attempt()) {
+    CHIMERA_LOG(INFO) << "stopping job " << assignment.stop().job_id();
+    task_->Stop();
+  }
+}
+
+void WorkerDaemon::DropTask() {
+  std::unique_ptr<Task> task;
+  {
+    absl::MutexLock lock(&mutex_);
+    task = std::move(task_);
+  }
+  task.reset();  // Stops the process and waits for its relay to finish.
+}
+
+absl::Status WorkerDaemon::Run() {
+  heartbeats_ = std::thread([this] { HeartbeatLoop(); });
+  while (!shutdown_.HasBeenNotified()) {
+    if (!registered_) {
+      DropTask();
+      const absl::Status status = Register();
+      if (!status.ok()) {
+        CHIMERA_LOG(WARNING) << "cannot register with " << options_.coordinator << ": "
+                             << status;
+        shutdown_.WaitForNotificationWithTimeout(kReconnectDelay);
+        continue;
+      }
+    }
+    const absl::Status status = Watch();
+    if (shutdown_.HasBeenNotified()) break;
+    if (MeansRegisterAgain(status)) registered_ = false;
+    CHIMERA_LOG(WARNING) << "assignment stream ended: " << status;
+    shutdown_.WaitForNotificationWithTimeout(kReconnectDelay);
+  }
+  DropTask();
+  return absl::OkStatus();
+}
+
+void WorkerDaemon::Shutdown() {
+  if (!shutdown_.HasBeenNotified()) shutdown_.Notify();
+  absl::MutexLock lock(&mutex_);
+  if (stream_) stream_->TryCancel();
+}
+
+}  // namespace chimera::worker

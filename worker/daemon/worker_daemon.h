@@ -1,0 +1,87 @@
+// WorkerDaemon: `chimera-worker --coordinator HOST:PORT`. Registers this
+// machine's devices and memory with a random incarnation, heartbeats, follows
+// its assignment stream, runs each task in a task process (see
+// task_process.h) and relays what it reports: rendezvous, per-step metrics,
+// the outcome. A stop kills the task process (SIGTERM, then SIGKILL after a
+// grace period) and the worker is idle again. When the coordinator restarts
+// or declares the worker dead, the daemon drops its task and registers
+// again.
+//
+//   WorkerDaemon daemon(options);
+//   std::thread signals([&] { WaitForSignal(); daemon.Shutdown(); });
+//   return daemon.Run().ok() ? 0 : 1;
+#ifndef CHIMERA_WORKER_DAEMON_WORKER_DAEMON_H_
+#define CHIMERA_WORKER_DAEMON_WORKER_DAEMON_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "chimera/v1/service.grpc.pb.h"
+
+namespace chimera::worker {
+
+struct DaemonOptions {
+  // HOST:PORT of the coordinator.
+  std::string coordinator;
+  // Join token (empty: none) and a PEM CA for a TLS coordinator (empty:
+  // plaintext).
+  std::string token;
+  std::string tls_ca;
+  // Stable name of this worker; its node (host) name.
+  std::string worker_id;
+  std::string node;
+  // This host as the other workers reach it (rendezvous and Gloo).
+  std::string host = "127.0.0.1";
+  // The chimera-worker binary to run task processes with.
+  std::string task_binary;
+  // Where task files and task logs go.
+  std::string work_dir;
+};
+
+class WorkerDaemon {
+ public:
+  explicit WorkerDaemon(DaemonOptions options);
+  ~WorkerDaemon();
+  WorkerDaemon(const WorkerDaemon&) = delete;
+  WorkerDaemon& operator=(const WorkerDaemon&) = delete;
+
+  // Serves until Shutdown(); reconnects whenever the coordinator goes away.
+  absl::Status Run();
+  // Thread-safe: ends Run() soon, stopping a running task first.
+  void Shutdown();
+
+ private:
+  class Task;
+
+  std::unique_ptr<grpc::ClientContext> Context() const;
+  absl::Status Register();
+  // Follows the assignment stream until it ends.
+  absl::Status Watch();
+  void HeartbeatLoop();
+  void Handle(const chimera::v1::Assignment& assignment);
+  void DropTask();
+
+  const DaemonOptions options_;
+  std::unique_ptr<chimera::v1::WorkerService::Stub> stub_;
+  const uint64_t incarnation_;
+  absl::Notification shutdown_;
+  std::atomic<bool> registered_{false};
+  std::atomic<int64_t> heartbeat_period_ms_{1000};
+  absl::Mutex mutex_;
+  std::shared_ptr<grpc::ClientContext> stream_ ABSL_GUARDED_BY(mutex_);
+  std::unique_ptr<Task> task_ ABSL_GUARDED_BY(mutex_);
+  std::thread heartbeats_;
+};
+
+}  // namespace chimera::worker
+
+#endif  // CHIMERA_WORKER_DAEMON_WORKER_DAEMON_H_

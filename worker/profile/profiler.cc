@@ -1,0 +1,249 @@
+#include "worker/profile/profiler.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/nn/module.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "common/status_macros.h"
+#include "common/version.h"
+#include "coordinator/planner/model_profile.h"
+#include "worker/model/layers.h"
+#include "worker/model/loss.h"
+#include "worker/model/micro_batch.h"
+#include "worker/runtime/memory_tracker.h"
+#include "worker/runtime/task_options.h"
+
+namespace chimera::worker {
+namespace {
+
+constexpr int kDefaultMaxMicroBatchSize = 8;
+
+// What a layer's forward reads: its input and, for the head's loss, the
+// micro-batch's targets (built untimed).
+struct LayerInput {
+  at::Tensor tensor;
+  MicroBatch batch;
+};
+
+// What the forward leaves for the backward.
+struct Pass {
+  at::Tensor end;       // the output, or the head's loss
+  at::Tensor gradient;  // for end.backward(); undefined for the loss
+};
+
+// One layer under measurement: its parameters, how to build an input of
+// `samples` samples, and its forward.
+struct ProfiledLayer {
+  const char* kind;
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<absl::StatusOr<LayerInput>(int64_t samples)> make_input;
+  std::function<absl::StatusOr<Pass>(const LayerInput& input)> forward;
+};
+
+struct Measurement {
+  double forward_seconds = 0;
+  double backward_seconds = 0;
+  int64_t retained_bytes = 0;  // allocated by the forward, kept for backward
+  int64_t output_bytes = 0;
+};
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+double SecondsBetween(std::chrono::steady_clock::time_point start,
+                      std::chrono::steady_clock::time_point end) {
+  return std::chrono::duration<double>(end - start).count();
+}
+
+absl::StatusOr<Measurement> Measure(const ProfiledLayer& layer,
+                                    int64_t samples, int repetitions) {
+  MemoryTracker& memory = MemoryTracker::Install();
+  std::vector<double> forward, backward;
+  Measurement measurement;
+  for (int run = 0; run <= repetitions; ++run) {
+    ASSIGN_OR_RETURN(const LayerInput input, layer.make_input(samples));
+    const int64_t before = memory.current_bytes();
+    const auto start = std::chrono::steady_clock::now();
+    ASSIGN_OR_RETURN(Pass pass, layer.forward(input));
+    const auto forward_end = std::chrono::steady_clock::now();
+    measurement.retained_bytes = memory.current_bytes() - before;
+    measurement.output_bytes = static_cast<int64_t>(pass.end.nbytes());
+    const auto backward_start = std::chrono::steady_clock::now();
+    pass.end.backward(pass.gradient);
+    const auto backward_end = std::chrono::steady_clock::now();
+    if (run == 0) continue;  // warm-up: first-touch allocations, caches
+    forward.push_back(SecondsBetween(start, forward_end));
+    backward.push_back(SecondsBetween(backward_start, backward_end));
+  }
+  measurement.forward_seconds = Median(forward);
+  measurement.backward_seconds = Median(backward);
+  return measurement;
+}
+
+// The gradient a following layer would send back: any tensor of the
+// output's shape does (the cost does not depend on its values).
+Pass WithGradient(at::Tensor output) {
+  at::Tensor gradient = at::randn_like(output);
+  return {std::move(output), std::move(gradient)};
+}
+
+std::vector<ProfiledLayer> BuildLayers(const ModelConfig& config,
+                                       uint64_t seed) {
+  // Hidden states of a previous layer; a micro-batch of random tokens as the
+  // data source delivers them (GPT: one more token, the last target).
+  const auto hidden = [config](int64_t samples) -> absl::StatusOr<LayerInput> {
+    return LayerInput{
+        at::randn({samples, config.seq_length, config.hidden_size},
+                  at::TensorOptions(config.dtype))
+            .requires_grad_(true),
+        {}};
+  };
+  const auto batch = [config](int64_t samples) -> absl::StatusOr<MicroBatch> {
+    const int64_t length =
+        config.seq_length + (config.family == ModelFamily::kGpt ? 1 : 0);
+    return MakeMicroBatch(config,
+                          at::randint(config.vocab_size - 1, {samples, length},
+                                      at::TensorOptions(at::kLong)),
+                          SampleKey{});
+  };
+
+  std::vector<ProfiledLayer> layers;
+  auto embedding = std::make_shared<TokenEmbedding>(config, "embedding", seed);
+  layers.push_back(
+      {"embedding", embedding,
+       [batch](int64_t samples) -> absl::StatusOr<LayerInput> {
+         ASSIGN_OR_RETURN(MicroBatch tokens, batch(samples));
+         return LayerInput{tokens.inputs, {}};
+       },
+       [embedding](const LayerInput& input) -> absl::StatusOr<Pass> {
+         return WithGradient(embedding->Forward(input.tensor));
+       }});
+  for (int64_t i = 0; i < config.num_layers; ++i) {
+    auto block = std::make_shared<TransformerBlock>(
+        config, absl::StrCat("layer", i), seed);
+    layers.push_back(
+        {"block", block, hidden,
+         [block](const LayerInput& input) -> absl::StatusOr<Pass> {
+           return WithGradient(block->Forward(input.tensor));
+         }});
+  }
+  auto head = std::make_shared<OutputHead>(config, "head", seed);
+  layers.push_back(
+      {"head", head,
+       [hidden, batch](int64_t samples) -> absl::StatusOr<LayerInput> {
+         ASSIGN_OR_RETURN(LayerInput input, hidden(samples));
+         ASSIGN_OR_RETURN(input.batch, batch(samples));
+         return input;
+       },
+       [head](const LayerInput& input) -> absl::StatusOr<Pass> {
+         ASSIGN_OR_RETURN(
+             at::Tensor loss,
+             LanguageModelLoss(head->Forward(input.tensor), input.batch,
+                               static_cast<double>(input.tensor.size(0))));
+         return Pass{std::move(loss), at::Tensor()};
+       }});
+  return layers;
+}
+
+}  // namespace
+
+absl::StatusOr<chimera::v1::ModelProfile> ProfileModel(
+    const ModelConfig& config, const ProfileOptions& options) {
+  RETURN_IF_ERROR(ValidateModelConfig(config));
+  if (options.max_micro_batch_size < 1 || options.repetitions < 1 ||
+      options.threads < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "profile options: max micro-batch size ", options.max_micro_batch_size,
+        ", repetitions ", options.repetitions, " and threads ",
+        options.threads, " must all be >= 1"));
+  }
+  MemoryTracker::Install();
+  at::set_num_threads(options.threads);
+  chimera::v1::ModelProfile profile;
+  profile.set_api_version(kApiVersion);
+  profile.set_kind(planner::kModelProfileKind);
+  profile.mutable_metadata()->set_name(options.name);
+  profile.set_source("measured");
+  profile.set_device("cpu");
+  for (const ProfiledLayer& layer : BuildLayers(config, options.seed)) {
+    chimera::v1::LayerProfile* out = profile.add_layers();
+    out->set_kind(layer.kind);
+    int64_t parameter_bytes = 0;
+    for (const at::Tensor& parameter : layer.module->parameters()) {
+      parameter_bytes += static_cast<int64_t>(parameter.nbytes());
+    }
+    out->set_parameter_bytes(parameter_bytes);
+    Measurement largest;
+    int64_t largest_size = 1;
+    for (int64_t size = 1; size <= options.max_micro_batch_size; size *= 2) {
+      ASSIGN_OR_RETURN(largest, Measure(layer, size, options.repetitions));
+      largest_size = size;
+      chimera::v1::LayerTiming* timing = out->add_timings();
+      timing->set_micro_batch_size(static_cast<int32_t>(size));
+      timing->set_forward_seconds(largest.forward_seconds);
+      timing->set_backward_seconds(largest.backward_seconds);
+    }
+    out->set_activation_bytes_per_sample(largest.retained_bytes /
+                                         largest_size);
+    out->set_output_bytes_per_sample(
+        layer.kind == std::string("head")
+            ? largest.output_bytes
+            : largest.output_bytes / largest_size);
+  }
+  return profile;
+}
+
+absl::StatusOr<chimera::v1::ModelProfile> ProfileJob(
+    const chimera::v1::TrainJob& job) {
+  ASSIGN_OR_RETURN(const ModelConfig config,
+                   ModelConfigFor(job.spec().model()));
+  ProfileOptions options;
+  const int micro_batch_size = job.spec().training().micro_batch_size();
+  options.max_micro_batch_size =
+      micro_batch_size > 0 ? micro_batch_size : kDefaultMaxMicroBatchSize;
+  const int threads = job.spec().resources().threads_per_worker();
+  options.threads = threads > 0 ? threads : 1;
+  options.seed = job.spec().training().seed();
+  options.name = absl::StrCat(job.metadata().name(), "-profile");
+  return ProfileModel(config, options);
+}
+
+std::string ProfileToJson(const chimera::v1::ModelProfile& profile) {
+  // Written field by field rather than with protobuf's JSON printer, which
+  // quotes int64 values; the planner's strict YAML reader wants numbers.
+  nlohmann::json layers = nlohmann::json::array();
+  for (const chimera::v1::LayerProfile& layer : profile.layers()) {
+    nlohmann::json timings = nlohmann::json::array();
+    for (const chimera::v1::LayerTiming& timing : layer.timings()) {
+      timings.push_back({{"microBatchSize", timing.micro_batch_size()},
+                         {"forwardSeconds", timing.forward_seconds()},
+                         {"backwardSeconds", timing.backward_seconds()}});
+    }
+    layers.push_back(
+        {{"kind", layer.kind()},
+         {"timings", std::move(timings)},
+         {"activationBytesPerSample", layer.activation_bytes_per_sample()},
+         {"outputBytesPerSample", layer.output_bytes_per_sample()},
+         {"parameterBytes", layer.parameter_bytes()}});
+  }
+  const nlohmann::json document = {
+      {"apiVersion", profile.api_version()},
+      {"kind", profile.kind()},
+      {"metadata", {{"name", profile.metadata().name()}}},
+      {"source", profile.source()},
+      {"device", profile.device()},
+      {"layers", std::move(layers)}};
+  return document.dump(2) + "\n";
+}
+
+}  // namespace chimera::worker

@@ -73,6 +73,9 @@ int main(int argc, char** argv) {
                  "Seconds of latency between workers, assumed when planning")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--metrics-listen", options.metrics_listen,
+                 "HOST:PORT for the Prometheus /metrics endpoint (port 0: any free one); "
+                 "off when empty");
   app.add_option("--client-token", options.client_token,
                  "Token clients must send (default: $CHIMERA_CLIENT_TOKEN)");
   app.add_option("--worker-token", options.worker_token,
@@ -111,6 +114,9 @@ int main(int argc, char** argv) {
     return server.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   std::cout << "listening on " << (*server)->address() << std::endl;
+  if (!(*server)->metrics_address().empty()) {
+    std::cout << "metrics on " << (*server)->metrics_address() << std::endl;
+  }
   const int signal = WaitForTerminationSignal(signals);
   CHIMERA_LOG(INFO) << "signal " << signal << ": shutting down";
   (*server)->Shutdown();

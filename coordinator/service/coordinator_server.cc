@@ -9,6 +9,7 @@
 #include "common/file_reader.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "coordinator/service/coordinator_metrics.h"
 #include "coordinator/service/server_address.h"
 
 namespace chimera::coordinator {
@@ -80,6 +81,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   }
   address.port = port;
   server->address_ = address.ToString();
+  if (!options.metrics_listen.empty()) {
+    ASSIGN_OR_RETURN(server->metrics_, MetricsServer::Start(options.metrics_listen));
+    server->metrics_->Add(std::make_shared<CoordinatorMetrics>(server->jobs_.get(),
+                                                               server->registry_.get()));
+  }
   const absl::Duration period = options.heartbeat.period / 2;
   server->loop_ = std::thread([raw = server.get(), period] { raw->RunLoop(period); });
   CHIMERA_LOG(INFO) << "coordinator serving on " << server->address_ << " (store "

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
+#include "common/metrics_server.h"
 #include "coordinator/service/job_manager.h"
 #include "coordinator/service/job_service.h"
 #include "coordinator/service/job_store.h"
@@ -47,6 +48,8 @@ struct CoordinatorOptions {
   TlsFiles tls;
   // Largest request or response; bigger ones are refused by gRPC.
   int max_message_bytes = 16 << 20;
+  // HOST:PORT for the Prometheus /metrics endpoint; empty: none.
+  std::string metrics_listen;
 };
 
 class CoordinatorServer {
@@ -62,6 +65,8 @@ class CoordinatorServer {
 
   // host:port actually bound (the chosen port when 0 was asked for).
   const std::string& address() const { return address_; }
+  // host:port of /metrics; empty when not serving metrics.
+  std::string metrics_address() const { return metrics_ ? metrics_->address() : ""; }
   // Stops accepting calls, ends streams, stops the background loop.
   void Shutdown();
 
@@ -75,6 +80,7 @@ class CoordinatorServer {
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsServer> metrics_;
   std::string address_;
   absl::Notification stopping_;
   std::thread loop_;

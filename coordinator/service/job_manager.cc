@@ -253,6 +253,7 @@ absl::Status JobManager::StartLocked(Job job, const std::vector<std::string>& ch
     chimera::v1::StartTask* start = assignment.mutable_start();
     start->set_job_id(job.id());
     start->set_attempt(run.attempt);
+    start->set_start_step(job.status().checkpoint_step());
     *start->mutable_manifest() = job.manifest();
     *start->mutable_plan() = plan;
     *start->mutable_program() = std::move(programs[rank]);
@@ -276,23 +277,26 @@ absl::Status JobManager::StartLocked(Job job, const std::vector<std::string>& ch
   return SaveLocked(job);
 }
 
+void JobManager::StopRunLocked(const std::string& id) {
+  auto it = runs_.find(id);
+  if (it == runs_.end()) return;
+  const Run& run = it->second;
+  for (size_t rank = 0; rank < run.worker_of_rank.size(); ++rank) {
+    const std::string& worker = run.worker_of_rank[rank];
+    if (!run.rank_done[rank]) {
+      chimera::v1::Assignment stop;
+      stop.mutable_stop()->set_job_id(id);
+      stop.mutable_stop()->set_attempt(run.attempt);
+      workers_->Send(worker, std::move(stop));
+    }
+    workers_->Release(worker);
+  }
+  runs_.erase(it);
+}
+
 absl::Status JobManager::EndLocked(const std::string& id, JobState state,
                                    const std::string& message) {
-  auto it = runs_.find(id);
-  if (it != runs_.end()) {
-    const Run& run = it->second;
-    for (size_t rank = 0; rank < run.worker_of_rank.size(); ++rank) {
-      const std::string& worker = run.worker_of_rank[rank];
-      if (!run.rank_done[rank]) {
-        chimera::v1::Assignment stop;
-        stop.mutable_stop()->set_job_id(id);
-        stop.mutable_stop()->set_attempt(run.attempt);
-        workers_->Send(worker, std::move(stop));
-      }
-      workers_->Release(worker);
-    }
-    runs_.erase(it);
-  }
+  StopRunLocked(id);
   ASSIGN_OR_RETURN(Job job, store_->Get(id));
   job.mutable_status()->set_state(state);
   job.mutable_status()->set_message(message);
@@ -312,10 +316,31 @@ void JobManager::OnWorkerLostLocked(const std::string& worker_id, const TaskRef&
                                     const std::string& reason) {
   auto it = runs_.find(task.job_id);
   if (it == runs_.end() || it->second.attempt != task.attempt) return;
-  const absl::Status status =
-      EndLocked(task.job_id, chimera::v1::JOB_STATE_FAILED,
-                absl::StrCat("worker ", worker_id, " (rank ", task.rank, ") ", reason));
+  const std::string message =
+      absl::StrCat("worker ", worker_id, " (rank ", task.rank, ") ", reason);
+  absl::StatusOr<Job> job = store_->Get(task.job_id);
+  absl::Status status = job.status();
+  if (status.ok()) {
+    const int limit = job->manifest().spec().run_policy().backoff_limit();
+    status = job->status().restarts() < limit
+                 ? RestartLocked(*std::move(job), message)
+                 : EndLocked(task.job_id, chimera::v1::JOB_STATE_FAILED, message);
+  }
   if (!status.ok()) CHIMERA_LOG(ERROR) << status;
+}
+
+absl::Status JobManager::RestartLocked(Job job, const std::string& cause) {
+  StopRunLocked(job.id());
+  chimera::v1::JobStatus& status = *job.mutable_status();
+  status.set_restarts(status.restarts() + 1);
+  status.set_state(chimera::v1::JOB_STATE_PENDING);
+  // Steps after the checkpoint are lost and will run again.
+  status.set_completed_steps(status.checkpoint_step());
+  status.set_message(absl::StrCat(
+      cause, "; restarting from step ", status.checkpoint_step(), " (restart ",
+      status.restarts(), " of ", job.manifest().spec().run_policy().backoff_limit(), ")"));
+  CHIMERA_LOG(WARNING) << "job " << job.id() << ": " << status.message();
+  return SaveLocked(job);
 }
 
 void JobManager::Tick() {
@@ -452,6 +477,12 @@ absl::Status JobManager::OnMetrics(const chimera::v1::ReportMetricsRequest& repo
   RETURN_IF_ERROR(store_->AppendStep(job.id(), summary));
   *job.mutable_status()->mutable_last_step() = summary;
   job.mutable_status()->set_completed_steps(step + 1);
+  // Complete once every rank wrote its share (the writers among them).
+  if (std::all_of(ranks.begin(), ranks.end(), [step](const auto& rank) {
+        return rank.second.checkpoint_step() == step + 1;
+      })) {
+    job.mutable_status()->set_checkpoint_step(step + 1);
+  }
   job.clear_workers();
   for (const auto& [rank, metrics] : ranks) {
     auto* worker = job.add_workers();

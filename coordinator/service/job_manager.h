@@ -1,9 +1,17 @@
 // JobManager: the coordinator's job lifecycle.
 //
 //   Submit ──► PENDING ──(gang: all its workers idle)──► RUNNING ──► SUCCEEDED
-//                 │                                        │  ├──► FAILED (a rank failed,
-//                 │                                        │  │     a worker died)
+//                 │  ▲                                     │  ├──► FAILED (a rank failed,
+//                 │  └──(a worker died, restarts left)─────┤  │     a worker died)
 //                 └────────────(Stop)──────► STOPPED ◄──────┘
+//
+// A job whose worker dies is restarted while status.restarts is below its
+// spec.runPolicy.backoffLimit: back to PENDING (it keeps its place in the
+// queue, being older than what was submitted after it), then started on any
+// idle workers with the next attempt number, from status.checkpoint_step,
+// the latest checkpoint every rank reported writing (0: from the start). It
+// keeps its plan: the checkpoint holds the plan's model stages, and the
+// spec fixes the worker count. A rank that fails on its own fails the job.
 //
 // Jobs start in submission order (FIFO; the head of the queue waits for
 // enough idle workers, nothing overtakes it). A job whose spec fixes its
@@ -83,7 +91,7 @@ class JobManager {
   void Tick();
 
   // A worker went away with a task (missed heartbeats, or registered again
-  // as a new incarnation): its job fails, naming it.
+  // as a new incarnation): its job fails, naming it, or restarts.
   void OnWorkerLost(const std::string& worker_id, const TaskRef& task,
                     const std::string& reason);
 
@@ -123,6 +131,13 @@ class JobManager {
   // final state.
   absl::Status EndLocked(const std::string& id, chimera::v1::JobState state,
                          const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Tells a running job's workers to stop and frees them; its state is the
+  // caller's to set.
+  void StopRunLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Ends the run of `job` and queues it again, to resume from its latest
+  // checkpoint; `cause` (the worker that died) goes into its message.
+  absl::Status RestartLocked(chimera::v1::Job job, const std::string& cause)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::Status SaveLocked(const chimera::v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void OnWorkerLostLocked(const std::string& worker_id, const TaskRef& task,
                           const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

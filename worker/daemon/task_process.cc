@@ -12,6 +12,7 @@
 #include "coordinator/schedule/generator.h"
 #include "coordinator/schedule/program_proto.h"
 #include "google/protobuf/util/json_util.h"
+#include "worker/runtime/task_options.h"
 #include "worker/runtime/task_runner.h"
 
 namespace chimera::worker {
@@ -39,6 +40,7 @@ class EventWriter : public TaskObserver {
     report.set_tokens(metrics.tokens);
     report.set_activations_bytes(metrics.memory_current_bytes);
     report.set_peak_memory_bytes(metrics.memory_peak_bytes);
+    report.set_checkpoint_step(static_cast<int32_t>(metrics.checkpoint_step));
     std::string json;
     google::protobuf::util::MessageToJsonString(report, &json);
     events_ << kStepEvent << " " << json << std::endl;
@@ -68,6 +70,8 @@ absl::Status Run(const std::string& task_file, const std::string& host,
   }
   TaskRunOptions options;
   ASSIGN_OR_RETURN(options.task, TaskOptionsFor(task.manifest(), task.plan()));
+  // Checkpoints are per job id: every attempt of this job, and no other job.
+  options.task.checkpoint_dir = CheckpointDirFor(task.manifest(), task.job_id());
   ASSIGN_OR_RETURN(options.schedule, schedule::GenerateSchedule(options.task.schedule));
   options.rank = task.program().rank();
   if (options.rank < 0 || options.rank >= static_cast<int>(options.schedule.workers.size())) {

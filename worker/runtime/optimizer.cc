@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace chimera::worker {
 namespace {
@@ -21,6 +22,11 @@ absl::Status CheckRange(absl::string_view field, double value, double low,
 }
 
 }  // namespace
+
+std::string DescribeTensor(const at::Tensor& tensor) {
+  return absl::StrCat(c10::toString(tensor.scalar_type()), "[",
+                      absl::StrJoin(tensor.sizes(), ", "), "]");
+}
 
 absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name) {
   if (name == "sgd") return OptimizerKind::kSgd;
@@ -51,6 +57,50 @@ Optimizer::Optimizer(const OptimizerConfig& config,
       parameters_(std::move(parameters)),
       first_moments_(parameters_.size()),
       second_moments_(parameters_.size()) {}
+
+OptimizerState Optimizer::state() const {
+  return {steps_, first_moments_, second_moments_};
+}
+
+absl::Status Optimizer::Restore(const OptimizerState& state) {
+  if (state.steps < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer state has ", state.steps, " steps; it must be >= 0"));
+  }
+  const auto check = [this](const std::vector<at::Tensor>& moments,
+                            absl::string_view what) -> absl::Status {
+    if (moments.size() != parameters_.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("optimizer state has ", moments.size(), " ", what,
+                       "; the optimizer has ", parameters_.size(), " parameters"));
+    }
+    for (size_t i = 0; i < moments.size(); ++i) {
+      if (moments[i].defined() &&
+          (moments[i].sizes() != parameters_[i].sizes() ||
+           moments[i].scalar_type() != parameters_[i].scalar_type())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "optimizer state ", what, "[", i, "] is ", DescribeTensor(moments[i]),
+            "; parameter ", i, " is ", DescribeTensor(parameters_[i])));
+      }
+    }
+    return absl::OkStatus();
+  };
+  absl::Status status = check(state.first_moments, "first moments");
+  if (status.ok()) status = check(state.second_moments, "second moments");
+  if (!status.ok()) return status;
+  const auto copy = [](const std::vector<at::Tensor>& moments) {
+    std::vector<at::Tensor> copies;
+    copies.reserve(moments.size());
+    for (const at::Tensor& moment : moments) {
+      copies.push_back(moment.defined() ? moment.clone() : at::Tensor());
+    }
+    return copies;
+  };
+  first_moments_ = copy(state.first_moments);
+  second_moments_ = copy(state.second_moments);
+  steps_ = state.steps;
+  return absl::OkStatus();
+}
 
 void Optimizer::Step() {
   at::NoGradGuard no_grad;

@@ -23,6 +23,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -52,6 +53,22 @@ struct OptimizerConfig {
 // INVALID_ARGUMENT naming the field, its value and the allowed range.
 absl::Status ValidateOptimizerConfig(const OptimizerConfig& config);
 
+// "Float[4, 8]": a tensor's type and shape, for error messages.
+std::string DescribeTensor(const at::Tensor& tensor);
+
+// What an optimizer carries from one step to the next besides the
+// parameters; with them, all a checkpoint needs to resume bit-exactly.
+struct OptimizerState {
+  // Updates applied so far (AdamW's bias correction depends on it).
+  int64_t steps = 0;
+  // Per parameter, in the optimizer's order: SGD's momentum buffers in
+  // first_moments; AdamW's first and second moments. An entry is undefined
+  // while the optimizer has not created it (before the first step, or SGD
+  // without momentum), and second_moments are all undefined for SGD.
+  std::vector<at::Tensor> first_moments;
+  std::vector<at::Tensor> second_moments;
+};
+
 class Optimizer {
  public:
   // `parameters` are leaf tensors whose grad() is defined (zeros before the
@@ -66,6 +83,12 @@ class Optimizer {
 
   // Updates applied so far.
   int64_t steps() const { return steps_; }
+
+  // The current state; its tensors are the optimizer's own, not copies.
+  OptimizerState state() const;
+  // Continues from `state` (copied): INVALID_ARGUMENT, naming the entry,
+  // when it does not fit the parameters (count, shape or dtype).
+  absl::Status Restore(const OptimizerState& state);
 
  private:
   void SgdStep();

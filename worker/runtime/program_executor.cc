@@ -157,14 +157,12 @@ absl::Status ProgramExecutor::Build() {
                                 options_.seed));
     holds_last_stage_ |= stages_[model_stage]->is_last();
   }
-  std::vector<at::Tensor> parameters;
   for (const auto& [model_stage, stage] : stages_) {
     const std::vector<at::Tensor> stage_parameters = stage->parameters();
     gradient_buckets_[model_stage] = BucketGradients(stage_parameters);
-    parameters.insert(parameters.end(), stage_parameters.begin(),
-                      stage_parameters.end());
+    optimizers_[model_stage] =
+        std::make_unique<Optimizer>(options_.optimizer, stage_parameters);
   }
-  optimizer_ = std::make_unique<Optimizer>(options_.optimizer, parameters);
 
   for (const Instruction& inst : program_.instructions) {
     const auto invalid = [&](absl::string_view why) {
@@ -215,6 +213,54 @@ ProgramExecutor::NamedParameters() const {
     }
   }
   return named;
+}
+
+std::vector<int> ProgramExecutor::model_stages() const {
+  std::vector<int> held;
+  for (const auto& [model_stage, stage] : stages_) held.push_back(model_stage);
+  return held;
+}
+
+absl::StatusOr<StageState> ProgramExecutor::ExportStage(int model_stage) const {
+  auto it = stages_.find(model_stage);
+  if (it == stages_.end()) {
+    return absl::NotFoundError(absl::StrCat("rank ", rank_, " holds no replica of model stage ",
+                                            model_stage));
+  }
+  StageState state;
+  for (const auto& item : it->second->named_parameters()) {
+    state.parameters.emplace_back(item.key(), item.value());
+  }
+  state.optimizer = optimizers_.at(model_stage)->state();
+  return state;
+}
+
+absl::Status ProgramExecutor::ImportStage(int model_stage, const StageState& state) {
+  ASSIGN_OR_RETURN(StageState current, ExportStage(model_stage));
+  if (state.parameters.size() != current.parameters.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model stage ", model_stage, " has ", current.parameters.size(),
+        " parameters; the state to import has ", state.parameters.size()));
+  }
+  for (size_t i = 0; i < current.parameters.size(); ++i) {
+    const auto& [name, parameter] = current.parameters[i];
+    const auto& [imported_name, imported] = state.parameters[i];
+    if (imported_name != name || !imported.defined() ||
+        imported.sizes() != parameter.sizes() ||
+        imported.scalar_type() != parameter.scalar_type()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model stage ", model_stage, " parameter ", name, " is ", DescribeTensor(parameter),
+          "; the state to import has ", imported_name, " ",
+          imported.defined() ? DescribeTensor(imported) : "undefined"));
+    }
+  }
+  // The optimizer checks its part before anything is overwritten.
+  RETURN_IF_ERROR(optimizers_.at(model_stage)->Restore(state.optimizer));
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < current.parameters.size(); ++i) {
+    current.parameters[i].second.copy_(state.parameters[i].second);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
@@ -279,7 +325,7 @@ absl::Status ProgramExecutor::Execute(const Instruction& inst, int64_t step,
     case OpKind::kAllreduceEnd:
       return EndAllReduce(inst, metrics);
     case OpKind::kOptimizerStep:
-      optimizer_->Step();
+      for (auto& [model_stage, optimizer] : optimizers_) optimizer->Step();
       return absl::OkStatus();
   }
   return absl::InternalError("unknown op");

@@ -92,6 +92,14 @@ struct ExecutorOptions {
   absl::Duration collective_timeout = kDefaultCollectiveTimeout;
 };
 
+// One model stage's trainable state: its parameters, by their names in the
+// whole model, and its optimizer's state in the same order. What a
+// checkpoint holds of the stage.
+struct StageState {
+  std::vector<std::pair<std::string, at::Tensor>> parameters;
+  OptimizerState optimizer;
+};
+
 class ProgramExecutor {
  public:
   // Builds the stage replicas of `schedule.workers[rank]` and checks the
@@ -117,6 +125,17 @@ class ProgramExecutor {
   // Every parameter this worker holds, by its name in the whole model
   // ("layer3.qkv_weight"), in model-stage order.
   std::vector<std::pair<std::string, at::Tensor>> NamedParameters() const;
+
+  // The model stages this worker holds a replica of, ascending.
+  std::vector<int> model_stages() const;
+  // A held model stage's state between steps; the tensors are the live ones,
+  // not copies. NOT_FOUND for a stage this worker does not hold.
+  absl::StatusOr<StageState> ExportStage(int model_stage) const;
+  // Overwrites a held model stage's parameters and optimizer state with
+  // copies of `state`'s, between steps. NOT_FOUND for a stage this worker
+  // does not hold; INVALID_ARGUMENT naming the parameter that is missing or
+  // differs in shape or type (and then nothing has changed).
+  absl::Status ImportStage(int model_stage, const StageState& state);
 
   // Whether this worker runs a replica of the model's last stage (and so
   // reports a loss).
@@ -168,7 +187,9 @@ class ProgramExecutor {
   // Each model stage's gradients as one buffer (BucketGradients), by model
   // stage: what its allreduce sums in place.
   std::map<int, at::Tensor> gradient_buckets_;
-  std::unique_ptr<Optimizer> optimizer_;
+  // One optimizer per model stage, so each stage's state can be saved and
+  // restored on its own; OPTIMIZER_STEP steps them all.
+  std::map<int, std::unique_ptr<Optimizer>> optimizers_;
   std::map<std::pair<schedule::StageRef, int>, BackwardPlan> backward_plans_;
   bool holds_last_stage_ = false;
 

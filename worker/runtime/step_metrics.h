@@ -42,6 +42,11 @@ struct StepMetrics {
   int64_t memory_current_bytes = 0;
   int64_t memory_peak_bytes = 0;
   int64_t peak_stashed_slices = 0;
+
+  // After this step the worker wrote its share of checkpoint
+  // `checkpoint_step` (= step + 1; its share may be no stage at all); 0 when
+  // the step is not a checkpoint step.
+  int64_t checkpoint_step = 0;
 };
 
 }  // namespace chimera::worker

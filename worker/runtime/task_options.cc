@@ -82,6 +82,12 @@ void ReadPlan(const chimera::v1::Plan& plan, TaskOptions& options, FieldErrors& 
 
 }  // namespace
 
+std::string CheckpointDirFor(const chimera::v1::TrainJob& job, absl::string_view job_id) {
+  const chimera::v1::TrainingSpec& training = job.spec().training();
+  if (training.checkpoint_every() <= 0) return "";
+  return absl::StrCat(training.checkpoint_dir(), "/", job_id);
+}
+
 absl::StatusOr<TaskOptions> TaskOptionsFor(const chimera::v1::TrainJob& job,
                                            const chimera::v1::Plan& plan) {
   const chimera::v1::JobSpec& spec = job.spec();
@@ -112,6 +118,8 @@ absl::StatusOr<TaskOptions> TaskOptionsFor(const chimera::v1::TrainJob& job,
   }
   options.threads =
       resources.threads_per_worker() > 0 ? resources.threads_per_worker() : 1;
+  options.checkpoint_every = spec.training().checkpoint_every();
+  options.checkpoint_dir = CheckpointDirFor(job, job.metadata().name());
   if (!errors.empty()) return errors.ToStatus();
   return options;
 }

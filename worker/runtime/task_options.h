@@ -11,9 +11,11 @@
 #define CHIMERA_WORKER_RUNTIME_TASK_OPTIONS_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "chimera/v1/job.pb.h"
 #include "chimera/v1/plan.pb.h"
 #include "coordinator/schedule/schedule_params.h"
@@ -36,7 +38,16 @@ struct TaskOptions {
   int64_t max_steps = 0;
   // LibTorch intra-op threads (spec.resources.threadsPerWorker, 0 = 1).
   int threads = 1;
+  // Save a checkpoint every this many steps (0: never) under checkpoint_dir,
+  // this job's own directory (see CheckpointDirFor).
+  int64_t checkpoint_every = 0;
+  std::string checkpoint_dir;
 };
+
+// The directory of one job's checkpoints: spec.training.checkpointDir/<job>,
+// where `job` is the coordinator's job id (unique, kept across restarts) or,
+// without a coordinator, the job's name. Empty when checkpoints are off.
+std::string CheckpointDirFor(const chimera::v1::TrainJob& job, absl::string_view job_id);
 
 // `job` must have passed jobspec validation. INVALID_ARGUMENT, one line per
 // problem naming the field: a plan that is not a valid schedule or whose

@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/tcp_rendezvous.h"
+#include "worker/runtime/checkpoint.h"
 #include "worker/runtime/data_source.h"
 #include "worker/runtime/gradient_sync.h"
 #include "worker/runtime/program_executor.h"
@@ -42,8 +43,26 @@ absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
                    ProgramExecutor::Create(options.schedule, options.rank,
                                            ExecutorOptionsFor(options.task),
                                            *data, comm.get()));
+  const CheckpointDir checkpoints(options.task.checkpoint_dir);
+  if (options.first_step > 0) {
+    if (options.task.checkpoint_dir.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the task starts at step ", options.first_step,
+          " but the job has no checkpoints (spec.training.checkpointEvery is 0)"));
+    }
+    RETURN_IF_ERROR(checkpoints.Load(*executor, options.first_step,
+                                     options.schedule.topology.NumModelStages()));
+  }
+  const std::vector<int> written = StagesWrittenBy(options.schedule, options.rank);
+  const int64_t every = options.task.checkpoint_every;
   for (int64_t step = options.first_step; step < options.last_step; ++step) {
     ASSIGN_OR_RETURN(StepMetrics metrics, executor->RunStep(step));
+    // After the optimizer step every replica of a stage is the same, so its
+    // writer alone saves it.
+    if (every > 0 && (step + 1) % every == 0) {
+      RETURN_IF_ERROR(checkpoints.Save(*executor, step + 1, written));
+      metrics.checkpoint_step = step + 1;
+    }
     RETURN_IF_ERROR(observer.OnStep(metrics, *comm));
   }
   return comm->Barrier(options.timeout);

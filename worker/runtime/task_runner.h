@@ -3,6 +3,9 @@
 // given) and announces it; the others join it; every rank then builds its
 // Gloo communicator with the schedule's gradient groups, opens the data,
 // builds its executor and runs the steps, telling an observer about each.
+// A task that starts past step 0 first loads the checkpoint of its first
+// step; every spec.training.checkpointEvery steps each rank writes the model
+// stages it is the writer of (checkpoint.h).
 // Standalone mode and the daemon's task process differ only in their
 // observers.
 //
@@ -38,7 +41,8 @@ struct TaskRunOptions {
   int store_port = 0;
   // Joining the store, building the groups, and every collective.
   absl::Duration timeout = kDefaultCollectiveTimeout;
-  // Steps [first_step, last_step).
+  // Steps [first_step, last_step); first_step > 0 resumes from the complete
+  // checkpoint of that step in task.checkpoint_dir.
   int64_t first_step = 0;
   int64_t last_step = 0;
   // Groups beyond the gradient groups (e.g. all ranks, for summaries).

@@ -2,6 +2,9 @@
 // registry and the manager exactly as the gRPC services would.
 #include "coordinator/service/job_manager.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -38,6 +41,16 @@ chimera::v1::TrainJob Manifest(const std::string& name, int workers, bool fixed 
     spec->mutable_parallelism()->set_micro_batches(workers);
   }
   spec->mutable_resources()->set_workers(workers);
+  return job;
+}
+
+// A job that checkpoints every 2 steps and may restart `backoff_limit` times.
+chimera::v1::TrainJob RestartableManifest(int backoff_limit) {
+  chimera::v1::TrainJob job = Manifest("restartable", 4);
+  job.mutable_spec()->mutable_training()->set_max_steps(10);
+  job.mutable_spec()->mutable_training()->set_checkpoint_every(2);
+  job.mutable_spec()->mutable_training()->set_checkpoint_dir("/checkpoints");
+  job.mutable_spec()->mutable_run_policy()->set_backoff_limit(backoff_limit);
   return job;
 }
 
@@ -94,6 +107,36 @@ class JobManagerTest : public ::testing::Test {
     return manager_->OnTaskState(report);
   }
 
+  // Every rank w<rank> of the first attempt reports `step`, with
+  // `checkpoint_step` (0: none) from the ranks in `wrote`.
+  void ReportStep(const Job& job, int step, int checkpoint_step,
+                  std::vector<int> wrote = {0, 1, 2, 3}) {
+    for (int rank = 0; rank < 4; ++rank) {
+      chimera::v1::ReportMetricsRequest report;
+      report.set_worker_id(absl::StrCat("w", rank));
+      report.set_incarnation(100 + rank);
+      report.set_job_id(job.id());
+      report.set_rank(rank);
+      report.mutable_metrics()->set_step(step);
+      if (std::count(wrote.begin(), wrote.end(), rank) > 0) {
+        report.mutable_metrics()->set_checkpoint_step(checkpoint_step);
+      }
+      ASSERT_TRUE(manager_->OnMetrics(report).ok());
+    }
+  }
+
+  // Moves the clock past the heartbeat timeout, every live worker but
+  // `dead` heartbeating (so `dead`, if any, dies), then ticks.
+  void PassHeartbeatTimeout(const std::string& dead = "") {
+    now_ += absl::Seconds(4);
+    for (const auto& worker : registry_.List()) {
+      if (worker.worker_id() != dead && worker.state() != chimera::v1::WORKER_STATE_DEAD) {
+        ASSERT_TRUE(registry_.Heartbeat(worker.worker_id(), worker.incarnation()).ok());
+      }
+    }
+    manager_->Tick();
+  }
+
   chimera::v1::JobState StateOf(const Job& job) {
     return manager_->Get(job.id())->status().state();
   }
@@ -106,9 +149,9 @@ class JobManagerTest : public ::testing::Test {
 
   // Submits a 4-rank Chimera job on 4 fresh workers and completes the
   // rendezvous: every worker holds its start task afterwards.
-  Job StartRunningJob() {
+  Job StartRunningJob(const chimera::v1::TrainJob& manifest = Manifest("run", 4)) {
     AddWorkers(4);
-    Job job = MustSubmit(Manifest("run", 4));
+    Job job = MustSubmit(manifest);
     manager_->Tick();
     EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
     EXPECT_TRUE(Next("w0").has_value());
@@ -266,6 +309,86 @@ TEST_F(JobManagerTest, PeerFailuresAreBlamedOnTheWorkerThatDied) {
   Job failed = *manager_->Get(job.id());
   EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
   EXPECT_THAT(failed.status().message(), HasSubstr("worker w3 (rank 3)"));
+}
+
+TEST_F(JobManagerTest, CheckpointCountsOnceEveryRankReportedWritingIt) {
+  Job job = StartRunningJob(RestartableManifest(1));
+  ReportStep(job, 0, 0);
+  ReportStep(job, 1, 2, /*wrote=*/{0, 1, 2});
+  EXPECT_EQ(manager_->Get(job.id())->status().checkpoint_step(), 0);
+  ReportStep(job, 2, 0);
+  ReportStep(job, 3, 4);
+  ReportStep(job, 4, 0);
+  Job stored = *manager_->Get(job.id());
+  EXPECT_EQ(stored.status().checkpoint_step(), 4);
+  EXPECT_EQ(stored.status().completed_steps(), 5);
+}
+
+TEST_F(JobManagerTest, DeadWorkerWithRestartsLeftRequeuesTheJobFromItsCheckpoint) {
+  Job job = StartRunningJob(RestartableManifest(1));
+  ReportStep(job, 0, 0);
+  ReportStep(job, 1, 2);
+  ReportStep(job, 2, 0);
+  PassHeartbeatTimeout("w3");
+  Job pending = *manager_->Get(job.id());
+  EXPECT_EQ(pending.status().state(), chimera::v1::JOB_STATE_PENDING);
+  EXPECT_EQ(pending.status().restarts(), 1);
+  EXPECT_EQ(pending.status().checkpoint_step(), 2);
+  EXPECT_EQ(pending.status().completed_steps(), 2);
+  EXPECT_THAT(pending.status().message(), HasSubstr("worker w3 (rank 3)"));
+  EXPECT_THAT(pending.status().message(), HasSubstr("restarting from step 2 (restart 1 of 1)"));
+  for (const char* w : {"w0", "w1", "w2"}) EXPECT_TRUE(Next(w)->has_stop()) << w;
+  EXPECT_EQ(registry_.IdleWorkers().size(), 3u);
+
+  // A spare worker lets it run again: the next attempt, from step 2, with
+  // the same plan.
+  AddWorkers(1);
+  manager_->Tick();
+  Job running = *manager_->Get(job.id());
+  EXPECT_EQ(running.status().state(), chimera::v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(running.plan().scheme(), "chimera");
+  std::optional<chimera::v1::Assignment> start = Next("w0");
+  ASSERT_TRUE(start.has_value());
+  EXPECT_EQ(start->start().attempt(), 2);
+  EXPECT_EQ(start->start().start_step(), 2);
+  EXPECT_EQ(registry_.Get("w4")->job_id(), job.id());
+}
+
+TEST_F(JobManagerTest, JobWithoutCheckpointRestartsFromTheFirstStep) {
+  Job job = StartRunningJob(RestartableManifest(1));
+  ReportStep(job, 0, 0);
+  AddWorkers(1);
+  PassHeartbeatTimeout("w1");
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(manager_->Get(job.id())->status().completed_steps(), 0);
+  std::optional<chimera::v1::Assignment> stop = Next("w0");
+  ASSERT_TRUE(stop.has_value() && stop->has_stop());
+  std::optional<chimera::v1::Assignment> start = Next("w0");
+  ASSERT_TRUE(start.has_value() && start->has_start());
+  EXPECT_EQ(start->start().start_step(), 0);
+}
+
+TEST_F(JobManagerTest, SecondDeadWorkerFailsTheJobOnceRestartsAreUsedUp) {
+  Job job = StartRunningJob(RestartableManifest(1));
+  AddWorkers(1);
+  PassHeartbeatTimeout("w3");
+  ASSERT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
+  PassHeartbeatTimeout("w4");
+  Job failed = *manager_->Get(job.id());
+  EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_EQ(failed.status().restarts(), 1);
+  EXPECT_THAT(failed.status().message(), HasSubstr("worker w4 (rank 3)"));
+  EXPECT_EQ(registry_.IdleWorkers().size(), 3u);
+}
+
+TEST_F(JobManagerTest, RankFailingOnItsOwnFailsTheJobDespiteRestartsLeft) {
+  Job job = StartRunningJob(RestartableManifest(1));
+  ASSERT_TRUE(Report("w2", job, 2, chimera::v1::TASK_STATE_FAILED, "out of memory").ok());
+  PassHeartbeatTimeout();
+  Job failed = *manager_->Get(job.id());
+  EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_EQ(failed.status().restarts(), 0);
+  EXPECT_THAT(failed.status().message(), HasSubstr("out of memory"));
 }
 
 TEST_F(JobManagerTest, StoppingARunningJobStopsItsWorkersOnce) {

@@ -109,17 +109,13 @@ class GlooCommunicator final : public Communicator {
   absl::StatusOr<std::unique_ptr<PendingOp>> AllReduceSum(
       const at::Tensor& tensor, absl::string_view group) override {
     RETURN_IF_ERROR(CheckCpuTensor("allreduce", tensor));
-    const auto it = groups_.find(group);
-    if (it == groups_.end()) {
-      return absl::NotFoundError(absl::StrCat(
-          "rank ", rank_, " is not a member of a communication group named '",
-          group, "'"));
-    }
+    ASSIGN_OR_RETURN(ProcessGroup process_group,
+                     comm_internal::FindGroup(groups_, group, rank_));
     const std::string description =
         absl::StrCat("allreduce in group '", group, "'");
     std::vector<at::Tensor> tensors = {tensor};
     try {
-      return Pending(it->second->allreduce(tensors), tensor, description);
+      return Pending(process_group->allreduce(tensors), tensor, description);
     } catch (const std::exception& e) {
       return absl::UnavailableError(
           absl::StrCat(description, " failed: ", TorchErrorMessage(e)));

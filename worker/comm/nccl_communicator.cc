@@ -177,14 +177,9 @@ class NcclCommunicator final : public Communicator {
   absl::StatusOr<std::unique_ptr<PendingOp>> AllReduceSum(
       const at::Tensor& tensor, absl::string_view group) override {
     RETURN_IF_ERROR(CheckTensor("allreduce", tensor));
-    const auto it = groups_.find(group);
-    if (it == groups_.end()) {
-      return absl::NotFoundError(absl::StrCat(
-          "rank ", options_.rank,
-          " is not a member of a communication group named '", group, "'"));
-    }
+    ASSIGN_OR_RETURN(ncclComm_t comm,
+                     comm_internal::FindGroup(groups_, group, options_.rank));
     ASSIGN_OR_RETURN(const ncclDataType_t type, NcclType(tensor));
-    ncclComm_t comm = it->second;
     return Enqueue(comm, allreduce_stream_, tensor,
                    absl::StrCat("allreduce in group '", group, "'"), [&] {
                      return ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(),

@@ -27,6 +27,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/metrics_server.h"
 #include "common/version.h"
 #include "jobspec/job_file.h"
 #include "worker/daemon/local_devices.h"
@@ -45,8 +46,8 @@ void PrintDevices() {
             << "communicators: gloo" << (resources.nccl ? ", nccl" : "")
             << "\n";
   for (const auto& device : resources.devices) {
-    std::cout << device.kind << ":" << device.index << " " << device.name
-              << " " << device.memory_bytes << " bytes\n";
+    std::cout << device.kind << ":" << device.index << " " << device.name << " "
+              << device.memory_bytes << " bytes\n";
   }
 }
 
@@ -79,13 +80,16 @@ int RunStandaloneMode(const chimera::worker::StandaloneFlags& flags) {
   return 0;
 }
 
-// Serves the coordinator until SIGINT or SIGTERM.
-int RunDaemon(chimera::worker::DaemonOptions options) {
+// Serves the coordinator (and /metrics on `metrics_listen` unless empty)
+// until SIGINT or SIGTERM.
+int RunDaemon(chimera::worker::DaemonOptions options,
+              const std::string& metrics_listen) {
   if (options.worker_id.empty()) {
-    options.worker_id = absl::StrCat(chimera::worker::DiscoverLocalResources().node, "-",
-                                     ::getpid());
+    options.worker_id = absl::StrCat(
+        chimera::worker::DiscoverLocalResources().node, "-", ::getpid());
   }
-  options.task_binary = std::filesystem::read_symlink("/proc/self/exe").string();
+  options.task_binary =
+      std::filesystem::read_symlink("/proc/self/exe").string();
   if (options.work_dir.empty()) {
     options.work_dir = (std::filesystem::temp_directory_path() /
                         absl::StrCat("chimera-worker-", ::getpid()))
@@ -94,8 +98,8 @@ int RunDaemon(chimera::worker::DaemonOptions options) {
   std::error_code error;
   std::filesystem::create_directories(options.work_dir, error);
   if (error) {
-    std::cerr << "chimera-worker: --work-dir " << options.work_dir << ": " << error.message()
-              << "\n";
+    std::cerr << "chimera-worker: --work-dir " << options.work_dir << ": "
+              << error.message() << "\n";
     return kExitBadInput;
   }
   if (options.token.empty()) {
@@ -109,6 +113,19 @@ int RunDaemon(chimera::worker::DaemonOptions options) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   chimera::worker::WorkerDaemon daemon(std::move(options));
+  std::unique_ptr<chimera::MetricsServer> metrics;
+  if (!metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<chimera::MetricsServer>> started =
+        chimera::MetricsServer::Start(metrics_listen);
+    if (!started.ok()) {
+      std::cerr << "chimera-worker: --metrics-listen: "
+                << started.status().message() << "\n";
+      return kExitBadInput;
+    }
+    metrics = *std::move(started);
+    metrics->Add(daemon.metrics());
+    std::cout << "metrics on " << metrics->address() << std::endl;
+  }
   std::thread waiter([&daemon, signals] {
     int signal = 0;
     sigwait(&signals, &signal);
@@ -158,17 +175,22 @@ int main(int argc, char** argv) {
   CLI::App app{"chimera-worker: executes pipeline stages with LibTorch"};
   bool version = false;
   bool devices = false;
-  app.add_flag("--version", version, "Print the version and the LibTorch it runs on");
-  app.add_flag("--devices", devices, "Print the node, memory and devices this worker offers");
+  app.add_flag("--version", version,
+               "Print the version and the LibTorch it runs on");
+  app.add_flag("--devices", devices,
+               "Print the node, memory and devices this worker offers");
   bool standalone = false;
   chimera::worker::StandaloneFlags flags;
   app.add_flag("--standalone", standalone,
                "Run one rank of a job file without a coordinator");
   app.add_option("--job", flags.job_path, "Job file (standalone, profile)");
-  app.add_option("--rank", flags.rank, "This worker's rank, 0..world-1 (standalone)");
-  app.add_option("--world", flags.world, "Number of ranks: data x pipeline (standalone)");
-  app.add_option("--store", flags.store,
-                 "HOST:PORT of the rendezvous store; rank 0 serves it (standalone)");
+  app.add_option("--rank", flags.rank,
+                 "This worker's rank, 0..world-1 (standalone)");
+  app.add_option("--world", flags.world,
+                 "Number of ranks: data x pipeline (standalone)");
+  app.add_option(
+      "--store", flags.store,
+      "HOST:PORT of the rendezvous store; rank 0 serves it (standalone)");
   app.add_option("--steps", flags.steps,
                  "Steps to run; default spec.training.maxSteps (standalone)");
   chimera::worker::DaemonOptions daemon;
@@ -176,16 +198,25 @@ int main(int argc, char** argv) {
                  "Serve the coordinator at HOST:PORT as a worker daemon");
   app.add_option("--worker-id", daemon.worker_id,
                  "Stable name of this worker (default: node-pid)");
-  app.add_option("--node", daemon.node, "Node (host) name reported to the coordinator");
+  app.add_option("--node", daemon.node,
+                 "Node (host) name reported to the coordinator");
   app.add_option("--host", daemon.host,
                  "Address other workers reach this one at (rendezvous, Gloo)")
       ->capture_default_str();
-  app.add_option("--token", daemon.token, "Join token (default: $CHIMERA_WORKER_TOKEN)");
+  app.add_option("--token", daemon.token,
+                 "Join token (default: $CHIMERA_WORKER_TOKEN)");
   app.add_option("--tls-ca", daemon.tls_ca, "PEM CA of a TLS coordinator");
-  app.add_option("--work-dir", daemon.work_dir,
-                 "Directory for task files and task logs (default: a temporary one)");
+  app.add_option(
+      "--work-dir", daemon.work_dir,
+      "Directory for task files and task logs (default: a temporary one)");
+  std::string metrics_listen;
+  app.add_option(
+      "--metrics-listen", metrics_listen,
+      "HOST:PORT for the daemon's Prometheus /metrics (port 0: any free one); "
+      "default: none");
   std::string task_file;
-  app.add_option("--run-task", task_file, "Internal: run one task (the daemon's task process)")
+  app.add_option("--run-task", task_file,
+                 "Internal: run one task (the daemon's task process)")
       ->group("");
   bool profile = false;
   std::string profile_out;
@@ -199,10 +230,12 @@ int main(int argc, char** argv) {
   }
   if (standalone) return RunStandaloneMode(flags);
   if (profile) return RunProfileMode(flags.job_path, profile_out);
-  if (!daemon.coordinator.empty()) return RunDaemon(std::move(daemon));
+  if (!daemon.coordinator.empty())
+    return RunDaemon(std::move(daemon), metrics_listen);
   if (version) {
     std::cout << "chimera-worker " << chimera::kVersion << " (LibTorch "
-              << chimera::worker::DiscoverLocalResources().torch_version << ")\n";
+              << chimera::worker::DiscoverLocalResources().torch_version
+              << ")\n";
   }
   if (devices) PrintDevices();
   if (!version && !devices) {

@@ -3,29 +3,17 @@
 #include <map>
 
 #include "absl/strings/ascii.h"
+#include "common/metric_families.h"
 #include "common/version.h"
 
 namespace chimera::coordinator {
 namespace {
 
-prometheus::MetricFamily Gauge(const char* name, const char* help) {
-  prometheus::MetricFamily family;
-  family.name = name;
-  family.help = help;
-  family.type = prometheus::MetricType::Gauge;
-  return family;
-}
-
-void AddSample(prometheus::MetricFamily& family, prometheus::ClientMetric::Label label,
-               double value) {
-  prometheus::ClientMetric metric;
-  metric.label.push_back(std::move(label));
-  metric.gauge.value = value;
-  family.metric.push_back(std::move(metric));
-}
+using prometheus::MetricType;
 
 // "JOB_STATE_RUNNING" -> "running".
-std::string StateLabel(const std::string& enum_name, const std::string& prefix) {
+std::string StateLabel(const std::string& enum_name,
+                       const std::string& prefix) {
   return absl::AsciiStrToLower(enum_name.substr(prefix.size()));
 }
 
@@ -34,36 +22,47 @@ std::string StateLabel(const std::string& enum_name, const std::string& prefix) 
 std::vector<prometheus::MetricFamily> CoordinatorMetrics::Collect() const {
   std::vector<prometheus::MetricFamily> families;
 
-  prometheus::MetricFamily jobs = Gauge("chimera_jobs", "Jobs the coordinator knows, by state");
+  prometheus::MetricFamily jobs =
+      MetricFamily("chimera_jobs", "Jobs the coordinator knows, by state",
+                   MetricType::Gauge);
   std::map<std::string, int> job_counts;
-  for (int state = chimera::v1::JOB_STATE_PENDING; state <= chimera::v1::JOB_STATE_FAILED;
-       ++state) {
+  for (int state = chimera::v1::JOB_STATE_PENDING;
+       state <= chimera::v1::JOB_STATE_FAILED; ++state) {
     job_counts[StateLabel(chimera::v1::JobState_Name(state), "JOB_STATE_")] = 0;
   }
-  if (auto listed = jobs_->List(chimera::v1::JOB_STATE_UNSPECIFIED); listed.ok()) {
+  if (auto listed = jobs_->List(chimera::v1::JOB_STATE_UNSPECIFIED);
+      listed.ok()) {
     for (const auto& job : *listed) {
-      ++job_counts[StateLabel(chimera::v1::JobState_Name(job.status().state()), "JOB_STATE_")];
+      ++job_counts[StateLabel(chimera::v1::JobState_Name(job.status().state()),
+                              "JOB_STATE_")];
     }
   }
-  for (const auto& [state, count] : job_counts) AddSample(jobs, {"state", state}, count);
+  for (const auto& [state, count] : job_counts)
+    AddSample(jobs, {{"state", state}}, count);
   families.push_back(std::move(jobs));
 
-  prometheus::MetricFamily workers =
-      Gauge("chimera_workers", "Registered workers, by state");
-  prometheus::MetricFamily heartbeats =
-      Gauge("chimera_worker_last_heartbeat_timestamp_seconds",
-            "Unix time of each worker's last heartbeat");
-  std::map<std::string, int> worker_counts = {{"idle", 0}, {"busy", 0}, {"dead", 0}};
+  prometheus::MetricFamily workers = MetricFamily(
+      "chimera_workers", "Registered workers, by state", MetricType::Gauge);
+  prometheus::MetricFamily heartbeats = MetricFamily(
+      "chimera_worker_last_heartbeat_timestamp_seconds",
+      "Unix time of each worker's last heartbeat", MetricType::Gauge);
+  std::map<std::string, int> worker_counts = {
+      {"idle", 0}, {"busy", 0}, {"dead", 0}};
   for (const auto& worker : workers_->List()) {
-    ++worker_counts[StateLabel(chimera::v1::WorkerState_Name(worker.state()), "WORKER_STATE_")];
-    AddSample(heartbeats, {"worker", worker.worker_id()}, worker.last_heartbeat_time());
+    ++worker_counts[StateLabel(chimera::v1::WorkerState_Name(worker.state()),
+                               "WORKER_STATE_")];
+    AddSample(heartbeats, {{"worker", worker.worker_id()}},
+              worker.last_heartbeat_time());
   }
-  for (const auto& [state, count] : worker_counts) AddSample(workers, {"state", state}, count);
+  for (const auto& [state, count] : worker_counts)
+    AddSample(workers, {{"state", state}}, count);
   families.push_back(std::move(workers));
   families.push_back(std::move(heartbeats));
 
-  prometheus::MetricFamily build = Gauge("chimera_build_info", "The running version (always 1)");
-  AddSample(build, {"version", kVersion}, 1);
+  prometheus::MetricFamily build =
+      MetricFamily("chimera_build_info", "The running version (always 1)",
+                   MetricType::Gauge);
+  AddSample(build, {{"version", kVersion}}, 1);
   families.push_back(std::move(build));
   return families;
 }

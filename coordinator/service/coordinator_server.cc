@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_reader.h"
 #include "common/logging.h"
+#include "common/server_address.h"
 #include "common/status_macros.h"
 #include "coordinator/service/coordinator_metrics.h"
-#include "coordinator/service/server_address.h"
 
 namespace chimera::coordinator {
 namespace {

@@ -1,5 +1,6 @@
-// /metrics of a real coordinator: well-formed for promtool, counting what
-// the coordinator holds, and scraped by a real Prometheus.
+// /metrics of a real coordinator and of real worker daemons: well-formed for
+// promtool, counting what they hold and do, and scraped by a real
+// Prometheus.
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -23,9 +24,26 @@ using ::chimera::testing::ChildProcess;
 using ::chimera::testing::HttpGet;
 using ::chimera::testing::RunProcess;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr absl::Duration kStartTimeout = absl::Seconds(30);
 constexpr absl::Duration kScrapeTimeout = absl::Seconds(60);
+constexpr absl::Duration kJobTimeout = absl::Seconds(120);
+
+// The /metrics page at `address` once it holds `needle`, or the last page
+// scraped when `timeout` passes first.
+absl::StatusOr<std::string> ScrapeUntil(const std::string& address,
+                                        absl::string_view needle,
+                                        absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::StatusOr<std::string> page = HttpGet(address, "/metrics");
+  while (page.ok() && !absl::StrContains(*page, needle) &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+    page = HttpGet(address, "/metrics");
+  }
+  return page;
+}
 
 // A loopback port nothing listens on right now.
 int FreePort() {
@@ -44,27 +62,47 @@ class MetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     coordinator_ = std::make_unique<ChildProcess>(std::vector<std::string>{
-        CHIMERA_COORDINATOR_BINARY, "--listen", "127.0.0.1:0", "--db", ":memory:",
-        "--metrics-listen", "127.0.0.1:0"});
+        CHIMERA_COORDINATOR_BINARY, "--listen", "127.0.0.1:0", "--db",
+        ":memory:", "--metrics-listen", "127.0.0.1:0"});
     address_ = Announced("listening on ");
     metrics_ = Announced("metrics on ");
     client::ConnectionOptions options;
     options.address = address_;
     client_ = *client::CoordinatorClient::Connect(options);
+  }
+
+  static chimera::v1::TrainJob ExampleJob() {
     absl::StatusOr<chimera::v1::TrainJob> job = jobspec::LoadJobFile(
-        std::string(CHIMERA_SOURCE_DIR) + "/examples/chimera.yaml", {.check_data_files = false});
-    ASSERT_TRUE(job.ok()) << job.status();
-    // No workers: both jobs stay pending.
-    ASSERT_TRUE(client_->Submit(*job).ok());
-    ASSERT_TRUE(client_->Submit(*job).ok());
+        std::string(CHIMERA_SOURCE_DIR) + "/examples/chimera.yaml",
+        {.check_data_files = false});
+    EXPECT_TRUE(job.ok()) << job.status();
+    return *job;
+  }
+
+  // Two jobs that stay pending: there are no workers.
+  void SubmitTwoPendingJobs() {
+    ASSERT_TRUE(client_->Submit(ExampleJob()).ok());
+    ASSERT_TRUE(client_->Submit(ExampleJob()).ok());
   }
 
   std::string Announced(absl::string_view prefix) {
-    absl::StatusOr<std::string> line = coordinator_->ReadLine(kStartTimeout);
-    EXPECT_TRUE(line.ok()) << line.status() << coordinator_->err();
+    return Announced(*coordinator_, prefix);
+  }
+
+  static std::string Announced(ChildProcess& process,
+                               absl::string_view prefix) {
+    absl::StatusOr<std::string> line = process.ReadLine(kStartTimeout);
+    EXPECT_TRUE(line.ok()) << line.status() << process.err();
     absl::string_view rest = line.ok() ? absl::string_view(*line) : "";
     EXPECT_TRUE(absl::ConsumePrefix(&rest, prefix)) << rest;
     return std::string(rest);
+  }
+
+  void ExpectPromtoolAccepts(const std::string& page) {
+    const std::string file = dir_.WriteFile("metrics.txt", page);
+    auto check =
+        RunProcess({"/bin/sh", "-c", "promtool check metrics < " + file});
+    EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
   }
 
   chimera::testing::TempDir dir_;
@@ -74,25 +112,24 @@ class MetricsTest : public ::testing::Test {
 };
 
 TEST_F(MetricsTest, CoordinatorMetricsCountJobsAndPassPromtool) {
+  SubmitTwoPendingJobs();
   absl::StatusOr<std::string> page = HttpGet(metrics_, "/metrics");
   ASSERT_TRUE(page.ok()) << page.status();
   EXPECT_THAT(*page, HasSubstr("chimera_jobs{state=\"pending\"} 2"));
   EXPECT_THAT(*page, HasSubstr("chimera_jobs{state=\"running\"} 0"));
   EXPECT_THAT(*page, HasSubstr("chimera_workers{state=\"idle\"} 0"));
   EXPECT_THAT(*page, HasSubstr("chimera_build_info{version=\"0."));
-  const std::string file = dir_.WriteFile("metrics.txt", *page);
-  auto check = RunProcess({"/bin/sh", "-c", "promtool check metrics < " + file});
-  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  ExpectPromtoolAccepts(*page);
 }
 
 TEST_F(MetricsTest, RealPrometheusScrapesTheCoordinator) {
+  SubmitTwoPendingJobs();
   const std::string config = dir_.WriteFile(
-      "prometheus.yml",
-      absl::StrCat("global: {scrape_interval: 1s}\n"
-                   "scrape_configs:\n"
-                   "  - job_name: chimera\n"
-                   "    static_configs: [{targets: ['",
-                   metrics_, "']}]\n"));
+      "prometheus.yml", absl::StrCat("global: {scrape_interval: 1s}\n"
+                                     "scrape_configs:\n"
+                                     "  - job_name: chimera\n"
+                                     "    static_configs: [{targets: ['",
+                                     metrics_, "']}]\n"));
   const std::string web = absl::StrCat("127.0.0.1:", FreePort());
   ChildProcess prometheus({"/usr/bin/prometheus", "--config.file=" + config,
                            "--storage.tsdb.path=" + dir_.path() + "/tsdb",
@@ -114,6 +151,61 @@ TEST_F(MetricsTest, RealPrometheusScrapesTheCoordinator) {
       << "Prometheus never scraped chimera_jobs{state=\"pending\"} = 2";
   prometheus.Signal(SIGTERM);
   prometheus.Wait(absl::Seconds(20));
+}
+
+TEST_F(MetricsTest, WorkerDaemonsServeTheirOwnMetrics) {
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  std::vector<std::string> metrics;
+  for (int i = 0; i < 2; ++i) {
+    workers.push_back(std::make_unique<ChildProcess>(
+        std::vector<std::string>{CHIMERA_WORKER_BINARY, "--coordinator",
+                                 address_, "--worker-id", absl::StrCat("w", i),
+                                 "--work-dir",
+                                 absl::StrCat(dir_.path(), "/w", i),
+                                 "--metrics-listen", "127.0.0.1:0"},
+        CHIMERA_SOURCE_DIR));
+    metrics.push_back(Announced(*workers.back(), "metrics on "));
+  }
+  // The daemon registers right after it starts serving.
+  absl::StatusOr<std::string> page =
+      ScrapeUntil(metrics[0], "chimera_worker_registered 1", kStartTimeout);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(*page, HasSubstr("chimera_worker_registered 1"));
+  EXPECT_THAT(*page, HasSubstr("chimera_worker_info{worker=\"w0\""));
+  EXPECT_THAT(*page,
+              HasSubstr("chimera_worker_tasks_total{outcome=\"succeeded\"} 0"));
+
+  chimera::v1::TrainJob job = ExampleJob();
+  job.mutable_spec()->mutable_parallelism()->set_pipeline(2);
+  job.mutable_spec()->mutable_resources()->set_workers(2);
+  job.mutable_spec()->mutable_training()->set_max_steps(3);
+  absl::StatusOr<chimera::v1::Job> submitted = client_->Submit(job);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const absl::Time job_deadline = absl::Now() + kJobTimeout;
+  absl::StatusOr<chimera::v1::Job> state = client_->Get(submitted->id());
+  while (state.ok() &&
+         state->status().state() != chimera::v1::JOB_STATE_SUCCEEDED &&
+         state->status().state() != chimera::v1::JOB_STATE_FAILED &&
+         absl::Now() < job_deadline) {
+    absl::SleepFor(absl::Milliseconds(200));
+    state = client_->Get(submitted->id());
+  }
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_EQ(state->status().state(), chimera::v1::JOB_STATE_SUCCEEDED)
+      << state->status().message();
+
+  for (const std::string& address : metrics) {
+    // The daemon counts the task once its process has exited, a moment
+    // after the coordinator saw the job succeed.
+    page = ScrapeUntil(address, "outcome=\"succeeded\"} 1", kStartTimeout);
+    ASSERT_TRUE(page.ok()) << page.status();
+    EXPECT_THAT(
+        *page,
+        HasSubstr("chimera_worker_tasks_total{outcome=\"succeeded\"} 1"));
+    EXPECT_THAT(*page, HasSubstr("chimera_worker_steps_total 3"));
+    EXPECT_THAT(*page, Not(HasSubstr("chimera_worker_task{")));
+    ExpectPromtoolAccepts(*page);
+  }
 }
 
 }  // namespace

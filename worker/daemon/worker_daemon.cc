@@ -24,9 +24,10 @@ constexpr absl::Duration kEventPoll = absl::Milliseconds(200);
 constexpr uint64_t kMaxPemBytes = 1 << 20;
 
 absl::Status FromGrpc(const grpc::Status& status) {
-  return status.ok() ? absl::OkStatus()
-                     : absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                                    status.error_message());
+  return status.ok()
+             ? absl::OkStatus()
+             : absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                            status.error_message());
 }
 
 bool MeansRegisterAgain(const absl::Status& status) {
@@ -40,15 +41,19 @@ class WorkerDaemon::Task {
  public:
   Task(WorkerDaemon* daemon, const chimera::v1::StartTask& start)
       : daemon_(daemon), start_(start) {
-    const std::string file = absl::StrCat(daemon->options_.work_dir, "/task-", start.job_id(),
-                                          "-", start.attempt(), ".pb");
-    const std::string log = absl::StrCat(daemon->options_.work_dir, "/task-", start.job_id(),
-                                         "-", start.attempt(), ".log");
+    const std::string file =
+        absl::StrCat(daemon->options_.work_dir, "/task-", start.job_id(), "-",
+                     start.attempt(), ".pb");
+    const std::string log =
+        absl::StrCat(daemon->options_.work_dir, "/task-", start.job_id(), "-",
+                     start.attempt(), ".log");
     std::ofstream out(file, std::ios::binary);
     start.SerializeToOstream(&out);
     out.close();
-    process_ = std::make_unique<ChildProcess>(std::vector<std::string>{
-        daemon->options_.task_binary, "--run-task", file, "--host", daemon->options_.host});
+    daemon->metrics_->TaskStarted(start.job_id(), start.program().rank());
+    process_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{daemon->options_.task_binary, "--run-task",
+                                 file, "--host", daemon->options_.host});
     log_path_ = log;
     relay_ = std::thread([this] { Relay(); });
   }
@@ -75,9 +80,10 @@ class WorkerDaemon::Task {
     report.set_store_address(address);
     report.set_message(message);
     chimera::v1::ReportTaskStateResponse ignored;
-    const absl::Status status =
-        FromGrpc(daemon_->stub_->ReportTaskState(daemon_->Context().get(), report, &ignored));
-    if (!status.ok()) CHIMERA_LOG(WARNING) << "reporting task state: " << status;
+    const absl::Status status = FromGrpc(daemon_->stub_->ReportTaskState(
+        daemon_->Context().get(), report, &ignored));
+    if (!status.ok())
+      CHIMERA_LOG(WARNING) << "reporting task state: " << status;
   }
 
   void Relay() {
@@ -108,18 +114,25 @@ class WorkerDaemon::Task {
       std::ofstream(log_path_, std::ios::app) << process_->err();
     }
     if (stop_requested_) {
+      daemon_->metrics_->TaskEnded("stopped");
       Report(chimera::v1::TASK_STATE_STOPPED, "", "");
     } else if (code == 0) {
+      daemon_->metrics_->TaskEnded("succeeded");
       Report(chimera::v1::TASK_STATE_SUCCEEDED, "", "");
     } else {
+      daemon_->metrics_->TaskEnded("failed");
       Report(chimera::v1::TASK_STATE_FAILED, "",
-             failure.empty() ? absl::StrCat("task process exited with status ", code) : failure);
+             failure.empty()
+                 ? absl::StrCat("task process exited with status ", code)
+                 : failure);
     }
-    CHIMERA_LOG(INFO) << "task " << start_.job_id() << " rank " << start_.program().rank()
-                      << " ended with status " << code;
+    CHIMERA_LOG(INFO) << "task " << start_.job_id() << " rank "
+                      << start_.program().rank() << " ended with status "
+                      << code;
   }
 
   void ReportStep(const chimera::v1::WorkerStepMetrics& metrics) {
+    daemon_->metrics_->StepDone(metrics);
     chimera::v1::ReportMetricsRequest report;
     report.set_worker_id(daemon_->options_.worker_id);
     report.set_incarnation(daemon_->incarnation_);
@@ -127,8 +140,8 @@ class WorkerDaemon::Task {
     report.set_rank(start_.program().rank());
     *report.mutable_metrics() = metrics;
     chimera::v1::ReportMetricsResponse ignored;
-    const absl::Status status =
-        FromGrpc(daemon_->stub_->ReportMetrics(daemon_->Context().get(), report, &ignored));
+    const absl::Status status = FromGrpc(daemon_->stub_->ReportMetrics(
+        daemon_->Context().get(), report, &ignored));
     if (!status.ok()) CHIMERA_LOG(WARNING) << "reporting metrics: " << status;
   }
 
@@ -142,11 +155,17 @@ class WorkerDaemon::Task {
 
 WorkerDaemon::WorkerDaemon(DaemonOptions options)
     : options_(std::move(options)),
-      incarnation_(absl::Uniform<uint64_t>(absl::BitGen(), 1, UINT64_MAX)) {
-  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+      incarnation_(absl::Uniform<uint64_t>(absl::BitGen(), 1, UINT64_MAX)),
+      metrics_(std::make_shared<DaemonMetrics>(
+          options_.worker_id, options_.node.empty()
+                                  ? DiscoverLocalResources().node
+                                  : options_.node)) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      grpc::InsecureChannelCredentials();
   if (!options_.tls_ca.empty()) {
     grpc::SslCredentialsOptions ssl;
-    absl::StatusOr<std::string> ca = ReadTextFile(options_.tls_ca, kMaxPemBytes);
+    absl::StatusOr<std::string> ca =
+        ReadTextFile(options_.tls_ca, kMaxPemBytes);
     if (ca.ok()) ssl.pem_root_certs = *ca;
     credentials = grpc::SslCredentials(ssl);
   }
@@ -163,7 +182,8 @@ WorkerDaemon::~WorkerDaemon() {
 std::unique_ptr<grpc::ClientContext> WorkerDaemon::Context() const {
   auto context = std::make_unique<grpc::ClientContext>();
   context->set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
-  if (!options_.token.empty()) context->AddMetadata("authorization", "Bearer " + options_.token);
+  if (!options_.token.empty())
+    context->AddMetadata("authorization", "Bearer " + options_.token);
   return context;
 }
 
@@ -185,10 +205,15 @@ absl::Status WorkerDaemon::Register() {
       FromGrpc(stub_->RegisterWorker(Context().get(), request, &response));
   if (!status.ok()) return status;
   heartbeat_period_ms_ = std::max<int64_t>(1, response.heartbeat_period_ms());
-  registered_ = true;
+  SetRegistered(true);
   CHIMERA_LOG(INFO) << "registered with " << options_.coordinator << " as "
                     << options_.worker_id;
   return absl::OkStatus();
+}
+
+void WorkerDaemon::SetRegistered(bool registered) {
+  registered_ = registered;
+  metrics_->SetRegistered(registered);
 }
 
 void WorkerDaemon::HeartbeatLoop() {
@@ -199,11 +224,13 @@ void WorkerDaemon::HeartbeatLoop() {
     beat.set_worker_id(options_.worker_id);
     beat.set_incarnation(incarnation_);
     chimera::v1::HeartbeatResponse ignored;
-    const absl::Status status = FromGrpc(stub_->Heartbeat(Context().get(), beat, &ignored));
+    const absl::Status status =
+        FromGrpc(stub_->Heartbeat(Context().get(), beat, &ignored));
+    if (!status.ok()) metrics_->HeartbeatFailed();
     if (MeansRegisterAgain(status)) {
       // The coordinator restarted or gave up on us: our task is lost.
       CHIMERA_LOG(WARNING) << "heartbeat: " << status << "; registering again";
-      registered_ = false;
+      SetRegistered(false);
       absl::MutexLock lock(&mutex_);
       if (stream_) stream_->TryCancel();
     }
@@ -215,7 +242,8 @@ absl::Status WorkerDaemon::Watch() {
   request.set_worker_id(options_.worker_id);
   request.set_incarnation(incarnation_);
   auto context = std::make_shared<grpc::ClientContext>();
-  if (!options_.token.empty()) context->AddMetadata("authorization", "Bearer " + options_.token);
+  if (!options_.token.empty())
+    context->AddMetadata("authorization", "Bearer " + options_.token);
   {
     absl::MutexLock lock(&mutex_);
     stream_ = context;
@@ -232,8 +260,8 @@ absl::Status WorkerDaemon::Watch() {
 void WorkerDaemon::Handle(const chimera::v1::Assignment& assignment) {
   if (assignment.has_start()) {
     DropTask();
-    CHIMERA_LOG(INFO) << "starting job " << assignment.start().job_id() << " rank "
-                      << assignment.start().program().rank();
+    CHIMERA_LOG(INFO) << "starting job " << assignment.start().job_id()
+                      << " rank " << assignment.start().program().rank();
     absl::MutexLock lock(&mutex_);
     task_ = std::make_unique<Task>(this, assignment.start());
     return;
@@ -262,15 +290,15 @@ absl::Status WorkerDaemon::Run() {
       DropTask();
       const absl::Status status = Register();
       if (!status.ok()) {
-        CHIMERA_LOG(WARNING) << "cannot register with " << options_.coordinator << ": "
-                             << status;
+        CHIMERA_LOG(WARNING) << "cannot register with " << options_.coordinator
+                             << ": " << status;
         shutdown_.WaitForNotificationWithTimeout(kReconnectDelay);
         continue;
       }
     }
     const absl::Status status = Watch();
     if (shutdown_.HasBeenNotified()) break;
-    if (MeansRegisterAgain(status)) registered_ = false;
+    if (MeansRegisterAgain(status)) SetRegistered(false);
     CHIMERA_LOG(WARNING) << "assignment stream ended: " << status;
     shutdown_.WaitForNotificationWithTimeout(kReconnectDelay);
   }

@@ -5,7 +5,7 @@
 // the outcome. A stop kills the task process (SIGTERM, then SIGKILL after a
 // grace period) and the worker is idle again. When the coordinator restarts
 // or declares the worker dead, the daemon drops its task and registers
-// again.
+// again. Its metrics (daemon_metrics.h) are served by the caller.
 //
 //   WorkerDaemon daemon(options);
 //   std::thread signals([&] { WaitForSignal(); daemon.Shutdown(); });
@@ -26,6 +26,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "chimera/v1/service.grpc.pb.h"
+#include "worker/daemon/daemon_metrics.h"
 
 namespace chimera::worker {
 
@@ -58,12 +59,15 @@ class WorkerDaemon {
   absl::Status Run();
   // Thread-safe: ends Run() soon, stopping a running task first.
   void Shutdown();
+  // What the daemon does, for a MetricsServer to serve.
+  std::shared_ptr<DaemonMetrics> metrics() const { return metrics_; }
 
  private:
   class Task;
 
   std::unique_ptr<grpc::ClientContext> Context() const;
   absl::Status Register();
+  void SetRegistered(bool registered);
   // Follows the assignment stream until it ends.
   absl::Status Watch();
   void HeartbeatLoop();
@@ -73,6 +77,7 @@ class WorkerDaemon {
   const DaemonOptions options_;
   std::unique_ptr<chimera::v1::WorkerService::Stub> stub_;
   const uint64_t incarnation_;
+  const std::shared_ptr<DaemonMetrics> metrics_;
   absl::Notification shutdown_;
   std::atomic<bool> registered_{false};
   std::atomic<int64_t> heartbeat_period_ms_{1000};

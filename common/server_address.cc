@@ -1,10 +1,10 @@
-#include "coordinator/service/server_address.h"
+#include "common/server_address.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-namespace chimera::coordinator {
+namespace chimera {
 
 std::string ServerAddress::ToString() const {
   return absl::StrContains(host, ':') ? absl::StrCat("[", host, "]:", port)
@@ -41,4 +41,4 @@ absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text) {
   return address;
 }
 
-}  // namespace chimera::coordinator
+}  // namespace chimera

@@ -1,9 +1,9 @@
-#include "coordinator/service/server_address.h"
+#include "common/server_address.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace chimera::coordinator {
+namespace chimera {
 namespace {
 
 using ::testing::HasSubstr;
@@ -39,4 +39,4 @@ TEST(ServerAddressTest, RejectsMissingOrBadPorts) {
 }
 
 }  // namespace
-}  // namespace chimera::coordinator
+}  // namespace chimera

@@ -1,14 +1,14 @@
 // Listen addresses: parsing "HOST:PORT" and telling loopback from the rest,
 // so a coordinator without authentication never listens beyond this machine.
-#ifndef CHIMERA_COORDINATOR_SERVICE_SERVER_ADDRESS_H_
-#define CHIMERA_COORDINATOR_SERVICE_SERVER_ADDRESS_H_
+#ifndef CHIMERA_COMMON_SERVER_ADDRESS_H_
+#define CHIMERA_COMMON_SERVER_ADDRESS_H_
 
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace chimera::coordinator {
+namespace chimera {
 
 struct ServerAddress {
   std::string host;  // Without brackets for IPv6.
@@ -22,6 +22,6 @@ struct ServerAddress {
 // Parses "127.0.0.1:50051", "localhost:0", "[::1]:7000", "0.0.0.0:50051".
 absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text);
 
-}  // namespace chimera::coordinator
+}  // namespace chimera
 
-#endif  // CHIMERA_COORDINATOR_SERVICE_SERVER_ADDRESS_H_
+#endif  // CHIMERA_COMMON_SERVER_ADDRESS_H_

@@ -1,0 +1,77 @@
+#include "worker/daemon/daemon_metrics.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "prometheus/text_serializer.h"
+
+namespace chimera::worker {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string Page(const DaemonMetrics& metrics) {
+  return prometheus::TextSerializer().Serialize(metrics.Collect());
+}
+
+TEST(DaemonMetricsTest, IdleWorkerShowsItsIdentityAndNoTask) {
+  DaemonMetrics metrics("w0", "node-a");
+  metrics.SetRegistered(true);
+  const std::string page = Page(metrics);
+  EXPECT_THAT(
+      page,
+      HasSubstr(
+          "chimera_worker_info{worker=\"w0\",node=\"node-a\",version=\""));
+  EXPECT_THAT(page, HasSubstr("chimera_worker_registered 1"));
+  EXPECT_THAT(page,
+              HasSubstr("chimera_worker_tasks_total{outcome=\"succeeded\"} 0"));
+  EXPECT_THAT(page, HasSubstr("chimera_worker_steps_total 0"));
+  EXPECT_THAT(page, Not(HasSubstr("chimera_worker_task{")));
+}
+
+TEST(DaemonMetricsTest, RunningTaskShowsItsLastStepUntilItEnds) {
+  DaemonMetrics metrics("w0", "node-a");
+  metrics.TaskStarted("job-7", 2);
+  EXPECT_THAT(Page(metrics),
+              HasSubstr("chimera_worker_task{job=\"job-7\",rank=\"2\"} 1"));
+  EXPECT_THAT(Page(metrics), Not(HasSubstr("chimera_worker_loss")));
+
+  chimera::v1::WorkerStepMetrics step;
+  step.set_step(4);
+  step.set_loss(2.5);
+  step.set_step_seconds(2);
+  step.set_bubble_seconds(0.5);
+  step.set_samples(8);
+  step.set_tokens(256);
+  step.set_peak_memory_bytes(1000);
+  metrics.StepDone(step);
+  const std::string page = Page(metrics);
+  EXPECT_THAT(page,
+              HasSubstr("chimera_worker_step{job=\"job-7\",rank=\"2\"} 4"));
+  EXPECT_THAT(page,
+              HasSubstr("chimera_worker_loss{job=\"job-7\",rank=\"2\"} 2.5"));
+  EXPECT_THAT(
+      page,
+      HasSubstr("chimera_worker_bubble_ratio{job=\"job-7\",rank=\"2\"} 0.25"));
+  EXPECT_THAT(
+      page,
+      HasSubstr(
+          "chimera_worker_samples_per_second{job=\"job-7\",rank=\"2\"} 4"));
+  EXPECT_THAT(
+      page,
+      HasSubstr(
+          "chimera_worker_tokens_per_second{job=\"job-7\",rank=\"2\"} 128"));
+  EXPECT_THAT(page, HasSubstr("chimera_worker_memory_bytes{job=\"job-7\",rank="
+                              "\"2\",kind=\"peak\"} 1000"));
+  EXPECT_THAT(page, HasSubstr("chimera_worker_steps_total 1"));
+
+  metrics.TaskEnded("failed");
+  const std::string after = Page(metrics);
+  EXPECT_THAT(after,
+              HasSubstr("chimera_worker_tasks_total{outcome=\"failed\"} 1"));
+  EXPECT_THAT(after, HasSubstr("chimera_worker_steps_total 1"));
+  EXPECT_THAT(after, Not(HasSubstr("job-7")));
+}
+
+}  // namespace
+}  // namespace chimera::worker

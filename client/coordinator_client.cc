@@ -1,69 +1,62 @@
 #include "client/coordinator_client.h"
 
-#include <cstdlib>
-
 #include "absl/strings/str_cat.h"
-#include "common/file_reader.h"
+#include "common/environment.h"
 #include "common/status_macros.h"
 
 namespace chimera::client {
 namespace {
 
-constexpr uint64_t kMaxPemBytes = 1 << 20;
-
-std::string OrEnvironment(const std::string& value, const char* name,
-                          const std::string& fallback) {
-  if (!value.empty()) return value;
-  const char* from_env = std::getenv(name);
-  return from_env != nullptr && *from_env != '\0' ? from_env : fallback;
-}
-
 absl::Status FromGrpc(const grpc::Status& status, absl::string_view address) {
   if (status.ok()) return absl::OkStatus();
   std::string message = status.error_message();
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    message = absl::StrCat("cannot reach the coordinator at ", address, " (", message, ")");
+    message = absl::StrCat("cannot reach the coordinator at ", address, " (",
+                           message, ")");
   } else if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    message = absl::StrCat("the coordinator at ", address, " did not answer in time");
+    message =
+        absl::StrCat("the coordinator at ", address, " did not answer in time");
   }
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), message);
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      message);
 }
 
 }  // namespace
 
 std::string DescribeError(const absl::Status& status) {
-  return absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message());
+  return absl::StrCat(absl::StatusCodeToString(status.code()), ": ",
+                      status.message());
 }
 
 absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
     ConnectionOptions options) {
-  options.address = OrEnvironment(options.address, "CHIMERA_ADDRESS", kDefaultAddress);
-  options.token = OrEnvironment(options.token, "CHIMERA_TOKEN", "");
-  options.tls_ca = OrEnvironment(options.tls_ca, "CHIMERA_TLS_CA", "");
-  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (!options.tls_ca.empty()) {
-    grpc::SslCredentialsOptions ssl;
-    absl::StatusOr<std::string> ca = ReadTextFile(options.tls_ca, kMaxPemBytes);
-    if (!ca.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("--tls-ca: ", ca.status().message()));
-    }
-    ssl.pem_root_certs = *ca;
-    credentials = grpc::SslCredentials(ssl);
-  }
+  options.address =
+      OrEnvironment(options.address, "CHIMERA_ADDRESS", kDefaultAddress);
+  options.token = OrEnvironment(options.token, "CHIMERA_TOKEN");
+  options.tls.ca = OrEnvironment(options.tls.ca, "CHIMERA_TLS_CA");
+  options.tls.certificate =
+      OrEnvironment(options.tls.certificate, "CHIMERA_TLS_CERT");
+  options.tls.private_key =
+      OrEnvironment(options.tls.private_key, "CHIMERA_TLS_KEY");
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                   ChannelCredentials(options.tls));
   return std::unique_ptr<CoordinatorClient>(
       new CoordinatorClient(std::move(options), std::move(credentials)));
 }
 
-CoordinatorClient::CoordinatorClient(ConnectionOptions options,
-                                     std::shared_ptr<grpc::ChannelCredentials> credentials)
+CoordinatorClient::CoordinatorClient(
+    ConnectionOptions options,
+    std::shared_ptr<grpc::ChannelCredentials> credentials)
     : options_(std::move(options)),
       stub_(chimera::v1::JobService::NewStub(
           grpc::CreateChannel(options_.address, std::move(credentials)))) {}
 
-std::unique_ptr<grpc::ClientContext> CoordinatorClient::Context(bool with_deadline) const {
+std::unique_ptr<grpc::ClientContext> CoordinatorClient::Context(
+    bool with_deadline) const {
   auto context = std::make_unique<grpc::ClientContext>();
   if (with_deadline) {
-    context->set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));
+    context->set_deadline(
+        absl::ToChronoTime(absl::Now() + options_.call_timeout));
   }
   if (!options_.token.empty()) {
     context->AddMetadata("authorization", "Bearer " + options_.token);
@@ -76,7 +69,8 @@ absl::StatusOr<chimera::v1::Job> CoordinatorClient::Submit(
   chimera::v1::SubmitJobRequest request;
   *request.mutable_job() = manifest;
   chimera::v1::Job job;
-  RETURN_IF_ERROR(FromGrpc(stub_->SubmitJob(Context().get(), request, &job), address()));
+  RETURN_IF_ERROR(
+      FromGrpc(stub_->SubmitJob(Context().get(), request, &job), address()));
   return job;
 }
 
@@ -84,7 +78,8 @@ absl::StatusOr<chimera::v1::Job> CoordinatorClient::Get(const std::string& id) {
   chimera::v1::GetJobRequest request;
   request.set_job_id(id);
   chimera::v1::Job job;
-  RETURN_IF_ERROR(FromGrpc(stub_->GetJob(Context().get(), request, &job), address()));
+  RETURN_IF_ERROR(
+      FromGrpc(stub_->GetJob(Context().get(), request, &job), address()));
   return job;
 }
 
@@ -93,23 +88,29 @@ absl::StatusOr<std::vector<chimera::v1::Job>> CoordinatorClient::List(
   chimera::v1::ListJobsRequest request;
   request.set_state(state);
   chimera::v1::ListJobsResponse response;
-  RETURN_IF_ERROR(FromGrpc(stub_->ListJobs(Context().get(), request, &response), address()));
-  return std::vector<chimera::v1::Job>(response.jobs().begin(), response.jobs().end());
+  RETURN_IF_ERROR(FromGrpc(stub_->ListJobs(Context().get(), request, &response),
+                           address()));
+  return std::vector<chimera::v1::Job>(response.jobs().begin(),
+                                       response.jobs().end());
 }
 
-absl::StatusOr<chimera::v1::Job> CoordinatorClient::Stop(const std::string& id) {
+absl::StatusOr<chimera::v1::Job> CoordinatorClient::Stop(
+    const std::string& id) {
   chimera::v1::StopJobRequest request;
   request.set_job_id(id);
   chimera::v1::Job job;
-  RETURN_IF_ERROR(FromGrpc(stub_->StopJob(Context().get(), request, &job), address()));
+  RETURN_IF_ERROR(
+      FromGrpc(stub_->StopJob(Context().get(), request, &job), address()));
   return job;
 }
 
-absl::StatusOr<std::vector<chimera::v1::WorkerInfo>> CoordinatorClient::Workers() {
+absl::StatusOr<std::vector<chimera::v1::WorkerInfo>>
+CoordinatorClient::Workers() {
   chimera::v1::ListWorkersResponse response;
-  RETURN_IF_ERROR(FromGrpc(
-      stub_->ListWorkers(Context().get(), chimera::v1::ListWorkersRequest(), &response),
-      address()));
+  RETURN_IF_ERROR(
+      FromGrpc(stub_->ListWorkers(Context().get(),
+                                  chimera::v1::ListWorkersRequest(), &response),
+               address()));
   return std::vector<chimera::v1::WorkerInfo>(response.workers().begin(),
                                               response.workers().end());
 }
@@ -132,7 +133,8 @@ absl::Status CoordinatorClient::Watch(
     }
   }
   const grpc::Status status = reader->Finish();
-  if (!follow && status.error_code() == grpc::StatusCode::CANCELLED) return absl::OkStatus();
+  if (!follow && status.error_code() == grpc::StatusCode::CANCELLED)
+    return absl::OkStatus();
   return FromGrpc(status, address());
 }
 

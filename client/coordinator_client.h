@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "chimera/v1/service.grpc.pb.h"
+#include "common/tls_credentials.h"
 
 namespace chimera::client {
 
@@ -28,34 +29,41 @@ struct ConnectionOptions {
   std::string address;
   // Bearer token; empty: $CHIMERA_TOKEN, else none.
   std::string token;
-  // PEM CA to verify a TLS coordinator; empty: $CHIMERA_TLS_CA, else
+  // TLS: the PEM CA that verifies the coordinator and, for a coordinator
+  // that requires client certificates, this client's certificate and key.
+  // Empty: $CHIMERA_TLS_CA, $CHIMERA_TLS_CERT, $CHIMERA_TLS_KEY; all unset:
   // plaintext.
-  std::string tls_ca;
+  ClientTlsFiles tls;
   absl::Duration call_timeout = kDefaultCallTimeout;
 };
 
 class CoordinatorClient {
  public:
   // Fills what `options` leaves empty from the environment. INVALID_ARGUMENT
-  // for an unreadable CA file.
-  static absl::StatusOr<std::unique_ptr<CoordinatorClient>> Connect(ConnectionOptions options);
+  // for an unreadable TLS file or a certificate without its key.
+  static absl::StatusOr<std::unique_ptr<CoordinatorClient>> Connect(
+      ConnectionOptions options);
 
   const std::string& address() const { return options_.address; }
 
-  absl::StatusOr<chimera::v1::Job> Submit(const chimera::v1::TrainJob& manifest);
+  absl::StatusOr<chimera::v1::Job> Submit(
+      const chimera::v1::TrainJob& manifest);
   absl::StatusOr<chimera::v1::Job> Get(const std::string& id);
-  absl::StatusOr<std::vector<chimera::v1::Job>> List(chimera::v1::JobState state);
+  absl::StatusOr<std::vector<chimera::v1::Job>> List(
+      chimera::v1::JobState state);
   absl::StatusOr<chimera::v1::Job> Stop(const std::string& id);
   absl::StatusOr<std::vector<chimera::v1::WorkerInfo>> Workers();
   // Calls `on_event` for each event until the job ends (or, with
   // `follow` false, until the first status event); no deadline while
   // following, since training takes as long as it takes.
-  absl::Status Watch(const std::string& id, bool follow,
-                     const std::function<void(const chimera::v1::JobEvent&)>& on_event);
+  absl::Status Watch(
+      const std::string& id, bool follow,
+      const std::function<void(const chimera::v1::JobEvent&)>& on_event);
 
  private:
-  explicit CoordinatorClient(ConnectionOptions options,
-                             std::shared_ptr<grpc::ChannelCredentials> credentials);
+  explicit CoordinatorClient(
+      ConnectionOptions options,
+      std::shared_ptr<grpc::ChannelCredentials> credentials);
   std::unique_ptr<grpc::ClientContext> Context(bool with_deadline = true) const;
 
   ConnectionOptions options_;

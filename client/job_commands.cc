@@ -144,8 +144,13 @@ void AddJobCommands(CLI::App& app) {
                               kDefaultAddress, ")"));
   app.add_option("--token", settings->connection.token,
                  "Client token (default: $CHIMERA_TOKEN)");
-  app.add_option("--tls-ca", settings->connection.tls_ca,
+  app.add_option("--tls-ca", settings->connection.tls.ca,
                  "PEM CA of a TLS coordinator (default: $CHIMERA_TLS_CA)");
+  app.add_option("--tls-cert", settings->connection.tls.certificate,
+                 "PEM client certificate, for a coordinator that requires one "
+                 "(default: $CHIMERA_TLS_CERT)");
+  app.add_option("--tls-key", settings->connection.tls.private_key,
+                 "PEM private key of --tls-cert (default: $CHIMERA_TLS_KEY)");
   app.add_option("--timeout", settings->timeout_seconds, "Seconds to wait for each call")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

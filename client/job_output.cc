@@ -18,7 +18,8 @@ constexpr char kStatePrefix[] = "JOB_STATE_";
 
 std::string FormatTime(double unix_seconds) {
   if (unix_seconds <= 0) return "-";
-  return absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixMicros(unix_seconds * 1e6),
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S",
+                          absl::FromUnixMicros(unix_seconds * 1e6),
                           absl::LocalTimeZone());
 }
 
@@ -37,7 +38,9 @@ std::string Layout(const chimera::v1::Job& job) {
 
 std::string JobStateName(chimera::v1::JobState state) {
   std::string name = chimera::v1::JobState_Name(state);
-  return absl::StartsWith(name, kStatePrefix) ? name.substr(sizeof(kStatePrefix) - 1) : name;
+  return absl::StartsWith(name, kStatePrefix)
+             ? name.substr(sizeof(kStatePrefix) - 1)
+             : name;
 }
 
 bool ParseJobState(const std::string& name, chimera::v1::JobState* state) {
@@ -49,7 +52,8 @@ bool ParseJobState(const std::string& name, chimera::v1::JobState* state) {
 
 bool HasEnded(chimera::v1::JobState state) {
   return state == chimera::v1::JOB_STATE_SUCCEEDED ||
-         state == chimera::v1::JOB_STATE_FAILED || state == chimera::v1::JOB_STATE_STOPPED;
+         state == chimera::v1::JOB_STATE_FAILED ||
+         state == chimera::v1::JOB_STATE_STOPPED;
 }
 
 std::string FormatBytes(int64_t bytes) {
@@ -65,41 +69,50 @@ std::string FormatBytes(int64_t bytes) {
 
 std::string FormatStep(const chimera::v1::StepSummary& step, int max_steps) {
   return absl::StrFormat(
-      "step %d/%d  loss %.4f  samples/s %.1f  tokens/s %.0f  bubble %.3f  peak %s",
+      "step %d/%d  loss %.4f  samples/s %.1f  tokens/s %.0f  bubble %.3f  peak "
+      "%s",
       step.step() + 1, max_steps, step.loss(), step.samples_per_second(),
-      step.tokens_per_second(), step.bubble_ratio(), FormatBytes(step.peak_memory_bytes()));
+      step.tokens_per_second(), step.bubble_ratio(),
+      FormatBytes(step.peak_memory_bytes()));
 }
 
 std::string ProgressBar(int done, int total, double seconds_per_step) {
-  const int filled = total > 0 ? kProgressWidth * std::min(done, total) / total : 0;
+  const int filled =
+      total > 0 ? kProgressWidth * std::min(done, total) / total : 0;
   std::string bar = std::string(filled, '=');
-  if (filled < kProgressWidth) bar += ">" + std::string(kProgressWidth - filled - 1, ' ');
-  const int64_t eta = static_cast<int64_t>(std::ceil(std::max(0, total - done) * seconds_per_step));
+  if (filled < kProgressWidth)
+    bar += ">" + std::string(kProgressWidth - filled - 1, ' ');
+  const int64_t eta = static_cast<int64_t>(
+      std::ceil(std::max(0, total - done) * seconds_per_step));
   return absl::StrFormat("[%s] %d/%d  ETA %s", bar, done, total,
                          absl::FormatDuration(absl::Seconds(eta)));
 }
 
 std::string FormatJobTable(const std::vector<chimera::v1::Job>& jobs) {
-  std::string out = absl::StrFormat("%-28s %-10s %-9s %-22s %s\n", "JOB", "STATE", "STEPS",
-                                    "PLAN", "SUBMITTED");
+  std::string out = absl::StrFormat("%-28s %-10s %-9s %-22s %s\n", "JOB",
+                                    "STATE", "STEPS", "PLAN", "SUBMITTED");
   for (const chimera::v1::Job& job : jobs) {
     absl::StrAppendFormat(&out, "%-28s %-10s %-9s %-22s %s\n", job.id(),
-                          JobStateName(job.status().state()), Steps(job), Layout(job),
-                          FormatTime(job.status().submit_time()));
+                          JobStateName(job.status().state()), Steps(job),
+                          Layout(job), FormatTime(job.status().submit_time()));
   }
   return out;
 }
 
 std::string FormatJobStatus(const chimera::v1::Job& job) {
-  std::string out = absl::StrCat("job:      ", job.id(), "\nstate:    ",
-                                 JobStateName(job.status().state()), "\n");
+  std::string out =
+      absl::StrCat("job:      ", job.id(),
+                   "\nstate:    ", JobStateName(job.status().state()), "\n");
   if (!job.status().message().empty()) {
     absl::StrAppend(&out, "message:  ", job.status().message(), "\n");
   }
-  absl::StrAppend(&out, "steps:    ", Steps(job), "\nplan:     ", Layout(job), "\n");
-  absl::StrAppend(&out, "started:  ", FormatTime(job.status().start_time()), "\n");
+  absl::StrAppend(&out, "steps:    ", Steps(job), "\nplan:     ", Layout(job),
+                  "\n");
+  absl::StrAppend(&out, "started:  ", FormatTime(job.status().start_time()),
+                  "\n");
   if (job.status().end_time() > 0) {
-    absl::StrAppend(&out, "ended:    ", FormatTime(job.status().end_time()), "\n");
+    absl::StrAppend(&out, "ended:    ", FormatTime(job.status().end_time()),
+                    "\n");
   }
   if (job.status().has_last_step()) {
     absl::StrAppend(&out, "last:     ",
@@ -114,16 +127,17 @@ std::string FormatJobDescription(const chimera::v1::Job& job) {
   std::string out = FormatJobStatus(job);
   const auto& plan = job.plan();
   if (!plan.scheme().empty()) {
-    absl::StrAppendFormat(&out,
-                          "\nplan: %s, W=%d D=%d, micro-batch %d x %d, pipelines %d%s%s\n",
-                          plan.scheme(), plan.width(), plan.depth(), plan.micro_batch_size(),
-                          plan.micro_batches(), plan.pipelines(),
-                          plan.concat().empty() ? "" : ", concat " + plan.concat(),
-                          plan.recompute() ? ", recomputation" : "");
+    absl::StrAppendFormat(
+        &out, "\nplan: %s, W=%d D=%d, micro-batch %d x %d, pipelines %d%s%s\n",
+        plan.scheme(), plan.width(), plan.depth(), plan.micro_batch_size(),
+        plan.micro_batches(), plan.pipelines(),
+        plan.concat().empty() ? "" : ", concat " + plan.concat(),
+        plan.recompute() ? ", recomputation" : "");
     absl::StrAppend(&out, "stages:\n");
     for (const auto& stage : plan.partition()) {
       absl::StrAppendFormat(&out, "  stage %-3d layers %d-%d\n", stage.stage(),
-                            stage.first_layer(), stage.first_layer() + stage.num_layers() - 1);
+                            stage.first_layer(),
+                            stage.first_layer() + stage.num_layers() - 1);
     }
     if (!plan.placement().empty()) absl::StrAppend(&out, "device map:\n");
     for (const auto& placed : plan.placement()) {
@@ -131,33 +145,37 @@ std::string FormatJobDescription(const chimera::v1::Job& job) {
       for (const auto& summary : job.workers()) {
         if (summary.rank() == placed.rank()) worker = summary.worker_id();
       }
-      absl::StrAppendFormat(&out, "  rank %-3d node %-3d worker %s\n", placed.rank(),
-                            placed.node(), worker);
+      absl::StrAppendFormat(&out, "  rank %-3d node %-3d worker %s\n",
+                            placed.rank(), placed.node(), worker);
     }
   }
   if (!job.workers().empty()) {
-    absl::StrAppendFormat(&out, "\n%-5s %-20s %-8s %-12s %s\n", "RANK", "WORKER", "BUBBLE",
-                          "PEAK MEMORY", "BUSY (s)");
+    absl::StrAppendFormat(&out, "\n%-5s %-20s %-8s %-12s %s\n", "RANK",
+                          "WORKER", "BUBBLE", "PEAK MEMORY", "BUSY (s)");
     for (const auto& worker : job.workers()) {
-      absl::StrAppendFormat(&out, "%-5d %-20s %-8.3f %-12s %.3f\n", worker.rank(),
-                            worker.worker_id(), worker.bubble_ratio(),
-                            FormatBytes(worker.peak_memory_bytes()), worker.busy_seconds());
+      absl::StrAppendFormat(
+          &out, "%-5d %-20s %-8.3f %-12s %.3f\n", worker.rank(),
+          worker.worker_id(), worker.bubble_ratio(),
+          FormatBytes(worker.peak_memory_bytes()), worker.busy_seconds());
     }
   }
   return out;
 }
 
-std::string FormatWorkerTable(const std::vector<chimera::v1::WorkerInfo>& workers) {
-  std::string out = absl::StrFormat("%-20s %-16s %-6s %-10s %-24s %s\n", "WORKER", "NODE",
-                                    "STATE", "MEMORY", "JOB", "RANK");
+std::string FormatWorkerTable(
+    const std::vector<chimera::v1::WorkerInfo>& workers) {
+  std::string out =
+      absl::StrFormat("%-20s %-16s %-6s %-10s %-24s %-5s %s\n", "WORKER",
+                      "NODE", "STATE", "MEMORY", "JOB", "RANK", "METRICS");
   for (const auto& worker : workers) {
     std::string state = chimera::v1::WorkerState_Name(worker.state());
     state = state.substr(std::string("WORKER_STATE_").size());
     const bool busy = worker.state() == chimera::v1::WORKER_STATE_BUSY;
-    absl::StrAppendFormat(&out, "%-20s %-16s %-6s %-10s %-24s %s\n", worker.worker_id(),
-                          worker.node(), state, FormatBytes(worker.memory_bytes()),
-                          busy ? worker.job_id() : "-",
-                          busy ? absl::StrCat(worker.rank()) : "-");
+    absl::StrAppendFormat(
+        &out, "%-20s %-16s %-6s %-10s %-24s %-5s %s\n", worker.worker_id(),
+        worker.node(), state, FormatBytes(worker.memory_bytes()),
+        busy ? worker.job_id() : "-", busy ? absl::StrCat(worker.rank()) : "-",
+        worker.metrics_address().empty() ? "-" : worker.metrics_address());
   }
   return out;
 }

@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -27,7 +26,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/environment.h"
 #include "common/metrics_server.h"
+#include "common/tls_credentials.h"
 #include "common/version.h"
 #include "jobspec/job_file.h"
 #include "worker/daemon/local_devices.h"
@@ -83,7 +84,7 @@ int RunStandaloneMode(const chimera::worker::StandaloneFlags& flags) {
 // Serves the coordinator (and /metrics on `metrics_listen` unless empty)
 // until SIGINT or SIGTERM.
 int RunDaemon(chimera::worker::DaemonOptions options,
-              const std::string& metrics_listen) {
+              chimera::ClientTlsFiles tls, const std::string& metrics_listen) {
   if (options.worker_id.empty()) {
     options.worker_id = absl::StrCat(
         chimera::worker::DiscoverLocalResources().node, "-", ::getpid());
@@ -102,9 +103,15 @@ int RunDaemon(chimera::worker::DaemonOptions options,
               << error.message() << "\n";
     return kExitBadInput;
   }
-  if (options.token.empty()) {
-    const char* token = std::getenv("CHIMERA_WORKER_TOKEN");
-    if (token != nullptr) options.token = token;
+  options.token = chimera::OrEnvironment(options.token, "CHIMERA_WORKER_TOKEN");
+  tls.ca = chimera::OrEnvironment(tls.ca, "CHIMERA_TLS_CA");
+  tls.certificate = chimera::OrEnvironment(tls.certificate, "CHIMERA_TLS_CERT");
+  tls.private_key = chimera::OrEnvironment(tls.private_key, "CHIMERA_TLS_KEY");
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      chimera::ChannelCredentials(tls);
+  if (!credentials.ok()) {
+    std::cerr << "chimera-worker: " << credentials.status().message() << "\n";
+    return kExitBadInput;
   }
   // Only the waiting thread sees the termination signals.
   sigset_t signals;
@@ -112,7 +119,6 @@ int RunDaemon(chimera::worker::DaemonOptions options,
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  chimera::worker::WorkerDaemon daemon(std::move(options));
   std::unique_ptr<chimera::MetricsServer> metrics;
   if (!metrics_listen.empty()) {
     absl::StatusOr<std::unique_ptr<chimera::MetricsServer>> started =
@@ -123,9 +129,12 @@ int RunDaemon(chimera::worker::DaemonOptions options,
       return kExitBadInput;
     }
     metrics = *std::move(started);
-    metrics->Add(daemon.metrics());
+    options.metrics_address = metrics->address();
     std::cout << "metrics on " << metrics->address() << std::endl;
   }
+  chimera::worker::WorkerDaemon daemon(std::move(options),
+                                       *std::move(credentials));
+  if (metrics) metrics->Add(daemon.metrics());
   std::thread waiter([&daemon, signals] {
     int signal = 0;
     sigwait(&signals, &signal);
@@ -205,7 +214,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--token", daemon.token,
                  "Join token (default: $CHIMERA_WORKER_TOKEN)");
-  app.add_option("--tls-ca", daemon.tls_ca, "PEM CA of a TLS coordinator");
+  chimera::ClientTlsFiles tls;
+  app.add_option("--tls-ca", tls.ca,
+                 "PEM CA of a TLS coordinator (default: $CHIMERA_TLS_CA)");
+  app.add_option("--tls-cert", tls.certificate,
+                 "PEM client certificate, for a coordinator that requires one "
+                 "(default: $CHIMERA_TLS_CERT)");
+  app.add_option("--tls-key", tls.private_key,
+                 "PEM private key of --tls-cert (default: $CHIMERA_TLS_KEY)");
   app.add_option(
       "--work-dir", daemon.work_dir,
       "Directory for task files and task logs (default: a temporary one)");
@@ -231,7 +247,7 @@ int main(int argc, char** argv) {
   if (standalone) return RunStandaloneMode(flags);
   if (profile) return RunProfileMode(flags.job_path, profile_out);
   if (!daemon.coordinator.empty())
-    return RunDaemon(std::move(daemon), metrics_listen);
+    return RunDaemon(std::move(daemon), std::move(tls), metrics_listen);
   if (version) {
     std::cout << "chimera-worker " << chimera::kVersion << " (LibTorch "
               << chimera::worker::DiscoverLocalResources().torch_version

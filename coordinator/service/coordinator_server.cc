@@ -6,10 +6,10 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "common/file_reader.h"
 #include "common/logging.h"
 #include "common/server_address.h"
 #include "common/status_macros.h"
+#include "common/tls_credentials.h"
 #include "coordinator/service/coordinator_metrics.h"
 
 namespace chimera::coordinator {
@@ -17,28 +17,6 @@ namespace {
 
 // In-flight calls get this long to finish at shutdown.
 constexpr auto kShutdownGrace = std::chrono::seconds(1);
-constexpr uint64_t kMaxPemBytes = 1 << 20;
-
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const TlsFiles& tls) {
-  if (tls.certificate.empty() && tls.private_key.empty() && tls.client_ca.empty()) {
-    return grpc::InsecureServerCredentials();
-  }
-  if (tls.certificate.empty() || tls.private_key.empty()) {
-    return absl::InvalidArgumentError(
-        "TLS needs both a certificate and a private key (--tls-cert, --tls-key)");
-  }
-  grpc::SslServerCredentialsOptions ssl;
-  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  ASSIGN_OR_RETURN(pair.cert_chain, ReadTextFile(tls.certificate, kMaxPemBytes));
-  ASSIGN_OR_RETURN(pair.private_key, ReadTextFile(tls.private_key, kMaxPemBytes));
-  ssl.pem_key_cert_pairs.push_back(pair);
-  if (!tls.client_ca.empty()) {
-    ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadTextFile(tls.client_ca, kMaxPemBytes));
-    ssl.client_certificate_request =
-        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
-  }
-  return grpc::SslServerCredentials(ssl);
-}
 
 }  // namespace
 
@@ -47,23 +25,25 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   ASSIGN_OR_RETURN(ServerAddress address, ParseServerAddress(options.listen));
   if (!address.IsLoopback() &&
       (options.client_token.empty() || options.worker_token.empty())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "refusing to serve on non-loopback host '", address.host,
-        "' without a client token and a worker token"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("refusing to serve on non-loopback host '", address.host,
+                     "' without a client token and a worker token"));
   }
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
-                   Credentials(options.tls));
+                   ServerCredentials(options.tls));
 
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
   ASSIGN_OR_RETURN(server->store_, JobStore::Open(options.database));
   server->registry_ = std::make_unique<WorkerRegistry>(options.heartbeat);
-  server->jobs_ = std::make_unique<JobManager>(server->store_.get(), server->registry_.get(),
-                                               options.jobs);
+  server->jobs_ = std::make_unique<JobManager>(
+      server->store_.get(), server->registry_.get(), options.jobs);
   RETURN_IF_ERROR(server->jobs_->Recover());
   server->job_service_ = std::make_unique<JobServiceImpl>(
-      server->jobs_.get(), server->registry_.get(), options.client_token, &server->stopping_);
+      server->jobs_.get(), server->registry_.get(), options.client_token,
+      &server->stopping_);
   server->worker_service_ = std::make_unique<WorkerServiceImpl>(
-      server->jobs_.get(), server->registry_.get(), options.worker_token, &server->stopping_);
+      server->jobs_.get(), server->registry_.get(), options.worker_token,
+      &server->stopping_);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -76,20 +56,23 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   builder.RegisterService(server->worker_service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || port == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on ", address.ToString(), " (in use, or not an address of this host)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", address.ToString(),
+                     " (in use, or not an address of this host)"));
   }
   address.port = port;
   server->address_ = address.ToString();
   if (!options.metrics_listen.empty()) {
-    ASSIGN_OR_RETURN(server->metrics_, MetricsServer::Start(options.metrics_listen));
-    server->metrics_->Add(std::make_shared<CoordinatorMetrics>(server->jobs_.get(),
-                                                               server->registry_.get()));
+    ASSIGN_OR_RETURN(server->metrics_,
+                     MetricsServer::Start(options.metrics_listen));
+    server->metrics_->Add(std::make_shared<CoordinatorMetrics>(
+        server->jobs_.get(), server->registry_.get()));
   }
   const absl::Duration period = options.heartbeat.period / 2;
-  server->loop_ = std::thread([raw = server.get(), period] { raw->RunLoop(period); });
-  CHIMERA_LOG(INFO) << "coordinator serving on " << server->address_ << " (store "
-                    << options.database << ")";
+  server->loop_ =
+      std::thread([raw = server.get(), period] { raw->RunLoop(period); });
+  CHIMERA_LOG(INFO) << "coordinator serving on " << server->address_
+                    << " (store " << options.database << ")";
   return server;
 }
 

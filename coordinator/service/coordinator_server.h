@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "common/metrics_server.h"
+#include "common/tls_credentials.h"
 #include "coordinator/service/job_manager.h"
 #include "coordinator/service/job_service.h"
 #include "coordinator/service/job_store.h"
@@ -27,14 +28,6 @@
 #include "coordinator/service/worker_service.h"
 
 namespace chimera::coordinator {
-
-struct TlsFiles {
-  // PEM files; all empty: plaintext. A client CA makes the server require
-  // client certificates (mTLS).
-  std::string certificate;
-  std::string private_key;
-  std::string client_ca;
-};
 
 struct CoordinatorOptions {
   // HOST:PORT; port 0 picks a free one. Non-loopback hosts need both tokens.
@@ -45,7 +38,7 @@ struct CoordinatorOptions {
   JobManagerOptions jobs;
   std::string client_token;
   std::string worker_token;
-  TlsFiles tls;
+  ServerTlsFiles tls;
   // Largest request or response; bigger ones are refused by gRPC.
   int max_message_bytes = 16 << 20;
   // HOST:PORT for the Prometheus /metrics endpoint; empty: none.
@@ -66,7 +59,9 @@ class CoordinatorServer {
   // host:port actually bound (the chosen port when 0 was asked for).
   const std::string& address() const { return address_; }
   // host:port of /metrics; empty when not serving metrics.
-  std::string metrics_address() const { return metrics_ ? metrics_->address() : ""; }
+  std::string metrics_address() const {
+    return metrics_ ? metrics_->address() : "";
+  }
   // Stops accepting calls, ends streams, stops the background loop.
   void Shutdown();
 

@@ -103,11 +103,11 @@ std::vector<prometheus::MetricFamily> DaemonMetrics::Collect() const {
   add("chimera_worker_exposed_allreduce_seconds",
       "Gradient allreduce time not hidden behind compute in the last step",
       MetricType::Gauge, task, step.exposed_allreduce_seconds());
-  families.push_back(
-      MetricFamily("chimera_worker_memory_bytes",
-                   "Memory at the end of the last step, by kind; peak = the "
-                   "step's high-water mark",
-                   MetricType::Gauge));
+  families.push_back(MetricFamily("chimera_worker_memory_bytes",
+                                  "Memory at the last step's peak by what "
+                                  "holds it (weights, gradients, optimizer, "
+                                  "activations = the rest) and the peak itself",
+                                  MetricType::Gauge));
   for (const auto& [kind, bytes] : std::vector<std::pair<const char*, int64_t>>{
            {"weights", step.weights_bytes()},
            {"gradients", step.gradients_bytes()},

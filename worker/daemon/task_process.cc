@@ -38,7 +38,10 @@ class EventWriter : public TaskObserver {
     report.set_exposed_allreduce_seconds(metrics.allreduce_wait_seconds);
     report.set_samples(metrics.samples);
     report.set_tokens(metrics.tokens);
-    report.set_activations_bytes(metrics.memory_current_bytes);
+    report.set_weights_bytes(metrics.weights_bytes);
+    report.set_gradients_bytes(metrics.gradients_bytes);
+    report.set_optimizer_bytes(metrics.optimizer_bytes);
+    report.set_activations_bytes(metrics.activations_bytes);
     report.set_peak_memory_bytes(metrics.memory_peak_bytes);
     report.set_checkpoint_step(static_cast<int32_t>(metrics.checkpoint_step));
     std::string json;
@@ -51,10 +54,12 @@ class EventWriter : public TaskObserver {
   std::ostream& events_;
 };
 
-absl::StatusOr<std::pair<std::string, int>> SplitAddress(const std::string& address) {
+absl::StatusOr<std::pair<std::string, int>> SplitAddress(
+    const std::string& address) {
   const size_t colon = address.rfind(':');
   int port = 0;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
+  if (colon == std::string::npos ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
     return absl::InvalidArgumentError(
         absl::StrCat("rendezvous address '", address, "' is not HOST:PORT"));
   }
@@ -66,33 +71,42 @@ absl::Status Run(const std::string& task_file, const std::string& host,
   std::ifstream in(task_file, std::ios::binary);
   chimera::v1::StartTask task;
   if (!in || !task.ParseFromIstream(&in)) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot read the task in '", task_file, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read the task in '", task_file, "'"));
   }
   TaskRunOptions options;
   ASSIGN_OR_RETURN(options.task, TaskOptionsFor(task.manifest(), task.plan()));
   // Checkpoints are per job id: every attempt of this job, and no other job.
-  options.task.checkpoint_dir = CheckpointDirFor(task.manifest(), task.job_id());
-  ASSIGN_OR_RETURN(options.schedule, schedule::GenerateSchedule(options.task.schedule));
+  options.task.checkpoint_dir =
+      CheckpointDirFor(task.manifest(), task.job_id());
+  ASSIGN_OR_RETURN(options.schedule,
+                   schedule::GenerateSchedule(options.task.schedule));
   options.rank = task.program().rank();
-  if (options.rank < 0 || options.rank >= static_cast<int>(options.schedule.workers.size())) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", options.rank, " is outside the plan"));
+  if (options.rank < 0 ||
+      options.rank >= static_cast<int>(options.schedule.workers.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", options.rank, " is outside the plan"));
   }
   // The program the coordinator sent must be the one the plan generates
   // here: the same engine on both sides, or the ranks would not agree.
-  const chimera::v1::WorkerProgram expected = schedule::ToProto(options.schedule)[options.rank];
+  const chimera::v1::WorkerProgram expected =
+      schedule::ToProto(options.schedule)[options.rank];
   if (expected.instructions_size() != task.program().instructions_size() ||
-      !std::equal(expected.instructions().begin(), expected.instructions().end(),
+      !std::equal(expected.instructions().begin(),
+                  expected.instructions().end(),
                   task.program().instructions().begin(),
                   [](const auto& a, const auto& b) {
                     return a.SerializeAsString() == b.SerializeAsString();
                   })) {
     return absl::FailedPreconditionError(
-        "the program sent differs from the one this worker generates for the plan; "
+        "the program sent differs from the one this worker generates for the "
+        "plan; "
         "coordinator and worker versions disagree");
   }
   options.host = host;
   if (options.rank != 0) {
-    ASSIGN_OR_RETURN(auto store, SplitAddress(task.rendezvous().store_address()));
+    ASSIGN_OR_RETURN(auto store,
+                     SplitAddress(task.rendezvous().store_address()));
     options.store_host = store.first;
     options.store_port = store.second;
   }
@@ -121,19 +135,23 @@ absl::StatusOr<TaskEvent> ParseTaskEvent(absl::string_view line) {
   TaskEvent event;
   const size_t space = line.find(' ');
   event.kind = std::string(line.substr(0, space));
-  const absl::string_view rest = space == absl::string_view::npos ? "" : line.substr(space + 1);
+  const absl::string_view rest =
+      space == absl::string_view::npos ? "" : line.substr(space + 1);
   if (event.kind == kReadyEvent) {
     event.store_address = std::string(rest);
   } else if (event.kind == kStepEvent) {
     google::protobuf::util::JsonParseOptions options;
-    if (!google::protobuf::util::JsonStringToMessage(std::string(rest), &event.metrics, options)
+    if (!google::protobuf::util::JsonStringToMessage(std::string(rest),
+                                                     &event.metrics, options)
              .ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("malformed step event: ", line));
+      return absl::InvalidArgumentError(
+          absl::StrCat("malformed step event: ", line));
     }
   } else if (event.kind == kFailedEvent) {
     event.message = std::string(rest);
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("unknown task event: ", line));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown task event: ", line));
   }
   return event;
 }

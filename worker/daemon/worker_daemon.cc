@@ -7,7 +7,6 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "common/child_process.h"
-#include "common/file_reader.h"
 #include "common/logging.h"
 #include "worker/daemon/local_devices.h"
 #include "worker/daemon/task_process.h"
@@ -21,7 +20,6 @@ constexpr absl::Duration kReconnectDelay = absl::Seconds(1);
 // A stopped task process gets this long to finish its step before SIGKILL.
 constexpr absl::Duration kStopGrace = absl::Seconds(10);
 constexpr absl::Duration kEventPoll = absl::Milliseconds(200);
-constexpr uint64_t kMaxPemBytes = 1 << 20;
 
 absl::Status FromGrpc(const grpc::Status& status) {
   return status.ok()
@@ -153,22 +151,15 @@ class WorkerDaemon::Task {
   std::thread relay_;
 };
 
-WorkerDaemon::WorkerDaemon(DaemonOptions options)
+WorkerDaemon::WorkerDaemon(
+    DaemonOptions options,
+    std::shared_ptr<grpc::ChannelCredentials> credentials)
     : options_(std::move(options)),
       incarnation_(absl::Uniform<uint64_t>(absl::BitGen(), 1, UINT64_MAX)),
       metrics_(std::make_shared<DaemonMetrics>(
           options_.worker_id, options_.node.empty()
                                   ? DiscoverLocalResources().node
                                   : options_.node)) {
-  std::shared_ptr<grpc::ChannelCredentials> credentials =
-      grpc::InsecureChannelCredentials();
-  if (!options_.tls_ca.empty()) {
-    grpc::SslCredentialsOptions ssl;
-    absl::StatusOr<std::string> ca =
-        ReadTextFile(options_.tls_ca, kMaxPemBytes);
-    if (ca.ok()) ssl.pem_root_certs = *ca;
-    credentials = grpc::SslCredentials(ssl);
-  }
   stub_ = chimera::v1::WorkerService::NewStub(
       grpc::CreateChannel(options_.coordinator, credentials));
 }
@@ -194,6 +185,7 @@ absl::Status WorkerDaemon::Register() {
   request.set_incarnation(incarnation_);
   request.set_node(options_.node.empty() ? resources.node : options_.node);
   request.set_memory_bytes(resources.memory_bytes);
+  request.set_metrics_address(options_.metrics_address);
   for (const LocalDevice& local : resources.devices) {
     chimera::v1::Device* device = request.add_devices();
     device->set_kind(local.kind);

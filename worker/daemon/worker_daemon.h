@@ -7,7 +7,7 @@
 // or declares the worker dead, the daemon drops its task and registers
 // again. Its metrics (daemon_metrics.h) are served by the caller.
 //
-//   WorkerDaemon daemon(options);
+//   WorkerDaemon daemon(options, grpc::InsecureChannelCredentials());
 //   std::thread signals([&] { WaitForSignal(); daemon.Shutdown(); });
 //   return daemon.Run().ok() ? 0 : 1;
 #ifndef CHIMERA_WORKER_DAEMON_WORKER_DAEMON_H_
@@ -33,10 +33,8 @@ namespace chimera::worker {
 struct DaemonOptions {
   // HOST:PORT of the coordinator.
   std::string coordinator;
-  // Join token (empty: none) and a PEM CA for a TLS coordinator (empty:
-  // plaintext).
+  // Join token (empty: none).
   std::string token;
-  std::string tls_ca;
   // Stable name of this worker; its node (host) name.
   std::string worker_id;
   std::string node;
@@ -46,11 +44,16 @@ struct DaemonOptions {
   std::string task_binary;
   // Where task files and task logs go.
   std::string work_dir;
+  // HOST:PORT of this daemon's /metrics, told to the coordinator (empty:
+  // none).
+  std::string metrics_address;
 };
 
 class WorkerDaemon {
  public:
-  explicit WorkerDaemon(DaemonOptions options);
+  // `credentials`: plaintext or TLS (see common/tls_credentials.h).
+  WorkerDaemon(DaemonOptions options,
+               std::shared_ptr<grpc::ChannelCredentials> credentials);
   ~WorkerDaemon();
   WorkerDaemon(const WorkerDaemon&) = delete;
   WorkerDaemon& operator=(const WorkerDaemon&) = delete;

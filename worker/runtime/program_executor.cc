@@ -224,8 +224,8 @@ std::vector<int> ProgramExecutor::model_stages() const {
 absl::StatusOr<StageState> ProgramExecutor::ExportStage(int model_stage) const {
   auto it = stages_.find(model_stage);
   if (it == stages_.end()) {
-    return absl::NotFoundError(absl::StrCat("rank ", rank_, " holds no replica of model stage ",
-                                            model_stage));
+    return absl::NotFoundError(absl::StrCat(
+        "rank ", rank_, " holds no replica of model stage ", model_stage));
   }
   StageState state;
   for (const auto& item : it->second->named_parameters()) {
@@ -235,7 +235,8 @@ absl::StatusOr<StageState> ProgramExecutor::ExportStage(int model_stage) const {
   return state;
 }
 
-absl::Status ProgramExecutor::ImportStage(int model_stage, const StageState& state) {
+absl::Status ProgramExecutor::ImportStage(int model_stage,
+                                          const StageState& state) {
   ASSIGN_OR_RETURN(StageState current, ExportStage(model_stage));
   if (state.parameters.size() != current.parameters.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -249,8 +250,9 @@ absl::Status ProgramExecutor::ImportStage(int model_stage, const StageState& sta
         imported.sizes() != parameter.sizes() ||
         imported.scalar_type() != parameter.scalar_type()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "model stage ", model_stage, " parameter ", name, " is ", DescribeTensor(parameter),
-          "; the state to import has ", imported_name, " ",
+          "model stage ", model_stage, " parameter ", name, " is ",
+          DescribeTensor(parameter), "; the state to import has ",
+          imported_name, " ",
           imported.defined() ? DescribeTensor(imported) : "undefined"));
     }
   }
@@ -302,7 +304,29 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
   metrics.memory_current_bytes = memory.current_bytes();
   metrics.memory_peak_bytes = memory.peak_bytes();
   metrics.peak_stashed_slices = static_cast<int64_t>(stash_.peak());
+  AccountStateMemory(metrics);
   return metrics;
+}
+
+void ProgramExecutor::AccountStateMemory(StepMetrics& metrics) const {
+  for (const auto& [name, parameter] : NamedParameters()) {
+    metrics.weights_bytes += static_cast<int64_t>(parameter.nbytes());
+  }
+  for (const auto& [model_stage, bucket] : gradient_buckets_) {
+    metrics.gradients_bytes += static_cast<int64_t>(bucket.nbytes());
+  }
+  for (const auto& [model_stage, optimizer] : optimizers_) {
+    const OptimizerState state = optimizer->state();
+    for (const auto* moments : {&state.first_moments, &state.second_moments}) {
+      for (const at::Tensor& moment : *moments) {
+        if (moment.defined())
+          metrics.optimizer_bytes += static_cast<int64_t>(moment.nbytes());
+      }
+    }
+  }
+  metrics.activations_bytes = std::max<int64_t>(
+      0, metrics.memory_peak_bytes - metrics.weights_bytes -
+             metrics.gradients_bytes - metrics.optimizer_bytes);
 }
 
 absl::Status ProgramExecutor::Execute(const Instruction& inst, int64_t step,
@@ -505,10 +529,10 @@ absl::Status ProgramExecutor::BeginAllReduce(const Instruction& inst) {
   if (allreduces_.count(model_stage) != 0) {
     return absl::InternalError("this stage's allreduce is already in flight");
   }
-  ASSIGN_OR_RETURN(allreduces_[model_stage],
-                   GradientAllReduce::Start(*comm_,
-                                            GradientGroupName(model_stage),
-                                            gradient_buckets_.at(model_stage)));
+  ASSIGN_OR_RETURN(
+      allreduces_[model_stage],
+      GradientAllReduce::Start(*comm_, GradientGroupName(model_stage),
+                               gradient_buckets_.at(model_stage)));
   return absl::OkStatus();
 }
 

@@ -168,6 +168,8 @@ class ProgramExecutor {
   absl::Status EndAllReduce(const schedule::Instruction& inst,
                             StepMetrics& metrics);
   absl::Status FinishStep();
+  // Fills the weights/gradients/optimizer/activations split of the peak.
+  void AccountStateMemory(StepMetrics& metrics) const;
 
   absl::StatusOr<MicroBatch> LoadMicroBatch(int64_t step, int micro_batch);
   Stage& StageOf(schedule::StageRef ref);

@@ -42,6 +42,13 @@ struct StepMetrics {
   int64_t memory_current_bytes = 0;
   int64_t memory_peak_bytes = 0;
   int64_t peak_stashed_slices = 0;
+  // The peak split by what holds it: the parameters of every replica this
+  // worker holds, their gradient buffers, the optimizer state, and the rest
+  // (activations, received tensors and LibTorch's workspace) at the peak.
+  int64_t weights_bytes = 0;
+  int64_t gradients_bytes = 0;
+  int64_t optimizer_bytes = 0;
+  int64_t activations_bytes = 0;
 
   // After this step the worker wrote its share of checkpoint
   // `checkpoint_step` (= step + 1; its share may be no stage at all); 0 when

@@ -72,6 +72,29 @@ TEST(ProgramExecutorTest, OneWorkerTrainsWithoutACommunicator) {
   EXPECT_LT(later, first.loss);
 }
 
+TEST(ProgramExecutorTest,
+     SplitsThePeakIntoWeightsGradientsOptimizerAndActivations) {
+  const ModelConfig config = testing::TinyConfig(ModelFamily::kGpt);
+  const auto data = Synthetic(config);
+  auto executor =
+      ProgramExecutor::Create(Generate(Scheme::kGpipe, 1, 2), 0,
+                              Options(config, {{0, 4}}), *data, nullptr)
+          .value();
+  int64_t parameter_bytes = 0;
+  for (const auto& [name, parameter] : executor->NamedParameters()) {
+    parameter_bytes += static_cast<int64_t>(parameter.nbytes());
+  }
+  const StepMetrics step = executor->RunStep(0).value();
+  EXPECT_EQ(step.weights_bytes, parameter_bytes);
+  EXPECT_EQ(step.gradients_bytes, parameter_bytes);
+  // AdamW: a first and a second moment per parameter.
+  EXPECT_EQ(step.optimizer_bytes, 2 * parameter_bytes);
+  EXPECT_GT(step.activations_bytes, 0);
+  EXPECT_EQ(step.weights_bytes + step.gradients_bytes + step.optimizer_bytes +
+                step.activations_bytes,
+            step.memory_peak_bytes);
+}
+
 TEST(ProgramExecutorTest, RejectsAPartitionThatDoesNotTileTheModel) {
   const ModelConfig config = testing::TinyConfig(ModelFamily::kGpt);
   const auto data = Synthetic(config);

@@ -1,0 +1,207 @@
+// TLS and mutual TLS between the coordinator, the CLI and worker daemons,
+// with certificates made by openssl for each test: a client that trusts the
+// coordinator's CA gets through, one that does not is refused, and with
+// --tls-client-ca only clients and workers holding a certificate from that
+// CA are let in.
+#include <signal.h>
+
+#include <fstream>
+#include <iterator>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace chimera {
+namespace {
+
+using ::chimera::testing::ChildProcess;
+using ::chimera::testing::ProcessResult;
+using ::chimera::testing::RunProcess;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kStartTimeout = absl::Seconds(30);
+
+// Makes `name`.key and `name`.pem signed by `ca` (self-signed when `ca` is
+// empty); `extensions` are x509v3 lines such as the server's
+// subjectAltName.
+constexpr char kMakeCertificate[] = R"(
+set -e
+make() {
+  name=$1 ca=$2 ext=$3
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -keyout $name.key -subj /CN=$name -out $name.csr 2>/dev/null
+  printf '%s\n' "$ext" > $name.ext
+  if [ -z "$ca" ]; then
+    openssl x509 -req -in $name.csr -signkey $name.key -days 2 -extfile $name.ext \
+      -out $name.pem 2>/dev/null
+  else
+    openssl x509 -req -in $name.csr -CA $ca.pem -CAkey $ca.key -CAcreateserial -days 2 \
+      -extfile $name.ext -out $name.pem 2>/dev/null
+  fi
+}
+make ca '' 'basicConstraints=critical,CA:TRUE
+keyUsage=critical,keyCertSign'
+make other-ca '' 'basicConstraints=critical,CA:TRUE
+keyUsage=critical,keyCertSign'
+make server ca 'subjectAltName=IP:127.0.0.1,DNS:localhost'
+make client ca 'extendedKeyUsage=clientAuth'
+make stranger other-ca 'extendedKeyUsage=clientAuth'
+)";
+
+class CliTlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ProcessResult made =
+        RunProcess({"/bin/sh", "-c", kMakeCertificate}, dir_.path());
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+  }
+
+  std::string File(const std::string& name) { return dir_.path() + "/" + name; }
+
+  void StartCoordinator(bool require_client_certificates) {
+    std::vector<std::string> argv = {CHIMERA_COORDINATOR_BINARY,
+                                     "--listen",
+                                     "127.0.0.1:0",
+                                     "--db",
+                                     ":memory:",
+                                     "--tls-cert",
+                                     File("server.pem"),
+                                     "--tls-key",
+                                     File("server.key")};
+    if (require_client_certificates) {
+      argv.insert(argv.end(), {"--tls-client-ca", File("ca.pem")});
+    }
+    coordinator_ = std::make_unique<ChildProcess>(argv);
+    absl::StatusOr<std::string> line = coordinator_->ReadLine(kStartTimeout);
+    ASSERT_TRUE(line.ok()) << line.status() << coordinator_->err();
+    absl::string_view address = *line;
+    ASSERT_TRUE(absl::ConsumePrefix(&address, "listening on "));
+    address_ = std::string(address);
+  }
+
+  // `chimera workers -o json` with `tls` flags.
+  ProcessResult Workers(const std::vector<std::string>& tls) {
+    std::vector<std::string> argv = {CHIMERA_BINARY, "workers",   "-o",
+                                     "json",         "--address", address_,
+                                     "--timeout",    "5"};
+    argv.insert(argv.end(), tls.begin(), tls.end());
+    return RunProcess(argv);
+  }
+
+  std::unique_ptr<ChildProcess> StartWorker(
+      const std::string& id, const std::vector<std::string>& tls) {
+    std::vector<std::string> argv = {
+        CHIMERA_WORKER_BINARY, "--coordinator", address_, "--worker-id", id,
+        "--work-dir",          File(id)};
+    argv.insert(argv.end(), tls.begin(), tls.end());
+    return std::make_unique<ChildProcess>(argv, "", File(id + ".log"));
+  }
+
+  // What worker `id` logged.
+  std::string Log(const std::string& id) {
+    std::ifstream log(File(id + ".log"));
+    return std::string(std::istreambuf_iterator<char>(log), {});
+  }
+
+  // The ids of the registered workers once `count` are, as `client_tls`
+  // sees them; empty if they never are.
+  std::vector<std::string> AwaitWorkers(
+      size_t count, const std::vector<std::string>& client_tls) {
+    const absl::Time deadline = absl::Now() + kStartTimeout;
+    while (absl::Now() < deadline) {
+      ProcessResult listed = Workers(client_tls);
+      if (listed.exit_code == 0) {
+        const nlohmann::json answer = nlohmann::json::parse(listed.out);
+        std::vector<std::string> ids;
+        for (const auto& worker : answer["workers"]) {
+          ids.push_back(worker["worker_id"]);
+        }
+        if (ids.size() >= count) return ids;
+      }
+      absl::SleepFor(absl::Milliseconds(200));
+    }
+    return {};
+  }
+
+  chimera::testing::TempDir dir_;
+  std::unique_ptr<ChildProcess> coordinator_;
+  std::string address_;
+};
+
+TEST_F(CliTlsTest, ClientsAndWorkersThatTrustTheCoordinatorsCaGetThrough) {
+  StartCoordinator(/*require_client_certificates=*/false);
+  const std::vector<std::string> trusting = {"--tls-ca", File("ca.pem")};
+  EXPECT_EQ(Workers(trusting).exit_code, 0);
+
+  ProcessResult plaintext = Workers({});
+  EXPECT_NE(plaintext.exit_code, 0);
+  EXPECT_THAT(plaintext.err, HasSubstr("UNAVAILABLE"));
+  ProcessResult wrong_ca = Workers({"--tls-ca", File("other-ca.pem")});
+  EXPECT_NE(wrong_ca.exit_code, 0);
+  EXPECT_THAT(wrong_ca.err, HasSubstr("UNAVAILABLE"));
+
+  auto worker = StartWorker("tls-worker", trusting);
+  EXPECT_THAT(AwaitWorkers(1, trusting), ::testing::ElementsAre("tls-worker"))
+      << Log("tls-worker");
+}
+
+TEST_F(CliTlsTest, MutualTlsAdmitsOnlyCertificatesFromTheClientCa) {
+  StartCoordinator(/*require_client_certificates=*/true);
+  const std::vector<std::string> with_certificate = {
+      "--tls-ca",         File("ca.pem"), "--tls-cert",
+      File("client.pem"), "--tls-key",    File("client.key")};
+  EXPECT_EQ(Workers(with_certificate).exit_code, 0)
+      << Workers(with_certificate).err;
+
+  ProcessResult without_certificate = Workers({"--tls-ca", File("ca.pem")});
+  EXPECT_NE(without_certificate.exit_code, 0);
+  EXPECT_THAT(without_certificate.err, HasSubstr("UNAVAILABLE"));
+  ProcessResult stranger =
+      Workers({"--tls-ca", File("ca.pem"), "--tls-cert", File("stranger.pem"),
+               "--tls-key", File("stranger.key")});
+  EXPECT_NE(stranger.exit_code, 0);
+  EXPECT_THAT(stranger.err, HasSubstr("UNAVAILABLE"));
+
+  auto refused = StartWorker("no-certificate", {"--tls-ca", File("ca.pem")});
+  auto admitted = StartWorker("with-certificate", with_certificate);
+  EXPECT_THAT(AwaitWorkers(1, with_certificate),
+              ::testing::ElementsAre("with-certificate"));
+  // The refused worker keeps trying and says why in its log.
+  const absl::Time deadline = absl::Now() + kStartTimeout;
+  while (!absl::StrContains(Log("no-certificate"), "cannot register") &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_THAT(Log("no-certificate"), HasSubstr("cannot register"));
+  EXPECT_EQ(AwaitWorkers(1, with_certificate).size(), 1u);
+}
+
+TEST_F(CliTlsTest, IncompleteOrUnreadableTlsFlagsAreBadInputNamingTheFlag) {
+  ProcessResult coordinator =
+      RunProcess({CHIMERA_COORDINATOR_BINARY, "--listen", "127.0.0.1:0", "--db",
+                  ":memory:", "--tls-cert", File("server.pem")});
+  EXPECT_EQ(coordinator.exit_code, 2);
+  EXPECT_THAT(coordinator.err, HasSubstr("--tls-key"));
+
+  ProcessResult client =
+      RunProcess({CHIMERA_BINARY, "list", "--address", "127.0.0.1:1",
+                  "--tls-cert", File("client.pem")});
+  EXPECT_EQ(client.exit_code, 2);
+  EXPECT_THAT(client.err, HasSubstr("--tls-key"));
+
+  ProcessResult worker =
+      RunProcess({CHIMERA_WORKER_BINARY, "--coordinator", "127.0.0.1:1",
+                  "--tls-ca", File("missing.pem")});
+  EXPECT_EQ(worker.exit_code, 2);
+  EXPECT_THAT(worker.err, HasSubstr("--tls-ca"));
+  EXPECT_THAT(worker.err, HasSubstr("missing.pem"));
+}
+
+}  // namespace
+}  // namespace chimera

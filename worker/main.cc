@@ -6,7 +6,8 @@
 //
 //   chimera-worker --coordinator 127.0.0.1:50051 --worker-id host-0
 //   chimera-worker --standalone --job examples/chimera.yaml --rank 0
-//       --world 4 --store 127.0.0.1:29500 [--steps 20]   # one per rank
+//       --world 4 --store 127.0.0.1:29500 [--steps 20] [--resume]   # one per
+//       rank
 //
 // and measures a job's per-layer costs for the planner (--profile, see
 // worker/profile/profiler.h):
@@ -202,6 +203,10 @@ int main(int argc, char** argv) {
       "HOST:PORT of the rendezvous store; rank 0 serves it (standalone)");
   app.add_option("--steps", flags.steps,
                  "Steps to run; default spec.training.maxSteps (standalone)");
+  app.add_flag(
+      "--resume", flags.resume,
+      "Continue from the job's latest complete checkpoint (standalone); "
+      "without it a run starts over and replaces the job's checkpoints");
   chimera::worker::DaemonOptions daemon;
   app.add_option("--coordinator", daemon.coordinator,
                  "Serve the coordinator at HOST:PORT as a worker daemon");

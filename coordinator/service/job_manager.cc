@@ -53,7 +53,8 @@ chimera::v1::StepSummary Summarize(
   for (const auto& [rank, metrics] : ranks) {
     // Each last-stage rank reports its micro-batches' share of the mean.
     summary.set_loss(summary.loss() + metrics.loss());
-    summary.set_step_seconds(std::max(summary.step_seconds(), metrics.step_seconds()));
+    summary.set_step_seconds(
+        std::max(summary.step_seconds(), metrics.step_seconds()));
     summary.set_peak_memory_bytes(
         std::max(summary.peak_memory_bytes(), metrics.peak_memory_bytes()));
     if (metrics.step_seconds() > 0) {
@@ -64,7 +65,8 @@ chimera::v1::StepSummary Summarize(
   if (summary.step_seconds() > 0) {
     const double samples = manifest.spec().training().global_batch_size();
     summary.set_samples_per_second(samples / summary.step_seconds());
-    summary.set_tokens_per_second(samples * manifest.spec().model().seq_length() /
+    summary.set_tokens_per_second(samples *
+                                  manifest.spec().model().seq_length() /
                                   summary.step_seconds());
   }
   return summary;
@@ -73,8 +75,12 @@ chimera::v1::StepSummary Summarize(
 }  // namespace
 
 JobManager::JobManager(JobStore* store, WorkerRegistry* workers,
-                       JobManagerOptions options, std::function<absl::Time()> now)
-    : store_(store), workers_(workers), options_(std::move(options)), now_(std::move(now)) {}
+                       JobManagerOptions options,
+                       std::function<absl::Time()> now)
+    : store_(store),
+      workers_(workers),
+      options_(std::move(options)),
+      now_(std::move(now)) {}
 
 absl::Status JobManager::SaveLocked(const Job& job) {
   RETURN_IF_ERROR(store_->Put(job));
@@ -84,20 +90,33 @@ absl::Status JobManager::SaveLocked(const Job& job) {
 
 absl::Status JobManager::Recover() {
   absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(std::vector<Job> running, store_->List(chimera::v1::JOB_STATE_RUNNING));
+  ASSIGN_OR_RETURN(std::vector<Job> running,
+                   store_->List(chimera::v1::JOB_STATE_RUNNING));
   for (Job& job : running) {
+    // Its workers dropped their tasks when they registered again: it can
+    // only start over, from its checkpoint, if it may restart.
+    if (job.status().restarts() <
+        job.manifest().spec().run_policy().backoff_limit()) {
+      RETURN_IF_ERROR(
+          RestartLocked(std::move(job),
+                        "the coordinator restarted while the job was running"));
+      continue;
+    }
     job.mutable_status()->set_state(chimera::v1::JOB_STATE_FAILED);
     job.mutable_status()->set_message(
-        "the coordinator restarted while the job was running; its tasks were lost");
+        "the coordinator restarted while the job was running; its tasks were "
+        "lost");
     job.mutable_status()->set_end_time(UnixSeconds(now_()));
     RETURN_IF_ERROR(SaveLocked(job));
-    CHIMERA_LOG(WARNING) << "job " << job.id() << " failed: coordinator restarted";
+    CHIMERA_LOG(WARNING) << "job " << job.id()
+                         << " failed: coordinator restarted";
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<Job> JobManager::Submit(const chimera::v1::TrainJob& manifest) {
-  RETURN_IF_ERROR(jobspec::ValidateJob(manifest, {.check_data_files = false}).ToStatus());
+  RETURN_IF_ERROR(
+      jobspec::ValidateJob(manifest, {.check_data_files = false}).ToStatus());
   const int needed = manifest.spec().resources().workers();
   if (options_.max_workers > 0 && needed > options_.max_workers) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -118,11 +137,14 @@ absl::StatusOr<Job> JobManager::Submit(const chimera::v1::TrainJob& manifest) {
     *job.mutable_plan() = *std::move(plan);
   }
   RETURN_IF_ERROR(SaveLocked(job));
-  CHIMERA_LOG(INFO) << "job " << job.id() << " submitted (" << needed << " workers)";
+  CHIMERA_LOG(INFO) << "job " << job.id() << " submitted (" << needed
+                    << " workers)";
   return job;
 }
 
-absl::StatusOr<Job> JobManager::Get(const std::string& id) { return store_->Get(id); }
+absl::StatusOr<Job> JobManager::Get(const std::string& id) {
+  return store_->Get(id);
+}
 
 absl::StatusOr<std::vector<Job>> JobManager::List(JobState state) {
   return store_->List(state);
@@ -139,11 +161,12 @@ absl::StatusOr<Job> JobManager::Stop(const std::string& id) {
   ASSIGN_OR_RETURN(Job job, store_->Get(id));
   const JobState state = job.status().state();
   if (HasEnded(state)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("job ", id, " has already ended (", StateName(state), ")"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", id, " has already ended (", StateName(state), ")"));
   }
   if (state == chimera::v1::JOB_STATE_RUNNING) {
-    RETURN_IF_ERROR(EndLocked(id, chimera::v1::JOB_STATE_STOPPED, "stopped on request"));
+    RETURN_IF_ERROR(
+        EndLocked(id, chimera::v1::JOB_STATE_STOPPED, "stopped on request"));
     return store_->Get(id);
   }
   job.mutable_status()->set_state(chimera::v1::JOB_STATE_STOPPED);
@@ -157,8 +180,9 @@ absl::Status JobManager::Delete(const std::string& id) {
   absl::MutexLock lock(&mutex_);
   ASSIGN_OR_RETURN(Job job, store_->Get(id));
   if (!HasEnded(job.status().state())) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", id, " is ", StateName(job.status().state()), "; stop it first"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", id, " is ", StateName(job.status().state()),
+                     "; stop it first"));
   }
   RETURN_IF_ERROR(store_->Delete(id));
   ++version_;
@@ -173,10 +197,12 @@ chimera::v1::Cluster JobManager::ClusterOfLocked(
     absl::StatusOr<chimera::v1::WorkerInfo> info = workers_->Get(id);
     if (!info.ok()) continue;
     ++per_node[info->node()];
-    if (memory == 0 || info->memory_bytes() < memory) memory = info->memory_bytes();
+    if (memory == 0 || info->memory_bytes() < memory)
+      memory = info->memory_bytes();
   }
   int devices_per_node = 0;
-  for (const auto& [node, count] : per_node) devices_per_node = std::max(devices_per_node, count);
+  for (const auto& [node, count] : per_node)
+    devices_per_node = std::max(devices_per_node, count);
   chimera::v1::Cluster cluster;
   cluster.mutable_metadata()->set_name("registered-workers");
   auto* spec = cluster.mutable_spec();
@@ -190,21 +216,26 @@ chimera::v1::Cluster JobManager::ClusterOfLocked(
 
 absl::StatusOr<std::vector<chimera::v1::Plan>> JobManager::Plans(
     const chimera::v1::TrainJob& manifest, int top_k) {
-  RETURN_IF_ERROR(jobspec::ValidateJob(manifest, {.check_data_files = false}).ToStatus());
+  RETURN_IF_ERROR(
+      jobspec::ValidateJob(manifest, {.check_data_files = false}).ToStatus());
   absl::MutexLock lock(&mutex_);
   std::vector<std::string> alive;
   for (const auto& worker : workers_->List()) {
-    if (worker.state() != chimera::v1::WORKER_STATE_DEAD) alive.push_back(worker.worker_id());
+    if (worker.state() != chimera::v1::WORKER_STATE_DEAD)
+      alive.push_back(worker.worker_id());
   }
   if (alive.empty()) {
-    return absl::FailedPreconditionError("no workers are registered to plan for");
+    return absl::FailedPreconditionError(
+        "no workers are registered to plan for");
   }
   const chimera::v1::Cluster cluster = ClusterOfLocked(alive);
-  const auto profile = planner::AnalyticProfile(manifest.spec().model(), cluster.spec().device());
+  const auto profile = planner::AnalyticProfile(manifest.spec().model(),
+                                                cluster.spec().device());
   ASSIGN_OR_RETURN(planner::SearchResult result,
                    planner::SearchPlans(manifest, cluster, profile, {top_k}));
   std::vector<chimera::v1::Plan> plans;
-  for (const planner::Evaluation& evaluation : result.ranked) plans.push_back(evaluation.plan);
+  for (const planner::Evaluation& evaluation : result.ranked)
+    plans.push_back(evaluation.plan);
   return plans;
 }
 
@@ -212,17 +243,20 @@ absl::StatusOr<chimera::v1::Plan> JobManager::PlanForLocked(
     const Job& job, const std::vector<std::string>& worker_ids) {
   if (!job.plan().scheme().empty()) return job.plan();
   const chimera::v1::Cluster cluster = ClusterOfLocked(worker_ids);
-  const auto profile =
-      planner::AnalyticProfile(job.manifest().spec().model(), cluster.spec().device());
+  const auto profile = planner::AnalyticProfile(job.manifest().spec().model(),
+                                                cluster.spec().device());
   ASSIGN_OR_RETURN(planner::SearchResult result,
                    planner::SearchPlans(job.manifest(), cluster, profile, {1}));
   return result.ranked[0].plan;
 }
 
-absl::Status JobManager::StartLocked(Job job, const std::vector<std::string>& chosen) {
+absl::Status JobManager::StartLocked(Job job,
+                                     const std::vector<std::string>& chosen) {
   ASSIGN_OR_RETURN(chimera::v1::Plan plan, PlanForLocked(job, chosen));
-  ASSIGN_OR_RETURN(schedule::ScheduleParams params, planner::ScheduleParamsOf(plan));
-  ASSIGN_OR_RETURN(schedule::Schedule program, schedule::GenerateSchedule(params));
+  ASSIGN_OR_RETURN(schedule::ScheduleParams params,
+                   planner::ScheduleParamsOf(plan));
+  ASSIGN_OR_RETURN(schedule::Schedule program,
+                   schedule::GenerateSchedule(params));
   std::vector<chimera::v1::WorkerProgram> programs = schedule::ToProto(program);
   for (chimera::v1::WorkerProgram& worker : programs) {
     for (chimera::v1::StageReplica& replica : *worker.mutable_stages()) {
@@ -237,7 +271,8 @@ absl::Status JobManager::StartLocked(Job job, const std::vector<std::string>& ch
   std::map<std::string, int> node_index;
   for (size_t rank = 0; rank < chosen.size(); ++rank) {
     ASSIGN_OR_RETURN(chimera::v1::WorkerInfo info, workers_->Get(chosen[rank]));
-    const int node = node_index.emplace(info.node(), node_index.size()).first->second;
+    const int node =
+        node_index.emplace(info.node(), node_index.size()).first->second;
     auto* placed = plan.add_placement();
     placed->set_rank(static_cast<int>(rank));
     placed->set_node(node);
@@ -261,7 +296,8 @@ absl::Status JobManager::StartLocked(Job job, const std::vector<std::string>& ch
         absl::ToInt64Milliseconds(options_.collective_timeout));
     const TaskRef task{job.id(), run.attempt, static_cast<int>(rank)};
     if (rank == 0) {
-      RETURN_IF_ERROR(workers_->Assign(chosen[rank], task, std::move(assignment)));
+      RETURN_IF_ERROR(
+          workers_->Assign(chosen[rank], task, std::move(assignment)));
     } else {
       RETURN_IF_ERROR(workers_->Assign(chosen[rank], task, std::nullopt));
       run.held_starts.push_back(std::move(assignment));
@@ -272,8 +308,9 @@ absl::Status JobManager::StartLocked(Job job, const std::vector<std::string>& ch
   job.mutable_status()->set_state(chimera::v1::JOB_STATE_RUNNING);
   job.mutable_status()->set_start_time(UnixSeconds(now_()));
   job.mutable_status()->clear_message();
-  CHIMERA_LOG(INFO) << "job " << job.id() << " started on " << chosen.size() << " workers ("
-                    << plan.scheme() << " W=" << plan.width() << " D=" << plan.depth() << ")";
+  CHIMERA_LOG(INFO) << "job " << job.id() << " started on " << chosen.size()
+                    << " workers (" << plan.scheme() << " W=" << plan.width()
+                    << " D=" << plan.depth() << ")";
   return SaveLocked(job);
 }
 
@@ -312,7 +349,8 @@ void JobManager::OnWorkerLost(const std::string& worker_id, const TaskRef& task,
   OnWorkerLostLocked(worker_id, task, reason);
 }
 
-void JobManager::OnWorkerLostLocked(const std::string& worker_id, const TaskRef& task,
+void JobManager::OnWorkerLostLocked(const std::string& worker_id,
+                                    const TaskRef& task,
                                     const std::string& reason) {
   auto it = runs_.find(task.job_id);
   if (it == runs_.end() || it->second.attempt != task.attempt) return;
@@ -322,9 +360,10 @@ void JobManager::OnWorkerLostLocked(const std::string& worker_id, const TaskRef&
   absl::Status status = job.status();
   if (status.ok()) {
     const int limit = job->manifest().spec().run_policy().backoff_limit();
-    status = job->status().restarts() < limit
-                 ? RestartLocked(*std::move(job), message)
-                 : EndLocked(task.job_id, chimera::v1::JOB_STATE_FAILED, message);
+    status =
+        job->status().restarts() < limit
+            ? RestartLocked(*std::move(job), message)
+            : EndLocked(task.job_id, chimera::v1::JOB_STATE_FAILED, message);
   }
   if (!status.ok()) CHIMERA_LOG(ERROR) << status;
 }
@@ -336,9 +375,13 @@ absl::Status JobManager::RestartLocked(Job job, const std::string& cause) {
   status.set_state(chimera::v1::JOB_STATE_PENDING);
   // Steps after the checkpoint are lost and will run again.
   status.set_completed_steps(status.checkpoint_step());
-  status.set_message(absl::StrCat(
-      cause, "; restarting from step ", status.checkpoint_step(), " (restart ",
-      status.restarts(), " of ", job.manifest().spec().run_policy().backoff_limit(), ")"));
+  // A job that left its parallelism open is planned again for the workers
+  // it gets next (its checkpoint loads under any partition).
+  if (!planner::FixedPlan(job.manifest())) job.clear_plan();
+  status.set_message(
+      absl::StrCat(cause, "; restarting from step ", status.checkpoint_step(),
+                   " (restart ", status.restarts(), " of ",
+                   job.manifest().spec().run_policy().backoff_limit(), ")"));
   CHIMERA_LOG(WARNING) << "job " << job.id() << ": " << status.message();
   return SaveLocked(job);
 }
@@ -346,35 +389,43 @@ absl::Status JobManager::RestartLocked(Job job, const std::string& cause) {
 void JobManager::Tick() {
   absl::MutexLock lock(&mutex_);
   for (const DeadWorker& dead : workers_->ReapDead()) {
-    CHIMERA_LOG(WARNING) << "worker " << dead.worker_id << " missed its heartbeats";
+    CHIMERA_LOG(WARNING) << "worker " << dead.worker_id
+                         << " missed its heartbeats";
     if (!dead.task) continue;
     OnWorkerLostLocked(dead.worker_id, *dead.task,
                        absl::StrCat("stopped sending heartbeats for ",
-                                    absl::FormatDuration(workers_->policy().period *
-                                                         workers_->policy().failure_threshold)));
+                                    absl::FormatDuration(
+                                        workers_->policy().period *
+                                        workers_->policy().failure_threshold)));
   }
   std::vector<std::pair<std::string, std::string>> failed;
   for (const auto& [id, run] : runs_) {
     if (run.failure && now_() >= run.fail_by) {
       failed.push_back({id, *run.failure});
-    } else if (!run.rendezvous_done && now_() - run.started > options_.rendezvous_timeout) {
-      failed.push_back({id, absl::StrCat("rank 0 did not report its rendezvous store within ",
-                                         absl::FormatDuration(options_.rendezvous_timeout))});
+    } else if (!run.rendezvous_done &&
+               now_() - run.started > options_.rendezvous_timeout) {
+      failed.push_back(
+          {id,
+           absl::StrCat("rank 0 did not report its rendezvous store within ",
+                        absl::FormatDuration(options_.rendezvous_timeout))});
     }
   }
   for (const auto& [id, message] : failed) {
-    const absl::Status status = EndLocked(id, chimera::v1::JOB_STATE_FAILED, message);
+    const absl::Status status =
+        EndLocked(id, chimera::v1::JOB_STATE_FAILED, message);
     if (!status.ok()) CHIMERA_LOG(ERROR) << status;
   }
 
-  absl::StatusOr<std::vector<Job>> pending = store_->List(chimera::v1::JOB_STATE_PENDING);
+  absl::StatusOr<std::vector<Job>> pending =
+      store_->List(chimera::v1::JOB_STATE_PENDING);
   if (!pending.ok()) {
     CHIMERA_LOG(ERROR) << pending.status();
     return;
   }
   for (Job& job : *pending) {
     const auto& resources = job.manifest().spec().resources();
-    const std::string device = resources.device().empty() ? "cpu" : resources.device();
+    const std::string device =
+        resources.device().empty() ? "cpu" : resources.device();
     std::vector<std::string> chosen;
     for (const std::string& id : workers_->IdleWorkers()) {
       absl::StatusOr<chimera::v1::WorkerInfo> info = workers_->Get(id);
@@ -388,32 +439,35 @@ void JobManager::Tick() {
     const std::string id = job.id();
     absl::Status started = StartLocked(std::move(job), chosen);
     if (!started.ok()) {
-      absl::Status ended = EndLocked(id, chimera::v1::JOB_STATE_FAILED,
-                                     absl::StrCat("could not start: ", started.message()));
+      absl::Status ended =
+          EndLocked(id, chimera::v1::JOB_STATE_FAILED,
+                    absl::StrCat("could not start: ", started.message()));
       if (!ended.ok()) CHIMERA_LOG(ERROR) << ended;
     }
   }
 }
 
-absl::StatusOr<JobManager::Run*> JobManager::RunForLocked(const std::string& job_id,
-                                                          int attempt, int rank,
-                                                          const std::string& worker_id) {
+absl::StatusOr<JobManager::Run*> JobManager::RunForLocked(
+    const std::string& job_id, int attempt, int rank,
+    const std::string& worker_id) {
   auto it = runs_.find(job_id);
   if (it == runs_.end() || it->second.attempt != attempt || rank < 0 ||
       rank >= static_cast<int>(it->second.worker_of_rank.size()) ||
       it->second.worker_of_rank[rank] != worker_id) {
-    return absl::NotFoundError(absl::StrCat("no running task of job ", job_id, " attempt ",
-                                            attempt, " rank ", rank, " on worker ",
-                                            worker_id));
+    return absl::NotFoundError(absl::StrCat("no running task of job ", job_id,
+                                            " attempt ", attempt, " rank ",
+                                            rank, " on worker ", worker_id));
   }
   return &it->second;
 }
 
-absl::Status JobManager::OnTaskState(const chimera::v1::ReportTaskStateRequest& report) {
-  RETURN_IF_ERROR(workers_->CheckIncarnation(report.worker_id(), report.incarnation()));
+absl::Status JobManager::OnTaskState(
+    const chimera::v1::ReportTaskStateRequest& report) {
+  RETURN_IF_ERROR(
+      workers_->CheckIncarnation(report.worker_id(), report.incarnation()));
   absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(Run * run, RunForLocked(report.job_id(), report.attempt(), report.rank(),
-                                           report.worker_id()));
+  ASSIGN_OR_RETURN(Run * run, RunForLocked(report.job_id(), report.attempt(),
+                                           report.rank(), report.worker_id()));
   switch (report.state()) {
     case chimera::v1::TASK_STATE_READY: {
       if (report.rank() != 0 || report.store_address().empty()) {
@@ -422,7 +476,8 @@ absl::Status JobManager::OnTaskState(const chimera::v1::ReportTaskStateRequest& 
       }
       for (size_t i = 0; i < run->held_starts.size(); ++i) {
         chimera::v1::Assignment& start = run->held_starts[i];
-        start.mutable_start()->mutable_rendezvous()->set_store_address(report.store_address());
+        start.mutable_start()->mutable_rendezvous()->set_store_address(
+            report.store_address());
         workers_->Send(run->worker_of_rank[i + 1], std::move(start));
       }
       run->held_starts.clear();
@@ -432,7 +487,8 @@ absl::Status JobManager::OnTaskState(const chimera::v1::ReportTaskStateRequest& 
     case chimera::v1::TASK_STATE_SUCCEEDED: {
       run->rank_done[report.rank()] = true;
       workers_->Release(report.worker_id());
-      if (std::all_of(run->rank_done.begin(), run->rank_done.end(), [](bool d) { return d; })) {
+      if (std::all_of(run->rank_done.begin(), run->rank_done.end(),
+                      [](bool d) { return d; })) {
         return EndLocked(report.job_id(), chimera::v1::JOB_STATE_SUCCEEDED, "");
       }
       return absl::OkStatus();
@@ -444,27 +500,32 @@ absl::Status JobManager::OnTaskState(const chimera::v1::ReportTaskStateRequest& 
       if (!run->failure) {
         run->failure = absl::StrCat(
             "rank ", report.rank(), " on worker ", report.worker_id(),
-            report.state() == chimera::v1::TASK_STATE_STOPPED ? " stopped on its own"
-                                                               : " failed",
+            report.state() == chimera::v1::TASK_STATE_STOPPED
+                ? " stopped on its own"
+                : " failed",
             report.message().empty() ? "" : ": ", report.message());
-        run->fail_by = now_() + workers_->policy().period * workers_->policy().failure_threshold;
+        run->fail_by = now_() + workers_->policy().period *
+                                    workers_->policy().failure_threshold;
       }
       return absl::OkStatus();
     default:
-      return absl::InvalidArgumentError("state must be READY, SUCCEEDED, FAILED or STOPPED");
+      return absl::InvalidArgumentError(
+          "state must be READY, SUCCEEDED, FAILED or STOPPED");
   }
 }
 
-absl::Status JobManager::OnMetrics(const chimera::v1::ReportMetricsRequest& report) {
-  RETURN_IF_ERROR(workers_->CheckIncarnation(report.worker_id(), report.incarnation()));
+absl::Status JobManager::OnMetrics(
+    const chimera::v1::ReportMetricsRequest& report) {
+  RETURN_IF_ERROR(
+      workers_->CheckIncarnation(report.worker_id(), report.incarnation()));
   absl::MutexLock lock(&mutex_);
   auto it = runs_.find(report.job_id());
   if (it == runs_.end() || report.rank() < 0 ||
       report.rank() >= static_cast<int>(it->second.worker_of_rank.size()) ||
       it->second.worker_of_rank[report.rank()] != report.worker_id()) {
-    return absl::NotFoundError(absl::StrCat("no running task of job ", report.job_id(),
-                                            " rank ", report.rank(), " on worker ",
-                                            report.worker_id()));
+    return absl::NotFoundError(
+        absl::StrCat("no running task of job ", report.job_id(), " rank ",
+                     report.rank(), " on worker ", report.worker_id()));
   }
   Run& run = it->second;
   const int step = report.metrics().step();
@@ -473,7 +534,8 @@ absl::Status JobManager::OnMetrics(const chimera::v1::ReportMetricsRequest& repo
   if (ranks.size() < run.worker_of_rank.size()) return absl::OkStatus();
 
   ASSIGN_OR_RETURN(Job job, store_->Get(report.job_id()));
-  const chimera::v1::StepSummary summary = Summarize(step, job.manifest(), ranks);
+  const chimera::v1::StepSummary summary =
+      Summarize(step, job.manifest(), ranks);
   RETURN_IF_ERROR(store_->AppendStep(job.id(), summary));
   *job.mutable_status()->mutable_last_step() = summary;
   job.mutable_status()->set_completed_steps(step + 1);
@@ -489,7 +551,8 @@ absl::Status JobManager::OnMetrics(const chimera::v1::ReportMetricsRequest& repo
     worker->set_rank(rank);
     worker->set_worker_id(run.worker_of_rank[rank]);
     worker->set_bubble_ratio(metrics.step_seconds() > 0
-                                 ? metrics.bubble_seconds() / metrics.step_seconds()
+                                 ? metrics.bubble_seconds() /
+                                       metrics.step_seconds()
                                  : 0);
     worker->set_peak_memory_bytes(metrics.peak_memory_bytes());
     worker->set_busy_seconds(metrics.busy_seconds());

@@ -3,6 +3,7 @@
 // stop and a coordinator restart.
 #include <signal.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -30,7 +31,8 @@ constexpr char kFailureThreshold[] = "6";
 
 bool Ended(const chimera::v1::Job& job) {
   const chimera::v1::JobState state = job.status().state();
-  return state == chimera::v1::JOB_STATE_SUCCEEDED || state == chimera::v1::JOB_STATE_FAILED ||
+  return state == chimera::v1::JOB_STATE_SUCCEEDED ||
+         state == chimera::v1::JOB_STATE_FAILED ||
          state == chimera::v1::JOB_STATE_STOPPED;
 }
 
@@ -38,9 +40,9 @@ class DaemonTest : public ::testing::Test {
  protected:
   void StartCoordinator(const std::string& listen = "127.0.0.1:0") {
     coordinator_ = std::make_unique<ChildProcess>(std::vector<std::string>{
-        CHIMERA_COORDINATOR_BINARY, "--listen", listen, "--db", dir_.path() + "/jobs.db",
-        "--heartbeat-period", kHeartbeatPeriod, "--heartbeat-failure-threshold",
-        kFailureThreshold});
+        CHIMERA_COORDINATOR_BINARY, "--listen", listen, "--db",
+        dir_.path() + "/jobs.db", "--heartbeat-period", kHeartbeatPeriod,
+        "--heartbeat-failure-threshold", kFailureThreshold});
     absl::StatusOr<std::string> line = coordinator_->ReadLine(kStartTimeout);
     ASSERT_TRUE(line.ok()) << line.status() << coordinator_->err();
     absl::string_view address = *line;
@@ -60,8 +62,9 @@ class DaemonTest : public ::testing::Test {
     for (int i = 0; i < count; ++i) {
       const int index = static_cast<int>(workers_.size());
       workers_.push_back(std::make_unique<ChildProcess>(
-          std::vector<std::string>{CHIMERA_WORKER_BINARY, "--coordinator", address_,
-                                   "--worker-id", absl::StrCat("w", index), "--work-dir",
+          std::vector<std::string>{CHIMERA_WORKER_BINARY, "--coordinator",
+                                   address_, "--worker-id",
+                                   absl::StrCat("w", index), "--work-dir",
                                    absl::StrCat(dir_.path(), "/w", index)},
           CHIMERA_SOURCE_DIR, absl::StrCat(dir_.path(), "/w", index, ".log")));
     }
@@ -81,15 +84,18 @@ class DaemonTest : public ::testing::Test {
     return job.ok() ? *job : chimera::v1::Job{};
   }
 
-  chimera::v1::Job AwaitState(const std::string& id, chimera::v1::JobState state) {
-    return AwaitJob(id, [state](const auto& job) { return job.status().state() == state; });
+  chimera::v1::Job AwaitState(const std::string& id,
+                              chimera::v1::JobState state) {
+    return AwaitJob(
+        id, [state](const auto& job) { return job.status().state() == state; });
   }
 
   // Waits until `count` workers are registered and idle.
   bool AwaitIdleWorkers(int count) {
     const absl::Time deadline = absl::Now() + kStartTimeout;
     while (absl::Now() < deadline) {
-      absl::StatusOr<std::vector<chimera::v1::WorkerInfo>> workers = client_->Workers();
+      absl::StatusOr<std::vector<chimera::v1::WorkerInfo>> workers =
+          client_->Workers();
       int idle = 0;
       if (workers.ok()) {
         for (const auto& worker : *workers) {
@@ -105,7 +111,8 @@ class DaemonTest : public ::testing::Test {
   // The example Chimera job (D = 4) with `steps` steps.
   chimera::v1::TrainJob ChimeraJob(int steps) {
     absl::StatusOr<chimera::v1::TrainJob> job = jobspec::LoadJobFile(
-        std::string(CHIMERA_SOURCE_DIR) + "/examples/chimera.yaml", {.check_data_files = false});
+        std::string(CHIMERA_SOURCE_DIR) + "/examples/chimera.yaml",
+        {.check_data_files = false});
     EXPECT_TRUE(job.ok()) << job.status();
     job->mutable_spec()->mutable_training()->set_max_steps(steps);
     return *job;
@@ -123,8 +130,10 @@ TEST_F(DaemonTest, ChimeraJobOnFourWorkersSucceedsWithMetricsAndFallingLoss) {
   StartWorkers(4);
   absl::StatusOr<chimera::v1::Job> job = client_->Submit(ChimeraJob(15));
   ASSERT_TRUE(job.ok()) << job.status();
-  chimera::v1::Job done = AwaitState(job->id(), chimera::v1::JOB_STATE_SUCCEEDED);
-  ASSERT_EQ(done.status().state(), chimera::v1::JOB_STATE_SUCCEEDED) << done.status().message();
+  chimera::v1::Job done =
+      AwaitState(job->id(), chimera::v1::JOB_STATE_SUCCEEDED);
+  ASSERT_EQ(done.status().state(), chimera::v1::JOB_STATE_SUCCEEDED)
+      << done.status().message();
   EXPECT_EQ(done.status().completed_steps(), 15);
   ASSERT_EQ(done.workers_size(), 4);
   for (const auto& worker : done.workers()) {
@@ -133,9 +142,12 @@ TEST_F(DaemonTest, ChimeraJobOnFourWorkersSucceedsWithMetricsAndFallingLoss) {
     EXPECT_LT(worker.bubble_ratio(), 1);
   }
   std::vector<chimera::v1::StepSummary> steps;
-  ASSERT_TRUE(client_->Watch(job->id(), false, [&steps](const chimera::v1::JobEvent& event) {
-    if (event.has_step()) steps.push_back(event.step());
-  }).ok());
+  ASSERT_TRUE(client_
+                  ->Watch(job->id(), false,
+                          [&steps](const chimera::v1::JobEvent& event) {
+                            if (event.has_step()) steps.push_back(event.step());
+                          })
+                  .ok());
   ASSERT_EQ(steps.size(), 15u);
   EXPECT_LT(steps.back().loss(), steps.front().loss() - 0.5);
   EXPECT_TRUE(AwaitIdleWorkers(4));
@@ -146,23 +158,28 @@ TEST_F(DaemonTest, KilledWorkerFailsTheJobNamingItAndTheOthersTakeTheNextJob) {
   StartWorkers(4);
   absl::StatusOr<chimera::v1::Job> job = client_->Submit(ChimeraJob(100000));
   ASSERT_TRUE(job.ok()) << job.status();
-  chimera::v1::Job running =
-      AwaitJob(job->id(), [](const auto& j) { return j.status().completed_steps() >= 2; });
+  chimera::v1::Job running = AwaitJob(job->id(), [](const auto& j) {
+    return j.status().completed_steps() >= 2;
+  });
   ASSERT_GE(running.status().completed_steps(), 2);
   // kill -9 the worker running rank 2.
   std::string victim;
-  const absl::StatusOr<std::vector<chimera::v1::WorkerInfo>> workers = client_->Workers();
+  const absl::StatusOr<std::vector<chimera::v1::WorkerInfo>> workers =
+      client_->Workers();
   ASSERT_TRUE(workers.ok()) << workers.status();
   for (const auto& worker : *workers) {
-    if (worker.job_id() == job->id() && worker.rank() == 2) victim = worker.worker_id();
+    if (worker.job_id() == job->id() && worker.rank() == 2)
+      victim = worker.worker_id();
   }
   ASSERT_FALSE(victim.empty());
   const int index = std::stoi(victim.substr(1));
   const absl::Time killed = absl::Now();
   workers_[index]->Signal(SIGKILL);
-  chimera::v1::Job failed = AwaitState(job->id(), chimera::v1::JOB_STATE_FAILED);
+  chimera::v1::Job failed =
+      AwaitState(job->id(), chimera::v1::JOB_STATE_FAILED);
   EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
-  EXPECT_THAT(failed.status().message(), HasSubstr(absl::StrCat("worker ", victim, " ")));
+  EXPECT_THAT(failed.status().message(),
+              HasSubstr(absl::StrCat("worker ", victim, " ")));
   // Heartbeat timeout (3 s) plus the coordinator's loop and our polling.
   EXPECT_LT(absl::Now() - killed, absl::Seconds(10));
 
@@ -175,11 +192,13 @@ TEST_F(DaemonTest, KilledWorkerFailsTheJobNamingItAndTheOthersTakeTheNextJob) {
   small.mutable_spec()->mutable_resources()->set_workers(2);
   absl::StatusOr<chimera::v1::Job> next = client_->Submit(small);
   ASSERT_TRUE(next.ok()) << next.status();
-  EXPECT_EQ(AwaitState(next->id(), chimera::v1::JOB_STATE_SUCCEEDED).status().state(),
-            chimera::v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(
+      AwaitState(next->id(), chimera::v1::JOB_STATE_SUCCEEDED).status().state(),
+      chimera::v1::JOB_STATE_SUCCEEDED);
 }
 
-TEST_F(DaemonTest, KilledWorkerWithARestartLeftResumesFromTheCheckpointOnTheSpare) {
+TEST_F(DaemonTest,
+       KilledWorkerWithARestartLeftResumesFromTheCheckpointOnTheSpare) {
   constexpr int kSteps = 12;
   StartCoordinator();
   StartWorkers(5);
@@ -189,34 +208,48 @@ TEST_F(DaemonTest, KilledWorkerWithARestartLeftResumesFromTheCheckpointOnTheSpar
   chimera::v1::TrainJob manifest = ChimeraJob(kSteps);
   manifest.mutable_spec()->mutable_model()->set_dtype("float64");
   manifest.mutable_spec()->mutable_training()->set_checkpoint_every(2);
-  manifest.mutable_spec()->mutable_training()->set_checkpoint_dir(dir_.path() + "/checkpoints");
+  manifest.mutable_spec()->mutable_training()->set_checkpoint_dir(
+      dir_.path() + "/checkpoints");
   manifest.mutable_spec()->mutable_run_policy()->set_backoff_limit(1);
   absl::StatusOr<chimera::v1::Job> job = client_->Submit(manifest);
   ASSERT_TRUE(job.ok()) << job.status();
   const chimera::v1::Job running = AwaitJob(job->id(), [](const auto& j) {
     return j.status().checkpoint_step() >= 4 || Ended(j);
   });
-  ASSERT_EQ(running.status().state(), chimera::v1::JOB_STATE_RUNNING) << running.status().message();
-  ASSERT_LT(running.status().completed_steps(), kSteps) << "the job ended before the kill";
+  ASSERT_EQ(running.status().state(), chimera::v1::JOB_STATE_RUNNING)
+      << running.status().message();
+  ASSERT_LT(running.status().completed_steps(), kSteps)
+      << "the job ended before the kill";
 
   // kill -9 the worker running rank 2: the job goes on without it.
   std::string victim;
-  const absl::StatusOr<std::vector<chimera::v1::WorkerInfo>> workers = client_->Workers();
+  const absl::StatusOr<std::vector<chimera::v1::WorkerInfo>> workers =
+      client_->Workers();
   ASSERT_TRUE(workers.ok()) << workers.status();
   for (const auto& worker : *workers) {
-    if (worker.job_id() == job->id() && worker.rank() == 2) victim = worker.worker_id();
+    if (worker.job_id() == job->id() && worker.rank() == 2)
+      victim = worker.worker_id();
   }
   ASSERT_FALSE(victim.empty());
   workers_[std::stoi(victim.substr(1))]->Signal(SIGKILL);
   const chimera::v1::Job done = AwaitJob(job->id(), Ended);
-  ASSERT_EQ(done.status().state(), chimera::v1::JOB_STATE_SUCCEEDED) << done.status().message();
+  ASSERT_EQ(done.status().state(), chimera::v1::JOB_STATE_SUCCEEDED)
+      << done.status().message();
   EXPECT_EQ(done.status().restarts(), 1);
   EXPECT_EQ(done.status().completed_steps(), kSteps);
-  for (const auto& worker : done.workers()) EXPECT_NE(worker.worker_id(), victim);
-  // Checkpoints go to <checkpointDir>/<job id>, one file per model stage.
-  EXPECT_TRUE(std::ifstream(absl::StrCat(dir_.path(), "/checkpoints/", job->id(),
-                                         "/step-", kSteps, "/stage-3.pt"))
+  for (const auto& worker : done.workers())
+    EXPECT_NE(worker.worker_id(), victim);
+  // Checkpoints go to <checkpointDir>/<job id>, one file per model stage
+  // (the last of the 8 blocks' four stages here); the last two are kept.
+  const std::string checkpoints =
+      absl::StrCat(dir_.path(), "/checkpoints/", job->id());
+  EXPECT_TRUE(std::ifstream(
+                  absl::StrCat(checkpoints, "/step-", kSteps, "/blocks-6-8.pt"))
                   .good());
+  EXPECT_TRUE(
+      std::filesystem::exists(absl::StrCat(checkpoints, "/step-", kSteps - 2)));
+  EXPECT_FALSE(
+      std::filesystem::exists(absl::StrCat(checkpoints, "/step-", kSteps - 4)));
 
   // The same job again, uninterrupted, on the four workers that are left:
   // every step's loss is what the resumed job had (steps it ran twice count
@@ -224,13 +257,20 @@ TEST_F(DaemonTest, KilledWorkerWithARestartLeftResumesFromTheCheckpointOnTheSpar
   ASSERT_TRUE(AwaitIdleWorkers(4));
   absl::StatusOr<chimera::v1::Job> reference = client_->Submit(manifest);
   ASSERT_TRUE(reference.ok()) << reference.status();
-  ASSERT_EQ(AwaitState(reference->id(), chimera::v1::JOB_STATE_SUCCEEDED).status().state(),
+  ASSERT_EQ(AwaitState(reference->id(), chimera::v1::JOB_STATE_SUCCEEDED)
+                .status()
+                .state(),
             chimera::v1::JOB_STATE_SUCCEEDED);
   const auto losses = [this](const std::string& id) {
     std::map<int, double> by_step;
-    EXPECT_TRUE(client_->Watch(id, false, [&by_step](const chimera::v1::JobEvent& event) {
-      if (event.has_step()) by_step[event.step().step()] = event.step().loss();
-    }).ok());
+    EXPECT_TRUE(client_
+                    ->Watch(id, false,
+                            [&by_step](const chimera::v1::JobEvent& event) {
+                              if (event.has_step())
+                                by_step[event.step().step()] =
+                                    event.step().loss();
+                            })
+                    .ok());
     return by_step;
   };
   const std::map<int, double> resumed = losses(job->id());
@@ -247,7 +287,8 @@ TEST_F(DaemonTest, StoppedJobIsStoppedWithinSecondsAndWorkersGoIdle) {
   StartWorkers(4);
   absl::StatusOr<chimera::v1::Job> job = client_->Submit(ChimeraJob(100000));
   ASSERT_TRUE(job.ok()) << job.status();
-  AwaitJob(job->id(), [](const auto& j) { return j.status().completed_steps() >= 1; });
+  AwaitJob(job->id(),
+           [](const auto& j) { return j.status().completed_steps() >= 1; });
   const absl::Time asked = absl::Now();
   absl::StatusOr<chimera::v1::Job> stopped = client_->Stop(job->id());
   ASSERT_TRUE(stopped.ok()) << stopped.status();
@@ -266,14 +307,18 @@ TEST_F(DaemonTest, RestartedCoordinatorKeepsTheQueueAndWorkersRegisterAgain) {
   const std::string address = address_;
   StopCoordinator();
   StartCoordinator(address);
-  EXPECT_EQ(client_->Get(first)->status().state(), chimera::v1::JOB_STATE_PENDING);
-  EXPECT_EQ(client_->Get(second)->status().state(), chimera::v1::JOB_STATE_PENDING);
+  EXPECT_EQ(client_->Get(first)->status().state(),
+            chimera::v1::JOB_STATE_PENDING);
+  EXPECT_EQ(client_->Get(second)->status().state(),
+            chimera::v1::JOB_STATE_PENDING);
   EXPECT_EQ(client_->List(chimera::v1::JOB_STATE_UNSPECIFIED)->size(), 2u);
-  EXPECT_TRUE(AwaitIdleWorkers(2)) << "workers did not register with the new coordinator";
+  EXPECT_TRUE(AwaitIdleWorkers(2))
+      << "workers did not register with the new coordinator";
   // With two more workers the queue moves, in order.
   StartWorkers(2);
-  EXPECT_EQ(AwaitState(first, chimera::v1::JOB_STATE_SUCCEEDED).status().state(),
-            chimera::v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(
+      AwaitState(first, chimera::v1::JOB_STATE_SUCCEEDED).status().state(),
+      chimera::v1::JOB_STATE_SUCCEEDED);
 }
 
 }  // namespace

@@ -1,16 +1,25 @@
 #include "worker/runtime/checkpoint.h"
 
 #include <ATen/ATen.h>
+#include <fcntl.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/file_reader.h"
 #include "common/status_macros.h"
 #include "worker/comm/torch_error.h"
@@ -41,7 +50,8 @@ TensorDict ToDict(const StageState& state) {
     if (first.defined()) dict.insert(kFirstMoment + name, first);
     if (second.defined()) dict.insert(kSecondMoment + name, second);
   }
-  dict.insert(kOptimizerSteps, at::scalar_tensor(state.optimizer.steps, at::kLong));
+  dict.insert(kOptimizerSteps,
+              at::scalar_tensor(state.optimizer.steps, at::kLong));
   return dict;
 }
 
@@ -64,39 +74,99 @@ StageState FromDict(const TensorDict& dict, const StageState& like) {
   return state;
 }
 
-absl::Status WriteAtomically(const std::string& path, const std::vector<char>& bytes) {
+absl::Status ErrnoError(absl::string_view what, const std::string& path) {
+  return absl::InternalError(
+      absl::StrCat(what, " '", path, "': ", std::strerror(errno)));
+}
+
+// Writes `bytes` to `path` so that the file appears whole or not at all, and
+// stays after a crash of the machine: a synced temporary file renamed into
+// place, then the directory synced so the rename is durable too.
+absl::Status WriteDurably(const std::string& path,
+                          const std::vector<char>& bytes) {
   // Unique per process: a task of an earlier attempt may still be ending.
   const std::string temporary = absl::StrCat(path, ".tmp-", getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      return absl::InternalError(absl::StrCat("cannot write checkpoint file '", temporary, "'"));
+  const int fd =
+      open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("cannot create checkpoint file", temporary);
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const absl::Status error =
+          ErrnoError("cannot write checkpoint file", temporary);
+      close(fd);
+      return error;
     }
+    written += static_cast<size_t>(n);
   }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    return absl::InternalError(absl::StrCat("cannot rename '", temporary, "' to '", path,
-                                            "': ", error.message()));
+  if (fsync(fd) != 0) {
+    const absl::Status error =
+        ErrnoError("cannot sync checkpoint file", temporary);
+    close(fd);
+    return error;
   }
+  close(fd);
+  if (rename(temporary.c_str(), path.c_str()) != 0) {
+    return ErrnoError(absl::StrCat("cannot rename '", temporary, "' to"), path);
+  }
+  const std::string directory =
+      std::filesystem::path(path).parent_path().string();
+  const int dir_fd =
+      open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0)
+    return ErrnoError("cannot open checkpoint directory", directory);
+  const bool synced = fsync(dir_fd) == 0;
+  close(dir_fd);
+  if (!synced) return ErrnoError("cannot sync checkpoint directory", directory);
   return absl::OkStatus();
+}
+
+// "blocks-<B>-<E>.pt" -> [B, E); nullopt for any other name (temporary
+// files among them).
+std::optional<LayerRange> ParseStageFileName(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, "blocks-") ||
+      !absl::ConsumeSuffix(&name, ".pt")) {
+    return std::nullopt;
+  }
+  const std::vector<absl::string_view> bounds = absl::StrSplit(name, '-');
+  LayerRange blocks;
+  if (bounds.size() != 2 || !absl::SimpleAtoi(bounds[0], &blocks.begin) ||
+      !absl::SimpleAtoi(bounds[1], &blocks.end) || blocks.begin >= blocks.end) {
+    return std::nullopt;
+  }
+  return blocks;
+}
+
+// "step-<S>" -> S.
+std::optional<int64_t> ParseStepDirName(absl::string_view name) {
+  int64_t step = 0;
+  if (!absl::ConsumePrefix(&name, "step-") || !absl::SimpleAtoi(name, &step)) {
+    return std::nullopt;
+  }
+  return step;
+}
+
+bool Overlap(LayerRange a, LayerRange b) {
+  return a.begin < b.end && b.begin < a.end;
 }
 
 absl::StatusOr<TensorDict> ReadDict(const std::string& path) {
   ASSIGN_OR_RETURN(const uint64_t size, RegularFileSize(path));
   ASSIGN_OR_RETURN(const std::string bytes, ReadFilePrefix(path, size));
   try {
-    const c10::IValue value = torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+    const c10::IValue value =
+        torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
     if (!value.isGenericDict()) {
       return absl::InvalidArgumentError(
           absl::StrCat("checkpoint file '", path, "' holds no dictionary"));
     }
-    return c10::impl::toTypedDict<std::string, at::Tensor>(value.toGenericDict());
+    return c10::impl::toTypedDict<std::string, at::Tensor>(
+        value.toGenericDict());
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot read checkpoint file '", path,
-                                                   "': ", TorchErrorMessage(e)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot read checkpoint file '", path, "': ", TorchErrorMessage(e)));
   }
 }
 
@@ -124,22 +194,59 @@ std::string CheckpointDir::StepPath(int64_t step) const {
   return absl::StrCat(root_, "/step-", step);
 }
 
-std::string CheckpointDir::StagePath(int64_t step, int model_stage) const {
-  return absl::StrCat(StepPath(step), "/stage-", model_stage, ".pt");
+std::string CheckpointDir::StagePath(int64_t step, LayerRange blocks) const {
+  return absl::StrCat(StepPath(step), "/blocks-", blocks.begin, "-", blocks.end,
+                      ".pt");
 }
 
-std::string CheckpointDir::MissingStagePath(int64_t step, int num_model_stages) const {
-  for (int stage = 0; stage < num_model_stages; ++stage) {
-    std::error_code error;
-    if (!std::filesystem::is_regular_file(StagePath(step, stage), error)) {
-      return StagePath(step, stage);
+std::vector<CheckpointDir::StageFile> CheckpointDir::StageFiles(
+    int64_t step) const {
+  std::vector<StageFile> files;
+  std::error_code error;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(StepPath(step), error)) {
+    const std::optional<LayerRange> blocks =
+        ParseStageFileName(entry.path().filename().string());
+    if (blocks && entry.is_regular_file(error)) {
+      files.push_back({*blocks, entry.path().string()});
     }
   }
-  return "";
+  std::sort(files.begin(), files.end(),
+            [](const StageFile& a, const StageFile& b) {
+              return a.blocks.begin < b.blocks.begin;
+            });
+  return files;
 }
 
-bool CheckpointDir::IsComplete(int64_t step, int num_model_stages) const {
-  return num_model_stages > 0 && MissingStagePath(step, num_model_stages).empty();
+absl::Status CheckpointDir::CheckComplete(int64_t step,
+                                          int64_t num_layers) const {
+  int64_t next = 0;
+  for (const StageFile& file : StageFiles(step)) {
+    if (file.blocks.begin != next) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("checkpoint of step ", step, " in '", StepPath(step),
+                       "' is incomplete: ",
+                       file.blocks.begin > next ? "no file holds block "
+                                                : "two files hold block ",
+                       std::min(next, file.blocks.begin)));
+    }
+    next = file.blocks.end;
+  }
+  if (next != num_layers) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint of step ", step, " in '", StepPath(step),
+        "' is incomplete: no file holds block ", next, " of ", num_layers));
+  }
+  return absl::OkStatus();
+}
+
+std::optional<int64_t> CheckpointDir::LatestComplete(int64_t num_layers) const {
+  std::optional<int64_t> latest;
+  for (int64_t step : Steps()) {
+    if ((!latest || step > *latest) && CheckComplete(step, num_layers).ok())
+      latest = step;
+  }
+  return latest;
 }
 
 absl::Status CheckpointDir::Save(const ProgramExecutor& executor, int64_t step,
@@ -148,8 +255,9 @@ absl::Status CheckpointDir::Save(const ProgramExecutor& executor, int64_t step,
   std::error_code error;
   std::filesystem::create_directories(StepPath(step), error);
   if (error) {
-    return absl::InternalError(absl::StrCat("cannot create checkpoint directory '",
-                                            StepPath(step), "': ", error.message()));
+    return absl::InternalError(
+        absl::StrCat("cannot create checkpoint directory '", StepPath(step),
+                     "': ", error.message()));
   }
   for (int model_stage : model_stages) {
     ASSIGN_OR_RETURN(const StageState state, executor.ExportStage(model_stage));
@@ -157,30 +265,75 @@ absl::Status CheckpointDir::Save(const ProgramExecutor& executor, int64_t step,
     try {
       bytes = torch::jit::pickle_save(ToDict(state));
     } catch (const std::exception& e) {
-      return absl::InternalError(absl::StrCat("cannot serialise model stage ", model_stage,
-                                              ": ", TorchErrorMessage(e)));
+      return absl::InternalError(absl::StrCat("cannot serialise model stage ",
+                                              model_stage, ": ",
+                                              TorchErrorMessage(e)));
     }
-    RETURN_IF_ERROR(WriteAtomically(StagePath(step, model_stage), bytes));
+    RETURN_IF_ERROR(WriteDurably(
+        StagePath(step, executor.options().partition[model_stage]), bytes));
   }
   return absl::OkStatus();
 }
 
-absl::Status CheckpointDir::Load(ProgramExecutor& executor, int64_t step,
-                                 int num_model_stages) const {
-  const std::string missing = MissingStagePath(step, num_model_stages);
-  if (!missing.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint of step ", step, " is incomplete: '", missing, "' does not exist"));
-  }
+absl::Status CheckpointDir::Load(ProgramExecutor& executor,
+                                 int64_t step) const {
+  RETURN_IF_ERROR(CheckComplete(step, executor.options().model.num_layers));
+  const std::vector<StageFile> files = StageFiles(step);
   for (int model_stage : executor.model_stages()) {
-    const std::string path = StagePath(step, model_stage);
-    ASSIGN_OR_RETURN(const TensorDict dict, ReadDict(path));
-    ASSIGN_OR_RETURN(const StageState current, executor.ExportStage(model_stage));
-    const absl::Status imported = executor.ImportStage(model_stage, FromDict(dict, current));
+    const LayerRange held = executor.options().partition[model_stage];
+    // The files holding the stage's blocks, merged by parameter name.
+    TensorDict merged;
+    std::vector<std::string> paths;
+    for (const StageFile& file : files) {
+      if (!Overlap(file.blocks, held)) continue;
+      ASSIGN_OR_RETURN(const TensorDict dict, ReadDict(file.path));
+      for (const auto& entry : dict) merged.insert(entry.key(), entry.value());
+      paths.push_back(file.path);
+    }
+    ASSIGN_OR_RETURN(const StageState current,
+                     executor.ExportStage(model_stage));
+    const absl::Status imported =
+        executor.ImportStage(model_stage, FromDict(merged, current));
     if (!imported.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("checkpoint file '", path, "': ", imported.message()));
+          absl::StrCat("checkpoint file '", absl::StrJoin(paths, "', '"),
+                       "': ", imported.message()));
     }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int64_t> CheckpointDir::Steps() const {
+  std::vector<int64_t> steps;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(root_, error)) {
+    const std::optional<int64_t> step =
+        ParseStepDirName(entry.path().filename().string());
+    if (step) steps.push_back(*step);
+  }
+  return steps;
+}
+
+absl::Status CheckpointDir::RemoveStep(int64_t step) const {
+  std::error_code error;
+  std::filesystem::remove_all(StepPath(step), error);
+  if (error) {
+    return absl::InternalError(absl::StrCat(
+        "cannot delete checkpoint '", StepPath(step), "': ", error.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointDir::RemoveStepsBefore(int64_t step) const {
+  for (int64_t old : Steps()) {
+    if (old < step) RETURN_IF_ERROR(RemoveStep(old));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointDir::RemoveStepsAfter(int64_t step) const {
+  for (int64_t newer : Steps()) {
+    if (newer > step) RETURN_IF_ERROR(RemoveStep(newer));
   }
   return absl::OkStatus();
 }

@@ -128,6 +128,7 @@ class ProgramExecutor {
 
   // The model stages this worker holds a replica of, ascending.
   std::vector<int> model_stages() const;
+  const ExecutorOptions& options() const { return options_; }
   // A held model stage's state between steps; the tensors are the live ones,
   // not copies. NOT_FOUND for a stage this worker does not hold.
   absl::StatusOr<StageState> ExportStage(int model_stage) const;

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/tcp_rendezvous.h"
@@ -17,15 +18,23 @@ namespace chimera::worker {
 
 absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
   at::set_num_threads(options.task.threads);
+  const CheckpointDir checkpoints(options.task.checkpoint_dir);
+  if (!options.task.checkpoint_dir.empty()) {
+    // Before the rendezvous, so that no rank can have written a step of its
+    // own yet: what lies past the first step is from an attempt that failed.
+    RETURN_IF_ERROR(checkpoints.RemoveStepsAfter(options.first_step));
+  }
   const int world = static_cast<int>(options.schedule.workers.size());
   std::unique_ptr<TcpRendezvous> rendezvous;
   if (options.rank == 0) {
-    ASSIGN_OR_RETURN(rendezvous, TcpRendezvous::Host(options.host, options.store_port, world,
-                                                     options.timeout));
+    ASSIGN_OR_RETURN(
+        rendezvous, TcpRendezvous::Host(options.host, options.store_port, world,
+                                        options.timeout));
     observer.OnStoreReady(absl::StrCat(options.host, ":", rendezvous->port()));
   } else {
-    ASSIGN_OR_RETURN(rendezvous, TcpRendezvous::Join(options.store_host, options.store_port,
-                                                     options.timeout));
+    ASSIGN_OR_RETURN(rendezvous,
+                     TcpRendezvous::Join(options.store_host, options.store_port,
+                                         options.timeout));
   }
   GlooOptions gloo;
   gloo.rank = options.rank;
@@ -37,23 +46,24 @@ absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
   gloo.timeout = options.timeout;
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
                    CreateGlooCommunicator(*rendezvous, gloo));
-  ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data, DataSource::Open(options.task.data));
+  ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data,
+                   DataSource::Open(options.task.data));
 
   ASSIGN_OR_RETURN(std::unique_ptr<ProgramExecutor> executor,
                    ProgramExecutor::Create(options.schedule, options.rank,
                                            ExecutorOptionsFor(options.task),
                                            *data, comm.get()));
-  const CheckpointDir checkpoints(options.task.checkpoint_dir);
   if (options.first_step > 0) {
     if (options.task.checkpoint_dir.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the task starts at step ", options.first_step,
-          " but the job has no checkpoints (spec.training.checkpointEvery is 0)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("the task starts at step ", options.first_step,
+                       " but the job has no checkpoints "
+                       "(spec.training.checkpointEvery is 0)"));
     }
-    RETURN_IF_ERROR(checkpoints.Load(*executor, options.first_step,
-                                     options.schedule.topology.NumModelStages()));
+    RETURN_IF_ERROR(checkpoints.Load(*executor, options.first_step));
   }
-  const std::vector<int> written = StagesWrittenBy(options.schedule, options.rank);
+  const std::vector<int> written =
+      StagesWrittenBy(options.schedule, options.rank);
   const int64_t every = options.task.checkpoint_every;
   for (int64_t step = options.first_step; step < options.last_step; ++step) {
     ASSIGN_OR_RETURN(StepMetrics metrics, executor->RunStep(step));
@@ -62,6 +72,14 @@ absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
     if (every > 0 && (step + 1) % every == 0) {
       RETURN_IF_ERROR(checkpoints.Save(*executor, step + 1, written));
       metrics.checkpoint_step = step + 1;
+      // Every rank saved step + 1 - every before it could start this step,
+      // so that one is complete and anything older is superseded. Keeping
+      // two covers a crash before this one is complete.
+      if (const absl::Status pruned =
+              checkpoints.RemoveStepsBefore(step + 1 - every);
+          !pruned.ok()) {
+        CHIMERA_LOG(WARNING) << "rank " << options.rank << ": " << pruned;
+      }
     }
     RETURN_IF_ERROR(observer.OnStep(metrics, *comm));
   }

@@ -5,7 +5,9 @@
 // builds its executor and runs the steps, telling an observer about each.
 // A task that starts past step 0 first loads the checkpoint of its first
 // step; every spec.training.checkpointEvery steps each rank writes the model
-// stages it is the writer of (checkpoint.h).
+// stages it is the writer of (checkpoint.h). The job's directory keeps the
+// last two checkpoints; a task drops those past its first step (left by a
+// failed attempt) before it starts.
 // Standalone mode and the daemon's task process differ only in their
 // observers.
 //
@@ -55,7 +57,8 @@ class TaskObserver {
   // Rank 0 only: the store is up at host:port.
   virtual void OnStoreReady(const std::string& address) {}
   // After every step; an error ends the task with it.
-  virtual absl::Status OnStep(const StepMetrics& metrics, Communicator& comm) = 0;
+  virtual absl::Status OnStep(const StepMetrics& metrics,
+                              Communicator& comm) = 0;
 };
 
 absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer);

@@ -8,11 +8,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/status_macros.h"
 #include "common/field_errors.h"
+#include "common/status_macros.h"
 #include "coordinator/planner/plan_params.h"
 #include "coordinator/schedule/generator.h"
 #include "jobspec/job_file.h"
+#include "worker/runtime/checkpoint.h"
 #include "worker/runtime/task_runner.h"
 
 namespace chimera::worker {
@@ -37,8 +38,10 @@ absl::Status ParseStore(const std::string& store, StandaloneRun& run) {
 
 // The plan of a job that fixes its parallelism; in standalone mode nothing
 // chooses what the job leaves open, so every such field is named.
-absl::StatusOr<chimera::v1::Plan> StandalonePlan(const chimera::v1::TrainJob& job) {
-  if (std::optional<chimera::v1::Plan> plan = planner::FixedPlan(job)) return *plan;
+absl::StatusOr<chimera::v1::Plan> StandalonePlan(
+    const chimera::v1::TrainJob& job) {
+  if (std::optional<chimera::v1::Plan> plan = planner::FixedPlan(job))
+    return *plan;
   const auto& parallelism = job.spec().parallelism();
   FieldErrors errors;
   auto required = [&](bool present, absl::string_view field) {
@@ -50,7 +53,8 @@ absl::StatusOr<chimera::v1::Plan> StandalonePlan(const chimera::v1::TrainJob& jo
   required(!parallelism.schedule().empty(), "schedule");
   required(parallelism.has_pipeline(), "pipeline");
   required(parallelism.has_data(), "data");
-  required(parallelism.has_micro_batches() || job.spec().training().micro_batch_size() > 0,
+  required(parallelism.has_micro_batches() ||
+               job.spec().training().micro_batch_size() > 0,
            "microBatches");
   return errors.ToStatus();
 }
@@ -103,6 +107,28 @@ absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags) {
   run.store_host = parsed.store_host;
   run.store_port = parsed.store_port;
   if (flags.steps > 0) run.steps = flags.steps;
+  if (flags.resume) {
+    if (run.task.checkpoint_dir.empty()) {
+      return absl::InvalidArgumentError(
+          "--resume: the job writes no checkpoints "
+          "(spec.training.checkpointEvery is 0)");
+    }
+    const std::optional<int64_t> latest =
+        CheckpointDir(run.task.checkpoint_dir)
+            .LatestComplete(run.task.model.num_layers);
+    if (!latest) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--resume: no complete checkpoint in '",
+                       run.task.checkpoint_dir, "'"));
+    }
+    if (*latest >= run.steps) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--resume: the latest checkpoint is of step ", *latest,
+                       "; the run ends at step ", run.steps,
+                       " (--steps, spec.training.maxSteps)"));
+    }
+    run.first_step = *latest;
+  }
   return run;
 }
 
@@ -112,21 +138,24 @@ namespace {
 // the reporting rank.
 class StepPrinter : public TaskObserver {
  public:
-  StepPrinter(const StandaloneRun& run, std::ostream& out) : run_(run), out_(out) {}
+  StepPrinter(const StandaloneRun& run, std::ostream& out)
+      : run_(run), out_(out) {}
 
   absl::Status OnStep(const StepMetrics& metrics, Communicator& comm) override {
     const int world = static_cast<int>(run_.schedule.workers.size());
     const at::Tensor summary = at::tensor(
         {metrics.loss, metrics.bubble_seconds / metrics.step_seconds},
         at::TensorOptions(at::kDouble));
-    ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> sum, comm.AllReduceSum(summary, kSummaryGroup));
+    ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> sum,
+                     comm.AllReduceSum(summary, kSummaryGroup));
     RETURN_IF_ERROR(sum->Wait(kDefaultCollectiveTimeout));
     if (run_.rank != run_.reporting_rank) return absl::OkStatus();
     out_ << absl::StrFormat(
                 "step %d loss %.6f step_seconds %.4f bubble_ratio %.3f "
                 "peak_memory_bytes %d",
-                metrics.step + 1, summary[0].item<double>(), metrics.step_seconds,
-                summary[1].item<double>() / world, metrics.memory_peak_bytes)
+                metrics.step + 1, summary[0].item<double>(),
+                metrics.step_seconds, summary[1].item<double>() / world,
+                metrics.memory_peak_bytes)
          << std::endl;
     return absl::OkStatus();
   }
@@ -145,10 +174,12 @@ absl::Status RunStandalone(const StandaloneRun& run, std::ostream& out) {
   options.rank = run.rank;
   options.store_host = run.store_host;
   options.store_port = run.store_port;
+  options.first_step = run.first_step;
   options.last_step = run.steps;
   CommGroup& everyone = options.extra_groups.emplace_back();
   everyone.name = kSummaryGroup;
-  for (int rank = 0; rank < static_cast<int>(run.schedule.workers.size()); ++rank) {
+  for (int rank = 0; rank < static_cast<int>(run.schedule.workers.size());
+       ++rank) {
     everyone.ranks.push_back(rank);
   }
   StepPrinter printer(run, out);

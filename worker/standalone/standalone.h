@@ -31,6 +31,10 @@ struct StandaloneFlags {
   std::string store;
   // Steps to run; 0 runs spec.training.maxSteps.
   int64_t steps = 0;
+  // Continue from the job's latest complete checkpoint, whatever partition
+  // wrote it; without it a run starts at step 0 and replaces the job's
+  // checkpoints.
+  bool resume = false;
 };
 
 struct StandaloneRun {
@@ -40,6 +44,8 @@ struct StandaloneRun {
   std::string store_host;
   int store_port = 0;
   int64_t steps = 0;
+  // The first step to run: 0, or the checkpoint step resumed from.
+  int64_t first_step = 0;
   // The rank that prints the per-step lines.
   int reporting_rank = 0;
 };
@@ -51,9 +57,10 @@ struct StandaloneRun {
 // pipeline themselves use it too.
 absl::StatusOr<StandaloneRun> LoadStandaloneJob(const std::string& job_path);
 
-// Reads and checks everything: the flags, the job file, the schedule.
-// INVALID_ARGUMENT (NOT_FOUND for a missing job file) with one line per
-// problem, each naming the flag or job field.
+// Reads and checks everything: the flags, the job file, the schedule, and
+// with --resume the checkpoint to start from. INVALID_ARGUMENT (NOT_FOUND for
+// a missing job file, FAILED_PRECONDITION when --resume finds no complete
+// checkpoint) with one line per problem, each naming the flag or job field.
 absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags);
 
 // Joins the job and trains; on the reporting rank writes, per step,

@@ -7,11 +7,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "tests/support/subprocess.h"
@@ -28,25 +31,26 @@ using chimera::testing::TempDir;
 constexpr absl::Duration kRunTimeout = absl::Seconds(120);
 constexpr int kBadInput = 2;
 
-// A tiny 1F1B job over two ranks; `parallelism` is its spec.parallelism.
-std::string JobYaml(const std::string& parallelism) {
+// A tiny job; `parallelism` is its spec.parallelism, `extra_training`
+// more spec.training fields, `workers` its spec.resources.workers.
+std::string JobYaml(const std::string& parallelism,
+                    const std::string& extra_training = "", int workers = 2) {
   return absl::StrCat(R"(apiVersion: chimera.dev/v1alpha1
 kind: TrainJob
 metadata: {name: tiny}
 spec:
-  model: {family: gpt, numLayers: 2, hiddenSize: 16, numHeads: 2, seqLength: 8}
+  model: {family: gpt, numLayers: 2, hiddenSize: 16, numHeads: 2, seqLength: 8, dtype: float64}
   data: {format: text, path: )",
                       CHIMERA_SOURCE_DIR, R"(/examples/data/corpus.txt}
   training:
     globalBatchSize: 4
     microBatchSize: 2
-    maxSteps: 3
+    maxSteps: 4
     seed: 1
     optimizer: {name: adamw, lr: 1.0e-2}
-  parallelism: )",
-                      parallelism, R"(
-  resources: {workers: 2, device: cpu}
-)");
+)",
+                      extra_training, "  parallelism: ", parallelism,
+                      "\n  resources: {workers: ", workers, ", device: cpu}\n");
 }
 
 constexpr char kParallelism[] =
@@ -98,8 +102,8 @@ TEST(StandaloneProcessTest, TwoRanksTrainAndTheLastStagePrintsEachStep) {
   EXPECT_EQ(ranks[0]->out(), "");
   const std::vector<std::string> lines =
       absl::StrSplit(ranks[1]->out(), '\n', absl::SkipEmpty());
-  ASSERT_EQ(lines.size(), 3u) << ranks[1]->out();
-  for (int step = 0; step < 3; ++step) {
+  ASSERT_EQ(lines.size(), 4u) << ranks[1]->out();
+  for (int step = 0; step < 4; ++step) {
     EXPECT_TRUE(absl::StartsWith(lines[step],
                                  absl::StrCat("step ", step + 1, " loss ")))
         << lines[step];
@@ -108,11 +112,87 @@ TEST(StandaloneProcessTest, TwoRanksTrainAndTheLastStagePrintsEachStep) {
   }
 }
 
+// Runs `world` ranks of `job` with `extra` flags; the reporting rank's lines
+// as step -> loss.
+std::map<int, double> RunRanks(const std::string& job, int world,
+                               const std::vector<std::string>& extra = {}) {
+  const std::string store = absl::StrCat("127.0.0.1:", FreePort());
+  std::vector<std::unique_ptr<ChildProcess>> ranks;
+  for (int rank = 0; rank < world; ++rank) {
+    std::vector<std::string> args = WorkerArgs(job, rank, world, store);
+    args.insert(args.end(), extra.begin(), extra.end());
+    ranks.push_back(std::make_unique<ChildProcess>(args));
+  }
+  std::map<int, double> losses;
+  for (auto& rank : ranks) {
+    EXPECT_EQ(rank->Wait(kRunTimeout), 0) << rank->err();
+    for (absl::string_view line :
+         absl::StrSplit(rank->out(), '\n', absl::SkipEmpty())) {
+      const std::vector<absl::string_view> words = absl::StrSplit(line, ' ');
+      int step = 0;
+      double loss = 0;
+      if (words.size() > 3 && absl::SimpleAtoi(words[1], &step) &&
+          absl::SimpleAtod(words[3], &loss)) {
+        losses[step] = loss;
+      }
+    }
+  }
+  return losses;
+}
+
+TEST(StandaloneProcessTest, ResumesFromTheCheckpointUnderAnotherPartition) {
+  const TempDir dir;
+  const std::string checkpoints = absl::StrCat(
+      "    checkpointEvery: 1\n    checkpointDir: ", dir.path(), "/ck\n");
+  const std::string pipelined =
+      dir.WriteFile("pipelined.yaml", JobYaml(kParallelism, checkpoints));
+  const std::map<int, double> uninterrupted = RunRanks(pipelined, 2);
+  ASSERT_EQ(uninterrupted.size(), 4u);
+  // Only the last two checkpoints are kept.
+  for (int step = 1; step <= 4; ++step) {
+    EXPECT_EQ(std::filesystem::exists(
+                  absl::StrCat(dir.path(), "/ck/tiny/step-", step)),
+              step >= 3)
+        << step;
+  }
+
+  // Two steps on two pipeline stages, then the rest on one process holding
+  // the whole model: the loss goes on exactly as without the interruption.
+  EXPECT_EQ(RunRanks(pipelined, 2, {"--steps", "2"}).size(), 2u);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/ck/tiny/step-3"))
+      << "a fresh run replaces the job's checkpoints";
+  const std::string whole = dir.WriteFile(
+      "whole.yaml",
+      JobYaml("{schedule: gpipe, pipeline: 1, data: 1, microBatches: 2}",
+              checkpoints, 1));
+  const std::map<int, double> resumed = RunRanks(whole, 1, {"--resume"});
+  ASSERT_EQ(resumed.size(), 2u);
+  for (int step : {3, 4}) {
+    ASSERT_EQ(resumed.count(step), 1u) << step;
+    EXPECT_NEAR(resumed.at(step), uninterrupted.at(step), 1e-6) << step;
+  }
+}
+
+TEST(StandaloneProcessTest, ResumeWithoutACheckpointIsBadInput) {
+  const TempDir dir;
+  const std::string job = dir.WriteFile(
+      "job.yaml",
+      JobYaml(kParallelism,
+              absl::StrCat("    checkpointEvery: 1\n    checkpointDir: ",
+                           dir.path(), "/ck\n")));
+  std::vector<std::string> args = WorkerArgs(job, 0, 2, "127.0.0.1:1");
+  args.push_back("--resume");
+  const ProcessResult result = RunProcess(args);
+  EXPECT_EQ(result.exit_code, kBadInput);
+  EXPECT_TRUE(absl::StrContains(result.err, "--resume: no complete checkpoint"))
+      << result.err;
+}
+
 TEST(StandaloneProcessTest, BadInputExitsTwoNamingTheFieldOrFlag) {
   const TempDir dir;
   const std::string good = dir.WriteFile("good.yaml", JobYaml(kParallelism));
-  const std::string unplanned = dir.WriteFile(
-      "unplanned.yaml", JobYaml("{schedule: 1f1b, data: 1}"));
+  const std::string unplanned =
+      dir.WriteFile("unplanned.yaml", JobYaml("{schedule: 1f1b, data: 1}"));
   const struct {
     std::vector<std::string> args;
     std::string named;

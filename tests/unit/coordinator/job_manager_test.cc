@@ -12,12 +12,13 @@
 namespace chimera::coordinator {
 namespace {
 
-using ::testing::HasSubstr;
 using chimera::v1::Job;
+using ::testing::HasSubstr;
 
 constexpr absl::Duration kNoWait = absl::ZeroDuration();
 
-chimera::v1::TrainJob Manifest(const std::string& name, int workers, bool fixed = true) {
+chimera::v1::TrainJob Manifest(const std::string& name, int workers,
+                               bool fixed = true) {
   chimera::v1::TrainJob job;
   job.set_api_version("chimera.dev/v1alpha1");
   job.set_kind("TrainJob");
@@ -61,7 +62,8 @@ class JobManagerTest : public ::testing::Test {
                   [this] { return now_; }) {}
 
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<JobStore>> store = JobStore::Open(":memory:");
+    absl::StatusOr<std::unique_ptr<JobStore>> store =
+        JobStore::Open(":memory:");
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
     JobManagerOptions options;
@@ -94,7 +96,8 @@ class JobManagerTest : public ::testing::Test {
   }
 
   absl::Status Report(const std::string& worker, const Job& job, int rank,
-                      chimera::v1::TaskState state, const std::string& extra = "") {
+                      chimera::v1::TaskState state,
+                      const std::string& extra = "") {
     chimera::v1::ReportTaskStateRequest report;
     report.set_worker_id(worker);
     report.set_incarnation(registry_.Get(worker)->incarnation());
@@ -130,8 +133,10 @@ class JobManagerTest : public ::testing::Test {
   void PassHeartbeatTimeout(const std::string& dead = "") {
     now_ += absl::Seconds(4);
     for (const auto& worker : registry_.List()) {
-      if (worker.worker_id() != dead && worker.state() != chimera::v1::WORKER_STATE_DEAD) {
-        ASSERT_TRUE(registry_.Heartbeat(worker.worker_id(), worker.incarnation()).ok());
+      if (worker.worker_id() != dead &&
+          worker.state() != chimera::v1::WORKER_STATE_DEAD) {
+        ASSERT_TRUE(
+            registry_.Heartbeat(worker.worker_id(), worker.incarnation()).ok());
       }
     }
     manager_->Tick();
@@ -149,14 +154,17 @@ class JobManagerTest : public ::testing::Test {
 
   // Submits a 4-rank Chimera job on 4 fresh workers and completes the
   // rendezvous: every worker holds its start task afterwards.
-  Job StartRunningJob(const chimera::v1::TrainJob& manifest = Manifest("run", 4)) {
+  Job StartRunningJob(const chimera::v1::TrainJob& manifest = Manifest("run",
+                                                                       4)) {
     AddWorkers(4);
     Job job = MustSubmit(manifest);
     manager_->Tick();
     EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
     EXPECT_TRUE(Next("w0").has_value());
-    EXPECT_TRUE(Report("w0", job, 0, chimera::v1::TASK_STATE_READY, "host:1234").ok());
-    for (const char* w : {"w1", "w2", "w3"}) EXPECT_TRUE(Next(w).has_value()) << w;
+    EXPECT_TRUE(
+        Report("w0", job, 0, chimera::v1::TASK_STATE_READY, "host:1234").ok());
+    for (const char* w : {"w1", "w2", "w3"})
+      EXPECT_TRUE(Next(w).has_value()) << w;
     return job;
   }
 
@@ -167,7 +175,8 @@ class JobManagerTest : public ::testing::Test {
   int next_worker_ = 0;
 };
 
-TEST_F(JobManagerTest, MalformedSpecIsInvalidArgumentNamingTheFieldAndStoresNothing) {
+TEST_F(JobManagerTest,
+       MalformedSpecIsInvalidArgumentNamingTheFieldAndStoresNothing) {
   chimera::v1::TrainJob manifest = Manifest("bad", 4);
   manifest.mutable_spec()->mutable_model()->set_num_heads(3);
   absl::StatusOr<Job> job = manager_->Submit(manifest);
@@ -177,7 +186,8 @@ TEST_F(JobManagerTest, MalformedSpecIsInvalidArgumentNamingTheFieldAndStoresNoth
 }
 
 TEST_F(JobManagerTest, JobNeedingMoreWorkersThanCanExistIsFailedPrecondition) {
-  absl::StatusOr<Job> job = manager_->Submit(Manifest("huge", 16, /*fixed=*/false));
+  absl::StatusOr<Job> job =
+      manager_->Submit(Manifest("huge", 16, /*fixed=*/false));
   EXPECT_EQ(job.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(job.status().message(), HasSubstr("needs 16 workers"));
   EXPECT_TRUE(manager_->List(chimera::v1::JOB_STATE_UNSPECIFIED)->empty());
@@ -207,7 +217,8 @@ TEST_F(JobManagerTest, RankZeroStartsFirstAndTheOthersGetItsStoreAddress) {
     EXPECT_EQ(replica.num_layers(), 2);
   }
   EXPECT_FALSE(Next("w1").has_value());
-  ASSERT_TRUE(Report("w0", job, 0, chimera::v1::TASK_STATE_READY, "host:1234").ok());
+  ASSERT_TRUE(
+      Report("w0", job, 0, chimera::v1::TASK_STATE_READY, "host:1234").ok());
   std::optional<chimera::v1::Assignment> other = Next("w3");
   ASSERT_TRUE(other.has_value());
   EXPECT_EQ(other->start().rendezvous().store_address(), "host:1234");
@@ -247,7 +258,8 @@ TEST_F(JobManagerTest, JobSucceedsWhenEveryRankDidAndWorkersGoIdle) {
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
     ASSERT_TRUE(Report(absl::StrCat("w", rank), job, rank,
-                       chimera::v1::TASK_STATE_SUCCEEDED).ok());
+                       chimera::v1::TASK_STATE_SUCCEEDED)
+                    .ok());
   }
   EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(registry_.IdleWorkers().size(), 4u);
@@ -256,7 +268,8 @@ TEST_F(JobManagerTest, JobSucceedsWhenEveryRankDidAndWorkersGoIdle) {
 TEST_F(JobManagerTest, FailedRankFailsTheJobNamingItAndStopsTheOthers) {
   Job job = StartRunningJob();
   ASSERT_TRUE(Report("w2", job, 2, chimera::v1::TASK_STATE_FAILED,
-                     "recv from rank 1 timed out").ok());
+                     "recv from rank 1 timed out")
+                  .ok());
   // Held back for a heartbeat timeout, in case a dead worker caused it.
   manager_->Tick();
   EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
@@ -267,8 +280,10 @@ TEST_F(JobManagerTest, FailedRankFailsTheJobNamingItAndStopsTheOthers) {
   manager_->Tick();
   Job failed = *manager_->Get(job.id());
   EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
-  EXPECT_THAT(failed.status().message(), HasSubstr("rank 2 on worker w2 failed"));
-  EXPECT_THAT(failed.status().message(), HasSubstr("recv from rank 1 timed out"));
+  EXPECT_THAT(failed.status().message(),
+              HasSubstr("rank 2 on worker w2 failed"));
+  EXPECT_THAT(failed.status().message(),
+              HasSubstr("recv from rank 1 timed out"));
   for (const char* w : {"w0", "w1", "w3"}) {
     std::optional<chimera::v1::Assignment> stop = Next(w);
     ASSERT_TRUE(stop.has_value()) << w;
@@ -289,7 +304,8 @@ TEST_F(JobManagerTest, DeadWorkerFailsItsJobAndTheOthersTakeTheNextJob) {
   EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
   EXPECT_THAT(failed.status().message(), HasSubstr("worker w3 (rank 3)"));
   EXPECT_EQ(registry_.IdleWorkers().size(), 3u);
-  for (const char* w : {"w0", "w1", "w2"}) EXPECT_TRUE(Next(w)->has_stop()) << w;
+  for (const char* w : {"w0", "w1", "w2"})
+    EXPECT_TRUE(Next(w)->has_stop()) << w;
 
   Job next = MustSubmit(Manifest("next", 2));
   manager_->Tick();
@@ -300,7 +316,8 @@ TEST_F(JobManagerTest, PeerFailuresAreBlamedOnTheWorkerThatDied) {
   Job job = StartRunningJob();
   // w3 is killed: its peers see the broken connection first.
   ASSERT_TRUE(Report("w1", job, 1, chimera::v1::TASK_STATE_FAILED,
-                     "recv from rank 3: Connection closed by peer").ok());
+                     "recv from rank 3: Connection closed by peer")
+                  .ok());
   now_ += absl::Seconds(4);
   for (const char* w : {"w0", "w1", "w2"}) {
     ASSERT_TRUE(registry_.Heartbeat(w, registry_.Get(w)->incarnation()).ok());
@@ -324,7 +341,8 @@ TEST_F(JobManagerTest, CheckpointCountsOnceEveryRankReportedWritingIt) {
   EXPECT_EQ(stored.status().completed_steps(), 5);
 }
 
-TEST_F(JobManagerTest, DeadWorkerWithRestartsLeftRequeuesTheJobFromItsCheckpoint) {
+TEST_F(JobManagerTest,
+       DeadWorkerWithRestartsLeftRequeuesTheJobFromItsCheckpoint) {
   Job job = StartRunningJob(RestartableManifest(1));
   ReportStep(job, 0, 0);
   ReportStep(job, 1, 2);
@@ -336,8 +354,10 @@ TEST_F(JobManagerTest, DeadWorkerWithRestartsLeftRequeuesTheJobFromItsCheckpoint
   EXPECT_EQ(pending.status().checkpoint_step(), 2);
   EXPECT_EQ(pending.status().completed_steps(), 2);
   EXPECT_THAT(pending.status().message(), HasSubstr("worker w3 (rank 3)"));
-  EXPECT_THAT(pending.status().message(), HasSubstr("restarting from step 2 (restart 1 of 1)"));
-  for (const char* w : {"w0", "w1", "w2"}) EXPECT_TRUE(Next(w)->has_stop()) << w;
+  EXPECT_THAT(pending.status().message(),
+              HasSubstr("restarting from step 2 (restart 1 of 1)"));
+  for (const char* w : {"w0", "w1", "w2"})
+    EXPECT_TRUE(Next(w)->has_stop()) << w;
   EXPECT_EQ(registry_.IdleWorkers().size(), 3u);
 
   // A spare worker lets it run again: the next attempt, from step 2, with
@@ -383,7 +403,9 @@ TEST_F(JobManagerTest, SecondDeadWorkerFailsTheJobOnceRestartsAreUsedUp) {
 
 TEST_F(JobManagerTest, RankFailingOnItsOwnFailsTheJobDespiteRestartsLeft) {
   Job job = StartRunningJob(RestartableManifest(1));
-  ASSERT_TRUE(Report("w2", job, 2, chimera::v1::TASK_STATE_FAILED, "out of memory").ok());
+  ASSERT_TRUE(
+      Report("w2", job, 2, chimera::v1::TASK_STATE_FAILED, "out of memory")
+          .ok());
   PassHeartbeatTimeout();
   Job failed = *manager_->Get(job.id());
   EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
@@ -396,7 +418,8 @@ TEST_F(JobManagerTest, StoppingARunningJobStopsItsWorkersOnce) {
   absl::StatusOr<Job> stopped = manager_->Stop(job.id());
   ASSERT_TRUE(stopped.ok()) << stopped.status();
   EXPECT_EQ(stopped->status().state(), chimera::v1::JOB_STATE_STOPPED);
-  for (const char* w : {"w0", "w1", "w2", "w3"}) EXPECT_TRUE(Next(w)->has_stop()) << w;
+  for (const char* w : {"w0", "w1", "w2", "w3"})
+    EXPECT_TRUE(Next(w)->has_stop()) << w;
   EXPECT_EQ(manager_->Stop(job.id()).status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(registry_.IdleWorkers().size(), 4u);
@@ -413,10 +436,12 @@ TEST_F(JobManagerTest, StoppingAPendingJobNeverStartsIt) {
 
 TEST_F(JobManagerTest, OnlyEndedJobsCanBeDeleted) {
   Job job = StartRunningJob();
-  EXPECT_EQ(manager_->Delete(job.id()).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(manager_->Delete(job.id()).code(),
+            absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(manager_->Stop(job.id()).ok());
   ASSERT_TRUE(manager_->Delete(job.id()).ok());
-  EXPECT_EQ(manager_->Get(job.id()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(manager_->Get(job.id()).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST_F(JobManagerTest, QueueIsFirstInFirstOut) {
@@ -463,13 +488,49 @@ TEST_F(JobManagerTest, RestartFailsJobsThatWereRunning) {
   Job failed = *restarted.Get(job.id());
   EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
   EXPECT_THAT(failed.status().message(), HasSubstr("coordinator restarted"));
-  EXPECT_EQ(restarted.Get(waiting.id())->status().state(), chimera::v1::JOB_STATE_PENDING);
+  EXPECT_EQ(restarted.Get(waiting.id())->status().state(),
+            chimera::v1::JOB_STATE_PENDING);
+}
+
+TEST_F(JobManagerTest,
+       RestartRequeuesRunningJobsWithRestartsLeftFromTheirCheckpoint) {
+  Job job = StartRunningJob(RestartableManifest(1));
+  ReportStep(job, 0, 0);
+  ReportStep(job, 1, 2);
+  JobManager restarted(store_.get(), &registry_, {});
+  ASSERT_TRUE(restarted.Recover().ok());
+  Job pending = *restarted.Get(job.id());
+  EXPECT_EQ(pending.status().state(), chimera::v1::JOB_STATE_PENDING);
+  EXPECT_EQ(pending.status().restarts(), 1);
+  EXPECT_EQ(pending.status().completed_steps(), 2);
+  EXPECT_THAT(pending.status().message(),
+              HasSubstr("the coordinator restarted while the job was running; "
+                        "restarting from "
+                        "step 2 (restart 1 of 1)"));
+}
+
+TEST_F(JobManagerTest, RestartedJobWithOpenParallelismIsPlannedAgain) {
+  chimera::v1::TrainJob manifest = Manifest("auto", 4, /*fixed=*/false);
+  manifest.mutable_spec()->mutable_run_policy()->set_backoff_limit(1);
+  Job job = StartRunningJob(manifest);
+  ASSERT_FALSE(manager_->Get(job.id())->plan().scheme().empty());
+  PassHeartbeatTimeout("w2");
+  Job pending = *manager_->Get(job.id());
+  EXPECT_EQ(pending.status().state(), chimera::v1::JOB_STATE_PENDING);
+  EXPECT_EQ(pending.plan().scheme(), "") << "the old plan is dropped";
+
+  AddWorkers(1);
+  manager_->Tick();
+  Job running = *manager_->Get(job.id());
+  EXPECT_EQ(running.status().state(), chimera::v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(running.plan().width() * running.plan().depth(), 4);
 }
 
 TEST_F(JobManagerTest, MissingRendezvousFailsTheJob) {
   JobManagerOptions options;
   options.rendezvous_timeout = absl::ZeroDuration();
-  JobManager impatient(store_.get(), &registry_, options, [this] { return now_; });
+  JobManager impatient(store_.get(), &registry_, options,
+                       [this] { return now_; });
   AddWorkers(2);
   absl::StatusOr<Job> job = impatient.Submit(Manifest("rdv", 2));
   ASSERT_TRUE(job.ok());

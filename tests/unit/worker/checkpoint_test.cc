@@ -1,6 +1,8 @@
 // Checkpoints of an executor's model stages on disk: what is saved comes back
 // bit-exactly and training continues as if it had never stopped; incomplete
-// or foreign checkpoints are refused; each model stage has one writer.
+// or foreign checkpoints are refused; old and abandoned steps are removed;
+// each model stage has one writer. Loading under another partition:
+// tests/integration/worker/standalone_process_test.cc.
 #include "worker/runtime/checkpoint.h"
 
 #include <ATen/ATen.h>
@@ -82,23 +84,27 @@ bool SameState(const StageState& a, const StageState& b) {
   return true;
 }
 
-TEST_F(CheckpointTest, SavedStageLoadsBitExactlyAndTrainingContinuesIdentically) {
+TEST_F(CheckpointTest,
+       SavedStageLoadsBitExactlyAndTrainingContinuesIdentically) {
   for (OptimizerKind kind : {OptimizerKind::kAdamW, OptimizerKind::kSgd}) {
     SCOPED_TRACE(kind == OptimizerKind::kAdamW ? "adamw" : "sgd");
-    const CheckpointDir checkpoints(dir_.path() + (kind == OptimizerKind::kAdamW ? "/a" : "/s"));
+    const CheckpointDir checkpoints(
+        dir_.path() + (kind == OptimizerKind::kAdamW ? "/a" : "/s"));
     auto trained = Executor(kind);
-    for (int64_t step = 0; step < 2; ++step) ASSERT_TRUE(trained->RunStep(step).ok());
+    for (int64_t step = 0; step < 2; ++step)
+      ASSERT_TRUE(trained->RunStep(step).ok());
     ASSERT_TRUE(checkpoints.Save(*trained, 2, {0}).ok());
 
     auto resumed = Executor(kind);
     ASSERT_FALSE(SameState(*trained->ExportStage(0), *resumed->ExportStage(0)));
-    const absl::Status loaded = checkpoints.Load(*resumed, 2, 1);
+    const absl::Status loaded = checkpoints.Load(*resumed, 2);
     ASSERT_TRUE(loaded.ok()) << loaded;
     const StageState state = *resumed->ExportStage(0);
     EXPECT_TRUE(SameState(*trained->ExportStage(0), state));
     EXPECT_EQ(state.optimizer.steps, 2);
     EXPECT_TRUE(state.optimizer.first_moments[0].defined());
-    EXPECT_EQ(state.optimizer.second_moments[0].defined(), kind == OptimizerKind::kAdamW);
+    EXPECT_EQ(state.optimizer.second_moments[0].defined(),
+              kind == OptimizerKind::kAdamW);
 
     // The next step is the same computation on both: the same loss and the
     // same parameters, to the bit.
@@ -111,22 +117,55 @@ TEST_F(CheckpointTest, SavedStageLoadsBitExactlyAndTrainingContinuesIdentically)
 
 TEST_F(CheckpointTest, IncompleteStepIsNotCompleteAndIsNotLoaded) {
   const CheckpointDir checkpoints(dir_.path());
+  const int64_t layers = config_.num_layers;
   auto executor = Executor(OptimizerKind::kAdamW);
   ASSERT_TRUE(executor->RunStep(0).ok());
   ASSERT_TRUE(checkpoints.Save(*executor, 1, {0}).ok());
-  EXPECT_TRUE(checkpoints.IsComplete(1, 1));
-  // A model of two stages of which only stage 0 was written.
-  EXPECT_FALSE(checkpoints.IsComplete(1, 2));
-  const absl::Status partial = checkpoints.Load(*executor, 1, 2);
-  EXPECT_EQ(partial.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(partial.message(), HasSubstr(checkpoints.StagePath(1, 1)));
-  // A stage file still being written (killed mid-write) does not count.
+  EXPECT_TRUE(checkpoints.CheckComplete(1, layers).ok());
+  const std::string whole = checkpoints.StagePath(1, {0, layers});
+
+  // Step 2: only the first block of a two-stage partition was written.
   std::filesystem::create_directories(checkpoints.StepPath(2));
-  std::filesystem::copy_file(checkpoints.StagePath(1, 0),
-                             checkpoints.StagePath(2, 0) + ".tmp-1234");
-  EXPECT_FALSE(checkpoints.IsComplete(2, 1));
-  EXPECT_EQ(checkpoints.Load(*executor, 2, 1).code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_FALSE(checkpoints.IsComplete(3, 1));
+  std::filesystem::copy_file(whole, checkpoints.StagePath(2, {0, 1}));
+  const absl::Status partial = checkpoints.CheckComplete(2, layers);
+  EXPECT_EQ(partial.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(partial.message(), HasSubstr("no file holds block 1"));
+  EXPECT_EQ(checkpoints.Load(*executor, 2).code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Step 1 plus a file of another partition: blocks held twice.
+  std::filesystem::copy_file(whole, checkpoints.StagePath(1, {1, 2}));
+  EXPECT_THAT(checkpoints.CheckComplete(1, layers).message(),
+              HasSubstr("two files hold block 1"));
+  std::filesystem::remove(checkpoints.StagePath(1, {1, 2}));
+  // A stage file still being written (killed mid-write) does not count.
+  std::filesystem::create_directories(checkpoints.StepPath(3));
+  std::filesystem::copy_file(
+      whole, checkpoints.StagePath(3, {0, layers}) + ".tmp-1234");
+  EXPECT_FALSE(checkpoints.CheckComplete(3, layers).ok());
+  EXPECT_FALSE(checkpoints.CheckComplete(4, layers).ok());
+  EXPECT_EQ(checkpoints.LatestComplete(layers), 1);
+  EXPECT_EQ(CheckpointDir(dir_.path() + "/none").LatestComplete(layers),
+            std::nullopt);
+}
+
+TEST_F(CheckpointTest, OldAndAbandonedStepsAreRemoved) {
+  const CheckpointDir checkpoints(dir_.path());
+  auto executor = Executor(OptimizerKind::kSgd);
+  for (int64_t step = 1; step <= 4; ++step) {
+    ASSERT_TRUE(checkpoints.Save(*executor, step, {0}).ok());
+  }
+  const auto remaining = [&] {
+    std::vector<bool> exists;
+    for (int64_t step = 1; step <= 4; ++step) {
+      exists.push_back(std::filesystem::exists(checkpoints.StepPath(step)));
+    }
+    return exists;
+  };
+  ASSERT_TRUE(checkpoints.RemoveStepsBefore(3).ok());
+  EXPECT_EQ(remaining(), (std::vector<bool>{false, false, true, true}));
+  ASSERT_TRUE(checkpoints.RemoveStepsAfter(3).ok());
+  EXPECT_EQ(remaining(), (std::vector<bool>{false, false, true, false}));
+  EXPECT_TRUE(checkpoints.Load(*executor, 3).ok());
 }
 
 TEST_F(CheckpointTest, CheckpointOfAnotherModelIsRefusedNamingTheFile) {
@@ -138,24 +177,28 @@ TEST_F(CheckpointTest, CheckpointOfAnotherModelIsRefusedNamingTheFile) {
   auto executor = Executor(OptimizerKind::kAdamW);
   const StageState before = *executor->ExportStage(0);
   std::vector<at::Tensor> copies;
-  for (const auto& [name, parameter] : before.parameters) copies.push_back(parameter.clone());
-  const absl::Status loaded = checkpoints.Load(*executor, 1, 1);
+  for (const auto& [name, parameter] : before.parameters)
+    copies.push_back(parameter.clone());
+  const absl::Status loaded = checkpoints.Load(*executor, 1);
   EXPECT_EQ(loaded.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(loaded.message(), HasSubstr(checkpoints.StagePath(1, 0)));
+  EXPECT_THAT(loaded.message(),
+              HasSubstr(checkpoints.StagePath(1, {0, config_.num_layers})));
   EXPECT_THAT(loaded.message(), HasSubstr("[40, 16]"));
   for (size_t i = 0; i < copies.size(); ++i) {
-    EXPECT_TRUE(at::equal(copies[i], before.parameters[i].second)) << before.parameters[i].first;
+    EXPECT_TRUE(at::equal(copies[i], before.parameters[i].second))
+        << before.parameters[i].first;
   }
 }
 
 TEST_F(CheckpointTest, UnreadableFileIsInvalidArgumentNamingIt) {
   const CheckpointDir checkpoints(dir_.path());
   std::filesystem::create_directories(checkpoints.StepPath(1));
-  dir_.WriteFile("step-1/stage-0.pt", "not a checkpoint");
+  const std::string path = checkpoints.StagePath(1, {0, config_.num_layers});
+  dir_.WriteFile(path.substr(dir_.path().size() + 1), "not a checkpoint");
   auto executor = Executor(OptimizerKind::kSgd);
-  const absl::Status loaded = checkpoints.Load(*executor, 1, 1);
+  const absl::Status loaded = checkpoints.Load(*executor, 1);
   EXPECT_EQ(loaded.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(loaded.message(), HasSubstr(checkpoints.StagePath(1, 0)));
+  EXPECT_THAT(loaded.message(), HasSubstr(path));
 }
 
 TEST(StagesWrittenByTest, EachModelStageHasOneWriterTheLowestRankHoldingIt) {

@@ -1,6 +1,7 @@
 #include "worker/runtime/optimizer.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 
 #include <cmath>
@@ -12,6 +13,27 @@
 namespace chimera::worker {
 namespace {
 
+// Elements per task of the fused update when LibTorch runs several threads.
+constexpr int64_t kFusedGrain = 1 << 16;
+
+// AdamW's per-step scalars: parameter ← parameter·decay + step_size·m̂/…
+template <typename T>
+struct AdamWCoefficients {
+  T decay;
+  T beta1;
+  T beta2;
+  // 1 − β2^t.
+  T bias2;
+  T eps;
+  // −lr / (1 − β1^t).
+  T step_size;
+
+  template <typename U>
+  AdamWCoefficients<U> Cast() const {
+    return {U(decay), U(beta1), U(beta2), U(bias2), U(eps), U(step_size)};
+  }
+};
+
 absl::Status CheckRange(absl::string_view field, double value, double low,
                         bool low_inclusive, double high) {
   const bool above = low_inclusive ? value >= low : value > low;
@@ -19,6 +41,55 @@ absl::Status CheckRange(absl::string_view field, double value, double low,
   return absl::InvalidArgumentError(
       absl::StrCat("optimizer ", field, " is ", value, "; it must be in ",
                    low_inclusive ? "[" : "(", low, ", ", high, ")"));
+}
+
+// One pass over each parameter's elements instead of the seven of the
+// tensor-op form: the update is bound by memory traffic, which this cuts to
+// about a third. The formula is the same, element by element.
+template <typename T>
+void FusedAdamWKernel(T* parameter, const T* gradient, T* m, T* v, int64_t size,
+                      const AdamWCoefficients<double>& coefficients) {
+  const AdamWCoefficients<T> c = coefficients.template Cast<T>();
+  const T one_minus_beta1 = T(1) - c.beta1;
+  const T one_minus_beta2 = T(1) - c.beta2;
+  at::parallel_for(0, size, kFusedGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const T g = gradient[i];
+      const T m_i = m[i] * c.beta1 + g * one_minus_beta1;
+      const T v_i = v[i] * c.beta2 + g * g * one_minus_beta2;
+      parameter[i] = parameter[i] * c.decay +
+                     c.step_size * (m_i / (std::sqrt(v_i / c.bias2) + c.eps));
+      m[i] = m_i;
+      v[i] = v_i;
+    }
+  });
+}
+
+// Runs the fused update when every tensor is a dense CPU float or double
+// tensor of the parameter's type; false (nothing done) otherwise.
+bool FusedAdamW(at::Tensor& parameter, const at::Tensor& gradient,
+                at::Tensor& m, at::Tensor& v,
+                const AdamWCoefficients<double>& c) {
+  const auto fits = [&parameter](const at::Tensor& t) {
+    return t.device().is_cpu() && t.is_contiguous() &&
+           t.scalar_type() == parameter.scalar_type() &&
+           t.numel() == parameter.numel();
+  };
+  if (!fits(parameter) || !fits(gradient) || !fits(m) || !fits(v)) return false;
+  switch (parameter.scalar_type()) {
+    case at::kFloat:
+      FusedAdamWKernel(parameter.data_ptr<float>(), gradient.data_ptr<float>(),
+                       m.data_ptr<float>(), v.data_ptr<float>(),
+                       parameter.numel(), c);
+      return true;
+    case at::kDouble:
+      FusedAdamWKernel(parameter.data_ptr<double>(),
+                       gradient.data_ptr<double>(), m.data_ptr<double>(),
+                       v.data_ptr<double>(), parameter.numel(), c);
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace
@@ -64,23 +135,24 @@ OptimizerState Optimizer::state() const {
 
 absl::Status Optimizer::Restore(const OptimizerState& state) {
   if (state.steps < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("optimizer state has ", state.steps, " steps; it must be >= 0"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer state has ", state.steps, " steps; it must be >= 0"));
   }
   const auto check = [this](const std::vector<at::Tensor>& moments,
                             absl::string_view what) -> absl::Status {
     if (moments.size() != parameters_.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("optimizer state has ", moments.size(), " ", what,
-                       "; the optimizer has ", parameters_.size(), " parameters"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "optimizer state has ", moments.size(), " ", what,
+          "; the optimizer has ", parameters_.size(), " parameters"));
     }
     for (size_t i = 0; i < moments.size(); ++i) {
       if (moments[i].defined() &&
           (moments[i].sizes() != parameters_[i].sizes() ||
            moments[i].scalar_type() != parameters_[i].scalar_type())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "optimizer state ", what, "[", i, "] is ", DescribeTensor(moments[i]),
-            "; parameter ", i, " is ", DescribeTensor(parameters_[i])));
+        return absl::InvalidArgumentError(
+            absl::StrCat("optimizer state ", what, "[", i, "] is ",
+                         DescribeTensor(moments[i]), "; parameter ", i, " is ",
+                         DescribeTensor(parameters_[i])));
       }
     }
     return absl::OkStatus();
@@ -135,8 +207,13 @@ void Optimizer::SgdStep() {
 }
 
 void Optimizer::AdamWStep() {
-  const double bias1 = 1 - std::pow(config_.beta1, steps_);
-  const double bias2 = 1 - std::pow(config_.beta2, steps_);
+  const AdamWCoefficients<double> c{
+      .decay = 1 - config_.lr * config_.weight_decay,
+      .beta1 = config_.beta1,
+      .beta2 = config_.beta2,
+      .bias2 = 1 - std::pow(config_.beta2, steps_),
+      .eps = config_.eps,
+      .step_size = -config_.lr / (1 - std::pow(config_.beta1, steps_))};
   for (size_t i = 0; i < parameters_.size(); ++i) {
     at::Tensor& parameter = parameters_[i];
     const at::Tensor& gradient = parameter.grad();
@@ -146,11 +223,12 @@ void Optimizer::AdamWStep() {
       m = at::zeros_like(parameter);
       v = at::zeros_like(parameter);
     }
-    parameter.mul_(1 - config_.lr * config_.weight_decay);
-    m.mul_(config_.beta1).add_(gradient, 1 - config_.beta1);
-    v.mul_(config_.beta2).addcmul_(gradient, gradient, 1 - config_.beta2);
-    const at::Tensor denominator = (v / bias2).sqrt_().add_(config_.eps);
-    parameter.addcdiv_(m, denominator, -config_.lr / bias1);
+    if (FusedAdamW(parameter, gradient, m, v, c)) continue;
+    parameter.mul_(c.decay);
+    m.mul_(c.beta1).add_(gradient, 1 - c.beta1);
+    v.mul_(c.beta2).addcmul_(gradient, gradient, 1 - c.beta2);
+    const at::Tensor denominator = (v / c.bias2).sqrt_().add_(c.eps);
+    parameter.addcdiv_(m, denominator, c.step_size);
   }
 }
 

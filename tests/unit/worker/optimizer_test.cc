@@ -58,6 +58,35 @@ TEST(OptimizerTest, AdamWDecaysDecoupledAndCorrectsBias) {
   EXPECT_EQ(optimizer.steps(), 3);
 }
 
+// Dense CPU float/double parameters take a fused one-pass update, others
+// (here: strided ones) the tensor-op form; both compute the same steps.
+TEST(OptimizerTest, FusedAndTensorOpAdamWAgree) {
+  const at::Tensor start = at::randn({6, 4}, at::kDouble);
+  at::Tensor dense = start.clone().requires_grad_();
+  // The same values in a column-major layout: not contiguous.
+  at::Tensor strided = at::empty_strided({6, 4}, {1, 6}, at::kDouble);
+  strided.copy_(start);
+  strided.requires_grad_();
+  ASSERT_FALSE(strided.is_contiguous());
+  OptimizerConfig config;
+  config.kind = OptimizerKind::kAdamW;
+  config.lr = 0.05;
+  config.weight_decay = 0.01;
+  Optimizer fused(config, {dense});
+  Optimizer tensor_ops(config, {strided});
+  for (int t = 1; t <= 3; ++t) {
+    const at::Tensor gradient = at::randn({6, 4}, at::kDouble);
+    dense.mutable_grad() = gradient.clone();
+    strided.mutable_grad() =
+        at::empty_strided({6, 4}, {1, 6}, at::kDouble).copy_(gradient);
+    fused.Step();
+    tensor_ops.Step();
+    EXPECT_TRUE(at::allclose(dense, strided, 1e-14, 1e-15)) << "step " << t;
+    EXPECT_EQ(dense.grad().abs().sum().item<double>(), 0.0);
+  }
+  EXPECT_FALSE(at::equal(dense, start));
+}
+
 TEST(OptimizerTest, ValidationNamesTheField) {
   OptimizerConfig config;
   config.lr = 0;

@@ -150,13 +150,19 @@ std::string FormatJobDescription(const chimera::v1::Job& job) {
     }
   }
   if (!job.workers().empty()) {
-    absl::StrAppendFormat(&out, "\n%-5s %-20s %-8s %-12s %s\n", "RANK",
-                          "WORKER", "BUBBLE", "PEAK MEMORY", "BUSY (s)");
+    absl::StrAppendFormat(
+        &out, "\n%-5s %-20s %-8s %-11s %-10s %-10s %-10s %-12s %s\n", "RANK",
+        "WORKER", "BUBBLE", "PEAK MEMORY", "WEIGHTS", "GRADIENTS", "OPTIMIZER",
+        "ACTIVATIONS", "BUSY (s)");
     for (const auto& worker : job.workers()) {
       absl::StrAppendFormat(
-          &out, "%-5d %-20s %-8.3f %-12s %.3f\n", worker.rank(),
-          worker.worker_id(), worker.bubble_ratio(),
-          FormatBytes(worker.peak_memory_bytes()), worker.busy_seconds());
+          &out, "%-5d %-20s %-8.3f %-11s %-10s %-10s %-10s %-12s %.3f\n",
+          worker.rank(), worker.worker_id(), worker.bubble_ratio(),
+          FormatBytes(worker.peak_memory_bytes()),
+          FormatBytes(worker.weights_bytes()),
+          FormatBytes(worker.gradients_bytes()),
+          FormatBytes(worker.optimizer_bytes()),
+          FormatBytes(worker.activations_bytes()), worker.busy_seconds());
     }
   }
   return out;

@@ -555,6 +555,10 @@ absl::Status JobManager::OnMetrics(
                                        metrics.step_seconds()
                                  : 0);
     worker->set_peak_memory_bytes(metrics.peak_memory_bytes());
+    worker->set_weights_bytes(metrics.weights_bytes());
+    worker->set_gradients_bytes(metrics.gradients_bytes());
+    worker->set_optimizer_bytes(metrics.optimizer_bytes());
+    worker->set_activations_bytes(metrics.activations_bytes());
     worker->set_busy_seconds(metrics.busy_seconds());
   }
   run.steps.erase(run.steps.begin(), run.steps.upper_bound(step));

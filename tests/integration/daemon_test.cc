@@ -140,6 +140,14 @@ TEST_F(DaemonTest, ChimeraJobOnFourWorkersSucceedsWithMetricsAndFallingLoss) {
     EXPECT_GT(worker.peak_memory_bytes(), 0);
     EXPECT_GE(worker.bubble_ratio(), 0);
     EXPECT_LT(worker.bubble_ratio(), 1);
+    // The peak's split: AdamW keeps two moments per parameter.
+    EXPECT_GT(worker.weights_bytes(), 0);
+    EXPECT_EQ(worker.gradients_bytes(), worker.weights_bytes());
+    EXPECT_EQ(worker.optimizer_bytes(), 2 * worker.weights_bytes());
+    EXPECT_GT(worker.activations_bytes(), 0);
+    EXPECT_EQ(worker.weights_bytes() + worker.gradients_bytes() +
+                  worker.optimizer_bytes() + worker.activations_bytes(),
+              worker.peak_memory_bytes());
   }
   std::vector<chimera::v1::StepSummary> steps;
   ASSERT_TRUE(client_

@@ -1,10 +1,7 @@
 // /metrics of a real coordinator and of real worker daemons: well-formed for
 // promtool, counting what they hold and do, and scraped by a real
 // Prometheus.
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -13,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "jobspec/job_file.h"
+#include "tests/support/free_port.h"
 #include "tests/support/http_get.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -21,6 +19,7 @@ namespace chimera {
 namespace {
 
 using ::chimera::testing::ChildProcess;
+using ::chimera::testing::FreePort;
 using ::chimera::testing::HttpGet;
 using ::chimera::testing::RunProcess;
 using ::testing::HasSubstr;
@@ -43,19 +42,6 @@ absl::StatusOr<std::string> ScrapeUntil(const std::string& address,
     page = HttpGet(address, "/metrics");
   }
   return page;
-}
-
-// A loopback port nothing listens on right now.
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
 }
 
 class MetricsTest : public ::testing::Test {

@@ -1,11 +1,7 @@
 // `chimera-worker --standalone` as users run it: one process per rank on
 // loopback, one line per step from the rank holding the last stage, and
 // exit code 2 with the offending flag or field named for bad input.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <map>
@@ -17,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "tests/support/free_port.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -24,6 +21,7 @@ namespace chimera::worker {
 namespace {
 
 using chimera::testing::ChildProcess;
+using chimera::testing::FreePort;
 using chimera::testing::ProcessResult;
 using chimera::testing::RunProcess;
 using chimera::testing::TempDir;
@@ -55,22 +53,6 @@ spec:
 
 constexpr char kParallelism[] =
     "{schedule: 1f1b, pipeline: 2, data: 1, microBatches: 2}";
-
-// A port nothing listens on right now (the kernel's next ephemeral one).
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-    port = ntohs(address.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
 
 std::vector<std::string> WorkerArgs(const std::string& job, int rank, int world,
                                     const std::string& store) {

@@ -5,16 +5,23 @@
 // and backward time of every model stage (per whole micro-batch), feeds those
 // to schedule::Simulate and prints, per worker, the measured bubble ratio
 // (bubble / step time, mean over the measured steps) next to the simulated
-// one (idle / makespan). Transfers and allreduces cost nothing in the
-// simulation; the measured optimizer step is given to it.
+// one (idle / makespan). The simulation is given the measured optimizer step
+// and, in a second column, the transfers and allreduces as well: Gloo on
+// loopback, measured first between two forked ranks (a ping-pong and a
+// two-rank allreduce at two sizes, fitted to α + β·bytes), with each
+// micro-batch's activation bytes and each model stage's gradient bytes.
 //
 //   bubble_benchmark [--depth 4] [--steps 5] [--warmup 1]
 //
 // A benchmark: it prints markdown tables (docs/runtime-measurements.md) and
 // never passes or fails on time; it exits 1 only when a run fails.
-#include <CLI/CLI.hpp>
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
+#include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <string>
 #include <utility>
@@ -25,7 +32,11 @@
 #include "common/status_macros.h"
 #include "coordinator/schedule/generator.h"
 #include "coordinator/schedule/simulator.h"
+#include "tests/integration/worker/forked_ranks.h"
 #include "tests/integration/worker/pipeline_job.h"
+#include "tests/support/temp_dir.h"
+#include "worker/comm/gloo_communicator.h"
+#include "worker/model/stage.h"
 
 namespace chimera::worker {
 namespace {
@@ -57,6 +68,144 @@ ModelConfig BenchGpt() {
   config.seq_length = 64;
   config.dtype = at::kFloat;
   return config;
+}
+
+// What one message and one allreduce cost on loopback Gloo, as α + β·bytes,
+// and what each transformer block's parameters weigh.
+struct LinkCosts {
+  double p2p_alpha = 0;
+  double p2p_beta = 0;
+  double allreduce_alpha = 0;
+  double allreduce_beta = 0;
+  // Bytes of block i's parameters (block 0 with the embedding, the last
+  // with the final norm and head).
+  std::vector<double> block_bytes;
+};
+
+// Mean seconds of `op` over `repeats` runs after two unmeasured ones.
+template <typename Op>
+absl::StatusOr<double> MeanSeconds(int repeats, Op op) {
+  for (int i = 0; i < 2; ++i) RETURN_IF_ERROR(op());
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < repeats; ++i) RETURN_IF_ERROR(op());
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+             .count() /
+         repeats;
+}
+
+// Rank `rank` of the two-rank calibration; rank 0 writes the seconds of a
+// one-way message and of an allreduce, at each size, then each block's
+// parameter bytes, one number per line, to `out`.
+absl::Status CalibrateRank(int rank, TcpRendezvous& rendezvous,
+                           const std::vector<int64_t>& sizes,
+                           const std::string& out) {
+  at::set_num_threads(1);
+  GlooOptions gloo;
+  gloo.rank = rank;
+  gloo.world_size = 2;
+  gloo.groups = {{"pair", {0, 1}}};
+  gloo.timeout = kOpTimeout;
+  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
+                   CreateGlooCommunicator(rendezvous, gloo));
+  std::vector<double> seconds;
+  for (int64_t bytes : sizes) {
+    const at::Tensor tensor = at::zeros({bytes / 4}, at::kFloat);
+    const int peer = 1 - rank;
+    // A round trip is two one-way messages.
+    ASSIGN_OR_RETURN(
+        const double round_trip, MeanSeconds(20, [&]() -> absl::Status {
+          for (int turn = 0; turn < 2; ++turn) {
+            ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op,
+                             turn == rank ? comm->Send(tensor, peer, 0)
+                                          : comm->Recv(tensor, peer, 0));
+            RETURN_IF_ERROR(op->Wait(kOpTimeout));
+          }
+          return absl::OkStatus();
+        }));
+    ASSIGN_OR_RETURN(const double allreduce,
+                     MeanSeconds(20, [&]() -> absl::Status {
+                       ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op,
+                                        comm->AllReduceSum(tensor, "pair"));
+                       return op->Wait(kOpTimeout);
+                     }));
+    seconds.push_back(round_trip / 2);
+    seconds.push_back(allreduce);
+  }
+  if (rank != 0) return absl::OkStatus();
+  const ModelConfig model = BenchGpt();
+  for (int64_t block = 0; block < model.num_layers; ++block) {
+    ASSIGN_OR_RETURN(std::shared_ptr<Stage> stage,
+                     BuildStage(model, {block, block + 1}, 0));
+    double bytes = 0;
+    for (const at::Tensor& parameter : stage->parameters())
+      bytes += parameter.nbytes();
+    seconds.push_back(bytes);
+  }
+  std::ofstream file(out);
+  for (double value : seconds) file << value << "\n";
+  return file.good() ? absl::OkStatus()
+                     : absl::InternalError("cannot write " + out);
+}
+
+absl::StatusOr<LinkCosts> CalibrateLinks() {
+  const std::vector<int64_t> sizes = {4 << 10, 4 << 20};
+  const chimera::testing::TempDir dir;
+  const std::string out = dir.path() + "/links.txt";
+  for (const testing::RankExit& exit : testing::RunForkedRanks(
+           2, kRunDeadline, [&](int rank, TcpRendezvous&rendezvous) {
+             return CalibrateRank(rank, rendezvous, sizes, out);
+           })) {
+    if (!exit.ok())
+      return absl::InternalError(
+          absl::StrCat("link calibration: rank ", exit.rank, " failed"));
+  }
+  std::ifstream file(out);
+  std::vector<double> values;
+  for (double value; file >> value;) values.push_back(value);
+  const size_t blocks = static_cast<size_t>(BenchGpt().num_layers);
+  if (values.size() != 4 + blocks)
+    return absl::DataLossError("link calibration wrote " + out +
+                               " only in part");
+  LinkCosts costs;
+  const double span = static_cast<double>(sizes[1] - sizes[0]);
+  costs.p2p_beta = (values[2] - values[0]) / span;
+  costs.p2p_alpha = values[0] - costs.p2p_beta * sizes[0];
+  costs.allreduce_beta = (values[3] - values[1]) / span;
+  costs.allreduce_alpha = values[1] - costs.allreduce_beta * sizes[0];
+  costs.block_bytes.assign(values.begin() + 4, values.end());
+  return costs;
+}
+
+// `compute` plus loopback transfers and allreduces: every activation or
+// gradient message carries one micro-batch's B·S·H floats, and a model
+// stage held by several workers allreduces its parameters' bytes.
+schedule::CostModel WithLinks(schedule::CostModel costs,
+                              const schedule::Schedule& schedule,
+                              const std::vector<LayerRange>& partition,
+                              const LinkCosts& links,
+                              int64_t micro_batch_size) {
+  const ModelConfig model = BenchGpt();
+  costs.p2p_alpha = links.p2p_alpha;
+  costs.p2p_beta = links.p2p_beta;
+  costs.activation_bytes = static_cast<double>(
+      micro_batch_size * model.seq_length * model.hidden_size * 4);
+  std::vector<int> replicas(partition.size(), 0);
+  for (const schedule::WorkerProgram& worker : schedule.workers) {
+    for (const schedule::StageRef& ref : worker.stages)
+      ++replicas[schedule.topology.ModelStage(ref)];
+  }
+  for (size_t stage = 0; stage < partition.size(); ++stage) {
+    double bytes = 0;
+    for (int64_t block = partition[stage].begin; block < partition[stage].end;
+         ++block) {
+      bytes += links.block_bytes[block];
+    }
+    costs.stage_allreduce.push_back(replicas[stage] > 1
+                                        ? links.allreduce_alpha +
+                                              links.allreduce_beta * bytes
+                                        : 0);
+  }
+  return costs;
 }
 
 std::vector<std::pair<std::string, schedule::ScheduleParams>> Schemes(
@@ -96,7 +245,8 @@ schedule::CostModel MeasuredCosts(const schedule::Schedule& schedule,
     const std::vector<Instruction>& program =
         schedule.workers[rank].instructions;
     for (size_t step = warmup; step < measured.ranks[rank].size(); ++step) {
-      const std::vector<double>& seconds = measured.ranks[rank][step].op_seconds;
+      const std::vector<double>& seconds =
+          measured.ranks[rank][step].op_seconds;
       for (size_t i = 0; i < program.size(); ++i) {
         const Instruction& inst = program[i];
         const int stage =
@@ -130,8 +280,8 @@ PipelineJob JobFor(schedule::Schedule schedule, const Flags& flags) {
   const int stages = schedule.topology.NumModelStages();
   const int64_t layers = job.executor.model.num_layers;
   for (int i = 0; i < stages; ++i) {
-    job.executor.partition.push_back({i * layers / stages,
-                                      (i + 1) * layers / stages});
+    job.executor.partition.push_back(
+        {i * layers / stages, (i + 1) * layers / stages});
   }
   job.executor.micro_batch_size = 4;
   job.executor.seed = 3;
@@ -149,7 +299,7 @@ PipelineJob JobFor(schedule::Schedule schedule, const Flags& flags) {
 
 absl::Status RunScheme(const std::string& name,
                        const schedule::ScheduleParams& params,
-                       const Flags& flags) {
+                       const Flags& flags, const LinkCosts& links) {
   ASSIGN_OR_RETURN(schedule::Schedule schedule,
                    schedule::GenerateSchedule(params));
   const PipelineJob job = JobFor(schedule, flags);
@@ -159,6 +309,11 @@ absl::Status RunScheme(const std::string& name,
       MeasuredCosts(schedule, measured, flags.warmup);
   ASSIGN_OR_RETURN(schedule::SimulationResult simulated,
                    schedule::Simulate(schedule, costs));
+  ASSIGN_OR_RETURN(
+      schedule::SimulationResult with_links,
+      schedule::Simulate(
+          schedule, WithLinks(costs, schedule, job.executor.partition, links,
+                              job.executor.micro_batch_size)));
 
   std::printf("\n### %s, D = %d, N = %d\n\n", name.c_str(), params.depth,
               params.micro_batches);
@@ -169,8 +324,10 @@ absl::Status RunScheme(const std::string& name,
   }
   std::printf("; optimizer step %.1f ms\n\n", 1e3 * costs.optimizer_step);
   std::printf(
-      "| worker | measured bubble | simulated bubble | measured step (ms) | "
-      "simulated step (ms) |\n|---|---|---|---|---|\n");
+      "| worker | measured bubble | simulated bubble | simulated with links | "
+      "measured step (ms) | "
+      "simulated step (ms) | with links (ms) "
+      "|\n|---|---|---|---|---|---|---|\n");
   double measured_sum = 0;
   double step_sum = 0;
   for (size_t rank = 0; rank < measured.ranks.size(); ++rank) {
@@ -185,14 +342,16 @@ absl::Status RunScheme(const std::string& name,
     step_seconds /= flags.steps;
     measured_sum += ratio;
     step_sum += step_seconds;
-    std::printf("| %zu | %.3f | %.3f | %.1f | %.1f |\n", rank, ratio,
-                simulated.workers[rank].bubble_ratio, 1e3 * step_seconds,
-                1e3 * simulated.makespan);
+    std::printf("| %zu | %.3f | %.3f | %.3f | %.1f | %.1f | %.1f |\n", rank,
+                ratio, simulated.workers[rank].bubble_ratio,
+                with_links.workers[rank].bubble_ratio, 1e3 * step_seconds,
+                1e3 * simulated.makespan, 1e3 * with_links.makespan);
   }
   const double workers = static_cast<double>(measured.ranks.size());
-  std::printf("| mean | %.3f | %.3f | %.1f | %.1f |\n", measured_sum / workers,
-              simulated.bubble_ratio, 1e3 * step_sum / workers,
-              1e3 * simulated.makespan);
+  std::printf("| mean | %.3f | %.3f | %.3f | %.1f | %.1f | %.1f |\n",
+              measured_sum / workers, simulated.bubble_ratio,
+              with_links.bubble_ratio, 1e3 * step_sum / workers,
+              1e3 * simulated.makespan, 1e3 * with_links.makespan);
   std::fflush(stdout);
   return absl::OkStatus();
 }
@@ -221,13 +380,24 @@ int main(int argc, char** argv) {
       static_cast<long long>(model.num_heads),
       static_cast<long long>(model.vocab_size),
       static_cast<long long>(model.seq_length), flags.steps, flags.warmup);
+  const absl::StatusOr<chimera::worker::LinkCosts> links =
+      chimera::worker::CalibrateLinks();
+  if (!links.ok()) {
+    std::fprintf(stderr, "%s\n", links.status().ToString().c_str());
+    return 1;
+  }
+  std::printf(
+      "loopback Gloo: message %.1f us + %.3f ns/byte, two-rank allreduce %.1f "
+      "us + %.3f "
+      "ns/byte\n",
+      1e6 * links->p2p_alpha, 1e9 * links->p2p_beta,
+      1e6 * links->allreduce_alpha, 1e9 * links->allreduce_beta);
   int exit_code = 0;
   for (const auto& [name, params] : chimera::worker::Schemes(flags.depth)) {
     const absl::Status status =
-        chimera::worker::RunScheme(name, params, flags);
+        chimera::worker::RunScheme(name, params, flags, *links);
     if (!status.ok()) {
-      std::fprintf(stderr, "%s: %s\n", name.c_str(),
-                   status.ToString().c_str());
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), status.ToString().c_str());
       exit_code = 1;
     }
   }

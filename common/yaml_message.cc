@@ -9,9 +9,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/file_reader.h"
 #include "common/version.h"
 #include "google/protobuf/descriptor.h"
@@ -46,6 +46,17 @@ std::string Describe(const YAML::Node& node) {
 // always a string, as in YAML's core schema.
 bool IsPlainScalar(const YAML::Node& node) {
   return node.IsScalar() && node.Tag() != "!";
+}
+
+// Whether an integer field may be spelled as `node`: plain, or, for 64-bit
+// fields, also quoted, since protobuf's JSON mapping writes 64-bit integers
+// as strings (what other tools export must read back).
+bool NumberSpellingFits(const YAML::Node& node,
+                        const google::protobuf::FieldDescriptor& field) {
+  using google::protobuf::FieldDescriptor;
+  return IsPlainScalar(node) ||
+         field.cpp_type() == FieldDescriptor::CPPTYPE_INT64 ||
+         field.cpp_type() == FieldDescriptor::CPPTYPE_UINT64;
 }
 
 // YAML spells infinity and NaN .inf, -.inf and .nan (any case).
@@ -88,7 +99,8 @@ class YamlToJson {
         continue;
       }
       if (entry.second.IsNull()) continue;  // `key:` with no value = unset.
-      std::optional<Json> value = Field(entry.second, *field, field_path, depth);
+      std::optional<Json> value =
+          Field(entry.second, *field, field_path, depth);
       if (value) object[key] = std::move(*value);
     }
     return object;
@@ -106,16 +118,16 @@ class YamlToJson {
     }
     if (++nodes_ > kMaxYamlNodes) {
       budget_exceeded_ = true;
-      errors_->Add("", absl::StrCat("the document expands to more than ",
-                                    kMaxYamlNodes,
-                                    " nodes (too large, or aliases that "
-                                    "repeat too much)"));
+      errors_->Add(
+          "", absl::StrCat("the document expands to more than ", kMaxYamlNodes,
+                           " nodes (too large, or aliases that "
+                           "repeat too much)"));
       return false;
     }
     if (depth > kMaxYamlDepth) {
       budget_exceeded_ = true;
-      errors_->Add(path, absl::StrCat("nested deeper than ", kMaxYamlDepth,
-                                      " levels"));
+      errors_->Add(
+          path, absl::StrCat("nested deeper than ", kMaxYamlDepth, " levels"));
       return false;
     }
     return true;
@@ -204,8 +216,8 @@ class YamlToJson {
     const std::string& text = node.Scalar();
     auto wrong = [&]() -> std::optional<Json> {
       errors_->Add(path, absl::StrCat("expected ", ScalarKind(field), ", got ",
-                                      IsPlainScalar(node) ? "" : "string ",
-                                      "'", text, "'"));
+                                      IsPlainScalar(node) ? "" : "string ", "'",
+                                      text, "'"));
       return std::nullopt;
     };
     switch (field.cpp_type()) {
@@ -219,7 +231,8 @@ class YamlToJson {
       case FieldDescriptor::CPPTYPE_INT32:
       case FieldDescriptor::CPPTYPE_INT64: {
         int64_t value;
-        if (!IsPlainScalar(node) || !absl::SimpleAtoi(text, &value)) {
+        if (!NumberSpellingFits(node, field) ||
+            !absl::SimpleAtoi(text, &value)) {
           return wrong();
         }
         const bool is32 = field.cpp_type() == FieldDescriptor::CPPTYPE_INT32;
@@ -233,7 +246,8 @@ class YamlToJson {
       case FieldDescriptor::CPPTYPE_UINT32:
       case FieldDescriptor::CPPTYPE_UINT64: {
         uint64_t value;
-        if (!IsPlainScalar(node) || !absl::SimpleAtoi(text, &value)) {
+        if (!NumberSpellingFits(node, field) ||
+            !absl::SimpleAtoi(text, &value)) {
           return wrong();
         }
         if (field.cpp_type() == FieldDescriptor::CPPTYPE_UINT32 &&
@@ -249,7 +263,8 @@ class YamlToJson {
         if (!IsPlainScalar(node)) return wrong();
         if (IsYamlInfinityOrNan(text) ||
             (absl::SimpleAtod(text, &value) && !std::isfinite(value))) {
-          errors_->Add(path, absl::StrCat("'", text, "' is not a finite number"));
+          errors_->Add(path,
+                       absl::StrCat("'", text, "' is not a finite number"));
           return std::nullopt;
         }
         if (!absl::SimpleAtod(text, &value)) return wrong();
@@ -342,8 +357,8 @@ void CheckApiVersionAndKind(absl::string_view api_version,
                                            kApiVersion, "'"));
   }
   if (kind != expected_kind) {
-    errors->Add("kind", absl::StrCat("'", kind, "' must be '", expected_kind,
-                                     "'"));
+    errors->Add("kind",
+                absl::StrCat("'", kind, "' must be '", expected_kind, "'"));
   }
 }
 

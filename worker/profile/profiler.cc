@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "nlohmann/json.hpp"
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "coordinator/planner/model_profile.h"
+#include "google/protobuf/util/json_util.h"
 #include "worker/model/layers.h"
 #include "worker/model/loss.h"
 #include "worker/model/micro_batch.h"
@@ -65,8 +65,8 @@ double SecondsBetween(std::chrono::steady_clock::time_point start,
   return std::chrono::duration<double>(end - start).count();
 }
 
-absl::StatusOr<Measurement> Measure(const ProfiledLayer& layer,
-                                    int64_t samples, int repetitions) {
+absl::StatusOr<Measurement> Measure(const ProfiledLayer& layer, int64_t samples,
+                                    int repetitions) {
   MemoryTracker& memory = MemoryTracker::Install();
   std::vector<double> forward, backward;
   Measurement measurement;
@@ -131,11 +131,10 @@ std::vector<ProfiledLayer> BuildLayers(const ModelConfig& config,
   for (int64_t i = 0; i < config.num_layers; ++i) {
     auto block = std::make_shared<TransformerBlock>(
         config, absl::StrCat("layer", i), seed);
-    layers.push_back(
-        {"block", block, hidden,
-         [block](const LayerInput& input) -> absl::StatusOr<Pass> {
-           return WithGradient(block->Forward(input.tensor));
-         }});
+    layers.push_back({"block", block, hidden,
+                      [block](const LayerInput& input) -> absl::StatusOr<Pass> {
+                        return WithGradient(block->Forward(input.tensor));
+                      }});
   }
   auto head = std::make_shared<OutputHead>(config, "head", seed);
   layers.push_back(
@@ -164,8 +163,8 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileModel(
       options.threads < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "profile options: max micro-batch size ", options.max_micro_batch_size,
-        ", repetitions ", options.repetitions, " and threads ",
-        options.threads, " must all be >= 1"));
+        ", repetitions ", options.repetitions, " and threads ", options.threads,
+        " must all be >= 1"));
   }
   MemoryTracker::Install();
   at::set_num_threads(options.threads);
@@ -193,12 +192,10 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileModel(
       timing->set_forward_seconds(largest.forward_seconds);
       timing->set_backward_seconds(largest.backward_seconds);
     }
-    out->set_activation_bytes_per_sample(largest.retained_bytes /
-                                         largest_size);
-    out->set_output_bytes_per_sample(
-        layer.kind == std::string("head")
-            ? largest.output_bytes
-            : largest.output_bytes / largest_size);
+    out->set_activation_bytes_per_sample(largest.retained_bytes / largest_size);
+    out->set_output_bytes_per_sample(layer.kind == std::string("head")
+                                         ? largest.output_bytes
+                                         : largest.output_bytes / largest_size);
   }
   return profile;
 }
@@ -219,31 +216,12 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileJob(
 }
 
 std::string ProfileToJson(const chimera::v1::ModelProfile& profile) {
-  // Written field by field rather than with protobuf's JSON printer, which
-  // quotes int64 values; the planner's strict YAML reader wants numbers.
-  nlohmann::json layers = nlohmann::json::array();
-  for (const chimera::v1::LayerProfile& layer : profile.layers()) {
-    nlohmann::json timings = nlohmann::json::array();
-    for (const chimera::v1::LayerTiming& timing : layer.timings()) {
-      timings.push_back({{"microBatchSize", timing.micro_batch_size()},
-                         {"forwardSeconds", timing.forward_seconds()},
-                         {"backwardSeconds", timing.backward_seconds()}});
-    }
-    layers.push_back(
-        {{"kind", layer.kind()},
-         {"timings", std::move(timings)},
-         {"activationBytesPerSample", layer.activation_bytes_per_sample()},
-         {"outputBytesPerSample", layer.output_bytes_per_sample()},
-         {"parameterBytes", layer.parameter_bytes()}});
-  }
-  const nlohmann::json document = {
-      {"apiVersion", profile.api_version()},
-      {"kind", profile.kind()},
-      {"metadata", {{"name", profile.metadata().name()}}},
-      {"source", profile.source()},
-      {"device", profile.device()},
-      {"layers", std::move(layers)}};
-  return document.dump(2) + "\n";
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  std::string json;
+  // Cannot fail: every field of a generated message prints.
+  (void)google::protobuf::util::MessageToJsonString(profile, &json, options);
+  return json;
 }
 
 }  // namespace chimera::worker

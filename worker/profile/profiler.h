@@ -48,8 +48,8 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileModel(
 absl::StatusOr<chimera::v1::ModelProfile> ProfileJob(
     const chimera::v1::TrainJob& job);
 
-// The profile as JSON with the proto's lowerCamelCase names (integers as
-// numbers), which the planner's YAML profile reader accepts.
+// The profile in protobuf's JSON mapping (lowerCamelCase names, 64-bit
+// integers quoted), which the planner's YAML profile reader accepts.
 std::string ProfileToJson(const chimera::v1::ModelProfile& profile);
 
 }  // namespace chimera::worker

@@ -25,7 +25,8 @@ plan:
   partition:
     - {stage: 0, firstLayer: 0, numLayers: 4}
     - {stage: 1, firstLayer: 4, numLayers: 4}
-)", &job);
+)",
+                                        &job);
   ASSERT_TRUE(errors.empty()) << errors.ToStatus();
   EXPECT_EQ(job.manifest().metadata().labels().at("team"), "infra");
   EXPECT_EQ(job.status().state(), chimera::v1::JOB_STATE_RUNNING);
@@ -37,8 +38,8 @@ plan:
 
 TEST(YamlMessageTest, ErrorsInListElementsNameTheIndex) {
   chimera::v1::Plan plan;
-  FieldErrors errors = ParseYamlMessage(
-      "partition:\n  - {stage: 0}\n  - {stage: one}\n", &plan);
+  FieldErrors errors =
+      ParseYamlMessage("partition:\n  - {stage: 0}\n  - {stage: one}\n", &plan);
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors.errors()[0].path, "partition[1].stage");
 }
@@ -73,6 +74,26 @@ TEST(YamlMessageTest, UnsignedFieldRejectsNegativeNumbers) {
   EXPECT_EQ(errors.errors()[0].path, "incarnation");
 }
 
+// Protobuf's JSON mapping writes 64-bit integers as strings; 32-bit ones
+// stay plain numbers, so a quoted one is still a mistake.
+TEST(YamlMessageTest, QuotedIntegersAreAcceptedFor64BitFieldsOnly) {
+  chimera::v1::RegisterWorkerRequest request;
+  FieldErrors errors = ParseYamlMessage(
+      "incarnation: \"18446744073709551615\"\nmemoryBytes: '1024'\n", &request);
+  ASSERT_TRUE(errors.empty()) << errors.ToStatus();
+  EXPECT_EQ(request.incarnation(), 18446744073709551615u);
+  EXPECT_EQ(request.memory_bytes(), 1024);
+
+  chimera::v1::Plan plan;
+  errors = ParseYamlMessage("width: '2'\n", &plan);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors.errors()[0].message, HasSubstr("got string '2'"));
+  request.Clear();
+  errors = ParseYamlMessage("memoryBytes: 'lots'\n", &request);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors.errors()[0].path, "memoryBytes");
+}
+
 // Aliases that repeat a list of mappings of lists: the text is small but
 // the tree it describes is not.
 TEST(YamlMessageTest, AliasExpansionStopsAtTheNodeBudget) {
@@ -94,7 +115,8 @@ TEST(YamlMessageTest, ErrorFloodIsCapped) {
   chimera::v1::Plan plan;
   FieldErrors errors = ParseYamlMessage(yaml, &plan);
   EXPECT_LE(errors.size(), static_cast<size_t>(kMaxYamlErrors + 1));
-  EXPECT_THAT(errors.errors().back().message, HasSubstr("the rest is not checked"));
+  EXPECT_THAT(errors.errors().back().message,
+              HasSubstr("the rest is not checked"));
 }
 
 }  // namespace

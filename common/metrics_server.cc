@@ -100,7 +100,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   absl::StatusOr<ServerAddress> address = ParseServerAddress(listen);
   if (!address.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("metrics address: ", address.status().message()));
+        absl::StrCat("metrics ", address.status().message()));
   }
   absl::StatusOr<int> listen_fd = Listen(*address);
   if (!listen_fd.ok()) return listen_fd.status();

@@ -125,8 +125,7 @@ int RunDaemon(chimera::worker::DaemonOptions options,
     absl::StatusOr<std::unique_ptr<chimera::MetricsServer>> started =
         chimera::MetricsServer::Start(metrics_listen);
     if (!started.ok()) {
-      std::cerr << "chimera-worker: --metrics-listen: "
-                << started.status().message() << "\n";
+      std::cerr << "chimera-worker: " << started.status().message() << "\n";
       return kExitBadInput;
     }
     metrics = *std::move(started);

@@ -6,11 +6,8 @@
 #include "common/version.h"
 
 namespace chimera::worker {
-namespace {
 
 using prometheus::MetricType;
-
-}  // namespace
 
 DaemonMetrics::DaemonMetrics(std::string worker_id, std::string node)
     : worker_id_(std::move(worker_id)),

@@ -108,6 +108,19 @@ class DaemonTest : public ::testing::Test {
     return false;
   }
 
+  // The id of the worker running `rank` of job `id`; empty if none is.
+  std::string WorkerOfRank(const std::string& id, int rank) {
+    const absl::StatusOr<std::vector<chimera::v1::WorkerInfo>> workers =
+        client_->Workers();
+    EXPECT_TRUE(workers.ok()) << workers.status();
+    if (!workers.ok()) return "";
+    for (const auto& worker : *workers) {
+      if (worker.job_id() == id && worker.rank() == rank)
+        return worker.worker_id();
+    }
+    return "";
+  }
+
   // The example Chimera job (D = 4) with `steps` steps.
   chimera::v1::TrainJob ChimeraJob(int steps) {
     absl::StatusOr<chimera::v1::TrainJob> job = jobspec::LoadJobFile(
@@ -171,14 +184,7 @@ TEST_F(DaemonTest, KilledWorkerFailsTheJobNamingItAndTheOthersTakeTheNextJob) {
   });
   ASSERT_GE(running.status().completed_steps(), 2);
   // kill -9 the worker running rank 2.
-  std::string victim;
-  const absl::StatusOr<std::vector<chimera::v1::WorkerInfo>> workers =
-      client_->Workers();
-  ASSERT_TRUE(workers.ok()) << workers.status();
-  for (const auto& worker : *workers) {
-    if (worker.job_id() == job->id() && worker.rank() == 2)
-      victim = worker.worker_id();
-  }
+  const std::string victim = WorkerOfRank(job->id(), 2);
   ASSERT_FALSE(victim.empty());
   const int index = std::stoi(victim.substr(1));
   const absl::Time killed = absl::Now();
@@ -230,14 +236,7 @@ TEST_F(DaemonTest,
       << "the job ended before the kill";
 
   // kill -9 the worker running rank 2: the job goes on without it.
-  std::string victim;
-  const absl::StatusOr<std::vector<chimera::v1::WorkerInfo>> workers =
-      client_->Workers();
-  ASSERT_TRUE(workers.ok()) << workers.status();
-  for (const auto& worker : *workers) {
-    if (worker.job_id() == job->id() && worker.rank() == 2)
-      victim = worker.worker_id();
-  }
+  const std::string victim = WorkerOfRank(job->id(), 2);
   ASSERT_FALSE(victim.empty());
   workers_[std::stoi(victim.substr(1))]->Signal(SIGKILL);
   const chimera::v1::Job done = AwaitJob(job->id(), Ended);

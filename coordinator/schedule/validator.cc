@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -29,8 +30,8 @@ class Problems {
         count_ > kMaxReportedProblems
             ? absl::StrCat(" (and ", count_ - kMaxReportedProblems, " more)")
             : "";
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": ", absl::StrJoin(list_, "; "), more));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", absl::StrJoin(list_, "; "), more));
   }
 
  private:
@@ -67,7 +68,8 @@ struct PartSet {
   uint32_t mask = 0;
   int num_parts = 0;
   bool Full() const {
-    return num_parts > 0 && mask == (num_parts >= 32 ? ~0u : (1u << num_parts) - 1);
+    return num_parts > 0 &&
+           mask == (num_parts >= 32 ? ~0u : (1u << num_parts) - 1);
   }
   // Whether slice `part` of `num_parts` is available.
   bool Covers(int part, int parts) const {
@@ -83,10 +85,10 @@ class Validator {
   absl::Status Run() {
     if (t_.depth < 1 || t_.num_chunks < 1 || t_.micro_batches < 1 ||
         t_.width < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "topology: depth ", t_.depth, ", chunks ", t_.num_chunks,
-          ", micro-batches ", t_.micro_batches, ", width ", t_.width,
-          " must all be >= 1"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("topology: depth ", t_.depth, ", chunks ", t_.num_chunks,
+                       ", micro-batches ", t_.micro_batches, ", width ",
+                       t_.width, " must all be >= 1"));
     }
     absl::Status status = CheckStructure();
     if (!status.ok()) return status;
@@ -115,8 +117,7 @@ class Validator {
           "schedule has ", s_.workers.size(), " worker programs, want width ",
           t_.width, " x depth ", t_.depth, " = ", t_.NumWorkers()));
     }
-    owner_.assign(static_cast<size_t>(t_.width) * t_.num_chunks * t_.depth,
-                  -1);
+    owner_.assign(static_cast<size_t>(t_.width) * t_.num_chunks * t_.depth, -1);
     for (int r = 0; r < t_.NumWorkers(); ++r) {
       const WorkerProgram& w = s_.workers[r];
       if (w.rank != r) {
@@ -130,11 +131,11 @@ class Validator {
                                     ") stages [0, ", t_.depth, ")"));
           continue;
         }
-        int& owner = owner_[(static_cast<size_t>(DpRank(t_, r)) *
-                                 t_.num_chunks +
-                             ref.chunk) *
-                                t_.depth +
-                            ref.stage];
+        int& owner =
+            owner_[(static_cast<size_t>(DpRank(t_, r)) * t_.num_chunks +
+                    ref.chunk) *
+                       t_.depth +
+                   ref.stage];
         if (owner >= 0) {
           problems.Add(absl::StrCat("chunk ", ref.chunk, " stage ", ref.stage,
                                     " is held by both rank ", owner,
@@ -163,13 +164,14 @@ class Validator {
         if (inst.op == OpKind::kOptimizerStep) continue;
         const StageRef ref{inst.chunk, inst.stage};
         if (!InRange(ref)) {
-          problems.Add(absl::StrCat(Where(r, i, inst), ": chunk must be in [0, ",
-                                    t_.num_chunks, "), stage in [0, ",
-                                    t_.depth, ")"));
+          problems.Add(absl::StrCat(Where(r, i, inst),
+                                    ": chunk must be in [0, ", t_.num_chunks,
+                                    "), stage in [0, ", t_.depth, ")"));
           continue;
         }
         if (Owner(dp, ref) != r) {
-          problems.Add(absl::StrCat(Where(r, i, inst), ": the stage is held by rank ",
+          problems.Add(absl::StrCat(Where(r, i, inst),
+                                    ": the stage is held by rank ",
                                     Owner(dp, ref), ", not this one"));
           continue;
         }
@@ -177,11 +179,11 @@ class Validator {
             inst.op == OpKind::kAllreduceEnd) {
           continue;
         }
-        const int max_mbs = (inst.op == OpKind::kForward ||
-                             inst.op == OpKind::kSendAct ||
-                             inst.op == OpKind::kRecvAct)
-                                ? 2
-                                : 1;
+        const int max_mbs =
+            (inst.op == OpKind::kForward || inst.op == OpKind::kSendAct ||
+             inst.op == OpKind::kRecvAct)
+                ? 2
+                : 1;
         if (inst.micro_batches.empty() ||
             static_cast<int>(inst.micro_batches.size()) > max_mbs) {
           problems.Add(absl::StrCat(Where(r, i, inst), ": needs 1 to ", max_mbs,
@@ -198,8 +200,8 @@ class Validator {
                             inst.op == OpKind::kSendGrad ||
                             inst.op == OpKind::kRecvGrad;
         const int max_parts = sliced ? kMaxParts : 1;
-        if (inst.num_parts < 1 || inst.num_parts > max_parts ||
-            inst.part < 0 || inst.part >= inst.num_parts) {
+        if (inst.num_parts < 1 || inst.num_parts > max_parts || inst.part < 0 ||
+            inst.part >= inst.num_parts) {
           problems.Add(absl::StrCat(Where(r, i, inst), ": part ", inst.part,
                                     " of ", inst.num_parts,
                                     " invalid; num_parts must be in [1, ",
@@ -207,7 +209,8 @@ class Validator {
         }
         if (IsCompute(inst.op)) {
           if (inst.peer != -1) {
-            problems.Add(absl::StrCat(Where(r, i, inst), ": compute ops have no peer"));
+            problems.Add(
+                absl::StrCat(Where(r, i, inst), ": compute ops have no peer"));
           }
           continue;
         }
@@ -224,10 +227,11 @@ class Validator {
         }
         const int want = Owner(dp, *neighbour);
         if (inst.peer != want || want == r) {
-          problems.Add(absl::StrCat(
-              Where(r, i, inst), ": peer must be rank ", want, ", which holds chunk ",
-              neighbour->chunk, " stage ", neighbour->stage,
-              want == r ? " (this rank: no p2p needed)" : ""));
+          problems.Add(
+              absl::StrCat(Where(r, i, inst), ": peer must be rank ", want,
+                           ", which holds chunk ", neighbour->chunk, " stage ",
+                           neighbour->stage,
+                           want == r ? " (this rank: no p2p needed)" : ""));
         }
       }
     }
@@ -241,7 +245,8 @@ class Validator {
     expected_backwards_.clear();
     for (int r = 0; r < t_.NumWorkers(); ++r) {
       const int dp = DpRank(t_, r);
-      std::map<int, std::pair<int, int>> allreduce;  // model stage -> (begin, end)
+      std::map<int, std::pair<int, int>>
+          allreduce;  // model stage -> (begin, end)
       const auto& program = s_.workers[r].instructions;
       for (size_t i = 0; i < program.size(); ++i) {
         const Instruction& inst = program[i];
@@ -253,13 +258,15 @@ class Validator {
             }
             break;
           case OpKind::kBackward: {
-            PartSet& parts = backward_parts_[grid_.Index(dp, ref, inst.micro_batches[0])];
+            PartSet& parts =
+                backward_parts_[grid_.Index(dp, ref, inst.micro_batches[0])];
             if (parts.num_parts != 0 && parts.num_parts != inst.num_parts) {
-              problems.Add(absl::StrCat(Where(r, i, inst), ": slices the backward into ",
-                                        inst.num_parts, " parts, another op into ",
-                                        parts.num_parts));
+              problems.Add(absl::StrCat(
+                  Where(r, i, inst), ": slices the backward into ",
+                  inst.num_parts, " parts, another op into ", parts.num_parts));
             } else if (parts.mask >> inst.part & 1u) {
-              problems.Add(absl::StrCat(Where(r, i, inst), ": runs more than once"));
+              problems.Add(
+                  absl::StrCat(Where(r, i, inst), ": runs more than once"));
             }
             parts.num_parts = inst.num_parts;
             parts.mask |= 1u << inst.part;
@@ -268,16 +275,21 @@ class Validator {
           }
           case OpKind::kAllreduceBegin:
             if (allreduce[t_.ModelStage(ref)].first++ > 0) {
-              problems.Add(absl::StrCat(Where(r, i, inst), ": second begin of this stage's allreduce"));
+              problems.Add(
+                  absl::StrCat(Where(r, i, inst),
+                               ": second begin of this stage's allreduce"));
             }
             break;
           case OpKind::kAllreduceEnd: {
             auto& [begin, end] = allreduce[t_.ModelStage(ref)];
             if (begin == 0) {
-              problems.Add(absl::StrCat(Where(r, i, inst), ": waits for an allreduce it never began"));
+              problems.Add(
+                  absl::StrCat(Where(r, i, inst),
+                               ": waits for an allreduce it never began"));
             }
             if (end++ > 0) {
-              problems.Add(absl::StrCat(Where(r, i, inst), ": second end of this stage's allreduce"));
+              problems.Add(absl::StrCat(
+                  Where(r, i, inst), ": second end of this stage's allreduce"));
             }
             break;
           }
@@ -290,9 +302,10 @@ class Validator {
         const auto& [begin, end] = allreduce[m];
         if (GroupSize(m) > 1 && (begin != 1 || end != 1)) {
           problems.Add(absl::StrCat(
-              "rank ", r, " must begin and end the allreduce of model stage ", m,
-              " (chunk ", ref.chunk, " stage ", ref.stage, ") exactly once; found ",
-              begin, " begin(s) and ", end, " end(s)"));
+              "rank ", r, " must begin and end the allreduce of model stage ",
+              m, " (chunk ", ref.chunk, " stage ", ref.stage,
+              ") exactly once; found ", begin, " begin(s) and ", end,
+              " end(s)"));
         }
       }
     }
@@ -318,16 +331,17 @@ class Validator {
           for (int st = 0; st < t_.depth; ++st) {
             size_t idx = grid_.Index(dp, {c, st}, mb);
             if (forward_count_[idx] != 1) {
-              problems.Add(absl::StrCat(
-                  "micro-batch ", mb, " of data-parallel replica ", dp,
-                  " runs forward ", forward_count_[idx], " times on chunk ", c,
-                  " stage ", st, " (rank ", Owner(dp, {c, st}), "); want exactly once"));
+              problems.Add(
+                  absl::StrCat("micro-batch ", mb, " of data-parallel replica ",
+                               dp, " runs forward ", forward_count_[idx],
+                               " times on chunk ", c, " stage ", st, " (rank ",
+                               Owner(dp, {c, st}), "); want exactly once"));
             }
             if (!backward_parts_[idx].Full()) {
-              problems.Add(absl::StrCat(
-                  "micro-batch ", mb, " of data-parallel replica ", dp,
-                  " misses backward on chunk ", c, " stage ", st, " (rank ",
-                  Owner(dp, {c, st}), ")"));
+              problems.Add(
+                  absl::StrCat("micro-batch ", mb, " of data-parallel replica ",
+                               dp, " misses backward on chunk ", c, " stage ",
+                               st, " (rank ", Owner(dp, {c, st}), ")"));
             }
           }
         }
@@ -372,13 +386,53 @@ class Validator {
     }
     for (const auto& [key, b] : balance) {
       if (b.count == 0) continue;
-      const Instruction& inst = s_.workers[b.first.rank].instructions[b.first.index];
+      const Instruction& inst =
+          s_.workers[b.first.rank].instructions[b.first.index];
       problems.Add(absl::StrCat(
           Where(b.first.rank, b.first.index, inst), " (", DescribeMessage(key),
           ") has ", b.count > 0 ? b.count : -b.count, " more ",
           b.count > 0 ? "send(s) than receive(s)" : "receive(s) than send(s)"));
     }
-    return problems.ToStatus("unmatched p2p");
+    if (!problems.empty()) return problems.ToStatus("unmatched p2p");
+    return CheckChannelOrder();
+  }
+
+  // NCCL pairs a send with a receive by issue order alone, so every channel
+  // (src, dst, activation or gradient) must receive its messages in the
+  // order they are sent.
+  absl::Status CheckChannelOrder() {
+    struct Posted {
+      MessageKey key;
+      InstructionId id;
+    };
+    std::map<std::tuple<int, int, bool>, std::vector<Posted>> sent;
+    std::map<std::tuple<int, int, bool>, std::vector<Posted>> received;
+    for (int r = 0; r < t_.NumWorkers(); ++r) {
+      const auto& program = s_.workers[r].instructions;
+      for (size_t i = 0; i < program.size(); ++i) {
+        std::optional<MessageKey> key = MessageKeyOf(t_, r, program[i]);
+        if (!key) continue;
+        const bool send = program[i].op == OpKind::kSendAct ||
+                          program[i].op == OpKind::kSendGrad;
+        (send ? sent : received)[{key->src, key->dst, key->gradient}].push_back(
+            {*key, {r, i}});
+      }
+    }
+    Problems problems;
+    for (const auto& [channel, sends] : sent) {
+      const std::vector<Posted>& receives = received[channel];
+      for (size_t n = 0; n < sends.size(); ++n) {
+        if (sends[n].key == receives[n].key) continue;
+        const InstructionId recv = receives[n].id;
+        problems.Add(absl::StrCat(
+            Where(recv.rank, recv.index,
+                  s_.workers[recv.rank].instructions[recv.index]),
+            " is receive #", n, " from rank ", std::get<0>(channel),
+            ", whose send #", n, " is ", DescribeMessage(sends[n].key)));
+        break;  // the rest of this channel follows from the first mismatch
+      }
+    }
+    return problems.ToStatus("p2p received out of send order");
   }
 
   absl::Status CheckExecution() {
@@ -386,11 +440,12 @@ class Validator {
     std::vector<uint8_t> activation_arrived(grid_.size(), 0);
     std::vector<PartSet> backward_done(grid_.size());
     std::vector<PartSet> gradient_arrived(grid_.size());
-    std::map<std::pair<int, int>, int> backwards_done;  // (rank, model stage)
+    std::map<std::pair<int, int>, int> backwards_done;   // (rank, model stage)
     std::map<std::pair<int, int>, int> allreduce_state;  // 1 begun, 2 ended
     auto fail = [](const ExecutionStep& step, absl::string_view why) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "data dependency: ", Where(step.rank, step.index, *step.inst), " ", why));
+          "data dependency: ", Where(step.rank, step.index, *step.inst), " ",
+          why));
     };
     JointExecution execution(s_);
     return execution.Run([&](const ExecutionStep& step) -> absl::Status {
@@ -407,10 +462,13 @@ class Validator {
               bool ready = local ? forward_done[grid_.Index(dp, *prev, mb)]
                                  : activation_arrived[grid_.Index(dp, ref, mb)];
               if (!ready) {
-                return fail(step, absl::StrCat(
-                    "runs before its input activation of micro-batch ", mb,
-                    local ? " is computed by this rank's forward of the previous stage"
-                          : " is received (no earlier RECV_ACT)"));
+                return fail(
+                    step,
+                    absl::StrCat(
+                        "runs before its input activation of micro-batch ", mb,
+                        local ? " is computed by this rank's forward of the "
+                                "previous stage"
+                              : " is received (no earlier RECV_ACT)"));
               }
             }
             forward_done[grid_.Index(dp, ref, mb)] = 1;
@@ -420,16 +478,21 @@ class Validator {
         case OpKind::kBackward: {
           const int mb = inst.micro_batches[0];
           if (!forward_done[grid_.Index(dp, ref, mb)]) {
-            return fail(step, "runs before the forward of its micro-batch on this stage");
+            return fail(
+                step,
+                "runs before the forward of its micro-batch on this stage");
           }
           if (std::optional<StageRef> next = t_.Next(ref)) {
             bool local = Owner(dp, *next) == r;
-            const PartSet& have = local ? backward_done[grid_.Index(dp, *next, mb)]
-                                        : gradient_arrived[grid_.Index(dp, ref, mb)];
+            const PartSet& have =
+                local ? backward_done[grid_.Index(dp, *next, mb)]
+                      : gradient_arrived[grid_.Index(dp, ref, mb)];
             if (!have.Covers(inst.part, inst.num_parts)) {
-              return fail(step, local
-                  ? "runs before this rank's backward of the next stage"
-                  : "runs before its output gradient is received (no earlier RECV_GRAD)");
+              return fail(
+                  step,
+                  local ? "runs before this rank's backward of the next stage"
+                        : "runs before its output gradient is received (no "
+                          "earlier RECV_GRAD)");
             }
           }
           PartSet& done = backward_done[grid_.Index(dp, ref, mb)];
@@ -441,8 +504,9 @@ class Validator {
         case OpKind::kSendAct:
           for (int mb : inst.micro_batches) {
             if (!forward_done[grid_.Index(dp, ref, mb)]) {
-              return fail(step, absl::StrCat("sends the activation of micro-batch ", mb,
-                                             " before computing it"));
+              return fail(
+                  step, absl::StrCat("sends the activation of micro-batch ", mb,
+                                     " before computing it"));
             }
           }
           break;
@@ -452,13 +516,14 @@ class Validator {
           }
           break;
         case OpKind::kSendGrad:
-          if (!backward_done[grid_.Index(dp, ref, inst.micro_batches[0])].Covers(
-                  inst.part, inst.num_parts)) {
+          if (!backward_done[grid_.Index(dp, ref, inst.micro_batches[0])]
+                   .Covers(inst.part, inst.num_parts)) {
             return fail(step, "sends a gradient before computing it");
           }
           break;
         case OpKind::kRecvGrad: {
-          PartSet& got = gradient_arrived[grid_.Index(dp, ref, inst.micro_batches[0])];
+          PartSet& got =
+              gradient_arrived[grid_.Index(dp, ref, inst.micro_batches[0])];
           got.num_parts = inst.num_parts;
           got.mask |= 1u << inst.part;
           break;
@@ -481,13 +546,15 @@ class Validator {
           for (const StageRef& held : s_.workers[r].stages) {
             const std::pair<int, int> key{r, t_.ModelStage(held)};
             if (backwards_done[key] != expected_backwards_[key]) {
-              return fail(step, absl::StrCat("runs before the backwards of chunk ",
-                                             held.chunk, " stage ", held.stage));
+              return fail(step,
+                          absl::StrCat("runs before the backwards of chunk ",
+                                       held.chunk, " stage ", held.stage));
             }
             if (GroupSize(key.second) > 1 && allreduce_state[key] != 2) {
-              return fail(step, absl::StrCat("runs before the allreduce of chunk ",
-                                             held.chunk, " stage ", held.stage,
-                                             " has ended"));
+              return fail(step,
+                          absl::StrCat("runs before the allreduce of chunk ",
+                                       held.chunk, " stage ", held.stage,
+                                       " has ended"));
             }
           }
           break;

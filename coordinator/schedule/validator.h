@@ -12,7 +12,10 @@
 //     chunk for replicated chunks, all chunks in order for chained ones), on
 //     the rank that holds the stage; allreduce begins and ends once per held
 //     model stage whose replicas span more than one rank.
-//  3. Matching: every send has exactly one receive with the same MessageKey.
+//  3. Matching: every send has exactly one receive with the same MessageKey,
+//     and each channel (sender, receiver, activation or gradient) receives
+//     its messages in the order they were sent: NCCL, which has no tags,
+//     pairs sends and receives by issue order within a channel.
 //  4. Joint execution (JointExecution): data dependencies hold at every
 //     compute op and send, and all programs run to the end; a deadlock is
 //     reported with its wait-for cycle.

@@ -48,6 +48,25 @@ TEST(ValidatorTest, SwappedReceivesThatDeadlockAreRejectedWithTheCycle) {
   EXPECT_THAT(status.message(), HasSubstr("cycle"));
 }
 
+TEST(ValidatorTest, ReceivesOutOfSendOrderAreRejectedForNccl) {
+  // Rank 1 takes micro-batch 1's activation before micro-batch 0's. Tags
+  // would match them, but NCCL pairs sends and receives by order alone.
+  Schedule s = MustGenerate(Params(Scheme::kGpipe, 2, 2));
+  auto& prog = s.workers[1].instructions;
+  const size_t first = FindOp(s.workers[1], OpKind::kRecvAct);
+  const size_t second = FindOp(s.workers[1], OpKind::kRecvAct, first + 1);
+  ASSERT_LT(second, prog.size());
+  Instruction moved = prog[second];
+  prog.erase(prog.begin() + second);
+  prog.insert(prog.begin() + first, moved);
+  absl::Status status = ValidateSchedule(s);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), HasSubstr("out of send order"));
+  EXPECT_THAT(status.message(),
+              HasSubstr("is receive #0 from rank 0, whose send #0 is "
+                        "activation of chunk 0 stage 0 mb 0"));
+}
+
 TEST(ValidatorTest, ComputeBeforeItsInputIsADataDependencyError) {
   Schedule s = MustGenerate(Params(Scheme::kOneFOneB, 2, 1));
   auto& prog = s.workers[1].instructions;
@@ -96,14 +115,16 @@ TEST(ValidatorTest, MissingBackwardIsRejected) {
     auto& prog = w.instructions;
     prog.erase(std::remove_if(prog.begin(), prog.end(),
                               [](const Instruction& i) {
-                                return i.op == OpKind::kBackward && i.chunk == 1 &&
+                                return i.op == OpKind::kBackward &&
+                                       i.chunk == 1 &&
                                        i.micro_batches[0] == 3 && i.stage == 0;
                               }),
                prog.end());
   }
-  EXPECT_THAT(ValidateSchedule(s).message(),
-              HasSubstr("micro-batch 3 of data-parallel replica 0 misses backward "
-                        "on chunk 1 stage 0"));
+  EXPECT_THAT(
+      ValidateSchedule(s).message(),
+      HasSubstr("micro-batch 3 of data-parallel replica 0 misses backward "
+                "on chunk 1 stage 0"));
 }
 
 TEST(ValidatorTest, AllreduceSpansDataParallelReplicas) {

@@ -4,7 +4,7 @@
 // worker/standalone/standalone.h) and reports what the machine offers
 // (--devices):
 //
-//   chimera-worker --coordinator 127.0.0.1:50051 --worker-id host-0
+//   chimera-worker --coordinator 127.0.0.1:50051 --worker-id host-0 [--gpu 1]
 //   chimera-worker --standalone --job examples/chimera.yaml --rank 0
 //       --world 4 --store 127.0.0.1:29500 [--steps 20] [--resume]   # one per
 //       rank
@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -234,6 +235,11 @@ int main(int argc, char** argv) {
       "--metrics-listen", metrics_listen,
       "HOST:PORT for the daemon's Prometheus /metrics (port 0: any free one); "
       "default: none");
+  int gpu = -1;
+  app.add_option("--gpu", gpu,
+                 "CUDA device of gpu jobs: the daemon's one GPU (default 0; "
+                 "run one daemon per GPU), or a standalone rank's (default: "
+                 "its rank)");
   std::string task_file;
   app.add_option("--run-task", task_file,
                  "Internal: run one task (the daemon's task process)")
@@ -245,8 +251,16 @@ int main(int argc, char** argv) {
   app.add_option("--out", profile_out,
                  "Profile file to write; default stdout (profile)");
   CLI11_PARSE(app, argc, argv);
+  if (gpu < -1) {
+    std::cerr << "chimera-worker: --gpu is " << gpu
+              << "; it must be a CUDA device index >= 0\n";
+    return kExitBadInput;
+  }
+  flags.gpu = gpu;
+  daemon.gpu = std::max(gpu, 0);
   if (!task_file.empty()) {
-    return chimera::worker::RunTaskProcess(task_file, daemon.host, std::cout);
+    return chimera::worker::RunTaskProcess(task_file, daemon.host, daemon.gpu,
+                                           std::cout);
   }
   if (standalone) return RunStandaloneMode(flags);
   if (profile) return RunProfileMode(flags.job_path, profile_out);

@@ -38,6 +38,24 @@ absl::Status ValidateCommGroups(const std::vector<CommGroup>& groups,
   return absl::OkStatus();
 }
 
+absl::Status ValidateP2pLinks(const std::vector<P2pLink>& links,
+                              int world_size) {
+  std::set<P2pLink> seen;
+  for (const P2pLink& link : links) {
+    const std::string name =
+        absl::StrCat("p2p link from rank ", link.src, " to rank ", link.dst);
+    if (link.src < 0 || link.src >= world_size || link.dst < 0 ||
+        link.dst >= world_size || link.src == link.dst) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, " must join two distinct ranks of [0, ", world_size, ")"));
+    }
+    if (!seen.insert(link).second) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " is listed twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 namespace comm_internal {
 
 absl::Status CheckPeerAndTag(absl::string_view operation, int peer, int64_t tag,

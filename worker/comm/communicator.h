@@ -44,6 +44,34 @@ inline constexpr absl::Duration kDefaultP2pTimeout = absl::Minutes(5);
 // One allreduce or barrier.
 inline constexpr absl::Duration kDefaultCollectiveTimeout = absl::Minutes(5);
 
+// Transfers between two ranks travel in lanes: a transfer's lane is its tag
+// modulo kP2pLanes. Gloo matches a receive with its send by tag whatever the
+// order; NCCL has no tags and pairs them by issue order within each channel
+// (sender, receiver, lane). So callers post the receives of one channel in
+// the order its sends were posted. The schedule validator proves this for
+// worker programs, whose tags put the transfer kind (activation or gradient)
+// in the lane (message_tags.h).
+inline constexpr int64_t kP2pLanes = 2;
+
+inline int P2pLane(int64_t tag) { return static_cast<int>(tag % kP2pLanes); }
+
+// A pair of ranks with transfers from `src` to `dst`. Implementations that
+// connect pairs up front (NCCL) are given every link of the job, the same
+// list on every rank, and carry transfers on those links alone.
+struct P2pLink {
+  int src = 0;
+  int dst = 0;
+
+  bool operator<(const P2pLink& other) const {
+    return src != other.src ? src < other.src : dst < other.dst;
+  }
+};
+
+// INVALID_ARGUMENT naming the link unless every link joins two distinct
+// ranks in [0, world_size) and no link is listed twice.
+absl::Status ValidateP2pLinks(const std::vector<P2pLink>& links,
+                              int world_size);
+
 // Ranks that allreduce together: one group per stage, holding every worker
 // with a replica of it. Every rank is given the job's whole list of groups, in
 // the same order, and joins those it is a member of.
@@ -83,8 +111,9 @@ class Communicator {
   // Starts sending `tensor` (contiguous; on the device the implementation
   // serves) to `peer` != rank(). The receiver posts a Recv with the same tag
   // and a tensor of the same size and dtype. Tags are >= 0; several transfers
-  // may be in flight between the same peers, matched by tag. INVALID_ARGUMENT
-  // for a bad peer, tag or tensor.
+  // may be in flight between the same peers, matched by tag (and by order
+  // within a lane, see kP2pLanes). INVALID_ARGUMENT for a bad peer, tag or
+  // tensor.
   virtual absl::StatusOr<std::unique_ptr<PendingOp>> Send(
       const at::Tensor& tensor, int peer, int64_t tag) = 0;
 
@@ -118,11 +147,13 @@ std::string DescribeP2p(absl::string_view operation, int peer, int64_t tag);
 // belongs to; NOT_FOUND naming the rank and the group otherwise.
 template <typename GroupMap>
 absl::StatusOr<typename GroupMap::mapped_type> FindGroup(const GroupMap& groups,
-                                                         absl::string_view name, int rank) {
+                                                         absl::string_view name,
+                                                         int rank) {
   const auto it = groups.find(name);
   if (it == groups.end()) {
     return absl::NotFoundError(absl::StrCat(
-        "rank ", rank, " is not a member of a communication group named '", name, "'"));
+        "rank ", rank, " is not a member of a communication group named '",
+        name, "'"));
   }
   return it->second;
 }

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -17,7 +19,6 @@
 namespace chimera::worker {
 namespace {
 
-constexpr absl::string_view kUniqueIdKey = "chimera/nccl/unique_id";
 // How often a waiting host thread polls CUDA events and NCCL's error state.
 constexpr absl::Duration kPollInterval = absl::Microseconds(50);
 
@@ -111,17 +112,28 @@ class NcclPendingOp final : public PendingOp {
   std::string description_;
 };
 
+// One NCCL communicator and the stream its operations run on.
+struct Channel {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+};
+
+// A p2p channel's identity: its link and lane.
+using ChannelKey = std::tuple<int, int, int>;  // src, dst, lane
+
 class NcclCommunicator final : public Communicator {
  public:
   explicit NcclCommunicator(const NcclOptions& options) : options_(options) {}
 
   ~NcclCommunicator() override {
     // Abort rather than destroy: it never blocks on a peer that is gone.
-    for (auto& [name, comm] : groups_) ncclCommAbort(comm);
-    if (world_ != nullptr) ncclCommAbort(world_);
-    for (cudaStream_t stream : {p2p_stream_, allreduce_stream_}) {
-      if (stream != nullptr) cudaStreamDestroy(stream);
-    }
+    auto release = [](Channel& channel) {
+      if (channel.comm != nullptr) ncclCommAbort(channel.comm);
+      if (channel.stream != nullptr) cudaStreamDestroy(channel.stream);
+    };
+    for (auto& [name, channel] : groups_) release(channel);
+    for (auto& [key, channel] : links_) release(channel);
+    release(world_);
     if (barrier_value_ != nullptr) cudaFree(barrier_value_);
   }
 
@@ -136,27 +148,25 @@ class NcclCommunicator final : public Communicator {
         error != cudaSuccess) {
       return CudaError(error, "cudaMalloc of the barrier value");
     }
-    for (cudaStream_t* stream : {&p2p_stream_, &allreduce_stream_}) {
-      if (cudaError_t error =
-              cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking);
-          error != cudaSuccess) {
-        return CudaError(error, "cudaStreamCreateWithFlags");
-      }
-    }
     const absl::Time deadline = absl::Now() + options_.connect_timeout;
-    ASSIGN_OR_RETURN(const ncclUniqueId id, ShareUniqueId(store));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // every wait below is bounded by the deadline
     const std::string joining =
         absl::StrCat("rank ", options_.rank, " joining NCCL (",
                      options_.world_size, " ranks)");
-    if (ncclResult_t result = ncclCommInitRankConfig(
-            &world_, options_.world_size, id, options_.rank, &config);
+    RETURN_IF_ERROR(CreateStream(world_));
+    ASSIGN_OR_RETURN(
+        const ncclUniqueId world_id,
+        ShareUniqueId(store, "chimera/nccl/world", options_.rank == 0));
+    if (ncclResult_t result =
+            ncclCommInitRankConfig(&world_.comm, options_.world_size, world_id,
+                                   options_.rank, &config);
         result != ncclSuccess && result != ncclInProgress) {
       return NcclError(result, joining);
     }
-    RETURN_IF_ERROR(AwaitComm(world_, deadline, joining));
-    return SplitGroups(config, deadline);
+    RETURN_IF_ERROR(AwaitComm(world_.comm, deadline, joining));
+    RETURN_IF_ERROR(SplitGroups(config, deadline));
+    return ConnectLinks(store, config, deadline);
   }
 
   int rank() const override { return options_.rank; }
@@ -177,25 +187,25 @@ class NcclCommunicator final : public Communicator {
   absl::StatusOr<std::unique_ptr<PendingOp>> AllReduceSum(
       const at::Tensor& tensor, absl::string_view group) override {
     RETURN_IF_ERROR(CheckTensor("allreduce", tensor));
-    ASSIGN_OR_RETURN(ncclComm_t comm,
+    ASSIGN_OR_RETURN(const Channel channel,
                      comm_internal::FindGroup(groups_, group, options_.rank));
     ASSIGN_OR_RETURN(const ncclDataType_t type, NcclType(tensor));
-    return Enqueue(comm, allreduce_stream_, tensor,
+    return Enqueue(channel, tensor,
                    absl::StrCat("allreduce in group '", group, "'"), [&] {
                      return ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(),
-                                          tensor.numel(), type, ncclSum, comm,
-                                          allreduce_stream_);
+                                          tensor.numel(), type, ncclSum,
+                                          channel.comm, channel.stream);
                    });
   }
 
   absl::Status Barrier(absl::Duration timeout) override {
     // NCCL has no barrier: an allreduce of one value over all ranks is one.
-    ASSIGN_OR_RETURN(
-        std::unique_ptr<PendingOp> op,
-        Enqueue(world_, p2p_stream_, at::Tensor(), "barrier of all ranks", [&] {
-          return ncclAllReduce(barrier_value_, barrier_value_, 1, ncclInt32,
-                               ncclSum, world_, p2p_stream_);
-        }));
+    ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op,
+                     Enqueue(world_, at::Tensor(), "barrier of all ranks", [&] {
+                       return ncclAllReduce(barrier_value_, barrier_value_, 1,
+                                            ncclInt32, ncclSum, world_.comm,
+                                            world_.stream);
+                     }));
     return op->Wait(timeout);
   }
 
@@ -221,34 +231,44 @@ class NcclCommunicator final : public Communicator {
     return absl::OkStatus();
   }
 
-  // Rank 0 creates the id and publishes it; the others read it (the store's
-  // get waits at most the rendezvous timeout).
-  absl::StatusOr<ncclUniqueId> ShareUniqueId(c10d::Store& store) {
+  static absl::Status CreateStream(Channel& channel) {
+    if (cudaError_t error =
+            cudaStreamCreateWithFlags(&channel.stream, cudaStreamNonBlocking);
+        error != cudaSuccess) {
+      return CudaError(error, "cudaStreamCreateWithFlags");
+    }
+    return absl::OkStatus();
+  }
+
+  // The creator makes the id and publishes it under `key`; the others read it
+  // (the store's get waits at most the rendezvous timeout).
+  absl::StatusOr<ncclUniqueId> ShareUniqueId(c10d::Store& store,
+                                             const std::string& key,
+                                             bool creator) {
     ncclUniqueId id;
     try {
-      if (options_.rank == 0) {
+      if (creator) {
         if (ncclResult_t result = ncclGetUniqueId(&id); result != ncclSuccess) {
           return NcclError(result, "ncclGetUniqueId");
         }
         const auto* bytes = reinterpret_cast<const uint8_t*>(&id);
-        store.set(std::string(kUniqueIdKey),
-                  std::vector<uint8_t>(bytes, bytes + sizeof(id)));
+        store.set(key, std::vector<uint8_t>(bytes, bytes + sizeof(id)));
         return id;
       }
-      const std::vector<uint8_t> bytes = store.get(std::string(kUniqueIdKey));
+      const std::vector<uint8_t> bytes = store.get(key);
       if (bytes.size() != sizeof(id)) {
         return absl::DataLossError(
-            absl::StrCat("the NCCL unique id in the store has ", bytes.size(),
-                         " bytes; expected ", sizeof(id)));
+            absl::StrCat("the NCCL unique id ", key, " in the store has ",
+                         bytes.size(), " bytes; expected ", sizeof(id)));
       }
       std::memcpy(&id, bytes.data(), sizeof(id));
       return id;
     } catch (const std::exception& e) {
-      return absl::UnavailableError(
-          absl::StrCat("rank ", options_.rank,
-                       " could not share the NCCL unique id through the "
-                       "rendezvous store: ",
-                       TorchErrorMessage(e)));
+      return absl::UnavailableError(absl::StrCat(
+          "rank ", options_.rank,
+          " could not share the NCCL "
+          "unique id ",
+          key, " through the rendezvous store: ", TorchErrorMessage(e)));
     }
   }
 
@@ -260,17 +280,20 @@ class NcclCommunicator final : public Communicator {
       const CommGroup& group = options_.groups[color];
       const bool member = std::binary_search(group.ranks.begin(),
                                              group.ranks.end(), options_.rank);
-      ncclComm_t comm = nullptr;
+      Channel channel;
       const std::string what =
           absl::StrCat("creating NCCL group '", group.name, "'");
       if (ncclResult_t result = ncclCommSplit(
-              world_, member ? static_cast<int>(color) : NCCL_SPLIT_NOCOLOR,
-              options_.rank, &comm, &config);
+              world_.comm,
+              member ? static_cast<int>(color) : NCCL_SPLIT_NOCOLOR,
+              options_.rank, &channel.comm, &config);
           result != ncclSuccess && result != ncclInProgress) {
         return NcclError(result, what);
       }
-      RETURN_IF_ERROR(AwaitComm(world_, deadline, what));
-      if (member) groups_[group.name] = comm;
+      RETURN_IF_ERROR(AwaitComm(world_.comm, deadline, what));
+      if (!member) continue;
+      Channel& joined = groups_[group.name] = channel;
+      RETURN_IF_ERROR(CreateStream(joined));
     }
     return absl::OkStatus();
 #else
@@ -280,6 +303,55 @@ class NcclCommunicator final : public Communicator {
         "has NCCL ",
         NCCL_MAJOR, ".", NCCL_MINOR));
 #endif
+  }
+
+  // Gives every lane of every link this rank is on a two-rank communicator
+  // (the sender is its rank 0). All ids this rank creates are published
+  // before it reads any, and the communicators are initialised in one NCCL
+  // group, so the ranks can take their links in any order.
+  absl::Status ConnectLinks(c10d::Store& store, ncclConfig_t& config,
+                            absl::Time deadline) {
+    std::vector<std::pair<ChannelKey, ncclUniqueId>> ids;
+    for (const bool creating : {true, false}) {
+      for (const P2pLink& link : options_.links) {
+        if ((creating ? link.src : link.dst) != options_.rank) continue;
+        for (int lane = 0; lane < kP2pLanes; ++lane) {
+          ASSIGN_OR_RETURN(
+              const ncclUniqueId id,
+              ShareUniqueId(store,
+                            absl::StrCat("chimera/nccl/link/", link.src, "-",
+                                         link.dst, "/", lane),
+                            creating));
+          ids.emplace_back(ChannelKey{link.src, link.dst, lane}, id);
+        }
+      }
+    }
+    ncclGroupStart();
+    for (const auto& [key, id] : ids) {
+      Channel& channel = links_[key];
+      const int link_rank = std::get<0>(key) == options_.rank ? 0 : 1;
+      if (ncclResult_t result =
+              ncclCommInitRankConfig(&channel.comm, 2, id, link_rank, &config);
+          result != ncclSuccess && result != ncclInProgress) {
+        ncclGroupEnd();
+        return NcclError(result, DescribeLink(key));
+      }
+    }
+    if (ncclResult_t result = ncclGroupEnd();
+        result != ncclSuccess && result != ncclInProgress) {
+      return NcclError(result, "connecting the p2p links");
+    }
+    for (auto& [key, channel] : links_) {
+      RETURN_IF_ERROR(AwaitComm(channel.comm, deadline, DescribeLink(key)));
+      RETURN_IF_ERROR(CreateStream(channel));
+    }
+    return absl::OkStatus();
+  }
+
+  static std::string DescribeLink(const ChannelKey& key) {
+    return absl::StrCat("connecting the NCCL link from rank ", std::get<0>(key),
+                        " to rank ", std::get<1>(key), " (lane ",
+                        std::get<2>(key), ")");
   }
 
   absl::Status CheckTensor(absl::string_view operation,
@@ -303,20 +375,30 @@ class NcclCommunicator final : public Communicator {
     RETURN_IF_ERROR(CheckTensor(operation, tensor));
     ASSIGN_OR_RETURN(const ncclDataType_t type, NcclType(tensor));
     const bool send = operation == "send";
-    return Enqueue(world_, p2p_stream_, tensor,
-                   comm_internal::DescribeP2p(operation, peer, tag), [&] {
-                     return send ? ncclSend(tensor.data_ptr(), tensor.numel(),
-                                            type, peer, world_, p2p_stream_)
-                                 : ncclRecv(tensor.data_ptr(), tensor.numel(),
-                                            type, peer, world_, p2p_stream_);
-                   });
+    const ChannelKey key{send ? options_.rank : peer,
+                         send ? peer : options_.rank, P2pLane(tag)};
+    const auto it = links_.find(key);
+    if (it == links_.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(comm_internal::DescribeP2p(operation, peer, tag),
+                       ": the job has no p2p link from rank ", std::get<0>(key),
+                       " to rank ", std::get<1>(key)));
+    }
+    const Channel& channel = it->second;
+    // On a link's own communicator the sender is rank 0, the receiver 1.
+    return Enqueue(
+        channel, tensor, comm_internal::DescribeP2p(operation, peer, tag), [&] {
+          return send ? ncclSend(tensor.data_ptr(), tensor.numel(), type, 1,
+                                 channel.comm, channel.stream)
+                      : ncclRecv(tensor.data_ptr(), tensor.numel(), type, 0,
+                                 channel.comm, channel.stream);
+        });
   }
 
-  // Queues `call` on `stream` after the default stream's work, in its own
-  // NCCL group, and records an event that marks its completion.
+  // Queues `call` on the channel's stream after the default stream's work,
+  // in its own NCCL group, and records an event that marks its completion.
   template <typename Call>
-  absl::StatusOr<std::unique_ptr<PendingOp>> Enqueue(ncclComm_t comm,
-                                                     cudaStream_t stream,
+  absl::StatusOr<std::unique_ptr<PendingOp>> Enqueue(const Channel& channel,
                                                      const at::Tensor& tensor,
                                                      std::string description,
                                                      Call call) {
@@ -330,7 +412,7 @@ class NcclCommunicator final : public Communicator {
       }
     }
     cudaEventRecord(ready, cudaStreamLegacy);
-    cudaStreamWaitEvent(stream, ready, 0);
+    cudaStreamWaitEvent(channel.stream, ready, 0);
     cudaEventDestroy(ready);
     ncclGroupStart();
     const ncclResult_t call_result = call();
@@ -342,22 +424,21 @@ class NcclCommunicator final : public Communicator {
       }
     }
     // A non-blocking communicator may still be queuing the call.
-    if (absl::Status queued =
-            AwaitComm(comm, absl::Now() + kDefaultP2pTimeout, description);
+    if (absl::Status queued = AwaitComm(
+            channel.comm, absl::Now() + kDefaultP2pTimeout, description);
         !queued.ok()) {
       cudaEventDestroy(done);
       return queued;
     }
-    cudaEventRecord(done, stream);
-    return std::make_unique<NcclPendingOp>(comm, done, tensor,
+    cudaEventRecord(done, channel.stream);
+    return std::make_unique<NcclPendingOp>(channel.comm, done, tensor,
                                            std::move(description));
   }
 
   const NcclOptions options_;
-  ncclComm_t world_ = nullptr;
-  std::map<std::string, ncclComm_t, std::less<>> groups_;
-  cudaStream_t p2p_stream_ = nullptr;
-  cudaStream_t allreduce_stream_ = nullptr;
+  Channel world_;
+  std::map<std::string, Channel, std::less<>> groups_;
+  std::map<ChannelKey, Channel> links_;
   int* barrier_value_ = nullptr;  // device memory
 };
 
@@ -372,6 +453,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
                      options.world_size, "; need 0 <= rank < world size"));
   }
   RETURN_IF_ERROR(ValidateCommGroups(options.groups, options.world_size));
+  RETURN_IF_ERROR(ValidateP2pLinks(options.links, options.world_size));
   auto communicator = std::make_unique<NcclCommunicator>(options);
   RETURN_IF_ERROR(communicator->Init(*rendezvous.store()));
   return communicator;

@@ -1,27 +1,30 @@
-// The GPU communicator: NCCL. One NCCL communicator of all ranks carries
-// point-to-point transfers (ncclSend/ncclRecv, each in its own group call) on
-// one CUDA stream; one more per gradient group, split from it, carries that
-// group's ncclAllReduce on a second stream, so gradient sync overlaps the
-// transfers and the compute. Rank 0 creates the NCCL unique id and hands it to
-// the others through the rendezvous store.
+// The GPU communicator: NCCL. Every channel of the job (a p2p link and lane,
+// see communicator.h) gets a two-rank NCCL communicator and a CUDA stream of
+// its own on both ends, and so does every gradient group and the world
+// (barriers). No operation queues behind another one's: a send waits for
+// nothing but its own receiver, and the allreduces of two groups overlap each
+// other, the transfers and the compute. That matches the blocking rules the
+// schedule validator proves programs against (sends and allreduce begins
+// never block). Unique ids travel through the rendezvous store: rank 0
+// creates the world's, a link's sender creates the link's.
 //
 //   NcclOptions options;
 //   options.rank = rank;
 //   options.world_size = 4;
 //   options.device = local_gpu;
 //   options.groups = {{"stage0", {0, 3}}, {"stage1", {1, 2}}};
+//   options.links = P2pLinks(schedule);
 //   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
 //                    CreateNcclCommunicator(*rendezvous, options));
 //
 // Contracts beyond communicator.h:
 // - Tensors must be contiguous CUDA tensors on options.device (NCCL reads
 //   device memory; CPU tensors are refused, not copied).
+// - Transfers go over options.links only; a send or receive between ranks
+//   that are not linked is INVALID_ARGUMENT.
 // - An operation starts after all work queued so far on the legacy default
 //   CUDA stream (LibTorch's default stream), which produces the tensor.
 //   PendingOp::Wait() is a host wait; work queued after it sees the result.
-// - NCCL has no tags and runs one communicator's operations in issue order:
-//   both sides of a peer pair must issue their sends and receives in the same
-//   order. Tags only name the transfer in errors.
 // - Built only with CHIMERA_HAVE_NCCL. Without a usable CUDA device creation
 //   fails with FAILED_PRECONDITION.
 #ifndef CHIMERA_WORKER_COMM_NCCL_COMMUNICATOR_H_
@@ -44,6 +47,8 @@ struct NcclOptions {
   int device = 0;
   // The job's gradient groups, the same list on every rank.
   std::vector<CommGroup> groups;
+  // The job's p2p links, the same list on every rank.
+  std::vector<P2pLink> links;
   // Bounds joining: fetching the unique id and initialising the NCCL
   // communicators.
   absl::Duration connect_timeout = kDefaultConnectTimeout;

@@ -1,11 +1,10 @@
 #include "worker/daemon/local_devices.h"
 
+#include <torch/cuda.h>
+#include <torch/version.h>
 #include <unistd.h>
 
 #include <thread>
-
-#include <torch/cuda.h>
-#include <torch/version.h>
 
 #ifdef CHIMERA_HAVE_NCCL
 #include <cuda_runtime_api.h>
@@ -34,8 +33,7 @@ LocalResources DiscoverLocalResources() {
   resources.cpu_cores = static_cast<int>(std::thread::hardware_concurrency());
   resources.memory_bytes = PhysicalMemoryBytes();
   resources.torch_version = TORCH_VERSION;
-  resources.devices.push_back(
-      {"cpu", 0, "cpu", resources.memory_bytes});
+  resources.devices.push_back({"cpu", 0, "cpu", resources.memory_bytes});
 #ifdef CHIMERA_HAVE_NCCL
   resources.nccl = true;
 #endif
@@ -45,11 +43,13 @@ LocalResources DiscoverLocalResources() {
   for (int i = 0; i < gpus; ++i) {
     cudaDeviceProp properties;
     if (cudaGetDeviceProperties(&properties, i) != cudaSuccess) continue;
-    resources.devices.push_back({"gpu", i, properties.name,
-                                 static_cast<int64_t>(properties.totalGlobalMem)});
+    resources.devices.push_back(
+        {"gpu", i, properties.name,
+         static_cast<int64_t>(properties.totalGlobalMem)});
   }
 #else
-  for (int i = 0; i < gpus; ++i) resources.devices.push_back({"gpu", i, "cuda", 0});
+  for (int i = 0; i < gpus; ++i)
+    resources.devices.push_back({"gpu", i, "cuda", 0});
 #endif
   return resources;
 }

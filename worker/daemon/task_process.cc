@@ -67,7 +67,7 @@ absl::StatusOr<std::pair<std::string, int>> SplitAddress(
 }
 
 absl::Status Run(const std::string& task_file, const std::string& host,
-                 std::ostream& events) {
+                 int gpu_index, std::ostream& events) {
   std::ifstream in(task_file, std::ios::binary);
   chimera::v1::StartTask task;
   if (!in || !task.ParseFromIstream(&in)) {
@@ -104,6 +104,7 @@ absl::Status Run(const std::string& task_file, const std::string& host,
         "coordinator and worker versions disagree");
   }
   options.host = host;
+  options.gpu_index = gpu_index;
   if (options.rank != 0) {
     ASSIGN_OR_RETURN(auto store,
                      SplitAddress(task.rendezvous().store_address()));
@@ -122,8 +123,8 @@ absl::Status Run(const std::string& task_file, const std::string& host,
 }  // namespace
 
 int RunTaskProcess(const std::string& task_file, const std::string& host,
-                   std::ostream& events) {
-  const absl::Status status = Run(task_file, host, events);
+                   int gpu_index, std::ostream& events) {
+  const absl::Status status = Run(task_file, host, gpu_index, events);
   if (status.ok()) return 0;
   std::string message(status.message());
   std::replace(message.begin(), message.end(), '\n', ' ');

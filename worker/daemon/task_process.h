@@ -26,16 +26,17 @@ inline constexpr char kReadyEvent[] = "ready";
 inline constexpr char kStepEvent[] = "step";
 inline constexpr char kFailedEvent[] = "failed";
 
-// Runs the task in `task_file` in this process; returns the exit status.
+// Runs the task in `task_file` in this process (a gpu task on CUDA device
+// `gpu_index`); returns the exit status.
 int RunTaskProcess(const std::string& task_file, const std::string& host,
-                   std::ostream& events);
+                   int gpu_index, std::ostream& events);
 
 // One parsed event line.
 struct TaskEvent {
   std::string kind;
-  std::string store_address;                   // ready
-  chimera::v1::WorkerStepMetrics metrics;      // step
-  std::string message;                         // failed
+  std::string store_address;               // ready
+  chimera::v1::WorkerStepMetrics metrics;  // step
+  std::string message;                     // failed
 };
 absl::StatusOr<TaskEvent> ParseTaskEvent(absl::string_view line);
 

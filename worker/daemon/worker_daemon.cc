@@ -49,9 +49,9 @@ class WorkerDaemon::Task {
     start.SerializeToOstream(&out);
     out.close();
     daemon->metrics_->TaskStarted(start.job_id(), start.program().rank());
-    process_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{daemon->options_.task_binary, "--run-task",
-                                 file, "--host", daemon->options_.host});
+    process_ = std::make_unique<ChildProcess>(std::vector<std::string>{
+        daemon->options_.task_binary, "--run-task", file, "--host",
+        daemon->options_.host, "--gpu", std::to_string(daemon->options_.gpu)});
     log_path_ = log;
     relay_ = std::thread([this] { Relay(); });
   }
@@ -187,6 +187,7 @@ absl::Status WorkerDaemon::Register() {
   request.set_memory_bytes(resources.memory_bytes);
   request.set_metrics_address(options_.metrics_address);
   for (const LocalDevice& local : resources.devices) {
+    if (local.kind == "gpu" && local.index != options_.gpu) continue;
     chimera::v1::Device* device = request.add_devices();
     device->set_kind(local.kind);
     device->set_index(local.index);

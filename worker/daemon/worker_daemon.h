@@ -47,6 +47,9 @@ struct DaemonOptions {
   // HOST:PORT of this daemon's /metrics, told to the coordinator (empty:
   // none).
   std::string metrics_address;
+  // The CUDA device this worker's gpu tasks compute on, the one GPU it
+  // registers: a machine with several GPUs runs one daemon per GPU.
+  int gpu = 0;
 };
 
 class WorkerDaemon {

@@ -40,15 +40,16 @@ constexpr char kOptimizerSteps[] = "optimizer_steps";
 
 using TensorDict = c10::Dict<std::string, at::Tensor>;
 
+// Files hold CPU tensors, so a checkpoint written on a GPU loads anywhere.
 TensorDict ToDict(const StageState& state) {
   TensorDict dict;
   for (size_t i = 0; i < state.parameters.size(); ++i) {
     const std::string& name = state.parameters[i].first;
-    dict.insert(kParameter + name, state.parameters[i].second);
+    dict.insert(kParameter + name, state.parameters[i].second.cpu());
     const at::Tensor& first = state.optimizer.first_moments[i];
     const at::Tensor& second = state.optimizer.second_moments[i];
-    if (first.defined()) dict.insert(kFirstMoment + name, first);
-    if (second.defined()) dict.insert(kSecondMoment + name, second);
+    if (first.defined()) dict.insert(kFirstMoment + name, first.cpu());
+    if (second.defined()) dict.insert(kSecondMoment + name, second.cpu());
   }
   dict.insert(kOptimizerSteps,
               at::scalar_tensor(state.optimizer.steps, at::kLong));

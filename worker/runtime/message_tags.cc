@@ -1,6 +1,7 @@
 #include "worker/runtime/message_tags.h"
 
 #include <algorithm>
+#include <set>
 
 namespace chimera::worker {
 
@@ -21,6 +22,20 @@ int64_t MessageTags::Of(TransferKind kind, schedule::StageRef producer,
   const int64_t edge =
       (micro_batch * num_chunks_ + producer.chunk) * depth_ + producer.stage;
   return (edge * max_parts_ + part) * 2 + static_cast<int64_t>(kind);
+}
+
+std::vector<P2pLink> P2pLinks(const schedule::Schedule& schedule) {
+  std::set<P2pLink> links;
+  for (size_t rank = 0; rank < schedule.workers.size(); ++rank) {
+    for (const schedule::Instruction& inst :
+         schedule.workers[rank].instructions) {
+      if (inst.op == schedule::OpKind::kSendAct ||
+          inst.op == schedule::OpKind::kSendGrad) {
+        links.insert({static_cast<int>(rank), inst.peer});
+      }
+    }
+  }
+  return {links.begin(), links.end()};
 }
 
 }  // namespace chimera::worker

@@ -7,14 +7,21 @@
 // the receiver of its gradient), the micro-batch (local to its data-parallel
 // replica; the two ends are in the same replica) and the backward part.
 //
+// The tag's lane (communicator.h) is the transfer's kind, so activations and
+// gradients are separate channels: the order in which a program receives
+// each kind from a peer is the order in which the peer sent it.
+//
 //   MessageTags tags(schedule);
 //   int64_t tag = tags.Of(TransferKind::kActivation, producer, mb, /*part=*/0);
+//   std::vector<P2pLink> links = P2pLinks(schedule);  // for the communicator
 #ifndef CHIMERA_WORKER_RUNTIME_MESSAGE_TAGS_H_
 #define CHIMERA_WORKER_RUNTIME_MESSAGE_TAGS_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "coordinator/schedule/program.h"
+#include "worker/comm/communicator.h"
 
 namespace chimera::worker {
 
@@ -37,6 +44,10 @@ class MessageTags {
   int64_t depth_;
   int64_t max_parts_;
 };
+
+// Every (sender, receiver) pair of the schedule's programs, sorted; the same
+// list on every rank.
+std::vector<P2pLink> P2pLinks(const schedule::Schedule& schedule);
 
 }  // namespace chimera::worker
 

@@ -160,11 +160,16 @@ absl::Status Optimizer::Restore(const OptimizerState& state) {
   absl::Status status = check(state.first_moments, "first moments");
   if (status.ok()) status = check(state.second_moments, "second moments");
   if (!status.ok()) return status;
-  const auto copy = [](const std::vector<at::Tensor>& moments) {
+  // Copies onto each parameter's device: a checkpoint holds CPU tensors.
+  const auto copy = [this](const std::vector<at::Tensor>& moments) {
     std::vector<at::Tensor> copies;
     copies.reserve(moments.size());
-    for (const at::Tensor& moment : moments) {
-      copies.push_back(moment.defined() ? moment.clone() : at::Tensor());
+    for (size_t i = 0; i < moments.size(); ++i) {
+      copies.push_back(moments[i].defined()
+                           ? moments[i].to(parameters_[i].options(),
+                                           /*non_blocking=*/false,
+                                           /*copy=*/true)
+                           : at::Tensor());
     }
     return copies;
   };

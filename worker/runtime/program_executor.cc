@@ -11,7 +11,6 @@
 #include "worker/comm/torch_error.h"
 #include "worker/model/loss.h"
 #include "worker/model/stage.h"
-#include "worker/runtime/memory_tracker.h"
 
 namespace chimera::worker {
 namespace {
@@ -105,6 +104,7 @@ absl::StatusOr<std::unique_ptr<ProgramExecutor>> ProgramExecutor::Create(
         "micro-batch size is ", options.micro_batch_size, "; it must be >= 1"));
   }
   RETURN_IF_ERROR(ValidateModelConfig(options.model));
+  RETURN_IF_ERROR(CheckDeviceUsable(options.device));
   RETURN_IF_ERROR(
       ValidatePartition(options, schedule.topology.NumModelStages()));
   RETURN_IF_ERROR(ValidateOptimizerConfig(options.optimizer));
@@ -136,12 +136,12 @@ ProgramExecutor::ProgramExecutor(const schedule::Schedule& schedule, int rank,
       tags_(schedule),
       loss_normaliser_(static_cast<double>(schedule.topology.width) *
                        schedule.topology.micro_batches *
-                       options.micro_batch_size) {}
+                       options.micro_batch_size),
+      memory_(options.device) {}
 
 ProgramExecutor::~ProgramExecutor() = default;
 
 absl::Status ProgramExecutor::Build() {
-  MemoryTracker::Install();
   for (const StageRef& ref : program_.stages) {
     if (ref.chunk < 0 || ref.chunk >= topology_.num_chunks || ref.stage < 0 ||
         ref.stage >= topology_.depth) {
@@ -154,7 +154,7 @@ absl::Status ProgramExecutor::Build() {
     if (stages_.count(model_stage) != 0) continue;
     ASSIGN_OR_RETURN(stages_[model_stage],
                      BuildStage(options_.model, options_.partition[model_stage],
-                                options_.seed));
+                                options_.seed, options_.device));
     holds_last_stage_ |= stages_[model_stage]->is_last();
   }
   for (const auto& [model_stage, stage] : stages_) {
@@ -266,8 +266,8 @@ absl::Status ProgramExecutor::ImportStage(int model_stage,
 }
 
 absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
-  MemoryTracker& memory = MemoryTracker::Install();
-  memory.ResetPeak();
+  memory_.ResetPeak();
+  loss_sum_.reset();
   stash_.ResetPeak();
   StepMetrics metrics;
   metrics.step = step;
@@ -287,11 +287,13 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
           absl::StrCat("rank ", rank_, " step ", step, " ",
                        DescribeInstruction(inst), ": ", status.message()));
     }
+    const bool busy =
+        schedule::IsCompute(inst.op) || inst.op == OpKind::kOptimizerStep;
+    // A GPU runs the op after it is queued: time it to its end.
+    if (busy) SynchronizeDevice(options_.device);
     const double seconds = SecondsSince(op_start);
     metrics.op_seconds.push_back(seconds);
-    if (schedule::IsCompute(inst.op) || inst.op == OpKind::kOptimizerStep) {
-      metrics.busy_seconds += seconds;
-    }
+    if (busy) metrics.busy_seconds += seconds;
   }
   const absl::Status finished = FinishStep();
   if (!finished.ok()) {
@@ -301,8 +303,12 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
   }
   metrics.step_seconds = SecondsSince(step_start);
   metrics.bubble_seconds = metrics.step_seconds - metrics.busy_seconds;
-  metrics.memory_current_bytes = memory.current_bytes();
-  metrics.memory_peak_bytes = memory.peak_bytes();
+  if (loss_sum_.defined()) {
+    metrics.loss = loss_sum_.item<double>();
+    loss_sum_.reset();
+  }
+  metrics.memory_current_bytes = memory_.current_bytes();
+  metrics.memory_peak_bytes = memory_.peak_bytes();
   metrics.peak_stashed_slices = static_cast<int64_t>(stash_.peak());
   AccountStateMemory(metrics);
   return metrics;
@@ -362,8 +368,14 @@ absl::StatusOr<MicroBatch> ProgramExecutor::LoadMicroBatch(int64_t step,
                         topology_.micro_batches, options_.micro_batch_size);
   ASSIGN_OR_RETURN(at::Tensor tokens,
                    data_.Samples(step, samples.first, samples.count));
-  return MakeMicroBatch(options_.model, tokens,
-                        SampleKey{options_.seed, step, samples.first});
+  ASSIGN_OR_RETURN(
+      MicroBatch batch,
+      MakeMicroBatch(options_.model, tokens,
+                     SampleKey{options_.seed, step, samples.first}));
+  if (options_.device.is_cpu()) return batch;
+  return MicroBatch{batch.inputs.to(options_.device),
+                    batch.targets.to(options_.device),
+                    batch.loss_mask.to(options_.device)};
 }
 
 absl::Status ProgramExecutor::Forward(const Instruction& inst, int64_t step,
@@ -420,7 +432,8 @@ absl::Status ProgramExecutor::ForwardMicroBatch(StageRef ref, int micro_batch,
     }
     if (stage.is_last()) {
       metrics.has_loss = true;
-      metrics.loss += output.item<double>();
+      const at::Tensor loss = output.detach().to(at::kDouble);
+      loss_sum_ = loss_sum_.defined() ? loss_sum_ + loss : loss;
       metrics.samples += end - begin;
       metrics.tokens += (end - begin) * options_.model.seq_length;
       if (plan.recompute) stashed.targets = std::move(targets);
@@ -511,7 +524,7 @@ absl::Status ProgramExecutor::Receive(const Instruction& inst,
   for (int mb : inst.micro_batches) {
     at::Tensor buffer = at::empty(
         {end - begin, options_.model.seq_length, options_.model.hidden_size},
-        at::TensorOptions(options_.model.dtype));
+        at::TensorOptions(options_.model.dtype).device(options_.device));
     ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op,
                      comm_->Recv(buffer, inst.peer,
                                  tags_.Of(kind, *producer, mb, inst.part)));

@@ -65,6 +65,7 @@
 #include "worker/model/model_config.h"
 #include "worker/runtime/activation_stash.h"
 #include "worker/runtime/data_source.h"
+#include "worker/runtime/device_memory.h"
 #include "worker/runtime/gradient_sync.h"
 #include "worker/runtime/message_tags.h"
 #include "worker/runtime/optimizer.h"
@@ -76,6 +77,9 @@ class Stage;
 
 struct ExecutorOptions {
   ModelConfig model;
+  // Where the stages compute: the CPU or one CUDA GPU (CheckDeviceUsable).
+  // The communicator must carry tensors on it (Gloo: CPU, NCCL: the GPU).
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
   // Transformer blocks of each model stage (index Topology::ModelStage), one
   // entry per model stage: contiguous, from block 0 to model.num_layers.
   std::vector<LayerRange> partition;
@@ -105,9 +109,10 @@ class ProgramExecutor {
   // Builds the stage replicas of `schedule.workers[rank]` and checks the
   // program against the options. `data` and `comm` must outlive the
   // executor; `comm` (with the groups of GradientGroups(schedule)) may be
-  // null only when the program has no transfer or allreduce. Installs the
-  // MemoryTracker before building anything. INVALID_ARGUMENT naming the
-  // option or instruction that does not fit.
+  // null only when the program has no transfer or allreduce. Starts the
+  // device's memory accounting before building anything. INVALID_ARGUMENT
+  // naming the option or instruction that does not fit; FAILED_PRECONDITION
+  // for a device this process cannot compute on.
   static absl::StatusOr<std::unique_ptr<ProgramExecutor>> Create(
       const schedule::Schedule& schedule, int rank,
       const ExecutorOptions& options, const DataSource& data,
@@ -184,6 +189,7 @@ class ProgramExecutor {
   const MessageTags tags_;
   // W·N·B: the samples of one mini-batch.
   const double loss_normaliser_;
+  DeviceMemory memory_;
 
   std::set<schedule::StageRef> held_;
   std::map<int, std::shared_ptr<Stage>> stages_;  // by model stage
@@ -198,6 +204,9 @@ class ProgramExecutor {
 
   // Per-step state, empty between steps.
   ActivationStash stash_;
+  // The step's loss so far, summed on the device: reading it back after
+  // every micro-batch would stall a GPU's queue.
+  at::Tensor loss_sum_;
   // Whole micro-batch inputs waiting for their FORWARD (part 0), output
   // gradients waiting for their BACKWARD part, and what waits for a send.
   std::map<SliceKey, at::Tensor> activations_in_;

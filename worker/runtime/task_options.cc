@@ -28,9 +28,8 @@ void ReadModel(const chimera::v1::ModelSpec& spec, TaskOptions& options,
   if (spec.dtype() == "float64") {
     model.dtype = c10::ScalarType::Double;
   } else if (spec.dtype() == "bfloat16") {
-    errors.Add("spec.model.dtype",
-               "bfloat16 needs a GPU; this worker runs on the CPU "
-               "(float32 or float64)");
+    // Job validation allows it on GPU jobs only.
+    model.dtype = c10::ScalarType::BFloat16;
   } else {
     model.dtype = c10::ScalarType::Float;
   }
@@ -52,8 +51,10 @@ void ReadTraining(const chimera::v1::TrainingSpec& spec, TaskOptions& options,
   config.eps = optimizer.eps() > 0 ? optimizer.eps() : kDefaultEps;
 }
 
-void ReadPlan(const chimera::v1::Plan& plan, TaskOptions& options, FieldErrors& errors) {
-  absl::StatusOr<schedule::ScheduleParams> params = planner::ScheduleParamsOf(plan);
+void ReadPlan(const chimera::v1::Plan& plan, TaskOptions& options,
+              FieldErrors& errors) {
+  absl::StatusOr<schedule::ScheduleParams> params =
+      planner::ScheduleParamsOf(plan);
   if (!params.ok()) {
     errors.Add("", params.status().message());
     return;
@@ -61,28 +62,33 @@ void ReadPlan(const chimera::v1::Plan& plan, TaskOptions& options, FieldErrors& 
   options.schedule = *params;
   options.micro_batch_size = plan.micro_batch_size();
   if (options.micro_batch_size < 1) {
-    errors.Add("plan.microBatchSize", absl::StrCat(plan.micro_batch_size(), " must be >= 1"));
+    errors.Add("plan.microBatchSize",
+               absl::StrCat(plan.micro_batch_size(), " must be >= 1"));
   }
   int next_layer = 0;
   for (const auto& stage : plan.partition()) {
     if (stage.first_layer() != next_layer || stage.num_layers() < 1) {
       errors.Add("plan.partition",
-                 absl::StrCat("stage ", stage.stage(), " covers layers ", stage.first_layer(),
-                              "+", stage.num_layers(), "; expected to start at ", next_layer));
+                 absl::StrCat("stage ", stage.stage(), " covers layers ",
+                              stage.first_layer(), "+", stage.num_layers(),
+                              "; expected to start at ", next_layer));
       return;
     }
-    options.partition.push_back({stage.first_layer(), stage.first_layer() + stage.num_layers()});
+    options.partition.push_back(
+        {stage.first_layer(), stage.first_layer() + stage.num_layers()});
     next_layer += stage.num_layers();
   }
   if (next_layer != options.model.num_layers) {
-    errors.Add("plan.partition", absl::StrCat("covers ", next_layer, " layers; the model has ",
-                                              options.model.num_layers));
+    errors.Add("plan.partition",
+               absl::StrCat("covers ", next_layer, " layers; the model has ",
+                            options.model.num_layers));
   }
 }
 
 }  // namespace
 
-std::string CheckpointDirFor(const chimera::v1::TrainJob& job, absl::string_view job_id) {
+std::string CheckpointDirFor(const chimera::v1::TrainJob& job,
+                             absl::string_view job_id) {
   const chimera::v1::TrainingSpec& training = job.spec().training();
   if (training.checkpoint_every() <= 0) return "";
   return absl::StrCat(training.checkpoint_dir(), "/", job_id);
@@ -112,9 +118,11 @@ absl::StatusOr<TaskOptions> TaskOptionsFor(const chimera::v1::TrainJob& job,
   options.data.seed = options.seed;
 
   const auto& resources = spec.resources();
-  if (resources.device() == "gpu") {
+  options.gpu = resources.device() == "gpu";
+  if (options.gpu && !kWorkerHasGpuRuntime) {
     errors.Add("spec.resources.device",
-               "gpu tasks need the NCCL runtime, which this worker does not have yet; use cpu");
+               "gpu tasks need a worker built against a LibTorch with CUDA "
+               "and with NCCL; this one runs on the CPU only (use cpu)");
   }
   options.threads =
       resources.threads_per_worker() > 0 ? resources.threads_per_worker() : 1;
@@ -132,8 +140,12 @@ absl::StatusOr<ModelConfig> ModelConfigFor(const chimera::v1::ModelSpec& spec) {
   return options.model;
 }
 
-ExecutorOptions ExecutorOptionsFor(const TaskOptions& task) {
+ExecutorOptions ExecutorOptionsFor(const TaskOptions& task, int gpu_index) {
   ExecutorOptions options;
+  options.device = task.gpu
+                       ? c10::Device(c10::DeviceType::CUDA,
+                                     static_cast<c10::DeviceIndex>(gpu_index))
+                       : c10::Device(c10::DeviceType::CPU);
   options.model = task.model;
   options.partition = task.partition;
   options.seed = task.seed;

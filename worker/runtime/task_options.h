@@ -38,6 +38,9 @@ struct TaskOptions {
   int64_t max_steps = 0;
   // LibTorch intra-op threads (spec.resources.threadsPerWorker, 0 = 1).
   int threads = 1;
+  // spec.resources.device is "gpu": the stages compute on a CUDA GPU and the
+  // ranks talk over NCCL (Gloo and the CPU otherwise).
+  bool gpu = false;
   // Save a checkpoint every this many steps (0: never) under checkpoint_dir,
   // this job's own directory (see CheckpointDirFor).
   int64_t checkpoint_every = 0;
@@ -47,22 +50,30 @@ struct TaskOptions {
 // The directory of one job's checkpoints: spec.training.checkpointDir/<job>,
 // where `job` is the coordinator's job id (unique, kept across restarts) or,
 // without a coordinator, the job's name. Empty when checkpoints are off.
-std::string CheckpointDirFor(const chimera::v1::TrainJob& job, absl::string_view job_id);
+std::string CheckpointDirFor(const chimera::v1::TrainJob& job,
+                             absl::string_view job_id);
+
+// Whether this build can run gpu tasks: LibTorch with CUDA, and NCCL.
+#if defined(CHIMERA_TORCH_CUDA) && defined(CHIMERA_HAVE_NCCL)
+inline constexpr bool kWorkerHasGpuRuntime = true;
+#else
+inline constexpr bool kWorkerHasGpuRuntime = false;
+#endif
 
 // `job` must have passed jobspec validation. INVALID_ARGUMENT, one line per
 // problem naming the field: a plan that is not a valid schedule or whose
-// partition does not cover the model, or a job this CPU worker cannot run
-// (device gpu, dtype bfloat16).
+// partition does not cover the model, or a gpu job on a worker without the
+// GPU runtime (kWorkerHasGpuRuntime).
 absl::StatusOr<TaskOptions> TaskOptionsFor(const chimera::v1::TrainJob& job,
                                            const chimera::v1::Plan& plan);
 
 // The model of a validated job's spec.model (defaults filled in: FFN
-// 4 x hidden, vocabulary 256); INVALID_ARGUMENT naming spec.model.dtype for a
-// type this CPU worker cannot run.
+// 4 x hidden, vocabulary 256).
 absl::StatusOr<ModelConfig> ModelConfigFor(const chimera::v1::ModelSpec& spec);
 
-// The executor's options for `task` (timeouts at their defaults).
-ExecutorOptions ExecutorOptionsFor(const TaskOptions& task);
+// The executor's options for `task` (timeouts at their defaults); a gpu task
+// computes on CUDA device `gpu_index`.
+ExecutorOptions ExecutorOptionsFor(const TaskOptions& task, int gpu_index = 0);
 
 }  // namespace chimera::worker
 

@@ -3,21 +3,67 @@
 #include <ATen/Parallel.h>
 
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/tcp_rendezvous.h"
+#ifdef CHIMERA_HAVE_NCCL
+#include "worker/comm/nccl_communicator.h"
+#endif
 #include "worker/runtime/checkpoint.h"
 #include "worker/runtime/data_source.h"
+#include "worker/runtime/device_memory.h"
 #include "worker/runtime/gradient_sync.h"
+#include "worker/runtime/message_tags.h"
 #include "worker/runtime/program_executor.h"
 
 namespace chimera::worker {
+namespace {
+
+// Gloo for CPU tasks, NCCL for GPU tasks; either with the job's gradient
+// groups and the caller's extra groups.
+absl::StatusOr<std::unique_ptr<Communicator>> Connect(
+    const TaskRunOptions& options, const TcpRendezvous& rendezvous) {
+  std::vector<CommGroup> groups = GradientGroups(options.schedule);
+  groups.insert(groups.end(), options.extra_groups.begin(),
+                options.extra_groups.end());
+  const int world = static_cast<int>(options.schedule.workers.size());
+  if (options.task.gpu) {
+#ifdef CHIMERA_HAVE_NCCL
+    NcclOptions nccl;
+    nccl.rank = options.rank;
+    nccl.world_size = world;
+    nccl.device = options.gpu_index;
+    nccl.groups = std::move(groups);
+    nccl.links = P2pLinks(options.schedule);
+    nccl.connect_timeout = options.timeout;
+    return CreateNcclCommunicator(rendezvous, nccl);
+#else
+    return absl::FailedPreconditionError(
+        "a gpu task needs NCCL, and this worker was built without it");
+#endif
+  }
+  GlooOptions gloo;
+  gloo.rank = options.rank;
+  gloo.world_size = world;
+  gloo.groups = std::move(groups);
+  gloo.host = options.host;
+  gloo.timeout = options.timeout;
+  return CreateGlooCommunicator(rendezvous, gloo);
+}
+
+}  // namespace
 
 absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
   at::set_num_threads(options.task.threads);
+  const ExecutorOptions executor_options =
+      ExecutorOptionsFor(options.task, options.gpu_index);
+  // Before the rendezvous: the other ranks need not wait to learn this.
+  RETURN_IF_ERROR(CheckDeviceUsable(executor_options.device));
   const CheckpointDir checkpoints(options.task.checkpoint_dir);
   if (!options.task.checkpoint_dir.empty()) {
     // Before the rendezvous, so that no rank can have written a step of its
@@ -36,23 +82,15 @@ absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
                      TcpRendezvous::Join(options.store_host, options.store_port,
                                          options.timeout));
   }
-  GlooOptions gloo;
-  gloo.rank = options.rank;
-  gloo.world_size = world;
-  gloo.groups = GradientGroups(options.schedule);
-  gloo.groups.insert(gloo.groups.end(), options.extra_groups.begin(),
-                     options.extra_groups.end());
-  gloo.host = options.host;
-  gloo.timeout = options.timeout;
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
-                   CreateGlooCommunicator(*rendezvous, gloo));
+                   Connect(options, *rendezvous));
   ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data,
                    DataSource::Open(options.task.data));
 
-  ASSIGN_OR_RETURN(std::unique_ptr<ProgramExecutor> executor,
-                   ProgramExecutor::Create(options.schedule, options.rank,
-                                           ExecutorOptionsFor(options.task),
-                                           *data, comm.get()));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<ProgramExecutor> executor,
+      ProgramExecutor::Create(options.schedule, options.rank, executor_options,
+                              *data, comm.get()));
   if (options.first_step > 0) {
     if (options.task.checkpoint_dir.empty()) {
       return absl::FailedPreconditionError(

@@ -1,7 +1,8 @@
 // RunTask: one rank of one training task, from rendezvous to the last step.
 // Rank 0 hosts the rendezvous store (on an ephemeral port unless one is
 // given) and announces it; the others join it; every rank then builds its
-// Gloo communicator with the schedule's gradient groups, opens the data,
+// communicator (Gloo, or NCCL for a gpu task) with the schedule's gradient
+// groups, opens the data,
 // builds its executor and runs the steps, telling an observer about each.
 // A task that starts past step 0 first loads the checkpoint of its first
 // step; every spec.training.checkpointEvery steps each rank writes the model
@@ -35,6 +36,8 @@ struct TaskRunOptions {
   // The whole job's programs (every rank's, for the gradient groups).
   schedule::Schedule schedule;
   int rank = 0;
+  // The CUDA device a gpu task computes on (ignored for cpu tasks).
+  int gpu_index = 0;
   // This host as the other ranks reach it (Gloo and, on rank 0, the store).
   std::string host = "127.0.0.1";
   // Where rank 0 serves the store: rank 0 binds store_port (0: any free

@@ -103,7 +103,12 @@ absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--rank is ", flags.rank, "; it must be in [0, ", world, ")"));
   }
+  if (flags.gpu < -1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--gpu is ", flags.gpu, "; it must be a CUDA device index >= 0"));
+  }
   run.rank = flags.rank;
+  run.gpu_index = flags.gpu >= 0 ? flags.gpu : flags.rank;
   run.store_host = parsed.store_host;
   run.store_port = parsed.store_port;
   if (flags.steps > 0) run.steps = flags.steps;
@@ -139,19 +144,21 @@ namespace {
 class StepPrinter : public TaskObserver {
  public:
   StepPrinter(const StandaloneRun& run, std::ostream& out)
-      : run_(run), out_(out) {}
+      : run_(run),
+        out_(out),
+        device_(ExecutorOptionsFor(run.task, run.gpu_index).device) {}
 
   absl::Status OnStep(const StepMetrics& metrics, Communicator& comm) override {
     const int world = static_cast<int>(run_.schedule.workers.size());
     const at::Tensor summary = at::tensor(
         {metrics.loss, metrics.bubble_seconds / metrics.step_seconds},
-        at::TensorOptions(at::kDouble));
+        at::TensorOptions(at::kDouble).device(device_));
     ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> sum,
                      comm.AllReduceSum(summary, kSummaryGroup));
     RETURN_IF_ERROR(sum->Wait(kDefaultCollectiveTimeout));
     if (run_.rank != run_.reporting_rank) return absl::OkStatus();
     out_ << absl::StrFormat(
-                "step %d loss %.6f step_seconds %.4f bubble_ratio %.3f "
+                "step %d loss %.12g step_seconds %.4f bubble_ratio %.3f "
                 "peak_memory_bytes %d",
                 metrics.step + 1, summary[0].item<double>(),
                 metrics.step_seconds, summary[1].item<double>() / world,
@@ -163,6 +170,8 @@ class StepPrinter : public TaskObserver {
  private:
   const StandaloneRun& run_;
   std::ostream& out_;
+  // Where the communicator reduces the summary: the ranks' compute device.
+  const c10::Device device_;
 };
 
 }  // namespace
@@ -172,6 +181,7 @@ absl::Status RunStandalone(const StandaloneRun& run, std::ostream& out) {
   options.task = run.task;
   options.schedule = run.schedule;
   options.rank = run.rank;
+  options.gpu_index = run.gpu_index;
   options.store_host = run.store_host;
   options.store_port = run.store_port;
   options.first_step = run.first_step;

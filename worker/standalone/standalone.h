@@ -35,6 +35,9 @@ struct StandaloneFlags {
   // wrote it; without it a run starts at step 0 and replaces the job's
   // checkpoints.
   bool resume = false;
+  // The CUDA device of a gpu job; -1 means the rank's own (the ranks of one
+  // machine on GPUs 0, 1, ...).
+  int gpu = -1;
 };
 
 struct StandaloneRun {
@@ -43,6 +46,8 @@ struct StandaloneRun {
   int rank = 0;
   std::string store_host;
   int store_port = 0;
+  // The CUDA device of a gpu job.
+  int gpu_index = 0;
   int64_t steps = 0;
   // The first step to run: 0, or the checkpoint step resumed from.
   int64_t first_step = 0;
@@ -64,7 +69,7 @@ absl::StatusOr<StandaloneRun> LoadStandaloneJob(const std::string& job_path);
 absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags);
 
 // Joins the job and trains; on the reporting rank writes, per step,
-//   step 3 loss 5.412093 step_seconds 0.0213 bubble_ratio 0.412
+//   step 3 loss 5.41209312734 step_seconds 0.0213 bubble_ratio 0.412
 //   peak_memory_bytes 1834752
 // (one line) where loss is the mini-batch's mean loss over all ranks,
 // bubble_ratio the mean over ranks of bubble / step time, and step seconds and

@@ -1,9 +1,10 @@
 // The executor in one process: programs of one worker (no communicator) and
 // what it refuses before running anything; its schedule-derived groups and
-// tags. Multi-process execution: tests/integration/worker/.
+// tags and links. Multi-process execution: tests/integration/worker/.
 #include "worker/runtime/program_executor.h"
 
 #include <ATen/ATen.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,11 +13,13 @@
 
 #include "coordinator/schedule/generator.h"
 #include "tests/unit/worker/test_models.h"
+#include "worker/runtime/task_options.h"
 
 namespace chimera::worker {
 namespace {
 
 using schedule::Scheme;
+using ::testing::HasSubstr;
 
 schedule::Schedule Generate(
     Scheme scheme, int depth, int micro_batches, int width = 1,
@@ -135,6 +138,23 @@ TEST(ProgramExecutorTest, RejectsProgramsItCannotRun) {
   EXPECT_NE(rank.status().message().find("rank 1"), std::string::npos);
 }
 
+TEST(ProgramExecutorTest, RefusesADeviceThisProcessCannotComputeOn) {
+  const ModelConfig config = testing::TinyConfig(ModelFamily::kGpt);
+  const auto data = Synthetic(config);
+  ExecutorOptions options = Options(config, {{0, 4}});
+  // No machine has 64 GPUs: refused on every build, for its own reason.
+  options.device = c10::Device(c10::DeviceType::CUDA, 63);
+  const auto executor = ProgramExecutor::Create(Generate(Scheme::kGpipe, 1, 1),
+                                                0, options, *data, nullptr);
+  ASSERT_FALSE(executor.ok());
+  EXPECT_THAT(executor.status().message(), HasSubstr("device cuda:63"));
+  if (!kWorkerHasGpuRuntime) {
+    EXPECT_EQ(executor.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(executor.status().message(),
+                HasSubstr("needs a worker built against a LibTorch with CUDA"));
+  }
+}
+
 TEST(GradientGroupsTest, OneGroupPerStageOverEveryReplica) {
   // Chimera D = 4, W = 2: stage s lives on positions s and 3 - s of both
   // replicas (ranks 0-3 and 4-7).
@@ -163,6 +183,7 @@ TEST(MessageTagsTest, EveryTransferOfAScheduleHasItsOwnTag) {
             const int64_t tag = tags.Of(static_cast<TransferKind>(kind),
                                         {chunk, stage}, mb, part);
             EXPECT_GE(tag, 0);
+            EXPECT_EQ(P2pLane(tag), kind) << "tag " << tag;
             seen.insert(tag);
           }
         }
@@ -170,6 +191,37 @@ TEST(MessageTagsTest, EveryTransferOfAScheduleHasItsOwnTag) {
     }
   }
   EXPECT_EQ(static_cast<int>(seen.size()), transfers);
+}
+
+TEST(P2pLinksTest, ChimeraLinksEveryNeighbourBothWays) {
+  const std::vector<P2pLink> links =
+      P2pLinks(Generate(Scheme::kChimera, 4, 4, 2));
+  std::vector<std::pair<int, int>> pairs;
+  for (const P2pLink& link : links) pairs.emplace_back(link.src, link.dst);
+  // Two replicas of ranks 0-3 and 4-7, each a chain in both directions.
+  EXPECT_EQ(pairs, (std::vector<std::pair<int, int>>{{0, 1},
+                                                     {1, 0},
+                                                     {1, 2},
+                                                     {2, 1},
+                                                     {2, 3},
+                                                     {3, 2},
+                                                     {4, 5},
+                                                     {5, 4},
+                                                     {5, 6},
+                                                     {6, 5},
+                                                     {6, 7},
+                                                     {7, 6}}));
+  EXPECT_TRUE(ValidateP2pLinks(links, 8).ok());
+}
+
+TEST(P2pLinksTest, BadLinksAreRefusedNamingTheLink) {
+  EXPECT_THAT(ValidateP2pLinks({{0, 0}}, 2).message(),
+              HasSubstr("p2p link from rank 0 to rank 0 must join two "
+                        "distinct ranks of [0, 2)"));
+  EXPECT_THAT(ValidateP2pLinks({{0, 2}}, 2).message(),
+              HasSubstr("from rank 0 to rank 2"));
+  EXPECT_THAT(ValidateP2pLinks({{0, 1}, {0, 1}}, 2).message(),
+              HasSubstr("is listed twice"));
 }
 
 }  // namespace

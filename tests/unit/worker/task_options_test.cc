@@ -1,0 +1,77 @@
+// What a job's resources.device turns into: the device the executor computes
+// on, and a clear refusal where this build cannot run it (no crash, no hang
+// in the rendezvous).
+#include "worker/runtime/task_options.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "tests/support/temp_dir.h"
+#include "worker/standalone/standalone.h"
+
+namespace chimera::worker {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string JobYaml(absl::string_view device, absl::string_view dtype) {
+  return absl::StrCat(R"(apiVersion: chimera.dev/v1alpha1
+kind: TrainJob
+metadata: {name: device-job}
+spec:
+  model: {family: gpt, numLayers: 2, hiddenSize: 16, numHeads: 2, seqLength: 8, dtype: )",
+                      dtype, R"(}
+  data: {format: synthetic}
+  training:
+    globalBatchSize: 4
+    microBatchSize: 2
+    maxSteps: 1
+    seed: 3
+    optimizer: {name: sgd, lr: 0.1}
+  parallelism: {schedule: 1f1b, pipeline: 2, data: 1, microBatches: 2}
+  resources: {workers: 2, device: )",
+                      device, "}\n");
+}
+
+TEST(TaskOptionsTest, CpuJobsComputeOnTheCpu) {
+  chimera::testing::TempDir dir;
+  const auto run =
+      LoadStandaloneJob(dir.WriteFile("job.yaml", JobYaml("cpu", "float64")));
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_FALSE(run->task.gpu);
+  EXPECT_EQ(ExecutorOptionsFor(run->task, 1).device,
+            c10::Device(c10::DeviceType::CPU));
+}
+
+TEST(TaskOptionsTest, GpuJobsComputeOnTheirGpuWhereTheBuildHasTheRuntime) {
+  chimera::testing::TempDir dir;
+  const auto run =
+      LoadStandaloneJob(dir.WriteFile("job.yaml", JobYaml("gpu", "bfloat16")));
+  if (!kWorkerHasGpuRuntime) {
+    EXPECT_EQ(run.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(run.status().message()),
+                HasSubstr("spec.resources.device: gpu tasks need a worker "
+                          "built against a LibTorch with CUDA and with NCCL"));
+    return;
+  }
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_TRUE(run->task.gpu);
+  EXPECT_EQ(run->task.model.dtype, c10::ScalarType::BFloat16);
+  EXPECT_EQ(ExecutorOptionsFor(run->task, 1).device,
+            c10::Device(c10::DeviceType::CUDA, 1));
+}
+
+TEST(TaskOptionsTest, ExecutorOptionsPutAGpuTaskOnTheGivenDevice) {
+  TaskOptions task;
+  task.gpu = true;
+  EXPECT_EQ(ExecutorOptionsFor(task, 3).device,
+            c10::Device(c10::DeviceType::CUDA, 3));
+  task.gpu = false;
+  EXPECT_EQ(ExecutorOptionsFor(task, 3).device,
+            c10::Device(c10::DeviceType::CPU));
+}
+
+}  // namespace
+}  // namespace chimera::worker

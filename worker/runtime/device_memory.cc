@@ -1,0 +1,96 @@
+#include "worker/runtime/device_memory.h"
+
+#include <ATen/Context.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+
+#include "absl/strings/str_cat.h"
+#include "worker/runtime/memory_tracker.h"
+
+#ifdef CHIMERA_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+namespace chimera::worker {
+namespace {
+
+#ifdef CHIMERA_TORCH_CUDA
+// Bytes of all block kinds (small and large pools) that tensors hold.
+const c10::cuda::CUDACachingAllocator::Stat& AllocatedBytes(
+    const c10::cuda::CUDACachingAllocator::DeviceStats& stats) {
+  return stats.allocated_bytes[static_cast<size_t>(
+      c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)];
+}
+
+c10::cuda::CUDACachingAllocator::DeviceStats StatsOf(c10::Device device) {
+  return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+}
+#endif
+
+}  // namespace
+
+absl::Status CheckDeviceUsable(c10::Device device) {
+  if (device.is_cpu()) return absl::OkStatus();
+  if (!device.is_cuda()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device ", device.str(), " is neither the CPU nor a CUDA GPU"));
+  }
+#ifndef CHIMERA_TORCH_CUDA
+  return absl::FailedPreconditionError(absl::StrCat(
+      "device ", device.str(),
+      " needs a worker built against a LibTorch with CUDA; this one is "
+      "CPU-only"));
+#else
+  if (!at::hasCUDA()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("device ", device.str(),
+                     ": LibTorch sees no CUDA GPU on this machine"));
+  }
+  const int gpus = at::detail::getCUDAHooks().getNumGPUs();
+  if (!device.has_index() || device.index() < 0 || device.index() >= gpus) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device ", device.str(), " is not one of this machine's ",
+                     gpus, " GPUs (cuda:0 to cuda:", gpus - 1, ")"));
+  }
+  return absl::OkStatus();
+#endif
+}
+
+void SynchronizeDevice(c10::Device device) {
+  if (device.is_cuda()) {
+    at::detail::getCUDAHooks().deviceSynchronize(device.index());
+  }
+}
+
+DeviceMemory::DeviceMemory(c10::Device device) : device_(device) {
+  if (device_.is_cpu()) MemoryTracker::Install();
+}
+
+void DeviceMemory::ResetPeak() {
+  if (device_.is_cpu()) {
+    MemoryTracker::Install().ResetPeak();
+    return;
+  }
+#ifdef CHIMERA_TORCH_CUDA
+  c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
+#endif
+}
+
+int64_t DeviceMemory::current_bytes() const {
+  if (device_.is_cpu()) return MemoryTracker::Install().current_bytes();
+#ifdef CHIMERA_TORCH_CUDA
+  return AllocatedBytes(StatsOf(device_)).current;
+#else
+  return 0;
+#endif
+}
+
+int64_t DeviceMemory::peak_bytes() const {
+  if (device_.is_cpu()) return MemoryTracker::Install().peak_bytes();
+#ifdef CHIMERA_TORCH_CUDA
+  return AllocatedBytes(StatsOf(device_)).peak;
+#else
+  return 0;
+#endif
+}
+
+}  // namespace chimera::worker

@@ -1,5 +1,6 @@
-// The NCCL communicator on a machine without a usable CUDA device: creating
-// it must fail with a clear FAILED_PRECONDITION, not crash or hang.
+// The NCCL communicator's refusals: bad options, and a machine without a
+// usable CUDA device, fail creation with a clear status, never a crash or a
+// hang.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -35,6 +36,21 @@ TEST(NcclCommunicatorTest, RefusesClearlyWithoutACudaDevice) {
             absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(communicator.status().message(),
               HasSubstr("NCCL communicator needs a CUDA device"));
+}
+
+TEST(NcclCommunicatorTest, RefusesABadLinkBeforeTouchingCuda) {
+  auto rendezvous =
+      TcpRendezvous::Host("127.0.0.1", 0, /*world_size=*/2, absl::Seconds(10));
+  ASSERT_TRUE(rendezvous.ok()) << rendezvous.status();
+  NcclOptions options;
+  options.rank = 0;
+  options.world_size = 2;
+  options.links = {{0, 1}, {1, 2}};
+  const auto communicator = CreateNcclCommunicator(**rendezvous, options);
+  EXPECT_EQ(communicator.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(communicator.status().message()),
+              HasSubstr("p2p link from rank 1 to rank 2 must join two "
+                        "distinct ranks of [0, 2)"));
 }
 #else
 TEST(NcclCommunicatorTest, RefusesClearlyWithoutACudaDevice) {

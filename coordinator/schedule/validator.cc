@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -365,6 +366,30 @@ class Validator {
     return group_size_[model_stage];
   }
 
+  // A SEND_* or RECV_* that crosses a pipeline edge.
+  struct Posted {
+    MessageKey key;
+    InstructionId id;
+    bool send = false;
+  };
+
+  // Every transfer of every program, rank by rank in program order.
+  std::vector<Posted> PostedTransfers() const {
+    std::vector<Posted> posted;
+    for (int r = 0; r < t_.NumWorkers(); ++r) {
+      const auto& program = s_.workers[r].instructions;
+      for (size_t i = 0; i < program.size(); ++i) {
+        std::optional<MessageKey> key = MessageKeyOf(t_, r, program[i]);
+        if (!key) continue;
+        posted.push_back({*key,
+                          {r, i},
+                          program[i].op == OpKind::kSendAct ||
+                              program[i].op == OpKind::kSendGrad});
+      }
+    }
+    return posted;
+  }
+
   absl::Status CheckMatching() {
     Problems problems;
     struct Balance {
@@ -372,17 +397,10 @@ class Validator {
       InstructionId first;
     };
     absl::flat_hash_map<MessageKey, Balance> balance;
-    for (int r = 0; r < t_.NumWorkers(); ++r) {
-      const auto& program = s_.workers[r].instructions;
-      for (size_t i = 0; i < program.size(); ++i) {
-        std::optional<MessageKey> key = MessageKeyOf(t_, r, program[i]);
-        if (!key) continue;
-        const bool send = program[i].op == OpKind::kSendAct ||
-                          program[i].op == OpKind::kSendGrad;
-        Balance& b = balance[*key];
-        if (b.count == 0) b.first = {r, i};
-        b.count += send ? 1 : -1;
-      }
+    for (const Posted& transfer : PostedTransfers()) {
+      Balance& b = balance[transfer.key];
+      if (b.count == 0) b.first = transfer.id;
+      b.count += transfer.send ? 1 : -1;
     }
     for (const auto& [key, b] : balance) {
       if (b.count == 0) continue;
@@ -401,22 +419,12 @@ class Validator {
   // (src, dst, activation or gradient) must receive its messages in the
   // order they are sent.
   absl::Status CheckChannelOrder() {
-    struct Posted {
-      MessageKey key;
-      InstructionId id;
-    };
     std::map<std::tuple<int, int, bool>, std::vector<Posted>> sent;
     std::map<std::tuple<int, int, bool>, std::vector<Posted>> received;
-    for (int r = 0; r < t_.NumWorkers(); ++r) {
-      const auto& program = s_.workers[r].instructions;
-      for (size_t i = 0; i < program.size(); ++i) {
-        std::optional<MessageKey> key = MessageKeyOf(t_, r, program[i]);
-        if (!key) continue;
-        const bool send = program[i].op == OpKind::kSendAct ||
-                          program[i].op == OpKind::kSendGrad;
-        (send ? sent : received)[{key->src, key->dst, key->gradient}].push_back(
-            {*key, {r, i}});
-      }
+    for (Posted& transfer : PostedTransfers()) {
+      const MessageKey& key = transfer.key;
+      (transfer.send ? sent : received)[{key.src, key.dst, key.gradient}]
+          .push_back(std::move(transfer));
     }
     Problems problems;
     for (const auto& [channel, sends] : sent) {

@@ -75,19 +75,19 @@ void DeviceMemory::ResetPeak() {
 #endif
 }
 
-int64_t DeviceMemory::current_bytes() const {
-  if (device_.is_cpu()) return MemoryTracker::Install().current_bytes();
-#ifdef CHIMERA_TORCH_CUDA
-  return AllocatedBytes(StatsOf(device_)).current;
-#else
-  return 0;
-#endif
-}
+int64_t DeviceMemory::current_bytes() const { return Bytes(/*peak=*/false); }
 
-int64_t DeviceMemory::peak_bytes() const {
-  if (device_.is_cpu()) return MemoryTracker::Install().peak_bytes();
+int64_t DeviceMemory::peak_bytes() const { return Bytes(/*peak=*/true); }
+
+int64_t DeviceMemory::Bytes(bool peak) const {
+  if (device_.is_cpu()) {
+    const MemoryTracker& tracker = MemoryTracker::Install();
+    return peak ? tracker.peak_bytes() : tracker.current_bytes();
+  }
 #ifdef CHIMERA_TORCH_CUDA
-  return AllocatedBytes(StatsOf(device_)).peak;
+  const auto stats = StatsOf(device_);
+  const auto& allocated = AllocatedBytes(stats);
+  return peak ? allocated.peak : allocated.current;
 #else
   return 0;
 #endif

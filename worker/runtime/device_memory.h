@@ -41,6 +41,8 @@ class DeviceMemory {
   int64_t peak_bytes() const;
 
  private:
+  int64_t Bytes(bool peak) const;
+
   const c10::Device device_;
 };
 

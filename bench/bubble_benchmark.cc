@@ -275,25 +275,12 @@ schedule::CostModel MeasuredCosts(const schedule::Schedule& schedule,
 }
 
 PipelineJob JobFor(schedule::Schedule schedule, const Flags& flags) {
-  PipelineJob job;
-  job.executor.model = BenchGpt();
-  const int stages = schedule.topology.NumModelStages();
-  const int64_t layers = job.executor.model.num_layers;
-  for (int i = 0; i < stages; ++i) {
-    job.executor.partition.push_back(
-        {i * layers / stages, (i + 1) * layers / stages});
-  }
-  job.executor.micro_batch_size = 4;
-  job.executor.seed = 3;
+  PipelineJob job =
+      testing::GptPipelineJob(std::move(schedule), BenchGpt(),
+                              /*micro_batch_size=*/4, /*seed=*/3, kOpTimeout);
   job.executor.optimizer.kind = OptimizerKind::kAdamW;
   job.executor.optimizer.lr = 1e-4;
-  job.executor.p2p_timeout = kOpTimeout;
-  job.executor.collective_timeout = kOpTimeout;
-  job.data.vocab_size = BenchGpt().vocab_size;
-  job.data.sample_length = BenchGpt().seq_length + 1;
   job.steps = flags.warmup + flags.steps;
-  job.connect_timeout = kOpTimeout;
-  job.schedule = std::move(schedule);
   return job;
 }
 

@@ -38,31 +38,21 @@ PipelineJob ChimeraOnCorpus() {
   params.scheme = schedule::Scheme::kChimera;
   params.depth = kDepth;
   params.micro_batches = kDepth;
-  PipelineJob job;
-  job.schedule = schedule::GenerateSchedule(params).value();
-  ModelConfig& model = job.executor.model;
+  ModelConfig model;
   model.num_layers = kDepth;
   model.hidden_size = 32;
   model.ffn_size = 128;
   model.num_heads = 4;
   model.vocab_size = 256;
   model.seq_length = 32;
-  for (int64_t i = 0; i < kDepth; ++i) {
-    job.executor.partition.push_back({i, i + 1});
-  }
-  job.executor.seed = 5;
-  job.executor.micro_batch_size = 4;
+  PipelineJob job =
+      testing::GptPipelineJob(schedule::GenerateSchedule(params).value(), model,
+                              /*micro_batch_size=*/4, /*seed=*/5, kOpTimeout);
   job.executor.optimizer.kind = OptimizerKind::kAdamW;
   job.executor.optimizer.lr = 3e-3;
-  job.executor.p2p_timeout = kOpTimeout;
-  job.executor.collective_timeout = kOpTimeout;
   job.data.format = DataFormat::kText;
   job.data.path = CHIMERA_SOURCE_DIR "/examples/data/corpus.txt";
-  job.data.vocab_size = model.vocab_size;
-  job.data.sample_length = model.seq_length + 1;
-  job.data.seed = job.executor.seed;
   job.steps = kSteps;
-  job.connect_timeout = kOpTimeout;
   return job;
 }
 

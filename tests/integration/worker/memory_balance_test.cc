@@ -27,6 +27,7 @@ namespace chimera::worker {
 namespace {
 
 using schedule::Scheme;
+using testing::GptPipelineJob;
 using testing::MeasurePipeline;
 using testing::PipelineJob;
 using testing::PipelineMeasurements;
@@ -70,20 +71,10 @@ ActivationPeaks MeasurePeaks(Scheme scheme) {
   EXPECT_TRUE(generated.ok()) << generated.status();
   if (!generated.ok()) return {};
 
-  PipelineJob job;
-  job.schedule = *std::move(generated);
-  job.executor.model = SmallGpt();
-  for (int i = 0; i < kDepth; ++i) {
-    job.executor.partition.push_back({2 * i, 2 * i + 2});
-  }
-  job.executor.micro_batch_size = 4;
-  job.executor.seed = 5;
-  job.executor.p2p_timeout = kOpTimeout;
-  job.executor.collective_timeout = kOpTimeout;
-  job.data.vocab_size = SmallGpt().vocab_size;
-  job.data.sample_length = SmallGpt().seq_length + 1;
+  PipelineJob job =
+      GptPipelineJob(*std::move(generated), SmallGpt(),
+                     /*micro_batch_size=*/4, /*seed=*/5, kOpTimeout);
   job.steps = kSteps;
-  job.connect_timeout = kOpTimeout;
   const absl::StatusOr<PipelineMeasurements> measured =
       MeasurePipeline(std::move(job), kCaseDeadline);
   EXPECT_TRUE(measured.ok()) << measured.status();

@@ -39,6 +39,7 @@ namespace {
 using schedule::Concat;
 using schedule::ScheduleParams;
 using schedule::Scheme;
+using testing::GptPipelineJob;
 using testing::PipelineJob;
 using testing::RankExit;
 using testing::RankRecordPath;
@@ -95,67 +96,44 @@ OptimizerConfig OptimizerFor(const Case& c) {
   return config;
 }
 
-DataSourceOptions DataFor(const Case& c) {
-  DataSourceOptions options;
-  options.format = c.data;
-  if (c.data == DataFormat::kText) {
-    options.path = CHIMERA_SOURCE_DIR "/examples/data/corpus.txt";
-  }
-  options.vocab_size = TinyGpt().vocab_size;
-  options.sample_length = TinyGpt().seq_length + 1;
-  options.seed = kSeed;
-  return options;
-}
-
-// Blocks [i·L/S, (i+1)·L/S) for model stage i.
-std::vector<LayerRange> EvenSplit(int64_t layers, int stages) {
-  std::vector<LayerRange> partition;
-  for (int i = 0; i < stages; ++i) {
-    partition.push_back({i * layers / stages, (i + 1) * layers / stages});
-  }
-  return partition;
-}
-
 std::string ReferencePath(const std::string& dir) {
   return absl::StrCat(dir, "/reference.bin");
 }
 
 PipelineJob JobFor(const Case& c, schedule::Schedule s) {
-  PipelineJob job;
-  job.executor.model = TinyGpt();
-  job.executor.partition =
-      EvenSplit(job.executor.model.num_layers, s.topology.NumModelStages());
-  job.executor.seed = kSeed;
-  job.executor.micro_batch_size = kMicroBatchSize;
+  PipelineJob job = GptPipelineJob(std::move(s), TinyGpt(), kMicroBatchSize,
+                                   kSeed, kOpTimeout);
   job.executor.optimizer = OptimizerFor(c);
-  job.executor.p2p_timeout = kOpTimeout;
-  job.executor.collective_timeout = kOpTimeout;
-  job.schedule = std::move(s);
-  job.data = DataFor(c);
+  job.data.format = c.data;
+  if (c.data == DataFormat::kText) {
+    job.data.path = CHIMERA_SOURCE_DIR "/examples/data/corpus.txt";
+  }
   job.steps = kSteps;
-  job.connect_timeout = kOpTimeout;
   return job;
 }
 
-// The whole model in one process on the whole mini-batch.
-absl::Status TrainReference(const Case& c, const std::string& dir) {
+// The whole model of `job` in one process on the whole mini-batch.
+absl::Status TrainReference(const PipelineJob& job, const std::string& dir) {
   at::set_num_threads(1);
-  const ModelConfig config = TinyGpt();
-  const ScheduleParams& p = c.params;
-  const int64_t batch = int64_t{p.width} * p.micro_batches * kMicroBatchSize;
+  const ModelConfig& config = job.executor.model;
+  const schedule::Topology& topology = job.schedule.topology;
+  const int64_t batch = int64_t{topology.width} * topology.micro_batches *
+                        job.executor.micro_batch_size;
   ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data,
-                   DataSource::Open(DataFor(c)));
-  ASSIGN_OR_RETURN(std::shared_ptr<Stage> model,
-                   BuildStage(config, {0, config.num_layers}, kSeed));
+                   DataSource::Open(job.data));
+  ASSIGN_OR_RETURN(
+      std::shared_ptr<Stage> model,
+      BuildStage(config, {0, config.num_layers}, job.executor.seed));
   for (at::Tensor& parameter : model->parameters()) {
     parameter.mutable_grad() = at::zeros_like(parameter);
   }
-  Optimizer optimizer(OptimizerFor(c), model->parameters());
+  Optimizer optimizer(job.executor.optimizer, model->parameters());
   std::vector<double> losses;
   for (int step = 0; step < kSteps; ++step) {
     ASSIGN_OR_RETURN(at::Tensor tokens, data->Samples(step, 0, batch));
-    ASSIGN_OR_RETURN(MicroBatch mini_batch,
-                     MakeMicroBatch(config, tokens, {kSeed, step, 0}));
+    ASSIGN_OR_RETURN(
+        MicroBatch mini_batch,
+        MakeMicroBatch(config, tokens, {job.executor.seed, step, 0}));
     ASSIGN_OR_RETURN(at::Tensor loss,
                      LanguageModelLoss(model->Forward(mini_batch.inputs),
                                        mini_batch, static_cast<double>(batch)));
@@ -199,7 +177,7 @@ TEST_P(PipelineEquivalenceTest, TrainsExactlyLikeOneProcessOnTheWholeBatch) {
   const chimera::testing::TempDir dir;
 
   ExpectAllSucceeded(RunForkedRanks(1, kCaseDeadline, [&](int, TcpRendezvous&) {
-    return TrainReference(c, dir.path());
+    return TrainReference(job, dir.path());
   }));
   ExpectAllSucceeded(RunForkedRanks(
       world, kCaseDeadline, [&](int rank, TcpRendezvous& rendezvous) {

@@ -47,6 +47,33 @@ absl::Status CheckMetrics(const StepMetrics& metrics,
 
 }  // namespace
 
+std::vector<LayerRange> EvenSplit(int64_t layers, int stages) {
+  std::vector<LayerRange> partition;
+  for (int i = 0; i < stages; ++i) {
+    partition.push_back({i * layers / stages, (i + 1) * layers / stages});
+  }
+  return partition;
+}
+
+PipelineJob GptPipelineJob(schedule::Schedule schedule,
+                           const ModelConfig& model, int micro_batch_size,
+                           uint64_t seed, absl::Duration op_timeout) {
+  PipelineJob job;
+  job.executor.model = model;
+  job.executor.partition =
+      EvenSplit(model.num_layers, schedule.topology.NumModelStages());
+  job.executor.micro_batch_size = micro_batch_size;
+  job.executor.seed = seed;
+  job.executor.p2p_timeout = op_timeout;
+  job.executor.collective_timeout = op_timeout;
+  job.data.vocab_size = model.vocab_size;
+  job.data.sample_length = model.seq_length + 1;
+  job.data.seed = seed;
+  job.connect_timeout = op_timeout;
+  job.schedule = std::move(schedule);
+  return job;
+}
+
 std::string RankRecordPath(const std::string& dir, int rank) {
   return absl::StrCat(dir, "/rank-", rank, ".bin");
 }
@@ -91,28 +118,26 @@ absl::StatusOr<PipelineMeasurements> MeasurePipeline(PipelineJob job,
   const int world = static_cast<int>(job.schedule.workers.size());
   std::string failures;
   for (const RankExit& exit :
-       RunForkedRanks(world, deadline, [&](int rank, TcpRendezvous& rendezvous) {
+       RunForkedRanks(world, deadline, [&](int rank, TcpRendezvous&rendezvous) {
          return RunPipelineRank(job, "", rank, rendezvous);
        })) {
     if (exit.ok()) continue;
     std::ostringstream description;
     description << exit;
-    absl::StrAppend(&failures, failures.empty() ? "" : "; ",
-                    description.str());
+    absl::StrAppend(&failures, failures.empty() ? "" : "; ", description.str());
   }
   if (!failures.empty()) {
-    return absl::InternalError(
-        absl::StrCat("pipeline ranks failed (their errors are on stderr): ",
-                     failures));
+    return absl::InternalError(absl::StrCat(
+        "pipeline ranks failed (their errors are on stderr): ", failures));
   }
   PipelineMeasurements measurements;
   for (int rank = 0; rank < world; ++rank) {
     ASSIGN_OR_RETURN(measurements.ranks.emplace_back(),
                      ReadStepMetrics(RankMetricsPath(dir.path(), rank)));
     if (static_cast<int>(measurements.ranks.back().size()) != job.steps) {
-      return absl::DataLossError(absl::StrCat(
-          "rank ", rank, " reported ", measurements.ranks.back().size(),
-          " steps of ", job.steps));
+      return absl::DataLossError(absl::StrCat("rank ", rank, " reported ",
+                                              measurements.ranks.back().size(),
+                                              " steps of ", job.steps));
     }
   }
   return measurements;

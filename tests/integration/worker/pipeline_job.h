@@ -16,6 +16,7 @@
 #ifndef CHIMERA_TESTS_INTEGRATION_WORKER_PIPELINE_JOB_H_
 #define CHIMERA_TESTS_INTEGRATION_WORKER_PIPELINE_JOB_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "absl/time/time.h"
 #include "coordinator/schedule/program.h"
 #include "worker/comm/tcp_rendezvous.h"
+#include "worker/model/model_config.h"
 #include "worker/runtime/data_source.h"
 #include "worker/runtime/program_executor.h"
 #include "worker/runtime/step_metrics.h"
@@ -41,6 +43,18 @@ struct PipelineJob {
   // Joining the groups; executor.*_timeout bound the steps.
   absl::Duration connect_timeout = absl::Seconds(30);
 };
+
+// Blocks [i·L/S, (i+1)·L/S) for model stage i of S.
+std::vector<LayerRange> EvenSplit(int64_t layers, int stages);
+
+// The base every forked-pipeline test and benchmark adjusts: the GPT `model`
+// on `schedule`, its blocks split evenly over the model stages, synthetic
+// samples of the model's shape, `seed` for the parameters and the data, and
+// `op_timeout` bounding each transfer, collective and the joining. Callers
+// set the optimizer, the steps and whatever else they vary.
+PipelineJob GptPipelineJob(schedule::Schedule schedule,
+                           const ModelConfig& model, int micro_batch_size,
+                           uint64_t seed, absl::Duration op_timeout);
 
 // "<dir>/rank-<rank>.bin".
 std::string RankRecordPath(const std::string& dir, int rank);

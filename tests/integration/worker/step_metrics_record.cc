@@ -24,10 +24,10 @@ absl::Status WriteStepMetrics(const std::string& path,
   for (const StepMetrics& m : steps) {
     out << m.step << ' ' << m.step_seconds << ' ' << m.busy_seconds << ' '
         << m.bubble_seconds << ' ' << m.recv_wait_seconds << ' '
-        << m.allreduce_wait_seconds << ' ' << m.has_loss << ' ' << m.loss
-        << ' ' << m.samples << ' ' << m.tokens << ' '
-        << m.memory_current_bytes << ' ' << m.memory_peak_bytes << ' '
-        << m.peak_stashed_slices << ' ' << m.op_seconds.size();
+        << m.allreduce_wait_seconds << ' ' << m.has_loss << ' ' << m.loss << ' '
+        << m.samples << ' ' << m.tokens << ' ' << m.memory_current_bytes << ' '
+        << m.memory_peak_bytes << ' ' << m.peak_stashed_slices << ' '
+        << m.op_seconds.size();
     for (double seconds : m.op_seconds) out << ' ' << seconds;
     out << '\n';
   }
@@ -53,8 +53,8 @@ absl::StatusOr<std::vector<StepMetrics>> ReadStepMetrics(
     m.op_seconds.resize(ops);
     for (double& seconds : m.op_seconds) fields >> seconds;
     if (!fields) {
-      return absl::DataLossError(absl::StrCat(path, ": line ", steps.size(),
-                                              " is truncated"));
+      return absl::DataLossError(
+          absl::StrCat(path, ": line ", steps.size(), " is truncated"));
     }
   }
   return steps;

@@ -4,21 +4,26 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "client/cli_errors.h"
 #include "client/coordinator_client.h"
 #include "client/exit_codes.h"
 #include "client/job_follow.h"
 #include "client/job_output.h"
 #include "common/child_process.h"
+#include "common/status_macros.h"
 #include "coordinator/service/coordinator_server.h"
 #include "jobspec/job_file.h"
 
@@ -31,6 +36,9 @@ constexpr int kExitInterrupted = 130;
 constexpr absl::Duration kHeartbeatPeriod = absl::Milliseconds(500);
 constexpr int kHeartbeatFailureThreshold = 6;
 constexpr absl::Duration kWorkerExitGrace = absl::Seconds(15);
+// A local worker not registered by then failed to start (its log says why);
+// loading LibTorch takes seconds on a slow machine.
+constexpr absl::Duration kWorkerStartTimeout = absl::Seconds(60);
 
 struct RunOptions {
   std::string file;
@@ -54,6 +62,39 @@ absl::StatusOr<std::string> MakeRunDirectory() {
     return absl::InternalError(absl::StrCat("cannot create a directory like ", pattern));
   }
   return pattern;
+}
+
+// Waits until the `count` local workers have registered, so that a worker
+// that cannot start ends the run instead of leaving the job pending, and
+// checks that each offers a GPU when the job needs one.
+absl::Status AwaitLocalWorkers(CoordinatorClient& client, int count, bool gpu,
+                               const std::string& directory) {
+  const absl::Time deadline = absl::Now() + kWorkerStartTimeout;
+  std::vector<chimera::v1::WorkerInfo> workers;
+  while (true) {
+    ASSIGN_OR_RETURN(workers, client.Workers());
+    if (static_cast<int>(workers.size()) >= count) break;
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          workers.size(), " of ", count, " local workers registered within ",
+          absl::FormatDuration(kWorkerStartTimeout), "; their logs are in ", directory));
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  if (!gpu) return absl::OkStatus();
+  for (const chimera::v1::WorkerInfo& worker : workers) {
+    const bool has_gpu =
+        std::any_of(worker.devices().begin(), worker.devices().end(),
+                    [](const chimera::v1::Device& device) { return device.kind() == "gpu"; });
+    if (!has_gpu) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "spec.resources.device is gpu, but local worker ", worker.worker_id(),
+          " offers no GPU: its chimera-worker was built against a CPU-only LibTorch, or this "
+          "machine has fewer than ",
+          count, " GPUs (one worker per GPU)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 void PrintSummary(const chimera::v1::Job& job, const std::vector<chimera::v1::StepSummary>& steps) {
@@ -84,11 +125,7 @@ int Run(const RunOptions& options) {
   chimera::v1::TrainJob manifest;
   ExitOnFileErrors(options.file, jobspec::LoadJobFile(options.file, {}, &manifest));
   const int workers = manifest.spec().resources().workers();
-  if (manifest.spec().resources().device() == "gpu") {
-    ExitWithError(absl::InvalidArgumentError(
-        "spec.resources.device: 'gpu' jobs need GPU worker daemons; chimera run starts CPU "
-        "workers"));
-  }
+  const bool gpu = manifest.spec().resources().device() == "gpu";
   const std::string directory = ValueOrExit(MakeRunDirectory());
 
   // Ctrl-C and SIGTERM are handled by one thread, which stops the job.
@@ -109,11 +146,17 @@ int Run(const RunOptions& options) {
   std::vector<std::unique_ptr<ChildProcess>> processes;
   const std::string binary = WorkerBinary();
   for (int i = 0; i < workers; ++i) {
+    std::vector<std::string> argv = {binary,
+                                     "--coordinator",
+                                     server->address(),
+                                     "--worker-id",
+                                     absl::StrCat("local-", i),
+                                     "--work-dir",
+                                     absl::StrCat(directory, "/worker-", i)};
+    // One worker per GPU.
+    if (gpu) argv.insert(argv.end(), {"--gpu", std::to_string(i)});
     processes.push_back(std::make_unique<ChildProcess>(
-        std::vector<std::string>{binary, "--coordinator", server->address(), "--worker-id",
-                                 absl::StrCat("local-", i), "--work-dir",
-                                 absl::StrCat(directory, "/worker-", i)},
-        /*working_dir=*/"", absl::StrCat(directory, "/worker-", i, ".log")));
+        argv, /*working_dir=*/"", absl::StrCat(directory, "/worker-", i, ".log")));
     if (!processes.back()->started()) {
       ExitWithError(absl::InternalError(absl::StrCat("cannot start ", binary)));
     }
@@ -138,15 +181,17 @@ int Run(const RunOptions& options) {
     std::cerr << "\ninterrupted: stopping job " << submitted.id() << "\n";
     (void)client->Stop(submitted.id());
   });
+  const absl::Status ready = AwaitLocalWorkers(*client, workers, gpu, directory);
+  if (!ready.ok()) (void)client->Stop(submitted.id());
   absl::StatusOr<chimera::v1::JobState> state =
-      FollowJob(*client, submitted.id(), /*follow=*/true, options.json);
+      ready.ok() ? FollowJob(*client, submitted.id(), /*follow=*/true, options.json) : ready;
   const chimera::v1::Job final_job = client->Get(submitted.id()).value_or(submitted);
   std::vector<chimera::v1::StepSummary> history;
   (void)client->Watch(submitted.id(), /*follow=*/false,
                       [&history](const chimera::v1::JobEvent& event) {
                         if (event.has_step()) history.push_back(event.step());
                       });
-  if (!options.json) PrintSummary(final_job, history);
+  if (!options.json && ready.ok()) PrintSummary(final_job, history);
 
   // Clean up: workers first (they leave the coordinator), then the server.
   for (auto& process : processes) process->Signal(SIGTERM);
@@ -172,10 +217,10 @@ void AddRunCommand(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* command = app.add_subcommand(
       "run",
-      "Run a job on this machine: an embedded coordinator on loopback and the local CPU "
-      "workers it needs. Follows the job, prints a summary, cleans up (also on Ctrl-C). "
-      "Exit 0 when the job succeeds, 1 when it fails or stops, 2 for a bad job file, 130 "
-      "when interrupted.");
+      "Run a job on this machine: an embedded coordinator on loopback and the local "
+      "workers it needs (one per GPU for gpu jobs). Follows the job, prints a summary, "
+      "cleans up (also on Ctrl-C). Exit 0 when the job succeeds, 1 when it fails or stops "
+      "or its workers cannot run it, 2 for a bad job file, 130 when interrupted.");
   command->add_option("-f,--file", options->file, "Job file (YAML)")->required();
   command->add_flag("--json", options->json, "One JSON object per event instead of text");
   command->add_flag("--keep-logs", options->keep_logs,

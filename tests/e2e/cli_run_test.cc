@@ -22,10 +22,14 @@ using ::chimera::testing::ProcessResult;
 using ::chimera::testing::RunProcess;
 using ::testing::HasSubstr;
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 // The example Chimera job with fewer steps, so the test stays short.
 std::string ShortChimeraJob(const chimera::testing::TempDir& dir, int steps) {
-  std::ifstream in(std::string(CHIMERA_SOURCE_DIR) + "/examples/chimera.yaml");
-  std::string yaml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string yaml = ReadFile(std::string(CHIMERA_SOURCE_DIR) + "/examples/chimera.yaml");
   const std::string from = "maxSteps: 50";
   yaml.replace(yaml.find(from), from.size(), absl::StrCat("maxSteps: ", steps));
   return dir.WriteFile("chimera.yaml", yaml);
@@ -68,6 +72,25 @@ TEST(CliRunTest, InvalidJobFileExitsTwoWithoutStartingAnything) {
   ProcessResult run = RunProcess({CHIMERA_BINARY, "run", "-f", job});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.err, HasSubstr("kind: '' must be 'TrainJob'"));
+}
+
+TEST(CliRunTest, GpuJobOnWorkersWithoutAGpuEndsWithTheReason) {
+  // The workers here have no GPU (and a CPU-only LibTorch): the run must end
+  // with the reason instead of leaving the job pending for ever.
+  chimera::testing::TempDir dir;
+  std::string yaml = ReadFile(ShortChimeraJob(dir, 2));
+  const std::string from = "device: cpu";
+  yaml.replace(yaml.find(from), from.size(), "device: gpu");
+  ProcessResult run = RunProcess({CHIMERA_BINARY, "run", "-f", dir.WriteFile("gpu.yaml", yaml)},
+                                 CHIMERA_SOURCE_DIR, absl::Minutes(2));
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_THAT(run.err, HasSubstr("spec.resources.device is gpu, but local worker local-"));
+  EXPECT_THAT(run.err, HasSubstr("offers no GPU"));
+  // "coordinator on 127.0.0.1:PORT, 4 local workers, logs in DIR"
+  const size_t at = run.out.find("coordinator on ");
+  ASSERT_NE(at, std::string::npos) << run.out;
+  const std::string address = run.out.substr(at + 15, run.out.find(',', at) - at - 15);
+  EXPECT_EQ(ProcessesMentioning(address), 0) << "workers left behind";
 }
 
 TEST(CliRunTest, InterruptStopsTheJobAndLeavesNoProcessBehind) {

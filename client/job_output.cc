@@ -145,8 +145,9 @@ std::string FormatJobDescription(const chimera::v1::Job& job) {
       for (const auto& summary : job.workers()) {
         if (summary.rank() == placed.rank()) worker = summary.worker_id();
       }
-      absl::StrAppendFormat(&out, "  rank %-3d node %-3d worker %s\n",
-                            placed.rank(), placed.node(), worker);
+      absl::StrAppendFormat(&out, "  rank %-3d node %-3d device %-3d worker %s\n",
+                            placed.rank(), placed.node(), placed.device(),
+                            worker);
     }
   }
   if (!job.workers().empty()) {

@@ -1,6 +1,7 @@
 #include "coordinator/service/job_manager.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "absl/random/random.h"
@@ -36,11 +37,19 @@ std::string StateName(JobState state) {
   return name.substr(std::string("JOB_STATE_").size());
 }
 
-bool HasDevice(const chimera::v1::WorkerInfo& worker, const std::string& kind) {
+// "cpu" or "gpu": what each of the job's workers computes on.
+std::string DeviceKindOf(const chimera::v1::TrainJob& job) {
+  const std::string& device = job.spec().resources().device();
+  return device.empty() ? "cpu" : device;
+}
+
+// The index of the worker's first device of `kind`; none when it has none.
+std::optional<int> DeviceIndex(const chimera::v1::WorkerInfo& worker,
+                               const std::string& kind) {
   for (const auto& device : worker.devices()) {
-    if (device.kind() == kind) return true;
+    if (device.kind() == kind) return device.index();
   }
-  return false;
+  return std::nullopt;
 }
 
 // One step's reports of every rank, folded into what users follow.
@@ -276,6 +285,8 @@ absl::Status JobManager::StartLocked(Job job,
     auto* placed = plan.add_placement();
     placed->set_rank(static_cast<int>(rank));
     placed->set_node(node);
+    placed->set_device(
+        DeviceIndex(info, DeviceKindOf(job.manifest())).value_or(0));
   }
 
   Run run;
@@ -424,12 +435,11 @@ void JobManager::Tick() {
   }
   for (Job& job : *pending) {
     const auto& resources = job.manifest().spec().resources();
-    const std::string device =
-        resources.device().empty() ? "cpu" : resources.device();
+    const std::string device = DeviceKindOf(job.manifest());
     std::vector<std::string> chosen;
     for (const std::string& id : workers_->IdleWorkers()) {
       absl::StatusOr<chimera::v1::WorkerInfo> info = workers_->Get(id);
-      if (info.ok() && HasDevice(*info, device) &&
+      if (info.ok() && DeviceIndex(*info, device).has_value() &&
           static_cast<int>(chosen.size()) < resources.workers()) {
         chosen.push_back(id);
       }

@@ -74,7 +74,9 @@ class JobManagerTest : public ::testing::Test {
                                             [this] { return now_; });
   }
 
-  void AddWorkers(int count) {
+  // Workers w<next>, ... offering the CPU and, with `gpu`, the GPU whose
+  // index is their number.
+  void AddWorkers(int count, bool gpu = false) {
     for (int i = 0; i < count; ++i) {
       chimera::v1::RegisterWorkerRequest request;
       request.set_worker_id(absl::StrCat("w", next_worker_));
@@ -82,6 +84,11 @@ class JobManagerTest : public ::testing::Test {
       request.set_node("host");
       request.set_memory_bytes(int64_t{8} << 30);
       request.add_devices()->set_kind("cpu");
+      if (gpu) {
+        chimera::v1::Device* device = request.add_devices();
+        device->set_kind("gpu");
+        device->set_index(next_worker_);
+      }
       registry_.Register(request);
       ++next_worker_;
     }
@@ -223,6 +230,25 @@ TEST_F(JobManagerTest, RankZeroStartsFirstAndTheOthersGetItsStoreAddress) {
   ASSERT_TRUE(other.has_value());
   EXPECT_EQ(other->start().rendezvous().store_address(), "host:1234");
   EXPECT_EQ(other->start().program().rank(), 3);
+}
+
+TEST_F(JobManagerTest, GpuJobsRunOnGpuWorkersAndThePlanNamesTheirGpus) {
+  AddWorkers(2);  // CPU only: never chosen for a gpu job
+  chimera::v1::TrainJob manifest = Manifest("gpu", 2);
+  manifest.mutable_spec()->mutable_resources()->set_device("gpu");
+  Job job = MustSubmit(manifest);
+  manager_->Tick();
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_PENDING);
+  AddWorkers(2, /*gpu=*/true);  // w2 on gpu 2, w3 on gpu 3
+  manager_->Tick();
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
+  std::optional<chimera::v1::Assignment> first = Next("w2");
+  ASSERT_TRUE(first.has_value());
+  const chimera::v1::Plan& plan = first->start().plan();
+  ASSERT_EQ(plan.placement_size(), 2);
+  EXPECT_EQ(plan.placement(0).device(), 2);
+  EXPECT_EQ(plan.placement(1).device(), 3);
+  EXPECT_FALSE(Next("w0").has_value());
 }
 
 TEST_F(JobManagerTest, StepSummariesArriveOnceEveryRankReported) {

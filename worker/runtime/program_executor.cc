@@ -303,10 +303,7 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
   }
   metrics.step_seconds = SecondsSince(step_start);
   metrics.bubble_seconds = metrics.step_seconds - metrics.busy_seconds;
-  if (loss_sum_.defined()) {
-    metrics.loss = loss_sum_.item<double>();
-    loss_sum_.reset();
-  }
+  if (loss_sum_.defined()) metrics.loss = loss_sum_.item<double>();
   metrics.memory_current_bytes = memory_.current_bytes();
   metrics.memory_peak_bytes = memory_.peak_bytes();
   metrics.peak_stashed_slices = static_cast<int64_t>(stash_.peak());

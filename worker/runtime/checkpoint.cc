@@ -316,8 +316,15 @@ std::vector<int64_t> CheckpointDir::Steps() const {
 }
 
 absl::Status CheckpointDir::RemoveStep(int64_t step) const {
+  // Every rank prunes the shared directory, so another may be deleting the
+  // same files: an entry that vanishes under remove_all is its doing, not an
+  // error. Each try removes what is left, until nothing is.
+  constexpr int kTries = 100;
   std::error_code error;
-  std::filesystem::remove_all(StepPath(step), error);
+  for (int attempt = 0; attempt < kTries; ++attempt) {
+    std::filesystem::remove_all(StepPath(step), error);
+    if (error != std::errc::no_such_file_or_directory) break;
+  }
   if (error) {
     return absl::InternalError(absl::StrCat(
         "cannot delete checkpoint '", StepPath(step), "': ", error.message()));

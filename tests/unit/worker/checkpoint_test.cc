@@ -1,6 +1,7 @@
 // Checkpoints of an executor's model stages on disk: what is saved comes back
 // bit-exactly and training continues as if it had never stopped; incomplete
-// or foreign checkpoints are refused; old and abandoned steps are removed;
+// or foreign checkpoints are refused; old and abandoned steps are removed,
+// also by two ranks at once;
 // each model stage has one writer. Loading under another partition:
 // tests/integration/worker/standalone_process_test.cc.
 #include "worker/runtime/checkpoint.h"
@@ -10,7 +11,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "coordinator/schedule/generator.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/worker/test_models.h"
@@ -166,6 +170,34 @@ TEST_F(CheckpointTest, OldAndAbandonedStepsAreRemoved) {
   ASSERT_TRUE(checkpoints.RemoveStepsAfter(3).ok());
   EXPECT_EQ(remaining(), (std::vector<bool>{false, false, true, false}));
   EXPECT_TRUE(checkpoints.Load(*executor, 3).ok());
+}
+
+TEST_F(CheckpointTest, RanksPruningTheSameStepsAtOnceBothSucceed) {
+  // Every rank of a job prunes the shared directory before its rendezvous,
+  // so two may delete the same files at the same moment.
+  const CheckpointDir checkpoints(dir_.path());
+  for (int round = 0; round < 10; ++round) {
+    for (int64_t step = 1; step <= 4; ++step) {
+      const std::string path = checkpoints.StepPath(step);
+      std::filesystem::create_directories(path);
+      for (int file = 0; file < 50; ++file) {
+        std::ofstream(
+            absl::StrCat(path, "/blocks-", file, "-", file + 1, ".pt"))
+            << "x";
+      }
+    }
+    absl::Status first;
+    absl::Status second;
+    std::thread other([&] { second = checkpoints.RemoveStepsAfter(0); });
+    first = checkpoints.RemoveStepsAfter(0);
+    other.join();
+    ASSERT_TRUE(first.ok()) << "round " << round << ": " << first;
+    ASSERT_TRUE(second.ok()) << "round " << round << ": " << second;
+    for (int64_t step = 1; step <= 4; ++step) {
+      ASSERT_FALSE(std::filesystem::exists(checkpoints.StepPath(step)))
+          << "round " << round << " step " << step;
+    }
+  }
 }
 
 TEST_F(CheckpointTest, CheckpointOfAnotherModelIsRefusedNamingTheFile) {

@@ -265,10 +265,8 @@ class NcclCommunicator final : public Communicator {
       return id;
     } catch (const std::exception& e) {
       return absl::UnavailableError(absl::StrCat(
-          "rank ", options_.rank,
-          " could not share the NCCL "
-          "unique id ",
-          key, " through the rendezvous store: ", TorchErrorMessage(e)));
+          "rank ", options_.rank, " could not share the NCCL unique id ", key,
+          " through the rendezvous store: ", TorchErrorMessage(e)));
     }
   }
 
@@ -293,6 +291,8 @@ class NcclCommunicator final : public Communicator {
       RETURN_IF_ERROR(AwaitComm(world_.comm, deadline, what));
       if (!member) continue;
       Channel& joined = groups_[group.name] = channel;
+      // A non-blocking split may still be building the new communicator.
+      RETURN_IF_ERROR(AwaitComm(joined.comm, deadline, what));
       RETURN_IF_ERROR(CreateStream(joined));
     }
     return absl::OkStatus();

@@ -3,8 +3,8 @@
 // devices, on the analytic profile of a 2.5B-parameter GPT.
 #include "benchmark/benchmark.h"
 #include "common/version.h"
-#include "coordinator/planner/analytic_profile.h"
-#include "coordinator/planner/plan_search.h"
+#include "planner/analytic_profile.h"
+#include "planner/plan_search.h"
 
 namespace chimera::planner {
 namespace {

@@ -1,9 +1,9 @@
 // Generation + validation + simulation of one schedule, per scheme, up to
 // D = 64, N = 512 (the size the planner explores).
 #include "benchmark/benchmark.h"
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/simulator.h"
-#include "coordinator/schedule/validator.h"
+#include "schedule/generator.h"
+#include "schedule/simulator.h"
+#include "schedule/validator.h"
 
 namespace chimera::schedule {
 namespace {

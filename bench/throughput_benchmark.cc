@@ -38,7 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "coordinator/schedule/generator.h"
+#include "schedule/generator.h"
 #include "tests/integration/worker/pipeline_job.h"
 #include "worker/runtime/task_options.h"
 #include "worker/standalone/standalone.h"

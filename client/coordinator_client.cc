@@ -39,7 +39,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
   options.tls.private_key =
       OrEnvironment(options.tls.private_key, "CHIMERA_TLS_KEY");
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
-                   ChannelCredentials(options.tls));
+                   net::ChannelCredentials(options.tls));
   return std::unique_ptr<CoordinatorClient>(
       new CoordinatorClient(std::move(options), std::move(credentials)));
 }

@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "chimera/v1/service.grpc.pb.h"
-#include "common/tls_credentials.h"
+#include "net/tls_credentials.h"
 
 namespace chimera::client {
 
@@ -33,7 +33,7 @@ struct ConnectionOptions {
   // that requires client certificates, this client's certificate and key.
   // Empty: $CHIMERA_TLS_CA, $CHIMERA_TLS_CERT, $CHIMERA_TLS_KEY; all unset:
   // plaintext.
-  ClientTlsFiles tls;
+  net::ClientTlsFiles tls;
   absl::Duration call_timeout = kDefaultCallTimeout;
 };
 

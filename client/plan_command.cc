@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_format.h"
 #include "client/cli_errors.h"
-#include "coordinator/planner/analytic_profile.h"
-#include "coordinator/planner/cluster_file.h"
-#include "coordinator/planner/model_profile.h"
-#include "coordinator/planner/plan_search.h"
+#include "planner/analytic_profile.h"
+#include "planner/cluster_file.h"
+#include "planner/model_profile.h"
+#include "planner/plan_search.h"
 #include "jobspec/job_file.h"
 #include "nlohmann/json.hpp"
 

@@ -22,9 +22,9 @@
 #include "client/exit_codes.h"
 #include "client/job_follow.h"
 #include "client/job_output.h"
-#include "common/child_process.h"
+#include "net/child_process.h"
 #include "common/status_macros.h"
-#include "coordinator/service/coordinator_server.h"
+#include "coordinator/coordinator_server.h"
 #include "jobspec/job_file.h"
 
 namespace chimera::client {
@@ -143,7 +143,7 @@ int Run(const RunOptions& options) {
   server_options.jobs.max_workers = workers;
   auto server = ValueOrExit(coordinator::CoordinatorServer::Start(server_options));
 
-  std::vector<std::unique_ptr<ChildProcess>> processes;
+  std::vector<std::unique_ptr<net::ChildProcess>> processes;
   const std::string binary = WorkerBinary();
   for (int i = 0; i < workers; ++i) {
     std::vector<std::string> argv = {binary,
@@ -155,7 +155,7 @@ int Run(const RunOptions& options) {
                                      absl::StrCat(directory, "/worker-", i)};
     // One worker per GPU.
     if (gpu) argv.insert(argv.end(), {"--gpu", std::to_string(i)});
-    processes.push_back(std::make_unique<ChildProcess>(
+    processes.push_back(std::make_unique<net::ChildProcess>(
         argv, /*working_dir=*/"", absl::StrCat(directory, "/worker-", i, ".log")));
     if (!processes.back()->started()) {
       ExitWithError(absl::InternalError(absl::StrCat("cannot start ", binary)));

@@ -10,14 +10,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/exit_codes.h"
+#include "common/field_errors.h"
 #include "common/file_reader.h"
 #include "common/status_macros.h"
-#include "coordinator/schedule/csv_io.h"
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/json_report.h"
-#include "coordinator/schedule/simulator.h"
-#include "coordinator/schedule/timeline.h"
-#include "coordinator/schedule/validator.h"
+#include "schedule/csv_io.h"
+#include "schedule/generator.h"
+#include "schedule/json_report.h"
+#include "schedule/params_proto.h"
+#include "schedule/simulator.h"
+#include "schedule/timeline.h"
+#include "schedule/validator.h"
 
 namespace chimera::client {
 namespace {
@@ -27,8 +29,9 @@ using schedule::ScheduleParams;
 // A hand-written schedule for thousands of workers stays far below this.
 constexpr uint64_t kMaxScheduleCsvBytes = 64 << 20;
 
-// Flag-level strings the subcommand parses itself, so errors can name the
-// flag and list the allowed names.
+// The flags as given. They become a job's spec.parallelism, read by the
+// schedule engine's one translation, so a knob the job file refuses (a
+// --policy for chimera) is refused here too, naming the flag.
 struct RawFlags {
   std::string scheme = "1f1b";
   std::string concat = "direct";
@@ -36,6 +39,26 @@ struct RawFlags {
   std::string sync = "eager";
   std::string out;
 };
+
+// The flags given on the command line as a job's parallelism; knobs left
+// out stay unset so the engine's defaults apply.
+chimera::v1::ParallelismSpec GivenParallelism(const CLI::App& cmd, const RawFlags& raw,
+                                              const ScheduleParams& p) {
+  chimera::v1::ParallelismSpec spec;
+  spec.set_schedule(raw.scheme);
+  spec.set_pipeline(p.depth);
+  spec.set_data(p.width);
+  spec.set_micro_batches(p.micro_batches);
+  auto given = [&cmd](const char* flag) { return cmd.count(flag) > 0; };
+  if (given("--pipelines")) spec.set_pipelines(p.pipelines);
+  if (given("--concat")) spec.set_concat(raw.concat);
+  if (given("--policy")) spec.set_policy(raw.policy);
+  if (given("--sync")) spec.set_sync(raw.sync);
+  if (given("--mixpipe-k")) spec.set_mixpipe_k(p.mixpipe_k);
+  if (given("--mixpipe-gamma")) spec.set_mixpipe_gamma(p.mixpipe_gamma);
+  if (given("--chunks")) spec.set_chunks(p.chunks);
+  return spec;
+}
 
 std::string Title(const ScheduleCommandOptions& options) {
   if (!options.from_csv.empty()) return options.from_csv;
@@ -182,20 +205,27 @@ void AddScheduleCommand(CLI::App& app) {
   cmd->add_option("--from-csv", options->from_csv,
                   "Load, validate and simulate a hand-written CSV schedule");
 
-  cmd->callback([options, raw]() {
+  cmd->callback([cmd, options, raw]() {
     auto fail = [](absl::string_view message) {
       std::cerr << "chimera schedule: " << message << "\n";
       throw CLI::RuntimeError(kExitUsage);
     };
-    ScheduleParams& params = options->params;
-    auto parse = [&](auto parsed, absl::string_view flag, auto& field) {
-      if (!parsed.ok()) fail(absl::StrCat(flag, ": ", parsed.status().message()));
-      field = *parsed;
-    };
-    parse(schedule::ParseScheme(raw->scheme), "--scheme", params.scheme);
-    parse(schedule::ParseConcat(raw->concat), "--concat", params.concat);
-    parse(schedule::ParseWarmupPolicy(raw->policy), "--policy", params.policy);
-    parse(schedule::ParseSync(raw->sync), "--sync", params.sync);
+    if (options->from_csv.empty()) {
+      chimera::v1::TrainingSpec training;
+      training.set_recompute(options->params.recompute);
+      schedule::SpecParams fixed;
+      const FieldErrors errors = schedule::ScheduleParamsFromSpec(
+          GivenParallelism(*cmd, *raw, options->params), training, &fixed,
+          [](schedule::ScheduleParam param) {
+            return "--" + schedule::ScheduleParamName(param);
+          });
+      if (!errors.empty()) {
+        fail(absl::StrJoin(errors.errors(), "; ", [](std::string* out, const FieldError& e) {
+          out->append(e.ToString());
+        }));
+      }
+      options->params = fixed.params;
+    }
     absl::StatusOr<std::string> output = RunScheduleCommand(*options);
     if (!output.ok()) fail(output.status().message());
     if (raw->out.empty()) {

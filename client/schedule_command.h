@@ -15,7 +15,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
-#include "coordinator/schedule/schedule_params.h"
+#include "schedule/schedule_params.h"
 
 namespace chimera::client {
 

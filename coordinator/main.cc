@@ -11,7 +11,7 @@
 
 #include "common/logging.h"
 #include "common/version.h"
-#include "coordinator/service/coordinator_server.h"
+#include "coordinator/coordinator_server.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 #include "jobspec/job_file.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/yaml_message.h"
+#include "jobspec/yaml_message.h"
 
 namespace chimera::jobspec {
 namespace {

@@ -5,7 +5,7 @@
 //   metadata: {name: gpt-tiny}
 //   spec: {model: {...}, data: {...}, training: {...}, parallelism: {...}}
 //
-// parsed strictly into chimera.v1.TrainJob (see common/yaml_message.h) and
+// parsed strictly into chimera.v1.TrainJob (see jobspec/yaml_message.h) and
 // validated (see job_validator.h).
 //
 //   absl::StatusOr<TrainJob> job = LoadJobFile("examples/chimera.yaml");

@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_reader.h"
-#include "common/yaml_message.h"
-#include "coordinator/schedule/schedule_params.h"
+#include "jobspec/yaml_message.h"
+#include "schedule/params_proto.h"
 
 namespace chimera::jobspec {
 namespace {
@@ -49,9 +49,6 @@ class Checker {
     } else {
       InRange(field, value, 1, max);
     }
-  }
-  void Positive(absl::string_view field, int64_t value) {
-    InRange(field, value, 1, 0);
   }
   void NonNegative(absl::string_view field, double value) {
     if (value < 0) Fail(field, absl::StrCat(value, " must be >= 0"));
@@ -272,122 +269,25 @@ void CheckBatchArithmetic(const chimera::v1::JobSpec& spec,
   }
 }
 
-std::string ScheduleParamPath(schedule::ScheduleParam param) {
-  switch (param) {
-    case schedule::ScheduleParam::kDepth:
-      return "spec.parallelism.pipeline";
-    case schedule::ScheduleParam::kMicroBatches:
-      return "spec.parallelism.microBatches";
-    case schedule::ScheduleParam::kWidth:
-      return "spec.parallelism.data";
-    case schedule::ScheduleParam::kPipelines:
-      return "spec.parallelism.pipelines";
-    case schedule::ScheduleParam::kConcat:
-      return "spec.parallelism.concat";
-    case schedule::ScheduleParam::kMixPipeK:
-      return "spec.parallelism.mixpipeK";
-    case schedule::ScheduleParam::kMixPipeGamma:
-      return "spec.parallelism.mixpipeGamma";
-    case schedule::ScheduleParam::kChunks:
-      return "spec.parallelism.chunks";
-    case schedule::ScheduleParam::kBackwardSlots:
-      break;  // Derived from op costs, never from a job file.
-  }
-  return "spec.parallelism";
-}
-
+// The schedule rules live with the schedule engine (one translation of
+// spec.parallelism for every caller); what it cannot know is the model.
 void CheckParallelism(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
   const auto& parallelism = spec.parallelism();
-  Checker check(errors, "spec.parallelism");
-  const size_t errors_before = errors->size();
-  if (parallelism.has_pipeline()) check.Positive("pipeline", parallelism.pipeline());
-  if (parallelism.has_data()) check.Positive("data", parallelism.data());
-  if (parallelism.has_micro_batches()) {
-    check.Positive("microBatches", parallelism.micro_batches());
-  }
-  if (parallelism.has_pipelines()) check.Positive("pipelines", parallelism.pipelines());
-  if (parallelism.has_chunks()) check.Positive("chunks", parallelism.chunks());
-  if (parallelism.has_mixpipe_k()) check.Positive("mixpipeK", parallelism.mixpipe_k());
-  if (parallelism.has_mixpipe_gamma()) {
-    check.InRange("mixpipeGamma", parallelism.mixpipe_gamma(), 0, 0);
-  }
-
-  schedule::ScheduleParams params;
-  if (!parallelism.schedule().empty()) {
-    absl::StatusOr<schedule::Scheme> scheme =
-        schedule::ParseScheme(parallelism.schedule());
-    if (scheme.ok()) {
-      params.scheme = *scheme;
-    } else {
-      check.Fail("schedule", scheme.status().message());
-    }
-  }
-  auto parse_into = [&](absl::string_view field, const std::string& value,
-                        auto parse, auto* out) {
-    if (value.empty()) return;
-    auto parsed = parse(value);
-    if (parsed.ok()) {
-      *out = *parsed;
-    } else {
-      check.Fail(field, parsed.status().message());
-    }
-  };
-  parse_into("concat", parallelism.concat(), schedule::ParseConcat, &params.concat);
-  parse_into("policy", parallelism.policy(), schedule::ParseWarmupPolicy, &params.policy);
-  parse_into("sync", parallelism.sync(), schedule::ParseSync, &params.sync);
-
-  // A knob of another scheme is a mistake, not something to ignore.
-  const std::string& scheme_name = parallelism.schedule();
-  auto only_for = [&](bool present, absl::string_view field,
-                      std::initializer_list<absl::string_view> schemes) {
-    if (!present || scheme_name.empty()) return;
-    for (absl::string_view s : schemes) {
-      if (scheme_name == s) return;
-    }
-    check.Fail(field, absl::StrCat("only applies to schedule ",
-                                   absl::StrJoin(schemes, " or "),
-                                   ", not '", scheme_name, "'"));
-  };
-  only_for(parallelism.has_pipelines(), "pipelines", {"chimera"});
-  only_for(!parallelism.concat().empty(), "concat", {"chimera"});
-  only_for(!parallelism.policy().empty(), "policy", {"1f1b"});
-  only_for(parallelism.has_mixpipe_k(), "mixpipeK", {"mixpipe"});
-  only_for(parallelism.has_mixpipe_gamma(), "mixpipeGamma", {"mixpipe"});
-  only_for(parallelism.has_chunks(), "chunks", {"interleaved", "breadth-first"});
-
+  schedule::SpecParams fixed;
+  errors->Append(
+      schedule::ScheduleParamsFromSpec(parallelism, spec.training(), &fixed));
   const int num_layers = spec.model().num_layers();
-  const int chunks = parallelism.has_chunks() ? parallelism.chunks() : 1;
-  if (parallelism.has_pipeline() && num_layers > 0 && parallelism.pipeline() > 0 &&
-      chunks > 0 && parallelism.pipeline() * chunks > num_layers) {
-    check.Fail("pipeline",
-               absl::StrCat(parallelism.pipeline(),
-                            chunks > 1 ? absl::StrCat(" x ", chunks, " chunks = ",
-                                                      parallelism.pipeline() * chunks)
-                                       : "",
-                            " stages need at least as many layers; "
-                            "spec.model.numLayers is ",
-                            num_layers));
-  }
-
-  // The scheme's own rules need the scheme and the depth; what else is left
-  // to the planner gets a value the planner could pick.
-  if (errors->size() != errors_before || scheme_name.empty() ||
-      !parallelism.has_pipeline()) {
-    return;
-  }
-  params.depth = parallelism.pipeline();
-  params.width = parallelism.has_data() ? parallelism.data() : 1;
-  params.micro_batches = parallelism.has_micro_batches()
-                             ? parallelism.micro_batches()
-                             : 2 * params.depth;
-  if (parallelism.has_pipelines()) params.pipelines = parallelism.pipelines();
-  if (parallelism.has_mixpipe_k()) params.mixpipe_k = parallelism.mixpipe_k();
-  if (parallelism.has_mixpipe_gamma()) {
-    params.mixpipe_gamma = parallelism.mixpipe_gamma();
-  }
-  params.chunks = chunks;
-  for (const auto& error : schedule::ValidateScheduleParams(params)) {
-    errors->Add(ScheduleParamPath(error.param), error.message);
+  const int chunks = fixed.params.chunks;
+  if (fixed.Gives(schedule::ScheduleParam::kDepth) && num_layers > 0 &&
+      fixed.params.depth * chunks > num_layers) {
+    errors->Add("spec.parallelism.pipeline",
+                absl::StrCat(fixed.params.depth,
+                             chunks > 1 ? absl::StrCat(" x ", chunks, " chunks = ",
+                                                       fixed.params.depth * chunks)
+                                        : "",
+                             " stages need at least as many layers; "
+                             "spec.model.numLayers is ",
+                             num_layers));
   }
 }
 

@@ -29,8 +29,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/environment.h"
-#include "common/metrics_server.h"
-#include "common/tls_credentials.h"
+#include "net/metrics_server.h"
+#include "net/tls_credentials.h"
 #include "common/version.h"
 #include "jobspec/job_file.h"
 #include "worker/daemon/local_devices.h"

@@ -21,7 +21,7 @@ using ::testing::StartsWith;
 class CliJobsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    coordinator_ = std::make_unique<ChildProcess>(std::vector<std::string>{
+    coordinator_ = std::make_unique<net::ChildProcess>(std::vector<std::string>{
         CHIMERA_COORDINATOR_BINARY, "--listen", "127.0.0.1:0", "--db",
         dir_.path() + "/jobs.db", "--max-workers", "8"});
     absl::StatusOr<std::string> line = coordinator_->ReadLine(absl::Seconds(30));
@@ -43,7 +43,7 @@ class CliJobsTest : public ::testing::Test {
   }
 
   chimera::testing::TempDir dir_;
-  std::unique_ptr<ChildProcess> coordinator_;
+  std::unique_ptr<net::ChildProcess> coordinator_;
   std::string address_;
 };
 

@@ -95,7 +95,7 @@ TEST(CliRunTest, GpuJobOnWorkersWithoutAGpuEndsWithTheReason) {
 
 TEST(CliRunTest, InterruptStopsTheJobAndLeavesNoProcessBehind) {
   chimera::testing::TempDir dir;
-  ChildProcess run({CHIMERA_BINARY, "run", "-f", ShortChimeraJob(dir, 100000)},
+  net::ChildProcess run({CHIMERA_BINARY, "run", "-f", ShortChimeraJob(dir, 100000)},
                    CHIMERA_SOURCE_DIR);
   absl::StatusOr<std::string> banner = run.ReadLine(absl::Seconds(60));
   ASSERT_TRUE(banner.ok()) << banner.status() << run.err();

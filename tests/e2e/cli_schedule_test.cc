@@ -178,6 +178,13 @@ TEST(CliScheduleTest, OddMixPipeKIsAUsageErrorNamingTheFlag) {
                           "--mixpipe-k: 3 must be even");
 }
 
+TEST(CliScheduleTest, KnobOfAnotherSchemeIsAUsageErrorAsInAJobFile) {
+  ExpectOneLineUsageError(Schedule({"--scheme", "chimera", "--depth", "4", "--policy", "pb"}),
+                          "--policy: only applies to schedule 1f1b, not 'chimera'");
+  ExpectOneLineUsageError(Schedule({"--scheme", "gpipe", "--chunks", "2"}),
+                          "--chunks: only applies to schedule interleaved or breadth-first");
+}
+
 TEST(CliScheduleTest, MissingCsvIsAUsageErrorNamingTheFile) {
   TempDir dir;
   const std::string missing = dir.path() + "/missing.csv";

@@ -77,7 +77,7 @@ class CliTlsTest : public ::testing::Test {
     if (require_client_certificates) {
       argv.insert(argv.end(), {"--tls-client-ca", File("ca.pem")});
     }
-    coordinator_ = std::make_unique<ChildProcess>(argv);
+    coordinator_ = std::make_unique<net::ChildProcess>(argv);
     absl::StatusOr<std::string> line = coordinator_->ReadLine(kStartTimeout);
     ASSERT_TRUE(line.ok()) << line.status() << coordinator_->err();
     absl::string_view address = *line;
@@ -94,13 +94,13 @@ class CliTlsTest : public ::testing::Test {
     return RunProcess(argv);
   }
 
-  std::unique_ptr<ChildProcess> StartWorker(
+  std::unique_ptr<net::ChildProcess> StartWorker(
       const std::string& id, const std::vector<std::string>& tls) {
     std::vector<std::string> argv = {
         CHIMERA_WORKER_BINARY, "--coordinator", address_, "--worker-id", id,
         "--work-dir",          File(id)};
     argv.insert(argv.end(), tls.begin(), tls.end());
-    return std::make_unique<ChildProcess>(argv, "", File(id + ".log"));
+    return std::make_unique<net::ChildProcess>(argv, "", File(id + ".log"));
   }
 
   // What worker `id` logged.
@@ -130,7 +130,7 @@ class CliTlsTest : public ::testing::Test {
   }
 
   chimera::testing::TempDir dir_;
-  std::unique_ptr<ChildProcess> coordinator_;
+  std::unique_ptr<net::ChildProcess> coordinator_;
   std::string address_;
 };
 

@@ -57,7 +57,7 @@ grpc::Status CheckHealth(const std::string& target, std::string* response) {
 
 TEST(CoordinatorProcessTest, ServesHealthOnAnEphemeralPortAndStopsOnSigterm) {
   chimera::testing::TempDir dir;
-  ChildProcess coordinator({CHIMERA_COORDINATOR_BINARY, "--listen", "127.0.0.1:0", "--db",
+  net::ChildProcess coordinator({CHIMERA_COORDINATOR_BINARY, "--listen", "127.0.0.1:0", "--db",
                             dir.path() + "/jobs.db"});
   ASSERT_TRUE(coordinator.started());
   absl::StatusOr<std::string> line = coordinator.ReadLine(kStartTimeout);

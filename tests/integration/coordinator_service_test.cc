@@ -68,7 +68,7 @@ chimera::v1::TrainJob Manifest(int workers, bool valid = true) {
 class Coordinator {
  public:
   explicit Coordinator(const std::string& db) {
-    process_ = std::make_unique<ChildProcess>(std::vector<std::string>{
+    process_ = std::make_unique<net::ChildProcess>(std::vector<std::string>{
         CHIMERA_COORDINATOR_BINARY, "--listen", "127.0.0.1:0", "--db", db,
         "--heartbeat-period", "0.2", "--heartbeat-failure-threshold", "3",
         "--max-workers", "8", "--client-token", kClientToken, "--worker-token",
@@ -136,7 +136,7 @@ class Coordinator {
   }
 
  private:
-  std::unique_ptr<ChildProcess> process_;
+  std::unique_ptr<net::ChildProcess> process_;
   std::string address_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<chimera::v1::JobService::Stub> jobs_;

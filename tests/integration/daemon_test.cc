@@ -39,7 +39,7 @@ bool Ended(const chimera::v1::Job& job) {
 class DaemonTest : public ::testing::Test {
  protected:
   void StartCoordinator(const std::string& listen = "127.0.0.1:0") {
-    coordinator_ = std::make_unique<ChildProcess>(std::vector<std::string>{
+    coordinator_ = std::make_unique<net::ChildProcess>(std::vector<std::string>{
         CHIMERA_COORDINATOR_BINARY, "--listen", listen, "--db",
         dir_.path() + "/jobs.db", "--heartbeat-period", kHeartbeatPeriod,
         "--heartbeat-failure-threshold", kFailureThreshold});
@@ -61,7 +61,7 @@ class DaemonTest : public ::testing::Test {
   void StartWorkers(int count) {
     for (int i = 0; i < count; ++i) {
       const int index = static_cast<int>(workers_.size());
-      workers_.push_back(std::make_unique<ChildProcess>(
+      workers_.push_back(std::make_unique<net::ChildProcess>(
           std::vector<std::string>{CHIMERA_WORKER_BINARY, "--coordinator",
                                    address_, "--worker-id",
                                    absl::StrCat("w", index), "--work-dir",
@@ -132,10 +132,10 @@ class DaemonTest : public ::testing::Test {
   }
 
   chimera::testing::TempDir dir_;
-  std::unique_ptr<ChildProcess> coordinator_;
+  std::unique_ptr<net::ChildProcess> coordinator_;
   std::string address_;
   std::unique_ptr<client::CoordinatorClient> client_;
-  std::vector<std::unique_ptr<ChildProcess>> workers_;
+  std::vector<std::unique_ptr<net::ChildProcess>> workers_;
 };
 
 TEST_F(DaemonTest, ChimeraJobOnFourWorkersSucceedsWithMetricsAndFallingLoss) {

@@ -47,7 +47,7 @@ absl::StatusOr<std::string> ScrapeUntil(const std::string& address,
 class MetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    coordinator_ = std::make_unique<ChildProcess>(std::vector<std::string>{
+    coordinator_ = std::make_unique<net::ChildProcess>(std::vector<std::string>{
         CHIMERA_COORDINATOR_BINARY, "--listen", "127.0.0.1:0", "--db",
         ":memory:", "--metrics-listen", "127.0.0.1:0"});
     address_ = Announced("listening on ");
@@ -75,7 +75,7 @@ class MetricsTest : public ::testing::Test {
     return Announced(*coordinator_, prefix);
   }
 
-  static std::string Announced(ChildProcess& process,
+  static std::string Announced(net::ChildProcess& process,
                                absl::string_view prefix) {
     absl::StatusOr<std::string> line = process.ReadLine(kStartTimeout);
     EXPECT_TRUE(line.ok()) << line.status() << process.err();
@@ -92,7 +92,7 @@ class MetricsTest : public ::testing::Test {
   }
 
   chimera::testing::TempDir dir_;
-  std::unique_ptr<ChildProcess> coordinator_;
+  std::unique_ptr<net::ChildProcess> coordinator_;
   std::string address_, metrics_;
   std::unique_ptr<client::CoordinatorClient> client_;
 };
@@ -117,7 +117,7 @@ TEST_F(MetricsTest, RealPrometheusScrapesTheCoordinator) {
                                      "    static_configs: [{targets: ['",
                                      metrics_, "']}]\n"));
   const std::string web = absl::StrCat("127.0.0.1:", FreePort());
-  ChildProcess prometheus({"/usr/bin/prometheus", "--config.file=" + config,
+  net::ChildProcess prometheus({"/usr/bin/prometheus", "--config.file=" + config,
                            "--storage.tsdb.path=" + dir_.path() + "/tsdb",
                            "--web.listen-address=" + web},
                           "", dir_.path() + "/prometheus.log");
@@ -140,10 +140,10 @@ TEST_F(MetricsTest, RealPrometheusScrapesTheCoordinator) {
 }
 
 TEST_F(MetricsTest, WorkerDaemonsServeTheirOwnMetrics) {
-  std::vector<std::unique_ptr<ChildProcess>> workers;
+  std::vector<std::unique_ptr<net::ChildProcess>> workers;
   std::vector<std::string> metrics;
   for (int i = 0; i < 2; ++i) {
-    workers.push_back(std::make_unique<ChildProcess>(
+    workers.push_back(std::make_unique<net::ChildProcess>(
         std::vector<std::string>{CHIMERA_WORKER_BINARY, "--coordinator",
                                  address_, "--worker-id", absl::StrCat("w", i),
                                  "--work-dir",

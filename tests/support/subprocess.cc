@@ -5,7 +5,7 @@ namespace chimera::testing {
 ProcessResult RunProcess(const std::vector<std::string>& argv,
                          const std::string& working_dir,
                          absl::Duration timeout) {
-  ChildProcess child(argv, working_dir);
+  net::ChildProcess child(argv, working_dir);
   ProcessResult result;
   if (!child.started()) return result;
   result.exit_code = child.Wait(timeout);

@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "common/child_process.h"
+#include "net/child_process.h"
 
 namespace chimera::testing {
 
-using ::chimera::ChildProcess;
+using ::chimera::net::ChildProcess;
 
 inline constexpr absl::Duration kDefaultProcessTimeout = absl::Seconds(60);
 

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "common/metric_families.h"
+#include "net/metric_families.h"
 #include "common/version.h"
 
 namespace chimera::worker {
@@ -47,8 +47,8 @@ std::vector<prometheus::MetricFamily> DaemonMetrics::Collect() const {
   auto add = [&families](const char* name, const char* help, MetricType type,
                          std::vector<prometheus::ClientMetric::Label> labels,
                          double value) {
-    families.push_back(MetricFamily(name, help, type));
-    AddSample(families.back(), std::move(labels), value);
+    families.push_back(net::MetricFamily(name, help, type));
+    net::AddSample(families.back(), std::move(labels), value);
   };
   add("chimera_worker_info", "This worker's name, node and version (always 1)",
       MetricType::Gauge,
@@ -60,11 +60,11 @@ std::vector<prometheus::MetricFamily> DaemonMetrics::Collect() const {
   add("chimera_worker_heartbeat_failures_total",
       "Heartbeats the coordinator did not take", MetricType::Counter, {},
       heartbeat_failures_);
-  families.push_back(MetricFamily("chimera_worker_tasks_total",
+  families.push_back(net::MetricFamily("chimera_worker_tasks_total",
                                   "Tasks ended, by outcome",
                                   MetricType::Counter));
   for (const auto& [outcome, count] : tasks_by_outcome_) {
-    AddSample(families.back(), {{"outcome", outcome}}, count);
+    net::AddSample(families.back(), {{"outcome", outcome}}, count);
   }
   if (!task_) return families;
 
@@ -100,7 +100,7 @@ std::vector<prometheus::MetricFamily> DaemonMetrics::Collect() const {
   add("chimera_worker_exposed_allreduce_seconds",
       "Gradient allreduce time not hidden behind compute in the last step",
       MetricType::Gauge, task, step.exposed_allreduce_seconds());
-  families.push_back(MetricFamily("chimera_worker_memory_bytes",
+  families.push_back(net::MetricFamily("chimera_worker_memory_bytes",
                                   "Memory at the last step's peak by what "
                                   "holds it (weights, gradients, optimizer, "
                                   "activations = the rest) and the peak itself",
@@ -113,7 +113,7 @@ std::vector<prometheus::MetricFamily> DaemonMetrics::Collect() const {
            {"peak", step.peak_memory_bytes()}}) {
     std::vector<prometheus::ClientMetric::Label> labels = task;
     labels.push_back({"kind", kind});
-    AddSample(families.back(), std::move(labels), static_cast<double>(bytes));
+    net::AddSample(families.back(), std::move(labels), static_cast<double>(bytes));
   }
   return families;
 }

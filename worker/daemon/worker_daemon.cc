@@ -6,7 +6,7 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
-#include "common/child_process.h"
+#include "net/child_process.h"
 #include "common/logging.h"
 #include "worker/daemon/local_devices.h"
 #include "worker/daemon/task_process.h"
@@ -49,7 +49,7 @@ class WorkerDaemon::Task {
     start.SerializeToOstream(&out);
     out.close();
     daemon->metrics_->TaskStarted(start.job_id(), start.program().rank());
-    process_ = std::make_unique<ChildProcess>(std::vector<std::string>{
+    process_ = std::make_unique<net::ChildProcess>(std::vector<std::string>{
         daemon->options_.task_binary, "--run-task", file, "--host",
         daemon->options_.host, "--gpu", std::to_string(daemon->options_.gpu)});
     log_path_ = log;
@@ -145,7 +145,7 @@ class WorkerDaemon::Task {
 
   WorkerDaemon* const daemon_;
   const chimera::v1::StartTask start_;
-  std::unique_ptr<ChildProcess> process_;
+  std::unique_ptr<net::ChildProcess> process_;
   std::string log_path_;
   std::atomic<bool> stop_requested_{false};
   std::thread relay_;

@@ -54,7 +54,7 @@ struct DaemonOptions {
 
 class WorkerDaemon {
  public:
-  // `credentials`: plaintext or TLS (see common/tls_credentials.h).
+  // `credentials`: plaintext or TLS (see net/tls_credentials.h).
   WorkerDaemon(DaemonOptions options,
                std::shared_ptr<grpc::ChannelCredentials> credentials);
   ~WorkerDaemon();

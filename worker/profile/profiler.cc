@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/version.h"
-#include "coordinator/planner/model_profile.h"
+#include "planner/model_profile.h"
 #include "google/protobuf/util/json_util.h"
 #include "worker/model/layers.h"
 #include "worker/model/loss.h"

@@ -18,7 +18,7 @@
 #include <tuple>
 
 #include "absl/status/statusor.h"
-#include "coordinator/schedule/program.h"
+#include "schedule/program.h"
 #include "worker/model/micro_batch.h"
 
 namespace chimera::worker {

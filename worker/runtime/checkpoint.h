@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "coordinator/schedule/program.h"
+#include "schedule/program.h"
 #include "worker/model/model_config.h"
 
 namespace chimera::worker {

@@ -25,7 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "coordinator/schedule/program.h"
+#include "schedule/program.h"
 #include "worker/comm/communicator.h"
 
 namespace chimera::worker {

@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "coordinator/schedule/program.h"
+#include "schedule/program.h"
 #include "worker/comm/communicator.h"
 
 namespace chimera::worker {

@@ -59,7 +59,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "coordinator/schedule/program.h"
+#include "schedule/program.h"
 #include "worker/comm/communicator.h"
 #include "worker/model/micro_batch.h"
 #include "worker/model/model_config.h"

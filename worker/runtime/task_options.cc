@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/field_errors.h"
-#include "coordinator/planner/plan_params.h"
+#include "schedule/params_proto.h"
 
 namespace chimera::worker {
 namespace {
@@ -54,7 +54,7 @@ void ReadTraining(const chimera::v1::TrainingSpec& spec, TaskOptions& options,
 void ReadPlan(const chimera::v1::Plan& plan, TaskOptions& options,
               FieldErrors& errors) {
   absl::StatusOr<schedule::ScheduleParams> params =
-      planner::ScheduleParamsOf(plan);
+      schedule::ScheduleParamsOf(plan);
   if (!params.ok()) {
     errors.Add("", params.status().message());
     return;

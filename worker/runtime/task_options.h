@@ -18,7 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "chimera/v1/job.pb.h"
 #include "chimera/v1/plan.pb.h"
-#include "coordinator/schedule/schedule_params.h"
+#include "schedule/schedule_params.h"
 #include "worker/model/model_config.h"
 #include "worker/runtime/data_source.h"
 #include "worker/runtime/optimizer.h"

@@ -24,7 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "coordinator/schedule/program.h"
+#include "schedule/program.h"
 #include "worker/comm/communicator.h"
 #include "worker/runtime/step_metrics.h"
 #include "worker/runtime/task_options.h"

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "coordinator/schedule/program.h"
+#include "schedule/program.h"
 #include "worker/model/model_config.h"
 #include "worker/runtime/task_options.h"
 

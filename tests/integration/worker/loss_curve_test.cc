@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/schedule/generator.h"
+#include "schedule/generator.h"
 #include "tests/integration/worker/forked_ranks.h"
 #include "tests/integration/worker/pipeline_job.h"
 #include "tests/integration/worker/training_record.h"

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "coordinator/schedule/generator.h"
+#include "schedule/generator.h"
 #include "tests/integration/worker/pipeline_job.h"
 
 namespace chimera::worker {

@@ -23,8 +23,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/validator.h"
+#include "schedule/generator.h"
+#include "schedule/validator.h"
 #include "tests/integration/worker/forked_ranks.h"
 #include "tests/integration/worker/pipeline_job.h"
 #include "tests/integration/worker/training_record.h"

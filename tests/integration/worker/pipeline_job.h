@@ -23,7 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "coordinator/schedule/program.h"
+#include "schedule/program.h"
 #include "worker/comm/tcp_rendezvous.h"
 #include "worker/model/model_config.h"
 #include "worker/runtime/data_source.h"

@@ -72,10 +72,10 @@ TEST(StandaloneProcessTest, TwoRanksTrainAndTheLastStagePrintsEachStep) {
   const TempDir dir;
   const std::string job = dir.WriteFile("job.yaml", JobYaml(kParallelism));
   const std::string store = absl::StrCat("127.0.0.1:", FreePort());
-  std::vector<std::unique_ptr<ChildProcess>> ranks;
+  std::vector<std::unique_ptr<net::ChildProcess>> ranks;
   for (int rank = 0; rank < 2; ++rank) {
     ranks.push_back(
-        std::make_unique<ChildProcess>(WorkerArgs(job, rank, 2, store)));
+        std::make_unique<net::ChildProcess>(WorkerArgs(job, rank, 2, store)));
   }
   for (auto& rank : ranks) {
     EXPECT_EQ(rank->Wait(kRunTimeout), 0) << rank->err();
@@ -99,11 +99,11 @@ TEST(StandaloneProcessTest, TwoRanksTrainAndTheLastStagePrintsEachStep) {
 std::map<int, double> RunRanks(const std::string& job, int world,
                                const std::vector<std::string>& extra = {}) {
   const std::string store = absl::StrCat("127.0.0.1:", FreePort());
-  std::vector<std::unique_ptr<ChildProcess>> ranks;
+  std::vector<std::unique_ptr<net::ChildProcess>> ranks;
   for (int rank = 0; rank < world; ++rank) {
     std::vector<std::string> args = WorkerArgs(job, rank, world, store);
     args.insert(args.end(), extra.begin(), extra.end());
-    ranks.push_back(std::make_unique<ChildProcess>(args));
+    ranks.push_back(std::make_unique<net::ChildProcess>(args));
   }
   std::map<int, double> losses;
   for (auto& rank : ranks) {

@@ -1,6 +1,6 @@
 // The job lifecycle with in-process fake workers: each test drives the
 // registry and the manager exactly as the gRPC services would.
-#include "coordinator/service/job_manager.h"
+#include "coordinator/job_manager.h"
 
 #include <algorithm>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "coordinator/service/job_store.h"
+#include "coordinator/job_store.h"
 
 #include <sqlite3.h>
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/yaml_message.h"
+#include "jobspec/yaml_message.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/temp_dir.h"

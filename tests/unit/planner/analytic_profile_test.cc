@@ -1,6 +1,6 @@
-#include "coordinator/planner/analytic_profile.h"
+#include "planner/analytic_profile.h"
 
-#include "coordinator/planner/model_profile.h"
+#include "planner/model_profile.h"
 #include "gtest/gtest.h"
 #include "tests/unit/planner/test_jobs.h"
 

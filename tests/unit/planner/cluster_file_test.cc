@@ -1,4 +1,4 @@
-#include "coordinator/planner/cluster_file.h"
+#include "planner/cluster_file.h"
 
 #include <filesystem>
 #include <string>

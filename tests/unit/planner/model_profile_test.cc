@@ -1,4 +1,4 @@
-#include "coordinator/planner/model_profile.h"
+#include "planner/model_profile.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

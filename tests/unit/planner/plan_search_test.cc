@@ -1,9 +1,9 @@
 // The planner's search and its trade-offs, on synthetic (analytic) profiles.
-#include "coordinator/planner/plan_search.h"
+#include "planner/plan_search.h"
 
 #include <set>
 
-#include "coordinator/planner/analytic_profile.h"
+#include "planner/analytic_profile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/planner/test_jobs.h"

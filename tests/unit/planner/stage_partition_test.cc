@@ -1,8 +1,8 @@
-#include "coordinator/planner/stage_partition.h"
+#include "planner/stage_partition.h"
 
-#include "coordinator/planner/analytic_profile.h"
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/simulator.h"
+#include "planner/analytic_profile.h"
+#include "schedule/generator.h"
+#include "schedule/simulator.h"
 #include "gtest/gtest.h"
 #include "tests/unit/planner/test_jobs.h"
 

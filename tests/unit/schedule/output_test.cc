@@ -1,7 +1,7 @@
 // The drawings, the JSON report and the CSV reader.
-#include "coordinator/schedule/csv_io.h"
-#include "coordinator/schedule/json_report.h"
-#include "coordinator/schedule/timeline.h"
+#include "schedule/csv_io.h"
+#include "schedule/json_report.h"
+#include "schedule/timeline.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

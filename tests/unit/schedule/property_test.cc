@@ -3,8 +3,8 @@
 // corrupting it (dropping a receive, swapping two receives) is caught.
 #include <random>
 
-#include "coordinator/schedule/csv_io.h"
-#include "coordinator/schedule/program_proto.h"
+#include "schedule/csv_io.h"
+#include "schedule/program_proto.h"
 #include "gtest/gtest.h"
 #include "tests/unit/schedule/test_util.h"
 

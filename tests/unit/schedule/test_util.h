@@ -4,9 +4,9 @@
 
 #include <algorithm>
 
-#include "coordinator/schedule/generator.h"
-#include "coordinator/schedule/simulator.h"
-#include "coordinator/schedule/validator.h"
+#include "schedule/generator.h"
+#include "schedule/simulator.h"
+#include "schedule/validator.h"
 #include "gtest/gtest.h"
 
 namespace chimera::schedule::testing {

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/schedule/generator.h"
+#include "schedule/generator.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/worker/test_models.h"
 #include "worker/runtime/program_executor.h"

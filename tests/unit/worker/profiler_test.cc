@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "coordinator/planner/model_profile.h"
+#include "planner/model_profile.h"
 #include "tests/support/temp_dir.h"
 
 namespace chimera::worker {

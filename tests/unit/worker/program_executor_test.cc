@@ -11,7 +11,7 @@
 #include <set>
 #include <tuple>
 
-#include "coordinator/schedule/generator.h"
+#include "schedule/generator.h"
 #include "tests/unit/worker/test_models.h"
 #include "worker/runtime/task_options.h"
 

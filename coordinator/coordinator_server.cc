@@ -1,0 +1,94 @@
+#include "coordinator/coordinator_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "net/server_address.h"
+#include "common/status_macros.h"
+#include "net/tls_credentials.h"
+#include "coordinator/coordinator_metrics.h"
+
+namespace chimera::coordinator {
+namespace {
+
+// In-flight calls get this long to finish at shutdown.
+constexpr auto kShutdownGrace = std::chrono::seconds(1);
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+    const CoordinatorOptions& options) {
+  ASSIGN_OR_RETURN(net::ServerAddress address, net::ParseServerAddress(options.listen));
+  if (!address.IsLoopback() &&
+      (options.client_token.empty() || options.worker_token.empty())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("refusing to serve on non-loopback host '", address.host,
+                     "' without a client token and a worker token"));
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   net::ServerCredentials(options.tls));
+
+  std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
+  ASSIGN_OR_RETURN(server->store_, JobStore::Open(options.database));
+  server->registry_ = std::make_unique<WorkerRegistry>(options.heartbeat);
+  server->jobs_ = std::make_unique<JobManager>(
+      server->store_.get(), server->registry_.get(), options.jobs);
+  RETURN_IF_ERROR(server->jobs_->Recover());
+  server->job_service_ = std::make_unique<JobServiceImpl>(
+      server->jobs_.get(), server->registry_.get(), options.client_token,
+      &server->stopping_);
+  server->worker_service_ = std::make_unique<WorkerServiceImpl>(
+      server->jobs_.get(), server->registry_.get(), options.worker_token,
+      &server->stopping_);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(address.ToString(), credentials, &port);
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  builder.RegisterService(server->job_service_.get());
+  builder.RegisterService(server->worker_service_.get());
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", address.ToString(),
+                     " (in use, or not an address of this host)"));
+  }
+  address.port = port;
+  server->address_ = address.ToString();
+  if (!options.metrics_listen.empty()) {
+    ASSIGN_OR_RETURN(server->metrics_,
+                     net::MetricsServer::Start(options.metrics_listen));
+    server->metrics_->Add(std::make_shared<CoordinatorMetrics>(
+        server->jobs_.get(), server->registry_.get()));
+  }
+  const absl::Duration period = options.heartbeat.period / 2;
+  server->loop_ =
+      std::thread([raw = server.get(), period] { raw->RunLoop(period); });
+  CHIMERA_LOG(INFO) << "coordinator serving on " << server->address_
+                    << " (store " << options.database << ")";
+  return server;
+}
+
+void CoordinatorServer::RunLoop(absl::Duration period) {
+  while (!stopping_.WaitForNotificationWithTimeout(period)) jobs_->Tick();
+}
+
+void CoordinatorServer::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  stopping_.Notify();
+  if (loop_.joinable()) loop_.join();
+  server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
+  server_->Wait();
+}
+
+CoordinatorServer::~CoordinatorServer() { Shutdown(); }
+
+}  // namespace chimera::coordinator

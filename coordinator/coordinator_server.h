@@ -1,0 +1,87 @@
+// CoordinatorServer: the whole coordinator in one object — job store,
+// worker registry, job manager, the gRPC JobService and WorkerService with
+// the standard health service and reflection, and the background loop that
+// checks liveness and starts queued jobs. chimera-coordinator runs one;
+// `chimera run` embeds one on loopback.
+//
+//   ASSIGN_OR_RETURN(auto server, CoordinatorServer::Start(options));
+//   std::cout << "listening on " << server->address();
+//   ...
+//   server->Shutdown();
+#ifndef CHIMERA_COORDINATOR_COORDINATOR_SERVER_H_
+#define CHIMERA_COORDINATOR_COORDINATOR_SERVER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "net/metrics_server.h"
+#include "net/tls_credentials.h"
+#include "coordinator/job_manager.h"
+#include "coordinator/job_service.h"
+#include "coordinator/job_store.h"
+#include "coordinator/worker_registry.h"
+#include "coordinator/worker_service.h"
+
+namespace chimera::coordinator {
+
+struct CoordinatorOptions {
+  // HOST:PORT; port 0 picks a free one. Non-loopback hosts need both tokens.
+  std::string listen = "127.0.0.1:50051";
+  // SQLite file; ":memory:" keeps nothing across restarts.
+  std::string database = "chimera-coordinator.db";
+  HeartbeatPolicy heartbeat;
+  JobManagerOptions jobs;
+  std::string client_token;
+  std::string worker_token;
+  net::ServerTlsFiles tls;
+  // Largest request or response; bigger ones are refused by gRPC.
+  int max_message_bytes = 16 << 20;
+  // HOST:PORT for the Prometheus /metrics endpoint; empty: none.
+  std::string metrics_listen;
+};
+
+class CoordinatorServer {
+ public:
+  // INVALID_ARGUMENT for a bad address or a non-loopback one without
+  // tokens, or unreadable TLS files; UNAVAILABLE when the address cannot be
+  // bound; the store's errors as they are.
+  static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(
+      const CoordinatorOptions& options);
+  ~CoordinatorServer();
+  CoordinatorServer(const CoordinatorServer&) = delete;
+  CoordinatorServer& operator=(const CoordinatorServer&) = delete;
+
+  // host:port actually bound (the chosen port when 0 was asked for).
+  const std::string& address() const { return address_; }
+  // host:port of /metrics; empty when not serving metrics.
+  std::string metrics_address() const {
+    return metrics_ ? metrics_->address() : "";
+  }
+  // Stops accepting calls, ends streams, stops the background loop.
+  void Shutdown();
+
+ private:
+  CoordinatorServer() = default;
+  void RunLoop(absl::Duration period);
+
+  std::unique_ptr<JobStore> store_;
+  std::unique_ptr<WorkerRegistry> registry_;
+  std::unique_ptr<JobManager> jobs_;
+  std::unique_ptr<JobServiceImpl> job_service_;
+  std::unique_ptr<WorkerServiceImpl> worker_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<net::MetricsServer> metrics_;
+  std::string address_;
+  absl::Notification stopping_;
+  std::thread loop_;
+  bool shut_down_ = false;
+};
+
+}  // namespace chimera::coordinator
+
+#endif  // CHIMERA_COORDINATOR_COORDINATOR_SERVER_H_

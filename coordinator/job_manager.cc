@@ -1,0 +1,593 @@
+#include "coordinator/job_manager.h"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "planner/analytic_profile.h"
+#include "planner/plan_params.h"
+#include "schedule/params_proto.h"
+#include "planner/plan_search.h"
+#include "schedule/generator.h"
+#include "schedule/program_proto.h"
+#include "jobspec/job_validator.h"
+
+namespace chimera::coordinator {
+namespace {
+
+using chimera::v1::Job;
+using chimera::v1::JobState;
+
+double UnixSeconds(absl::Time time) {
+  return absl::ToDoubleSeconds(time - absl::UnixEpoch());
+}
+
+bool HasEnded(JobState state) {
+  return state == chimera::v1::JOB_STATE_SUCCEEDED ||
+         state == chimera::v1::JOB_STATE_FAILED ||
+         state == chimera::v1::JOB_STATE_STOPPED;
+}
+
+std::string StateName(JobState state) {
+  const std::string name = chimera::v1::JobState_Name(state);
+  return name.substr(std::string("JOB_STATE_").size());
+}
+
+// "cpu" or "gpu": what each of the job's workers computes on.
+std::string DeviceKindOf(const chimera::v1::TrainJob& job) {
+  const std::string& device = job.spec().resources().device();
+  return device.empty() ? "cpu" : device;
+}
+
+// The index of the worker's first device of `kind`; none when it has none.
+std::optional<int> DeviceIndex(const chimera::v1::WorkerInfo& worker,
+                               const std::string& kind) {
+  for (const auto& device : worker.devices()) {
+    if (device.kind() == kind) return device.index();
+  }
+  return std::nullopt;
+}
+
+// One step's reports of every rank, folded into what users follow.
+chimera::v1::StepSummary Summarize(
+    int step, const chimera::v1::TrainJob& manifest,
+    const std::map<int, chimera::v1::WorkerStepMetrics>& ranks) {
+  chimera::v1::StepSummary summary;
+  summary.set_step(step);
+  double bubble = 0;
+  for (const auto& [rank, metrics] : ranks) {
+    // Each last-stage rank reports its micro-batches' share of the mean.
+    summary.set_loss(summary.loss() + metrics.loss());
+    summary.set_step_seconds(
+        std::max(summary.step_seconds(), metrics.step_seconds()));
+    summary.set_peak_memory_bytes(
+        std::max(summary.peak_memory_bytes(), metrics.peak_memory_bytes()));
+    if (metrics.step_seconds() > 0) {
+      bubble += metrics.bubble_seconds() / metrics.step_seconds();
+    }
+  }
+  summary.set_bubble_ratio(bubble / std::max<size_t>(1, ranks.size()));
+  if (summary.step_seconds() > 0) {
+    const double samples = manifest.spec().training().global_batch_size();
+    summary.set_samples_per_second(samples / summary.step_seconds());
+    summary.set_tokens_per_second(samples *
+                                  manifest.spec().model().seq_length() /
+                                  summary.step_seconds());
+  }
+  return summary;
+}
+
+}  // namespace
+
+JobManager::JobManager(JobStore* store, WorkerRegistry* workers,
+                       JobManagerOptions options,
+                       std::function<absl::Time()> now)
+    : store_(store),
+      workers_(workers),
+      options_(std::move(options)),
+      now_(std::move(now)) {}
+
+absl::Status JobManager::SaveLocked(const Job& job) {
+  RETURN_IF_ERROR(store_->Put(job));
+  ++version_;
+  return absl::OkStatus();
+}
+
+absl::Status JobManager::Recover() {
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(std::vector<Job> running,
+                   store_->List(chimera::v1::JOB_STATE_RUNNING));
+  for (Job& job : running) {
+    // Its workers dropped their tasks when they registered again: it can
+    // only start over, from its checkpoint, if it may restart.
+    if (job.status().restarts() <
+        job.manifest().spec().run_policy().backoff_limit()) {
+      RETURN_IF_ERROR(
+          RestartLocked(std::move(job),
+                        "the coordinator restarted while the job was running"));
+      continue;
+    }
+    job.mutable_status()->set_state(chimera::v1::JOB_STATE_FAILED);
+    job.mutable_status()->set_message(
+        "the coordinator restarted while the job was running; its tasks were "
+        "lost");
+    job.mutable_status()->set_end_time(UnixSeconds(now_()));
+    RETURN_IF_ERROR(SaveLocked(job));
+    CHIMERA_LOG(WARNING) << "job " << job.id()
+                         << " failed: coordinator restarted";
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Job> JobManager::Submit(const chimera::v1::TrainJob& manifest) {
+  RETURN_IF_ERROR(
+      jobspec::ValidateJob(manifest, {.check_data_files = false}).ToStatus());
+  const int needed = manifest.spec().resources().workers();
+  if (options_.max_workers > 0 && needed > options_.max_workers) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "spec.resources.workers: the job needs ", needed,
+        " workers; this coordinator can have at most ", options_.max_workers));
+  }
+  absl::MutexLock lock(&mutex_);
+  Job job;
+  absl::BitGen random;
+  do {
+    job.set_id(absl::StrFormat("%s-%08x", manifest.metadata().name(),
+                               absl::Uniform<uint32_t>(random)));
+  } while (store_->Get(job.id()).ok());
+  *job.mutable_manifest() = manifest;
+  job.mutable_status()->set_state(chimera::v1::JOB_STATE_PENDING);
+  job.mutable_status()->set_submit_time(UnixSeconds(now_()));
+  if (std::optional<chimera::v1::Plan> plan = planner::FixedPlan(manifest)) {
+    *job.mutable_plan() = *std::move(plan);
+  }
+  RETURN_IF_ERROR(SaveLocked(job));
+  CHIMERA_LOG(INFO) << "job " << job.id() << " submitted (" << needed
+                    << " workers)";
+  return job;
+}
+
+absl::StatusOr<Job> JobManager::Get(const std::string& id) {
+  return store_->Get(id);
+}
+
+absl::StatusOr<std::vector<Job>> JobManager::List(JobState state) {
+  return store_->List(state);
+}
+
+absl::StatusOr<std::vector<chimera::v1::StepSummary>> JobManager::Steps(
+    const std::string& id) {
+  RETURN_IF_ERROR(store_->Get(id).status());
+  return store_->Steps(id);
+}
+
+absl::StatusOr<Job> JobManager::Stop(const std::string& id) {
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(Job job, store_->Get(id));
+  const JobState state = job.status().state();
+  if (HasEnded(state)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", id, " has already ended (", StateName(state), ")"));
+  }
+  if (state == chimera::v1::JOB_STATE_RUNNING) {
+    RETURN_IF_ERROR(
+        EndLocked(id, chimera::v1::JOB_STATE_STOPPED, "stopped on request"));
+    return store_->Get(id);
+  }
+  job.mutable_status()->set_state(chimera::v1::JOB_STATE_STOPPED);
+  job.mutable_status()->set_message("stopped on request before it started");
+  job.mutable_status()->set_end_time(UnixSeconds(now_()));
+  RETURN_IF_ERROR(SaveLocked(job));
+  return job;
+}
+
+absl::Status JobManager::Delete(const std::string& id) {
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(Job job, store_->Get(id));
+  if (!HasEnded(job.status().state())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", id, " is ", StateName(job.status().state()),
+                     "; stop it first"));
+  }
+  RETURN_IF_ERROR(store_->Delete(id));
+  ++version_;
+  return absl::OkStatus();
+}
+
+chimera::v1::Cluster JobManager::ClusterOfLocked(
+    const std::vector<std::string>& worker_ids) const {
+  std::map<std::string, int> per_node;
+  int64_t memory = 0;
+  for (const std::string& id : worker_ids) {
+    absl::StatusOr<chimera::v1::WorkerInfo> info = workers_->Get(id);
+    if (!info.ok()) continue;
+    ++per_node[info->node()];
+    if (memory == 0 || info->memory_bytes() < memory)
+      memory = info->memory_bytes();
+  }
+  int devices_per_node = 0;
+  for (const auto& [node, count] : per_node)
+    devices_per_node = std::max(devices_per_node, count);
+  chimera::v1::Cluster cluster;
+  cluster.mutable_metadata()->set_name("registered-workers");
+  auto* spec = cluster.mutable_spec();
+  spec->set_nodes(static_cast<int>(per_node.size()));
+  spec->set_devices_per_node(devices_per_node);
+  spec->mutable_device()->set_memory_bytes(memory);
+  spec->mutable_device()->set_peak_flops(options_.device_peak_flops);
+  *spec->mutable_links() = options_.links;
+  return cluster;
+}
+
+absl::StatusOr<std::vector<chimera::v1::Plan>> JobManager::Plans(
+    const chimera::v1::TrainJob& manifest, int top_k) {
+  RETURN_IF_ERROR(
+      jobspec::ValidateJob(manifest, {.check_data_files = false}).ToStatus());
+  absl::MutexLock lock(&mutex_);
+  std::vector<std::string> alive;
+  for (const auto& worker : workers_->List()) {
+    if (worker.state() != chimera::v1::WORKER_STATE_DEAD)
+      alive.push_back(worker.worker_id());
+  }
+  if (alive.empty()) {
+    return absl::FailedPreconditionError(
+        "no workers are registered to plan for");
+  }
+  const chimera::v1::Cluster cluster = ClusterOfLocked(alive);
+  const auto profile = planner::AnalyticProfile(manifest.spec().model(),
+                                                cluster.spec().device());
+  ASSIGN_OR_RETURN(planner::SearchResult result,
+                   planner::SearchPlans(manifest, cluster, profile, {top_k}));
+  std::vector<chimera::v1::Plan> plans;
+  for (const planner::Evaluation& evaluation : result.ranked)
+    plans.push_back(evaluation.plan);
+  return plans;
+}
+
+absl::StatusOr<chimera::v1::Plan> JobManager::PlanForLocked(
+    const Job& job, const std::vector<std::string>& worker_ids) {
+  if (!job.plan().scheme().empty()) return job.plan();
+  const chimera::v1::Cluster cluster = ClusterOfLocked(worker_ids);
+  const auto profile = planner::AnalyticProfile(job.manifest().spec().model(),
+                                                cluster.spec().device());
+  ASSIGN_OR_RETURN(planner::SearchResult result,
+                   planner::SearchPlans(job.manifest(), cluster, profile, {1}));
+  return result.ranked[0].plan;
+}
+
+absl::Status JobManager::StartLocked(Job job,
+                                     const std::vector<std::string>& chosen) {
+  ASSIGN_OR_RETURN(chimera::v1::Plan plan, PlanForLocked(job, chosen));
+  ASSIGN_OR_RETURN(schedule::ScheduleParams params,
+                   schedule::ScheduleParamsOf(plan));
+  ASSIGN_OR_RETURN(schedule::Schedule program,
+                   schedule::GenerateSchedule(params));
+  std::vector<chimera::v1::WorkerProgram> programs = schedule::ToProto(program);
+  for (chimera::v1::WorkerProgram& worker : programs) {
+    for (chimera::v1::StageReplica& replica : *worker.mutable_stages()) {
+      const auto& range = plan.partition(
+          program.topology.ModelStage({replica.chunk(), replica.stage()}));
+      replica.set_first_layer(range.first_layer());
+      replica.set_num_layers(range.num_layers());
+    }
+  }
+  // Placement: ranks onto the chosen workers' nodes, in order.
+  plan.clear_placement();
+  std::map<std::string, int> node_index;
+  for (size_t rank = 0; rank < chosen.size(); ++rank) {
+    ASSIGN_OR_RETURN(chimera::v1::WorkerInfo info, workers_->Get(chosen[rank]));
+    const int node =
+        node_index.emplace(info.node(), node_index.size()).first->second;
+    auto* placed = plan.add_placement();
+    placed->set_rank(static_cast<int>(rank));
+    placed->set_node(node);
+    placed->set_device(
+        DeviceIndex(info, DeviceKindOf(job.manifest())).value_or(0));
+  }
+
+  Run run;
+  run.attempt = job.status().restarts() + 1;
+  run.worker_of_rank = chosen;
+  run.started = now_();
+  run.rank_done.assign(chosen.size(), false);
+  for (size_t rank = 0; rank < chosen.size(); ++rank) {
+    chimera::v1::Assignment assignment;
+    chimera::v1::StartTask* start = assignment.mutable_start();
+    start->set_job_id(job.id());
+    start->set_attempt(run.attempt);
+    start->set_start_step(job.status().checkpoint_step());
+    *start->mutable_manifest() = job.manifest();
+    *start->mutable_plan() = plan;
+    *start->mutable_program() = std::move(programs[rank]);
+    start->mutable_rendezvous()->set_timeout_ms(
+        absl::ToInt64Milliseconds(options_.collective_timeout));
+    const TaskRef task{job.id(), run.attempt, static_cast<int>(rank)};
+    if (rank == 0) {
+      RETURN_IF_ERROR(
+          workers_->Assign(chosen[rank], task, std::move(assignment)));
+    } else {
+      RETURN_IF_ERROR(workers_->Assign(chosen[rank], task, std::nullopt));
+      run.held_starts.push_back(std::move(assignment));
+    }
+  }
+  runs_[job.id()] = std::move(run);
+  *job.mutable_plan() = plan;
+  job.mutable_status()->set_state(chimera::v1::JOB_STATE_RUNNING);
+  job.mutable_status()->set_start_time(UnixSeconds(now_()));
+  job.mutable_status()->clear_message();
+  CHIMERA_LOG(INFO) << "job " << job.id() << " started on " << chosen.size()
+                    << " workers (" << plan.scheme() << " W=" << plan.width()
+                    << " D=" << plan.depth() << ")";
+  return SaveLocked(job);
+}
+
+void JobManager::StopRunLocked(const std::string& id) {
+  auto it = runs_.find(id);
+  if (it == runs_.end()) return;
+  const Run& run = it->second;
+  for (size_t rank = 0; rank < run.worker_of_rank.size(); ++rank) {
+    const std::string& worker = run.worker_of_rank[rank];
+    if (!run.rank_done[rank]) {
+      chimera::v1::Assignment stop;
+      stop.mutable_stop()->set_job_id(id);
+      stop.mutable_stop()->set_attempt(run.attempt);
+      workers_->Send(worker, std::move(stop));
+    }
+    workers_->Release(worker);
+  }
+  runs_.erase(it);
+}
+
+absl::Status JobManager::EndLocked(const std::string& id, JobState state,
+                                   const std::string& message) {
+  StopRunLocked(id);
+  ASSIGN_OR_RETURN(Job job, store_->Get(id));
+  job.mutable_status()->set_state(state);
+  job.mutable_status()->set_message(message);
+  job.mutable_status()->set_end_time(UnixSeconds(now_()));
+  CHIMERA_LOG(INFO) << "job " << id << " " << StateName(state)
+                    << (message.empty() ? "" : ": ") << message;
+  return SaveLocked(job);
+}
+
+void JobManager::OnWorkerLost(const std::string& worker_id, const TaskRef& task,
+                              const std::string& reason) {
+  absl::MutexLock lock(&mutex_);
+  OnWorkerLostLocked(worker_id, task, reason);
+}
+
+void JobManager::OnWorkerLostLocked(const std::string& worker_id,
+                                    const TaskRef& task,
+                                    const std::string& reason) {
+  auto it = runs_.find(task.job_id);
+  if (it == runs_.end() || it->second.attempt != task.attempt) return;
+  const std::string message =
+      absl::StrCat("worker ", worker_id, " (rank ", task.rank, ") ", reason);
+  absl::StatusOr<Job> job = store_->Get(task.job_id);
+  absl::Status status = job.status();
+  if (status.ok()) {
+    const int limit = job->manifest().spec().run_policy().backoff_limit();
+    status =
+        job->status().restarts() < limit
+            ? RestartLocked(*std::move(job), message)
+            : EndLocked(task.job_id, chimera::v1::JOB_STATE_FAILED, message);
+  }
+  if (!status.ok()) CHIMERA_LOG(ERROR) << status;
+}
+
+absl::Status JobManager::RestartLocked(Job job, const std::string& cause) {
+  StopRunLocked(job.id());
+  chimera::v1::JobStatus& status = *job.mutable_status();
+  status.set_restarts(status.restarts() + 1);
+  status.set_state(chimera::v1::JOB_STATE_PENDING);
+  // Steps after the checkpoint are lost and will run again.
+  status.set_completed_steps(status.checkpoint_step());
+  // A job that left its parallelism open is planned again for the workers
+  // it gets next (its checkpoint loads under any partition).
+  if (!planner::FixedPlan(job.manifest())) job.clear_plan();
+  status.set_message(
+      absl::StrCat(cause, "; restarting from step ", status.checkpoint_step(),
+                   " (restart ", status.restarts(), " of ",
+                   job.manifest().spec().run_policy().backoff_limit(), ")"));
+  CHIMERA_LOG(WARNING) << "job " << job.id() << ": " << status.message();
+  return SaveLocked(job);
+}
+
+void JobManager::Tick() {
+  absl::MutexLock lock(&mutex_);
+  for (const DeadWorker& dead : workers_->ReapDead()) {
+    CHIMERA_LOG(WARNING) << "worker " << dead.worker_id
+                         << " missed its heartbeats";
+    if (!dead.task) continue;
+    OnWorkerLostLocked(dead.worker_id, *dead.task,
+                       absl::StrCat("stopped sending heartbeats for ",
+                                    absl::FormatDuration(
+                                        workers_->policy().period *
+                                        workers_->policy().failure_threshold)));
+  }
+  std::vector<std::pair<std::string, std::string>> failed;
+  for (const auto& [id, run] : runs_) {
+    if (run.failure && now_() >= run.fail_by) {
+      failed.push_back({id, *run.failure});
+    } else if (!run.rendezvous_done &&
+               now_() - run.started > options_.rendezvous_timeout) {
+      failed.push_back(
+          {id,
+           absl::StrCat("rank 0 did not report its rendezvous store within ",
+                        absl::FormatDuration(options_.rendezvous_timeout))});
+    }
+  }
+  for (const auto& [id, message] : failed) {
+    const absl::Status status =
+        EndLocked(id, chimera::v1::JOB_STATE_FAILED, message);
+    if (!status.ok()) CHIMERA_LOG(ERROR) << status;
+  }
+
+  absl::StatusOr<std::vector<Job>> pending =
+      store_->List(chimera::v1::JOB_STATE_PENDING);
+  if (!pending.ok()) {
+    CHIMERA_LOG(ERROR) << pending.status();
+    return;
+  }
+  for (Job& job : *pending) {
+    const auto& resources = job.manifest().spec().resources();
+    const std::string device = DeviceKindOf(job.manifest());
+    std::vector<std::string> chosen;
+    for (const std::string& id : workers_->IdleWorkers()) {
+      absl::StatusOr<chimera::v1::WorkerInfo> info = workers_->Get(id);
+      if (info.ok() && DeviceIndex(*info, device).has_value() &&
+          static_cast<int>(chosen.size()) < resources.workers()) {
+        chosen.push_back(id);
+      }
+    }
+    // First in, first out: the head of the queue waits for its workers.
+    if (static_cast<int>(chosen.size()) < resources.workers()) break;
+    const std::string id = job.id();
+    absl::Status started = StartLocked(std::move(job), chosen);
+    if (!started.ok()) {
+      absl::Status ended =
+          EndLocked(id, chimera::v1::JOB_STATE_FAILED,
+                    absl::StrCat("could not start: ", started.message()));
+      if (!ended.ok()) CHIMERA_LOG(ERROR) << ended;
+    }
+  }
+}
+
+absl::StatusOr<JobManager::Run*> JobManager::RunForLocked(
+    const std::string& job_id, int attempt, int rank,
+    const std::string& worker_id) {
+  auto it = runs_.find(job_id);
+  if (it == runs_.end() || it->second.attempt != attempt || rank < 0 ||
+      rank >= static_cast<int>(it->second.worker_of_rank.size()) ||
+      it->second.worker_of_rank[rank] != worker_id) {
+    return absl::NotFoundError(absl::StrCat("no running task of job ", job_id,
+                                            " attempt ", attempt, " rank ",
+                                            rank, " on worker ", worker_id));
+  }
+  return &it->second;
+}
+
+absl::Status JobManager::OnTaskState(
+    const chimera::v1::ReportTaskStateRequest& report) {
+  RETURN_IF_ERROR(
+      workers_->CheckIncarnation(report.worker_id(), report.incarnation()));
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(Run * run, RunForLocked(report.job_id(), report.attempt(),
+                                           report.rank(), report.worker_id()));
+  switch (report.state()) {
+    case chimera::v1::TASK_STATE_READY: {
+      if (report.rank() != 0 || report.store_address().empty()) {
+        return absl::InvalidArgumentError(
+            "READY comes from rank 0 and carries the store address");
+      }
+      for (size_t i = 0; i < run->held_starts.size(); ++i) {
+        chimera::v1::Assignment& start = run->held_starts[i];
+        start.mutable_start()->mutable_rendezvous()->set_store_address(
+            report.store_address());
+        workers_->Send(run->worker_of_rank[i + 1], std::move(start));
+      }
+      run->held_starts.clear();
+      run->rendezvous_done = true;
+      return absl::OkStatus();
+    }
+    case chimera::v1::TASK_STATE_SUCCEEDED: {
+      run->rank_done[report.rank()] = true;
+      workers_->Release(report.worker_id());
+      if (std::all_of(run->rank_done.begin(), run->rank_done.end(),
+                      [](bool d) { return d; })) {
+        return EndLocked(report.job_id(), chimera::v1::JOB_STATE_SUCCEEDED, "");
+      }
+      return absl::OkStatus();
+    }
+    case chimera::v1::TASK_STATE_FAILED:
+    case chimera::v1::TASK_STATE_STOPPED:
+      run->rank_done[report.rank()] = true;
+      workers_->Release(report.worker_id());
+      if (!run->failure) {
+        run->failure = absl::StrCat(
+            "rank ", report.rank(), " on worker ", report.worker_id(),
+            report.state() == chimera::v1::TASK_STATE_STOPPED
+                ? " stopped on its own"
+                : " failed",
+            report.message().empty() ? "" : ": ", report.message());
+        run->fail_by = now_() + workers_->policy().period *
+                                    workers_->policy().failure_threshold;
+      }
+      return absl::OkStatus();
+    default:
+      return absl::InvalidArgumentError(
+          "state must be READY, SUCCEEDED, FAILED or STOPPED");
+  }
+}
+
+absl::Status JobManager::OnMetrics(
+    const chimera::v1::ReportMetricsRequest& report) {
+  RETURN_IF_ERROR(
+      workers_->CheckIncarnation(report.worker_id(), report.incarnation()));
+  absl::MutexLock lock(&mutex_);
+  auto it = runs_.find(report.job_id());
+  if (it == runs_.end() || report.rank() < 0 ||
+      report.rank() >= static_cast<int>(it->second.worker_of_rank.size()) ||
+      it->second.worker_of_rank[report.rank()] != report.worker_id()) {
+    return absl::NotFoundError(
+        absl::StrCat("no running task of job ", report.job_id(), " rank ",
+                     report.rank(), " on worker ", report.worker_id()));
+  }
+  Run& run = it->second;
+  const int step = report.metrics().step();
+  auto& ranks = run.steps[step];
+  ranks[report.rank()] = report.metrics();
+  if (ranks.size() < run.worker_of_rank.size()) return absl::OkStatus();
+
+  ASSIGN_OR_RETURN(Job job, store_->Get(report.job_id()));
+  const chimera::v1::StepSummary summary =
+      Summarize(step, job.manifest(), ranks);
+  RETURN_IF_ERROR(store_->AppendStep(job.id(), summary));
+  *job.mutable_status()->mutable_last_step() = summary;
+  job.mutable_status()->set_completed_steps(step + 1);
+  // Complete once every rank wrote its share (the writers among them).
+  if (std::all_of(ranks.begin(), ranks.end(), [step](const auto& rank) {
+        return rank.second.checkpoint_step() == step + 1;
+      })) {
+    job.mutable_status()->set_checkpoint_step(step + 1);
+  }
+  job.clear_workers();
+  for (const auto& [rank, metrics] : ranks) {
+    auto* worker = job.add_workers();
+    worker->set_rank(rank);
+    worker->set_worker_id(run.worker_of_rank[rank]);
+    worker->set_bubble_ratio(metrics.step_seconds() > 0
+                                 ? metrics.bubble_seconds() /
+                                       metrics.step_seconds()
+                                 : 0);
+    worker->set_peak_memory_bytes(metrics.peak_memory_bytes());
+    worker->set_weights_bytes(metrics.weights_bytes());
+    worker->set_gradients_bytes(metrics.gradients_bytes());
+    worker->set_optimizer_bytes(metrics.optimizer_bytes());
+    worker->set_activations_bytes(metrics.activations_bytes());
+    worker->set_busy_seconds(metrics.busy_seconds());
+  }
+  run.steps.erase(run.steps.begin(), run.steps.upper_bound(step));
+  return SaveLocked(job);
+}
+
+uint64_t JobManager::version() const {
+  absl::MutexLock lock(&mutex_);
+  return version_;
+}
+
+uint64_t JobManager::WaitForChange(uint64_t seen, absl::Duration wait) const {
+  absl::MutexLock lock(&mutex_);
+  auto changed = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    return version_ != seen;
+  };
+  mutex_.AwaitWithTimeout(absl::Condition(&changed), wait);
+  return version_;
+}
+
+}  // namespace chimera::coordinator

@@ -1,0 +1,162 @@
+// JobManager: the coordinator's job lifecycle.
+//
+//   Submit ──► PENDING ──(gang: all its workers idle)──► RUNNING ──► SUCCEEDED
+//                 │  ▲                                     │  ├──► FAILED (a rank failed,
+//                 │  └──(a worker died, restarts left)─────┤  │     a worker died)
+//                 └────────────(Stop)──────► STOPPED ◄──────┘
+//
+// A job whose worker dies is restarted while status.restarts is below its
+// spec.runPolicy.backoffLimit: back to PENDING (it keeps its place in the
+// queue, being older than what was submitted after it), then started on any
+// idle workers with the next attempt number, from status.checkpoint_step,
+// the latest checkpoint every rank reported writing (0: from the start). It
+// keeps its plan: the checkpoint holds the plan's model stages, and the
+// spec fixes the worker count. A rank that fails on its own fails the job.
+//
+// Jobs start in submission order (FIFO; the head of the queue waits for
+// enough idle workers, nothing overtakes it). A job whose spec fixes its
+// parallelism runs that plan; otherwise the planner picks one for the
+// workers it got. Starting a job sends rank 0 its task first: rank 0 hosts
+// the rendezvous store and reports its address (ReportTaskState READY), then
+// the other ranks get theirs. Every change is written to the JobStore before
+// it is visible, so a restarted coordinator finds every job; jobs it finds
+// RUNNING lost their workers' connection and are failed with that reason.
+//
+//   JobManager manager(&store, &registry, options);
+//   RETURN_IF_ERROR(manager.Recover());
+//   ASSIGN_OR_RETURN(chimera::v1::Job job, manager.Submit(train_job));
+//   // every heartbeat period: manager.Tick();
+//
+// Thread-safe.
+#ifndef CHIMERA_COORDINATOR_JOB_MANAGER_H_
+#define CHIMERA_COORDINATOR_JOB_MANAGER_H_
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "chimera/v1/cluster.pb.h"
+#include "chimera/v1/service.pb.h"
+#include "coordinator/job_store.h"
+#include "coordinator/worker_registry.h"
+
+namespace chimera::coordinator {
+
+struct JobManagerOptions {
+  // Workers this coordinator can ever have; a job needing more is rejected
+  // at submit. 0: no limit.
+  int max_workers = 0;
+  // What the planner assumes about the workers' devices and links when a job
+  // leaves its parallelism open (memory comes from the workers' reports).
+  double device_peak_flops = 1e11;
+  chimera::v1::ClusterLinks links;
+  // Rank 0 must report its rendezvous store within this long.
+  absl::Duration rendezvous_timeout = absl::Seconds(60);
+  // Told to workers: joining the store and every collective.
+  absl::Duration collective_timeout = absl::Seconds(120);
+};
+
+class JobManager {
+ public:
+  // `now` is the clock (tests pass a fake one).
+  JobManager(JobStore* store, WorkerRegistry* workers, JobManagerOptions options,
+             std::function<absl::Time()> now = absl::Now);
+
+  // Fails jobs a previous coordinator left RUNNING; PENDING jobs stay queued.
+  absl::Status Recover();
+
+  // INVALID_ARGUMENT listing every problem of the spec; FAILED_PRECONDITION
+  // for a job that can never run here (more workers than max_workers).
+  absl::StatusOr<chimera::v1::Job> Submit(const chimera::v1::TrainJob& manifest);
+  absl::StatusOr<chimera::v1::Job> Get(const std::string& id);
+  absl::StatusOr<std::vector<chimera::v1::Job>> List(chimera::v1::JobState state);
+  absl::StatusOr<std::vector<chimera::v1::StepSummary>> Steps(const std::string& id);
+  // PENDING or RUNNING -> STOPPED; FAILED_PRECONDITION once it has ended.
+  absl::StatusOr<chimera::v1::Job> Stop(const std::string& id);
+  // Ended jobs only; FAILED_PRECONDITION while PENDING or RUNNING.
+  absl::Status Delete(const std::string& id);
+  // Ranked plans for the spec on the registered workers (a dry run).
+  absl::StatusOr<std::vector<chimera::v1::Plan>> Plans(
+      const chimera::v1::TrainJob& manifest, int top_k);
+
+  // Liveness and scheduling: fails the jobs of dead workers, times out
+  // rendezvous, and starts queued jobs whose workers are free.
+  void Tick();
+
+  // A worker went away with a task (missed heartbeats, or registered again
+  // as a new incarnation): its job fails, naming it, or restarts.
+  void OnWorkerLost(const std::string& worker_id, const TaskRef& task,
+                    const std::string& reason);
+
+  absl::Status OnTaskState(const chimera::v1::ReportTaskStateRequest& report);
+  absl::Status OnMetrics(const chimera::v1::ReportMetricsRequest& report);
+
+  // A counter that moves whenever any job changes; WaitForChange blocks
+  // until it differs from `seen` or `wait` passes, and returns it.
+  uint64_t version() const;
+  uint64_t WaitForChange(uint64_t seen, absl::Duration wait) const;
+
+ private:
+  // The live part of a RUNNING job.
+  struct Run {
+    int attempt = 0;
+    std::vector<std::string> worker_of_rank;
+    // Start tasks of ranks 1.. held until rank 0 reports its store.
+    std::vector<chimera::v1::Assignment> held_starts;
+    absl::Time started;
+    bool rendezvous_done = false;
+    std::vector<bool> rank_done;
+    // Per step, each rank's report.
+    std::map<int, std::map<int, chimera::v1::WorkerStepMetrics>> steps;
+    // The first rank failure, held back for one heartbeat timeout: when a
+    // worker dies, its peers fail on the broken connection before its
+    // heartbeats are missed, and the job should name the dead worker.
+    std::optional<std::string> failure;
+    absl::Time fail_by;
+  };
+
+  absl::Status StartLocked(chimera::v1::Job job, const std::vector<std::string>& idle)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  absl::StatusOr<chimera::v1::Plan> PlanForLocked(const chimera::v1::Job& job,
+                                                  const std::vector<std::string>& workers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Ends a RUNNING job: tells its workers to stop, frees them, stores the
+  // final state.
+  absl::Status EndLocked(const std::string& id, chimera::v1::JobState state,
+                         const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Tells a running job's workers to stop and frees them; its state is the
+  // caller's to set.
+  void StopRunLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Ends the run of `job` and queues it again, to resume from its latest
+  // checkpoint; `cause` (the worker that died) goes into its message.
+  absl::Status RestartLocked(chimera::v1::Job job, const std::string& cause)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  absl::Status SaveLocked(const chimera::v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void OnWorkerLostLocked(const std::string& worker_id, const TaskRef& task,
+                          const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The run a worker's report is about; NOT_FOUND when it is stale.
+  absl::StatusOr<Run*> RunForLocked(const std::string& job_id, int attempt, int rank,
+                                    const std::string& worker_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  chimera::v1::Cluster ClusterOfLocked(const std::vector<std::string>& workers) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  JobStore* const store_;
+  WorkerRegistry* const workers_;
+  const JobManagerOptions options_;
+  const std::function<absl::Time()> now_;
+  mutable absl::Mutex mutex_;
+  std::map<std::string, Run> runs_ ABSL_GUARDED_BY(mutex_);
+  uint64_t version_ ABSL_GUARDED_BY(mutex_) = 0;
+};
+
+}  // namespace chimera::coordinator
+
+#endif  // CHIMERA_COORDINATOR_JOB_MANAGER_H_

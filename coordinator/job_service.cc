@@ -1,0 +1,141 @@
+#include "coordinator/job_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/grpc_util.h"
+
+namespace chimera::coordinator {
+namespace {
+
+// How often a WatchJob stream checks whether its client went away while
+// nothing changes.
+constexpr absl::Duration kWatchPollInterval = absl::Milliseconds(500);
+constexpr int kDefaultTopK = 10;
+
+bool HasEnded(chimera::v1::JobState state) {
+  return state == chimera::v1::JOB_STATE_SUCCEEDED ||
+         state == chimera::v1::JOB_STATE_FAILED || state == chimera::v1::JOB_STATE_STOPPED;
+}
+
+grpc::Status RequireJobId(const std::string& id) {
+  return id.empty() ? grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id is required")
+                    : grpc::Status::OK;
+}
+
+}  // namespace
+
+JobServiceImpl::JobServiceImpl(JobManager* jobs, WorkerRegistry* workers,
+                               std::string client_token, const absl::Notification* stopping)
+    : jobs_(jobs),
+      workers_(workers),
+      client_token_(std::move(client_token)),
+      stopping_(stopping) {}
+
+grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
+                                       const chimera::v1::SubmitJobRequest* request,
+                                       chimera::v1::Job* response) {
+  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, client_token_));
+  absl::StatusOr<chimera::v1::Job> job = jobs_->Submit(request->job());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  *response = *std::move(job);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context,
+                                    const chimera::v1::GetJobRequest* request,
+                                    chimera::v1::Job* response) {
+  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, client_token_));
+  CHIMERA_RETURN_IF_GRPC_ERROR(RequireJobId(request->job_id()));
+  absl::StatusOr<chimera::v1::Job> job = jobs_->Get(request->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  *response = *std::move(job);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
+                                      const chimera::v1::ListJobsRequest* request,
+                                      chimera::v1::ListJobsResponse* response) {
+  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, client_token_));
+  absl::StatusOr<std::vector<chimera::v1::Job>> jobs = jobs_->List(request->state());
+  if (!jobs.ok()) return ToGrpcStatus(jobs.status());
+  for (chimera::v1::Job& job : *jobs) *response->add_jobs() = std::move(job);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::StopJob(grpc::ServerContext* context,
+                                     const chimera::v1::StopJobRequest* request,
+                                     chimera::v1::Job* response) {
+  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, client_token_));
+  CHIMERA_RETURN_IF_GRPC_ERROR(RequireJobId(request->job_id()));
+  absl::StatusOr<chimera::v1::Job> job = jobs_->Stop(request->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  *response = *std::move(job);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::DeleteJob(grpc::ServerContext* context,
+                                       const chimera::v1::DeleteJobRequest* request,
+                                       chimera::v1::DeleteJobResponse*) {
+  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, client_token_));
+  CHIMERA_RETURN_IF_GRPC_ERROR(RequireJobId(request->job_id()));
+  return ToGrpcStatus(jobs_->Delete(request->job_id()));
+}
+
+grpc::Status JobServiceImpl::PlanJob(grpc::ServerContext* context,
+                                     const chimera::v1::PlanJobRequest* request,
+                                     chimera::v1::PlanJobResponse* response) {
+  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, client_token_));
+  if (request->top_k() < 0) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("top_k: ", request->top_k(), " must be >= 0"));
+  }
+  absl::StatusOr<std::vector<chimera::v1::Plan>> plans =
+      jobs_->Plans(request->job(), request->top_k() > 0 ? request->top_k() : kDefaultTopK);
+  if (!plans.ok()) return ToGrpcStatus(plans.status());
+  for (chimera::v1::Plan& plan : *plans) *response->add_candidates() = std::move(plan);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
+                                      const chimera::v1::WatchJobRequest* request,
+                                      grpc::ServerWriter<chimera::v1::JobEvent>* writer) {
+  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, client_token_));
+  CHIMERA_RETURN_IF_GRPC_ERROR(RequireJobId(request->job_id()));
+  uint64_t version = jobs_->version();
+  size_t steps_sent = 0;
+  std::string last_status;
+  while (!context->IsCancelled() && !stopping_->HasBeenNotified()) {
+    absl::StatusOr<chimera::v1::Job> job = jobs_->Get(request->job_id());
+    if (!job.ok()) return ToGrpcStatus(job.status());
+    absl::StatusOr<std::vector<chimera::v1::StepSummary>> steps =
+        jobs_->Steps(request->job_id());
+    if (!steps.ok()) return ToGrpcStatus(steps.status());
+    for (; steps_sent < steps->size(); ++steps_sent) {
+      chimera::v1::JobEvent event;
+      *event.mutable_step() = (*steps)[steps_sent];
+      if (!writer->Write(event)) return grpc::Status::OK;
+    }
+    const std::string status = job->status().SerializeAsString();
+    if (status != last_status) {
+      chimera::v1::JobEvent event;
+      *event.mutable_status() = job->status();
+      if (!writer->Write(event)) return grpc::Status::OK;
+      last_status = status;
+    }
+    if (HasEnded(job->status().state())) return grpc::Status::OK;
+    version = jobs_->WaitForChange(version, kWatchPollInterval);
+  }
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      "the coordinator is shutting down or the client went away");
+}
+
+grpc::Status JobServiceImpl::ListWorkers(grpc::ServerContext* context,
+                                         const chimera::v1::ListWorkersRequest*,
+                                         chimera::v1::ListWorkersResponse* response) {
+  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, client_token_));
+  for (chimera::v1::WorkerInfo& worker : workers_->List()) {
+    *response->add_workers() = std::move(worker);
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace chimera::coordinator

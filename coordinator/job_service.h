@@ -1,0 +1,55 @@
+// chimera.v1.JobService: what clients (the CLI) call. Each handler checks the
+// client token, validates its request and maps JobManager's statuses to gRPC
+// codes (INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, UNAUTHENTICATED).
+#ifndef CHIMERA_COORDINATOR_JOB_SERVICE_H_
+#define CHIMERA_COORDINATOR_JOB_SERVICE_H_
+
+#include <string>
+
+#include "absl/synchronization/notification.h"
+
+#include "chimera/v1/service.grpc.pb.h"
+#include "coordinator/job_manager.h"
+#include "coordinator/worker_registry.h"
+
+namespace chimera::coordinator {
+
+class JobServiceImpl final : public chimera::v1::JobService::Service {
+ public:
+  // `client_token` empty: no authentication (loopback deployments). Streams
+  // end once `stopping` is notified, so the server can shut down promptly.
+  JobServiceImpl(JobManager* jobs, WorkerRegistry* workers, std::string client_token,
+                 const absl::Notification* stopping);
+
+  grpc::Status SubmitJob(grpc::ServerContext* context,
+                         const chimera::v1::SubmitJobRequest* request,
+                         chimera::v1::Job* response) override;
+  grpc::Status GetJob(grpc::ServerContext* context, const chimera::v1::GetJobRequest* request,
+                      chimera::v1::Job* response) override;
+  grpc::Status ListJobs(grpc::ServerContext* context,
+                        const chimera::v1::ListJobsRequest* request,
+                        chimera::v1::ListJobsResponse* response) override;
+  grpc::Status StopJob(grpc::ServerContext* context, const chimera::v1::StopJobRequest* request,
+                       chimera::v1::Job* response) override;
+  grpc::Status DeleteJob(grpc::ServerContext* context,
+                         const chimera::v1::DeleteJobRequest* request,
+                         chimera::v1::DeleteJobResponse* response) override;
+  grpc::Status PlanJob(grpc::ServerContext* context, const chimera::v1::PlanJobRequest* request,
+                       chimera::v1::PlanJobResponse* response) override;
+  grpc::Status WatchJob(grpc::ServerContext* context,
+                        const chimera::v1::WatchJobRequest* request,
+                        grpc::ServerWriter<chimera::v1::JobEvent>* writer) override;
+  grpc::Status ListWorkers(grpc::ServerContext* context,
+                           const chimera::v1::ListWorkersRequest* request,
+                           chimera::v1::ListWorkersResponse* response) override;
+
+ private:
+  JobManager* const jobs_;
+  WorkerRegistry* const workers_;
+  const std::string client_token_;
+  const absl::Notification* const stopping_;
+};
+
+}  // namespace chimera::coordinator
+
+#endif  // CHIMERA_COORDINATOR_JOB_SERVICE_H_

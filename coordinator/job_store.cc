@@ -1,0 +1,226 @@
+#include "coordinator/job_store.h"
+
+#include <sqlite3.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace chimera::coordinator {
+namespace {
+
+// Bumped whenever the schema changes; older databases are migrated by Open.
+constexpr int kSchemaVersion = 1;
+// How long a statement waits for another connection's lock (a second
+// coordinator on the same file, say) before it fails.
+constexpr int kBusyTimeoutMs = 5000;
+
+constexpr char kSchema[] = R"sql(
+  CREATE TABLE IF NOT EXISTS jobs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    state INTEGER NOT NULL,
+    job BLOB NOT NULL
+  );
+  CREATE TABLE IF NOT EXISTS steps (
+    job_id TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    summary BLOB NOT NULL,
+    PRIMARY KEY (job_id, step)
+  );
+)sql";
+
+absl::Status SqliteError(sqlite3* db, absl::string_view what) {
+  return absl::InternalError(absl::StrCat(what, ": ", sqlite3_errmsg(db)));
+}
+
+// A prepared statement, finalized when it goes out of scope.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) : db_(db) {
+    status_ = sqlite3_prepare_v2(db, sql, -1, &statement_, nullptr) == SQLITE_OK
+                  ? absl::OkStatus()
+                  : SqliteError(db, "preparing a statement");
+  }
+  ~Statement() { sqlite3_finalize(statement_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  const absl::Status& status() const { return status_; }
+  void Bind(int index, const std::string& text) {
+    sqlite3_bind_text(statement_, index, text.data(), static_cast<int>(text.size()),
+                      SQLITE_TRANSIENT);
+  }
+  void BindBlob(int index, const std::string& bytes) {
+    sqlite3_bind_blob(statement_, index, bytes.data(), static_cast<int>(bytes.size()),
+                      SQLITE_TRANSIENT);
+  }
+  void Bind(int index, int64_t value) { sqlite3_bind_int64(statement_, index, value); }
+
+  // True while there is a row; an error status when stepping fails.
+  absl::StatusOr<bool> Step() {
+    const int rc = sqlite3_step(statement_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return SqliteError(db_, "running a statement");
+  }
+  int64_t Int(int column) { return sqlite3_column_int64(statement_, column); }
+  std::string Blob(int column) {
+    const void* data = sqlite3_column_blob(statement_, column);
+    return std::string(static_cast<const char*>(data),
+                       static_cast<size_t>(sqlite3_column_bytes(statement_, column)));
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* statement_ = nullptr;
+  absl::Status status_;
+};
+
+absl::Status Execute(sqlite3* db, const char* sql) {
+  char* error = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &error) != SQLITE_OK) {
+    absl::Status status = absl::InternalError(absl::StrCat("'", sql, "': ", error));
+    sqlite3_free(error);
+    return status;
+  }
+  return absl::OkStatus();
+}
+
+template <typename Message>
+absl::StatusOr<Message> Decode(const std::string& bytes, absl::string_view what) {
+  Message message;
+  if (!message.ParseFromString(bytes)) {
+    return absl::DataLossError(absl::StrCat("stored ", what, " is corrupt"));
+  }
+  return message;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                      nullptr) != SQLITE_OK) {
+    absl::Status status =
+        absl::InternalError(absl::StrCat("opening job store '", path, "': ",
+                                         db ? sqlite3_errmsg(db) : "out of memory"));
+    sqlite3_close(db);
+    return status;
+  }
+  std::unique_ptr<JobStore> store(new JobStore(db));
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
+  // WAL keeps readers and the writer from blocking each other; FULL sync
+  // makes every committed job survive a crash of the machine too.
+  RETURN_IF_ERROR(Execute(db, "PRAGMA journal_mode=WAL"));
+  RETURN_IF_ERROR(Execute(db, "PRAGMA synchronous=FULL"));
+  Statement version(db, "PRAGMA user_version");
+  RETURN_IF_ERROR(version.status());
+  ASSIGN_OR_RETURN(bool has_row, version.Step());
+  const int64_t found = has_row ? version.Int(0) : 0;
+  if (found > kSchemaVersion) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job store '", path, "' has schema version ", found,
+        "; this coordinator understands up to ", kSchemaVersion));
+  }
+  RETURN_IF_ERROR(Execute(db, kSchema));
+  RETURN_IF_ERROR(Execute(
+      db, absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str()));
+  return store;
+}
+
+JobStore::~JobStore() {
+  absl::MutexLock lock(&mutex_);
+  sqlite3_close(db_);
+}
+
+absl::Status JobStore::Put(const chimera::v1::Job& job) {
+  absl::MutexLock lock(&mutex_);
+  // An upsert keeps the row's seq, and with it the job's place in the queue.
+  Statement put(db_,
+                "INSERT INTO jobs (id, state, job) VALUES (?1, ?2, ?3) "
+                "ON CONFLICT(id) DO UPDATE SET state = ?2, job = ?3");
+  RETURN_IF_ERROR(put.status());
+  put.Bind(1, job.id());
+  put.Bind(2, static_cast<int64_t>(job.status().state()));
+  put.BindBlob(3, job.SerializeAsString());
+  return put.Step().status();
+}
+
+absl::StatusOr<chimera::v1::Job> JobStore::Get(const std::string& id) {
+  absl::MutexLock lock(&mutex_);
+  Statement get(db_, "SELECT job FROM jobs WHERE id = ?1");
+  RETURN_IF_ERROR(get.status());
+  get.Bind(1, id);
+  ASSIGN_OR_RETURN(bool found, get.Step());
+  if (!found) return absl::NotFoundError(absl::StrCat("no job '", id, "'"));
+  return Decode<chimera::v1::Job>(get.Blob(0), absl::StrCat("job '", id, "'"));
+}
+
+absl::StatusOr<std::vector<chimera::v1::Job>> JobStore::List(
+    chimera::v1::JobState state) {
+  absl::MutexLock lock(&mutex_);
+  const bool all = state == chimera::v1::JOB_STATE_UNSPECIFIED;
+  Statement list(db_, all ? "SELECT job FROM jobs ORDER BY seq"
+                          : "SELECT job FROM jobs WHERE state = ?1 ORDER BY seq");
+  RETURN_IF_ERROR(list.status());
+  if (!all) list.Bind(1, static_cast<int64_t>(state));
+  std::vector<chimera::v1::Job> jobs;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, list.Step());
+    if (!row) break;
+    ASSIGN_OR_RETURN(chimera::v1::Job job, Decode<chimera::v1::Job>(list.Blob(0), "job"));
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
+absl::Status JobStore::Delete(const std::string& id) {
+  absl::MutexLock lock(&mutex_);
+  RETURN_IF_ERROR(Execute(db_, "BEGIN IMMEDIATE"));
+  Statement remove(db_, "DELETE FROM jobs WHERE id = ?1");
+  Statement history(db_, "DELETE FROM steps WHERE job_id = ?1");
+  absl::Status status = remove.status().ok() ? history.status() : remove.status();
+  if (status.ok()) {
+    remove.Bind(1, id);
+    history.Bind(1, id);
+    status = remove.Step().status();
+    if (status.ok() && sqlite3_changes(db_) == 0) {
+      status = absl::NotFoundError(absl::StrCat("no job '", id, "'"));
+    }
+    if (status.ok()) status = history.Step().status();
+  }
+  RETURN_IF_ERROR(Execute(db_, status.ok() ? "COMMIT" : "ROLLBACK"));
+  return status;
+}
+
+absl::Status JobStore::AppendStep(const std::string& id,
+                                  const chimera::v1::StepSummary& step) {
+  absl::MutexLock lock(&mutex_);
+  Statement append(db_,
+                   "INSERT OR REPLACE INTO steps (job_id, step, summary) "
+                   "VALUES (?1, ?2, ?3)");
+  RETURN_IF_ERROR(append.status());
+  append.Bind(1, id);
+  append.Bind(2, static_cast<int64_t>(step.step()));
+  append.BindBlob(3, step.SerializeAsString());
+  return append.Step().status();
+}
+
+absl::StatusOr<std::vector<chimera::v1::StepSummary>> JobStore::Steps(
+    const std::string& id) {
+  absl::MutexLock lock(&mutex_);
+  Statement steps(db_, "SELECT summary FROM steps WHERE job_id = ?1 ORDER BY step");
+  RETURN_IF_ERROR(steps.status());
+  steps.Bind(1, id);
+  std::vector<chimera::v1::StepSummary> history;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, steps.Step());
+    if (!row) break;
+    ASSIGN_OR_RETURN(chimera::v1::StepSummary step,
+                     Decode<chimera::v1::StepSummary>(steps.Blob(0), "step summary"));
+    history.push_back(std::move(step));
+  }
+  return history;
+}
+
+}  // namespace chimera::coordinator

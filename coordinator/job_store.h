@@ -1,0 +1,61 @@
+// JobStore: every job the coordinator knows, persisted in SQLite (WAL
+// journal, synchronous writes) so a restarted coordinator loses nothing:
+// each job's spec, status, plan and per-worker summaries as one row, and its
+// per-step summaries as an append-only history.
+//
+//   ASSIGN_OR_RETURN(std::unique_ptr<JobStore> store, JobStore::Open(path));
+//   RETURN_IF_ERROR(store->Put(job));
+//   ASSIGN_OR_RETURN(chimera::v1::Job loaded, store->Get(job.id()));
+//
+// Thread-safe: one connection guarded by a mutex.
+#ifndef CHIMERA_COORDINATOR_JOB_STORE_H_
+#define CHIMERA_COORDINATOR_JOB_STORE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "chimera/v1/service.pb.h"
+
+struct sqlite3;
+
+namespace chimera::coordinator {
+
+class JobStore {
+ public:
+  // Opens or creates the database at `path` (":memory:" for tests) and its
+  // schema. INVALID_ARGUMENT for a database of a newer schema, INTERNAL when
+  // SQLite fails (the message says why, e.g. a read-only directory).
+  static absl::StatusOr<std::unique_ptr<JobStore>> Open(const std::string& path);
+  ~JobStore();
+  JobStore(const JobStore&) = delete;
+  JobStore& operator=(const JobStore&) = delete;
+
+  // Inserts or replaces the job with this id, atomically.
+  absl::Status Put(const chimera::v1::Job& job);
+  // NOT_FOUND for an unknown id.
+  absl::StatusOr<chimera::v1::Job> Get(const std::string& id);
+  // Oldest first; every job when `state` is JOB_STATE_UNSPECIFIED.
+  absl::StatusOr<std::vector<chimera::v1::Job>> List(chimera::v1::JobState state);
+  // Removes the job and its history; NOT_FOUND for an unknown id.
+  absl::Status Delete(const std::string& id);
+
+  // Appends one step's summary to the job's history.
+  absl::Status AppendStep(const std::string& id, const chimera::v1::StepSummary& step);
+  // The job's history, in step order.
+  absl::StatusOr<std::vector<chimera::v1::StepSummary>> Steps(const std::string& id);
+
+ private:
+  explicit JobStore(sqlite3* db) : db_(db) {}
+
+  absl::Mutex mutex_;
+  sqlite3* db_ ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace chimera::coordinator
+
+#endif  // CHIMERA_COORDINATOR_JOB_STORE_H_

@@ -1,0 +1,179 @@
+#include "coordinator/worker_registry.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace chimera::coordinator {
+
+WorkerRegistry::WorkerRegistry(HeartbeatPolicy policy, std::function<absl::Time()> now)
+    : policy_(policy), now_(std::move(now)) {}
+
+std::optional<TaskRef> WorkerRegistry::Register(
+    const chimera::v1::RegisterWorkerRequest& request) {
+  absl::MutexLock lock(&mutex_);
+  auto [it, inserted] = workers_.try_emplace(request.worker_id());
+  Worker& worker = it->second;
+  std::optional<TaskRef> lost;
+  if (!inserted) lost = worker.task;
+  if (inserted) worker.sequence = next_sequence_++;
+  worker.registration = request;
+  worker.last_heartbeat = now_();
+  worker.dead = false;
+  worker.task.reset();
+  worker.queue.clear();
+  return lost;
+}
+
+absl::Status WorkerRegistry::CheckIncarnation(const std::string& worker_id,
+                                              uint64_t incarnation) const {
+  absl::MutexLock lock(&mutex_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) {
+    return absl::NotFoundError(absl::StrCat("worker '", worker_id, "' is not registered"));
+  }
+  if (it->second.registration.incarnation() != incarnation || it->second.dead) {
+    return absl::AbortedError(absl::StrCat(
+        "worker '", worker_id, "' incarnation ", incarnation,
+        it->second.dead ? " was declared dead" : " was replaced", "; register again"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerRegistry::Heartbeat(const std::string& worker_id,
+                                       uint64_t incarnation) {
+  absl::Status status = CheckIncarnation(worker_id, incarnation);
+  if (!status.ok()) return status;
+  absl::MutexLock lock(&mutex_);
+  workers_[worker_id].last_heartbeat = now_();
+  return absl::OkStatus();
+}
+
+std::vector<DeadWorker> WorkerRegistry::ReapDead() {
+  absl::MutexLock lock(&mutex_);
+  const absl::Time deadline = now_() - policy_.period * policy_.failure_threshold;
+  std::vector<DeadWorker> dead;
+  for (auto& [id, worker] : workers_) {
+    if (worker.dead || worker.last_heartbeat >= deadline) continue;
+    worker.dead = true;
+    dead.push_back({id, worker.task});
+    worker.task.reset();
+    worker.queue.clear();
+  }
+  return dead;
+}
+
+std::vector<std::string> WorkerRegistry::IdleWorkers() const {
+  absl::MutexLock lock(&mutex_);
+  std::vector<std::pair<uint64_t, std::string>> idle;
+  for (const auto& [id, worker] : workers_) {
+    if (!worker.dead && !worker.task) idle.push_back({worker.sequence, id});
+  }
+  std::sort(idle.begin(), idle.end());
+  std::vector<std::string> ids;
+  for (auto& [sequence, id] : idle) ids.push_back(std::move(id));
+  return ids;
+}
+
+chimera::v1::WorkerInfo WorkerRegistry::InfoLocked(const Worker& worker) const {
+  chimera::v1::WorkerInfo info;
+  const auto& r = worker.registration;
+  info.set_worker_id(r.worker_id());
+  info.set_incarnation(r.incarnation());
+  info.set_node(r.node());
+  *info.mutable_devices() = r.devices();
+  info.set_memory_bytes(r.memory_bytes());
+  info.set_metrics_address(r.metrics_address());
+  info.set_state(worker.dead   ? chimera::v1::WORKER_STATE_DEAD
+                 : worker.task ? chimera::v1::WORKER_STATE_BUSY
+                               : chimera::v1::WORKER_STATE_IDLE);
+  if (worker.task) {
+    info.set_job_id(worker.task->job_id);
+    info.set_rank(worker.task->rank);
+  }
+  info.set_last_heartbeat_time(absl::ToDoubleSeconds(worker.last_heartbeat - absl::UnixEpoch()));
+  return info;
+}
+
+std::vector<chimera::v1::WorkerInfo> WorkerRegistry::List() const {
+  absl::MutexLock lock(&mutex_);
+  std::vector<std::pair<uint64_t, chimera::v1::WorkerInfo>> ordered;
+  for (const auto& [id, worker] : workers_) {
+    ordered.push_back({worker.sequence, InfoLocked(worker)});
+  }
+  std::sort(ordered.begin(), ordered.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<chimera::v1::WorkerInfo> infos;
+  for (auto& [sequence, info] : ordered) infos.push_back(std::move(info));
+  return infos;
+}
+
+absl::StatusOr<chimera::v1::WorkerInfo> WorkerRegistry::Get(
+    const std::string& worker_id) const {
+  absl::MutexLock lock(&mutex_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) {
+    return absl::NotFoundError(absl::StrCat("worker '", worker_id, "' is not registered"));
+  }
+  return InfoLocked(it->second);
+}
+
+absl::Status WorkerRegistry::Assign(const std::string& worker_id, const TaskRef& task,
+                                    std::optional<chimera::v1::Assignment> assignment) {
+  absl::MutexLock lock(&mutex_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || it->second.dead) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker '", worker_id, "' is not alive"));
+  }
+  if (it->second.task) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker '", worker_id, "' already runs job ", it->second.task->job_id));
+  }
+  it->second.task = task;
+  if (assignment) it->second.queue.push_back(*std::move(assignment));
+  return absl::OkStatus();
+}
+
+void WorkerRegistry::Send(const std::string& worker_id,
+                          chimera::v1::Assignment assignment) {
+  absl::MutexLock lock(&mutex_);
+  auto it = workers_.find(worker_id);
+  if (it != workers_.end() && !it->second.dead) {
+    it->second.queue.push_back(std::move(assignment));
+  }
+}
+
+void WorkerRegistry::Release(const std::string& worker_id) {
+  absl::MutexLock lock(&mutex_);
+  auto it = workers_.find(worker_id);
+  if (it != workers_.end()) it->second.task.reset();
+}
+
+absl::StatusOr<std::optional<chimera::v1::Assignment>> WorkerRegistry::NextAssignment(
+    const std::string& worker_id, uint64_t incarnation, absl::Duration wait) {
+  absl::MutexLock lock(&mutex_);
+  auto current = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    auto it = workers_.find(worker_id);
+    return it != workers_.end() && !it->second.dead &&
+                   it->second.registration.incarnation() == incarnation
+               ? &it->second
+               : nullptr;
+  };
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    Worker* worker = current();
+    return worker == nullptr || !worker->queue.empty();
+  };
+  mutex_.AwaitWithTimeout(absl::Condition(&ready), wait);
+  Worker* worker = current();
+  if (worker == nullptr) {
+    return absl::AbortedError(absl::StrCat("worker '", worker_id, "' incarnation ",
+                                           incarnation, " is no longer registered"));
+  }
+  if (worker->queue.empty()) return std::optional<chimera::v1::Assignment>();
+  chimera::v1::Assignment next = std::move(worker->queue.front());
+  worker->queue.pop_front();
+  return std::optional<chimera::v1::Assignment>(std::move(next));
+}
+
+}  // namespace chimera::coordinator

@@ -1,0 +1,122 @@
+// WorkerRegistry: the workers the coordinator knows, their liveness and the
+// task each runs, plus each worker's queue of assignments that its
+// WatchAssignments stream delivers.
+//
+// A worker is identified by its id and told apart from an earlier run of
+// itself by its incarnation: registering a new incarnation replaces the old
+// one (whose task is then lost), and a request carrying an old incarnation
+// is ABORTED. A worker whose last heartbeat is older than
+// period x failure_threshold is dead.
+//
+//   WorkerRegistry registry({.period = absl::Seconds(1)});
+//   registry.Register(request);
+//   for (const DeadWorker& dead : registry.ReapDead()) FailJob(dead.task);
+//
+// Thread-safe.
+#ifndef CHIMERA_COORDINATOR_WORKER_REGISTRY_H_
+#define CHIMERA_COORDINATOR_WORKER_REGISTRY_H_
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "chimera/v1/service.pb.h"
+
+namespace chimera::coordinator {
+
+struct HeartbeatPolicy {
+  // How often workers heartbeat.
+  absl::Duration period = absl::Seconds(1);
+  // Deadline of one heartbeat RPC (told to workers).
+  absl::Duration timeout = absl::Seconds(5);
+  // Missed periods after which a worker is dead.
+  int failure_threshold = 3;
+};
+
+// One rank of one attempt of a job.
+struct TaskRef {
+  std::string job_id;
+  int attempt = 0;
+  int rank = 0;
+};
+
+struct DeadWorker {
+  std::string worker_id;
+  // The task it was running, if any.
+  std::optional<TaskRef> task;
+};
+
+class WorkerRegistry {
+ public:
+  explicit WorkerRegistry(HeartbeatPolicy policy,
+                          std::function<absl::Time()> now = absl::Now);
+
+  const HeartbeatPolicy& policy() const { return policy_; }
+
+  // Adds or replaces a worker. Returns the task the replaced incarnation was
+  // running, which is lost.
+  std::optional<TaskRef> Register(const chimera::v1::RegisterWorkerRequest& request);
+  // NOT_FOUND for an unknown worker, ABORTED for another incarnation (the
+  // worker must register again).
+  absl::Status Heartbeat(const std::string& worker_id, uint64_t incarnation);
+  absl::Status CheckIncarnation(const std::string& worker_id,
+                                uint64_t incarnation) const;
+
+  // Marks workers without a recent heartbeat dead and returns those newly
+  // dead; their tasks are cleared and their assignment queues closed.
+  std::vector<DeadWorker> ReapDead();
+
+  // Alive workers without a task, in registration order.
+  std::vector<std::string> IdleWorkers() const;
+  std::vector<chimera::v1::WorkerInfo> List() const;
+  absl::StatusOr<chimera::v1::WorkerInfo> Get(const std::string& worker_id) const;
+
+  // Records the task a worker runs, and queues `assignment` (if any; a
+  // start may follow later with Send) for its stream. FAILED_PRECONDITION if
+  // it is dead or already busy.
+  absl::Status Assign(const std::string& worker_id, const TaskRef& task,
+                      std::optional<chimera::v1::Assignment> assignment);
+  // Queues an assignment (a stop, or rank 0's peers' delayed start) without
+  // changing the worker's task.
+  void Send(const std::string& worker_id, chimera::v1::Assignment assignment);
+  // The worker has no task any more.
+  void Release(const std::string& worker_id);
+
+  // Waits up to `wait` for the next assignment of this incarnation; nullopt
+  // when none came. ABORTED once the incarnation is replaced or dead: the
+  // stream must end.
+  absl::StatusOr<std::optional<chimera::v1::Assignment>> NextAssignment(
+      const std::string& worker_id, uint64_t incarnation, absl::Duration wait);
+
+ private:
+  struct Worker {
+    chimera::v1::RegisterWorkerRequest registration;
+    absl::Time last_heartbeat;
+    bool dead = false;
+    std::optional<TaskRef> task;
+    std::deque<chimera::v1::Assignment> queue;
+    uint64_t sequence = 0;  // Registration order.
+  };
+
+  chimera::v1::WorkerInfo InfoLocked(const Worker& worker) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  const HeartbeatPolicy policy_;
+  const std::function<absl::Time()> now_;
+  mutable absl::Mutex mutex_;
+  std::map<std::string, Worker> workers_ ABSL_GUARDED_BY(mutex_);
+  uint64_t next_sequence_ ABSL_GUARDED_BY(mutex_) = 0;
+};
+
+}  // namespace chimera::coordinator
+
+#endif  // CHIMERA_COORDINATOR_WORKER_REGISTRY_H_

@@ -1,0 +1,49 @@
+// chimera.v1.WorkerService: what worker daemons call. Each handler checks the
+// worker join token and the caller's incarnation (ABORTED when stale: the
+// worker must register again).
+#ifndef CHIMERA_COORDINATOR_WORKER_SERVICE_H_
+#define CHIMERA_COORDINATOR_WORKER_SERVICE_H_
+
+#include <string>
+
+#include "absl/synchronization/notification.h"
+
+#include "chimera/v1/service.grpc.pb.h"
+#include "coordinator/job_manager.h"
+#include "coordinator/worker_registry.h"
+
+namespace chimera::coordinator {
+
+class WorkerServiceImpl final : public chimera::v1::WorkerService::Service {
+ public:
+  // `worker_token` empty: no authentication (loopback deployments). Streams
+  // end once `stopping` is notified, so the server can shut down promptly.
+  WorkerServiceImpl(JobManager* jobs, WorkerRegistry* workers, std::string worker_token,
+                    const absl::Notification* stopping);
+
+  grpc::Status RegisterWorker(grpc::ServerContext* context,
+                              const chimera::v1::RegisterWorkerRequest* request,
+                              chimera::v1::RegisterWorkerResponse* response) override;
+  grpc::Status Heartbeat(grpc::ServerContext* context,
+                         const chimera::v1::HeartbeatRequest* request,
+                         chimera::v1::HeartbeatResponse* response) override;
+  grpc::Status ReportMetrics(grpc::ServerContext* context,
+                             const chimera::v1::ReportMetricsRequest* request,
+                             chimera::v1::ReportMetricsResponse* response) override;
+  grpc::Status ReportTaskState(grpc::ServerContext* context,
+                               const chimera::v1::ReportTaskStateRequest* request,
+                               chimera::v1::ReportTaskStateResponse* response) override;
+  grpc::Status WatchAssignments(grpc::ServerContext* context,
+                                const chimera::v1::WatchAssignmentsRequest* request,
+                                grpc::ServerWriter<chimera::v1::Assignment>* writer) override;
+
+ private:
+  JobManager* const jobs_;
+  WorkerRegistry* const workers_;
+  const std::string worker_token_;
+  const absl::Notification* const stopping_;
+};
+
+}  // namespace chimera::coordinator
+
+#endif  // CHIMERA_COORDINATOR_WORKER_SERVICE_H_

@@ -1,0 +1,376 @@
+#include "jobspec/yaml_message.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "common/file_reader.h"
+#include "common/version.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/util/json_util.h"
+#include "nlohmann/json.hpp"
+
+namespace chimera::jobspec {
+namespace {
+
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+using Json = nlohmann::json;
+
+std::string Join(const std::string& path, absl::string_view name) {
+  return path.empty() ? std::string(name) : absl::StrCat(path, ".", name);
+}
+
+std::string Describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Scalar:
+      return absl::StrCat("'", node.Scalar(), "'");
+    default:
+      return "nothing";
+  }
+}
+
+// A plain (unquoted) scalar may be a number or a boolean; a quoted one is
+// always a string, as in YAML's core schema.
+bool IsPlainScalar(const YAML::Node& node) {
+  return node.IsScalar() && node.Tag() != "!";
+}
+
+// Whether an integer field may be spelled as `node`: plain, or, for 64-bit
+// fields, also quoted, since protobuf's JSON mapping writes 64-bit integers
+// as strings (what other tools export must read back).
+bool NumberSpellingFits(const YAML::Node& node,
+                        const google::protobuf::FieldDescriptor& field) {
+  using google::protobuf::FieldDescriptor;
+  return IsPlainScalar(node) ||
+         field.cpp_type() == FieldDescriptor::CPPTYPE_INT64 ||
+         field.cpp_type() == FieldDescriptor::CPPTYPE_UINT64;
+}
+
+// YAML spells infinity and NaN .inf, -.inf and .nan (any case).
+bool IsYamlInfinityOrNan(absl::string_view text) {
+  if (!absl::ConsumePrefix(&text, "+")) absl::ConsumePrefix(&text, "-");
+  const std::string lower = absl::AsciiStrToLower(text);
+  return lower == ".inf" || lower == ".nan";
+}
+
+// Walks a YAML tree along a message descriptor and builds the equivalent
+// JSON, recording every mismatch in `errors`.
+class YamlToJson {
+ public:
+  explicit YamlToJson(FieldErrors* errors) : errors_(errors) {}
+
+  std::optional<Json> Message(const YAML::Node& node, const Descriptor& type,
+                              const std::string& path, int depth) {
+    if (!Enter(path, depth)) return std::nullopt;
+    if (!node.IsMap()) {
+      errors_->Add(path, absl::StrCat("expected a mapping of ", type.name(),
+                                      " fields, got ", Describe(node)));
+      return std::nullopt;
+    }
+    Json object = Json::object();
+    std::set<std::string> seen;
+    for (const auto& entry : node) {
+      if (!entry.first.IsScalar()) {
+        errors_->Add(path, "mapping keys must be plain names");
+        continue;
+      }
+      const std::string key = entry.first.Scalar();
+      const std::string field_path = Join(path, key);
+      if (!seen.insert(key).second) {
+        errors_->Add(field_path, "appears more than once");
+        continue;
+      }
+      const FieldDescriptor* field = FindByJsonName(type, key);
+      if (field == nullptr) {
+        errors_->Add(field_path, UnknownFieldMessage(type, key));
+        continue;
+      }
+      if (entry.second.IsNull()) continue;  // `key:` with no value = unset.
+      std::optional<Json> value =
+          Field(entry.second, *field, field_path, depth);
+      if (value) object[key] = std::move(*value);
+    }
+    return object;
+  }
+
+ private:
+  // Counts nodes and depth; false once a limit is hit (reported once).
+  bool Enter(const std::string& path, int depth) {
+    if (budget_exceeded_) return false;
+    if (errors_->size() >= kMaxYamlErrors) {
+      budget_exceeded_ = true;
+      errors_->Add("", absl::StrCat("more than ", kMaxYamlErrors,
+                                    " problems; the rest is not checked"));
+      return false;
+    }
+    if (++nodes_ > kMaxYamlNodes) {
+      budget_exceeded_ = true;
+      errors_->Add(
+          "", absl::StrCat("the document expands to more than ", kMaxYamlNodes,
+                           " nodes (too large, or aliases that "
+                           "repeat too much)"));
+      return false;
+    }
+    if (depth > kMaxYamlDepth) {
+      budget_exceeded_ = true;
+      errors_->Add(
+          path, absl::StrCat("nested deeper than ", kMaxYamlDepth, " levels"));
+      return false;
+    }
+    return true;
+  }
+
+  static const FieldDescriptor* FindByJsonName(const Descriptor& type,
+                                               absl::string_view name) {
+    for (int i = 0; i < type.field_count(); ++i) {
+      if (type.field(i)->json_name() == name) return type.field(i);
+    }
+    return nullptr;
+  }
+
+  static std::string UnknownFieldMessage(const Descriptor& type,
+                                         const std::string& key) {
+    const FieldDescriptor* by_proto_name = type.FindFieldByName(key);
+    if (by_proto_name != nullptr) {
+      return absl::StrCat("unknown field; did you mean '",
+                          by_proto_name->json_name(), "'?");
+    }
+    std::vector<std::string> names;
+    for (int i = 0; i < type.field_count(); ++i) {
+      names.push_back(type.field(i)->json_name());
+    }
+    return absl::StrCat("unknown field; ", type.name(), " has ",
+                        absl::StrJoin(names, ", "));
+  }
+
+  std::optional<Json> Field(const YAML::Node& node,
+                            const FieldDescriptor& field,
+                            const std::string& path, int depth) {
+    if (field.is_map()) return Map(node, field, path, depth);
+    if (field.is_repeated()) {
+      if (!Enter(path, depth + 1)) return std::nullopt;
+      if (!node.IsSequence()) {
+        errors_->Add(path,
+                     absl::StrCat("expected a list, got ", Describe(node)));
+        return std::nullopt;
+      }
+      Json array = Json::array();
+      for (size_t i = 0; i < node.size(); ++i) {
+        std::optional<Json> element = Singular(
+            node[i], field, absl::StrCat(path, "[", i, "]"), depth + 1);
+        if (element) array.push_back(std::move(*element));
+      }
+      return array;
+    }
+    return Singular(node, field, path, depth);
+  }
+
+  std::optional<Json> Map(const YAML::Node& node, const FieldDescriptor& field,
+                          const std::string& path, int depth) {
+    if (!Enter(path, depth + 1)) return std::nullopt;
+    if (!node.IsMap()) {
+      errors_->Add(path,
+                   absl::StrCat("expected a mapping, got ", Describe(node)));
+      return std::nullopt;
+    }
+    const FieldDescriptor& value_field = *field.message_type()->map_value();
+    Json object = Json::object();
+    for (const auto& entry : node) {
+      if (!entry.first.IsScalar()) {
+        errors_->Add(path, "mapping keys must be plain names");
+        continue;
+      }
+      const std::string key = entry.first.Scalar();
+      std::optional<Json> value =
+          Singular(entry.second, value_field, Join(path, key), depth + 1);
+      if (value) object[key] = std::move(*value);
+    }
+    return object;
+  }
+
+  std::optional<Json> Singular(const YAML::Node& node,
+                               const FieldDescriptor& field,
+                               const std::string& path, int depth) {
+    if (field.cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      return Message(node, *field.message_type(), path, depth + 1);
+    }
+    if (!Enter(path, depth + 1)) return std::nullopt;
+    if (!node.IsScalar()) {
+      errors_->Add(path, absl::StrCat("expected ", ScalarKind(field), ", got ",
+                                      Describe(node)));
+      return std::nullopt;
+    }
+    const std::string& text = node.Scalar();
+    auto wrong = [&]() -> std::optional<Json> {
+      errors_->Add(path, absl::StrCat("expected ", ScalarKind(field), ", got ",
+                                      IsPlainScalar(node) ? "" : "string ", "'",
+                                      text, "'"));
+      return std::nullopt;
+    };
+    switch (field.cpp_type()) {
+      case FieldDescriptor::CPPTYPE_STRING:
+        return Json(text);
+      case FieldDescriptor::CPPTYPE_BOOL:
+        if (!IsPlainScalar(node)) return wrong();
+        if (text == "true") return Json(true);
+        if (text == "false") return Json(false);
+        return wrong();
+      case FieldDescriptor::CPPTYPE_INT32:
+      case FieldDescriptor::CPPTYPE_INT64: {
+        int64_t value;
+        if (!NumberSpellingFits(node, field) ||
+            !absl::SimpleAtoi(text, &value)) {
+          return wrong();
+        }
+        const bool is32 = field.cpp_type() == FieldDescriptor::CPPTYPE_INT32;
+        if (is32 && (value > std::numeric_limits<int32_t>::max() ||
+                     value < std::numeric_limits<int32_t>::min())) {
+          errors_->Add(path, absl::StrCat(text, " is out of the 32-bit range"));
+          return std::nullopt;
+        }
+        return Json(value);
+      }
+      case FieldDescriptor::CPPTYPE_UINT32:
+      case FieldDescriptor::CPPTYPE_UINT64: {
+        uint64_t value;
+        if (!NumberSpellingFits(node, field) ||
+            !absl::SimpleAtoi(text, &value)) {
+          return wrong();
+        }
+        if (field.cpp_type() == FieldDescriptor::CPPTYPE_UINT32 &&
+            value > std::numeric_limits<uint32_t>::max()) {
+          errors_->Add(path, absl::StrCat(text, " is out of the 32-bit range"));
+          return std::nullopt;
+        }
+        return Json(value);
+      }
+      case FieldDescriptor::CPPTYPE_DOUBLE:
+      case FieldDescriptor::CPPTYPE_FLOAT: {
+        double value;
+        if (!IsPlainScalar(node)) return wrong();
+        if (IsYamlInfinityOrNan(text) ||
+            (absl::SimpleAtod(text, &value) && !std::isfinite(value))) {
+          errors_->Add(path,
+                       absl::StrCat("'", text, "' is not a finite number"));
+          return std::nullopt;
+        }
+        if (!absl::SimpleAtod(text, &value)) return wrong();
+        return Json(value);
+      }
+      case FieldDescriptor::CPPTYPE_ENUM: {
+        if (field.enum_type()->FindValueByName(text) == nullptr) {
+          std::vector<std::string> names;
+          for (int i = 0; i < field.enum_type()->value_count(); ++i) {
+            names.push_back(field.enum_type()->value(i)->name());
+          }
+          errors_->Add(path, absl::StrCat("'", text, "' is not one of ",
+                                          absl::StrJoin(names, ", ")));
+          return std::nullopt;
+        }
+        return Json(text);
+      }
+      case FieldDescriptor::CPPTYPE_MESSAGE:
+        break;  // Handled above.
+    }
+    return wrong();
+  }
+
+  static std::string ScalarKind(const FieldDescriptor& field) {
+    switch (field.cpp_type()) {
+      case FieldDescriptor::CPPTYPE_BOOL:
+        return "true or false";
+      case FieldDescriptor::CPPTYPE_INT32:
+      case FieldDescriptor::CPPTYPE_INT64:
+        return "an integer";
+      case FieldDescriptor::CPPTYPE_UINT32:
+      case FieldDescriptor::CPPTYPE_UINT64:
+        return "a non-negative integer";
+      case FieldDescriptor::CPPTYPE_DOUBLE:
+      case FieldDescriptor::CPPTYPE_FLOAT:
+        return "a number";
+      case FieldDescriptor::CPPTYPE_MESSAGE:
+        return "a mapping";
+      default:
+        return "a string";
+    }
+  }
+
+  FieldErrors* errors_;
+  int nodes_ = 0;
+  bool budget_exceeded_ = false;
+};
+
+}  // namespace
+
+FieldErrors ParseYamlMessage(absl::string_view yaml,
+                             google::protobuf::Message* message) {
+  FieldErrors errors;
+  message->Clear();
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    errors.Add("", absl::StrCat("not valid YAML: line ", e.mark.line + 1,
+                                ", column ", e.mark.column + 1, ": ", e.msg));
+    return errors;
+  }
+  if (documents.size() != 1) {
+    errors.Add("", absl::StrCat("expected one YAML document, found ",
+                                documents.size()));
+    return errors;
+  }
+  YamlToJson converter(&errors);
+  std::optional<Json> json =
+      converter.Message(documents[0], *message->GetDescriptor(), "", 0);
+  if (!errors.empty() || !json) return errors;
+
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  const auto status = google::protobuf::util::JsonStringToMessage(
+      json->dump(), message, options);
+  if (!status.ok()) {
+    errors.Add("", absl::StrCat("does not match the schema: ",
+                                status.message().as_string()));
+  }
+  return errors;
+}
+
+void CheckApiVersionAndKind(absl::string_view api_version,
+                            absl::string_view kind,
+                            absl::string_view expected_kind,
+                            FieldErrors* errors) {
+  if (api_version != kApiVersion) {
+    errors->Add("apiVersion", absl::StrCat("'", api_version, "' must be '",
+                                           kApiVersion, "'"));
+  }
+  if (kind != expected_kind) {
+    errors->Add("kind",
+                absl::StrCat("'", kind, "' must be '", expected_kind, "'"));
+  }
+}
+
+FieldErrors LoadYamlMessageFile(const std::string& path,
+                                google::protobuf::Message* message) {
+  absl::StatusOr<std::string> yaml = ReadTextFile(path, kMaxYamlFileBytes);
+  if (!yaml.ok()) {
+    FieldErrors errors;
+    errors.Add("", yaml.status().message());
+    return errors;
+  }
+  return ParseYamlMessage(*yaml, message);
+}
+
+}  // namespace chimera::jobspec

@@ -1,0 +1,44 @@
+#include "net/server_address.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace chimera::net {
+
+std::string ServerAddress::ToString() const {
+  return absl::StrContains(host, ':') ? absl::StrCat("[", host, "]:", port)
+                                      : absl::StrCat(host, ":", port);
+}
+
+bool ServerAddress::IsLoopback() const {
+  return host == "localhost" || host == "::1" ||
+         absl::StartsWith(host, "127.");
+}
+
+absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text) {
+  const size_t colon = text.rfind(':');
+  if (colon == absl::string_view::npos || colon + 1 == text.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address '", text, "' must be HOST:PORT"));
+  }
+  ServerAddress address;
+  absl::string_view host = text.substr(0, colon);
+  if (absl::StartsWith(host, "[") && absl::EndsWith(host, "]")) {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address '", text, "' has no host"));
+  }
+  address.host = std::string(host);
+  if (!absl::SimpleAtoi(text.substr(colon + 1), &address.port) ||
+      address.port < 0 || address.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "address '", text, "' has port '", text.substr(colon + 1),
+        "'; use 0-65535 (0 = any free port)"));
+  }
+  return address;
+}
+
+}  // namespace chimera::net

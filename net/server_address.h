@@ -1,0 +1,27 @@
+// Listen addresses: parsing "HOST:PORT" and telling loopback from the rest,
+// so a coordinator without authentication never listens beyond this machine.
+#ifndef CHIMERA_NET_SERVER_ADDRESS_H_
+#define CHIMERA_NET_SERVER_ADDRESS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace chimera::net {
+
+struct ServerAddress {
+  std::string host;  // Without brackets for IPv6.
+  int port = 0;      // 0 = the OS picks a free port.
+
+  // "host:port", with brackets around an IPv6 host.
+  std::string ToString() const;
+  bool IsLoopback() const;
+};
+
+// Parses "127.0.0.1:50051", "localhost:0", "[::1]:7000", "0.0.0.0:50051".
+absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text);
+
+}  // namespace chimera::net
+
+#endif  // CHIMERA_NET_SERVER_ADDRESS_H_

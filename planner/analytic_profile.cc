@@ -1,0 +1,80 @@
+#include "planner/analytic_profile.h"
+
+#include "common/version.h"
+#include "planner/model_profile.h"
+
+namespace chimera::planner {
+namespace {
+
+constexpr int kByteVocabulary = 256;
+constexpr double kBackwardToForwardFlops = 2.0;
+
+int BytesPerElement(const std::string& dtype) {
+  if (dtype == "float64") return 8;
+  if (dtype == "bfloat16") return 2;
+  return 4;
+}
+
+struct LayerShape {
+  const char* kind;
+  double parameters;
+  double forward_flops_per_sample;
+  double activation_bytes_per_sample;
+  double output_bytes_per_sample;
+};
+
+void AddLayer(const LayerShape& shape, int bytes_per_element,
+              const chimera::v1::DeviceSpec& device,
+              const EfficiencyCurve& curve, double tokens_per_sample,
+              chimera::v1::ModelProfile* profile) {
+  chimera::v1::LayerProfile* layer = profile->add_layers();
+  layer->set_kind(shape.kind);
+  layer->set_parameter_bytes(static_cast<int64_t>(shape.parameters * bytes_per_element));
+  layer->set_activation_bytes_per_sample(
+      static_cast<int64_t>(shape.activation_bytes_per_sample));
+  layer->set_output_bytes_per_sample(static_cast<int64_t>(shape.output_bytes_per_sample));
+  for (int b = 1; b <= kMaxProfiledMicroBatch; b *= 2) {
+    const double flop_rate = device.peak_flops() * curve.At(b * tokens_per_sample);
+    const double forward = b * shape.forward_flops_per_sample / flop_rate;
+    auto* timing = layer->add_timings();
+    timing->set_micro_batch_size(b);
+    timing->set_forward_seconds(forward);
+    timing->set_backward_seconds(kBackwardToForwardFlops * forward);
+  }
+}
+
+}  // namespace
+
+chimera::v1::ModelProfile AnalyticProfile(const chimera::v1::ModelSpec& model,
+                                          const chimera::v1::DeviceSpec& device,
+                                          const EfficiencyCurve& curve) {
+  const double s = model.seq_length();
+  const double h = model.hidden_size();
+  const double f = model.ffn_size() > 0 ? model.ffn_size() : 4 * h;
+  const double a = model.num_heads();
+  const double v = model.vocab_size() > 0 ? model.vocab_size() : kByteVocabulary;
+  const int d = BytesPerElement(model.dtype());
+
+  chimera::v1::ModelProfile profile;
+  profile.set_api_version(kApiVersion);
+  profile.set_kind(kModelProfileKind);
+  profile.set_source("analytic");
+  profile.set_device("modelled");
+
+  const double hidden_bytes = s * h * d;
+  AddLayer({"embedding", (v + s) * h, 2 * s * h, hidden_bytes, hidden_bytes}, d,
+           device, curve, s, &profile);
+  const LayerShape block{
+      "block", 4 * h * h + 2 * h * f + 9 * h + f,
+      2 * s * (4 * h * h + 2 * h * f) + 4 * s * s * h,
+      (34 * s * h + 5 * a * s * s) * d / 2.0, hidden_bytes};
+  for (int i = 0; i < model.num_layers(); ++i) {
+    AddLayer(block, d, device, curve, s, &profile);
+  }
+  AddLayer({"head", 2 * h + v * h + v, 2 * s * h * v, 2 * s * v * d + hidden_bytes,
+            static_cast<double>(d)},
+           d, device, curve, s, &profile);
+  return profile;
+}
+
+}  // namespace chimera::planner

@@ -1,0 +1,52 @@
+// The analytic transformer profile: per-layer FLOPs, parameter and
+// activation bytes computed from the model's dimensions (as in the
+// breadth-first pipeline paper's appendix A), turned into times with a
+// device's peak FLOP/s and an efficiency curve over the micro-batch size
+// (MixPipe's FLOPS(B): small micro-batches use the device poorly).
+//
+//   chimera::v1::ModelProfile profile =
+//       AnalyticProfile(job.spec().model(), cluster.spec().device());
+//
+// Per sample of S tokens, hidden size h, FFN size f, a heads, vocabulary V,
+// d bytes per element (matching the worker's GPT/BERT layers):
+//   block parameters   4h^2 + 2hf + 9h + f            (QKV, output, MLP, 2 norms)
+//   block forward      2S(4h^2 + 2hf) + 4S^2 h FLOPs  (matmuls + attention)
+//   block activations  (34 S h + 5 a S^2) d/2 bytes    (Korthikanti et al.)
+//   embedding          (V + S) h parameters, S h d bytes of output
+//   head               2h + V h + V parameters, 2 S h V forward FLOPs,
+//                      2 S V d bytes of logits and their gradient
+//   backward           2x forward
+//   time               FLOPs / (peak * efficiency(B * S))
+//   efficiency(t)      max_efficiency * t / (t + half_efficiency_tokens)
+#ifndef CHIMERA_PLANNER_ANALYTIC_PROFILE_H_
+#define CHIMERA_PLANNER_ANALYTIC_PROFILE_H_
+
+#include "chimera/v1/cluster.pb.h"
+#include "chimera/v1/job.pb.h"
+#include "chimera/v1/profile.pb.h"
+
+namespace chimera::planner {
+
+struct EfficiencyCurve {
+  // Fraction of peak FLOP/s reached by very large micro-batches.
+  double max_efficiency = 0.5;
+  // Tokens per micro-batch at which half of max_efficiency is reached.
+  double half_efficiency_tokens = 512;
+
+  double At(double tokens) const {
+    return max_efficiency * tokens / (tokens + half_efficiency_tokens);
+  }
+};
+
+// Largest micro-batch size the profile lists timings for; beyond it time
+// scales linearly.
+inline constexpr int kMaxProfiledMicroBatch = 1024;
+
+// `model` must be valid (see jobspec::ValidateJob).
+chimera::v1::ModelProfile AnalyticProfile(
+    const chimera::v1::ModelSpec& model, const chimera::v1::DeviceSpec& device,
+    const EfficiencyCurve& curve = {});
+
+}  // namespace chimera::planner
+
+#endif  // CHIMERA_PLANNER_ANALYTIC_PROFILE_H_

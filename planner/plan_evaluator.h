@@ -1,0 +1,86 @@
+// Predicts one candidate plan: iteration time, throughput, bubble ratio and
+// per-worker peak memory, by generating the candidate's schedule and running
+// the schedule engine's simulator with costs from the model profile and the
+// placement's links. The prediction is the simulator's makespan for that
+// program and those costs: one model, not two.
+//
+//   PlanningContext context{job, cluster.spec(), profile};
+//   ASSIGN_OR_RETURN(Evaluation e, EvaluateCandidate(context, candidate));
+//   e.plan.prediction().samples_per_second();
+#ifndef CHIMERA_PLANNER_PLAN_EVALUATOR_H_
+#define CHIMERA_PLANNER_PLAN_EVALUATOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "chimera/v1/cluster.pb.h"
+#include "chimera/v1/job.pb.h"
+#include "chimera/v1/plan.pb.h"
+#include "chimera/v1/profile.pb.h"
+#include "planner/model_profile.h"
+#include "planner/placement.h"
+#include "planner/stage_partition.h"
+#include "schedule/program.h"
+#include "schedule/simulator.h"
+#include "schedule/schedule_params.h"
+
+namespace chimera::planner {
+
+struct PlanningContext {
+  const chimera::v1::TrainJob& job;
+  const chimera::v1::ClusterSpec& cluster;
+  const chimera::v1::ModelProfile& profile;
+  // Optional: shared stage splits of `profile` across many evaluations.
+  PartitionCache* partitions = nullptr;
+};
+
+struct Candidate {
+  // Scheme, W, D, N and the scheme's own knobs.
+  schedule::ScheduleParams params;
+  int micro_batch_size = 1;
+  PlacementPolicy placement = PlacementPolicy::kFreshFirst;
+};
+
+struct Evaluation {
+  // Scheme, sizes, partition, placement and prediction.
+  chimera::v1::Plan plan;
+  bool fits = false;
+  // What the explanation of a ranking compares.
+  double compute_seconds_per_sample = 0;  // busy time of the slowest worker / B^
+  double recompute_seconds = 0;           // per worker per iteration
+};
+
+// What EvaluateCandidate simulates: the candidate's program (two
+// data-parallel replicas at most; the others only enlarge allreduce groups)
+// and the costs of every op under the candidate's partition and placement.
+struct SimulationInputs {
+  schedule::Schedule program;
+  schedule::CostModel costs;
+  // Blocks of every model stage, and what each costs at the candidate's
+  // micro-batch size.
+  std::vector<BlockRange> partition;
+  std::vector<StageProfile> stages;
+  // Per rank of the full W x D plan.
+  std::vector<DeviceSlot> slots;
+};
+
+absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& context,
+                                                   const Candidate& candidate);
+
+// Bytes of optimizer state per byte of parameters: AdamW keeps two moments,
+// SGD one momentum buffer (none without momentum).
+double OptimizerStateFactor(const chimera::v1::OptimizerSpec& optimizer);
+
+absl::StatusOr<Evaluation> EvaluateCandidate(const PlanningContext& context,
+                                             const Candidate& candidate);
+
+// "chimera W=2 D=4 B=8 N=4 pipelines=2 direct": the candidate in one phrase.
+std::string DescribePlan(const chimera::v1::Plan& plan);
+// Just the scheme's own knobs: "pipelines=2 direct", "pa", "K=2 G=1", "v=2".
+std::string DescribeSchemeOptions(const chimera::v1::Plan& plan);
+
+}  // namespace chimera::planner
+
+#endif  // CHIMERA_PLANNER_PLAN_EVALUATOR_H_

@@ -1,0 +1,35 @@
+#include "planner/plan_params.h"
+
+#include "planner/stage_partition.h"
+#include "schedule/params_proto.h"
+#include "schedule/schedule_params.h"
+
+namespace chimera::planner {
+
+using schedule::SetScheduleParams;
+
+std::optional<chimera::v1::Plan> FixedPlan(const chimera::v1::TrainJob& job) {
+  const auto& spec = job.spec();
+  schedule::SpecParams fixed;
+  if (!schedule::ScheduleParamsFromSpec(spec.parallelism(), spec.training(), &fixed)
+           .empty() ||
+      !fixed.FixesSchedule()) {
+    return std::nullopt;
+  }
+  const schedule::ScheduleParams& p = fixed.params;
+  const int global = spec.training().global_batch_size();
+
+  chimera::v1::Plan plan;
+  SetScheduleParams(p, global / (p.width * p.micro_batches), &plan);
+  const int stages = p.depth * (schedule::IsLooping(p.scheme) ? p.chunks : 1);
+  const std::vector<BlockRange> ranges = EvenPartition(spec.model().num_layers(), stages);
+  for (int s = 0; s < stages; ++s) {
+    auto* range = plan.add_partition();
+    range->set_stage(s);
+    range->set_first_layer(ranges[s].first_block);
+    range->set_num_layers(ranges[s].num_blocks);
+  }
+  return plan;
+}
+
+}  // namespace chimera::planner

@@ -1,0 +1,321 @@
+#include "planner/plan_search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "schedule/params_proto.h"
+
+namespace chimera::planner {
+namespace {
+
+using schedule::Scheme;
+using schedule::ScheduleParam;
+using schedule::ScheduleParams;
+
+constexpr Scheme kAllSchemes[] = {Scheme::kGpipe,   Scheme::kOneFOneB,
+                                  Scheme::kGems,    Scheme::kChimera,
+                                  Scheme::kMixPipe, Scheme::kInterleaved,
+                                  Scheme::kBreadthFirst};
+// A difference below this share is not worth naming in the explanation.
+constexpr double kNotableDifference = 0.01;
+
+// The values to try for one knob: the job's, or the defaults when it leaves
+// the knob open.
+template <typename T>
+std::vector<T> Choices(bool fixed, T value, std::vector<T> defaults) {
+  return fixed ? std::vector<T>{value} : defaults;
+}
+
+// The schedule knobs of one scheme at one (W, D, N): every variant the job
+// leaves open, each a full ScheduleParams the schedule engine accepts and the
+// layers can fill.
+std::vector<ScheduleParams> Variants(const schedule::SpecParams& fixed,
+                                     ScheduleParams base, int num_layers) {
+  const ScheduleParams& given = fixed.params;
+  auto gives = [&fixed](ScheduleParam param) { return fixed.Gives(param); };
+  std::vector<ScheduleParams> out;
+  const int d = base.depth;
+  switch (base.scheme) {
+    case Scheme::kOneFOneB: {
+      for (auto policy : Choices(gives(ScheduleParam::kPolicy), given.policy,
+                                 {schedule::WarmupPolicy::kPa, schedule::WarmupPolicy::kPb})) {
+        base.policy = policy;
+        out.push_back(base);
+      }
+      break;
+    }
+    case Scheme::kChimera: {
+      std::vector<int> pipelines;
+      for (int p = 2; p <= d; p *= 2) pipelines.push_back(p);
+      // Without more micro-batches than stages the methods coincide.
+      std::vector<schedule::Concat> concats = {schedule::Concat::kDirect};
+      if (base.micro_batches > d) {
+        concats.push_back(schedule::Concat::kForwardDoubling);
+        concats.push_back(schedule::Concat::kBackwardHalving);
+      }
+      for (int p : Choices(gives(ScheduleParam::kPipelines), given.pipelines, pipelines)) {
+        for (auto concat : Choices(gives(ScheduleParam::kConcat), given.concat, concats)) {
+          base.pipelines = p;
+          base.concat = concat;
+          out.push_back(base);
+        }
+      }
+      break;
+    }
+    case Scheme::kMixPipe: {
+      std::vector<int> ks = {d, d - 2, 2};
+      if (base.micro_batches > d) ks.push_back(2 * (d - 1));
+      std::sort(ks.begin(), ks.end());
+      ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
+      for (int k : Choices(gives(ScheduleParam::kMixPipeK), given.mixpipe_k, ks)) {
+        for (int gamma :
+             Choices(gives(ScheduleParam::kMixPipeGamma), given.mixpipe_gamma, {0, 1})) {
+          base.mixpipe_k = k;
+          base.mixpipe_gamma = gamma;
+          out.push_back(base);
+        }
+      }
+      break;
+    }
+    case Scheme::kInterleaved:
+    case Scheme::kBreadthFirst:
+      // One worker looping over its own chunks is just a sequential model.
+      if (d < 2) break;
+      for (int v : Choices(gives(ScheduleParam::kChunks), given.chunks, {2, 4})) {
+        base.chunks = v;
+        out.push_back(base);
+      }
+      break;
+    default:
+      out.push_back(base);
+  }
+  out.erase(std::remove_if(out.begin(), out.end(),
+                           [num_layers](const ScheduleParams& p) {
+                             return !schedule::ValidateScheduleParams(p).empty() ||
+                                    p.depth * p.chunks > num_layers;
+                           }),
+            out.end());
+  return out;
+}
+
+// Micro-batch sizes to try, largest first: the job's, or every power of two
+// that divides the per-replica batch.
+std::vector<int> MicroBatchSizes(const chimera::v1::TrainJob& job, int width) {
+  const auto& training = job.spec().training();
+  const auto& parallelism = job.spec().parallelism();
+  const int global = training.global_batch_size();
+  if (global % width != 0) return {};
+  const int per_replica = global / width;
+  if (training.micro_batch_size() > 0) {
+    return per_replica % training.micro_batch_size() == 0
+               ? std::vector<int>{training.micro_batch_size()}
+               : std::vector<int>{};
+  }
+  if (parallelism.has_micro_batches()) {
+    const int n = parallelism.micro_batches();
+    return per_replica % n == 0 ? std::vector<int>{per_replica / n}
+                                : std::vector<int>{};
+  }
+  std::vector<int> sizes;
+  for (int b = 1; b <= per_replica; b *= 2) {
+    if (per_replica % b == 0) sizes.push_back(b);
+  }
+  std::reverse(sizes.begin(), sizes.end());
+  return sizes;
+}
+
+std::string Percent(double ratio) { return absl::StrFormat("%.1f%%", 100 * ratio); }
+
+bool Differs(double a, double b) {
+  return std::abs(a - b) > kNotableDifference * std::max(std::abs(a), std::abs(b));
+}
+
+std::string ExplainRanking(const Evaluation& best, const Evaluation& runner_up) {
+  const auto& a = best.plan.prediction();
+  const auto& b = runner_up.plan.prediction();
+  std::vector<std::string> reasons;
+  if (Differs(a.bubble_ratio(), b.bubble_ratio())) {
+    reasons.push_back(absl::StrFormat("bubble ratio %.3f vs %.3f", a.bubble_ratio(),
+                                      b.bubble_ratio()));
+  }
+  if (Differs(best.compute_seconds_per_sample, runner_up.compute_seconds_per_sample)) {
+    reasons.push_back(absl::StrFormat(
+        "compute per sample %.3g s vs %.3g s (micro-batch efficiency)",
+        best.compute_seconds_per_sample, runner_up.compute_seconds_per_sample));
+  }
+  if (Differs(a.exposed_allreduce_seconds(), b.exposed_allreduce_seconds())) {
+    reasons.push_back(absl::StrFormat("exposed allreduce %.3g s vs %.3g s",
+                                      a.exposed_allreduce_seconds(),
+                                      b.exposed_allreduce_seconds()));
+  }
+  if (Differs(best.recompute_seconds, runner_up.recompute_seconds)) {
+    reasons.push_back(absl::StrFormat("recomputation %.3g s vs %.3g s per iteration",
+                                      best.recompute_seconds,
+                                      runner_up.recompute_seconds));
+  }
+  if (reasons.empty()) reasons.push_back("the same bubbles, compute and communication");
+  return absl::StrCat(DescribePlan(best.plan), " beats ", DescribePlan(runner_up.plan),
+                      " by ",
+                      Percent(a.samples_per_second() / b.samples_per_second() - 1),
+                      " predicted throughput: ", absl::StrJoin(reasons, "; "));
+}
+
+class Search {
+ public:
+  Search(const chimera::v1::TrainJob& job, const chimera::v1::Cluster& cluster,
+         const chimera::v1::ModelProfile& profile)
+      : job_(job), partitions_(profile), context_{job, cluster.spec(), profile, &partitions_} {}
+
+  // Evaluates `candidate` with recomputation off, and on as well where the
+  // job leaves it open and memory does not fit without it. Returns whether
+  // a fitting plan was found.
+  absl::StatusOr<bool> Try(Candidate candidate) {
+    const auto& training = job_.spec().training();
+    std::vector<bool> choices = {false, true};
+    if (training.has_recompute()) choices = {training.recompute()};
+    for (bool recompute : choices) {
+      candidate.params.recompute = recompute;
+      ASSIGN_OR_RETURN(Evaluation evaluation, EvaluateCandidate(context_, candidate));
+      ++evaluated_;
+      const int64_t needed = evaluation.plan.prediction().peak_memory_bytes_max();
+      if (smallest_needed_ < 0 || needed < smallest_needed_) {
+        smallest_needed_ = needed;
+        smallest_plan_ = DescribePlan(evaluation.plan);
+      }
+      if (evaluation.fits) {
+        fitting_.push_back({candidate, std::move(evaluation)});
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Re-evaluates the best candidates under every placement policy and keeps
+  // each one's best: placement only changes links, so it is searched where
+  // it can change the ranking.
+  absl::Status RefinePlacement(int top_k) {
+    Rank();
+    fitting_.resize(std::min<size_t>(fitting_.size(), top_k));
+    for (auto& [candidate, evaluation] : fitting_) {
+      for (PlacementPolicy policy : kAllPlacementPolicies) {
+        if (policy == candidate.placement) continue;
+        Candidate moved = candidate;
+        moved.placement = policy;
+        ASSIGN_OR_RETURN(Evaluation other, EvaluateCandidate(context_, moved));
+        ++evaluated_;
+        if (other.fits && other.plan.prediction().samples_per_second() >
+                              evaluation.plan.prediction().samples_per_second()) {
+          candidate = moved;
+          evaluation = std::move(other);
+        }
+      }
+    }
+    Rank();
+    return absl::OkStatus();
+  }
+
+  void Rank() {
+    std::stable_sort(fitting_.begin(), fitting_.end(), [](const auto& x, const auto& y) {
+      const auto& a = x.second.plan.prediction();
+      const auto& b = y.second.plan.prediction();
+      if (a.samples_per_second() != b.samples_per_second()) {
+        return a.samples_per_second() > b.samples_per_second();
+      }
+      return a.peak_memory_bytes_max() < b.peak_memory_bytes_max();
+    });
+  }
+
+  const std::vector<std::pair<Candidate, Evaluation>>& fitting() const { return fitting_; }
+  int evaluated() const { return evaluated_; }
+  int64_t smallest_needed() const { return smallest_needed_; }
+  const std::string& smallest_plan() const { return smallest_plan_; }
+
+ private:
+  const chimera::v1::TrainJob& job_;
+  PartitionCache partitions_;
+  PlanningContext context_;
+  std::vector<std::pair<Candidate, Evaluation>> fitting_;
+  int evaluated_ = 0;
+  int64_t smallest_needed_ = -1;
+  std::string smallest_plan_;
+};
+
+}  // namespace
+
+absl::StatusOr<SearchResult> SearchPlans(const chimera::v1::TrainJob& job,
+                                         const chimera::v1::Cluster& cluster,
+                                         const chimera::v1::ModelProfile& profile,
+                                         const SearchOptions& options) {
+  const auto& spec = job.spec();
+  schedule::SpecParams fixed;
+  RETURN_IF_ERROR(
+      schedule::ScheduleParamsFromSpec(spec.parallelism(), spec.training(), &fixed)
+          .ToStatus());
+  const int devices = cluster.spec().nodes() * cluster.spec().devices_per_node();
+  const int workers = spec.resources().workers() > 0 ? spec.resources().workers() : devices;
+  if (workers > devices) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the job asks for ", workers, " workers; cluster '",
+        cluster.metadata().name(), "' has ", devices, " devices"));
+  }
+  const int num_layers = spec.model().num_layers();
+  // Placement is refined for the best plans only; this is where they start.
+  const PlacementPolicy first_placement = PlacementPolicy::kReplicasTogether;
+
+  Search search(job, cluster, profile);
+  for (Scheme scheme : kAllSchemes) {
+    if (fixed.Gives(ScheduleParam::kScheme) && fixed.params.scheme != scheme) continue;
+    for (int depth = 1; depth <= std::min(workers, num_layers); ++depth) {
+      if (workers % depth != 0) continue;
+      if (fixed.Gives(ScheduleParam::kDepth) && fixed.params.depth != depth) continue;
+      const int width = workers / depth;
+      if (fixed.Gives(ScheduleParam::kWidth) && fixed.params.width != width) continue;
+      for (int b : MicroBatchSizes(job, width)) {
+        ScheduleParams base;
+        base.scheme = scheme;
+        base.depth = depth;
+        base.width = width;
+        base.micro_batches = spec.training().global_batch_size() / (width * b);
+        bool any_fits = false;
+        for (const ScheduleParams& params : Variants(fixed, base, num_layers)) {
+          ASSIGN_OR_RETURN(bool fits, search.Try({params, b, first_placement}));
+          any_fits = any_fits || fits;
+        }
+        // Chimera takes the largest micro-batch that fits (section 3.4).
+        if (scheme == Scheme::kChimera && any_fits) break;
+      }
+    }
+  }
+  if (search.evaluated() == 0) {
+    return absl::InvalidArgumentError(
+        "no candidate plan: the job's fixed parallelism, micro-batch size and "
+        "batch size leave nothing to evaluate on this cluster");
+  }
+  if (search.fitting().empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "no plan fits in %d bytes of device memory; the smallest needs %d bytes "
+        "(%s)",
+        cluster.spec().device().memory_bytes(), search.smallest_needed(),
+        search.smallest_plan()));
+  }
+  RETURN_IF_ERROR(search.RefinePlacement(options.top_k));
+
+  SearchResult result;
+  result.evaluated = search.evaluated();
+  for (const auto& [candidate, evaluation] : search.fitting()) {
+    if (static_cast<int>(result.ranked.size()) == options.top_k) break;
+    result.ranked.push_back(evaluation);
+  }
+  if (result.ranked.size() >= 2) {
+    result.why_best = ExplainRanking(result.ranked[0], result.ranked[1]);
+  }
+  return result;
+}
+
+}  // namespace chimera::planner

@@ -1,0 +1,55 @@
+// The planner's search: every scheme the schedule engine supports x every
+// W x D = P x micro-batch size x the scheme's knobs (pipelines 2f and
+// concatenation for Chimera, K and Gamma for MixPipe, loops v, warm-up
+// policy) x recomputation x placement policy, minus what the job fixes;
+// each candidate is evaluated by EvaluateCandidate (simulator + memory
+// model), those that do not fit device memory are dropped, the rest ranked
+// by predicted throughput.
+//
+// Chimera greedily takes the largest micro-batch that fits, as its paper
+// argues; the other schemes search every power-of-two micro-batch size.
+//
+//   ASSIGN_OR_RETURN(SearchResult result,
+//                    SearchPlans(job, cluster, profile, {.top_k = 5}));
+//   result.ranked[0].plan;  // the best plan
+#ifndef CHIMERA_PLANNER_PLAN_SEARCH_H_
+#define CHIMERA_PLANNER_PLAN_SEARCH_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "chimera/v1/cluster.pb.h"
+#include "chimera/v1/job.pb.h"
+#include "chimera/v1/profile.pb.h"
+#include "planner/plan_evaluator.h"
+
+namespace chimera::planner {
+
+struct SearchOptions {
+  // How many fitting plans to return, best first.
+  int top_k = 10;
+};
+
+struct SearchResult {
+  // Plans that fit, best (highest predicted samples/s) first, at most top_k.
+  std::vector<Evaluation> ranked;
+  // Candidates evaluated, fitting or not.
+  int evaluated = 0;
+  // Why ranked[0] beats ranked[1], in one sentence; empty with fewer than two.
+  std::string why_best;
+};
+
+// The job must be valid (jobspec::ValidateJob), the profile must describe
+// its model. Uses resources.workers devices (all of the cluster's when 0).
+// FAILED_PRECONDITION when nothing fits, naming the smallest peak memory any
+// candidate needs; INVALID_ARGUMENT when the job's fixed choices leave no
+// candidate at all (e.g. a micro-batch size that does not divide the batch).
+absl::StatusOr<SearchResult> SearchPlans(const chimera::v1::TrainJob& job,
+                                         const chimera::v1::Cluster& cluster,
+                                         const chimera::v1::ModelProfile& profile,
+                                         const SearchOptions& options);
+
+}  // namespace chimera::planner
+
+#endif  // CHIMERA_PLANNER_PLAN_SEARCH_H_

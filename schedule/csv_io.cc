@@ -1,0 +1,163 @@
+#include "schedule/csv_io.h"
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/status_macros.h"
+
+namespace chimera::schedule {
+namespace {
+
+constexpr absl::string_view kMagic = "# chimera-schedule";
+constexpr absl::string_view kHeader =
+    "rank,op,chunk,stage,micro_batches,peer,part,num_parts,recompute";
+constexpr int kMaxRanks = 1 << 16;
+
+absl::Status LineError(int line, absl::string_view message) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("csv line ", line, ": ", message));
+}
+
+absl::StatusOr<int> ParseInt(int line, absl::string_view field,
+                             absl::string_view text, int fallback) {
+  text = absl::StripAsciiWhitespace(text);
+  if (text.empty()) return fallback;
+  int value = 0;
+  if (!absl::SimpleAtoi(text, &value)) {
+    return LineError(line, absl::StrCat(field, " '", text,
+                                        "' is not an integer"));
+  }
+  return value;
+}
+
+absl::StatusOr<Topology> ParseTopology(absl::string_view text) {
+  Topology topology;
+  for (absl::string_view item :
+       absl::StrSplit(text, ' ', absl::SkipWhitespace())) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(item, absl::MaxSplits('=', 1));
+    if (kv.first == "layout") {
+      ASSIGN_OR_RETURN(topology.layout, ParseChunkLayout(kv.second));
+      continue;
+    }
+    int* field = kv.first == "depth"           ? &topology.depth
+                 : kv.first == "width"         ? &topology.width
+                 : kv.first == "micro_batches" ? &topology.micro_batches
+                 : kv.first == "chunks"        ? &topology.num_chunks
+                                               : nullptr;
+    if (field == nullptr) {
+      return LineError(1, absl::StrCat("unknown key '", kv.first,
+                                       "'; use depth, width, micro_batches, "
+                                       "chunks, layout"));
+    }
+    ASSIGN_OR_RETURN(*field, ParseInt(1, kv.first, kv.second, 0));
+    if (*field < 1) {
+      return LineError(1, absl::StrCat(kv.first, " ", *field, " must be >= 1"));
+    }
+  }
+  if (topology.NumWorkers() > kMaxRanks) {
+    return LineError(1, absl::StrCat("width x depth = ", topology.NumWorkers(),
+                                     " exceeds ", kMaxRanks, " ranks"));
+  }
+  return topology;
+}
+
+}  // namespace
+
+std::string WriteScheduleCsv(const Schedule& schedule) {
+  const Topology& t = schedule.topology;
+  std::string out = absl::StrCat(kMagic, " depth=", t.depth, " width=", t.width,
+                                 " micro_batches=", t.micro_batches,
+                                 " chunks=", t.num_chunks,
+                                 " layout=", ChunkLayoutName(t.layout), "\n",
+                                 kHeader, "\n");
+  for (const WorkerProgram& w : schedule.workers) {
+    for (const StageRef& ref : w.stages) {
+      absl::StrAppend(&out, w.rank, ",STAGE,", ref.chunk, ",", ref.stage,
+                      ",,,,,\n");
+    }
+    for (const Instruction& inst : w.instructions) {
+      absl::StrAppend(&out, w.rank, ",", OpName(inst.op), ",", inst.chunk, ",",
+                      inst.stage, ",", absl::StrJoin(inst.micro_batches, "+"),
+                      ",", inst.peer, ",", inst.part, ",", inst.num_parts, ",",
+                      inst.recompute ? 1 : 0, "\n");
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<Schedule> ReadScheduleCsv(absl::string_view csv) {
+  std::vector<absl::string_view> lines = absl::StrSplit(csv, '\n');
+  if (lines.empty() || !absl::ConsumePrefix(&lines[0], kMagic)) {
+    return LineError(1, absl::StrCat("must start with '", kMagic,
+                                     " depth=D width=W micro_batches=N "
+                                     "chunks=C layout=replicas|chained'"));
+  }
+  Schedule schedule;
+  ASSIGN_OR_RETURN(schedule.topology,
+                   ParseTopology(absl::StripAsciiWhitespace(lines[0])));
+  schedule.workers.resize(schedule.topology.NumWorkers());
+  for (int r = 0; r < schedule.topology.NumWorkers(); ++r) {
+    schedule.workers[r].rank = r;
+  }
+  bool header_seen = false;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const int line = static_cast<int>(i) + 1;
+    absl::string_view text = absl::StripAsciiWhitespace(lines[i]);
+    if (text.empty() || text[0] == '#') continue;
+    if (!header_seen) {
+      if (text != kHeader) {
+        return LineError(line, absl::StrCat("expected the header '", kHeader, "'"));
+      }
+      header_seen = true;
+      continue;
+    }
+    std::vector<absl::string_view> f = absl::StrSplit(text, ',');
+    if (f.size() != 9) {
+      return LineError(line, absl::StrCat("has ", f.size(), " fields, want 9"));
+    }
+    ASSIGN_OR_RETURN(int rank, ParseInt(line, "rank", f[0], -1));
+    if (rank < 0 || rank >= schedule.topology.NumWorkers()) {
+      return LineError(line, absl::StrCat("rank ", rank, " outside [0, ",
+                                          schedule.topology.NumWorkers(), ")"));
+    }
+    ASSIGN_OR_RETURN(int chunk, ParseInt(line, "chunk", f[2], 0));
+    ASSIGN_OR_RETURN(int stage, ParseInt(line, "stage", f[3], 0));
+    absl::string_view op_name = absl::StripAsciiWhitespace(f[1]);
+    if (op_name == "STAGE") {
+      schedule.workers[rank].stages.push_back({chunk, stage});
+      continue;
+    }
+    Instruction inst;
+    absl::StatusOr<OpKind> op = ParseOpName(op_name);
+    if (!op.ok()) return LineError(line, op.status().message());
+    inst.op = *op;
+    inst.chunk = chunk;
+    inst.stage = stage;
+    absl::string_view mbs = absl::StripAsciiWhitespace(f[4]);
+    if (!mbs.empty()) {
+      for (absl::string_view mb : absl::StrSplit(mbs, '+')) {
+        ASSIGN_OR_RETURN(int value, ParseInt(line, "micro_batches", mb, 0));
+        inst.micro_batches.push_back(value);
+      }
+    }
+    ASSIGN_OR_RETURN(inst.peer, ParseInt(line, "peer", f[5], -1));
+    ASSIGN_OR_RETURN(inst.part, ParseInt(line, "part", f[6], 0));
+    ASSIGN_OR_RETURN(inst.num_parts, ParseInt(line, "num_parts", f[7], 1));
+    ASSIGN_OR_RETURN(int recompute, ParseInt(line, "recompute", f[8], 0));
+    inst.recompute = recompute != 0;
+    schedule.workers[rank].instructions.push_back(std::move(inst));
+  }
+  if (!header_seen) {
+    return LineError(static_cast<int>(lines.size()),
+                     absl::StrCat("missing the header '", kHeader, "'"));
+  }
+  return schedule;
+}
+
+}  // namespace chimera::schedule

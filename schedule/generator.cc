@@ -1,0 +1,40 @@
+#include "schedule/generator.h"
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "schedule/bidirectional_generators.h"
+#include "schedule/linear_generators.h"
+
+namespace chimera::schedule {
+
+absl::StatusOr<Schedule> GenerateSchedule(const ScheduleParams& params) {
+  std::vector<ScheduleParamError> errors = ValidateScheduleParams(params);
+  if (!errors.empty()) {
+    return absl::InvalidArgumentError(absl::StrJoin(
+        errors, "; ", [](std::string* out, const ScheduleParamError& e) {
+          absl::StrAppend(out, ScheduleParamName(e.param), ": ", e.message);
+        }));
+  }
+  switch (params.scheme) {
+    case Scheme::kGpipe:
+      return GenerateGpipe(params);
+    case Scheme::kOneFOneB:
+      return GenerateOneFOneB(params);
+    case Scheme::kGems:
+      return GenerateGems(params);
+    case Scheme::kChimera:
+      return GenerateChimera(params);
+    case Scheme::kMixPipe:
+      return GenerateMixPipe(params);
+    case Scheme::kInterleaved:
+      return GenerateInterleaved(params);
+    case Scheme::kBreadthFirst:
+      return GenerateBreadthFirst(params);
+  }
+  return absl::InvalidArgumentError("unknown scheme");
+}
+
+}  // namespace chimera::schedule

@@ -1,0 +1,186 @@
+#include "schedule/list_scheduler.h"
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace chimera::schedule {
+namespace {
+
+int64_t StageMbKey(const Topology& t, StageRef ref, int mb) {
+  return (static_cast<int64_t>(ref.chunk) * t.depth + ref.stage) *
+             t.micro_batches +
+         mb;
+}
+
+}  // namespace
+
+ListScheduler::ListScheduler(const Topology& topology,
+                             const Placement& placement, int backward_slots)
+    : topology_(topology),
+      placement_(placement),
+      backward_slots_(backward_slots),
+      streams_of_position_(topology.depth) {}
+
+int ListScheduler::AddAdmissionGroup(int limit) {
+  limits_.push_back(limit);
+  return static_cast<int>(limits_.size()) - 1;
+}
+
+void ListScheduler::Add(const ComputeOp& op, int stream, int64_t priority,
+                        int admission) {
+  Node node;
+  node.op = op;
+  int64_t slots = static_cast<int64_t>(op.micro_batches.size());
+  if (op.op == OpKind::kBackward) {
+    const int parts = std::max(1, op.num_parts);
+    slots = std::max(1, (backward_slots_ + (op.recompute ? 1 : 0) +
+                         parts / 2) / parts);
+  }
+  node.op.grid_start = 0;
+  node.op.grid_end = slots;
+  node.position = placement_.At(op.ref);
+  node.stream = stream;
+  node.priority = priority;
+  node.admission = op.op == OpKind::kForward ? admission : kNoAdmission;
+  const std::pair<int, int> key{node.position, stream};
+  auto it = std::find(stream_keys_.begin(), stream_keys_.end(), key);
+  size_t index = it - stream_keys_.begin();
+  if (it == stream_keys_.end()) {
+    stream_keys_.push_back(key);
+    stream_nodes_.emplace_back();
+    streams_of_position_[node.position].push_back(static_cast<int>(index));
+  }
+  stream_nodes_[index].push_back(static_cast<int>(nodes_.size()));
+  nodes_.push_back(std::move(node));
+}
+
+absl::StatusOr<std::vector<std::vector<ComputeOp>>> ListScheduler::Run() {
+  // Wire data dependencies through (stage, micro-batch) -> forward/backward.
+  absl::flat_hash_map<int64_t, int> forward_of;
+  absl::flat_hash_map<int64_t, std::vector<int>> backwards_of;
+  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
+    const ComputeOp& op = nodes_[i].op;
+    for (int mb : op.micro_batches) {
+      int64_t key = StageMbKey(topology_, op.ref, mb);
+      if (op.op == OpKind::kForward) {
+        forward_of[key] = i;
+      } else {
+        backwards_of[key].push_back(i);
+      }
+    }
+  }
+  auto depend = [&](int node, int on) {
+    nodes_[on].dependents.push_back(node);
+    ++nodes_[node].unmet_deps;
+  };
+  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
+    Node& node = nodes_[i];
+    const ComputeOp& op = node.op;
+    if (op.op == OpKind::kForward) {
+      if (std::optional<StageRef> prev = topology_.Prev(op.ref)) {
+        for (int mb : op.micro_batches) {
+          auto it = forward_of.find(StageMbKey(topology_, *prev, mb));
+          if (it != forward_of.end()) depend(i, it->second);
+        }
+      }
+      continue;
+    }
+    const int mb = op.micro_batches[0];
+    auto own = forward_of.find(StageMbKey(topology_, op.ref, mb));
+    if (own != forward_of.end()) {
+      depend(i, own->second);
+      node.forward = own->second;
+      ++nodes_[own->second].pending_backwards;
+    }
+    if (std::optional<StageRef> next = topology_.Next(op.ref)) {
+      auto it = backwards_of.find(StageMbKey(topology_, *next, mb));
+      if (it != backwards_of.end()) {
+        for (int b : it->second) {
+          const ComputeOp& later = nodes_[b].op;
+          if (later.num_parts != op.num_parts || later.part == op.part) {
+            depend(i, b);
+          }
+        }
+      }
+    }
+  }
+
+  std::vector<size_t> head(stream_nodes_.size(), 0);
+  std::vector<int> in_flight(limits_.size(), 0);
+  std::vector<int> running(topology_.depth, -1);
+  std::vector<int64_t> busy_until(topology_.depth, 0);
+  std::vector<std::vector<ComputeOp>> order(topology_.depth);
+  size_t remaining = nodes_.size();
+  for (int64_t t = 0; remaining > 0; ++t) {
+    // Finish the ops that end now.
+    for (int p = 0; p < topology_.depth; ++p) {
+      const int i = running[p];
+      if (i < 0 || busy_until[p] > t) continue;
+      running[p] = -1;
+      --remaining;
+      for (int d : nodes_[i].dependents) --nodes_[d].unmet_deps;
+      if (nodes_[i].forward >= 0) {
+        Node& fwd = nodes_[nodes_[i].forward];
+        if (--fwd.pending_backwards == 0 && fwd.admission != kNoAdmission) {
+          --in_flight[fwd.admission];
+        }
+      }
+    }
+    if (remaining == 0) break;
+    bool started = false;
+    for (int p = 0; p < topology_.depth; ++p) {
+      if (running[p] >= 0) continue;
+      int best = -1;
+      int best_stream = -1;
+      for (int s : streams_of_position_[p]) {
+        if (head[s] >= stream_nodes_[s].size()) continue;
+        const int i = stream_nodes_[s][head[s]];
+        const Node& node = nodes_[i];
+        if (node.unmet_deps > 0) continue;
+        if (node.admission != kNoAdmission &&
+            in_flight[node.admission] >= limits_[node.admission]) {
+          continue;
+        }
+        if (best < 0 || node.priority < nodes_[best].priority) {
+          best = i;
+          best_stream = s;
+        }
+      }
+      if (best < 0) continue;
+      ++head[best_stream];
+      Node& node = nodes_[best];
+      if (node.admission != kNoAdmission) ++in_flight[node.admission];
+      const int64_t duration = node.op.grid_end - node.op.grid_start;
+      node.op.grid_start = t;
+      node.op.grid_end = t + duration;
+      busy_until[p] = t + duration;
+      order[p].push_back(node.op);
+      running[p] = best;
+      started = true;
+    }
+    if (!started && std::all_of(running.begin(), running.end(),
+                                [](int i) { return i < 0; })) {
+      return absl::InternalError(absl::StrCat(
+          "list scheduler stuck at slot ", t, " with ", remaining,
+          " ops left: stream order or admission limits admit no ready op"));
+    }
+  }
+  return order;
+}
+
+absl::StatusOr<std::vector<std::vector<ComputeOp>>> TimeFixedOrder(
+    const Topology& topology, const Placement& placement, int backward_slots,
+    const std::vector<std::vector<ComputeOp>>& order) {
+  // One stream per position and no admission: the scheduler can only start
+  // each position's next op, once it is ready.
+  ListScheduler scheduler(topology, placement, backward_slots);
+  for (const std::vector<ComputeOp>& ops : order) {
+    for (const ComputeOp& op : ops) scheduler.Add(op, /*stream=*/0, 0);
+  }
+  return scheduler.Run();
+}
+
+}  // namespace chimera::schedule

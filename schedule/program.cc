@@ -1,0 +1,106 @@
+#include "schedule/program.h"
+
+#include <array>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace chimera::schedule {
+namespace {
+
+constexpr std::array<std::pair<OpKind, absl::string_view>, 9> kOpNames = {{
+    {OpKind::kForward, "FORWARD"},
+    {OpKind::kBackward, "BACKWARD"},
+    {OpKind::kSendAct, "SEND_ACT"},
+    {OpKind::kRecvAct, "RECV_ACT"},
+    {OpKind::kSendGrad, "SEND_GRAD"},
+    {OpKind::kRecvGrad, "RECV_GRAD"},
+    {OpKind::kAllreduceBegin, "ALLREDUCE_BEGIN"},
+    {OpKind::kAllreduceEnd, "ALLREDUCE_END"},
+    {OpKind::kOptimizerStep, "OPTIMIZER_STEP"},
+}};
+
+}  // namespace
+
+std::string OpName(OpKind op) {
+  for (const auto& [kind, name] : kOpNames) {
+    if (kind == op) return std::string(name);
+  }
+  return "UNKNOWN";
+}
+
+absl::StatusOr<OpKind> ParseOpName(absl::string_view name) {
+  for (const auto& [kind, op_name] : kOpNames) {
+    if (op_name == name) return kind;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "op '", name, "' is not one of ",
+      absl::StrJoin(kOpNames, ", ", [](std::string* out, const auto& entry) {
+        out->append(entry.second.data(), entry.second.size());
+      })));
+}
+
+bool IsCompute(OpKind op) {
+  return op == OpKind::kForward || op == OpKind::kBackward;
+}
+
+bool Instruction::operator==(const Instruction& other) const {
+  return op == other.op && chunk == other.chunk && stage == other.stage &&
+         micro_batches == other.micro_batches && peer == other.peer &&
+         part == other.part && num_parts == other.num_parts &&
+         recompute == other.recompute;
+}
+
+std::string DescribeInstruction(const Instruction& inst) {
+  std::string out = absl::StrCat(OpName(inst.op), " chunk=", inst.chunk,
+                                 " stage=", inst.stage);
+  if (!inst.micro_batches.empty()) {
+    absl::StrAppend(&out, " mb=", absl::StrJoin(inst.micro_batches, "+"));
+  }
+  if (inst.num_parts > 1) {
+    absl::StrAppend(&out, " part=", inst.part, "/", inst.num_parts);
+  }
+  if (inst.peer >= 0) absl::StrAppend(&out, " peer=", inst.peer);
+  if (inst.recompute) absl::StrAppend(&out, " recompute");
+  return out;
+}
+
+std::string ChunkLayoutName(ChunkLayout layout) {
+  return layout == ChunkLayout::kReplicas ? "replicas" : "chained";
+}
+
+absl::StatusOr<ChunkLayout> ParseChunkLayout(absl::string_view name) {
+  if (name == "replicas") return ChunkLayout::kReplicas;
+  if (name == "chained") return ChunkLayout::kChained;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "chunk layout '", name, "' is not one of replicas, chained"));
+}
+
+std::optional<StageRef> Topology::Next(StageRef ref) const {
+  if (ref.stage + 1 < depth) return StageRef{ref.chunk, ref.stage + 1};
+  if (layout == ChunkLayout::kChained && ref.chunk + 1 < num_chunks) {
+    return StageRef{ref.chunk + 1, 0};
+  }
+  return std::nullopt;
+}
+
+std::optional<StageRef> Topology::Prev(StageRef ref) const {
+  if (ref.stage > 0) return StageRef{ref.chunk, ref.stage - 1};
+  if (layout == ChunkLayout::kChained && ref.chunk > 0) {
+    return StageRef{ref.chunk - 1, depth - 1};
+  }
+  return std::nullopt;
+}
+
+int Topology::ModelStage(StageRef ref) const {
+  return layout == ChunkLayout::kReplicas ? ref.stage
+                                          : ref.chunk * depth + ref.stage;
+}
+
+int Topology::NumModelStages() const {
+  return layout == ChunkLayout::kReplicas ? depth : depth * num_chunks;
+}
+
+}  // namespace chimera::schedule

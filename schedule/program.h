@@ -1,0 +1,125 @@
+// The schedule engine's instruction IR: one ordered list of instructions per
+// worker, plus the model topology the instructions refer to. It mirrors
+// chimera.v1.WorkerProgram (program_proto.h converts) but is plain C++ so the
+// generators, validator and simulator stay fast on 10^5-instruction sets.
+//
+//   Schedule schedule = ...;  // from GenerateSchedule() or ReadScheduleCsv()
+//   for (const WorkerProgram& worker : schedule.workers)
+//     for (const Instruction& inst : worker.instructions)
+//       CHIMERA_LOG(INFO) << worker.rank << ": " << DescribeInstruction(inst);
+//
+// Ranks: rank = dp_rank * depth + position, position 0..depth-1.
+#ifndef CHIMERA_SCHEDULE_PROGRAM_H_
+#define CHIMERA_SCHEDULE_PROGRAM_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace chimera::schedule {
+
+// Same meaning as chimera.v1.Op (see proto/chimera/v1/program.proto).
+enum class OpKind : uint8_t {
+  kForward,
+  kBackward,
+  kSendAct,
+  kRecvAct,
+  kSendGrad,
+  kRecvGrad,
+  kAllreduceBegin,
+  kAllreduceEnd,
+  kOptimizerStep,
+};
+
+// "FORWARD", "SEND_ACT", ...: the proto enum names without the OP_ prefix.
+std::string OpName(OpKind op);
+absl::StatusOr<OpKind> ParseOpName(absl::string_view name);
+bool IsCompute(OpKind op);
+
+// One or two micro-batch indices (two only for a doubled forward).
+using MicroBatches = absl::InlinedVector<int, 2>;
+
+struct Instruction {
+  OpKind op = OpKind::kForward;
+  int chunk = 0;
+  int stage = 0;
+  MicroBatches micro_batches;
+  // Peer rank for SEND_* / RECV_*; -1 otherwise.
+  int peer = -1;
+  // Backward halving: slice `part` of `num_parts`; 0 of 1 for whole ops.
+  int part = 0;
+  int num_parts = 1;
+  bool recompute = false;
+
+  bool operator==(const Instruction& other) const;
+};
+
+// "BACKWARD chunk=1 stage=2 mb=3 part=0/2", for errors and logs.
+std::string DescribeInstruction(const Instruction& inst);
+
+struct StageRef {
+  int chunk = 0;
+  int stage = 0;
+  bool operator==(const StageRef& o) const {
+    return chunk == o.chunk && stage == o.stage;
+  }
+  bool operator<(const StageRef& o) const {
+    return chunk != o.chunk ? chunk < o.chunk : stage < o.stage;
+  }
+};
+
+// How a schedule's chunks relate. kReplicas: every chunk is a whole model
+// replica of `depth` stages (Chimera's down/up pipelines, GEMS); a
+// micro-batch runs through exactly one chunk. kChained: the model is
+// `num_chunks * depth` stages and chunk c holds stages [c*depth, (c+1)*depth)
+// (looping pipelines); every micro-batch runs through every chunk in order.
+enum class ChunkLayout { kReplicas, kChained };
+
+std::string ChunkLayoutName(ChunkLayout layout);
+absl::StatusOr<ChunkLayout> ParseChunkLayout(absl::string_view name);
+
+struct Topology {
+  int depth = 1;
+  int num_chunks = 1;
+  ChunkLayout layout = ChunkLayout::kReplicas;
+  // Micro-batches per data-parallel replica and the number of replicas.
+  int micro_batches = 1;
+  int width = 1;
+
+  // The stage that consumes `ref`'s output activation / that feeds its
+  // input; nullopt at the ends of the model.
+  std::optional<StageRef> Next(StageRef ref) const;
+  std::optional<StageRef> Prev(StageRef ref) const;
+  // Index of the model partition `ref` holds: replicas of one partition
+  // share weights and are allreduced together.
+  int ModelStage(StageRef ref) const;
+  int NumModelStages() const;
+  int NumWorkers() const { return width * depth; }
+};
+
+struct WorkerProgram {
+  int rank = 0;
+  // Stage replicas this worker holds, in the order it builds them.
+  std::vector<StageRef> stages;
+  std::vector<Instruction> instructions;
+};
+
+struct Schedule {
+  Topology topology;
+  // Indexed by rank.
+  std::vector<WorkerProgram> workers;
+};
+
+// The data-parallel replica a rank belongs to.
+inline int DpRank(const Topology& topology, int rank) {
+  return rank / topology.depth;
+}
+
+}  // namespace chimera::schedule
+
+#endif  // CHIMERA_SCHEDULE_PROGRAM_H_

@@ -1,0 +1,59 @@
+// Turns a compute order (forwards and backwards per pipeline position, as a
+// generator placed them on a unit-time grid) into complete worker programs:
+// p2p sends and receives, gradient allreduces and the optimizer step, for
+// every data-parallel replica.
+//
+//   Placement placement = ...;            // (chunk, stage) -> position
+//   std::vector<std::vector<ComputeOp>> order = ...;  // per position
+//   ASSIGN_OR_RETURN(Schedule s,
+//                    BuildPrograms(topology, placement, order, Sync::kEager));
+//
+// Deadlock freedom by construction: a RECV sits right before the compute op
+// that consumes it and a SEND right after the op that produces it, so if the
+// compute order respects data dependencies in grid time (every generator's
+// contract) a runtime whose sends are asynchronous and receives block can
+// always make progress. All allreduces begin before any of them is waited
+// on, so the per-stage collectives cannot wait on each other either.
+#ifndef CHIMERA_SCHEDULE_PROGRAM_BUILDER_H_
+#define CHIMERA_SCHEDULE_PROGRAM_BUILDER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "schedule/program.h"
+#include "schedule/schedule_params.h"
+
+namespace chimera::schedule {
+
+// One forward or backward as a generator places it.
+struct ComputeOp {
+  OpKind op = OpKind::kForward;
+  StageRef ref;
+  MicroBatches micro_batches;
+  int part = 0;
+  int num_parts = 1;
+  bool recompute = false;
+  // Half-open slot interval on the generator's unit-time grid. Only the
+  // order and the idle gaps matter: the eager-sync rule reads the gaps.
+  int64_t grid_start = 0;
+  int64_t grid_end = 1;
+};
+
+// Pipeline position (0..depth-1, within one data-parallel replica) of every
+// stage replica: position[chunk][stage].
+struct Placement {
+  std::vector<std::vector<int>> position;
+  int At(StageRef ref) const { return position[ref.chunk][ref.stage]; }
+};
+
+// `order[p]` is the compute order of position p, sorted by grid_start. The
+// same order is replicated for every data-parallel rank; each rank's
+// micro-batch indices are local to its replica.
+absl::StatusOr<Schedule> BuildPrograms(
+    const Topology& topology, const Placement& placement,
+    const std::vector<std::vector<ComputeOp>>& order, Sync sync);
+
+}  // namespace chimera::schedule
+
+#endif  // CHIMERA_SCHEDULE_PROGRAM_BUILDER_H_

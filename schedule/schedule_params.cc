@@ -1,0 +1,256 @@
+#include "schedule/schedule_params.h"
+
+#include <algorithm>
+#include <array>
+#include <initializer_list>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace chimera::schedule {
+namespace {
+
+template <typename Enum, size_t kSize>
+using NameTable = std::array<std::pair<Enum, absl::string_view>, kSize>;
+
+constexpr NameTable<Scheme, 7> kSchemeNames = {{
+    {Scheme::kGpipe, "gpipe"},
+    {Scheme::kOneFOneB, "1f1b"},
+    {Scheme::kGems, "gems"},
+    {Scheme::kChimera, "chimera"},
+    {Scheme::kMixPipe, "mixpipe"},
+    {Scheme::kInterleaved, "interleaved"},
+    {Scheme::kBreadthFirst, "breadth-first"},
+}};
+constexpr NameTable<Concat, 3> kConcatNames = {{
+    {Concat::kDirect, "direct"},
+    {Concat::kForwardDoubling, "forward-doubling"},
+    {Concat::kBackwardHalving, "backward-halving"},
+}};
+constexpr NameTable<WarmupPolicy, 2> kPolicyNames = {{
+    {WarmupPolicy::kPa, "pa"},
+    {WarmupPolicy::kPb, "pb"},
+}};
+constexpr NameTable<Sync, 3> kSyncNames = {{
+    {Sync::kEager, "eager"},
+    {Sync::kEagerAll, "eager-all"},
+    {Sync::kEnd, "end"},
+}};
+
+// Each parameter's job-file field and flag name.
+struct ParamNames {
+  ScheduleParam param;
+  absl::string_view field;
+  absl::string_view flag;
+};
+constexpr ParamNames kParamNames[] = {
+    {ScheduleParam::kScheme, "schedule", "scheme"},
+    {ScheduleParam::kDepth, "pipeline", "depth"},
+    {ScheduleParam::kMicroBatches, "microBatches", "micro-batches"},
+    {ScheduleParam::kWidth, "data", "width"},
+    {ScheduleParam::kPipelines, "pipelines", "pipelines"},
+    {ScheduleParam::kConcat, "concat", "concat"},
+    {ScheduleParam::kPolicy, "policy", "policy"},
+    {ScheduleParam::kSync, "sync", "sync"},
+    {ScheduleParam::kMixPipeK, "mixpipeK", "mixpipe-k"},
+    {ScheduleParam::kMixPipeGamma, "mixpipeGamma", "mixpipe-gamma"},
+    {ScheduleParam::kChunks, "chunks", "chunks"},
+    {ScheduleParam::kRecompute, "recompute", "recompute"},
+    // Derived from op costs, never set by a job file.
+    {ScheduleParam::kBackwardSlots, "", "backward-slots"},
+};
+
+// The knobs only some schemes read; every other parameter applies to all.
+struct KnobScope {
+  ScheduleParam param;
+  std::initializer_list<Scheme> schemes;
+};
+const KnobScope kKnobScopes[] = {
+    {ScheduleParam::kPipelines, {Scheme::kChimera}},
+    {ScheduleParam::kConcat, {Scheme::kChimera}},
+    {ScheduleParam::kPolicy, {Scheme::kOneFOneB}},
+    {ScheduleParam::kMixPipeK, {Scheme::kMixPipe}},
+    {ScheduleParam::kMixPipeGamma, {Scheme::kMixPipe}},
+    {ScheduleParam::kChunks, {Scheme::kInterleaved, Scheme::kBreadthFirst}},
+};
+
+const ParamNames& NamesOf(ScheduleParam param) {
+  for (const ParamNames& names : kParamNames) {
+    if (names.param == param) return names;
+  }
+  return kParamNames[0];  // Unreachable: the table names every parameter.
+}
+
+const KnobScope* ScopeOf(ScheduleParam param) {
+  for (const KnobScope& scope : kKnobScopes) {
+    if (scope.param == param) return &scope;
+  }
+  return nullptr;
+}
+
+template <typename Enum, size_t kSize>
+std::string AllNames(const NameTable<Enum, kSize>& table) {
+  return absl::StrJoin(table, ", ", [](std::string* out, const auto& entry) {
+    out->append(entry.second.data(), entry.second.size());
+  });
+}
+
+template <typename Enum, size_t kSize>
+absl::StatusOr<Enum> ParseName(const NameTable<Enum, kSize>& table,
+                               absl::string_view what,
+                               absl::string_view name) {
+  for (const auto& [value, entry_name] : table) {
+    if (entry_name == name) return value;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a ", what,
+                                                 "; use one of ",
+                                                 AllNames(table)));
+}
+
+template <typename Enum, size_t kSize>
+std::string NameOf(const NameTable<Enum, kSize>& table, Enum value) {
+  for (const auto& [entry_value, name] : table) {
+    if (entry_value == value) return std::string(name);
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+absl::StatusOr<Scheme> ParseScheme(absl::string_view name) {
+  return ParseName(kSchemeNames, "schedule", name);
+}
+absl::StatusOr<Concat> ParseConcat(absl::string_view name) {
+  return ParseName(kConcatNames, "concatenation method", name);
+}
+absl::StatusOr<WarmupPolicy> ParseWarmupPolicy(absl::string_view name) {
+  return ParseName(kPolicyNames, "warm-up policy", name);
+}
+absl::StatusOr<Sync> ParseSync(absl::string_view name) {
+  return ParseName(kSyncNames, "sync mode", name);
+}
+std::string SchemeName(Scheme scheme) { return NameOf(kSchemeNames, scheme); }
+std::string ConcatName(Concat concat) { return NameOf(kConcatNames, concat); }
+std::string WarmupPolicyName(WarmupPolicy policy) {
+  return NameOf(kPolicyNames, policy);
+}
+std::string SyncName(Sync sync) { return NameOf(kSyncNames, sync); }
+std::string SchemeNames() { return AllNames(kSchemeNames); }
+std::string ConcatNames() { return AllNames(kConcatNames); }
+std::string WarmupPolicyNames() { return AllNames(kPolicyNames); }
+std::string SyncNames() { return AllNames(kSyncNames); }
+
+std::string ScheduleParamField(ScheduleParam param) {
+  return std::string(NamesOf(param).field);
+}
+std::string ScheduleParamName(ScheduleParam param) {
+  return std::string(NamesOf(param).flag);
+}
+
+bool KnobApplies(ScheduleParam param, Scheme scheme) {
+  const KnobScope* scope = ScopeOf(param);
+  if (scope == nullptr) return true;
+  return std::find(scope->schemes.begin(), scope->schemes.end(), scheme) !=
+         scope->schemes.end();
+}
+
+std::string SchemesReading(ScheduleParam param) {
+  const KnobScope* scope = ScopeOf(param);
+  if (scope == nullptr) return "every schedule";
+  return absl::StrJoin(scope->schemes, " or ", [](std::string* out, Scheme s) {
+    out->append(SchemeName(s));
+  });
+}
+
+std::vector<ScheduleParamError> ValidateScheduleParams(
+    const ScheduleParams& params) {
+  std::vector<ScheduleParamError> errors;
+  auto fail = [&errors](ScheduleParam param, std::string message) {
+    errors.push_back({param, std::move(message)});
+  };
+  const int d = params.depth;
+  if (d < 1) fail(ScheduleParam::kDepth, absl::StrCat(d, " must be >= 1"));
+  if (params.micro_batches < 1) {
+    fail(ScheduleParam::kMicroBatches,
+         absl::StrCat(params.micro_batches, " must be >= 1"));
+  }
+  if (params.width < 1) {
+    fail(ScheduleParam::kWidth, absl::StrCat(params.width, " must be >= 1"));
+  }
+  if (params.backward_slots < 1 || params.backward_slots > 8) {
+    fail(ScheduleParam::kBackwardSlots,
+         absl::StrCat(params.backward_slots, " must be in [1, 8]"));
+  }
+  if (!errors.empty()) return errors;
+
+  const bool bidirectional =
+      params.scheme == Scheme::kChimera || params.scheme == Scheme::kMixPipe;
+  if (bidirectional && d % 2 != 0) {
+    fail(ScheduleParam::kDepth,
+         absl::StrCat(d, " must be even for ", SchemeName(params.scheme),
+                      " (the down and up pipelines pair stage i with stage "
+                      "D-1-i)"));
+    return errors;
+  }
+  if (params.scheme == Scheme::kChimera) {
+    if (params.pipelines < 2 || params.pipelines % 2 != 0) {
+      fail(ScheduleParam::kPipelines,
+           absl::StrCat(params.pipelines,
+                        " must be an even number >= 2 (f down and f up "
+                        "pipelines)"));
+    } else if ((d / 2) % (params.pipelines / 2) != 0) {
+      fail(ScheduleParam::kPipelines,
+           absl::StrCat(params.pipelines, " pipelines need f = ",
+                        params.pipelines / 2, " to divide D/2 = ", d / 2));
+    }
+  }
+  if (params.scheme == Scheme::kMixPipe) {
+    const int k = params.mixpipe_k;
+    const bool k_maximizing = k == 2 * (d - 1) && params.micro_batches > d;
+    if (!k_maximizing && (k < 2 || k > d || k % 2 != 0)) {
+      fail(ScheduleParam::kMixPipeK,
+           absl::StrCat(k, " must be even in [2, D = ", d, "], or 2(D-1) = ",
+                        2 * (d - 1), " when micro-batches exceed D"));
+    }
+    // MixPipe eq. 5: Gamma in [1, (D-K)/2], 0 being plain 1F1B. Each early
+    // forward stands in for one of the bubbles a smaller K adds, so there
+    // are none to advance at K >= D (Chimera, K-maximizing).
+    const int max_gamma = std::max(0, (d - k) / 2);
+    if (params.mixpipe_gamma < 0 || params.mixpipe_gamma > max_gamma) {
+      fail(ScheduleParam::kMixPipeGamma,
+           absl::StrCat(params.mixpipe_gamma, " must be in [0, (D-K)/2 = ",
+                        max_gamma, "] for D = ", d, ", K = ", k));
+    }
+  }
+  if (IsLooping(params.scheme)) {
+    if (params.chunks < 1) {
+      fail(ScheduleParam::kChunks,
+           absl::StrCat(params.chunks, " must be >= 1"));
+    }
+    if (params.scheme == Scheme::kInterleaved &&
+        params.micro_batches % d != 0) {
+      fail(ScheduleParam::kMicroBatches,
+           absl::StrCat(params.micro_batches,
+                        " must be a multiple of the depth ", d,
+                        " for interleaved (depth-first) looping"));
+    }
+  }
+  return errors;
+}
+
+bool IsBidirectional(Scheme scheme) {
+  return scheme == Scheme::kChimera || scheme == Scheme::kGems ||
+         scheme == Scheme::kMixPipe;
+}
+
+bool IsLooping(Scheme scheme) {
+  return scheme == Scheme::kInterleaved || scheme == Scheme::kBreadthFirst;
+}
+
+int WorkerCount(const ScheduleParams& params) {
+  return params.width * params.depth;
+}
+
+}  // namespace chimera::schedule

@@ -1,0 +1,144 @@
+// ScheduleParams: the parameters that pick one pipeline schedule (scheme,
+// depth, micro-batches, and each scheme's own knobs), their names as users
+// write them, and the rules that make a parameter set valid.
+//
+// The same rules serve the job-file validator (paths like
+// "spec.parallelism.pipeline") and `chimera schedule` (flags like --depth):
+// ValidateScheduleParams reports each problem against a ScheduleParam and the
+// caller names that parameter in its own vocabulary.
+//
+//   ASSIGN_OR_RETURN(Scheme scheme, ParseScheme("chimera"));
+//   ScheduleParams params{.scheme = scheme, .depth = 4, .micro_batches = 4};
+//   for (const ScheduleParamError& e : ValidateScheduleParams(params)) ...
+#ifndef CHIMERA_SCHEDULE_SCHEDULE_PARAMS_H_
+#define CHIMERA_SCHEDULE_SCHEDULE_PARAMS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace chimera::schedule {
+
+enum class Scheme {
+  kGpipe,
+  kOneFOneB,
+  kGems,
+  kChimera,
+  kMixPipe,
+  kInterleaved,
+  kBreadthFirst,
+};
+
+// How Chimera joins basic units when there are more micro-batches than
+// stages (Chimera paper, section 3.5).
+enum class Concat { kDirect, kForwardDoubling, kBackwardHalving };
+
+// DAPPLE warm-up policy: PA admits min(D-i, N) forwards on stage i before
+// its first backward, PB min(2(D-i)-1, N).
+enum class WarmupPolicy { kPa, kPb };
+
+// When gradient allreduce starts: eagerly after a stage's last backward
+// where a bubble follows, eagerly after every stage's last backward, or at
+// the end of local compute.
+enum class Sync { kEager, kEagerAll, kEnd };
+
+struct ScheduleParams {
+  Scheme scheme = Scheme::kOneFOneB;
+  // Pipeline depth D (stages per pipeline).
+  int depth = 1;
+  // Micro-batches N per pipeline replica per iteration.
+  int micro_batches = 1;
+  // Data-parallel width W.
+  int width = 1;
+  // chimera: pipelines 2f (even).
+  int pipelines = 2;
+  Concat concat = Concat::kDirect;
+  WarmupPolicy policy = WarmupPolicy::kPa;
+  Sync sync = Sync::kEager;
+  // mixpipe: micro-batches injected before the first backward (K) and early
+  // forwards (Gamma).
+  int mixpipe_k = 2;
+  int mixpipe_gamma = 0;
+  // interleaved, breadth-first: model chunks per worker (v).
+  int chunks = 1;
+  bool recompute = false;
+  // Grid slots a backward occupies while generators order the ops (a
+  // forward takes one): 2 orders for backward = 2x forward, 1 for the
+  // papers' forward = backward figures. Timing comes from the simulator.
+  int backward_slots = 2;
+};
+
+// Names as they appear in job files and on the command line.
+absl::StatusOr<Scheme> ParseScheme(absl::string_view name);
+absl::StatusOr<Concat> ParseConcat(absl::string_view name);
+absl::StatusOr<WarmupPolicy> ParseWarmupPolicy(absl::string_view name);
+absl::StatusOr<Sync> ParseSync(absl::string_view name);
+std::string SchemeName(Scheme scheme);
+std::string ConcatName(Concat concat);
+std::string WarmupPolicyName(WarmupPolicy policy);
+std::string SyncName(Sync sync);
+
+// Comma-separated allowed names, for error messages and --help.
+std::string SchemeNames();
+std::string ConcatNames();
+std::string WarmupPolicyNames();
+std::string SyncNames();
+
+// One parameter of ScheduleParams: what a validation problem is about, and
+// what a job file or a flag sets.
+enum class ScheduleParam {
+  kScheme,
+  kDepth,
+  kMicroBatches,
+  kWidth,
+  kPipelines,
+  kConcat,
+  kPolicy,
+  kSync,
+  kMixPipeK,
+  kMixPipeGamma,
+  kChunks,
+  kRecompute,
+  kBackwardSlots,
+};
+
+// Its name in a job's spec.parallelism ("pipeline", "microBatches", ...;
+// "recompute" lives in spec.training), and as a `chimera schedule` flag
+// without the dashes ("depth", "micro-batches", ...).
+std::string ScheduleParamField(ScheduleParam param);
+std::string ScheduleParamName(ScheduleParam param);
+
+// Whether `scheme` reads `param`. The sizes, sync and recompute apply to
+// every scheme; each knob below applies only to the schemes the table in
+// schedule_params.cc names, and setting it for another scheme is an error
+// (never silently ignored).
+bool KnobApplies(ScheduleParam param, Scheme scheme);
+// The schemes that read `param`, for messages: "chimera",
+// "interleaved or breadth-first".
+std::string SchemesReading(ScheduleParam param);
+
+struct ScheduleParamError {
+  ScheduleParam param;
+  // The value and what is allowed, e.g. "3 must be even for chimera".
+  std::string message;
+};
+
+// Every problem with `params`; empty when they describe a valid schedule.
+std::vector<ScheduleParamError> ValidateScheduleParams(
+    const ScheduleParams& params);
+
+// Schemes whose stage s also runs, in the opposite direction, on the worker
+// of stage D-1-s: Chimera, GEMS, MixPipe.
+bool IsBidirectional(Scheme scheme);
+// Looping placements with v model chunks per worker: interleaved and
+// breadth-first.
+bool IsLooping(Scheme scheme);
+
+// Number of worker ranks a schedule occupies: W x D.
+int WorkerCount(const ScheduleParams& params);
+
+}  // namespace chimera::schedule
+
+#endif  // CHIMERA_SCHEDULE_SCHEDULE_PARAMS_H_

@@ -1,0 +1,102 @@
+// Predicts the timing of a (validated) schedule from op costs: makespan,
+// per-worker busy/idle time and bubble ratio, peak stashed activations,
+// exposed allreduce time and the critical path's forward/backward counts
+// (C_f, C_b of the Chimera paper's eq. 1).
+//
+//   CostModel costs;                  // unit forward, backward 2x forward
+//   costs.backward = 1;               // forward = backward, as in Fig. 3
+//   ASSIGN_OR_RETURN(SimulationResult r, Simulate(schedule, costs));
+//   r.bubble_ratio;                   // (D-2)/(2N+D-2) for Chimera, N = D
+//
+// Model: each worker runs its program in order. FORWARD costs `forward` per
+// micro-batch; BACKWARD costs backward / num_parts, plus forward / num_parts
+// with recomputation. A send is posted without stalling its worker and
+// arrives alpha + beta * bytes later; a receive waits for the arrival. An
+// allreduce starts once every group member has begun it, takes Rabenseifner's
+// 2 log2(r) alpha + 2 (r-1)/r beta bytes and overlaps compute; END waits for
+// it (that wait is the exposed allreduce time).
+//
+// Definition used everywhere: makespan spans the first op start to the last
+// op end across all workers; a worker's idle time is makespan - busy and its
+// bubble ratio idle / makespan; the schedule's bubble ratio is the mean.
+#ifndef CHIMERA_SCHEDULE_SIMULATOR_H_
+#define CHIMERA_SCHEDULE_SIMULATOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "schedule/program.h"
+
+namespace chimera::schedule {
+
+struct CostModel {
+  // Seconds (or any unit) per stage per micro-batch.
+  double forward = 1.0;
+  double backward = 2.0;
+  // Optional per-model-stage overrides (size NumModelStages()); empty: the
+  // scalars above for every stage.
+  std::vector<double> stage_forward;
+  std::vector<double> stage_backward;
+  // p2p: alpha + beta * bytes, activation/gradient bytes per micro-batch.
+  double p2p_alpha = 0.0;
+  double p2p_beta = 0.0;
+  double activation_bytes = 0.0;
+  // Allreduce (Rabenseifner): gradient bytes per model stage.
+  double allreduce_alpha = 0.0;
+  double allreduce_beta = 0.0;
+  double gradient_bytes = 0.0;
+  double optimizer_step = 0.0;
+  // Optional: seconds for one p2p message of `bytes` from rank `from` to
+  // rank `to`, where the link depends on where the ranks are placed. Unset:
+  // p2p_alpha + p2p_beta * bytes for every pair.
+  std::function<double(int from, int to, double bytes)> p2p_time;
+  // Optional per-model-stage allreduce seconds (size NumModelStages()), for
+  // groups the schedule does not show whole (data-parallel replicas left out
+  // of the simulation, links chosen by placement). Empty: AllreduceTime over
+  // the group's ranks.
+  std::vector<double> stage_allreduce;
+};
+
+// Rabenseifner's allreduce time for `ranks` ranks.
+double AllreduceTime(const CostModel& costs, int ranks);
+
+// Timing of one instruction.
+struct InstructionTiming {
+  double start = 0.0;
+  double end = 0.0;
+};
+
+struct WorkerResult {
+  int rank = 0;
+  double busy = 0.0;
+  double idle = 0.0;
+  double bubble_ratio = 0.0;
+  // Most micro-batches whose forward ran on this worker (per stage replica)
+  // and whose backward has not finished, at any time.
+  int peak_activations = 0;
+  double exposed_allreduce = 0.0;
+  // Parallel to the worker's instructions.
+  std::vector<InstructionTiming> timings;
+};
+
+struct SimulationResult {
+  double makespan = 0.0;
+  double bubble_ratio = 0.0;
+  double exposed_allreduce = 0.0;  // max over workers
+  // Forward and backward ops on the critical path: the chain of
+  // instructions, each bounded by its predecessor on the same worker or by
+  // the send/allreduce member that released it, ending at the last op.
+  int critical_forwards = 0;
+  int critical_backwards = 0;
+  std::vector<WorkerResult> workers;
+};
+
+// `schedule` should be validated; a deadlocking one returns its error.
+absl::StatusOr<SimulationResult> Simulate(const Schedule& schedule,
+                                          const CostModel& costs);
+
+}  // namespace chimera::schedule
+
+#endif  // CHIMERA_SCHEDULE_SIMULATOR_H_

@@ -1,0 +1,590 @@
+#include "schedule/validator.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "schedule/joint_execution.h"
+
+namespace chimera::schedule {
+namespace {
+
+constexpr int kMaxParts = 32;
+
+// Collects problems; keeps the first kMaxReportedProblems.
+class Problems {
+ public:
+  void Add(std::string problem) {
+    if (count_++ < kMaxReportedProblems) list_.push_back(std::move(problem));
+  }
+  bool empty() const { return count_ == 0; }
+  absl::Status ToStatus(absl::string_view what) const {
+    if (count_ == 0) return absl::OkStatus();
+    std::string more =
+        count_ > kMaxReportedProblems
+            ? absl::StrCat(" (and ", count_ - kMaxReportedProblems, " more)")
+            : "";
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", absl::StrJoin(list_, "; "), more));
+  }
+
+ private:
+  int count_ = 0;
+  std::vector<std::string> list_;
+};
+
+std::string Where(int rank, size_t index, const Instruction& inst) {
+  return absl::StrCat("rank ", rank, " #", index, " ",
+                      DescribeInstruction(inst));
+}
+
+// Per (dp, chunk, stage, micro-batch) bookkeeping shared by the checks.
+class Grid {
+ public:
+  explicit Grid(const Topology& t) : t_(t) {}
+  size_t size() const {
+    return static_cast<size_t>(t_.width) * t_.num_chunks * t_.depth *
+           t_.micro_batches;
+  }
+  size_t Index(int dp, StageRef ref, int mb) const {
+    return ((static_cast<size_t>(dp) * t_.num_chunks + ref.chunk) * t_.depth +
+            ref.stage) *
+               t_.micro_batches +
+           mb;
+  }
+
+ private:
+  const Topology& t_;
+};
+
+// Parts of one backward (or its received gradient) that are done.
+struct PartSet {
+  uint32_t mask = 0;
+  int num_parts = 0;
+  bool Full() const {
+    return num_parts > 0 &&
+           mask == (num_parts >= 32 ? ~0u : (1u << num_parts) - 1);
+  }
+  // Whether slice `part` of `num_parts` is available.
+  bool Covers(int part, int parts) const {
+    return Full() || (num_parts == parts && (mask >> part & 1u));
+  }
+};
+
+class Validator {
+ public:
+  explicit Validator(const Schedule& schedule)
+      : s_(schedule), t_(schedule.topology), grid_(schedule.topology) {}
+
+  absl::Status Run() {
+    if (t_.depth < 1 || t_.num_chunks < 1 || t_.micro_batches < 1 ||
+        t_.width < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("topology: depth ", t_.depth, ", chunks ", t_.num_chunks,
+                       ", micro-batches ", t_.micro_batches, ", width ",
+                       t_.width, " must all be >= 1"));
+    }
+    absl::Status status = CheckStructure();
+    if (!status.ok()) return status;
+    status = CheckCoverage();
+    if (!status.ok()) return status;
+    status = CheckMatching();
+    if (!status.ok()) return status;
+    return CheckExecution();
+  }
+
+ private:
+  int Owner(int dp, StageRef ref) const {
+    return owner_[(static_cast<size_t>(dp) * t_.num_chunks + ref.chunk) *
+                      t_.depth +
+                  ref.stage];
+  }
+  bool InRange(StageRef ref) const {
+    return ref.chunk >= 0 && ref.chunk < t_.num_chunks && ref.stage >= 0 &&
+           ref.stage < t_.depth;
+  }
+
+  absl::Status CheckStructure() {
+    Problems problems;
+    if (static_cast<int>(s_.workers.size()) != t_.NumWorkers()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "schedule has ", s_.workers.size(), " worker programs, want width ",
+          t_.width, " x depth ", t_.depth, " = ", t_.NumWorkers()));
+    }
+    owner_.assign(static_cast<size_t>(t_.width) * t_.num_chunks * t_.depth, -1);
+    for (int r = 0; r < t_.NumWorkers(); ++r) {
+      const WorkerProgram& w = s_.workers[r];
+      if (w.rank != r) {
+        problems.Add(absl::StrCat("program ", r, " says rank ", w.rank));
+      }
+      for (const StageRef& ref : w.stages) {
+        if (!InRange(ref)) {
+          problems.Add(absl::StrCat("rank ", r, " holds chunk ", ref.chunk,
+                                    " stage ", ref.stage,
+                                    ", outside chunks [0, ", t_.num_chunks,
+                                    ") stages [0, ", t_.depth, ")"));
+          continue;
+        }
+        int& owner =
+            owner_[(static_cast<size_t>(DpRank(t_, r)) * t_.num_chunks +
+                    ref.chunk) *
+                       t_.depth +
+                   ref.stage];
+        if (owner >= 0) {
+          problems.Add(absl::StrCat("chunk ", ref.chunk, " stage ", ref.stage,
+                                    " is held by both rank ", owner,
+                                    " and rank ", r));
+        }
+        owner = r;
+      }
+    }
+    for (int dp = 0; dp < t_.width; ++dp) {
+      for (int c = 0; c < t_.num_chunks; ++c) {
+        for (int st = 0; st < t_.depth; ++st) {
+          if (Owner(dp, {c, st}) < 0) {
+            problems.Add(absl::StrCat("no rank of data-parallel replica ", dp,
+                                      " holds chunk ", c, " stage ", st));
+          }
+        }
+      }
+    }
+    if (!problems.empty()) return problems.ToStatus("invalid placement");
+
+    for (int r = 0; r < t_.NumWorkers(); ++r) {
+      const int dp = DpRank(t_, r);
+      const auto& program = s_.workers[r].instructions;
+      for (size_t i = 0; i < program.size(); ++i) {
+        const Instruction& inst = program[i];
+        if (inst.op == OpKind::kOptimizerStep) continue;
+        const StageRef ref{inst.chunk, inst.stage};
+        if (!InRange(ref)) {
+          problems.Add(absl::StrCat(Where(r, i, inst),
+                                    ": chunk must be in [0, ", t_.num_chunks,
+                                    "), stage in [0, ", t_.depth, ")"));
+          continue;
+        }
+        if (Owner(dp, ref) != r) {
+          problems.Add(absl::StrCat(Where(r, i, inst),
+                                    ": the stage is held by rank ",
+                                    Owner(dp, ref), ", not this one"));
+          continue;
+        }
+        if (inst.op == OpKind::kAllreduceBegin ||
+            inst.op == OpKind::kAllreduceEnd) {
+          continue;
+        }
+        const int max_mbs =
+            (inst.op == OpKind::kForward || inst.op == OpKind::kSendAct ||
+             inst.op == OpKind::kRecvAct)
+                ? 2
+                : 1;
+        if (inst.micro_batches.empty() ||
+            static_cast<int>(inst.micro_batches.size()) > max_mbs) {
+          problems.Add(absl::StrCat(Where(r, i, inst), ": needs 1 to ", max_mbs,
+                                    " micro-batches"));
+          continue;
+        }
+        for (int mb : inst.micro_batches) {
+          if (mb < 0 || mb >= t_.micro_batches) {
+            problems.Add(absl::StrCat(Where(r, i, inst), ": micro-batch ", mb,
+                                      " outside [0, ", t_.micro_batches, ")"));
+          }
+        }
+        const bool sliced = inst.op == OpKind::kBackward ||
+                            inst.op == OpKind::kSendGrad ||
+                            inst.op == OpKind::kRecvGrad;
+        const int max_parts = sliced ? kMaxParts : 1;
+        if (inst.num_parts < 1 || inst.num_parts > max_parts || inst.part < 0 ||
+            inst.part >= inst.num_parts) {
+          problems.Add(absl::StrCat(Where(r, i, inst), ": part ", inst.part,
+                                    " of ", inst.num_parts,
+                                    " invalid; num_parts must be in [1, ",
+                                    max_parts, "] and part in [0, num_parts)"));
+        }
+        if (IsCompute(inst.op)) {
+          if (inst.peer != -1) {
+            problems.Add(
+                absl::StrCat(Where(r, i, inst), ": compute ops have no peer"));
+          }
+          continue;
+        }
+        // p2p: the peer must hold the neighbouring stage.
+        const bool toward_next =
+            inst.op == OpKind::kSendAct || inst.op == OpKind::kRecvGrad;
+        std::optional<StageRef> neighbour =
+            toward_next ? t_.Next(ref) : t_.Prev(ref);
+        if (!neighbour) {
+          problems.Add(absl::StrCat(Where(r, i, inst), ": the stage has no ",
+                                    toward_next ? "next" : "previous",
+                                    " stage to talk to"));
+          continue;
+        }
+        const int want = Owner(dp, *neighbour);
+        if (inst.peer != want || want == r) {
+          problems.Add(
+              absl::StrCat(Where(r, i, inst), ": peer must be rank ", want,
+                           ", which holds chunk ", neighbour->chunk, " stage ",
+                           neighbour->stage,
+                           want == r ? " (this rank: no p2p needed)" : ""));
+        }
+      }
+    }
+    return problems.ToStatus("invalid instructions");
+  }
+
+  absl::Status CheckCoverage() {
+    Problems problems;
+    forward_count_.assign(grid_.size(), 0);
+    backward_parts_.assign(grid_.size(), PartSet());
+    expected_backwards_.clear();
+    for (int r = 0; r < t_.NumWorkers(); ++r) {
+      const int dp = DpRank(t_, r);
+      std::map<int, std::pair<int, int>>
+          allreduce;  // model stage -> (begin, end)
+      const auto& program = s_.workers[r].instructions;
+      for (size_t i = 0; i < program.size(); ++i) {
+        const Instruction& inst = program[i];
+        const StageRef ref{inst.chunk, inst.stage};
+        switch (inst.op) {
+          case OpKind::kForward:
+            for (int mb : inst.micro_batches) {
+              ++forward_count_[grid_.Index(dp, ref, mb)];
+            }
+            break;
+          case OpKind::kBackward: {
+            PartSet& parts =
+                backward_parts_[grid_.Index(dp, ref, inst.micro_batches[0])];
+            if (parts.num_parts != 0 && parts.num_parts != inst.num_parts) {
+              problems.Add(absl::StrCat(
+                  Where(r, i, inst), ": slices the backward into ",
+                  inst.num_parts, " parts, another op into ", parts.num_parts));
+            } else if (parts.mask >> inst.part & 1u) {
+              problems.Add(
+                  absl::StrCat(Where(r, i, inst), ": runs more than once"));
+            }
+            parts.num_parts = inst.num_parts;
+            parts.mask |= 1u << inst.part;
+            ++expected_backwards_[{r, t_.ModelStage(ref)}];
+            break;
+          }
+          case OpKind::kAllreduceBegin:
+            if (allreduce[t_.ModelStage(ref)].first++ > 0) {
+              problems.Add(
+                  absl::StrCat(Where(r, i, inst),
+                               ": second begin of this stage's allreduce"));
+            }
+            break;
+          case OpKind::kAllreduceEnd: {
+            auto& [begin, end] = allreduce[t_.ModelStage(ref)];
+            if (begin == 0) {
+              problems.Add(
+                  absl::StrCat(Where(r, i, inst),
+                               ": waits for an allreduce it never began"));
+            }
+            if (end++ > 0) {
+              problems.Add(absl::StrCat(
+                  Where(r, i, inst), ": second end of this stage's allreduce"));
+            }
+            break;
+          }
+          default:
+            break;
+        }
+      }
+      for (const StageRef& ref : s_.workers[r].stages) {
+        const int m = t_.ModelStage(ref);
+        const auto& [begin, end] = allreduce[m];
+        if (GroupSize(m) > 1 && (begin != 1 || end != 1)) {
+          problems.Add(absl::StrCat(
+              "rank ", r, " must begin and end the allreduce of model stage ",
+              m, " (chunk ", ref.chunk, " stage ", ref.stage,
+              ") exactly once; found ", begin, " begin(s) and ", end,
+              " end(s)"));
+        }
+      }
+    }
+    for (int dp = 0; dp < t_.width; ++dp) {
+      for (int mb = 0; mb < t_.micro_batches; ++mb) {
+        std::vector<int> route;
+        for (int c = 0; c < t_.num_chunks; ++c) {
+          bool touched = false;
+          for (int st = 0; st < t_.depth && !touched; ++st) {
+            size_t idx = grid_.Index(dp, {c, st}, mb);
+            touched = forward_count_[idx] > 0 || backward_parts_[idx].mask != 0;
+          }
+          if (touched || t_.layout == ChunkLayout::kChained) route.push_back(c);
+        }
+        if (t_.layout == ChunkLayout::kReplicas && route.size() != 1) {
+          problems.Add(absl::StrCat(
+              "micro-batch ", mb, " of data-parallel replica ", dp, " runs on ",
+              route.size(), " chunks (", absl::StrJoin(route, ", "),
+              "); replicated chunks need exactly one"));
+          continue;
+        }
+        for (int c : route) {
+          for (int st = 0; st < t_.depth; ++st) {
+            size_t idx = grid_.Index(dp, {c, st}, mb);
+            if (forward_count_[idx] != 1) {
+              problems.Add(
+                  absl::StrCat("micro-batch ", mb, " of data-parallel replica ",
+                               dp, " runs forward ", forward_count_[idx],
+                               " times on chunk ", c, " stage ", st, " (rank ",
+                               Owner(dp, {c, st}), "); want exactly once"));
+            }
+            if (!backward_parts_[idx].Full()) {
+              problems.Add(
+                  absl::StrCat("micro-batch ", mb, " of data-parallel replica ",
+                               dp, " misses backward on chunk ", c, " stage ",
+                               st, " (rank ", Owner(dp, {c, st}), ")"));
+            }
+          }
+        }
+      }
+    }
+    return problems.ToStatus("incomplete schedule");
+  }
+
+  int GroupSize(int model_stage) {
+    if (group_size_.empty()) {
+      group_size_.assign(t_.NumModelStages(), 0);
+      for (const WorkerProgram& w : s_.workers) {
+        std::vector<bool> counted(t_.NumModelStages(), false);
+        for (const StageRef& ref : w.stages) {
+          int m = t_.ModelStage(ref);
+          if (!counted[m]) ++group_size_[m];
+          counted[m] = true;
+        }
+      }
+    }
+    return group_size_[model_stage];
+  }
+
+  // A SEND_* or RECV_* that crosses a pipeline edge.
+  struct Posted {
+    MessageKey key;
+    InstructionId id;
+    bool send = false;
+  };
+
+  // Every transfer of every program, rank by rank in program order.
+  std::vector<Posted> PostedTransfers() const {
+    std::vector<Posted> posted;
+    for (int r = 0; r < t_.NumWorkers(); ++r) {
+      const auto& program = s_.workers[r].instructions;
+      for (size_t i = 0; i < program.size(); ++i) {
+        std::optional<MessageKey> key = MessageKeyOf(t_, r, program[i]);
+        if (!key) continue;
+        posted.push_back({*key,
+                          {r, i},
+                          program[i].op == OpKind::kSendAct ||
+                              program[i].op == OpKind::kSendGrad});
+      }
+    }
+    return posted;
+  }
+
+  absl::Status CheckMatching() {
+    Problems problems;
+    struct Balance {
+      int count = 0;
+      InstructionId first;
+    };
+    absl::flat_hash_map<MessageKey, Balance> balance;
+    for (const Posted& transfer : PostedTransfers()) {
+      Balance& b = balance[transfer.key];
+      if (b.count == 0) b.first = transfer.id;
+      b.count += transfer.send ? 1 : -1;
+    }
+    for (const auto& [key, b] : balance) {
+      if (b.count == 0) continue;
+      const Instruction& inst =
+          s_.workers[b.first.rank].instructions[b.first.index];
+      problems.Add(absl::StrCat(
+          Where(b.first.rank, b.first.index, inst), " (", DescribeMessage(key),
+          ") has ", b.count > 0 ? b.count : -b.count, " more ",
+          b.count > 0 ? "send(s) than receive(s)" : "receive(s) than send(s)"));
+    }
+    if (!problems.empty()) return problems.ToStatus("unmatched p2p");
+    return CheckChannelOrder();
+  }
+
+  // NCCL pairs a send with a receive by issue order alone, so every channel
+  // (src, dst, activation or gradient) must receive its messages in the
+  // order they are sent.
+  absl::Status CheckChannelOrder() {
+    std::map<std::tuple<int, int, bool>, std::vector<Posted>> sent;
+    std::map<std::tuple<int, int, bool>, std::vector<Posted>> received;
+    for (Posted& transfer : PostedTransfers()) {
+      const MessageKey& key = transfer.key;
+      (transfer.send ? sent : received)[{key.src, key.dst, key.gradient}]
+          .push_back(std::move(transfer));
+    }
+    Problems problems;
+    for (const auto& [channel, sends] : sent) {
+      const std::vector<Posted>& receives = received[channel];
+      for (size_t n = 0; n < sends.size(); ++n) {
+        if (sends[n].key == receives[n].key) continue;
+        const InstructionId recv = receives[n].id;
+        problems.Add(absl::StrCat(
+            Where(recv.rank, recv.index,
+                  s_.workers[recv.rank].instructions[recv.index]),
+            " is receive #", n, " from rank ", std::get<0>(channel),
+            ", whose send #", n, " is ", DescribeMessage(sends[n].key)));
+        break;  // the rest of this channel follows from the first mismatch
+      }
+    }
+    return problems.ToStatus("p2p received out of send order");
+  }
+
+  absl::Status CheckExecution() {
+    std::vector<uint8_t> forward_done(grid_.size(), 0);
+    std::vector<uint8_t> activation_arrived(grid_.size(), 0);
+    std::vector<PartSet> backward_done(grid_.size());
+    std::vector<PartSet> gradient_arrived(grid_.size());
+    std::map<std::pair<int, int>, int> backwards_done;   // (rank, model stage)
+    std::map<std::pair<int, int>, int> allreduce_state;  // 1 begun, 2 ended
+    auto fail = [](const ExecutionStep& step, absl::string_view why) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "data dependency: ", Where(step.rank, step.index, *step.inst), " ",
+          why));
+    };
+    JointExecution execution(s_);
+    return execution.Run([&](const ExecutionStep& step) -> absl::Status {
+      const Instruction& inst = *step.inst;
+      const int r = step.rank;
+      const int dp = DpRank(t_, r);
+      const StageRef ref{inst.chunk, inst.stage};
+      switch (inst.op) {
+        case OpKind::kForward: {
+          std::optional<StageRef> prev = t_.Prev(ref);
+          for (int mb : inst.micro_batches) {
+            if (prev) {
+              bool local = Owner(dp, *prev) == r;
+              bool ready = local ? forward_done[grid_.Index(dp, *prev, mb)]
+                                 : activation_arrived[grid_.Index(dp, ref, mb)];
+              if (!ready) {
+                return fail(
+                    step,
+                    absl::StrCat(
+                        "runs before its input activation of micro-batch ", mb,
+                        local ? " is computed by this rank's forward of the "
+                                "previous stage"
+                              : " is received (no earlier RECV_ACT)"));
+              }
+            }
+            forward_done[grid_.Index(dp, ref, mb)] = 1;
+          }
+          break;
+        }
+        case OpKind::kBackward: {
+          const int mb = inst.micro_batches[0];
+          if (!forward_done[grid_.Index(dp, ref, mb)]) {
+            return fail(
+                step,
+                "runs before the forward of its micro-batch on this stage");
+          }
+          if (std::optional<StageRef> next = t_.Next(ref)) {
+            bool local = Owner(dp, *next) == r;
+            const PartSet& have =
+                local ? backward_done[grid_.Index(dp, *next, mb)]
+                      : gradient_arrived[grid_.Index(dp, ref, mb)];
+            if (!have.Covers(inst.part, inst.num_parts)) {
+              return fail(
+                  step,
+                  local ? "runs before this rank's backward of the next stage"
+                        : "runs before its output gradient is received (no "
+                          "earlier RECV_GRAD)");
+            }
+          }
+          PartSet& done = backward_done[grid_.Index(dp, ref, mb)];
+          done.num_parts = inst.num_parts;
+          done.mask |= 1u << inst.part;
+          ++backwards_done[{r, t_.ModelStage(ref)}];
+          break;
+        }
+        case OpKind::kSendAct:
+          for (int mb : inst.micro_batches) {
+            if (!forward_done[grid_.Index(dp, ref, mb)]) {
+              return fail(
+                  step, absl::StrCat("sends the activation of micro-batch ", mb,
+                                     " before computing it"));
+            }
+          }
+          break;
+        case OpKind::kRecvAct:
+          for (int mb : inst.micro_batches) {
+            activation_arrived[grid_.Index(dp, ref, mb)] = 1;
+          }
+          break;
+        case OpKind::kSendGrad:
+          if (!backward_done[grid_.Index(dp, ref, inst.micro_batches[0])]
+                   .Covers(inst.part, inst.num_parts)) {
+            return fail(step, "sends a gradient before computing it");
+          }
+          break;
+        case OpKind::kRecvGrad: {
+          PartSet& got =
+              gradient_arrived[grid_.Index(dp, ref, inst.micro_batches[0])];
+          got.num_parts = inst.num_parts;
+          got.mask |= 1u << inst.part;
+          break;
+        }
+        case OpKind::kAllreduceBegin: {
+          const std::pair<int, int> key{r, t_.ModelStage(ref)};
+          if (backwards_done[key] != expected_backwards_[key]) {
+            return fail(step, absl::StrCat("begins the allreduce after ",
+                                           backwards_done[key], " of its ",
+                                           expected_backwards_[key],
+                                           " backwards on this model stage"));
+          }
+          allreduce_state[key] = 1;
+          break;
+        }
+        case OpKind::kAllreduceEnd:
+          allreduce_state[{r, t_.ModelStage(ref)}] = 2;
+          break;
+        case OpKind::kOptimizerStep:
+          for (const StageRef& held : s_.workers[r].stages) {
+            const std::pair<int, int> key{r, t_.ModelStage(held)};
+            if (backwards_done[key] != expected_backwards_[key]) {
+              return fail(step,
+                          absl::StrCat("runs before the backwards of chunk ",
+                                       held.chunk, " stage ", held.stage));
+            }
+            if (GroupSize(key.second) > 1 && allreduce_state[key] != 2) {
+              return fail(step,
+                          absl::StrCat("runs before the allreduce of chunk ",
+                                       held.chunk, " stage ", held.stage,
+                                       " has ended"));
+            }
+          }
+          break;
+      }
+      return absl::OkStatus();
+    });
+  }
+
+  const Schedule& s_;
+  const Topology& t_;
+  Grid grid_;
+  std::vector<int> owner_;
+  std::vector<int> forward_count_;
+  std::vector<PartSet> backward_parts_;
+  std::map<std::pair<int, int>, int> expected_backwards_;
+  std::vector<int> group_size_;
+};
+
+}  // namespace
+
+absl::Status ValidateSchedule(const Schedule& schedule) {
+  return Validator(schedule).Run();
+}
+
+}  // namespace chimera::schedule

@@ -1,0 +1,38 @@
+// Proves a set of worker programs correct before anything runs them.
+//
+//   RETURN_IF_ERROR(ValidateSchedule(schedule));
+//
+// Checks, in order (the first failing group is reported, up to
+// kMaxReportedProblems problems each):
+//  1. Structure: ranks, held stage replicas (each stage of each chunk held by
+//     exactly one rank per data-parallel replica), field ranges, p2p peers
+//     equal to the rank that holds the neighbouring stage.
+//  2. Coverage: every micro-batch of every data-parallel replica runs forward
+//     and backward (all parts) exactly once on every stage of its route (one
+//     chunk for replicated chunks, all chunks in order for chained ones), on
+//     the rank that holds the stage; allreduce begins and ends once per held
+//     model stage whose replicas span more than one rank.
+//  3. Matching: every send has exactly one receive with the same MessageKey,
+//     and each channel (sender, receiver, activation or gradient) receives
+//     its messages in the order they were sent: NCCL, which has no tags,
+//     pairs sends and receives by issue order within a channel.
+//  4. Joint execution (JointExecution): data dependencies hold at every
+//     compute op and send, and all programs run to the end; a deadlock is
+//     reported with its wait-for cycle.
+// Errors are InvalidArgument (1-3, data dependencies) or FailedPrecondition
+// (deadlock).
+#ifndef CHIMERA_SCHEDULE_VALIDATOR_H_
+#define CHIMERA_SCHEDULE_VALIDATOR_H_
+
+#include "absl/status/status.h"
+#include "schedule/program.h"
+
+namespace chimera::schedule {
+
+inline constexpr int kMaxReportedProblems = 8;
+
+absl::Status ValidateSchedule(const Schedule& schedule);
+
+}  // namespace chimera::schedule
+
+#endif  // CHIMERA_SCHEDULE_VALIDATOR_H_

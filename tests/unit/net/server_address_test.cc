@@ -1,0 +1,42 @@
+#include "net/server_address.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace chimera::net {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ServerAddressTest, ParsesHostAndPort) {
+  absl::StatusOr<net::ServerAddress> address = net::ParseServerAddress("127.0.0.1:50051");
+  ASSERT_TRUE(address.ok()) << address.status();
+  EXPECT_EQ(address->host, "127.0.0.1");
+  EXPECT_EQ(address->port, 50051);
+  EXPECT_TRUE(address->IsLoopback());
+}
+
+TEST(ServerAddressTest, ParsesBracketedIpv6AndPrintsItBack) {
+  absl::StatusOr<net::ServerAddress> address = net::ParseServerAddress("[::1]:0");
+  ASSERT_TRUE(address.ok()) << address.status();
+  EXPECT_EQ(address->host, "::1");
+  EXPECT_TRUE(address->IsLoopback());
+  EXPECT_EQ(address->ToString(), "[::1]:0");
+}
+
+TEST(ServerAddressTest, WildcardHostIsNotLoopback) {
+  EXPECT_FALSE(net::ParseServerAddress("0.0.0.0:50051")->IsLoopback());
+}
+
+TEST(ServerAddressTest, RejectsMissingOrBadPorts) {
+  EXPECT_THAT(net::ParseServerAddress("localhost").status().message(),
+              HasSubstr("must be HOST:PORT"));
+  EXPECT_THAT(net::ParseServerAddress("localhost:http").status().message(),
+              HasSubstr("port 'http'"));
+  EXPECT_THAT(net::ParseServerAddress("localhost:70000").status().message(),
+              HasSubstr("0-65535"));
+  EXPECT_THAT(net::ParseServerAddress(":80").status().message(), HasSubstr("no host"));
+}
+
+}  // namespace
+}  // namespace chimera::net

@@ -322,7 +322,7 @@ absl::Status RunScheme(const std::string& name,
     double step_seconds = 0;
     const std::vector<StepMetrics>& steps = measured.ranks[rank];
     for (size_t step = flags.warmup; step < steps.size(); ++step) {
-      ratio += steps[step].bubble_seconds / steps[step].step_seconds;
+      ratio += schedule::BubbleRatio(steps[step].bubble_seconds, steps[step].step_seconds);
       step_seconds += steps[step].step_seconds;
     }
     ratio /= flags.steps;

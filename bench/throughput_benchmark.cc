@@ -39,6 +39,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "schedule/generator.h"
+#include "schedule/simulator.h"
 #include "tests/integration/worker/pipeline_job.h"
 #include "worker/runtime/task_options.h"
 #include "worker/standalone/standalone.h"
@@ -74,7 +75,7 @@ Throughput Measure(const PipelineMeasurements& measured, int warmup) {
     for (const std::vector<StepMetrics>& rank : measured.ranks) {
       samples += static_cast<double>(rank[step].samples);
       slowest = std::max(slowest, rank[step].step_seconds);
-      bubble += rank[step].bubble_seconds / rank[step].step_seconds;
+      bubble += schedule::BubbleRatio(rank[step].bubble_seconds, rank[step].step_seconds);
     }
     seconds += slowest;
   }

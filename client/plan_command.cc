@@ -6,12 +6,12 @@
 
 #include "absl/strings/str_format.h"
 #include "client/cli_errors.h"
+#include "jobspec/job_file.h"
+#include "nlohmann/json.hpp"
 #include "planner/analytic_profile.h"
 #include "planner/cluster_file.h"
 #include "planner/model_profile.h"
 #include "planner/plan_search.h"
-#include "jobspec/job_file.h"
-#include "nlohmann/json.hpp"
 
 namespace chimera::client {
 namespace {

@@ -22,10 +22,10 @@
 #include "client/exit_codes.h"
 #include "client/job_follow.h"
 #include "client/job_output.h"
-#include "net/child_process.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator_server.h"
 #include "jobspec/job_file.h"
+#include "net/child_process.h"
 
 namespace chimera::client {
 namespace {

@@ -3,8 +3,8 @@
 #include <map>
 
 #include "absl/strings/ascii.h"
-#include "net/metric_families.h"
 #include "common/version.h"
+#include "net/metric_families.h"
 
 namespace chimera::coordinator {
 namespace {

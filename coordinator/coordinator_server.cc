@@ -7,10 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "net/server_address.h"
 #include "common/status_macros.h"
-#include "net/tls_credentials.h"
 #include "coordinator/coordinator_metrics.h"
+#include "net/server_address.h"
+#include "net/tls_credentials.h"
 
 namespace chimera::coordinator {
 namespace {

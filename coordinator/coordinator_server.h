@@ -19,13 +19,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
-#include "net/metrics_server.h"
-#include "net/tls_credentials.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/job_service.h"
 #include "coordinator/job_store.h"
 #include "coordinator/worker_registry.h"
 #include "coordinator/worker_service.h"
+#include "net/metrics_server.h"
+#include "net/tls_credentials.h"
 
 namespace chimera::coordinator {
 

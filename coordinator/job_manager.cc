@@ -9,13 +9,14 @@
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "jobspec/job_validator.h"
 #include "planner/analytic_profile.h"
 #include "planner/plan_params.h"
-#include "schedule/params_proto.h"
 #include "planner/plan_search.h"
 #include "schedule/generator.h"
+#include "schedule/params_proto.h"
 #include "schedule/program_proto.h"
-#include "jobspec/job_validator.h"
+#include "schedule/simulator.h"
 
 namespace chimera::coordinator {
 namespace {
@@ -67,9 +68,7 @@ chimera::v1::StepSummary Summarize(
         std::max(summary.step_seconds(), metrics.step_seconds()));
     summary.set_peak_memory_bytes(
         std::max(summary.peak_memory_bytes(), metrics.peak_memory_bytes()));
-    if (metrics.step_seconds() > 0) {
-      bubble += metrics.bubble_seconds() / metrics.step_seconds();
-    }
+    bubble += schedule::BubbleRatio(metrics.bubble_seconds(), metrics.step_seconds());
   }
   summary.set_bubble_ratio(bubble / std::max<size_t>(1, ranks.size()));
   if (summary.step_seconds() > 0) {
@@ -561,10 +560,8 @@ absl::Status JobManager::OnMetrics(
     auto* worker = job.add_workers();
     worker->set_rank(rank);
     worker->set_worker_id(run.worker_of_rank[rank]);
-    worker->set_bubble_ratio(metrics.step_seconds() > 0
-                                 ? metrics.bubble_seconds() /
-                                       metrics.step_seconds()
-                                 : 0);
+    worker->set_bubble_ratio(
+        schedule::BubbleRatio(metrics.bubble_seconds(), metrics.step_seconds()));
     worker->set_peak_memory_bytes(metrics.peak_memory_bytes());
     worker->set_weights_bytes(metrics.weights_bytes());
     worker->set_gradients_bytes(metrics.gradients_bytes());

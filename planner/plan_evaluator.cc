@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "planner/model_profile.h"
-#include "schedule/params_proto.h"
 #include "planner/stage_partition.h"
 #include "schedule/generator.h"
+#include "schedule/params_proto.h"
 #include "schedule/simulator.h"
 
 namespace chimera::planner {

@@ -23,8 +23,8 @@
 #include "planner/placement.h"
 #include "planner/stage_partition.h"
 #include "schedule/program.h"
-#include "schedule/simulator.h"
 #include "schedule/schedule_params.h"
+#include "schedule/simulator.h"
 
 namespace chimera::planner {
 

@@ -21,6 +21,10 @@ double StageCost(const std::vector<double>& per_stage, double fallback,
 
 }  // namespace
 
+double BubbleRatio(double idle_seconds, double step_seconds) {
+  return step_seconds > 0 ? idle_seconds / step_seconds : 0.0;
+}
+
 double AllreduceTime(const CostModel& costs, int ranks) {
   if (ranks <= 1) return 0.0;
   return 2.0 * std::log2(static_cast<double>(ranks)) * costs.allreduce_alpha +
@@ -159,8 +163,7 @@ absl::StatusOr<SimulationResult> Simulate(const Schedule& schedule,
   result.makespan = last - first;
   for (WorkerResult& worker : result.workers) {
     worker.idle = result.makespan - worker.busy;
-    worker.bubble_ratio =
-        result.makespan > 0 ? worker.idle / result.makespan : 0.0;
+    worker.bubble_ratio = BubbleRatio(worker.idle, result.makespan);
     result.bubble_ratio += worker.bubble_ratio / std::max(1, num_workers);
     result.exposed_allreduce =
         std::max(result.exposed_allreduce, worker.exposed_allreduce);

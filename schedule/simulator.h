@@ -59,6 +59,11 @@ struct CostModel {
   std::vector<double> stage_allreduce;
 };
 
+// The share of a step a worker spent not computing, 0 for an empty step.
+// Predictions and every measured figure (workers, coordinator, benchmarks)
+// use this one definition, so they can be compared.
+double BubbleRatio(double idle_seconds, double step_seconds);
+
 // Rabenseifner's allreduce time for `ranks` ranks.
 double AllreduceTime(const CostModel& costs, int ranks);
 

@@ -29,10 +29,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/environment.h"
-#include "net/metrics_server.h"
-#include "net/tls_credentials.h"
 #include "common/version.h"
 #include "jobspec/job_file.h"
+#include "net/metrics_server.h"
+#include "net/tls_credentials.h"
 #include "worker/daemon/local_devices.h"
 #include "worker/daemon/task_process.h"
 #include "worker/daemon/worker_daemon.h"
@@ -86,7 +86,7 @@ int RunStandaloneMode(const chimera::worker::StandaloneFlags& flags) {
 // Serves the coordinator (and /metrics on `metrics_listen` unless empty)
 // until SIGINT or SIGTERM.
 int RunDaemon(chimera::worker::DaemonOptions options,
-              chimera::ClientTlsFiles tls, const std::string& metrics_listen) {
+              chimera::net::ClientTlsFiles tls, const std::string& metrics_listen) {
   if (options.worker_id.empty()) {
     options.worker_id = absl::StrCat(
         chimera::worker::DiscoverLocalResources().node, "-", ::getpid());
@@ -110,7 +110,7 @@ int RunDaemon(chimera::worker::DaemonOptions options,
   tls.certificate = chimera::OrEnvironment(tls.certificate, "CHIMERA_TLS_CERT");
   tls.private_key = chimera::OrEnvironment(tls.private_key, "CHIMERA_TLS_KEY");
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
-      chimera::ChannelCredentials(tls);
+      chimera::net::ChannelCredentials(tls);
   if (!credentials.ok()) {
     std::cerr << "chimera-worker: " << credentials.status().message() << "\n";
     return kExitBadInput;
@@ -121,10 +121,10 @@ int RunDaemon(chimera::worker::DaemonOptions options,
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::unique_ptr<chimera::MetricsServer> metrics;
+  std::unique_ptr<chimera::net::MetricsServer> metrics;
   if (!metrics_listen.empty()) {
-    absl::StatusOr<std::unique_ptr<chimera::MetricsServer>> started =
-        chimera::MetricsServer::Start(metrics_listen);
+    absl::StatusOr<std::unique_ptr<chimera::net::MetricsServer>> started =
+        chimera::net::MetricsServer::Start(metrics_listen);
     if (!started.ok()) {
       std::cerr << "chimera-worker: " << started.status().message() << "\n";
       return kExitBadInput;
@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--token", daemon.token,
                  "Join token (default: $CHIMERA_WORKER_TOKEN)");
-  chimera::ClientTlsFiles tls;
+  chimera::net::ClientTlsFiles tls;
   app.add_option("--tls-ca", tls.ca,
                  "PEM CA of a TLS coordinator (default: $CHIMERA_TLS_CA)");
   app.add_option("--tls-cert", tls.certificate,

@@ -2,8 +2,9 @@
 
 #include <utility>
 
-#include "net/metric_families.h"
 #include "common/version.h"
+#include "net/metric_families.h"
+#include "schedule/simulator.h"
 
 namespace chimera::worker {
 
@@ -87,7 +88,7 @@ std::vector<prometheus::MetricFamily> DaemonMetrics::Collect() const {
       MetricType::Gauge, task, seconds);
   add("chimera_worker_bubble_ratio", "Idle share of the last step",
       MetricType::Gauge, task,
-      seconds > 0 ? step.bubble_seconds() / seconds : 0);
+      schedule::BubbleRatio(step.bubble_seconds(), seconds));
   add("chimera_worker_samples_per_second",
       "Samples this worker's pipeline trained per second", MetricType::Gauge,
       task, per_second(step.samples()));

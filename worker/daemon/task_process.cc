@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "google/protobuf/util/json_util.h"
 #include "schedule/generator.h"
 #include "schedule/program_proto.h"
-#include "google/protobuf/util/json_util.h"
 #include "worker/runtime/task_options.h"
 #include "worker/runtime/task_runner.h"
 

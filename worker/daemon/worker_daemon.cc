@@ -6,8 +6,8 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
-#include "net/child_process.h"
 #include "common/logging.h"
+#include "net/child_process.h"
 #include "worker/daemon/local_devices.h"
 #include "worker/daemon/task_process.h"
 

@@ -26,6 +26,10 @@ absl::string_view ModelFamilyName(ModelFamily family) {
   return "unknown";
 }
 
+int64_t SampleLength(const ModelConfig& config) {
+  return config.seq_length + (config.family == ModelFamily::kGpt ? 1 : 0);
+}
+
 absl::Status ValidateModelConfig(const ModelConfig& config) {
   for (const auto& [field, value] :
        {std::pair<absl::string_view, int64_t>{"num_layers", config.num_layers},

@@ -50,6 +50,10 @@ struct ModelConfig {
   c10::ScalarType dtype = c10::ScalarType::Float;
 };
 
+// Tokens one training sample holds: seq_length, and for GPT one more, the
+// last position's next-token target.
+int64_t SampleLength(const ModelConfig& config);
+
 // OK when every dimension is positive, num_heads divides hidden_size, BERT
 // has room for its [MASK] id (vocab_size >= 2) and dtype is one of the
 // supported types; otherwise INVALID_ARGUMENT naming the field and its value.

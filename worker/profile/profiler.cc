@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/version.h"
-#include "planner/model_profile.h"
 #include "google/protobuf/util/json_util.h"
+#include "planner/model_profile.h"
 #include "worker/model/layers.h"
 #include "worker/model/loss.h"
 #include "worker/model/micro_batch.h"
@@ -109,10 +109,8 @@ std::vector<ProfiledLayer> BuildLayers(const ModelConfig& config,
         {}};
   };
   const auto batch = [config](int64_t samples) -> absl::StatusOr<MicroBatch> {
-    const int64_t length =
-        config.seq_length + (config.family == ModelFamily::kGpt ? 1 : 0);
     return MakeMicroBatch(config,
-                          at::randint(config.vocab_size - 1, {samples, length},
+                          at::randint(config.vocab_size - 1, {samples, SampleLength(config)},
                                       at::TensorOptions(at::kLong)),
                           SampleKey{});
   };

@@ -3,7 +3,7 @@
 // coordinator all read.
 //
 //   ASSIGN_OR_RETURN(StepMetrics metrics, executor->RunStep(step));
-//   double bubble_ratio = metrics.bubble_seconds / metrics.step_seconds;
+//   double bubble = schedule::BubbleRatio(metrics.bubble_seconds, metrics.step_seconds);
 #ifndef CHIMERA_WORKER_RUNTIME_STEP_METRICS_H_
 #define CHIMERA_WORKER_RUNTIME_STEP_METRICS_H_
 

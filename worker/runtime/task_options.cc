@@ -112,9 +112,7 @@ absl::StatusOr<TaskOptions> TaskOptionsFor(const chimera::v1::TrainJob& job,
   }
   options.data.path = spec.data().path();
   options.data.vocab_size = options.model.vocab_size;
-  options.data.sample_length =
-      options.model.seq_length +
-      (options.model.family == ModelFamily::kGpt ? 1 : 0);
+  options.data.sample_length = SampleLength(options.model);
   options.data.seed = options.seed;
 
   const auto& resources = spec.resources();

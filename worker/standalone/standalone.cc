@@ -10,9 +10,10 @@
 #include "absl/strings/str_format.h"
 #include "common/field_errors.h"
 #include "common/status_macros.h"
+#include "jobspec/job_file.h"
 #include "planner/plan_params.h"
 #include "schedule/generator.h"
-#include "jobspec/job_file.h"
+#include "schedule/simulator.h"
 #include "worker/runtime/checkpoint.h"
 #include "worker/runtime/task_runner.h"
 
@@ -151,7 +152,7 @@ class StepPrinter : public TaskObserver {
   absl::Status OnStep(const StepMetrics& metrics, Communicator& comm) override {
     const int world = static_cast<int>(run_.schedule.workers.size());
     const at::Tensor summary = at::tensor(
-        {metrics.loss, metrics.bubble_seconds / metrics.step_seconds},
+        {metrics.loss, schedule::BubbleRatio(metrics.bubble_seconds, metrics.step_seconds)},
         at::TensorOptions(at::kDouble).device(device_));
     ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> sum,
                      comm.AllReduceSum(summary, kSummaryGroup));

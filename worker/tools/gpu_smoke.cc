@@ -123,7 +123,7 @@ absl::Status SmokeStage(int repetitions) {
   ASSIGN_OR_RETURN(std::shared_ptr<Stage> stage,
                    BuildStage(config, {0, config.num_layers}, 1, device));
   const at::Tensor tokens = at::randint(
-      config.vocab_size, {batch, config.seq_length + 1}, at::kLong);
+      config.vocab_size, {batch, SampleLength(config)}, at::kLong);
   ASSIGN_OR_RETURN(MicroBatch micro_batch,
                    MakeMicroBatch(config, tokens, SampleKey{}));
   const at::Tensor inputs = micro_batch.inputs.to(device);

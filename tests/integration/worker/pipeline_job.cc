@@ -67,7 +67,7 @@ PipelineJob GptPipelineJob(schedule::Schedule schedule,
   job.executor.p2p_timeout = op_timeout;
   job.executor.collective_timeout = op_timeout;
   job.data.vocab_size = model.vocab_size;
-  job.data.sample_length = model.seq_length + 1;
+  job.data.sample_length = SampleLength(model);
   job.data.seed = seed;
   job.connect_timeout = op_timeout;
   job.schedule = std::move(schedule);

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "jobspec/yaml_message.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "jobspec/yaml_message.h"
 #include "tests/support/temp_dir.h"
 
 namespace chimera::jobspec {

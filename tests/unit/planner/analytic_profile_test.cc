@@ -1,7 +1,7 @@
 #include "planner/analytic_profile.h"
 
-#include "planner/model_profile.h"
 #include "gtest/gtest.h"
+#include "planner/model_profile.h"
 #include "tests/unit/planner/test_jobs.h"
 
 namespace chimera::planner {

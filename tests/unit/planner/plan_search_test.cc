@@ -3,9 +3,9 @@
 
 #include <set>
 
-#include "planner/analytic_profile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/analytic_profile.h"
 #include "tests/unit/planner/test_jobs.h"
 
 namespace chimera::planner {

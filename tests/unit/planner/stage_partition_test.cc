@@ -1,9 +1,9 @@
 #include "planner/stage_partition.h"
 
+#include "gtest/gtest.h"
 #include "planner/analytic_profile.h"
 #include "schedule/generator.h"
 #include "schedule/simulator.h"
-#include "gtest/gtest.h"
 #include "tests/unit/planner/test_jobs.h"
 
 namespace chimera::planner {

@@ -1,10 +1,10 @@
 // The drawings, the JSON report and the CSV reader.
-#include "schedule/csv_io.h"
-#include "schedule/json_report.h"
-#include "schedule/timeline.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "schedule/csv_io.h"
+#include "schedule/json_report.h"
+#include "schedule/timeline.h"
 #include "tests/unit/schedule/test_util.h"
 
 namespace chimera::schedule {

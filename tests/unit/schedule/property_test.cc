@@ -3,9 +3,9 @@
 // corrupting it (dropping a receive, swapping two receives) is caught.
 #include <random>
 
+#include "gtest/gtest.h"
 #include "schedule/csv_io.h"
 #include "schedule/program_proto.h"
-#include "gtest/gtest.h"
 #include "tests/unit/schedule/test_util.h"
 
 namespace chimera::schedule {

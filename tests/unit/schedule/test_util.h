@@ -4,10 +4,10 @@
 
 #include <algorithm>
 
+#include "gtest/gtest.h"
 #include "schedule/generator.h"
 #include "schedule/simulator.h"
 #include "schedule/validator.h"
-#include "gtest/gtest.h"
 
 namespace chimera::schedule::testing {
 

@@ -39,7 +39,7 @@ class CheckpointTest : public ::testing::Test {
   CheckpointTest() : config_(testing::TinyConfig(ModelFamily::kGpt)) {
     DataSourceOptions data;
     data.vocab_size = config_.vocab_size;
-    data.sample_length = config_.seq_length + 1;
+    data.sample_length = SampleLength(config_);
     data_ = DataSource::Open(data).value();
   }
 

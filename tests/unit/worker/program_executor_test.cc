@@ -36,7 +36,7 @@ schedule::Schedule Generate(
 std::unique_ptr<DataSource> Synthetic(const ModelConfig& config) {
   DataSourceOptions options;
   options.vocab_size = config.vocab_size;
-  options.sample_length = config.seq_length + 1;
+  options.sample_length = SampleLength(config);
   return DataSource::Open(options).value();
 }
 

@@ -30,10 +30,8 @@ inline ModelConfig TinyConfig(ModelFamily family) {
 // random ids in [0, vocab_size - 1) from a fixed seed.
 inline at::Tensor RandomTokens(const ModelConfig& config, int64_t batch,
                                uint64_t seed = 1) {
-  const int64_t length =
-      config.seq_length + (config.family == ModelFamily::kGpt ? 1 : 0);
   at::Generator generator = at::detail::createCPUGenerator(seed);
-  return at::randint(config.vocab_size - 1, {batch, length}, generator,
+  return at::randint(config.vocab_size - 1, {batch, SampleLength(config)}, generator,
                      at::TensorOptions().dtype(at::kLong));
 }
 

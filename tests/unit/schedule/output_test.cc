@@ -93,7 +93,7 @@ TEST(CsvTest, MalformedLinesNameTheLineAndField) {
               HasSubstr("csv line 3: rank 5 outside [0, 1)"));
 }
 
-TEST(GeneratorTest, InvalidParametersNameTheParameter) {
+TEST(ParamErrorMessageTest, InvalidParametersNameTheParameter) {
   ScheduleParams params = Params(Scheme::kChimera, 6, 6);
   params.pipelines = 4;
   EXPECT_THAT(std::string(GenerateSchedule(params).status().message()),
@@ -105,7 +105,7 @@ TEST(GeneratorTest, InvalidParametersNameTheParameter) {
 }
 
 // MixPipe eq. 5 bounds the early forwards by (D-K)/2.
-TEST(GeneratorTest, MixPipeGammaAboveHalfOfDMinusKIsRejected) {
+TEST(ParamErrorMessageTest, MixPipeGammaAboveHalfOfDMinusKIsRejected) {
   ScheduleParams params = Params(Scheme::kMixPipe, 8, 8);
   params.mixpipe_k = 4;
   params.mixpipe_gamma = 2;

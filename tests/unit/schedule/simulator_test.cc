@@ -82,7 +82,7 @@ TEST(BreadthFirstScheduleTest, BubbleRatioHoldsWithBackwardTwiceForward) {
   EXPECT_NEAR(r.bubble_ratio, 3.0 / (16 + 3), 1e-9);
 }
 
-TEST(MixPipeScheduleTest, SmallerKStashesFewerActivations) {
+TEST(MixPipeSimulationTest, SmallerKStashesFewerActivations) {
   ScheduleParams small = Params(Scheme::kMixPipe, 8, 8);
   small.mixpipe_k = 4;
   ScheduleParams large = small;
@@ -102,7 +102,7 @@ TEST(MixPipeScheduleTest, SmallerKStashesFewerActivations) {
 // MixPipe section III-A: makespan (D + N_bubbles) * (F + B) with
 // N_bubbles = (5D - 3K - 4)/3 - Gamma, i.e. 8D - 3K - 4 - 3*Gamma at F = 1,
 // B = 2, N = D. At K = D, Gamma = 0 that is Chimera's 5D - 4.
-TEST(MixPipeScheduleTest, KEqualsDepthMatchesPaperFormulaAndChimera) {
+TEST(MixPipeSimulationTest, KEqualsDepthMatchesPaperFormulaAndChimera) {
   for (int d : {4, 6, 8}) {
     ScheduleParams params = Params(Scheme::kMixPipe, d, d);
     params.mixpipe_k = d;

@@ -48,20 +48,21 @@ std::string Where(int rank, size_t index, const Instruction& inst) {
 // Per (dp, chunk, stage, micro-batch) bookkeeping shared by the checks.
 class Grid {
  public:
-  explicit Grid(const Topology& t) : t_(t) {}
+  explicit Grid(const Topology& topology) : topology_(topology) {}
   size_t size() const {
-    return static_cast<size_t>(t_.width) * t_.num_chunks * t_.depth *
-           t_.micro_batches;
+    return static_cast<size_t>(topology_.width) * topology_.num_chunks *
+           topology_.depth * topology_.micro_batches;
   }
   size_t Index(int dp, StageRef ref, int mb) const {
-    return ((static_cast<size_t>(dp) * t_.num_chunks + ref.chunk) * t_.depth +
+    return ((static_cast<size_t>(dp) * topology_.num_chunks + ref.chunk) *
+                topology_.depth +
             ref.stage) *
-               t_.micro_batches +
+               topology_.micro_batches +
            mb;
   }
 
  private:
-  const Topology& t_;
+  const Topology& topology_;
 };
 
 // Parts of one backward (or its received gradient) that are done.
@@ -81,15 +82,17 @@ struct PartSet {
 class Validator {
  public:
   explicit Validator(const Schedule& schedule)
-      : s_(schedule), t_(schedule.topology), grid_(schedule.topology) {}
+      : schedule_(schedule),
+        topology_(schedule.topology),
+        grid_(schedule.topology) {}
 
   absl::Status Run() {
-    if (t_.depth < 1 || t_.num_chunks < 1 || t_.micro_batches < 1 ||
-        t_.width < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("topology: depth ", t_.depth, ", chunks ", t_.num_chunks,
-                       ", micro-batches ", t_.micro_batches, ", width ",
-                       t_.width, " must all be >= 1"));
+    if (topology_.depth < 1 || topology_.num_chunks < 1 ||
+        topology_.micro_batches < 1 || topology_.width < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "topology: depth ", topology_.depth, ", chunks ",
+          topology_.num_chunks, ", micro-batches ", topology_.micro_batches,
+          ", width ", topology_.width, " must all be >= 1"));
     }
     absl::Status status = CheckStructure();
     if (!status.ok()) return status;
@@ -102,41 +105,44 @@ class Validator {
 
  private:
   int Owner(int dp, StageRef ref) const {
-    return owner_[(static_cast<size_t>(dp) * t_.num_chunks + ref.chunk) *
-                      t_.depth +
+    return owner_[(static_cast<size_t>(dp) * topology_.num_chunks + ref.chunk) *
+                      topology_.depth +
                   ref.stage];
   }
   bool InRange(StageRef ref) const {
-    return ref.chunk >= 0 && ref.chunk < t_.num_chunks && ref.stage >= 0 &&
-           ref.stage < t_.depth;
+    return ref.chunk >= 0 && ref.chunk < topology_.num_chunks &&
+           ref.stage >= 0 && ref.stage < topology_.depth;
   }
 
   absl::Status CheckStructure() {
     Problems problems;
-    if (static_cast<int>(s_.workers.size()) != t_.NumWorkers()) {
+    if (static_cast<int>(schedule_.workers.size()) != topology_.NumWorkers()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "schedule has ", s_.workers.size(), " worker programs, want width ",
-          t_.width, " x depth ", t_.depth, " = ", t_.NumWorkers()));
+          "schedule has ", schedule_.workers.size(),
+          " worker programs, want width ", topology_.width, " x depth ",
+          topology_.depth, " = ", topology_.NumWorkers()));
     }
-    owner_.assign(static_cast<size_t>(t_.width) * t_.num_chunks * t_.depth, -1);
-    for (int r = 0; r < t_.NumWorkers(); ++r) {
-      const WorkerProgram& w = s_.workers[r];
+    owner_.assign(static_cast<size_t>(topology_.width) * topology_.num_chunks *
+                      topology_.depth,
+                  -1);
+    for (int r = 0; r < topology_.NumWorkers(); ++r) {
+      const WorkerProgram& w = schedule_.workers[r];
       if (w.rank != r) {
         problems.Add(absl::StrCat("program ", r, " says rank ", w.rank));
       }
       for (const StageRef& ref : w.stages) {
         if (!InRange(ref)) {
-          problems.Add(absl::StrCat("rank ", r, " holds chunk ", ref.chunk,
-                                    " stage ", ref.stage,
-                                    ", outside chunks [0, ", t_.num_chunks,
-                                    ") stages [0, ", t_.depth, ")"));
+          problems.Add(absl::StrCat(
+              "rank ", r, " holds chunk ", ref.chunk, " stage ", ref.stage,
+              ", outside chunks [0, ", topology_.num_chunks, ") stages [0, ",
+              topology_.depth, ")"));
           continue;
         }
-        int& owner =
-            owner_[(static_cast<size_t>(DpRank(t_, r)) * t_.num_chunks +
-                    ref.chunk) *
-                       t_.depth +
-                   ref.stage];
+        int& owner = owner_[(static_cast<size_t>(DpRank(topology_, r)) *
+                                 topology_.num_chunks +
+                             ref.chunk) *
+                                topology_.depth +
+                            ref.stage];
         if (owner >= 0) {
           problems.Add(absl::StrCat("chunk ", ref.chunk, " stage ", ref.stage,
                                     " is held by both rank ", owner,
@@ -145,9 +151,9 @@ class Validator {
         owner = r;
       }
     }
-    for (int dp = 0; dp < t_.width; ++dp) {
-      for (int c = 0; c < t_.num_chunks; ++c) {
-        for (int st = 0; st < t_.depth; ++st) {
+    for (int dp = 0; dp < topology_.width; ++dp) {
+      for (int c = 0; c < topology_.num_chunks; ++c) {
+        for (int st = 0; st < topology_.depth; ++st) {
           if (Owner(dp, {c, st}) < 0) {
             problems.Add(absl::StrCat("no rank of data-parallel replica ", dp,
                                       " holds chunk ", c, " stage ", st));
@@ -157,17 +163,17 @@ class Validator {
     }
     if (!problems.empty()) return problems.ToStatus("invalid placement");
 
-    for (int r = 0; r < t_.NumWorkers(); ++r) {
-      const int dp = DpRank(t_, r);
-      const auto& program = s_.workers[r].instructions;
+    for (int r = 0; r < topology_.NumWorkers(); ++r) {
+      const int dp = DpRank(topology_, r);
+      const auto& program = schedule_.workers[r].instructions;
       for (size_t i = 0; i < program.size(); ++i) {
         const Instruction& inst = program[i];
         if (inst.op == OpKind::kOptimizerStep) continue;
         const StageRef ref{inst.chunk, inst.stage};
         if (!InRange(ref)) {
-          problems.Add(absl::StrCat(Where(r, i, inst),
-                                    ": chunk must be in [0, ", t_.num_chunks,
-                                    "), stage in [0, ", t_.depth, ")"));
+          problems.Add(absl::StrCat(
+              Where(r, i, inst), ": chunk must be in [0, ",
+              topology_.num_chunks, "), stage in [0, ", topology_.depth, ")"));
           continue;
         }
         if (Owner(dp, ref) != r) {
@@ -192,9 +198,10 @@ class Validator {
           continue;
         }
         for (int mb : inst.micro_batches) {
-          if (mb < 0 || mb >= t_.micro_batches) {
+          if (mb < 0 || mb >= topology_.micro_batches) {
             problems.Add(absl::StrCat(Where(r, i, inst), ": micro-batch ", mb,
-                                      " outside [0, ", t_.micro_batches, ")"));
+                                      " outside [0, ", topology_.micro_batches,
+                                      ")"));
           }
         }
         const bool sliced = inst.op == OpKind::kBackward ||
@@ -219,7 +226,7 @@ class Validator {
         const bool toward_next =
             inst.op == OpKind::kSendAct || inst.op == OpKind::kRecvGrad;
         std::optional<StageRef> neighbour =
-            toward_next ? t_.Next(ref) : t_.Prev(ref);
+            toward_next ? topology_.Next(ref) : topology_.Prev(ref);
         if (!neighbour) {
           problems.Add(absl::StrCat(Where(r, i, inst), ": the stage has no ",
                                     toward_next ? "next" : "previous",
@@ -244,11 +251,11 @@ class Validator {
     forward_count_.assign(grid_.size(), 0);
     backward_parts_.assign(grid_.size(), PartSet());
     expected_backwards_.clear();
-    for (int r = 0; r < t_.NumWorkers(); ++r) {
-      const int dp = DpRank(t_, r);
+    for (int r = 0; r < topology_.NumWorkers(); ++r) {
+      const int dp = DpRank(topology_, r);
       std::map<int, std::pair<int, int>>
           allreduce;  // model stage -> (begin, end)
-      const auto& program = s_.workers[r].instructions;
+      const auto& program = schedule_.workers[r].instructions;
       for (size_t i = 0; i < program.size(); ++i) {
         const Instruction& inst = program[i];
         const StageRef ref{inst.chunk, inst.stage};
@@ -271,18 +278,18 @@ class Validator {
             }
             parts.num_parts = inst.num_parts;
             parts.mask |= 1u << inst.part;
-            ++expected_backwards_[{r, t_.ModelStage(ref)}];
+            ++expected_backwards_[{r, topology_.ModelStage(ref)}];
             break;
           }
           case OpKind::kAllreduceBegin:
-            if (allreduce[t_.ModelStage(ref)].first++ > 0) {
+            if (allreduce[topology_.ModelStage(ref)].first++ > 0) {
               problems.Add(
                   absl::StrCat(Where(r, i, inst),
                                ": second begin of this stage's allreduce"));
             }
             break;
           case OpKind::kAllreduceEnd: {
-            auto& [begin, end] = allreduce[t_.ModelStage(ref)];
+            auto& [begin, end] = allreduce[topology_.ModelStage(ref)];
             if (begin == 0) {
               problems.Add(
                   absl::StrCat(Where(r, i, inst),
@@ -298,8 +305,8 @@ class Validator {
             break;
         }
       }
-      for (const StageRef& ref : s_.workers[r].stages) {
-        const int m = t_.ModelStage(ref);
+      for (const StageRef& ref : schedule_.workers[r].stages) {
+        const int m = topology_.ModelStage(ref);
         const auto& [begin, end] = allreduce[m];
         if (GroupSize(m) > 1 && (begin != 1 || end != 1)) {
           problems.Add(absl::StrCat(
@@ -310,18 +317,19 @@ class Validator {
         }
       }
     }
-    for (int dp = 0; dp < t_.width; ++dp) {
-      for (int mb = 0; mb < t_.micro_batches; ++mb) {
+    for (int dp = 0; dp < topology_.width; ++dp) {
+      for (int mb = 0; mb < topology_.micro_batches; ++mb) {
         std::vector<int> route;
-        for (int c = 0; c < t_.num_chunks; ++c) {
+        for (int c = 0; c < topology_.num_chunks; ++c) {
           bool touched = false;
-          for (int st = 0; st < t_.depth && !touched; ++st) {
+          for (int st = 0; st < topology_.depth && !touched; ++st) {
             size_t idx = grid_.Index(dp, {c, st}, mb);
             touched = forward_count_[idx] > 0 || backward_parts_[idx].mask != 0;
           }
-          if (touched || t_.layout == ChunkLayout::kChained) route.push_back(c);
+          if (touched || topology_.layout == ChunkLayout::kChained)
+            route.push_back(c);
         }
-        if (t_.layout == ChunkLayout::kReplicas && route.size() != 1) {
+        if (topology_.layout == ChunkLayout::kReplicas && route.size() != 1) {
           problems.Add(absl::StrCat(
               "micro-batch ", mb, " of data-parallel replica ", dp, " runs on ",
               route.size(), " chunks (", absl::StrJoin(route, ", "),
@@ -329,7 +337,7 @@ class Validator {
           continue;
         }
         for (int c : route) {
-          for (int st = 0; st < t_.depth; ++st) {
+          for (int st = 0; st < topology_.depth; ++st) {
             size_t idx = grid_.Index(dp, {c, st}, mb);
             if (forward_count_[idx] != 1) {
               problems.Add(
@@ -353,11 +361,11 @@ class Validator {
 
   int GroupSize(int model_stage) {
     if (group_size_.empty()) {
-      group_size_.assign(t_.NumModelStages(), 0);
-      for (const WorkerProgram& w : s_.workers) {
-        std::vector<bool> counted(t_.NumModelStages(), false);
+      group_size_.assign(topology_.NumModelStages(), 0);
+      for (const WorkerProgram& w : schedule_.workers) {
+        std::vector<bool> counted(topology_.NumModelStages(), false);
         for (const StageRef& ref : w.stages) {
-          int m = t_.ModelStage(ref);
+          int m = topology_.ModelStage(ref);
           if (!counted[m]) ++group_size_[m];
           counted[m] = true;
         }
@@ -376,10 +384,10 @@ class Validator {
   // Every transfer of every program, rank by rank in program order.
   std::vector<Posted> PostedTransfers() const {
     std::vector<Posted> posted;
-    for (int r = 0; r < t_.NumWorkers(); ++r) {
-      const auto& program = s_.workers[r].instructions;
+    for (int r = 0; r < topology_.NumWorkers(); ++r) {
+      const auto& program = schedule_.workers[r].instructions;
       for (size_t i = 0; i < program.size(); ++i) {
-        std::optional<MessageKey> key = MessageKeyOf(t_, r, program[i]);
+        std::optional<MessageKey> key = MessageKeyOf(topology_, r, program[i]);
         if (!key) continue;
         posted.push_back({*key,
                           {r, i},
@@ -405,7 +413,7 @@ class Validator {
     for (const auto& [key, b] : balance) {
       if (b.count == 0) continue;
       const Instruction& inst =
-          s_.workers[b.first.rank].instructions[b.first.index];
+          schedule_.workers[b.first.rank].instructions[b.first.index];
       problems.Add(absl::StrCat(
           Where(b.first.rank, b.first.index, inst), " (", DescribeMessage(key),
           ") has ", b.count > 0 ? b.count : -b.count, " more ",
@@ -434,7 +442,7 @@ class Validator {
         const InstructionId recv = receives[n].id;
         problems.Add(absl::StrCat(
             Where(recv.rank, recv.index,
-                  s_.workers[recv.rank].instructions[recv.index]),
+                  schedule_.workers[recv.rank].instructions[recv.index]),
             " is receive #", n, " from rank ", std::get<0>(channel),
             ", whose send #", n, " is ", DescribeMessage(sends[n].key)));
         break;  // the rest of this channel follows from the first mismatch
@@ -455,15 +463,15 @@ class Validator {
           "data dependency: ", Where(step.rank, step.index, *step.inst), " ",
           why));
     };
-    JointExecution execution(s_);
+    JointExecution execution(schedule_);
     return execution.Run([&](const ExecutionStep& step) -> absl::Status {
       const Instruction& inst = *step.inst;
       const int r = step.rank;
-      const int dp = DpRank(t_, r);
+      const int dp = DpRank(topology_, r);
       const StageRef ref{inst.chunk, inst.stage};
       switch (inst.op) {
         case OpKind::kForward: {
-          std::optional<StageRef> prev = t_.Prev(ref);
+          std::optional<StageRef> prev = topology_.Prev(ref);
           for (int mb : inst.micro_batches) {
             if (prev) {
               bool local = Owner(dp, *prev) == r;
@@ -490,7 +498,7 @@ class Validator {
                 step,
                 "runs before the forward of its micro-batch on this stage");
           }
-          if (std::optional<StageRef> next = t_.Next(ref)) {
+          if (std::optional<StageRef> next = topology_.Next(ref)) {
             bool local = Owner(dp, *next) == r;
             const PartSet& have =
                 local ? backward_done[grid_.Index(dp, *next, mb)]
@@ -506,7 +514,7 @@ class Validator {
           PartSet& done = backward_done[grid_.Index(dp, ref, mb)];
           done.num_parts = inst.num_parts;
           done.mask |= 1u << inst.part;
-          ++backwards_done[{r, t_.ModelStage(ref)}];
+          ++backwards_done[{r, topology_.ModelStage(ref)}];
           break;
         }
         case OpKind::kSendAct:
@@ -537,7 +545,7 @@ class Validator {
           break;
         }
         case OpKind::kAllreduceBegin: {
-          const std::pair<int, int> key{r, t_.ModelStage(ref)};
+          const std::pair<int, int> key{r, topology_.ModelStage(ref)};
           if (backwards_done[key] != expected_backwards_[key]) {
             return fail(step, absl::StrCat("begins the allreduce after ",
                                            backwards_done[key], " of its ",
@@ -548,11 +556,11 @@ class Validator {
           break;
         }
         case OpKind::kAllreduceEnd:
-          allreduce_state[{r, t_.ModelStage(ref)}] = 2;
+          allreduce_state[{r, topology_.ModelStage(ref)}] = 2;
           break;
         case OpKind::kOptimizerStep:
-          for (const StageRef& held : s_.workers[r].stages) {
-            const std::pair<int, int> key{r, t_.ModelStage(held)};
+          for (const StageRef& held : schedule_.workers[r].stages) {
+            const std::pair<int, int> key{r, topology_.ModelStage(held)};
             if (backwards_done[key] != expected_backwards_[key]) {
               return fail(step,
                           absl::StrCat("runs before the backwards of chunk ",
@@ -571,8 +579,8 @@ class Validator {
     });
   }
 
-  const Schedule& s_;
-  const Topology& t_;
+  const Schedule& schedule_;
+  const Topology& topology_;
   Grid grid_;
   std::vector<int> owner_;
   std::vector<int> forward_count_;

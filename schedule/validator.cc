@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -9,8 +10,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "schedule/joint_execution.h"
 
 namespace chimera::schedule {
@@ -79,78 +82,88 @@ struct PartSet {
   }
 };
 
-class Validator {
+// Every size the checks allocate by.
+absl::Status CheckTopology(const Topology& topology) {
+  if (topology.depth < 1 || topology.num_chunks < 1 ||
+      topology.micro_batches < 1 || topology.width < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "topology: depth ", topology.depth, ", chunks ", topology.num_chunks,
+        ", micro-batches ", topology.micro_batches, ", width ", topology.width,
+        " must all be >= 1"));
+  }
+  return absl::OkStatus();
+}
+
+bool InRange(const Topology& topology, StageRef ref) {
+  return ref.chunk >= 0 && ref.chunk < topology.num_chunks && ref.stage >= 0 &&
+         ref.stage < topology.depth;
+}
+
+// Which rank of each data-parallel replica holds each stage, as the programs
+// declare it. Every later check looks stages up here, so it is built, and
+// proven complete, first.
+class StageOwners {
  public:
-  explicit Validator(const Schedule& schedule)
-      : schedule_(schedule),
-        topology_(schedule.topology),
-        grid_(schedule.topology) {}
-
-  absl::Status Run() {
-    if (topology_.depth < 1 || topology_.num_chunks < 1 ||
-        topology_.micro_batches < 1 || topology_.width < 1) {
+  // Problems: a program at the wrong index, a stage out of range, held twice
+  // within a replica, or held by no rank of some replica.
+  static absl::StatusOr<StageOwners> Of(const Schedule& schedule) {
+    const Topology& topology = schedule.topology;
+    if (static_cast<int>(schedule.workers.size()) != topology.NumWorkers()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "topology: depth ", topology_.depth, ", chunks ",
-          topology_.num_chunks, ", micro-batches ", topology_.micro_batches,
-          ", width ", topology_.width, " must all be >= 1"));
+          "schedule has ", schedule.workers.size(),
+          " worker programs, want width ", topology.width, " x depth ",
+          topology.depth, " = ", topology.NumWorkers()));
     }
-    absl::Status status = CheckStructure();
-    if (!status.ok()) return status;
-    status = CheckCoverage();
-    if (!status.ok()) return status;
-    status = CheckMatching();
-    if (!status.ok()) return status;
-    return CheckExecution();
-  }
-
- private:
-  int Owner(int dp, StageRef ref) const {
-    return owner_[(static_cast<size_t>(dp) * topology_.num_chunks + ref.chunk) *
-                      topology_.depth +
-                  ref.stage];
-  }
-  bool InRange(StageRef ref) const {
-    return ref.chunk >= 0 && ref.chunk < topology_.num_chunks &&
-           ref.stage >= 0 && ref.stage < topology_.depth;
-  }
-
-  absl::Status CheckStructure() {
+    StageOwners owners(topology);
     Problems problems;
-    if (static_cast<int>(schedule_.workers.size()) != topology_.NumWorkers()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "schedule has ", schedule_.workers.size(),
-          " worker programs, want width ", topology_.width, " x depth ",
-          topology_.depth, " = ", topology_.NumWorkers()));
-    }
-    owner_.assign(static_cast<size_t>(topology_.width) * topology_.num_chunks *
-                      topology_.depth,
-                  -1);
-    for (int r = 0; r < topology_.NumWorkers(); ++r) {
-      const WorkerProgram& w = schedule_.workers[r];
+    for (int r = 0; r < topology.NumWorkers(); ++r) {
+      const WorkerProgram& w = schedule.workers[r];
       if (w.rank != r) {
         problems.Add(absl::StrCat("program ", r, " says rank ", w.rank));
       }
-      for (const StageRef& ref : w.stages) {
-        if (!InRange(ref)) {
-          problems.Add(absl::StrCat(
-              "rank ", r, " holds chunk ", ref.chunk, " stage ", ref.stage,
-              ", outside chunks [0, ", topology_.num_chunks, ") stages [0, ",
-              topology_.depth, ")"));
-          continue;
-        }
-        int& owner = owner_[(static_cast<size_t>(DpRank(topology_, r)) *
-                                 topology_.num_chunks +
-                             ref.chunk) *
-                                topology_.depth +
-                            ref.stage];
-        if (owner >= 0) {
-          problems.Add(absl::StrCat("chunk ", ref.chunk, " stage ", ref.stage,
-                                    " is held by both rank ", owner,
-                                    " and rank ", r));
-        }
-        owner = r;
-      }
+      for (const StageRef& ref : w.stages) owners.Hold(r, ref, problems);
     }
+    owners.CheckAllHeld(problems);
+    RETURN_IF_ERROR(problems.ToStatus("invalid placement"));
+    owners.CountGroups(schedule.workers);
+    return owners;
+  }
+
+  int Owner(int dp, StageRef ref) const { return owner_[Slot(dp, ref)]; }
+  // Ranks holding a replica of `model_stage`: the size of its allreduce.
+  int GroupSize(int model_stage) const { return group_size_[model_stage]; }
+
+ private:
+  explicit StageOwners(const Topology& topology)
+      : topology_(topology),
+        owner_(static_cast<size_t>(topology.width) * topology.num_chunks *
+                   topology.depth,
+               -1) {}
+
+  size_t Slot(int dp, StageRef ref) const {
+    return (static_cast<size_t>(dp) * topology_.num_chunks + ref.chunk) *
+               topology_.depth +
+           ref.stage;
+  }
+
+  void Hold(int rank, StageRef ref, Problems& problems) {
+    if (!InRange(topology_, ref)) {
+      problems.Add(absl::StrCat("rank ", rank, " holds chunk ", ref.chunk,
+                                " stage ", ref.stage, ", outside chunks [0, ",
+                                topology_.num_chunks, ") stages [0, ",
+                                topology_.depth, ")"));
+      return;
+    }
+    int& owner = owner_[Slot(DpRank(topology_, rank), ref)];
+    if (owner >= 0) {
+      problems.Add(absl::StrCat("chunk ", ref.chunk, " stage ", ref.stage,
+                                " is held by both rank ", owner, " and rank ",
+                                rank));
+    }
+    owner = rank;
+  }
+
+  void CheckAllHeld(Problems& problems) const {
     for (int dp = 0; dp < topology_.width; ++dp) {
       for (int c = 0; c < topology_.num_chunks; ++c) {
         for (int st = 0; st < topology_.depth; ++st) {
@@ -161,89 +174,150 @@ class Validator {
         }
       }
     }
-    if (!problems.empty()) return problems.ToStatus("invalid placement");
+  }
 
+  // Only once every held stage is known to be in range.
+  void CountGroups(const std::vector<WorkerProgram>& workers) {
+    group_size_.assign(topology_.NumModelStages(), 0);
+    for (const WorkerProgram& w : workers) {
+      std::vector<bool> counted(topology_.NumModelStages(), false);
+      for (const StageRef& ref : w.stages) {
+        int m = topology_.ModelStage(ref);
+        if (!counted[m]) ++group_size_[m];
+        counted[m] = true;
+      }
+    }
+  }
+
+  // A copy, not a reference: StatusOr moves the owners around.
+  Topology topology_;
+  std::vector<int> owner_;
+  std::vector<int> group_size_;
+};
+
+class Validator {
+ public:
+  // `owners` must have passed StageOwners::Of for `schedule`.
+  Validator(const Schedule& schedule, const StageOwners& owners)
+      : schedule_(schedule),
+        topology_(schedule.topology),
+        owners_(owners),
+        grid_(schedule.topology) {}
+
+  absl::Status Run() {
+    RETURN_IF_ERROR(CheckInstructions());
+    RETURN_IF_ERROR(CheckCoverage());
+    RETURN_IF_ERROR(CheckMatching());
+    return CheckExecution();
+  }
+
+ private:
+  absl::Status CheckInstructions() const {
+    Problems problems;
     for (int r = 0; r < topology_.NumWorkers(); ++r) {
-      const int dp = DpRank(topology_, r);
       const auto& program = schedule_.workers[r].instructions;
       for (size_t i = 0; i < program.size(); ++i) {
-        const Instruction& inst = program[i];
-        if (inst.op == OpKind::kOptimizerStep) continue;
-        const StageRef ref{inst.chunk, inst.stage};
-        if (!InRange(ref)) {
-          problems.Add(absl::StrCat(
-              Where(r, i, inst), ": chunk must be in [0, ",
-              topology_.num_chunks, "), stage in [0, ", topology_.depth, ")"));
-          continue;
-        }
-        if (Owner(dp, ref) != r) {
-          problems.Add(absl::StrCat(Where(r, i, inst),
-                                    ": the stage is held by rank ",
-                                    Owner(dp, ref), ", not this one"));
-          continue;
-        }
-        if (inst.op == OpKind::kAllreduceBegin ||
-            inst.op == OpKind::kAllreduceEnd) {
-          continue;
-        }
-        const int max_mbs =
-            (inst.op == OpKind::kForward || inst.op == OpKind::kSendAct ||
-             inst.op == OpKind::kRecvAct)
-                ? 2
-                : 1;
-        if (inst.micro_batches.empty() ||
-            static_cast<int>(inst.micro_batches.size()) > max_mbs) {
-          problems.Add(absl::StrCat(Where(r, i, inst), ": needs 1 to ", max_mbs,
-                                    " micro-batches"));
-          continue;
-        }
-        for (int mb : inst.micro_batches) {
-          if (mb < 0 || mb >= topology_.micro_batches) {
-            problems.Add(absl::StrCat(Where(r, i, inst), ": micro-batch ", mb,
-                                      " outside [0, ", topology_.micro_batches,
-                                      ")"));
-          }
-        }
-        const bool sliced = inst.op == OpKind::kBackward ||
-                            inst.op == OpKind::kSendGrad ||
-                            inst.op == OpKind::kRecvGrad;
-        const int max_parts = sliced ? kMaxParts : 1;
-        if (inst.num_parts < 1 || inst.num_parts > max_parts || inst.part < 0 ||
-            inst.part >= inst.num_parts) {
-          problems.Add(absl::StrCat(Where(r, i, inst), ": part ", inst.part,
-                                    " of ", inst.num_parts,
-                                    " invalid; num_parts must be in [1, ",
-                                    max_parts, "] and part in [0, num_parts)"));
-        }
-        if (IsCompute(inst.op)) {
-          if (inst.peer != -1) {
-            problems.Add(
-                absl::StrCat(Where(r, i, inst), ": compute ops have no peer"));
-          }
-          continue;
-        }
-        // p2p: the peer must hold the neighbouring stage.
-        const bool toward_next =
-            inst.op == OpKind::kSendAct || inst.op == OpKind::kRecvGrad;
-        std::optional<StageRef> neighbour =
-            toward_next ? topology_.Next(ref) : topology_.Prev(ref);
-        if (!neighbour) {
-          problems.Add(absl::StrCat(Where(r, i, inst), ": the stage has no ",
-                                    toward_next ? "next" : "previous",
-                                    " stage to talk to"));
-          continue;
-        }
-        const int want = Owner(dp, *neighbour);
-        if (inst.peer != want || want == r) {
-          problems.Add(
-              absl::StrCat(Where(r, i, inst), ": peer must be rank ", want,
-                           ", which holds chunk ", neighbour->chunk, " stage ",
-                           neighbour->stage,
-                           want == r ? " (this rank: no p2p needed)" : ""));
-        }
+        CheckInstructionFields(r, i, program[i], problems);
       }
     }
     return problems.ToStatus("invalid instructions");
+  }
+
+  // Stops at the first problem that makes the remaining fields meaningless
+  // (a stage out of range or not held here, a bad micro-batch count).
+  void CheckInstructionFields(int rank, size_t index, const Instruction& inst,
+                              Problems& problems) const {
+    if (inst.op == OpKind::kOptimizerStep) return;
+    const StageRef ref{inst.chunk, inst.stage};
+    if (!InRange(topology_, ref)) {
+      problems.Add(absl::StrCat(Where(rank, index, inst),
+                                ": chunk must be in [0, ", topology_.num_chunks,
+                                "), stage in [0, ", topology_.depth, ")"));
+      return;
+    }
+    const int owner = owners_.Owner(DpRank(topology_, rank), ref);
+    if (owner != rank) {
+      problems.Add(absl::StrCat(Where(rank, index, inst),
+                                ": the stage is held by rank ", owner,
+                                ", not this one"));
+      return;
+    }
+    if (inst.op == OpKind::kAllreduceBegin ||
+        inst.op == OpKind::kAllreduceEnd) {
+      return;
+    }
+    if (!CheckMicroBatches(rank, index, inst, problems)) return;
+    CheckParts(rank, index, inst, problems);
+    if (IsCompute(inst.op)) {
+      if (inst.peer != -1) {
+        problems.Add(absl::StrCat(Where(rank, index, inst),
+                                  ": compute ops have no peer"));
+      }
+      return;
+    }
+    CheckPeer(rank, index, inst, problems);
+  }
+
+  // False when the count is wrong, which leaves nothing else to check.
+  bool CheckMicroBatches(int rank, size_t index, const Instruction& inst,
+                         Problems& problems) const {
+    const int max_mbs =
+        (inst.op == OpKind::kForward || inst.op == OpKind::kSendAct ||
+         inst.op == OpKind::kRecvAct)
+            ? 2
+            : 1;
+    if (inst.micro_batches.empty() ||
+        static_cast<int>(inst.micro_batches.size()) > max_mbs) {
+      problems.Add(absl::StrCat(Where(rank, index, inst), ": needs 1 to ",
+                                max_mbs, " micro-batches"));
+      return false;
+    }
+    for (int mb : inst.micro_batches) {
+      if (mb < 0 || mb >= topology_.micro_batches) {
+        problems.Add(absl::StrCat(Where(rank, index, inst), ": micro-batch ",
+                                  mb, " outside [0, ", topology_.micro_batches,
+                                  ")"));
+      }
+    }
+    return true;
+  }
+
+  void CheckParts(int rank, size_t index, const Instruction& inst,
+                  Problems& problems) const {
+    const bool sliced = inst.op == OpKind::kBackward ||
+                        inst.op == OpKind::kSendGrad ||
+                        inst.op == OpKind::kRecvGrad;
+    const int max_parts = sliced ? kMaxParts : 1;
+    if (inst.num_parts < 1 || inst.num_parts > max_parts || inst.part < 0 ||
+        inst.part >= inst.num_parts) {
+      problems.Add(absl::StrCat(Where(rank, index, inst), ": part ", inst.part,
+                                " of ", inst.num_parts,
+                                " invalid; num_parts must be in [1, ",
+                                max_parts, "] and part in [0, num_parts)"));
+    }
+  }
+
+  // A p2p op's peer must hold the neighbouring stage it talks to.
+  void CheckPeer(int rank, size_t index, const Instruction& inst,
+                 Problems& problems) const {
+    const bool toward_next =
+        inst.op == OpKind::kSendAct || inst.op == OpKind::kRecvGrad;
+    const StageRef ref{inst.chunk, inst.stage};
+    std::optional<StageRef> neighbour =
+        toward_next ? topology_.Next(ref) : topology_.Prev(ref);
+    if (!neighbour) {
+      problems.Add(absl::StrCat(Where(rank, index, inst), ": the stage has no ",
+                                toward_next ? "next" : "previous",
+                                " stage to talk to"));
+      return;
+    }
+    const int want = owners_.Owner(DpRank(topology_, rank), *neighbour);
+    if (inst.peer != want || want == rank) {
+      problems.Add(absl::StrCat(
+          Where(rank, index, inst), ": peer must be rank ", want,
+          ", which holds chunk ", neighbour->chunk, " stage ", neighbour->stage,
+          want == rank ? " (this rank: no p2p needed)" : ""));
+    }
   }
 
   absl::Status CheckCoverage() {
@@ -308,7 +382,7 @@ class Validator {
       for (const StageRef& ref : schedule_.workers[r].stages) {
         const int m = topology_.ModelStage(ref);
         const auto& [begin, end] = allreduce[m];
-        if (GroupSize(m) > 1 && (begin != 1 || end != 1)) {
+        if (owners_.GroupSize(m) > 1 && (begin != 1 || end != 1)) {
           problems.Add(absl::StrCat(
               "rank ", r, " must begin and end the allreduce of model stage ",
               m, " (chunk ", ref.chunk, " stage ", ref.stage,
@@ -340,38 +414,23 @@ class Validator {
           for (int st = 0; st < topology_.depth; ++st) {
             size_t idx = grid_.Index(dp, {c, st}, mb);
             if (forward_count_[idx] != 1) {
-              problems.Add(
-                  absl::StrCat("micro-batch ", mb, " of data-parallel replica ",
-                               dp, " runs forward ", forward_count_[idx],
-                               " times on chunk ", c, " stage ", st, " (rank ",
-                               Owner(dp, {c, st}), "); want exactly once"));
+              problems.Add(absl::StrCat(
+                  "micro-batch ", mb, " of data-parallel replica ", dp,
+                  " runs forward ", forward_count_[idx], " times on chunk ", c,
+                  " stage ", st, " (rank ", owners_.Owner(dp, {c, st}),
+                  "); want exactly once"));
             }
             if (!backward_parts_[idx].Full()) {
               problems.Add(
                   absl::StrCat("micro-batch ", mb, " of data-parallel replica ",
                                dp, " misses backward on chunk ", c, " stage ",
-                               st, " (rank ", Owner(dp, {c, st}), ")"));
+                               st, " (rank ", owners_.Owner(dp, {c, st}), ")"));
             }
           }
         }
       }
     }
     return problems.ToStatus("incomplete schedule");
-  }
-
-  int GroupSize(int model_stage) {
-    if (group_size_.empty()) {
-      group_size_.assign(topology_.NumModelStages(), 0);
-      for (const WorkerProgram& w : schedule_.workers) {
-        std::vector<bool> counted(topology_.NumModelStages(), false);
-        for (const StageRef& ref : w.stages) {
-          int m = topology_.ModelStage(ref);
-          if (!counted[m]) ++group_size_[m];
-          counted[m] = true;
-        }
-      }
-    }
-    return group_size_[model_stage];
   }
 
   // A SEND_* or RECV_* that crosses a pipeline edge.
@@ -474,7 +533,7 @@ class Validator {
           std::optional<StageRef> prev = topology_.Prev(ref);
           for (int mb : inst.micro_batches) {
             if (prev) {
-              bool local = Owner(dp, *prev) == r;
+              bool local = owners_.Owner(dp, *prev) == r;
               bool ready = local ? forward_done[grid_.Index(dp, *prev, mb)]
                                  : activation_arrived[grid_.Index(dp, ref, mb)];
               if (!ready) {
@@ -499,7 +558,7 @@ class Validator {
                 "runs before the forward of its micro-batch on this stage");
           }
           if (std::optional<StageRef> next = topology_.Next(ref)) {
-            bool local = Owner(dp, *next) == r;
+            bool local = owners_.Owner(dp, *next) == r;
             const PartSet& have =
                 local ? backward_done[grid_.Index(dp, *next, mb)]
                       : gradient_arrived[grid_.Index(dp, ref, mb)];
@@ -566,7 +625,8 @@ class Validator {
                           absl::StrCat("runs before the backwards of chunk ",
                                        held.chunk, " stage ", held.stage));
             }
-            if (GroupSize(key.second) > 1 && allreduce_state[key] != 2) {
+            if (owners_.GroupSize(key.second) > 1 &&
+                allreduce_state[key] != 2) {
               return fail(step,
                           absl::StrCat("runs before the allreduce of chunk ",
                                        held.chunk, " stage ", held.stage,
@@ -581,18 +641,19 @@ class Validator {
 
   const Schedule& schedule_;
   const Topology& topology_;
+  const StageOwners& owners_;
   Grid grid_;
-  std::vector<int> owner_;
   std::vector<int> forward_count_;
   std::vector<PartSet> backward_parts_;
   std::map<std::pair<int, int>, int> expected_backwards_;
-  std::vector<int> group_size_;
 };
 
 }  // namespace
 
 absl::Status ValidateSchedule(const Schedule& schedule) {
-  return Validator(schedule).Run();
+  RETURN_IF_ERROR(CheckTopology(schedule.topology));
+  ASSIGN_OR_RETURN(const StageOwners owners, StageOwners::Of(schedule));
+  return Validator(schedule, owners).Run();
 }
 
 }  // namespace chimera::schedule

@@ -80,6 +80,10 @@ struct PartSet {
   bool Covers(int part, int parts) const {
     return Full() || (num_parts == parts && (mask >> part & 1u));
   }
+  void Add(int part, int parts) {
+    num_parts = parts;
+    mask |= 1u << part;
+  }
 };
 
 // Every size the checks allocate by.
@@ -325,112 +329,139 @@ class Validator {
     forward_count_.assign(grid_.size(), 0);
     backward_parts_.assign(grid_.size(), PartSet());
     expected_backwards_.clear();
-    for (int r = 0; r < topology_.NumWorkers(); ++r) {
-      const int dp = DpRank(topology_, r);
-      std::map<int, std::pair<int, int>>
-          allreduce;  // model stage -> (begin, end)
-      const auto& program = schedule_.workers[r].instructions;
-      for (size_t i = 0; i < program.size(); ++i) {
-        const Instruction& inst = program[i];
-        const StageRef ref{inst.chunk, inst.stage};
-        switch (inst.op) {
-          case OpKind::kForward:
-            for (int mb : inst.micro_batches) {
-              ++forward_count_[grid_.Index(dp, ref, mb)];
-            }
-            break;
-          case OpKind::kBackward: {
-            PartSet& parts =
-                backward_parts_[grid_.Index(dp, ref, inst.micro_batches[0])];
-            if (parts.num_parts != 0 && parts.num_parts != inst.num_parts) {
-              problems.Add(absl::StrCat(
-                  Where(r, i, inst), ": slices the backward into ",
-                  inst.num_parts, " parts, another op into ", parts.num_parts));
-            } else if (parts.mask >> inst.part & 1u) {
-              problems.Add(
-                  absl::StrCat(Where(r, i, inst), ": runs more than once"));
-            }
-            parts.num_parts = inst.num_parts;
-            parts.mask |= 1u << inst.part;
-            ++expected_backwards_[{r, topology_.ModelStage(ref)}];
-            break;
-          }
-          case OpKind::kAllreduceBegin:
-            if (allreduce[topology_.ModelStage(ref)].first++ > 0) {
-              problems.Add(
-                  absl::StrCat(Where(r, i, inst),
-                               ": second begin of this stage's allreduce"));
-            }
-            break;
-          case OpKind::kAllreduceEnd: {
-            auto& [begin, end] = allreduce[topology_.ModelStage(ref)];
-            if (begin == 0) {
-              problems.Add(
-                  absl::StrCat(Where(r, i, inst),
-                               ": waits for an allreduce it never began"));
-            }
-            if (end++ > 0) {
-              problems.Add(absl::StrCat(
-                  Where(r, i, inst), ": second end of this stage's allreduce"));
-            }
-            break;
-          }
-          default:
-            break;
-        }
-      }
-      for (const StageRef& ref : schedule_.workers[r].stages) {
-        const int m = topology_.ModelStage(ref);
-        const auto& [begin, end] = allreduce[m];
-        if (owners_.GroupSize(m) > 1 && (begin != 1 || end != 1)) {
-          problems.Add(absl::StrCat(
-              "rank ", r, " must begin and end the allreduce of model stage ",
-              m, " (chunk ", ref.chunk, " stage ", ref.stage,
-              ") exactly once; found ", begin, " begin(s) and ", end,
-              " end(s)"));
-        }
-      }
-    }
+    for (int r = 0; r < topology_.NumWorkers(); ++r) CountRuns(r, problems);
     for (int dp = 0; dp < topology_.width; ++dp) {
       for (int mb = 0; mb < topology_.micro_batches; ++mb) {
-        std::vector<int> route;
-        for (int c = 0; c < topology_.num_chunks; ++c) {
-          bool touched = false;
-          for (int st = 0; st < topology_.depth && !touched; ++st) {
-            size_t idx = grid_.Index(dp, {c, st}, mb);
-            touched = forward_count_[idx] > 0 || backward_parts_[idx].mask != 0;
-          }
-          if (touched || topology_.layout == ChunkLayout::kChained)
-            route.push_back(c);
-        }
-        if (topology_.layout == ChunkLayout::kReplicas && route.size() != 1) {
-          problems.Add(absl::StrCat(
-              "micro-batch ", mb, " of data-parallel replica ", dp, " runs on ",
-              route.size(), " chunks (", absl::StrJoin(route, ", "),
-              "); replicated chunks need exactly one"));
-          continue;
-        }
-        for (int c : route) {
-          for (int st = 0; st < topology_.depth; ++st) {
-            size_t idx = grid_.Index(dp, {c, st}, mb);
-            if (forward_count_[idx] != 1) {
-              problems.Add(absl::StrCat(
-                  "micro-batch ", mb, " of data-parallel replica ", dp,
-                  " runs forward ", forward_count_[idx], " times on chunk ", c,
-                  " stage ", st, " (rank ", owners_.Owner(dp, {c, st}),
-                  "); want exactly once"));
-            }
-            if (!backward_parts_[idx].Full()) {
-              problems.Add(
-                  absl::StrCat("micro-batch ", mb, " of data-parallel replica ",
-                               dp, " misses backward on chunk ", c, " stage ",
-                               st, " (rank ", owners_.Owner(dp, {c, st}), ")"));
-            }
-          }
-        }
+        CheckRoute(dp, mb, problems);
       }
     }
     return problems.ToStatus("incomplete schedule");
+  }
+
+  // Counts `rank`'s forwards and backward parts into the grid, and its
+  // allreduce begins and ends, which must come once per held model stage.
+  void CountRuns(int rank, Problems& problems) {
+    const int dp = DpRank(topology_, rank);
+    // Model stage -> (begins, ends).
+    std::map<int, std::pair<int, int>> allreduce;
+    const auto& program = schedule_.workers[rank].instructions;
+    for (size_t i = 0; i < program.size(); ++i) {
+      const Instruction& inst = program[i];
+      const StageRef ref{inst.chunk, inst.stage};
+      switch (inst.op) {
+        case OpKind::kForward:
+          for (int mb : inst.micro_batches) {
+            ++forward_count_[grid_.Index(dp, ref, mb)];
+          }
+          break;
+        case OpKind::kBackward:
+          CountBackward(rank, i, inst, problems);
+          break;
+        case OpKind::kAllreduceBegin:
+        case OpKind::kAllreduceEnd:
+          CountAllreduce(rank, i, inst, allreduce[topology_.ModelStage(ref)],
+                         problems);
+          break;
+        default:
+          break;
+      }
+    }
+    for (const StageRef& ref : schedule_.workers[rank].stages) {
+      const int m = topology_.ModelStage(ref);
+      const auto& [begin, end] = allreduce[m];
+      if (owners_.GroupSize(m) > 1 && (begin != 1 || end != 1)) {
+        problems.Add(absl::StrCat(
+            "rank ", rank, " must begin and end the allreduce of model stage ",
+            m, " (chunk ", ref.chunk, " stage ", ref.stage,
+            ") exactly once; found ", begin, " begin(s) and ", end, " end(s)"));
+      }
+    }
+  }
+
+  void CountBackward(int rank, size_t index, const Instruction& inst,
+                     Problems& problems) {
+    const StageRef ref{inst.chunk, inst.stage};
+    PartSet& parts = backward_parts_[grid_.Index(DpRank(topology_, rank), ref,
+                                                 inst.micro_batches[0])];
+    if (parts.num_parts != 0 && parts.num_parts != inst.num_parts) {
+      problems.Add(absl::StrCat(Where(rank, index, inst),
+                                ": slices the backward into ", inst.num_parts,
+                                " parts, another op into ", parts.num_parts));
+    } else if (parts.mask >> inst.part & 1u) {
+      problems.Add(
+          absl::StrCat(Where(rank, index, inst), ": runs more than once"));
+    }
+    parts.Add(inst.part, inst.num_parts);
+    ++expected_backwards_[{rank, topology_.ModelStage(ref)}];
+  }
+
+  // `counts`: the begins and ends of the instruction's model stage so far.
+  void CountAllreduce(int rank, size_t index, const Instruction& inst,
+                      std::pair<int, int>& counts, Problems& problems) const {
+    auto& [begin, end] = counts;
+    if (inst.op == OpKind::kAllreduceBegin) {
+      if (begin++ > 0) {
+        problems.Add(absl::StrCat(Where(rank, index, inst),
+                                  ": second begin of this stage's allreduce"));
+      }
+      return;
+    }
+    if (begin == 0) {
+      problems.Add(absl::StrCat(Where(rank, index, inst),
+                                ": waits for an allreduce it never began"));
+    }
+    if (end++ > 0) {
+      problems.Add(absl::StrCat(Where(rank, index, inst),
+                                ": second end of this stage's allreduce"));
+    }
+  }
+
+  // The chunks micro-batch `mb` of replica `dp` passes through: every chunk
+  // when chunks are chained, the ones it touches when they are replicas.
+  std::vector<int> Route(int dp, int mb) const {
+    std::vector<int> route;
+    for (int c = 0; c < topology_.num_chunks; ++c) {
+      bool touched = false;
+      for (int st = 0; st < topology_.depth && !touched; ++st) {
+        size_t idx = grid_.Index(dp, {c, st}, mb);
+        touched = forward_count_[idx] > 0 || backward_parts_[idx].mask != 0;
+      }
+      if (touched || topology_.layout == ChunkLayout::kChained) {
+        route.push_back(c);
+      }
+    }
+    return route;
+  }
+
+  // Every stage on the route runs the micro-batch's forward once and its
+  // backward in full.
+  void CheckRoute(int dp, int mb, Problems& problems) const {
+    const std::vector<int> route = Route(dp, mb);
+    if (topology_.layout == ChunkLayout::kReplicas && route.size() != 1) {
+      problems.Add(absl::StrCat(
+          "micro-batch ", mb, " of data-parallel replica ", dp, " runs on ",
+          route.size(), " chunks (", absl::StrJoin(route, ", "),
+          "); replicated chunks need exactly one"));
+      return;
+    }
+    for (int c : route) {
+      for (int st = 0; st < topology_.depth; ++st) {
+        size_t idx = grid_.Index(dp, {c, st}, mb);
+        if (forward_count_[idx] != 1) {
+          problems.Add(
+              absl::StrCat("micro-batch ", mb, " of data-parallel replica ", dp,
+                           " runs forward ", forward_count_[idx],
+                           " times on chunk ", c, " stage ", st, " (rank ",
+                           owners_.Owner(dp, {c, st}), "); want exactly once"));
+        }
+        if (!backward_parts_[idx].Full()) {
+          problems.Add(
+              absl::StrCat("micro-batch ", mb, " of data-parallel replica ", dp,
+                           " misses backward on chunk ", c, " stage ", st,
+                           " (rank ", owners_.Owner(dp, {c, st}), ")"));
+        }
+      }
+    }
   }
 
   // A SEND_* or RECV_* that crosses a pipeline edge.
@@ -570,9 +601,8 @@ class Validator {
                           "earlier RECV_GRAD)");
             }
           }
-          PartSet& done = backward_done[grid_.Index(dp, ref, mb)];
-          done.num_parts = inst.num_parts;
-          done.mask |= 1u << inst.part;
+          backward_done[grid_.Index(dp, ref, mb)].Add(inst.part,
+                                                      inst.num_parts);
           ++backwards_done[{r, topology_.ModelStage(ref)}];
           break;
         }
@@ -597,10 +627,8 @@ class Validator {
           }
           break;
         case OpKind::kRecvGrad: {
-          PartSet& got =
-              gradient_arrived[grid_.Index(dp, ref, inst.micro_batches[0])];
-          got.num_parts = inst.num_parts;
-          got.mask |= 1u << inst.part;
+          gradient_arrived[grid_.Index(dp, ref, inst.micro_batches[0])].Add(
+              inst.part, inst.num_parts);
           break;
         }
         case OpKind::kAllreduceBegin: {

@@ -199,6 +199,209 @@ class StageOwners {
   std::vector<int> group_size_;
 };
 
+// Backwards per (rank, model stage).
+using BackwardCounts = std::map<std::pair<int, int>, int>;
+
+absl::Status DependencyError(const ExecutionStep& step, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "data dependency: ", Where(step.rank, step.index, *step.inst), " ", why));
+}
+
+// Follows the programs step by step in an order a real run could take
+// (JointExecution): each op checks that what it reads exists by the time it
+// runs and records what it produces, one method per op.
+class DependencyTracker {
+ public:
+  // `expected_backwards`: the backwards each rank's program runs per model
+  // stage, all of which must precede its allreduce and optimizer step.
+  DependencyTracker(const Schedule& schedule, const StageOwners& owners,
+                    const BackwardCounts& expected_backwards)
+      : schedule_(schedule),
+        topology_(schedule.topology),
+        owners_(owners),
+        expected_backwards_(expected_backwards),
+        grid_(schedule.topology),
+        forward_done_(grid_.size(), 0),
+        activation_arrived_(grid_.size(), 0),
+        backward_done_(grid_.size()),
+        gradient_arrived_(grid_.size()) {}
+
+  absl::Status Step(const ExecutionStep& step) {
+    switch (step.inst->op) {
+      case OpKind::kForward:
+        return Forward(step);
+      case OpKind::kBackward:
+        return Backward(step);
+      case OpKind::kSendAct:
+        return SendActivation(step);
+      case OpKind::kRecvAct:
+        ReceiveActivation(step);
+        break;
+      case OpKind::kSendGrad:
+        return SendGradient(step);
+      case OpKind::kRecvGrad:
+        ReceiveGradient(step);
+        break;
+      case OpKind::kAllreduceBegin:
+        return BeginAllreduce(step);
+      case OpKind::kAllreduceEnd:
+        EndAllreduce(step);
+        break;
+      case OpKind::kOptimizerStep:
+        return OptimizerStep(step);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Forward(const ExecutionStep& step) {
+    const Instruction& inst = *step.inst;
+    const int dp = DpRank(topology_, step.rank);
+    const StageRef ref{inst.chunk, inst.stage};
+    std::optional<StageRef> prev = topology_.Prev(ref);
+    for (int mb : inst.micro_batches) {
+      if (prev) {
+        bool local = owners_.Owner(dp, *prev) == step.rank;
+        bool ready = local ? forward_done_[grid_.Index(dp, *prev, mb)]
+                           : activation_arrived_[grid_.Index(dp, ref, mb)];
+        if (!ready) {
+          return DependencyError(
+              step, absl::StrCat(
+                        "runs before its input activation of micro-batch ", mb,
+                        local ? " is computed by this rank's forward of the "
+                                "previous stage"
+                              : " is received (no earlier RECV_ACT)"));
+        }
+      }
+      forward_done_[grid_.Index(dp, ref, mb)] = 1;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Backward(const ExecutionStep& step) {
+    const Instruction& inst = *step.inst;
+    const int dp = DpRank(topology_, step.rank);
+    const StageRef ref{inst.chunk, inst.stage};
+    const int mb = inst.micro_batches[0];
+    if (!forward_done_[grid_.Index(dp, ref, mb)]) {
+      return DependencyError(
+          step, "runs before the forward of its micro-batch on this stage");
+    }
+    if (std::optional<StageRef> next = topology_.Next(ref)) {
+      bool local = owners_.Owner(dp, *next) == step.rank;
+      const PartSet& have = local ? backward_done_[grid_.Index(dp, *next, mb)]
+                                  : gradient_arrived_[grid_.Index(dp, ref, mb)];
+      if (!have.Covers(inst.part, inst.num_parts)) {
+        return DependencyError(
+            step, local ? "runs before this rank's backward of the next stage"
+                        : "runs before its output gradient is received (no "
+                          "earlier RECV_GRAD)");
+      }
+    }
+    backward_done_[grid_.Index(dp, ref, mb)].Add(inst.part, inst.num_parts);
+    ++backwards_done_[StageKey(step)];
+    return absl::OkStatus();
+  }
+
+  absl::Status SendActivation(const ExecutionStep& step) {
+    const Instruction& inst = *step.inst;
+    const int dp = DpRank(topology_, step.rank);
+    for (int mb : inst.micro_batches) {
+      if (!forward_done_[grid_.Index(dp, {inst.chunk, inst.stage}, mb)]) {
+        return DependencyError(
+            step, absl::StrCat("sends the activation of micro-batch ", mb,
+                               " before computing it"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  void ReceiveActivation(const ExecutionStep& step) {
+    const Instruction& inst = *step.inst;
+    const int dp = DpRank(topology_, step.rank);
+    for (int mb : inst.micro_batches) {
+      activation_arrived_[grid_.Index(dp, {inst.chunk, inst.stage}, mb)] = 1;
+    }
+  }
+
+  absl::Status SendGradient(const ExecutionStep& step) {
+    const Instruction& inst = *step.inst;
+    if (!backward_done_[grid_.Index(DpRank(topology_, step.rank),
+                                    {inst.chunk, inst.stage},
+                                    inst.micro_batches[0])]
+             .Covers(inst.part, inst.num_parts)) {
+      return DependencyError(step, "sends a gradient before computing it");
+    }
+    return absl::OkStatus();
+  }
+
+  void ReceiveGradient(const ExecutionStep& step) {
+    const Instruction& inst = *step.inst;
+    gradient_arrived_[grid_.Index(DpRank(topology_, step.rank),
+                                  {inst.chunk, inst.stage},
+                                  inst.micro_batches[0])]
+        .Add(inst.part, inst.num_parts);
+  }
+
+  absl::Status BeginAllreduce(const ExecutionStep& step) {
+    const std::pair<int, int> key = StageKey(step);
+    if (backwards_done_[key] != ExpectedBackwards(key)) {
+      return DependencyError(
+          step,
+          absl::StrCat("begins the allreduce after ", backwards_done_[key],
+                       " of its ", ExpectedBackwards(key),
+                       " backwards on this model stage"));
+    }
+    allreduce_state_[key] = 1;
+    return absl::OkStatus();
+  }
+
+  void EndAllreduce(const ExecutionStep& step) {
+    allreduce_state_[StageKey(step)] = 2;
+  }
+
+  absl::Status OptimizerStep(const ExecutionStep& step) {
+    for (const StageRef& held : schedule_.workers[step.rank].stages) {
+      const std::pair<int, int> key{step.rank, topology_.ModelStage(held)};
+      if (backwards_done_[key] != ExpectedBackwards(key)) {
+        return DependencyError(
+            step, absl::StrCat("runs before the backwards of chunk ",
+                               held.chunk, " stage ", held.stage));
+      }
+      if (owners_.GroupSize(key.second) > 1 && allreduce_state_[key] != 2) {
+        return DependencyError(
+            step,
+            absl::StrCat("runs before the allreduce of chunk ", held.chunk,
+                         " stage ", held.stage, " has ended"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // (rank, model stage) of the step's instruction.
+  std::pair<int, int> StageKey(const ExecutionStep& step) const {
+    return {step.rank,
+            topology_.ModelStage({step.inst->chunk, step.inst->stage})};
+  }
+
+  int ExpectedBackwards(const std::pair<int, int>& key) const {
+    auto it = expected_backwards_.find(key);
+    return it == expected_backwards_.end() ? 0 : it->second;
+  }
+
+  const Schedule& schedule_;
+  const Topology& topology_;
+  const StageOwners& owners_;
+  const BackwardCounts& expected_backwards_;
+  Grid grid_;
+  std::vector<uint8_t> forward_done_;
+  std::vector<uint8_t> activation_arrived_;
+  std::vector<PartSet> backward_done_;
+  std::vector<PartSet> gradient_arrived_;
+  BackwardCounts backwards_done_;
+  std::map<std::pair<int, int>, int> allreduce_state_;  // 1 begun, 2 ended
+};
+
 class Validator {
  public:
   // `owners` must have passed StageOwners::Of for `schedule`.
@@ -541,130 +744,11 @@ class Validator {
     return problems.ToStatus("p2p received out of send order");
   }
 
-  absl::Status CheckExecution() {
-    std::vector<uint8_t> forward_done(grid_.size(), 0);
-    std::vector<uint8_t> activation_arrived(grid_.size(), 0);
-    std::vector<PartSet> backward_done(grid_.size());
-    std::vector<PartSet> gradient_arrived(grid_.size());
-    std::map<std::pair<int, int>, int> backwards_done;   // (rank, model stage)
-    std::map<std::pair<int, int>, int> allreduce_state;  // 1 begun, 2 ended
-    auto fail = [](const ExecutionStep& step, absl::string_view why) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "data dependency: ", Where(step.rank, step.index, *step.inst), " ",
-          why));
-    };
+  absl::Status CheckExecution() const {
+    DependencyTracker tracker(schedule_, owners_, expected_backwards_);
     JointExecution execution(schedule_);
-    return execution.Run([&](const ExecutionStep& step) -> absl::Status {
-      const Instruction& inst = *step.inst;
-      const int r = step.rank;
-      const int dp = DpRank(topology_, r);
-      const StageRef ref{inst.chunk, inst.stage};
-      switch (inst.op) {
-        case OpKind::kForward: {
-          std::optional<StageRef> prev = topology_.Prev(ref);
-          for (int mb : inst.micro_batches) {
-            if (prev) {
-              bool local = owners_.Owner(dp, *prev) == r;
-              bool ready = local ? forward_done[grid_.Index(dp, *prev, mb)]
-                                 : activation_arrived[grid_.Index(dp, ref, mb)];
-              if (!ready) {
-                return fail(
-                    step,
-                    absl::StrCat(
-                        "runs before its input activation of micro-batch ", mb,
-                        local ? " is computed by this rank's forward of the "
-                                "previous stage"
-                              : " is received (no earlier RECV_ACT)"));
-              }
-            }
-            forward_done[grid_.Index(dp, ref, mb)] = 1;
-          }
-          break;
-        }
-        case OpKind::kBackward: {
-          const int mb = inst.micro_batches[0];
-          if (!forward_done[grid_.Index(dp, ref, mb)]) {
-            return fail(
-                step,
-                "runs before the forward of its micro-batch on this stage");
-          }
-          if (std::optional<StageRef> next = topology_.Next(ref)) {
-            bool local = owners_.Owner(dp, *next) == r;
-            const PartSet& have =
-                local ? backward_done[grid_.Index(dp, *next, mb)]
-                      : gradient_arrived[grid_.Index(dp, ref, mb)];
-            if (!have.Covers(inst.part, inst.num_parts)) {
-              return fail(
-                  step,
-                  local ? "runs before this rank's backward of the next stage"
-                        : "runs before its output gradient is received (no "
-                          "earlier RECV_GRAD)");
-            }
-          }
-          backward_done[grid_.Index(dp, ref, mb)].Add(inst.part,
-                                                      inst.num_parts);
-          ++backwards_done[{r, topology_.ModelStage(ref)}];
-          break;
-        }
-        case OpKind::kSendAct:
-          for (int mb : inst.micro_batches) {
-            if (!forward_done[grid_.Index(dp, ref, mb)]) {
-              return fail(
-                  step, absl::StrCat("sends the activation of micro-batch ", mb,
-                                     " before computing it"));
-            }
-          }
-          break;
-        case OpKind::kRecvAct:
-          for (int mb : inst.micro_batches) {
-            activation_arrived[grid_.Index(dp, ref, mb)] = 1;
-          }
-          break;
-        case OpKind::kSendGrad:
-          if (!backward_done[grid_.Index(dp, ref, inst.micro_batches[0])]
-                   .Covers(inst.part, inst.num_parts)) {
-            return fail(step, "sends a gradient before computing it");
-          }
-          break;
-        case OpKind::kRecvGrad: {
-          gradient_arrived[grid_.Index(dp, ref, inst.micro_batches[0])].Add(
-              inst.part, inst.num_parts);
-          break;
-        }
-        case OpKind::kAllreduceBegin: {
-          const std::pair<int, int> key{r, topology_.ModelStage(ref)};
-          if (backwards_done[key] != expected_backwards_[key]) {
-            return fail(step, absl::StrCat("begins the allreduce after ",
-                                           backwards_done[key], " of its ",
-                                           expected_backwards_[key],
-                                           " backwards on this model stage"));
-          }
-          allreduce_state[key] = 1;
-          break;
-        }
-        case OpKind::kAllreduceEnd:
-          allreduce_state[{r, topology_.ModelStage(ref)}] = 2;
-          break;
-        case OpKind::kOptimizerStep:
-          for (const StageRef& held : schedule_.workers[r].stages) {
-            const std::pair<int, int> key{r, topology_.ModelStage(held)};
-            if (backwards_done[key] != expected_backwards_[key]) {
-              return fail(step,
-                          absl::StrCat("runs before the backwards of chunk ",
-                                       held.chunk, " stage ", held.stage));
-            }
-            if (owners_.GroupSize(key.second) > 1 &&
-                allreduce_state[key] != 2) {
-              return fail(step,
-                          absl::StrCat("runs before the allreduce of chunk ",
-                                       held.chunk, " stage ", held.stage,
-                                       " has ended"));
-            }
-          }
-          break;
-      }
-      return absl::OkStatus();
-    });
+    return execution.Run(
+        [&tracker](const ExecutionStep& step) { return tracker.Step(step); });
   }
 
   const Schedule& schedule_;
@@ -673,7 +757,7 @@ class Validator {
   Grid grid_;
   std::vector<int> forward_count_;
   std::vector<PartSet> backward_parts_;
-  std::map<std::pair<int, int>, int> expected_backwards_;
+  BackwardCounts expected_backwards_;
 };
 
 }  // namespace

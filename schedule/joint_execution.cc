@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace chimera::schedule {
 
@@ -59,6 +60,211 @@ std::string DescribeMessage(const MessageKey& key) {
   return out;
 }
 
+namespace {
+
+// The state of one JointExecution::Run: where each program is, what has been
+// posted, and who waits on what, so that a blocked worker is queued again
+// exactly when the op it waits for has been posted.
+class JointRun {
+ public:
+  JointRun(const Schedule& schedule,
+           const std::vector<std::vector<int>>& holders)
+      : schedule_(schedule),
+        holders_(holders),
+        num_workers_(static_cast<int>(schedule.workers.size())),
+        pc_(num_workers_, 0),
+        begins_(holders.size()),
+        end_waiters_(holders.size()),
+        queued_(num_workers_, true) {
+    for (int r = 0; r < num_workers_; ++r) runnable_.push_back(r);
+  }
+
+  absl::Status Run(
+      const std::function<absl::Status(const ExecutionStep&)>& on_step) {
+    while (!runnable_.empty()) {
+      const int rank = runnable_.front();
+      runnable_.pop_front();
+      queued_[rank] = false;
+      RETURN_IF_ERROR(RunUntilBlocked(rank, on_step));
+    }
+    // Everyone finished, or the remaining workers wait on each other.
+    for (int r = 0; r < num_workers_; ++r) {
+      if (!Finished(r)) return DeadlockError(r);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status RunUntilBlocked(
+      int rank,
+      const std::function<absl::Status(const ExecutionStep&)>& on_step) {
+    const std::vector<Instruction>& program =
+        schedule_.workers[rank].instructions;
+    while (pc_[rank] < program.size()) {
+      ExecutionStep step{rank, pc_[rank], &program[pc_[rank]], std::nullopt,
+                         nullptr};
+      if (!TryStart(step)) break;
+      RETURN_IF_ERROR(on_step(step));
+      ++pc_[rank];
+    }
+    return absl::OkStatus();
+  }
+
+  // Posts what `step` posts and fills in what it consumes; false when it
+  // must wait, having recorded who is to wake it.
+  bool TryStart(ExecutionStep& step) {
+    switch (step.inst->op) {
+      case OpKind::kSendAct:
+      case OpKind::kSendGrad:
+        PostSend(step);
+        return true;
+      case OpKind::kRecvAct:
+      case OpKind::kRecvGrad:
+        return Receive(step);
+      case OpKind::kAllreduceBegin:
+        BeginAllreduce(step);
+        return true;
+      case OpKind::kAllreduceEnd:
+        return EndAllreduce(step);
+      default:
+        return true;
+    }
+  }
+
+  void PostSend(const ExecutionStep& step) {
+    const std::optional<MessageKey> key =
+        MessageKeyOf(schedule_.topology, step.rank, *step.inst);
+    if (!key) return;
+    posted_[*key].push_back({step.rank, step.index});
+    auto waiter = recv_waiter_.find(*key);
+    if (waiter != recv_waiter_.end()) {
+      Wake(waiter->second);
+      recv_waiter_.erase(waiter);
+    }
+  }
+
+  bool Receive(ExecutionStep& step) {
+    const std::optional<MessageKey> key =
+        MessageKeyOf(schedule_.topology, step.rank, *step.inst);
+    auto it = key ? posted_.find(*key) : posted_.end();
+    if (it == posted_.end() || it->second.empty()) {
+      if (key) recv_waiter_[*key] = step.rank;
+      return false;
+    }
+    step.matched_send = it->second.front();
+    it->second.pop_front();
+    return true;
+  }
+
+  void BeginAllreduce(const ExecutionStep& step) {
+    const int m = ModelStageOf(*step.inst);
+    if (!IsModelStage(m)) return;
+    begins_[m].push_back({step.rank, step.index});
+    if (begins_[m].size() >= holders_[m].size()) {
+      for (int waiter : end_waiters_[m]) Wake(waiter);
+      end_waiters_[m].clear();
+    }
+  }
+
+  bool EndAllreduce(ExecutionStep& step) {
+    const int m = ModelStageOf(*step.inst);
+    if (!IsModelStage(m)) return false;
+    if (begins_[m].size() < holders_[m].size()) {
+      end_waiters_[m].push_back(step.rank);
+      return false;
+    }
+    step.group_begins = &begins_[m];
+    return true;
+  }
+
+  void Wake(int rank) {
+    if (!queued_[rank]) {
+      queued_[rank] = true;
+      runnable_.push_back(rank);
+    }
+  }
+
+  int ModelStageOf(const Instruction& inst) const {
+    return schedule_.topology.ModelStage({inst.chunk, inst.stage});
+  }
+  bool IsModelStage(int m) const {
+    return m >= 0 && m < static_cast<int>(holders_.size());
+  }
+  bool Finished(int rank) const {
+    return pc_[rank] >= schedule_.workers[rank].instructions.size();
+  }
+
+  // Wait-for edges: a blocked receive waits for its peer; a blocked
+  // allreduce end waits for the first group member that has not begun.
+  // -1: no such rank.
+  int WaitsFor(int rank) const {
+    const Instruction& inst = schedule_.workers[rank].instructions[pc_[rank]];
+    if (inst.op == OpKind::kAllreduceEnd) {
+      int m = ModelStageOf(inst);
+      if (!IsModelStage(m)) return -1;
+      for (int member : holders_[m]) {
+        bool began = std::any_of(
+            begins_[m].begin(), begins_[m].end(),
+            [&](const InstructionId& id) { return id.rank == member; });
+        if (!began) return member;
+      }
+      return -1;
+    }
+    return inst.peer >= 0 && inst.peer < num_workers_ ? inst.peer : -1;
+  }
+
+  std::string DescribeWait(int rank) const {
+    const Instruction& inst = schedule_.workers[rank].instructions[pc_[rank]];
+    std::string what =
+        inst.op == OpKind::kAllreduceEnd ? "allreduce begin" : "matching send";
+    return absl::StrCat("rank ", rank, " waits at #", pc_[rank], " ",
+                        DescribeInstruction(inst), " for the ", what,
+                        " of rank ", WaitsFor(rank));
+  }
+
+  // Follows wait-for edges from the stuck rank `first` until a rank repeats
+  // (a cycle) or the chain reaches a finished rank (a message never sent).
+  absl::Status DeadlockError(int first) const {
+    std::vector<int> seen_at(num_workers_, -1);
+    std::vector<int> chain;
+    int r = first;
+    while (r >= 0 && seen_at[r] < 0 && !Finished(r)) {
+      seen_at[r] = static_cast<int>(chain.size());
+      chain.push_back(r);
+      r = WaitsFor(r);
+    }
+    std::vector<std::string> lines;
+    if (r >= 0 && seen_at[r] >= 0) {
+      for (size_t i = seen_at[r]; i < chain.size(); ++i) {
+        lines.push_back(DescribeWait(chain[i]));
+      }
+      return absl::FailedPreconditionError(absl::StrCat(
+          "deadlock: ", lines.size(), " ranks wait on each other in a cycle: ",
+          absl::StrJoin(lines, "; ")));
+    }
+    for (int rank : chain) lines.push_back(DescribeWait(rank));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "deadlock: ", absl::StrJoin(lines, "; "),
+        r >= 0 ? absl::StrCat(", but rank ", r,
+                              " finished its program without providing it")
+               : std::string(", which does not exist")));
+  }
+
+  const Schedule& schedule_;
+  const std::vector<std::vector<int>>& holders_;
+  const int num_workers_;
+  std::vector<size_t> pc_;
+  absl::flat_hash_map<MessageKey, std::deque<InstructionId>> posted_;
+  std::vector<std::vector<InstructionId>> begins_;
+  // Ranks blocked on ALLREDUCE_END per model stage, to wake on BEGIN.
+  std::vector<std::vector<int>> end_waiters_;
+  absl::flat_hash_map<MessageKey, int> recv_waiter_;
+  std::vector<bool> queued_;
+  std::deque<int> runnable_;
+};
+
+}  // namespace
+
 JointExecution::JointExecution(const Schedule& schedule)
     : schedule_(schedule),
       holders_(schedule.topology.NumModelStages()) {
@@ -76,158 +282,7 @@ JointExecution::JointExecution(const Schedule& schedule)
 
 absl::Status JointExecution::Run(
     const std::function<absl::Status(const ExecutionStep&)>& on_step) {
-  const Topology& topology = schedule_.topology;
-  const int num_workers = static_cast<int>(schedule_.workers.size());
-  std::vector<size_t> pc(num_workers, 0);
-  absl::flat_hash_map<MessageKey, std::deque<InstructionId>> posted;
-  std::vector<std::vector<InstructionId>> begins(holders_.size());
-  // Ranks blocked on ALLREDUCE_END per model stage, to wake on BEGIN.
-  std::vector<std::vector<int>> end_waiters(holders_.size());
-  absl::flat_hash_map<MessageKey, int> recv_waiter;
-  std::vector<bool> queued(num_workers, true);
-  std::deque<int> runnable;
-  for (int r = 0; r < num_workers; ++r) runnable.push_back(r);
-
-  auto model_stage_of = [&](const Instruction& inst) {
-    return topology.ModelStage({inst.chunk, inst.stage});
-  };
-  auto wake = [&](int rank) {
-    if (!queued[rank]) {
-      queued[rank] = true;
-      runnable.push_back(rank);
-    }
-  };
-
-  while (!runnable.empty()) {
-    const int rank = runnable.front();
-    runnable.pop_front();
-    queued[rank] = false;
-    const std::vector<Instruction>& program =
-        schedule_.workers[rank].instructions;
-    while (pc[rank] < program.size()) {
-      const Instruction& inst = program[pc[rank]];
-      ExecutionStep step{rank, pc[rank], &inst, std::nullopt, nullptr};
-      bool blocked = false;
-      switch (inst.op) {
-        case OpKind::kSendAct:
-        case OpKind::kSendGrad: {
-          std::optional<MessageKey> key = MessageKeyOf(topology, rank, inst);
-          if (key) {
-            posted[*key].push_back({rank, pc[rank]});
-            auto waiter = recv_waiter.find(*key);
-            if (waiter != recv_waiter.end()) {
-              wake(waiter->second);
-              recv_waiter.erase(waiter);
-            }
-          }
-          break;
-        }
-        case OpKind::kRecvAct:
-        case OpKind::kRecvGrad: {
-          std::optional<MessageKey> key = MessageKeyOf(topology, rank, inst);
-          auto it = key ? posted.find(*key) : posted.end();
-          if (it == posted.end() || it->second.empty()) {
-            if (key) recv_waiter[*key] = rank;
-            blocked = true;
-          } else {
-            step.matched_send = it->second.front();
-            it->second.pop_front();
-          }
-          break;
-        }
-        case OpKind::kAllreduceBegin: {
-          int m = model_stage_of(inst);
-          if (m >= 0 && m < static_cast<int>(begins.size())) {
-            begins[m].push_back({rank, pc[rank]});
-            if (begins[m].size() >= holders_[m].size()) {
-              for (int waiter : end_waiters[m]) wake(waiter);
-              end_waiters[m].clear();
-            }
-          }
-          break;
-        }
-        case OpKind::kAllreduceEnd: {
-          int m = model_stage_of(inst);
-          if (m < 0 || m >= static_cast<int>(begins.size()) ||
-              begins[m].size() < holders_[m].size()) {
-            if (m >= 0 && m < static_cast<int>(begins.size())) {
-              end_waiters[m].push_back(rank);
-            }
-            blocked = true;
-          } else {
-            step.group_begins = &begins[m];
-          }
-          break;
-        }
-        default:
-          break;
-      }
-      if (blocked) break;
-      absl::Status status = on_step(step);
-      if (!status.ok()) return status;
-      ++pc[rank];
-    }
-  }
-
-  // Everyone finished, or the remaining workers wait on each other.
-  std::vector<int> stuck;
-  for (int r = 0; r < num_workers; ++r) {
-    if (pc[r] < schedule_.workers[r].instructions.size()) stuck.push_back(r);
-  }
-  if (stuck.empty()) return absl::OkStatus();
-
-  // Wait-for edges: a blocked receive waits for its peer; a blocked
-  // allreduce end waits for the first group member that has not begun.
-  auto waits_for = [&](int rank) -> int {
-    const Instruction& inst = schedule_.workers[rank].instructions[pc[rank]];
-    if (inst.op == OpKind::kAllreduceEnd) {
-      int m = model_stage_of(inst);
-      if (m < 0 || m >= static_cast<int>(holders_.size())) return -1;
-      for (int member : holders_[m]) {
-        bool began = std::any_of(
-            begins[m].begin(), begins[m].end(),
-            [&](const InstructionId& id) { return id.rank == member; });
-        if (!began) return member;
-      }
-      return -1;
-    }
-    return inst.peer >= 0 && inst.peer < num_workers ? inst.peer : -1;
-  };
-  auto describe_wait = [&](int rank) {
-    const Instruction& inst = schedule_.workers[rank].instructions[pc[rank]];
-    std::string what = inst.op == OpKind::kAllreduceEnd
-                           ? "allreduce begin"
-                           : "matching send";
-    return absl::StrCat("rank ", rank, " waits at #", pc[rank], " ",
-                        DescribeInstruction(inst), " for the ", what,
-                        " of rank ", waits_for(rank));
-  };
-  // Follow edges from the first stuck rank until a rank repeats (a cycle)
-  // or the chain reaches a finished rank (a message never sent).
-  std::vector<int> seen_at(num_workers, -1);
-  std::vector<int> chain;
-  int r = stuck.front();
-  while (r >= 0 && seen_at[r] < 0 &&
-         pc[r] < schedule_.workers[r].instructions.size()) {
-    seen_at[r] = static_cast<int>(chain.size());
-    chain.push_back(r);
-    r = waits_for(r);
-  }
-  std::vector<std::string> lines;
-  if (r >= 0 && seen_at[r] >= 0) {
-    for (size_t i = seen_at[r]; i < chain.size(); ++i) {
-      lines.push_back(describe_wait(chain[i]));
-    }
-    return absl::FailedPreconditionError(absl::StrCat(
-        "deadlock: ", lines.size(), " ranks wait on each other in a cycle: ",
-        absl::StrJoin(lines, "; ")));
-  }
-  for (int rank : chain) lines.push_back(describe_wait(rank));
-  return absl::FailedPreconditionError(absl::StrCat(
-      "deadlock: ", absl::StrJoin(lines, "; "),
-      r >= 0 ? absl::StrCat(", but rank ", r,
-                            " finished its program without providing it")
-             : std::string(", which does not exist")));
+  return JointRun(schedule_, holders_).Run(on_step);
 }
 
 }  // namespace chimera::schedule

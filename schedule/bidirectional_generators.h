@@ -1,6 +1,7 @@
 // Generators with model replicas running in opposite directions through the
-// same workers: Chimera (2f pipelines, section 3), GEMS and MixPipe. Called
-// by GenerateSchedule with validated parameters.
+// same workers: Chimera (2f pipelines, section 3) and GEMS, and the pieces
+// they share with MixPipe (mixpipe_generator.h). Called by GenerateSchedule
+// with validated parameters.
 //
 // Chunks are model replicas (ChunkLayout::kReplicas): chunk 2i is down
 // pipeline i, chunk 2i+1 its up pipeline. Down pipeline i maps stage s to
@@ -8,8 +9,12 @@
 #ifndef CHIMERA_SCHEDULE_BIDIRECTIONAL_GENERATORS_H_
 #define CHIMERA_SCHEDULE_BIDIRECTIONAL_GENERATORS_H_
 
+#include <cstdint>
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "schedule/program.h"
+#include "schedule/program_builder.h"
 #include "schedule/schedule_params.h"
 
 namespace chimera::schedule {
@@ -34,19 +39,23 @@ absl::StatusOr<Schedule> GenerateChimera(const ScheduleParams& params);
 // forward) is below the paper's approximation (D-1)/(D+1/2).
 absl::StatusOr<Schedule> GenerateGems(const ScheduleParams& params);
 
-// Chimera's placement, every worker stashing at most K + Gamma micro-batches
-// (the paper's eq. 4 budget). K = D with Gamma = 0 is Chimera's exact order
-// (the paper's 5D-4 at B = 2F). Otherwise basic units of D micro-batches run
-// one after another on every worker, each in the faster of two orders within
-// the budget: Chimera's slot grid with each pipeline's micro-batches
-// injected K/2 at a time, every next K/2 waiting D-K slots more; or a list
-// order in which each worker runs a ready forward ahead of a ready backward
-// (2F1B) while under budget, keeping one slot for a pipeline that still has
-// to pass. K maximizing (K = 2(D-1), N > D) is that list order over all
-// micro-batches with a budget of 3D/2 - 1. Orders are timed by
-// TimeFixedOrder. docs/schedules.md lists where this is slower than the
-// paper's 8D-3K-4-3*Gamma.
-absl::StatusOr<Schedule> GenerateMixPipe(const ScheduleParams& params);
+struct Bidirectional {
+  Topology topology;
+  Placement placement;
+};
+
+// 2f replicas: down pipeline i = chunk 2i, up pipeline i = chunk 2i+1.
+Bidirectional MakeBidirectional(const ScheduleParams& params, int f);
+
+// Splits items 0..count-1 into basic units of `unit_size`, and each unit
+// over `pipelines` pipelines as evenly as possible, in contiguous blocks
+// (the first pipelines take the remainder). Result [unit][pipeline] lists
+// item ids in order.
+std::vector<std::vector<std::vector<int>>> RouteUnits(int count, int unit_size,
+                                                      int pipelines);
+
+// A forward or backward of `mbs` on `ref` filling grid slot `slot`.
+ComputeOp SlotOp(OpKind kind, StageRef ref, MicroBatches mbs, int64_t slot);
 
 }  // namespace chimera::schedule
 

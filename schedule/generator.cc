@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "schedule/bidirectional_generators.h"
 #include "schedule/linear_generators.h"
+#include "schedule/mixpipe_generator.h"
 
 namespace chimera::schedule {
 

@@ -99,6 +99,128 @@ absl::StatusOr<std::vector<std::vector<ComputeOp>>> InjectionGridOrder(
                         spec.params->backward_slots, order);
 }
 
+// The state of one BudgetedOrder: per (position, chunk) a lane with the next
+// forward and backward (indices into routed[chunk]) and the stashed count;
+// per (chunk, stage, index) when the forward / backward ends (-1: not
+// started).
+class BudgetedList {
+ public:
+  BudgetedList(const BudgetedUnitSpec& spec,
+               const std::vector<std::vector<int>>& routed, int budget)
+      : params_(*spec.params),
+        routed_(routed),
+        budget_(budget),
+        d_(spec.b->topology.depth),
+        backward_len_(params_.backward_slots + (params_.recompute ? 1 : 0)),
+        lanes_(d_),
+        order_(d_),
+        busy_until_(d_, 0) {
+    for (int c = 0; c < 2; ++c) {
+      const size_t count = routed[c].size();
+      forward_end_[c].assign(d_, std::vector<int64_t>(count, -1));
+      backward_end_[c].assign(d_, std::vector<int64_t>(count, -1));
+      remaining_ += 2 * d_ * count;
+      stage_at_[c].resize(d_);
+      for (int s = 0; s < d_; ++s)
+        stage_at_[c][spec.b->placement.At({c, s})] = s;
+    }
+  }
+
+  absl::StatusOr<std::vector<std::vector<ComputeOp>>> Run() {
+    int64_t last_start = 0;
+    for (int64_t t = 0; remaining_ > 0; ++t) {
+      for (int p = 0; p < d_; ++p) {
+        if (busy_until_[p] > t) continue;
+        if (std::optional<Candidate> best = Pick(p, t)) {
+          Start(p, t, *best);
+          last_start = t;
+        }
+      }
+      if (remaining_ > 0 && t - last_start > backward_len_ + 1) {
+        return absl::InternalError(absl::StrCat(
+            "mixpipe list order stuck at slot ", t, " with budget ", budget_));
+      }
+    }
+    return std::move(order_);
+  }
+
+ private:
+  struct Lane {
+    int next_forward = 0;
+    int next_backward = 0;
+    int stashed = 0;
+  };
+  // (is backward, micro-batch index, chunk), so that the smallest is the
+  // one to run: forwards first, then the oldest, then the down pipeline.
+  using Candidate = std::tuple<bool, int, int>;
+
+  static bool Done(int64_t end, int64_t t) { return end >= 0 && end <= t; }
+
+  // The op idle position `p` starts at slot `t`, if any is ready and fits
+  // the budget.
+  std::optional<Candidate> Pick(int p, int64_t t) const {
+    const std::array<Lane, 2>& lane = lanes_[p];
+    const int stashed = lane[0].stashed + lane[1].stashed;
+    std::optional<Candidate> best;
+    auto consider = [&best](Candidate candidate) {
+      if (!best || candidate < *best) best = candidate;
+    };
+    for (int c = 0; c < 2; ++c) {
+      const int s = stage_at_[c][p];
+      const int count = static_cast<int>(routed_[c].size());
+      const Lane& other = lane[1 - c];
+      const bool other_waits =
+          other.stashed == 0 &&
+          other.next_backward < static_cast<int>(routed_[1 - c].size());
+      const int f = lane[c].next_forward;
+      if (f < count && (s == 0 || Done(forward_end_[c][s - 1][f], t)) &&
+          stashed + 1 + (other_waits ? 1 : 0) <= budget_) {
+        consider({false, f, c});
+      }
+      const int g = lane[c].next_backward;
+      if (g < count && Done(forward_end_[c][s][g], t) &&
+          (s == d_ - 1 || Done(backward_end_[c][s + 1][g], t))) {
+        consider({true, g, c});
+      }
+    }
+    return best;
+  }
+
+  void Start(int p, int64_t t, const Candidate& candidate) {
+    const auto [is_backward, index, c] = candidate;
+    const int s = stage_at_[c][p];
+    const int64_t end = t + (is_backward ? backward_len_ : 1);
+    const OpKind kind = is_backward ? OpKind::kBackward : OpKind::kForward;
+    order_[p].push_back(UnitOp(params_, kind, {c, s}, routed_[c][index], t));
+    order_[p].back().grid_end = end;
+    Lane& own = lanes_[p][c];
+    if (is_backward) {
+      backward_end_[c][s][index] = end;
+      ++own.next_backward;
+      --own.stashed;
+    } else {
+      forward_end_[c][s][index] = end;
+      ++own.next_forward;
+      ++own.stashed;
+    }
+    busy_until_[p] = end;
+    --remaining_;
+  }
+
+  const ScheduleParams& params_;
+  const std::vector<std::vector<int>>& routed_;
+  const int budget_;
+  const int d_;
+  const int64_t backward_len_;
+  std::vector<std::array<Lane, 2>> lanes_;
+  std::array<std::vector<std::vector<int64_t>>, 2> forward_end_, backward_end_;
+  // The stage of chunk c on position p.
+  std::array<std::vector<int>, 2> stage_at_;
+  std::vector<std::vector<ComputeOp>> order_;
+  std::vector<int64_t> busy_until_;
+  size_t remaining_ = 0;
+};
+
 // List-schedules `routed[chunk]` (micro-batches in injection order) on the
 // real-length grid: each idle position starts a ready forward (the oldest,
 // down pipeline first) before a ready backward, and a backward otherwise, as
@@ -109,94 +231,7 @@ absl::StatusOr<std::vector<std::vector<ComputeOp>>> InjectionGridOrder(
 absl::StatusOr<std::vector<std::vector<ComputeOp>>> BudgetedOrder(
     const BudgetedUnitSpec& spec, const std::vector<std::vector<int>>& routed,
     int budget) {
-  const Bidirectional& b = *spec.b;
-  const ScheduleParams& params = *spec.params;
-  const int d = b.topology.depth;
-  const int64_t backward_len =
-      params.backward_slots + (params.recompute ? 1 : 0);
-  // Per (position, chunk): next forward and backward (indices into
-  // routed[chunk]) and the stashed count; per (chunk, stage, index): when
-  // the forward / backward ends (-1: not started).
-  struct Lane {
-    int next_forward = 0;
-    int next_backward = 0;
-    int stashed = 0;
-  };
-  std::vector<std::array<Lane, 2>> lanes(d);
-  std::array<std::vector<std::vector<int64_t>>, 2> forward_end, backward_end;
-  size_t remaining = 0;
-  for (int c = 0; c < 2; ++c) {
-    const size_t count = routed[c].size();
-    forward_end[c].assign(d, std::vector<int64_t>(count, -1));
-    backward_end[c].assign(d, std::vector<int64_t>(count, -1));
-    remaining += 2 * d * count;
-  }
-  // The stage of chunk c on position p.
-  std::array<std::vector<int>, 2> stage_at;
-  for (int c = 0; c < 2; ++c) {
-    stage_at[c].resize(d);
-    for (int s = 0; s < d; ++s) stage_at[c][b.placement.At({c, s})] = s;
-  }
-  auto done = [](int64_t end, int64_t t) { return end >= 0 && end <= t; };
-  std::vector<std::vector<ComputeOp>> order(d);
-  std::vector<int64_t> busy_until(d, 0);
-  int64_t last_start = 0;
-  for (int64_t t = 0; remaining > 0; ++t) {
-    for (int p = 0; p < d; ++p) {
-      if (busy_until[p] > t) continue;
-      std::array<Lane, 2>& lane = lanes[p];
-      const int stashed = lane[0].stashed + lane[1].stashed;
-      // Best candidate as (is backward, micro-batch index, chunk): forwards
-      // first, then the oldest, then the down pipeline.
-      std::optional<std::tuple<bool, int, int>> best;
-      auto consider = [&best](std::tuple<bool, int, int> candidate) {
-        if (!best || candidate < *best) best = candidate;
-      };
-      for (int c = 0; c < 2; ++c) {
-        const int s = stage_at[c][p];
-        const int count = static_cast<int>(routed[c].size());
-        const Lane& other = lane[1 - c];
-        const bool other_waits =
-            other.stashed == 0 &&
-            other.next_backward < static_cast<int>(routed[1 - c].size());
-        const int f = lane[c].next_forward;
-        if (f < count && (s == 0 || done(forward_end[c][s - 1][f], t)) &&
-            stashed + 1 + (other_waits ? 1 : 0) <= budget) {
-          consider({false, f, c});
-        }
-        const int g = lane[c].next_backward;
-        if (g < count && done(forward_end[c][s][g], t) &&
-            (s == d - 1 || done(backward_end[c][s + 1][g], t))) {
-          consider({true, g, c});
-        }
-      }
-      if (!best) continue;
-      const auto [is_backward, index, c] = *best;
-      const int s = stage_at[c][p];
-      const int64_t end = t + (is_backward ? backward_len : 1);
-      const OpKind kind = is_backward ? OpKind::kBackward : OpKind::kForward;
-      order[p].push_back(UnitOp(params, kind, {c, s}, routed[c][index], t));
-      order[p].back().grid_end = end;
-      Lane& own = lane[c];
-      if (is_backward) {
-        backward_end[c][s][index] = end;
-        ++own.next_backward;
-        --own.stashed;
-      } else {
-        forward_end[c][s][index] = end;
-        ++own.next_forward;
-        ++own.stashed;
-      }
-      busy_until[p] = end;
-      last_start = t;
-      --remaining;
-    }
-    if (remaining > 0 && t - last_start > backward_len + 1) {
-      return absl::InternalError(absl::StrCat(
-          "mixpipe list order stuck at slot ", t, " with budget ", budget));
-    }
-  }
-  return order;
+  return BudgetedList(spec, routed, budget).Run();
 }
 
 // One basic unit's order within a budget of `budget` >= 2 stashed

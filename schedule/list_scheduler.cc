@@ -58,7 +58,30 @@ void ListScheduler::Add(const ComputeOp& op, int stream, int64_t priority,
 }
 
 absl::StatusOr<std::vector<std::vector<ComputeOp>>> ListScheduler::Run() {
-  // Wire data dependencies through (stage, micro-batch) -> forward/backward.
+  WireDependencies();
+  Progress progress;
+  progress.head.assign(stream_nodes_.size(), 0);
+  progress.in_flight.assign(limits_.size(), 0);
+  progress.running.assign(topology_.depth, -1);
+  progress.busy_until.assign(topology_.depth, 0);
+  progress.order.resize(topology_.depth);
+  progress.remaining = nodes_.size();
+  for (int64_t t = 0; progress.remaining > 0; ++t) {
+    FinishOps(t, progress);
+    if (progress.remaining == 0) break;
+    const bool started = StartOps(t, progress);
+    if (!started &&
+        std::all_of(progress.running.begin(), progress.running.end(),
+                    [](int i) { return i < 0; })) {
+      return absl::InternalError(absl::StrCat(
+          "list scheduler stuck at slot ", t, " with ", progress.remaining,
+          " ops left: stream order or admission limits admit no ready op"));
+    }
+  }
+  return std::move(progress.order);
+}
+
+void ListScheduler::WireDependencies() {
   absl::flat_hash_map<int64_t, int> forward_of;
   absl::flat_hash_map<int64_t, std::vector<int>> backwards_of;
   for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
@@ -107,68 +130,62 @@ absl::StatusOr<std::vector<std::vector<ComputeOp>>> ListScheduler::Run() {
       }
     }
   }
+}
 
-  std::vector<size_t> head(stream_nodes_.size(), 0);
-  std::vector<int> in_flight(limits_.size(), 0);
-  std::vector<int> running(topology_.depth, -1);
-  std::vector<int64_t> busy_until(topology_.depth, 0);
-  std::vector<std::vector<ComputeOp>> order(topology_.depth);
-  size_t remaining = nodes_.size();
-  for (int64_t t = 0; remaining > 0; ++t) {
-    // Finish the ops that end now.
-    for (int p = 0; p < topology_.depth; ++p) {
-      const int i = running[p];
-      if (i < 0 || busy_until[p] > t) continue;
-      running[p] = -1;
-      --remaining;
-      for (int d : nodes_[i].dependents) --nodes_[d].unmet_deps;
-      if (nodes_[i].forward >= 0) {
-        Node& fwd = nodes_[nodes_[i].forward];
-        if (--fwd.pending_backwards == 0 && fwd.admission != kNoAdmission) {
-          --in_flight[fwd.admission];
-        }
+void ListScheduler::FinishOps(int64_t t, Progress& progress) {
+  for (int p = 0; p < topology_.depth; ++p) {
+    const int i = progress.running[p];
+    if (i < 0 || progress.busy_until[p] > t) continue;
+    progress.running[p] = -1;
+    --progress.remaining;
+    for (int d : nodes_[i].dependents) --nodes_[d].unmet_deps;
+    if (nodes_[i].forward >= 0) {
+      Node& fwd = nodes_[nodes_[i].forward];
+      if (--fwd.pending_backwards == 0 && fwd.admission != kNoAdmission) {
+        --progress.in_flight[fwd.admission];
       }
-    }
-    if (remaining == 0) break;
-    bool started = false;
-    for (int p = 0; p < topology_.depth; ++p) {
-      if (running[p] >= 0) continue;
-      int best = -1;
-      int best_stream = -1;
-      for (int s : streams_of_position_[p]) {
-        if (head[s] >= stream_nodes_[s].size()) continue;
-        const int i = stream_nodes_[s][head[s]];
-        const Node& node = nodes_[i];
-        if (node.unmet_deps > 0) continue;
-        if (node.admission != kNoAdmission &&
-            in_flight[node.admission] >= limits_[node.admission]) {
-          continue;
-        }
-        if (best < 0 || node.priority < nodes_[best].priority) {
-          best = i;
-          best_stream = s;
-        }
-      }
-      if (best < 0) continue;
-      ++head[best_stream];
-      Node& node = nodes_[best];
-      if (node.admission != kNoAdmission) ++in_flight[node.admission];
-      const int64_t duration = node.op.grid_end - node.op.grid_start;
-      node.op.grid_start = t;
-      node.op.grid_end = t + duration;
-      busy_until[p] = t + duration;
-      order[p].push_back(node.op);
-      running[p] = best;
-      started = true;
-    }
-    if (!started && std::all_of(running.begin(), running.end(),
-                                [](int i) { return i < 0; })) {
-      return absl::InternalError(absl::StrCat(
-          "list scheduler stuck at slot ", t, " with ", remaining,
-          " ops left: stream order or admission limits admit no ready op"));
     }
   }
-  return order;
+}
+
+bool ListScheduler::StartOps(int64_t t, Progress& progress) {
+  bool started = false;
+  for (int p = 0; p < topology_.depth; ++p) {
+    if (progress.running[p] >= 0) continue;
+    const int s = PickStream(p, progress);
+    if (s < 0) continue;
+    const int i = stream_nodes_[s][progress.head[s]++];
+    Node& node = nodes_[i];
+    if (node.admission != kNoAdmission) ++progress.in_flight[node.admission];
+    const int64_t duration = node.op.grid_end - node.op.grid_start;
+    node.op.grid_start = t;
+    node.op.grid_end = t + duration;
+    progress.busy_until[p] = t + duration;
+    progress.order[p].push_back(node.op);
+    progress.running[p] = i;
+    started = true;
+  }
+  return started;
+}
+
+int ListScheduler::PickStream(int position, const Progress& progress) const {
+  int best = -1;
+  int best_stream = -1;
+  for (int s : streams_of_position_[position]) {
+    if (progress.head[s] >= stream_nodes_[s].size()) continue;
+    const int i = stream_nodes_[s][progress.head[s]];
+    const Node& node = nodes_[i];
+    if (node.unmet_deps > 0) continue;
+    if (node.admission != kNoAdmission &&
+        progress.in_flight[node.admission] >= limits_[node.admission]) {
+      continue;
+    }
+    if (best < 0 || node.priority < nodes_[best].priority) {
+      best = i;
+      best_stream = s;
+    }
+  }
+  return best_stream;
 }
 
 absl::StatusOr<std::vector<std::vector<ComputeOp>>> TimeFixedOrder(

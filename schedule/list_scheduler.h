@@ -67,6 +67,29 @@ class ListScheduler {
     int pending_backwards = 0;
     int forward = -1;
   };
+  // Where one Run is on the grid.
+  struct Progress {
+    // Per stream: its next node.
+    std::vector<size_t> head;
+    // Per admission group: forwards in flight.
+    std::vector<int> in_flight;
+    // Per position: the node it runs (-1 idle), until when.
+    std::vector<int> running;
+    std::vector<int64_t> busy_until;
+    std::vector<std::vector<ComputeOp>> order;
+    size_t remaining = 0;
+  };
+
+  // Data dependencies through (stage, micro-batch) -> forward/backward.
+  void WireDependencies();
+  // Frees the positions whose ops end at slot `t`.
+  void FinishOps(int64_t t, Progress& progress);
+  // Starts an op on every idle position that has a ready one; whether any
+  // started.
+  bool StartOps(int64_t t, Progress& progress);
+  // The stream whose ready head node `position` runs next (the lowest
+  // priority value), or -1.
+  int PickStream(int position, const Progress& progress) const;
 
   const Topology& topology_;
   const Placement& placement_;

@@ -67,6 +67,55 @@ absl::StatusOr<Topology> ParseTopology(absl::string_view text) {
   return topology;
 }
 
+// The fields of an instruction row after its rank, chunk and stage.
+absl::StatusOr<Instruction> ParseInstruction(
+    int line, absl::string_view op_name,
+    const std::vector<absl::string_view>& f) {
+  Instruction inst;
+  absl::StatusOr<OpKind> op = ParseOpName(op_name);
+  if (!op.ok()) return LineError(line, op.status().message());
+  inst.op = *op;
+  absl::string_view mbs = absl::StripAsciiWhitespace(f[4]);
+  if (!mbs.empty()) {
+    for (absl::string_view mb : absl::StrSplit(mbs, '+')) {
+      ASSIGN_OR_RETURN(int value, ParseInt(line, "micro_batches", mb, 0));
+      inst.micro_batches.push_back(value);
+    }
+  }
+  ASSIGN_OR_RETURN(inst.peer, ParseInt(line, "peer", f[5], -1));
+  ASSIGN_OR_RETURN(inst.part, ParseInt(line, "part", f[6], 0));
+  ASSIGN_OR_RETURN(inst.num_parts, ParseInt(line, "num_parts", f[7], 1));
+  ASSIGN_OR_RETURN(int recompute, ParseInt(line, "recompute", f[8], 0));
+  inst.recompute = recompute != 0;
+  return inst;
+}
+
+// A STAGE row adds to its rank's held stages, any other to its program.
+absl::Status ReadRow(int line, absl::string_view text, Schedule& schedule) {
+  std::vector<absl::string_view> f = absl::StrSplit(text, ',');
+  if (f.size() != 9) {
+    return LineError(line, absl::StrCat("has ", f.size(), " fields, want 9"));
+  }
+  ASSIGN_OR_RETURN(int rank, ParseInt(line, "rank", f[0], -1));
+  if (rank < 0 || rank >= schedule.topology.NumWorkers()) {
+    return LineError(line, absl::StrCat("rank ", rank, " outside [0, ",
+                                        schedule.topology.NumWorkers(), ")"));
+  }
+  ASSIGN_OR_RETURN(int chunk, ParseInt(line, "chunk", f[2], 0));
+  ASSIGN_OR_RETURN(int stage, ParseInt(line, "stage", f[3], 0));
+  absl::string_view op_name = absl::StripAsciiWhitespace(f[1]);
+  WorkerProgram& worker = schedule.workers[rank];
+  if (op_name == "STAGE") {
+    worker.stages.push_back({chunk, stage});
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(Instruction inst, ParseInstruction(line, op_name, f));
+  inst.chunk = chunk;
+  inst.stage = stage;
+  worker.instructions.push_back(std::move(inst));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string WriteScheduleCsv(const Schedule& schedule) {
@@ -117,41 +166,7 @@ absl::StatusOr<Schedule> ReadScheduleCsv(absl::string_view csv) {
       header_seen = true;
       continue;
     }
-    std::vector<absl::string_view> f = absl::StrSplit(text, ',');
-    if (f.size() != 9) {
-      return LineError(line, absl::StrCat("has ", f.size(), " fields, want 9"));
-    }
-    ASSIGN_OR_RETURN(int rank, ParseInt(line, "rank", f[0], -1));
-    if (rank < 0 || rank >= schedule.topology.NumWorkers()) {
-      return LineError(line, absl::StrCat("rank ", rank, " outside [0, ",
-                                          schedule.topology.NumWorkers(), ")"));
-    }
-    ASSIGN_OR_RETURN(int chunk, ParseInt(line, "chunk", f[2], 0));
-    ASSIGN_OR_RETURN(int stage, ParseInt(line, "stage", f[3], 0));
-    absl::string_view op_name = absl::StripAsciiWhitespace(f[1]);
-    if (op_name == "STAGE") {
-      schedule.workers[rank].stages.push_back({chunk, stage});
-      continue;
-    }
-    Instruction inst;
-    absl::StatusOr<OpKind> op = ParseOpName(op_name);
-    if (!op.ok()) return LineError(line, op.status().message());
-    inst.op = *op;
-    inst.chunk = chunk;
-    inst.stage = stage;
-    absl::string_view mbs = absl::StripAsciiWhitespace(f[4]);
-    if (!mbs.empty()) {
-      for (absl::string_view mb : absl::StrSplit(mbs, '+')) {
-        ASSIGN_OR_RETURN(int value, ParseInt(line, "micro_batches", mb, 0));
-        inst.micro_batches.push_back(value);
-      }
-    }
-    ASSIGN_OR_RETURN(inst.peer, ParseInt(line, "peer", f[5], -1));
-    ASSIGN_OR_RETURN(inst.part, ParseInt(line, "part", f[6], 0));
-    ASSIGN_OR_RETURN(inst.num_parts, ParseInt(line, "num_parts", f[7], 1));
-    ASSIGN_OR_RETURN(int recompute, ParseInt(line, "recompute", f[8], 0));
-    inst.recompute = recompute != 0;
-    schedule.workers[rank].instructions.push_back(std::move(inst));
+    RETURN_IF_ERROR(ReadRow(line, text, schedule));
   }
   if (!header_seen) {
     return LineError(static_cast<int>(lines.size()),

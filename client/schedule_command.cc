@@ -29,9 +29,7 @@ using schedule::ScheduleParams;
 // A hand-written schedule for thousands of workers stays far below this.
 constexpr uint64_t kMaxScheduleCsvBytes = 64 << 20;
 
-// The flags as given. They become a job's spec.parallelism, read by the
-// schedule engine's one translation, so a knob the job file refuses (a
-// --policy for chimera) is refused here too, naming the flag.
+// Flag-level strings, kept as typed so errors can name the flag.
 struct RawFlags {
   std::string scheme = "1f1b";
   std::string concat = "direct";
@@ -40,8 +38,10 @@ struct RawFlags {
   std::string out;
 };
 
-// The flags given on the command line as a job's parallelism; knobs left
-// out stay unset so the engine's defaults apply.
+// The flags given on the command line as a job's parallelism, read by the
+// schedule engine's one translation, so a knob a job file refuses (--policy
+// for chimera) is refused here too. Knobs left out stay unset so the
+// engine's defaults apply.
 chimera::v1::ParallelismSpec GivenParallelism(const CLI::App& cmd, const RawFlags& raw,
                                               const ScheduleParams& p) {
   chimera::v1::ParallelismSpec spec;

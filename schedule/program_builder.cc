@@ -86,6 +86,105 @@ Instruction AllreduceInstruction(OpKind op, StageRef ref) {
   return inst;
 }
 
+// Stage replicas held by each position, in chunk-major order.
+std::vector<std::vector<StageRef>> HeldStages(const Topology& topology,
+                                              const Placement& placement) {
+  std::vector<std::vector<StageRef>> held(topology.depth);
+  for (int chunk = 0; chunk < topology.num_chunks; ++chunk) {
+    for (int stage = 0; stage < topology.depth; ++stage) {
+      held[placement.At({chunk, stage})].push_back({chunk, stage});
+    }
+  }
+  return held;
+}
+
+// Per model stage: whether its allreduce group, the positions holding it
+// within one replica times the width, has more than one worker.
+std::vector<bool> NeedsAllreduce(
+    const Topology& topology, const std::vector<std::vector<StageRef>>& held) {
+  std::vector<std::set<int>> holders(topology.NumModelStages());
+  for (int p = 0; p < topology.depth; ++p) {
+    for (const StageRef& ref : held[p]) {
+      holders[topology.ModelStage(ref)].insert(p);
+    }
+  }
+  std::vector<bool> needs(holders.size());
+  for (size_t m = 0; m < holders.size(); ++m) {
+    needs[m] = holders[m].size() * topology.width > 1;
+  }
+  return needs;
+}
+
+// Writes the program of the worker at `position` of the data-parallel
+// replica whose first rank is `base`.
+class ProgramWriter {
+ public:
+  ProgramWriter(const Topology& topology, const Placement& placement,
+                const std::vector<bool>& needs_allreduce,
+                const std::vector<StageSync>& syncs, int position, int base,
+                std::vector<Instruction>& out)
+      : topology_(topology),
+        placement_(placement),
+        needs_allreduce_(needs_allreduce),
+        syncs_(syncs),
+        position_(position),
+        base_(base),
+        out_(out) {}
+
+  // `c`, the op at `index` of the position's order, with the receive before
+  // it and the send after it that cross to other positions, and an eager
+  // allreduce begin after the backward that completes a stage's gradients.
+  void Compute(const ComputeOp& c, size_t index) {
+    if (c.op == OpKind::kForward) {
+      P2p(OpKind::kRecvAct, c, topology_.Prev(c.ref));
+      out_.push_back(MakeInstruction(OpKind::kForward, c, -1));
+      P2p(OpKind::kSendAct, c, topology_.Next(c.ref));
+      return;
+    }
+    P2p(OpKind::kRecvGrad, c, topology_.Next(c.ref));
+    out_.push_back(MakeInstruction(OpKind::kBackward, c, -1));
+    P2p(OpKind::kSendGrad, c, topology_.Prev(c.ref));
+    for (const StageSync& s : syncs_) {
+      if (s.eager && s.last_backward == index &&
+          needs_allreduce_[s.model_stage]) {
+        out_.push_back(AllreduceInstruction(OpKind::kAllreduceBegin, s.ref));
+      }
+    }
+  }
+
+  // The allreduces not begun eagerly, then every end: every BEGIN precedes
+  // every END (see the header's deadlock note). Then the optimizer step.
+  void Finish() {
+    for (const StageSync& s : syncs_) {
+      if (s.eager || !needs_allreduce_[s.model_stage]) continue;
+      out_.push_back(AllreduceInstruction(OpKind::kAllreduceBegin, s.ref));
+    }
+    for (const StageSync& s : syncs_) {
+      if (!needs_allreduce_[s.model_stage]) continue;
+      out_.push_back(AllreduceInstruction(OpKind::kAllreduceEnd, s.ref));
+    }
+    Instruction step;
+    step.op = OpKind::kOptimizerStep;
+    out_.push_back(step);
+  }
+
+ private:
+  // Only when `peer`, the neighbouring stage, is held by another position.
+  void P2p(OpKind op, const ComputeOp& c, std::optional<StageRef> peer) {
+    if (peer && placement_.At(*peer) != position_) {
+      out_.push_back(MakeInstruction(op, c, base_ + placement_.At(*peer)));
+    }
+  }
+
+  const Topology& topology_;
+  const Placement& placement_;
+  const std::vector<bool>& needs_allreduce_;
+  const std::vector<StageSync>& syncs_;
+  const int position_;
+  const int base_;
+  std::vector<Instruction>& out_;
+};
+
 }  // namespace
 
 absl::StatusOr<Schedule> BuildPrograms(
@@ -96,24 +195,9 @@ absl::StatusOr<Schedule> BuildPrograms(
     return absl::InternalError(absl::StrCat("compute order has ", order.size(),
                                             " positions, want depth ", depth));
   }
-  // Held replicas per position, in chunk-major order.
-  std::vector<std::vector<StageRef>> held(depth);
-  for (int chunk = 0; chunk < topology.num_chunks; ++chunk) {
-    for (int stage = 0; stage < depth; ++stage) {
-      held[placement.At({chunk, stage})].push_back({chunk, stage});
-    }
-  }
-  // Workers holding each model stage within one replica; the allreduce group
-  // is this times the width.
-  std::vector<std::set<int>> holders(topology.NumModelStages());
-  for (int p = 0; p < depth; ++p) {
-    for (const StageRef& ref : held[p]) {
-      holders[topology.ModelStage(ref)].insert(p);
-    }
-  }
-  auto needs_allreduce = [&](int model_stage) {
-    return holders[model_stage].size() * topology.width > 1;
-  };
+  const std::vector<std::vector<StageRef>> held =
+      HeldStages(topology, placement);
+  const std::vector<bool> needs_allreduce = NeedsAllreduce(topology, held);
 
   Schedule schedule;
   schedule.topology = topology;
@@ -128,53 +212,10 @@ absl::StatusOr<Schedule> BuildPrograms(
       program.stages = held[p];
       std::vector<Instruction>& out = program.instructions;
       out.reserve(ops.size() * 2 + 2 * syncs.size() + 1);
-      for (size_t i = 0; i < ops.size(); ++i) {
-        const ComputeOp& c = ops[i];
-        if (c.op == OpKind::kForward) {
-          std::optional<StageRef> prev = topology.Prev(c.ref);
-          if (prev && placement.At(*prev) != p) {
-            out.push_back(MakeInstruction(OpKind::kRecvAct, c,
-                                          base + placement.At(*prev)));
-          }
-          out.push_back(MakeInstruction(OpKind::kForward, c, -1));
-          std::optional<StageRef> next = topology.Next(c.ref);
-          if (next && placement.At(*next) != p) {
-            out.push_back(MakeInstruction(OpKind::kSendAct, c,
-                                          base + placement.At(*next)));
-          }
-        } else {
-          std::optional<StageRef> next = topology.Next(c.ref);
-          if (next && placement.At(*next) != p) {
-            out.push_back(MakeInstruction(OpKind::kRecvGrad, c,
-                                          base + placement.At(*next)));
-          }
-          out.push_back(MakeInstruction(OpKind::kBackward, c, -1));
-          std::optional<StageRef> prev = topology.Prev(c.ref);
-          if (prev && placement.At(*prev) != p) {
-            out.push_back(MakeInstruction(OpKind::kSendGrad, c,
-                                          base + placement.At(*prev)));
-          }
-          for (const StageSync& s : syncs) {
-            if (s.eager && s.last_backward == i &&
-                needs_allreduce(s.model_stage)) {
-              out.push_back(
-                  AllreduceInstruction(OpKind::kAllreduceBegin, s.ref));
-            }
-          }
-        }
-      }
-      // Every BEGIN precedes every END (see the header's deadlock note).
-      for (const StageSync& s : syncs) {
-        if (s.eager || !needs_allreduce(s.model_stage)) continue;
-        out.push_back(AllreduceInstruction(OpKind::kAllreduceBegin, s.ref));
-      }
-      for (const StageSync& s : syncs) {
-        if (!needs_allreduce(s.model_stage)) continue;
-        out.push_back(AllreduceInstruction(OpKind::kAllreduceEnd, s.ref));
-      }
-      Instruction step;
-      step.op = OpKind::kOptimizerStep;
-      out.push_back(step);
+      ProgramWriter writer(topology, placement, needs_allreduce, syncs, p, base,
+                           out);
+      for (size_t i = 0; i < ops.size(); ++i) writer.Compute(ops[i], i);
+      writer.Finish();
     }
   }
   return schedule;

@@ -19,6 +19,59 @@ std::string Label(const Instruction& inst) {
                       absl::StrJoin(inst.micro_batches, "+"));
 }
 
+// A column's span of time and width in characters: one column per shortest
+// compute op (coarser if that would be too wide), wide enough for every
+// label.
+struct Columns {
+  double quantum = 0;
+  size_t label_width = 1;
+};
+
+Columns ColumnsFor(const Schedule& schedule, const SimulationResult& result) {
+  Columns columns;
+  for (size_t r = 0; r < schedule.workers.size(); ++r) {
+    const auto& program = schedule.workers[r].instructions;
+    for (size_t i = 0; i < program.size(); ++i) {
+      if (!IsCompute(program[i].op)) continue;
+      const InstructionTiming& t = result.workers[r].timings[i];
+      if (t.end > t.start &&
+          (columns.quantum == 0 || t.end - t.start < columns.quantum)) {
+        columns.quantum = t.end - t.start;
+      }
+      columns.label_width =
+          std::max(columns.label_width, Label(program[i]).size());
+    }
+  }
+  if (columns.quantum > 0 && result.makespan > 0) {
+    columns.quantum =
+        std::max(columns.quantum, result.makespan / kMaxTimelineCells);
+  }
+  return columns;
+}
+
+// Worker `r`'s row of `cells` columns.
+std::string Row(const Schedule& schedule, const SimulationResult& result,
+                size_t r, const Columns& columns, int cells) {
+  std::vector<std::string> row(cells, std::string(columns.label_width, '.'));
+  const auto& program = schedule.workers[r].instructions;
+  for (size_t i = 0; i < program.size(); ++i) {
+    if (!IsCompute(program[i].op)) continue;
+    const InstructionTiming& t = result.workers[r].timings[i];
+    const int first =
+        static_cast<int>(std::floor(t.start / columns.quantum + 1e-9));
+    const int last = std::max(
+        first, static_cast<int>(std::ceil(t.end / columns.quantum - 1e-9)) - 1);
+    for (int c = first; c <= last && c < cells; ++c) {
+      std::string label = c == first ? Label(program[i])
+                                     : std::string(columns.label_width, '-');
+      label.resize(columns.label_width, ' ');
+      row[c] = label;
+    }
+  }
+  return absl::StrCat(absl::StrFormat("P%-4d|", r), absl::StrJoin(row, " "),
+                      "|\n");
+}
+
 }  // namespace
 
 std::string TextTimeline(const Schedule& schedule,
@@ -38,46 +91,17 @@ std::string TextTimeline(const Schedule& schedule,
                                           w.peak_activations,
                                           w.exposed_allreduce));
   }
-  // One cell per shortest compute op, coarser if that would be too wide.
-  double quantum = 0;
-  size_t label_width = 1;
+  const Columns columns = ColumnsFor(schedule, result);
+  if (columns.quantum <= 0 || result.makespan <= 0) return out;
+  const int cells =
+      static_cast<int>(std::ceil(result.makespan / columns.quantum - 1e-9));
+  absl::StrAppend(
+      &out, "\ntimeline: one column = ", columns.quantum,
+      " time units; F/B forward/backward of the down pipeline "
+      "(even chunks), f/b of the up pipeline (odd chunks), then the "
+      "micro-batch; '.' idle\n");
   for (size_t r = 0; r < schedule.workers.size(); ++r) {
-    const auto& program = schedule.workers[r].instructions;
-    for (size_t i = 0; i < program.size(); ++i) {
-      if (!IsCompute(program[i].op)) continue;
-      const InstructionTiming& t = result.workers[r].timings[i];
-      if (t.end > t.start && (quantum == 0 || t.end - t.start < quantum)) {
-        quantum = t.end - t.start;
-      }
-      label_width = std::max(label_width, Label(program[i]).size());
-    }
-  }
-  if (quantum <= 0 || result.makespan <= 0) return out;
-  quantum = std::max(quantum, result.makespan / kMaxTimelineCells);
-  const int cells = static_cast<int>(std::ceil(result.makespan / quantum - 1e-9));
-  absl::StrAppend(&out, "\ntimeline: one column = ", quantum,
-                  " time units; F/B forward/backward of the down pipeline "
-                  "(even chunks), f/b of the up pipeline (odd chunks), then the "
-                  "micro-batch; '.' idle\n");
-  const std::string idle = std::string(label_width, '.');
-  for (size_t r = 0; r < schedule.workers.size(); ++r) {
-    std::vector<std::string> row(cells, idle);
-    const auto& program = schedule.workers[r].instructions;
-    for (size_t i = 0; i < program.size(); ++i) {
-      if (!IsCompute(program[i].op)) continue;
-      const InstructionTiming& t = result.workers[r].timings[i];
-      const int first = static_cast<int>(std::floor(t.start / quantum + 1e-9));
-      const int last = std::max(
-          first, static_cast<int>(std::ceil(t.end / quantum - 1e-9)) - 1);
-      for (int c = first; c <= last && c < cells; ++c) {
-        std::string label = c == first ? Label(program[i])
-                                       : std::string(label_width, '-');
-        label.resize(label_width, ' ');
-        row[c] = label;
-      }
-    }
-    absl::StrAppend(&out, absl::StrFormat("P%-4d|", r), absl::StrJoin(row, " "),
-                    "|\n");
+    absl::StrAppend(&out, Row(schedule, result, r, columns, cells));
   }
   return out;
 }

@@ -164,79 +164,106 @@ std::string SchemesReading(ScheduleParam param) {
   });
 }
 
-std::vector<ScheduleParamError> ValidateScheduleParams(
-    const ScheduleParams& params) {
+namespace {
+
+// Sizes every scheme needs before its own rules can be checked.
+std::vector<ScheduleParamError> SizeErrors(const ScheduleParams& params) {
   std::vector<ScheduleParamError> errors;
-  auto fail = [&errors](ScheduleParam param, std::string message) {
-    errors.push_back({param, std::move(message)});
-  };
   const int d = params.depth;
-  if (d < 1) fail(ScheduleParam::kDepth, absl::StrCat(d, " must be >= 1"));
+  if (d < 1) {
+    errors.push_back({ScheduleParam::kDepth, absl::StrCat(d, " must be >= 1")});
+  }
   if (params.micro_batches < 1) {
-    fail(ScheduleParam::kMicroBatches,
-         absl::StrCat(params.micro_batches, " must be >= 1"));
+    errors.push_back({ScheduleParam::kMicroBatches,
+                      absl::StrCat(params.micro_batches, " must be >= 1")});
   }
   if (params.width < 1) {
-    fail(ScheduleParam::kWidth, absl::StrCat(params.width, " must be >= 1"));
+    errors.push_back(
+        {ScheduleParam::kWidth, absl::StrCat(params.width, " must be >= 1")});
   }
   if (params.backward_slots < 1 || params.backward_slots > 8) {
-    fail(ScheduleParam::kBackwardSlots,
-         absl::StrCat(params.backward_slots, " must be in [1, 8]"));
+    errors.push_back(
+        {ScheduleParam::kBackwardSlots,
+         absl::StrCat(params.backward_slots, " must be in [1, 8]")});
   }
+  return errors;
+}
+
+void AddChimeraErrors(const ScheduleParams& params,
+                      std::vector<ScheduleParamError>& errors) {
+  const int d = params.depth;
+  if (params.pipelines < 2 || params.pipelines % 2 != 0) {
+    errors.push_back({ScheduleParam::kPipelines,
+                      absl::StrCat(params.pipelines,
+                                   " must be an even number >= 2 (f down and "
+                                   "f up pipelines)")});
+  } else if ((d / 2) % (params.pipelines / 2) != 0) {
+    errors.push_back({ScheduleParam::kPipelines,
+                      absl::StrCat(params.pipelines,
+                                   " pipelines need f = ", params.pipelines / 2,
+                                   " to divide D/2 = ", d / 2)});
+  }
+}
+
+void AddMixPipeErrors(const ScheduleParams& params,
+                      std::vector<ScheduleParamError>& errors) {
+  const int d = params.depth;
+  const int k = params.mixpipe_k;
+  const bool k_maximizing = k == 2 * (d - 1) && params.micro_batches > d;
+  if (!k_maximizing && (k < 2 || k > d || k % 2 != 0)) {
+    errors.push_back({ScheduleParam::kMixPipeK,
+                      absl::StrCat(k, " must be even in [2, D = ", d,
+                                   "], or 2(D-1) = ", 2 * (d - 1),
+                                   " when micro-batches exceed D")});
+  }
+  // MixPipe eq. 5: Gamma in [1, (D-K)/2], 0 being plain 1F1B. Each early
+  // forward stands in for one of the bubbles a smaller K adds, so there
+  // are none to advance at K >= D (Chimera, K-maximizing).
+  const int max_gamma = std::max(0, (d - k) / 2);
+  if (params.mixpipe_gamma < 0 || params.mixpipe_gamma > max_gamma) {
+    errors.push_back({ScheduleParam::kMixPipeGamma,
+                      absl::StrCat(params.mixpipe_gamma,
+                                   " must be in [0, (D-K)/2 = ", max_gamma,
+                                   "] for D = ", d, ", K = ", k)});
+  }
+}
+
+void AddLoopingErrors(const ScheduleParams& params,
+                      std::vector<ScheduleParamError>& errors) {
+  if (params.chunks < 1) {
+    errors.push_back(
+        {ScheduleParam::kChunks, absl::StrCat(params.chunks, " must be >= 1")});
+  }
+  if (params.scheme == Scheme::kInterleaved &&
+      params.micro_batches % params.depth != 0) {
+    errors.push_back(
+        {ScheduleParam::kMicroBatches,
+         absl::StrCat(params.micro_batches, " must be a multiple of the depth ",
+                      params.depth, " for interleaved (depth-first) looping")});
+  }
+}
+
+}  // namespace
+
+std::vector<ScheduleParamError> ValidateScheduleParams(
+    const ScheduleParams& params) {
+  std::vector<ScheduleParamError> errors = SizeErrors(params);
   if (!errors.empty()) return errors;
 
+  const int d = params.depth;
   const bool bidirectional =
       params.scheme == Scheme::kChimera || params.scheme == Scheme::kMixPipe;
   if (bidirectional && d % 2 != 0) {
-    fail(ScheduleParam::kDepth,
+    errors.push_back(
+        {ScheduleParam::kDepth,
          absl::StrCat(d, " must be even for ", SchemeName(params.scheme),
                       " (the down and up pipelines pair stage i with stage "
-                      "D-1-i)"));
+                      "D-1-i)")});
     return errors;
   }
-  if (params.scheme == Scheme::kChimera) {
-    if (params.pipelines < 2 || params.pipelines % 2 != 0) {
-      fail(ScheduleParam::kPipelines,
-           absl::StrCat(params.pipelines,
-                        " must be an even number >= 2 (f down and f up "
-                        "pipelines)"));
-    } else if ((d / 2) % (params.pipelines / 2) != 0) {
-      fail(ScheduleParam::kPipelines,
-           absl::StrCat(params.pipelines, " pipelines need f = ",
-                        params.pipelines / 2, " to divide D/2 = ", d / 2));
-    }
-  }
-  if (params.scheme == Scheme::kMixPipe) {
-    const int k = params.mixpipe_k;
-    const bool k_maximizing = k == 2 * (d - 1) && params.micro_batches > d;
-    if (!k_maximizing && (k < 2 || k > d || k % 2 != 0)) {
-      fail(ScheduleParam::kMixPipeK,
-           absl::StrCat(k, " must be even in [2, D = ", d, "], or 2(D-1) = ",
-                        2 * (d - 1), " when micro-batches exceed D"));
-    }
-    // MixPipe eq. 5: Gamma in [1, (D-K)/2], 0 being plain 1F1B. Each early
-    // forward stands in for one of the bubbles a smaller K adds, so there
-    // are none to advance at K >= D (Chimera, K-maximizing).
-    const int max_gamma = std::max(0, (d - k) / 2);
-    if (params.mixpipe_gamma < 0 || params.mixpipe_gamma > max_gamma) {
-      fail(ScheduleParam::kMixPipeGamma,
-           absl::StrCat(params.mixpipe_gamma, " must be in [0, (D-K)/2 = ",
-                        max_gamma, "] for D = ", d, ", K = ", k));
-    }
-  }
-  if (IsLooping(params.scheme)) {
-    if (params.chunks < 1) {
-      fail(ScheduleParam::kChunks,
-           absl::StrCat(params.chunks, " must be >= 1"));
-    }
-    if (params.scheme == Scheme::kInterleaved &&
-        params.micro_batches % d != 0) {
-      fail(ScheduleParam::kMicroBatches,
-           absl::StrCat(params.micro_batches,
-                        " must be a multiple of the depth ", d,
-                        " for interleaved (depth-first) looping"));
-    }
-  }
+  if (params.scheme == Scheme::kChimera) AddChimeraErrors(params, errors);
+  if (params.scheme == Scheme::kMixPipe) AddMixPipeErrors(params, errors);
+  if (IsLooping(params.scheme)) AddLoopingErrors(params, errors);
   return errors;
 }
 

@@ -31,6 +31,122 @@ double AllreduceSeconds(const chimera::v1::LinkSpec& link, int ranks,
          2.0 * (ranks - 1) / ranks * bytes / link.bandwidth_bytes_per_second();
 }
 
+// The candidate's program with at most kSimulatedWidth replicas; errors name
+// the candidate.
+absl::StatusOr<schedule::Schedule> GenerateSimulated(
+    const schedule::ScheduleParams& params) {
+  schedule::ScheduleParams simulated = params;
+  simulated.width = std::min(params.width, kSimulatedWidth);
+  absl::StatusOr<schedule::Schedule> generated =
+      schedule::GenerateSchedule(simulated);
+  if (!generated.ok()) {
+    return absl::Status(
+        generated.status().code(),
+        absl::StrCat("generating ", schedule::SchemeName(params.scheme),
+                     " W=", params.width, " D=", params.depth, ": ",
+                     generated.status().message()));
+  }
+  return generated;
+}
+
+// Every model stage's allreduce spans all W replicas of the positions that
+// hold it; its link is the slowest one the group crosses.
+std::vector<double> StageAllreduceSeconds(
+    const chimera::v1::ClusterSpec& cluster, const SimulationInputs& inputs,
+    int width, int depth) {
+  const int model_stages = static_cast<int>(inputs.stages.size());
+  const schedule::Topology& topology = inputs.program.topology;
+  std::vector<std::set<int>> positions(model_stages);
+  for (const schedule::WorkerProgram& worker : inputs.program.workers) {
+    for (const schedule::StageRef& ref : worker.stages) {
+      positions[topology.ModelStage(ref)].insert(worker.rank % depth);
+    }
+  }
+  std::vector<double> seconds;
+  for (int s = 0; s < model_stages; ++s) {
+    std::set<int> nodes;
+    for (int position : positions[s]) {
+      for (int dp = 0; dp < width; ++dp) {
+        nodes.insert(inputs.slots[dp * depth + position].node);
+      }
+    }
+    const auto& link = nodes.size() > 1 ? cluster.links().inter_node()
+                                        : cluster.links().intra_node();
+    seconds.push_back(AllreduceSeconds(
+        link, static_cast<int>(positions[s].size()) * width,
+        static_cast<double>(inputs.stages[s].parameter_bytes)));
+  }
+  return seconds;
+}
+
+// Memory of each simulated worker of replica 0 (the others mirror it), its
+// busy time and its recomputation.
+struct ReplicaUsage {
+  int64_t peak_max = 0;
+  int64_t peak_min = 0;
+  double max_busy = 0;
+  double recompute = 0;
+};
+
+// A worker's memory: weights, gradients and optimizer state of every stage
+// replica it holds, plus its peak of stashed micro-batches at the largest
+// stash any of its stages needs per micro-batch.
+ReplicaUsage MeasureReplica(const PlanningContext& context,
+                            const schedule::ScheduleParams& params,
+                            const SimulationInputs& inputs,
+                            const schedule::SimulationResult& result) {
+  const schedule::Schedule& program = inputs.program;
+  const schedule::Topology& topology = program.topology;
+  const std::vector<StageProfile>& stages = inputs.stages;
+  const double state_factor =
+      2 + OptimizerStateFactor(context.job.spec().training().optimizer());
+  ReplicaUsage usage;
+  for (int rank = 0; rank < params.depth; ++rank) {
+    const schedule::WorkerProgram& worker = program.workers[rank];
+    double state = 0;
+    int64_t per_micro_batch = 0, working_set = 0;
+    for (const schedule::StageRef& ref : worker.stages) {
+      const StageProfile& stage = stages[topology.ModelStage(ref)];
+      state += state_factor * stage.parameter_bytes;
+      per_micro_batch =
+          std::max(per_micro_batch, params.recompute ? stage.boundary_bytes
+                                                     : stage.activation_bytes);
+      working_set = std::max(working_set, stage.largest_layer_activation_bytes);
+    }
+    const int64_t peak =
+        static_cast<int64_t>(state) +
+        result.workers[rank].peak_activations * per_micro_batch +
+        (params.recompute ? working_set : 0);
+    usage.peak_max = rank == 0 ? peak : std::max(usage.peak_max, peak);
+    usage.peak_min = rank == 0 ? peak : std::min(usage.peak_min, peak);
+    usage.max_busy = std::max(usage.max_busy, result.workers[rank].busy);
+    for (const schedule::Instruction& inst : worker.instructions) {
+      if (inst.op == schedule::OpKind::kBackward && inst.recompute) {
+        usage.recompute += stages[topology.ModelStage({inst.chunk, inst.stage})]
+                               .forward_seconds /
+                           std::max(1, inst.num_parts);
+      }
+    }
+  }
+  return usage;
+}
+
+// The partition and placement the prediction is for.
+void DescribeLayout(const SimulationInputs& inputs, chimera::v1::Plan& plan) {
+  for (size_t s = 0; s < inputs.partition.size(); ++s) {
+    auto* range = plan.add_partition();
+    range->set_stage(static_cast<int>(s));
+    range->set_first_layer(inputs.partition[s].first_block);
+    range->set_num_layers(inputs.partition[s].num_blocks);
+  }
+  for (size_t rank = 0; rank < inputs.slots.size(); ++rank) {
+    auto* placed = plan.add_placement();
+    placed->set_rank(static_cast<int>(rank));
+    placed->set_node(inputs.slots[rank].node);
+    placed->set_device(inputs.slots[rank].device);
+  }
+}
+
 }  // namespace
 
 double OptimizerStateFactor(const chimera::v1::OptimizerSpec& optimizer) {
@@ -82,18 +198,7 @@ absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& contex
   ASSIGN_OR_RETURN(inputs.slots,
                    PlaceRanks(cluster, width, depth, IsBidirectional(params.scheme),
                               candidate.placement));
-
-  schedule::ScheduleParams simulated = params;
-  simulated.width = std::min(width, kSimulatedWidth);
-  absl::StatusOr<schedule::Schedule> generated = schedule::GenerateSchedule(simulated);
-  if (!generated.ok()) {
-    return absl::Status(generated.status().code(),
-                        absl::StrCat("generating ", schedule::SchemeName(params.scheme),
-                                     " W=", width, " D=", depth, ": ",
-                                     generated.status().message()));
-  }
-  inputs.program = *std::move(generated);
-  const schedule::Topology& topology = inputs.program.topology;
+  ASSIGN_OR_RETURN(inputs.program, GenerateSimulated(params));
 
   schedule::CostModel& costs = inputs.costs;
   for (const StageProfile& stage : inputs.stages) {
@@ -107,104 +212,37 @@ absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& contex
     const chimera::v1::LinkSpec& link = slots[from].node == slots[to].node ? intra : inter;
     return link.latency_seconds() + bytes / link.bandwidth_bytes_per_second();
   };
-  // Every model stage's allreduce spans all W replicas of the positions that
-  // hold it; its link is the slowest one the group crosses.
-  std::vector<std::set<int>> positions(model_stages);
-  for (const schedule::WorkerProgram& worker : inputs.program.workers) {
-    for (const schedule::StageRef& ref : worker.stages) {
-      positions[topology.ModelStage(ref)].insert(worker.rank % depth);
-    }
-  }
-  for (int s = 0; s < model_stages; ++s) {
-    std::set<int> nodes;
-    for (int position : positions[s]) {
-      for (int dp = 0; dp < width; ++dp) {
-        nodes.insert(inputs.slots[dp * depth + position].node);
-      }
-    }
-    const auto& link = nodes.size() > 1 ? cluster.links().inter_node()
-                                        : cluster.links().intra_node();
-    costs.stage_allreduce.push_back(AllreduceSeconds(
-        link, static_cast<int>(positions[s].size()) * width,
-        static_cast<double>(inputs.stages[s].parameter_bytes)));
-  }
+  costs.stage_allreduce = StageAllreduceSeconds(cluster, inputs, width, depth);
   return inputs;
 }
 
 absl::StatusOr<Evaluation> EvaluateCandidate(const PlanningContext& context,
                                              const Candidate& candidate) {
   const schedule::ScheduleParams& params = candidate.params;
-  const int width = params.width;
-  const int depth = params.depth;
   const int b = candidate.micro_batch_size;
   ASSIGN_OR_RETURN(SimulationInputs inputs, PrepareSimulation(context, candidate));
   ASSIGN_OR_RETURN(schedule::SimulationResult result,
                    schedule::Simulate(inputs.program, inputs.costs));
-  const schedule::Schedule& program = inputs.program;
-  const schedule::Topology& topology = program.topology;
-  const std::vector<StageProfile>& stages = inputs.stages;
 
   Evaluation evaluation;
   chimera::v1::Plan& plan = evaluation.plan;
   schedule::SetScheduleParams(candidate.params, candidate.micro_batch_size, &plan);
-  for (size_t s = 0; s < inputs.partition.size(); ++s) {
-    auto* range = plan.add_partition();
-    range->set_stage(static_cast<int>(s));
-    range->set_first_layer(inputs.partition[s].first_block);
-    range->set_num_layers(inputs.partition[s].num_blocks);
-  }
-  for (size_t rank = 0; rank < inputs.slots.size(); ++rank) {
-    auto* placed = plan.add_placement();
-    placed->set_rank(static_cast<int>(rank));
-    placed->set_node(inputs.slots[rank].node);
-    placed->set_device(inputs.slots[rank].device);
-  }
+  DescribeLayout(inputs, plan);
+  const ReplicaUsage usage = MeasureReplica(context, params, inputs, result);
 
-  // Memory of each simulated worker of replica 0 (the others mirror it):
-  // weights, gradients and optimizer state of every stage replica it holds,
-  // plus its peak of stashed micro-batches at the largest stash any of its
-  // stages needs per micro-batch.
-  const double state_factor = 2 + OptimizerStateFactor(
-                                      context.job.spec().training().optimizer());
-  int64_t peak_max = 0, peak_min = 0;
-  double max_busy = 0, recompute = 0;
-  for (int rank = 0; rank < depth; ++rank) {
-    const schedule::WorkerProgram& worker = program.workers[rank];
-    double state = 0;
-    int64_t per_micro_batch = 0, working_set = 0;
-    for (const schedule::StageRef& ref : worker.stages) {
-      const StageProfile& stage = stages[topology.ModelStage(ref)];
-      state += state_factor * stage.parameter_bytes;
-      per_micro_batch = std::max(per_micro_batch, params.recompute ? stage.boundary_bytes
-                                                                   : stage.activation_bytes);
-      working_set = std::max(working_set, stage.largest_layer_activation_bytes);
-    }
-    const int64_t peak = static_cast<int64_t>(state) +
-                         result.workers[rank].peak_activations * per_micro_batch +
-                         (params.recompute ? working_set : 0);
-    peak_max = rank == 0 ? peak : std::max(peak_max, peak);
-    peak_min = rank == 0 ? peak : std::min(peak_min, peak);
-    max_busy = std::max(max_busy, result.workers[rank].busy);
-    for (size_t i = 0; i < worker.instructions.size(); ++i) {
-      const schedule::Instruction& inst = worker.instructions[i];
-      if (inst.op == schedule::OpKind::kBackward && inst.recompute) {
-        recompute += stages[topology.ModelStage({inst.chunk, inst.stage})]
-                         .forward_seconds / std::max(1, inst.num_parts);
-      }
-    }
-  }
-
-  const double global_batch = static_cast<double>(width) * b * params.micro_batches;
+  const double global_batch =
+      static_cast<double>(params.width) * b * params.micro_batches;
   chimera::v1::Prediction* prediction = plan.mutable_prediction();
   prediction->set_iteration_seconds(result.makespan);
   prediction->set_samples_per_second(global_batch / result.makespan);
   prediction->set_bubble_ratio(result.bubble_ratio);
-  prediction->set_peak_memory_bytes_max(peak_max);
-  prediction->set_peak_memory_bytes_min(peak_min);
+  prediction->set_peak_memory_bytes_max(usage.peak_max);
+  prediction->set_peak_memory_bytes_min(usage.peak_min);
   prediction->set_exposed_allreduce_seconds(result.exposed_allreduce);
-  evaluation.fits = peak_max <= context.cluster.device().memory_bytes();
-  evaluation.compute_seconds_per_sample = max_busy / (b * params.micro_batches);
-  evaluation.recompute_seconds = recompute / depth;
+  evaluation.fits = usage.peak_max <= context.cluster.device().memory_bytes();
+  evaluation.compute_seconds_per_sample =
+      usage.max_busy / (b * params.micro_batches);
+  evaluation.recompute_seconds = usage.recompute / params.depth;
   return evaluation;
 }
 

@@ -24,6 +24,8 @@ constexpr Scheme kAllSchemes[] = {Scheme::kGpipe,   Scheme::kOneFOneB,
                                   Scheme::kBreadthFirst};
 // A difference below this share is not worth naming in the explanation.
 constexpr double kNotableDifference = 0.01;
+// Placement is refined for the best plans only; this is where they start.
+constexpr PlacementPolicy kFirstPlacement = PlacementPolicy::kReplicasTogether;
 
 // The values to try for one knob: the job's, or the defaults when it leaves
 // the knob open.
@@ -32,62 +34,83 @@ std::vector<T> Choices(bool fixed, T value, std::vector<T> defaults) {
   return fixed ? std::vector<T>{value} : defaults;
 }
 
+// Chimera's pipeline counts 2f and concatenation methods.
+std::vector<ScheduleParams> ChimeraVariants(const schedule::SpecParams& fixed,
+                                            ScheduleParams base) {
+  const ScheduleParams& given = fixed.params;
+  const int d = base.depth;
+  std::vector<int> pipelines;
+  for (int p = 2; p <= d; p *= 2) pipelines.push_back(p);
+  // Without more micro-batches than stages the methods coincide.
+  std::vector<schedule::Concat> concats = {schedule::Concat::kDirect};
+  if (base.micro_batches > d) {
+    concats.push_back(schedule::Concat::kForwardDoubling);
+    concats.push_back(schedule::Concat::kBackwardHalving);
+  }
+  std::vector<ScheduleParams> out;
+  for (int p : Choices(fixed.Gives(ScheduleParam::kPipelines), given.pipelines,
+                       pipelines)) {
+    for (auto concat :
+         Choices(fixed.Gives(ScheduleParam::kConcat), given.concat, concats)) {
+      base.pipelines = p;
+      base.concat = concat;
+      out.push_back(base);
+    }
+  }
+  return out;
+}
+
+// MixPipe's K (D, D-2, 2, and K maximizing where it applies) and Gamma.
+std::vector<ScheduleParams> MixPipeVariants(const schedule::SpecParams& fixed,
+                                            ScheduleParams base) {
+  const ScheduleParams& given = fixed.params;
+  const int d = base.depth;
+  std::vector<int> ks = {d, d - 2, 2};
+  if (base.micro_batches > d) ks.push_back(2 * (d - 1));
+  std::sort(ks.begin(), ks.end());
+  ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
+  std::vector<ScheduleParams> out;
+  for (int k :
+       Choices(fixed.Gives(ScheduleParam::kMixPipeK), given.mixpipe_k, ks)) {
+    for (int gamma : Choices(fixed.Gives(ScheduleParam::kMixPipeGamma),
+                             given.mixpipe_gamma, {0, 1})) {
+      base.mixpipe_k = k;
+      base.mixpipe_gamma = gamma;
+      out.push_back(base);
+    }
+  }
+  return out;
+}
+
 // The schedule knobs of one scheme at one (W, D, N): every variant the job
 // leaves open, each a full ScheduleParams the schedule engine accepts and the
 // layers can fill.
 std::vector<ScheduleParams> Variants(const schedule::SpecParams& fixed,
                                      ScheduleParams base, int num_layers) {
   const ScheduleParams& given = fixed.params;
-  auto gives = [&fixed](ScheduleParam param) { return fixed.Gives(param); };
   std::vector<ScheduleParams> out;
-  const int d = base.depth;
   switch (base.scheme) {
     case Scheme::kOneFOneB: {
-      for (auto policy : Choices(gives(ScheduleParam::kPolicy), given.policy,
-                                 {schedule::WarmupPolicy::kPa, schedule::WarmupPolicy::kPb})) {
+      for (auto policy : Choices(
+               fixed.Gives(ScheduleParam::kPolicy), given.policy,
+               {schedule::WarmupPolicy::kPa, schedule::WarmupPolicy::kPb})) {
         base.policy = policy;
         out.push_back(base);
       }
       break;
     }
-    case Scheme::kChimera: {
-      std::vector<int> pipelines;
-      for (int p = 2; p <= d; p *= 2) pipelines.push_back(p);
-      // Without more micro-batches than stages the methods coincide.
-      std::vector<schedule::Concat> concats = {schedule::Concat::kDirect};
-      if (base.micro_batches > d) {
-        concats.push_back(schedule::Concat::kForwardDoubling);
-        concats.push_back(schedule::Concat::kBackwardHalving);
-      }
-      for (int p : Choices(gives(ScheduleParam::kPipelines), given.pipelines, pipelines)) {
-        for (auto concat : Choices(gives(ScheduleParam::kConcat), given.concat, concats)) {
-          base.pipelines = p;
-          base.concat = concat;
-          out.push_back(base);
-        }
-      }
+    case Scheme::kChimera:
+      out = ChimeraVariants(fixed, base);
       break;
-    }
-    case Scheme::kMixPipe: {
-      std::vector<int> ks = {d, d - 2, 2};
-      if (base.micro_batches > d) ks.push_back(2 * (d - 1));
-      std::sort(ks.begin(), ks.end());
-      ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
-      for (int k : Choices(gives(ScheduleParam::kMixPipeK), given.mixpipe_k, ks)) {
-        for (int gamma :
-             Choices(gives(ScheduleParam::kMixPipeGamma), given.mixpipe_gamma, {0, 1})) {
-          base.mixpipe_k = k;
-          base.mixpipe_gamma = gamma;
-          out.push_back(base);
-        }
-      }
+    case Scheme::kMixPipe:
+      out = MixPipeVariants(fixed, base);
       break;
-    }
     case Scheme::kInterleaved:
     case Scheme::kBreadthFirst:
       // One worker looping over its own chunks is just a sequential model.
-      if (d < 2) break;
-      for (int v : Choices(gives(ScheduleParam::kChunks), given.chunks, {2, 4})) {
+      if (base.depth < 2) break;
+      for (int v :
+           Choices(fixed.Gives(ScheduleParam::kChunks), given.chunks, {2, 4})) {
         base.chunks = v;
         out.push_back(base);
       }
@@ -166,6 +189,22 @@ std::string ExplainRanking(const Evaluation& best, const Evaluation& runner_up) 
                       " predicted throughput: ", absl::StrJoin(reasons, "; "));
 }
 
+// resources.workers devices, or all of the cluster's when it is 0.
+absl::StatusOr<int> UsableWorkers(const chimera::v1::TrainJob& job,
+                                  const chimera::v1::Cluster& cluster) {
+  const int devices =
+      cluster.spec().nodes() * cluster.spec().devices_per_node();
+  const int workers = job.spec().resources().workers() > 0
+                          ? job.spec().resources().workers()
+                          : devices;
+  if (workers > devices) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the job asks for ", workers, " workers; cluster '",
+                     cluster.metadata().name(), "' has ", devices, " devices"));
+  }
+  return workers;
+}
+
 class Search {
  public:
   Search(const chimera::v1::TrainJob& job, const chimera::v1::Cluster& cluster,
@@ -194,6 +233,39 @@ class Search {
       }
     }
     return false;
+  }
+
+  // Tries every (D, W, B) of `scheme` on `workers` workers that the job
+  // leaves open, with every variant of the scheme's knobs.
+  absl::Status TryScheme(const schedule::SpecParams& fixed, Scheme scheme,
+                         int workers) {
+    const auto& spec = job_.spec();
+    const int num_layers = spec.model().num_layers();
+    for (int depth = 1; depth <= std::min(workers, num_layers); ++depth) {
+      if (workers % depth != 0) continue;
+      if (fixed.Gives(ScheduleParam::kDepth) && fixed.params.depth != depth) {
+        continue;
+      }
+      const int width = workers / depth;
+      if (fixed.Gives(ScheduleParam::kWidth) && fixed.params.width != width) {
+        continue;
+      }
+      for (int b : MicroBatchSizes(job_, width)) {
+        ScheduleParams base;
+        base.scheme = scheme;
+        base.depth = depth;
+        base.width = width;
+        base.micro_batches = spec.training().global_batch_size() / (width * b);
+        bool any_fits = false;
+        for (const ScheduleParams& params : Variants(fixed, base, num_layers)) {
+          ASSIGN_OR_RETURN(bool fits, Try({params, b, kFirstPlacement}));
+          any_fits = any_fits || fits;
+        }
+        // Chimera takes the largest micro-batch that fits (section 3.4).
+        if (scheme == Scheme::kChimera && any_fits) break;
+      }
+    }
+    return absl::OkStatus();
   }
 
   // Re-evaluates the best candidates under every placement policy and keeps
@@ -257,40 +329,12 @@ absl::StatusOr<SearchResult> SearchPlans(const chimera::v1::TrainJob& job,
   RETURN_IF_ERROR(
       schedule::ScheduleParamsFromSpec(spec.parallelism(), spec.training(), &fixed)
           .ToStatus());
-  const int devices = cluster.spec().nodes() * cluster.spec().devices_per_node();
-  const int workers = spec.resources().workers() > 0 ? spec.resources().workers() : devices;
-  if (workers > devices) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the job asks for ", workers, " workers; cluster '",
-        cluster.metadata().name(), "' has ", devices, " devices"));
-  }
-  const int num_layers = spec.model().num_layers();
-  // Placement is refined for the best plans only; this is where they start.
-  const PlacementPolicy first_placement = PlacementPolicy::kReplicasTogether;
+  ASSIGN_OR_RETURN(const int workers, UsableWorkers(job, cluster));
 
   Search search(job, cluster, profile);
   for (Scheme scheme : kAllSchemes) {
     if (fixed.Gives(ScheduleParam::kScheme) && fixed.params.scheme != scheme) continue;
-    for (int depth = 1; depth <= std::min(workers, num_layers); ++depth) {
-      if (workers % depth != 0) continue;
-      if (fixed.Gives(ScheduleParam::kDepth) && fixed.params.depth != depth) continue;
-      const int width = workers / depth;
-      if (fixed.Gives(ScheduleParam::kWidth) && fixed.params.width != width) continue;
-      for (int b : MicroBatchSizes(job, width)) {
-        ScheduleParams base;
-        base.scheme = scheme;
-        base.depth = depth;
-        base.width = width;
-        base.micro_batches = spec.training().global_batch_size() / (width * b);
-        bool any_fits = false;
-        for (const ScheduleParams& params : Variants(fixed, base, num_layers)) {
-          ASSIGN_OR_RETURN(bool fits, search.Try({params, b, first_placement}));
-          any_fits = any_fits || fits;
-        }
-        // Chimera takes the largest micro-batch that fits (section 3.4).
-        if (scheme == Scheme::kChimera && any_fits) break;
-      }
-    }
+    RETURN_IF_ERROR(search.TryScheme(fixed, scheme, workers));
   }
   if (search.evaluated() == 0) {
     return absl::InvalidArgumentError(

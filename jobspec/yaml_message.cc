@@ -213,79 +213,111 @@ class YamlToJson {
                                       Describe(node)));
       return std::nullopt;
     }
+    return Scalar(node, field, path);
+  }
+
+  // `node`, a scalar, as a value of `field`'s (non-message) type.
+  std::optional<Json> Scalar(const YAML::Node& node,
+                             const FieldDescriptor& field,
+                             const std::string& path) {
     const std::string& text = node.Scalar();
-    auto wrong = [&]() -> std::optional<Json> {
-      errors_->Add(path, absl::StrCat("expected ", ScalarKind(field), ", got ",
-                                      IsPlainScalar(node) ? "" : "string ", "'",
-                                      text, "'"));
-      return std::nullopt;
-    };
     switch (field.cpp_type()) {
       case FieldDescriptor::CPPTYPE_STRING:
         return Json(text);
       case FieldDescriptor::CPPTYPE_BOOL:
-        if (!IsPlainScalar(node)) return wrong();
+        if (!IsPlainScalar(node)) return Wrong(node, field, path);
         if (text == "true") return Json(true);
         if (text == "false") return Json(false);
-        return wrong();
+        return Wrong(node, field, path);
       case FieldDescriptor::CPPTYPE_INT32:
-      case FieldDescriptor::CPPTYPE_INT64: {
-        int64_t value;
-        if (!NumberSpellingFits(node, field) ||
-            !absl::SimpleAtoi(text, &value)) {
-          return wrong();
-        }
-        const bool is32 = field.cpp_type() == FieldDescriptor::CPPTYPE_INT32;
-        if (is32 && (value > std::numeric_limits<int32_t>::max() ||
-                     value < std::numeric_limits<int32_t>::min())) {
-          errors_->Add(path, absl::StrCat(text, " is out of the 32-bit range"));
-          return std::nullopt;
-        }
-        return Json(value);
-      }
+      case FieldDescriptor::CPPTYPE_INT64:
+        return Signed(node, field, path);
       case FieldDescriptor::CPPTYPE_UINT32:
-      case FieldDescriptor::CPPTYPE_UINT64: {
-        uint64_t value;
-        if (!NumberSpellingFits(node, field) ||
-            !absl::SimpleAtoi(text, &value)) {
-          return wrong();
-        }
-        if (field.cpp_type() == FieldDescriptor::CPPTYPE_UINT32 &&
-            value > std::numeric_limits<uint32_t>::max()) {
-          errors_->Add(path, absl::StrCat(text, " is out of the 32-bit range"));
-          return std::nullopt;
-        }
-        return Json(value);
-      }
+      case FieldDescriptor::CPPTYPE_UINT64:
+        return Unsigned(node, field, path);
       case FieldDescriptor::CPPTYPE_DOUBLE:
-      case FieldDescriptor::CPPTYPE_FLOAT: {
-        double value;
-        if (!IsPlainScalar(node)) return wrong();
-        if (IsYamlInfinityOrNan(text) ||
-            (absl::SimpleAtod(text, &value) && !std::isfinite(value))) {
-          errors_->Add(path,
-                       absl::StrCat("'", text, "' is not a finite number"));
-          return std::nullopt;
-        }
-        if (!absl::SimpleAtod(text, &value)) return wrong();
-        return Json(value);
-      }
-      case FieldDescriptor::CPPTYPE_ENUM: {
-        if (field.enum_type()->FindValueByName(text) == nullptr) {
-          std::vector<std::string> names;
-          for (int i = 0; i < field.enum_type()->value_count(); ++i) {
-            names.push_back(field.enum_type()->value(i)->name());
-          }
-          errors_->Add(path, absl::StrCat("'", text, "' is not one of ",
-                                          absl::StrJoin(names, ", ")));
-          return std::nullopt;
-        }
-        return Json(text);
-      }
+      case FieldDescriptor::CPPTYPE_FLOAT:
+        return Floating(node, field, path);
+      case FieldDescriptor::CPPTYPE_ENUM:
+        return EnumName(node, field, path);
       case FieldDescriptor::CPPTYPE_MESSAGE:
-        break;  // Handled above.
+        break;  // Handled by Singular.
     }
-    return wrong();
+    return Wrong(node, field, path);
+  }
+
+  // Records that `node` does not spell a value of `field`'s type.
+  std::optional<Json> Wrong(const YAML::Node& node,
+                            const FieldDescriptor& field,
+                            const std::string& path) {
+    errors_->Add(path, absl::StrCat("expected ", ScalarKind(field), ", got ",
+                                    IsPlainScalar(node) ? "" : "string ", "'",
+                                    node.Scalar(), "'"));
+    return std::nullopt;
+  }
+
+  std::optional<Json> Signed(const YAML::Node& node,
+                             const FieldDescriptor& field,
+                             const std::string& path) {
+    const std::string& text = node.Scalar();
+    int64_t value;
+    if (!NumberSpellingFits(node, field) || !absl::SimpleAtoi(text, &value)) {
+      return Wrong(node, field, path);
+    }
+    const bool is32 = field.cpp_type() == FieldDescriptor::CPPTYPE_INT32;
+    if (is32 && (value > std::numeric_limits<int32_t>::max() ||
+                 value < std::numeric_limits<int32_t>::min())) {
+      errors_->Add(path, absl::StrCat(text, " is out of the 32-bit range"));
+      return std::nullopt;
+    }
+    return Json(value);
+  }
+
+  std::optional<Json> Unsigned(const YAML::Node& node,
+                               const FieldDescriptor& field,
+                               const std::string& path) {
+    const std::string& text = node.Scalar();
+    uint64_t value;
+    if (!NumberSpellingFits(node, field) || !absl::SimpleAtoi(text, &value)) {
+      return Wrong(node, field, path);
+    }
+    if (field.cpp_type() == FieldDescriptor::CPPTYPE_UINT32 &&
+        value > std::numeric_limits<uint32_t>::max()) {
+      errors_->Add(path, absl::StrCat(text, " is out of the 32-bit range"));
+      return std::nullopt;
+    }
+    return Json(value);
+  }
+
+  std::optional<Json> Floating(const YAML::Node& node,
+                               const FieldDescriptor& field,
+                               const std::string& path) {
+    const std::string& text = node.Scalar();
+    double value;
+    if (!IsPlainScalar(node)) return Wrong(node, field, path);
+    if (IsYamlInfinityOrNan(text) ||
+        (absl::SimpleAtod(text, &value) && !std::isfinite(value))) {
+      errors_->Add(path, absl::StrCat("'", text, "' is not a finite number"));
+      return std::nullopt;
+    }
+    if (!absl::SimpleAtod(text, &value)) return Wrong(node, field, path);
+    return Json(value);
+  }
+
+  std::optional<Json> EnumName(const YAML::Node& node,
+                               const FieldDescriptor& field,
+                               const std::string& path) {
+    const std::string& text = node.Scalar();
+    if (field.enum_type()->FindValueByName(text) == nullptr) {
+      std::vector<std::string> names;
+      for (int i = 0; i < field.enum_type()->value_count(); ++i) {
+        names.push_back(field.enum_type()->value(i)->name());
+      }
+      errors_->Add(path, absl::StrCat("'", text, "' is not one of ",
+                                      absl::StrJoin(names, ", ")));
+      return std::nullopt;
+    }
+    return Json(text);
   }
 
   static std::string ScalarKind(const FieldDescriptor& field) {

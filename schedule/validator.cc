@@ -86,7 +86,7 @@ struct PartSet {
   }
 };
 
-// Every size the checks allocate by.
+// First of all: every check sizes its tables by these.
 absl::Status CheckTopology(const Topology& topology) {
   if (topology.depth < 1 || topology.num_chunks < 1 ||
       topology.micro_batches < 1 || topology.width < 1) {
@@ -108,8 +108,8 @@ bool InRange(const Topology& topology, StageRef ref) {
 // proven complete, first.
 class StageOwners {
  public:
-  // Problems: a program at the wrong index, a stage out of range, held twice
-  // within a replica, or held by no rank of some replica.
+  // Problems: a program whose rank is not its index, a stage out of range,
+  // held twice within a replica, or held by no rank of some replica.
   static absl::StatusOr<StageOwners> Of(const Schedule& schedule) {
     const Topology& topology = schedule.topology;
     if (static_cast<int>(schedule.workers.size()) != topology.NumWorkers()) {
@@ -193,8 +193,7 @@ class StageOwners {
     }
   }
 
-  // A copy, not a reference: StatusOr moves the owners around.
-  Topology topology_;
+  const Topology& topology_;
   std::vector<int> owner_;
   std::vector<int> group_size_;
 };

@@ -403,11 +403,10 @@ void JobManager::Tick() {
     CHIMERA_LOG(WARNING) << "worker " << dead.worker_id
                          << " missed its heartbeats";
     if (!dead.task) continue;
-    OnWorkerLostLocked(dead.worker_id, *dead.task,
-                       absl::StrCat("stopped sending heartbeats for ",
-                                    absl::FormatDuration(
-                                        workers_->policy().period *
-                                        workers_->policy().failure_threshold)));
+    OnWorkerLostLocked(
+        dead.worker_id, *dead.task,
+        absl::StrCat("stopped sending heartbeats for ",
+                     absl::FormatDuration(workers_->policy().DeadAfter())));
   }
   std::vector<std::pair<std::string, std::string>> failed;
   for (const auto& [id, run] : runs_) {
@@ -514,8 +513,7 @@ absl::Status JobManager::OnTaskState(
                 ? " stopped on its own"
                 : " failed",
             report.message().empty() ? "" : ": ", report.message());
-        run->fail_by = now_() + workers_->policy().period *
-                                    workers_->policy().failure_threshold;
+        run->fail_by = now_() + workers_->policy().DeadAfter();
       }
       return absl::OkStatus();
     default:

@@ -51,7 +51,7 @@ absl::Status WorkerRegistry::Heartbeat(const std::string& worker_id,
 
 std::vector<DeadWorker> WorkerRegistry::ReapDead() {
   absl::MutexLock lock(&mutex_);
-  const absl::Time deadline = now_() - policy_.period * policy_.failure_threshold;
+  const absl::Time deadline = now_() - policy_.DeadAfter();
   std::vector<DeadWorker> dead;
   for (auto& [id, worker] : workers_) {
     if (worker.dead || worker.last_heartbeat >= deadline) continue;

@@ -5,8 +5,8 @@
 // A worker is identified by its id and told apart from an earlier run of
 // itself by its incarnation: registering a new incarnation replaces the old
 // one (whose task is then lost), and a request carrying an old incarnation
-// is ABORTED. A worker whose last heartbeat is older than
-// period x failure_threshold is dead.
+// is ABORTED. A worker whose last heartbeat is older than the policy's
+// DeadAfter() is dead.
 //
 //   WorkerRegistry registry({.period = absl::Seconds(1)});
 //   registry.Register(request);
@@ -40,6 +40,9 @@ struct HeartbeatPolicy {
   absl::Duration timeout = absl::Seconds(5);
   // Missed periods after which a worker is dead.
   int failure_threshold = 3;
+
+  // How long a worker may stay silent before it is dead.
+  absl::Duration DeadAfter() const { return period * failure_threshold; }
 };
 
 // One rank of one attempt of a job.

@@ -50,12 +50,6 @@ bool ParseJobState(const std::string& name, chimera::v1::JobState* state) {
          *state != chimera::v1::JOB_STATE_UNSPECIFIED;
 }
 
-bool HasEnded(chimera::v1::JobState state) {
-  return state == chimera::v1::JOB_STATE_SUCCEEDED ||
-         state == chimera::v1::JOB_STATE_FAILED ||
-         state == chimera::v1::JOB_STATE_STOPPED;
-}
-
 std::string FormatBytes(int64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double value = static_cast<double>(bytes);

@@ -14,7 +14,6 @@ namespace chimera::client {
 std::string JobStateName(chimera::v1::JobState state);
 // Parses a state name (any case, with or without the JOB_STATE_ prefix).
 bool ParseJobState(const std::string& name, chimera::v1::JobState* state);
-bool HasEnded(chimera::v1::JobState state);
 
 // "step 12/50  loss 4.2310  samples/s 120.5  tokens/s 7712  bubble 0.214  peak 120.4 MiB"
 std::string FormatStep(const chimera::v1::StepSummary& step, int max_steps);

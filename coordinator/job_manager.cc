@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "coordinator/job_states.h"
 #include "jobspec/job_validator.h"
 #include "planner/analytic_profile.h"
 #include "planner/plan_params.h"
@@ -26,12 +27,6 @@ using chimera::v1::JobState;
 
 double UnixSeconds(absl::Time time) {
   return absl::ToDoubleSeconds(time - absl::UnixEpoch());
-}
-
-bool HasEnded(JobState state) {
-  return state == chimera::v1::JOB_STATE_SUCCEEDED ||
-         state == chimera::v1::JOB_STATE_FAILED ||
-         state == chimera::v1::JOB_STATE_STOPPED;
 }
 
 std::string StateName(JobState state) {
@@ -169,7 +164,7 @@ absl::StatusOr<Job> JobManager::Stop(const std::string& id) {
   absl::MutexLock lock(&mutex_);
   ASSIGN_OR_RETURN(Job job, store_->Get(id));
   const JobState state = job.status().state();
-  if (HasEnded(state)) {
+  if (IsTerminal(state)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", id, " has already ended (", StateName(state), ")"));
   }
@@ -188,7 +183,7 @@ absl::StatusOr<Job> JobManager::Stop(const std::string& id) {
 absl::Status JobManager::Delete(const std::string& id) {
   absl::MutexLock lock(&mutex_);
   ASSIGN_OR_RETURN(Job job, store_->Get(id));
-  if (!HasEnded(job.status().state())) {
+  if (!IsTerminal(job.status().state())) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", id, " is ", StateName(job.status().state()),
                      "; stop it first"));

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/grpc_util.h"
+#include "coordinator/job_states.h"
 
 namespace chimera::coordinator {
 namespace {
@@ -10,11 +11,6 @@ namespace {
 // nothing changes.
 constexpr absl::Duration kWatchPollInterval = absl::Milliseconds(500);
 constexpr int kDefaultTopK = 10;
-
-bool HasEnded(chimera::v1::JobState state) {
-  return state == chimera::v1::JOB_STATE_SUCCEEDED ||
-         state == chimera::v1::JOB_STATE_FAILED || state == chimera::v1::JOB_STATE_STOPPED;
-}
 
 grpc::Status RequireJobId(const std::string& id) {
   return id.empty() ? grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id is required")
@@ -121,7 +117,7 @@ grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
       if (!writer->Write(event)) return grpc::Status::OK;
       last_status = status;
     }
-    if (HasEnded(job->status().state())) return grpc::Status::OK;
+    if (IsTerminal(job->status().state())) return grpc::Status::OK;
     version = jobs_->WaitForChange(version, kWatchPollInterval);
   }
   return grpc::Status(grpc::StatusCode::UNAVAILABLE,

@@ -99,21 +99,10 @@ absl::Status JobManager::Recover() {
   for (Job& job : running) {
     // Its workers dropped their tasks when they registered again: it can
     // only start over, from its checkpoint, if it may restart.
-    if (job.status().restarts() <
-        job.manifest().spec().run_policy().backoff_limit()) {
-      RETURN_IF_ERROR(
-          RestartLocked(std::move(job),
-                        "the coordinator restarted while the job was running"));
-      continue;
-    }
-    job.mutable_status()->set_state(chimera::v1::JOB_STATE_FAILED);
-    job.mutable_status()->set_message(
-        "the coordinator restarted while the job was running; its tasks were "
-        "lost");
-    job.mutable_status()->set_end_time(UnixSeconds(now_()));
-    RETURN_IF_ERROR(SaveLocked(job));
-    CHIMERA_LOG(WARNING) << "job " << job.id()
-                         << " failed: coordinator restarted";
+    const std::string cause =
+        "the coordinator restarted while the job was running";
+    RETURN_IF_ERROR(RestartOrFailLocked(
+        std::move(job), cause, absl::StrCat(cause, "; its tasks were lost")));
   }
   return absl::OkStatus();
 }
@@ -363,15 +352,19 @@ void JobManager::OnWorkerLostLocked(const std::string& worker_id,
   const std::string message =
       absl::StrCat("worker ", worker_id, " (rank ", task.rank, ") ", reason);
   absl::StatusOr<Job> job = store_->Get(task.job_id);
-  absl::Status status = job.status();
-  if (status.ok()) {
-    const int limit = job->manifest().spec().run_policy().backoff_limit();
-    status =
-        job->status().restarts() < limit
-            ? RestartLocked(*std::move(job), message)
-            : EndLocked(task.job_id, chimera::v1::JOB_STATE_FAILED, message);
-  }
+  const absl::Status status =
+      job.ok() ? RestartOrFailLocked(*std::move(job), message, message)
+               : job.status();
   if (!status.ok()) CHIMERA_LOG(ERROR) << status;
+}
+
+absl::Status JobManager::RestartOrFailLocked(Job job, const std::string& cause,
+                                             const std::string& failure) {
+  if (job.status().restarts() <
+      job.manifest().spec().run_policy().backoff_limit()) {
+    return RestartLocked(std::move(job), cause);
+  }
+  return EndLocked(job.id(), chimera::v1::JOB_STATE_FAILED, failure);
 }
 
 absl::Status JobManager::RestartLocked(Job job, const std::string& cause) {

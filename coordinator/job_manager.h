@@ -138,6 +138,14 @@ class JobManager {
   // checkpoint; `cause` (the worker that died) goes into its message.
   absl::Status RestartLocked(chimera::v1::Job job, const std::string& cause)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The run of `job` was lost through no fault of its ranks (a worker died,
+  // the coordinator restarted): restarts it, with `cause`, while restarts
+  // are left under spec.runPolicy.backoffLimit; otherwise ends it FAILED
+  // with `failure`.
+  absl::Status RestartOrFailLocked(chimera::v1::Job job,
+                                   const std::string& cause,
+                                   const std::string& failure)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::Status SaveLocked(const chimera::v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void OnWorkerLostLocked(const std::string& worker_id, const TaskRef& task,
                           const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

@@ -387,6 +387,12 @@ absl::Status JobManager::RestartLocked(Job job, const std::string& cause) {
 
 void JobManager::Tick() {
   absl::MutexLock lock(&mutex_);
+  ReapDeadWorkersLocked();
+  FailOverdueRunsLocked();
+  StartQueuedJobsLocked();
+}
+
+void JobManager::ReapDeadWorkersLocked() {
   for (const DeadWorker& dead : workers_->ReapDead()) {
     CHIMERA_LOG(WARNING) << "worker " << dead.worker_id
                          << " missed its heartbeats";
@@ -396,6 +402,10 @@ void JobManager::Tick() {
         absl::StrCat("stopped sending heartbeats for ",
                      absl::FormatDuration(workers_->policy().DeadAfter())));
   }
+}
+
+void JobManager::FailOverdueRunsLocked() {
+  // Collected first: EndLocked erases from runs_.
   std::vector<std::pair<std::string, std::string>> failed;
   for (const auto& [id, run] : runs_) {
     if (run.failure && now_() >= run.fail_by) {
@@ -413,7 +423,9 @@ void JobManager::Tick() {
         EndLocked(id, chimera::v1::JOB_STATE_FAILED, message);
     if (!status.ok()) CHIMERA_LOG(ERROR) << status;
   }
+}
 
+void JobManager::StartQueuedJobsLocked() {
   absl::StatusOr<std::vector<Job>> pending =
       store_->List(chimera::v1::JOB_STATE_PENDING);
   if (!pending.ok()) {
@@ -421,18 +433,13 @@ void JobManager::Tick() {
     return;
   }
   for (Job& job : *pending) {
-    const auto& resources = job.manifest().spec().resources();
-    const std::string device = DeviceKindOf(job.manifest());
-    std::vector<std::string> chosen;
-    for (const std::string& id : workers_->IdleWorkers()) {
-      absl::StatusOr<chimera::v1::WorkerInfo> info = workers_->Get(id);
-      if (info.ok() && DeviceIndex(*info, device).has_value() &&
-          static_cast<int>(chosen.size()) < resources.workers()) {
-        chosen.push_back(id);
-      }
-    }
+    const std::vector<std::string> chosen =
+        IdleWorkersForLocked(job.manifest());
     // First in, first out: the head of the queue waits for its workers.
-    if (static_cast<int>(chosen.size()) < resources.workers()) break;
+    if (static_cast<int>(chosen.size()) <
+        job.manifest().spec().resources().workers()) {
+      break;
+    }
     const std::string id = job.id();
     absl::Status started = StartLocked(std::move(job), chosen);
     if (!started.ok()) {
@@ -442,6 +449,21 @@ void JobManager::Tick() {
       if (!ended.ok()) CHIMERA_LOG(ERROR) << ended;
     }
   }
+}
+
+std::vector<std::string> JobManager::IdleWorkersForLocked(
+    const chimera::v1::TrainJob& manifest) const {
+  const int wanted = manifest.spec().resources().workers();
+  const std::string device = DeviceKindOf(manifest);
+  std::vector<std::string> chosen;
+  for (const std::string& id : workers_->IdleWorkers()) {
+    absl::StatusOr<chimera::v1::WorkerInfo> info = workers_->Get(id);
+    if (info.ok() && DeviceIndex(*info, device).has_value() &&
+        static_cast<int>(chosen.size()) < wanted) {
+      chosen.push_back(id);
+    }
+  }
+  return chosen;
 }
 
 absl::StatusOr<JobManager::Run*> JobManager::RunForLocked(

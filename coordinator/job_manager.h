@@ -122,6 +122,23 @@ class JobManager {
     absl::Time fail_by;
   };
 
+  // The three parts of Tick, in order: a dead worker's job is failed or
+  // restarted before its peers' held-back failures are judged, and both
+  // free workers before queued jobs are started.
+  void ReapDeadWorkersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Fails runs whose held-back rank failure is due, or whose rank 0 missed
+  // the rendezvous timeout.
+  void FailOverdueRunsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Starts pending jobs in submission order while the head of the queue
+  // finds enough idle workers; one that cannot start fails.
+  void StartQueuedJobsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Idle workers offering the job's device, in registration order, at most
+  // as many as it needs (fewer: it must wait). Under mutex_ so that no
+  // other start takes them before they are assigned.
+  std::vector<std::string> IdleWorkersForLocked(
+      const chimera::v1::TrainJob& manifest) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
   absl::Status StartLocked(chimera::v1::Job job, const std::vector<std::string>& idle)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::StatusOr<chimera::v1::Plan> PlanForLocked(const chimera::v1::Job& job,

@@ -49,6 +49,46 @@ std::optional<int> DeviceIndex(const chimera::v1::WorkerInfo& worker,
   return std::nullopt;
 }
 
+// Each rank's program for `plan`'s schedule, with the layers of the model
+// stages it holds.
+absl::StatusOr<std::vector<chimera::v1::WorkerProgram>> ProgramsOf(
+    const chimera::v1::Plan& plan) {
+  ASSIGN_OR_RETURN(schedule::ScheduleParams params,
+                   schedule::ScheduleParamsOf(plan));
+  ASSIGN_OR_RETURN(schedule::Schedule program,
+                   schedule::GenerateSchedule(params));
+  std::vector<chimera::v1::WorkerProgram> programs = schedule::ToProto(program);
+  for (chimera::v1::WorkerProgram& worker : programs) {
+    for (chimera::v1::StageReplica& replica : *worker.mutable_stages()) {
+      const auto& range = plan.partition(
+          program.topology.ModelStage({replica.chunk(), replica.stage()}));
+      replica.set_first_layer(range.first_layer());
+      replica.set_num_layers(range.num_layers());
+    }
+  }
+  return programs;
+}
+
+// Sets `plan`'s placement: rank i on workers[i], its node numbered in order
+// of first appearance, its device that worker's first of `device_kind`.
+absl::Status PlaceOnWorkers(const WorkerRegistry& registry,
+                            const std::vector<std::string>& workers,
+                            const std::string& device_kind,
+                            chimera::v1::Plan* plan) {
+  plan->clear_placement();
+  std::map<std::string, int> node_index;
+  for (size_t rank = 0; rank < workers.size(); ++rank) {
+    ASSIGN_OR_RETURN(chimera::v1::WorkerInfo info, registry.Get(workers[rank]));
+    const int node =
+        node_index.emplace(info.node(), node_index.size()).first->second;
+    chimera::v1::Placement* placed = plan->add_placement();
+    placed->set_rank(static_cast<int>(rank));
+    placed->set_node(node);
+    placed->set_device(DeviceIndex(info, device_kind).value_or(0));
+  }
+  return absl::OkStatus();
+}
+
 // One step's reports of every rank, folded into what users follow.
 chimera::v1::StepSummary Summarize(
     int step, const chimera::v1::TrainJob& manifest,
@@ -246,33 +286,27 @@ absl::StatusOr<chimera::v1::Plan> JobManager::PlanForLocked(
 absl::Status JobManager::StartLocked(Job job,
                                      const std::vector<std::string>& chosen) {
   ASSIGN_OR_RETURN(chimera::v1::Plan plan, PlanForLocked(job, chosen));
-  ASSIGN_OR_RETURN(schedule::ScheduleParams params,
-                   schedule::ScheduleParamsOf(plan));
-  ASSIGN_OR_RETURN(schedule::Schedule program,
-                   schedule::GenerateSchedule(params));
-  std::vector<chimera::v1::WorkerProgram> programs = schedule::ToProto(program);
-  for (chimera::v1::WorkerProgram& worker : programs) {
-    for (chimera::v1::StageReplica& replica : *worker.mutable_stages()) {
-      const auto& range = plan.partition(
-          program.topology.ModelStage({replica.chunk(), replica.stage()}));
-      replica.set_first_layer(range.first_layer());
-      replica.set_num_layers(range.num_layers());
-    }
-  }
-  // Placement: ranks onto the chosen workers' nodes, in order.
-  plan.clear_placement();
-  std::map<std::string, int> node_index;
-  for (size_t rank = 0; rank < chosen.size(); ++rank) {
-    ASSIGN_OR_RETURN(chimera::v1::WorkerInfo info, workers_->Get(chosen[rank]));
-    const int node =
-        node_index.emplace(info.node(), node_index.size()).first->second;
-    auto* placed = plan.add_placement();
-    placed->set_rank(static_cast<int>(rank));
-    placed->set_node(node);
-    placed->set_device(
-        DeviceIndex(info, DeviceKindOf(job.manifest())).value_or(0));
-  }
+  ASSIGN_OR_RETURN(std::vector<chimera::v1::WorkerProgram> programs,
+                   ProgramsOf(plan));
+  RETURN_IF_ERROR(
+      PlaceOnWorkers(*workers_, chosen, DeviceKindOf(job.manifest()), &plan));
+  ASSIGN_OR_RETURN(Run run,
+                   AssignTasksLocked(job, plan, std::move(programs), chosen));
+  runs_[job.id()] = std::move(run);
+  *job.mutable_plan() = plan;
+  job.mutable_status()->set_state(chimera::v1::JOB_STATE_RUNNING);
+  job.mutable_status()->set_start_time(UnixSeconds(now_()));
+  job.mutable_status()->clear_message();
+  CHIMERA_LOG(INFO) << "job " << job.id() << " started on " << chosen.size()
+                    << " workers (" << plan.scheme() << " W=" << plan.width()
+                    << " D=" << plan.depth() << ")";
+  return SaveLocked(job);
+}
 
+absl::StatusOr<JobManager::Run> JobManager::AssignTasksLocked(
+    const Job& job, const chimera::v1::Plan& plan,
+    std::vector<chimera::v1::WorkerProgram> programs,
+    const std::vector<std::string>& chosen) {
   Run run;
   run.attempt = job.status().restarts() + 1;
   run.worker_of_rank = chosen;
@@ -298,15 +332,7 @@ absl::Status JobManager::StartLocked(Job job,
       run.held_starts.push_back(std::move(assignment));
     }
   }
-  runs_[job.id()] = std::move(run);
-  *job.mutable_plan() = plan;
-  job.mutable_status()->set_state(chimera::v1::JOB_STATE_RUNNING);
-  job.mutable_status()->set_start_time(UnixSeconds(now_()));
-  job.mutable_status()->clear_message();
-  CHIMERA_LOG(INFO) << "job " << job.id() << " started on " << chosen.size()
-                    << " workers (" << plan.scheme() << " W=" << plan.width()
-                    << " D=" << plan.depth() << ")";
-  return SaveLocked(job);
+  return run;
 }
 
 void JobManager::StopRunLocked(const std::string& id) {

@@ -139,7 +139,17 @@ class JobManager {
       const chimera::v1::TrainJob& manifest) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
+  // Plans `job` (unless its plan is fixed), places its ranks on `idle` (rank
+  // i on idle[i]), assigns them their tasks and stores it RUNNING.
   absl::Status StartLocked(chimera::v1::Job job, const std::vector<std::string>& idle)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The run of `job`'s next attempt on `workers`: every rank's task is
+  // recorded with its worker and rank 0's start queued; the other starts are
+  // held in the run until rank 0 reports its store.
+  absl::StatusOr<Run> AssignTasksLocked(
+      const chimera::v1::Job& job, const chimera::v1::Plan& plan,
+      std::vector<chimera::v1::WorkerProgram> programs,
+      const std::vector<std::string>& workers)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::StatusOr<chimera::v1::Plan> PlanForLocked(const chimera::v1::Job& job,
                                                   const std::vector<std::string>& workers)

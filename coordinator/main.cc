@@ -27,87 +27,115 @@ std::string FromEnvironment(const char* name) {
   return value == nullptr ? "" : value;
 }
 
-}  // namespace
+// Flags given in seconds or bytes/s that CoordinatorOptions holds otherwise.
+struct UnitFlags {
+  double heartbeat_period = 1.0;
+  double heartbeat_timeout = 5.0;
+  double rendezvous_timeout = 60.0;
+  double link_bandwidth = 2e9;
+  double link_latency = 2e-5;
+};
 
-int main(int argc, char** argv) {
-  chimera::coordinator::CoordinatorOptions options;
-  options.client_token = FromEnvironment("CHIMERA_CLIENT_TOKEN");
-  options.worker_token = FromEnvironment("CHIMERA_WORKER_TOKEN");
-  double period = 1.0, timeout = 5.0, rendezvous = 60.0, bandwidth = 2e9, latency = 2e-5;
-
-  CLI::App app{
-      "chimera-coordinator: accepts training jobs, plans them, drives the worker daemons "
-      "and keeps every job in SQLite."};
-  app.add_option("--listen", options.listen,
-                 "HOST:PORT to serve on; port 0 picks a free port. Non-loopback hosts need "
-                 "--client-token and --worker-token")
-      ->capture_default_str();
-  app.add_option("--db", options.database,
-                 "SQLite job store (created if missing; ':memory:' keeps nothing)")
-      ->capture_default_str();
-  app.add_option("--heartbeat-period", period, "Seconds between worker heartbeats")
+// How workers are watched and how jobs are scheduled and planned.
+void AddSchedulingFlags(CLI::App* app,
+                        chimera::coordinator::CoordinatorOptions* options,
+                        UnitFlags* units) {
+  app->add_option("--heartbeat-period", units->heartbeat_period,
+                  "Seconds between worker heartbeats")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--heartbeat-timeout", timeout, "Deadline of one heartbeat, seconds")
+  app->add_option("--heartbeat-timeout", units->heartbeat_timeout,
+                  "Deadline of one heartbeat, seconds")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--heartbeat-failure-threshold", options.heartbeat.failure_threshold,
-                 "Missed periods after which a worker is dead")
+  app->add_option("--heartbeat-failure-threshold",
+                  options->heartbeat.failure_threshold,
+                  "Missed periods after which a worker is dead")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  app.add_option("--max-workers", options.jobs.max_workers,
-                 "Most workers this coordinator will ever have; jobs needing more are "
-                 "rejected at submit (0: no limit)")
+  app->add_option("--max-workers", options->jobs.max_workers,
+                  "Most workers this coordinator will ever have; jobs needing "
+                  "more are rejected at submit (0: no limit)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--rendezvous-timeout", rendezvous,
-                 "Seconds rank 0 of a job has to host its rendezvous store")
+  app->add_option("--rendezvous-timeout", units->rendezvous_timeout,
+                  "Seconds rank 0 of a job has to host its rendezvous store")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--link-bandwidth", bandwidth,
-                 "Bytes/s between workers, assumed when planning jobs that leave "
-                 "parallelism open")
+  app->add_option("--link-bandwidth", units->link_bandwidth,
+                  "Bytes/s between workers, assumed when planning jobs that "
+                  "leave parallelism open")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--link-latency", latency,
-                 "Seconds of latency between workers, assumed when planning")
+  app->add_option("--link-latency", units->link_latency,
+                  "Seconds of latency between workers, assumed when planning")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--metrics-listen", options.metrics_listen,
-                 "HOST:PORT for the Prometheus /metrics endpoint (port 0: any free one); "
-                 "off when empty");
-  app.add_option("--client-token", options.client_token,
-                 "Token clients must send (default: $CHIMERA_CLIENT_TOKEN)");
-  app.add_option("--worker-token", options.worker_token,
-                 "Token workers must send to join (default: $CHIMERA_WORKER_TOKEN)");
-  app.add_option("--tls-cert", options.tls.certificate, "PEM certificate chain for TLS");
-  app.add_option("--tls-key", options.tls.private_key, "PEM private key for TLS");
-  app.add_option("--tls-client-ca", options.tls.client_ca,
-                 "PEM CA that client and worker certificates must chain to (mTLS)");
-  app.set_version_flag("--version", std::string("chimera-coordinator ") + chimera::kVersion);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
-  }
-  options.heartbeat.period = absl::Seconds(period);
-  options.heartbeat.timeout = absl::Seconds(timeout);
-  options.jobs.rendezvous_timeout = absl::Seconds(rendezvous);
-  for (auto* link : {options.jobs.links.mutable_intra_node(),
-                     options.jobs.links.mutable_inter_node()}) {
-    link->set_latency_seconds(latency);
-    link->set_bandwidth_bytes_per_second(bandwidth);
-  }
+}
 
-  // Block the signals before gRPC starts its threads so only sigwait sees
-  // them.
+// Who may call, over what, and where /metrics is served.
+void AddAccessFlags(CLI::App* app,
+                    chimera::coordinator::CoordinatorOptions* options) {
+  app->add_option("--metrics-listen", options->metrics_listen,
+                  "HOST:PORT for the Prometheus /metrics endpoint (port 0: "
+                  "any free one); off when empty");
+  app->add_option("--client-token", options->client_token,
+                  "Token clients must send (default: $CHIMERA_CLIENT_TOKEN)");
+  app->add_option("--worker-token", options->worker_token,
+                  "Token workers must send to join (default: "
+                  "$CHIMERA_WORKER_TOKEN)");
+  app->add_option("--tls-cert", options->tls.certificate,
+                  "PEM certificate chain for TLS");
+  app->add_option("--tls-key", options->tls.private_key,
+                  "PEM private key for TLS");
+  app->add_option("--tls-client-ca", options->tls.client_ca,
+                  "PEM CA that client and worker certificates must chain to "
+                  "(mTLS)");
+}
+
+// Every flag, in the order --help lists them.
+void AddFlags(CLI::App* app, chimera::coordinator::CoordinatorOptions* options,
+              UnitFlags* units) {
+  app->add_option("--listen", options->listen,
+                  "HOST:PORT to serve on; port 0 picks a free port. "
+                  "Non-loopback hosts need --client-token and --worker-token")
+      ->capture_default_str();
+  app->add_option("--db", options->database,
+                  "SQLite job store (created if missing; ':memory:' keeps "
+                  "nothing)")
+      ->capture_default_str();
+  AddSchedulingFlags(app, options, units);
+  AddAccessFlags(app, options);
+  app->set_version_flag(
+      "--version", std::string("chimera-coordinator ") + chimera::kVersion);
+}
+
+void ApplyUnitFlags(const UnitFlags& units,
+                    chimera::coordinator::CoordinatorOptions* options) {
+  options->heartbeat.period = absl::Seconds(units.heartbeat_period);
+  options->heartbeat.timeout = absl::Seconds(units.heartbeat_timeout);
+  options->jobs.rendezvous_timeout = absl::Seconds(units.rendezvous_timeout);
+  for (auto* link : {options->jobs.links.mutable_intra_node(),
+                     options->jobs.links.mutable_inter_node()}) {
+    link->set_latency_seconds(units.link_latency);
+    link->set_bandwidth_bytes_per_second(units.link_bandwidth);
+  }
+}
+
+// Blocks SIGINT and SIGTERM in the calling thread and every thread it starts
+// afterwards; returns them for WaitForTerminationSignal.
+sigset_t BlockTerminationSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
 
+// Serves until SIGINT or SIGTERM; returns the exit code (2: bad options).
+int Serve(const chimera::coordinator::CoordinatorOptions& options,
+          const sigset_t& signals) {
   auto server = chimera::coordinator::CoordinatorServer::Start(options);
   if (!server.ok()) {
     std::cerr << "chimera-coordinator: " << server.status().message() << "\n";
@@ -121,4 +149,28 @@ int main(int argc, char** argv) {
   CHIMERA_LOG(INFO) << "signal " << signal << ": shutting down";
   (*server)->Shutdown();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  chimera::coordinator::CoordinatorOptions options;
+  options.client_token = FromEnvironment("CHIMERA_CLIENT_TOKEN");
+  options.worker_token = FromEnvironment("CHIMERA_WORKER_TOKEN");
+  UnitFlags units;
+  CLI::App app{
+      "chimera-coordinator: accepts training jobs, plans them, drives the "
+      "worker daemons "
+      "and keeps every job in SQLite."};
+  AddFlags(&app, &options, &units);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  ApplyUnitFlags(units, &options);
+  // Before gRPC starts its threads, so that only sigwait sees the signals.
+  const sigset_t signals = BlockTerminationSignals();
+  return Serve(options, signals);
 }

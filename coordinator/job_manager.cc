@@ -116,6 +116,26 @@ chimera::v1::StepSummary Summarize(
   return summary;
 }
 
+// Sets `job`'s per-worker view from every rank's report of one step.
+void SetWorkerSummaries(
+    const std::map<int, chimera::v1::WorkerStepMetrics>& ranks,
+    const std::vector<std::string>& worker_of_rank, Job* job) {
+  job->clear_workers();
+  for (const auto& [rank, metrics] : ranks) {
+    chimera::v1::WorkerSummary* worker = job->add_workers();
+    worker->set_rank(rank);
+    worker->set_worker_id(worker_of_rank[rank]);
+    worker->set_bubble_ratio(
+        schedule::BubbleRatio(metrics.bubble_seconds(), metrics.step_seconds()));
+    worker->set_peak_memory_bytes(metrics.peak_memory_bytes());
+    worker->set_weights_bytes(metrics.weights_bytes());
+    worker->set_gradients_bytes(metrics.gradients_bytes());
+    worker->set_optimizer_bytes(metrics.optimizer_bytes());
+    worker->set_activations_bytes(metrics.activations_bytes());
+    worker->set_busy_seconds(metrics.busy_seconds());
+  }
+}
+
 }  // namespace
 
 JobManager::JobManager(JobStore* store, WorkerRegistry* workers,
@@ -493,15 +513,16 @@ std::vector<std::string> JobManager::IdleWorkersForLocked(
 }
 
 absl::StatusOr<JobManager::Run*> JobManager::RunForLocked(
-    const std::string& job_id, int attempt, int rank,
+    const std::string& job_id, std::optional<int> attempt, int rank,
     const std::string& worker_id) {
   auto it = runs_.find(job_id);
-  if (it == runs_.end() || it->second.attempt != attempt || rank < 0 ||
-      rank >= static_cast<int>(it->second.worker_of_rank.size()) ||
+  if (it == runs_.end() || (attempt && it->second.attempt != *attempt) ||
+      rank < 0 || rank >= static_cast<int>(it->second.worker_of_rank.size()) ||
       it->second.worker_of_rank[rank] != worker_id) {
-    return absl::NotFoundError(absl::StrCat("no running task of job ", job_id,
-                                            " attempt ", attempt, " rank ",
-                                            rank, " on worker ", worker_id));
+    return absl::NotFoundError(
+        absl::StrCat("no running task of job ", job_id,
+                     attempt ? absl::StrCat(" attempt ", *attempt) : "",
+                     " rank ", rank, " on worker ", worker_id));
   }
   return &it->second;
 }
@@ -563,21 +584,23 @@ absl::Status JobManager::OnMetrics(
   RETURN_IF_ERROR(
       workers_->CheckIncarnation(report.worker_id(), report.incarnation()));
   absl::MutexLock lock(&mutex_);
-  auto it = runs_.find(report.job_id());
-  if (it == runs_.end() || report.rank() < 0 ||
-      report.rank() >= static_cast<int>(it->second.worker_of_rank.size()) ||
-      it->second.worker_of_rank[report.rank()] != report.worker_id()) {
-    return absl::NotFoundError(
-        absl::StrCat("no running task of job ", report.job_id(), " rank ",
-                     report.rank(), " on worker ", report.worker_id()));
-  }
-  Run& run = it->second;
+  // 0: a worker that predates the field; rank and worker must still match.
+  const std::optional<int> attempt = report.attempt() == 0
+                                         ? std::nullopt
+                                         : std::optional<int>(report.attempt());
+  ASSIGN_OR_RETURN(Run * run, RunForLocked(report.job_id(), attempt,
+                                           report.rank(), report.worker_id()));
   const int step = report.metrics().step();
-  auto& ranks = run.steps[step];
+  auto& ranks = run->steps[step];
   ranks[report.rank()] = report.metrics();
-  if (ranks.size() < run.worker_of_rank.size()) return absl::OkStatus();
+  if (ranks.size() < run->worker_of_rank.size()) return absl::OkStatus();
+  return CompleteStepLocked(report.job_id(), step, run);
+}
 
-  ASSIGN_OR_RETURN(Job job, store_->Get(report.job_id()));
+absl::Status JobManager::CompleteStepLocked(const std::string& job_id, int step,
+                                            Run* run) {
+  const std::map<int, chimera::v1::WorkerStepMetrics>& ranks = run->steps[step];
+  ASSIGN_OR_RETURN(Job job, store_->Get(job_id));
   const chimera::v1::StepSummary summary =
       Summarize(step, job.manifest(), ranks);
   RETURN_IF_ERROR(store_->AppendStep(job.id(), summary));
@@ -589,21 +612,8 @@ absl::Status JobManager::OnMetrics(
       })) {
     job.mutable_status()->set_checkpoint_step(step + 1);
   }
-  job.clear_workers();
-  for (const auto& [rank, metrics] : ranks) {
-    auto* worker = job.add_workers();
-    worker->set_rank(rank);
-    worker->set_worker_id(run.worker_of_rank[rank]);
-    worker->set_bubble_ratio(
-        schedule::BubbleRatio(metrics.bubble_seconds(), metrics.step_seconds()));
-    worker->set_peak_memory_bytes(metrics.peak_memory_bytes());
-    worker->set_weights_bytes(metrics.weights_bytes());
-    worker->set_gradients_bytes(metrics.gradients_bytes());
-    worker->set_optimizer_bytes(metrics.optimizer_bytes());
-    worker->set_activations_bytes(metrics.activations_bytes());
-    worker->set_busy_seconds(metrics.busy_seconds());
-  }
-  run.steps.erase(run.steps.begin(), run.steps.upper_bound(step));
+  SetWorkerSummaries(ranks, run->worker_of_rank, &job);
+  run->steps.erase(run->steps.begin(), run->steps.upper_bound(step));
   return SaveLocked(job);
 }
 

@@ -176,9 +176,16 @@ class JobManager {
   absl::Status SaveLocked(const chimera::v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void OnWorkerLostLocked(const std::string& worker_id, const TaskRef& task,
                           const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // The run a worker's report is about; NOT_FOUND when it is stale.
-  absl::StatusOr<Run*> RunForLocked(const std::string& job_id, int attempt, int rank,
+  // The run a worker's report is about; NOT_FOUND when it is stale (another
+  // attempt, or the rank is not that worker's). No `attempt`: any attempt.
+  absl::StatusOr<Run*> RunForLocked(const std::string& job_id,
+                                    std::optional<int> attempt, int rank,
                                     const std::string& worker_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Every rank of `run` reported `step`: stores the step's summary and the
+  // job's progress, checkpoint and per-worker view, and forgets the reports
+  // of this step and earlier ones.
+  absl::Status CompleteStepLocked(const std::string& job_id, int step, Run* run)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   chimera::v1::Cluster ClusterOfLocked(const std::vector<std::string>& workers) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

@@ -135,6 +135,7 @@ class WorkerDaemon::Task {
     report.set_worker_id(daemon_->options_.worker_id);
     report.set_incarnation(daemon_->incarnation_);
     report.set_job_id(start_.job_id());
+    report.set_attempt(start_.attempt());
     report.set_rank(start_.program().rank());
     *report.mutable_metrics() = metrics;
     chimera::v1::ReportMetricsResponse ignored;

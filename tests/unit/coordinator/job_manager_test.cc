@@ -135,6 +135,30 @@ class JobManagerTest : public ::testing::Test {
     }
   }
 
+  // One rank's report of `step` from `worker`, for `attempt` of the job.
+  absl::Status ReportMetrics(const std::string& worker, const Job& job,
+                             int attempt, int rank, int step) {
+    chimera::v1::ReportMetricsRequest report;
+    report.set_worker_id(worker);
+    report.set_incarnation(registry_.Get(worker)->incarnation());
+    report.set_job_id(job.id());
+    report.set_attempt(attempt);
+    report.set_rank(rank);
+    report.mutable_metrics()->set_step(step);
+    return manager_->OnMetrics(report);
+  }
+
+  // Starts a restartable job on w0..w3, kills w3 and lets the second attempt
+  // start on w0, w1, w2 and the spare w4, in rank order.
+  Job StartSecondAttempt() {
+    Job job = StartRunningJob(RestartableManifest(1));
+    AddWorkers(1);
+    PassHeartbeatTimeout("w3");
+    EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
+    EXPECT_EQ(registry_.Get("w4")->rank(), 3);
+    return job;
+  }
+
   // Moves the clock past the heartbeat timeout, every live worker but
   // `dead` heartbeating (so `dead`, if any, dies), then ticks.
   void PassHeartbeatTimeout(const std::string& dead = "") {
@@ -493,6 +517,32 @@ TEST_F(JobManagerTest, StaleReportsAreRejected) {
   report.set_attempt(7);
   EXPECT_EQ(manager_->OnTaskState(report).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
+}
+
+TEST_F(JobManagerTest, MetricsOfAReplacedAttemptAreIgnored) {
+  Job job = StartSecondAttempt();
+  // w0 holds rank 0 again; its first attempt's task reports late.
+  EXPECT_EQ(ReportMetrics("w0", job, /*attempt=*/1, 0, 0).code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_TRUE(ReportMetrics("w1", job, 2, 1, 0).ok());
+  ASSERT_TRUE(ReportMetrics("w2", job, 2, 2, 0).ok());
+  ASSERT_TRUE(ReportMetrics("w4", job, 2, 3, 0).ok());
+  EXPECT_TRUE(manager_->Steps(job.id())->empty())
+      << "the stale report must not stand in for rank 0";
+  ASSERT_TRUE(ReportMetrics("w0", job, 2, 0, 0).ok());
+  EXPECT_EQ(manager_->Steps(job.id())->size(), 1u);
+}
+
+TEST_F(JobManagerTest, MetricsWithoutAnAttemptCountForTheCurrentOne) {
+  Job job = StartSecondAttempt();
+  ASSERT_TRUE(ReportMetrics("w0", job, /*attempt=*/0, 0, 0).ok());
+  ASSERT_TRUE(ReportMetrics("w1", job, 0, 1, 0).ok());
+  ASSERT_TRUE(ReportMetrics("w2", job, 0, 2, 0).ok());
+  ASSERT_TRUE(ReportMetrics("w4", job, 0, 3, 0).ok());
+  EXPECT_EQ(manager_->Steps(job.id())->size(), 1u);
+  EXPECT_EQ(ReportMetrics("w1", job, 0, /*rank=*/0, 1).code(),
+            absl::StatusCode::kNotFound)
+      << "rank and worker are still checked";
 }
 
 TEST_F(JobManagerTest, OpenParallelismIsPlannedForTheWorkersItGets) {

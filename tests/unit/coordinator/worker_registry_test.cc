@@ -1,0 +1,251 @@
+// The worker registry on a fake clock: registration and incarnations,
+// heartbeats and death, task bookkeeping and the assignment queues.
+#include "coordinator/worker_registry.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace chimera::coordinator {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kNoWait = absl::ZeroDuration();
+
+class WorkerRegistryTest : public ::testing::Test {
+ protected:
+  WorkerRegistryTest()
+      : registry_({.period = absl::Seconds(1), .failure_threshold = 3},
+                  [this] { return now_; }) {}
+
+  static chimera::v1::RegisterWorkerRequest Registration(const std::string& id,
+                                                         uint64_t incarnation) {
+    chimera::v1::RegisterWorkerRequest request;
+    request.set_worker_id(id);
+    request.set_incarnation(incarnation);
+    request.set_node("node-" + id);
+    request.set_memory_bytes(int64_t{8} << 30);
+    request.set_metrics_address("127.0.0.1:9000");
+    request.add_devices()->set_kind("cpu");
+    return request;
+  }
+
+  static chimera::v1::Assignment Stop(const std::string& job_id) {
+    chimera::v1::Assignment assignment;
+    assignment.mutable_stop()->set_job_id(job_id);
+    return assignment;
+  }
+
+  chimera::v1::WorkerState StateOf(const std::string& id) {
+    return registry_.Get(id)->state();
+  }
+
+  // The ids of every DeadWorker the next ReapDead returns.
+  std::vector<std::string> Reap() {
+    std::vector<std::string> ids;
+    for (const DeadWorker& dead : registry_.ReapDead()) {
+      ids.push_back(dead.worker_id);
+    }
+    return ids;
+  }
+
+  absl::Time now_ = absl::FromUnixSeconds(1000);
+  WorkerRegistry registry_;
+};
+
+TEST(HeartbeatPolicyTest, WorkerIsDeadAfterThresholdTimesPeriod) {
+  const HeartbeatPolicy policy{.period = absl::Milliseconds(500),
+                               .failure_threshold = 6};
+  EXPECT_EQ(policy.DeadAfter(), absl::Seconds(3));
+}
+
+TEST_F(WorkerRegistryTest, RegisteredWorkerIsIdleWithWhatItReported) {
+  EXPECT_FALSE(registry_.Register(Registration("w1", 11)).has_value());
+  absl::StatusOr<chimera::v1::WorkerInfo> info = registry_.Get("w1");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->worker_id(), "w1");
+  EXPECT_EQ(info->incarnation(), 11u);
+  EXPECT_EQ(info->node(), "node-w1");
+  EXPECT_EQ(info->memory_bytes(), int64_t{8} << 30);
+  EXPECT_EQ(info->metrics_address(), "127.0.0.1:9000");
+  ASSERT_EQ(info->devices_size(), 1);
+  EXPECT_EQ(info->devices(0).kind(), "cpu");
+  EXPECT_EQ(info->state(), chimera::v1::WORKER_STATE_IDLE);
+  EXPECT_EQ(info->job_id(), "");
+  EXPECT_DOUBLE_EQ(info->last_heartbeat_time(), 1000.0);
+}
+
+TEST_F(WorkerRegistryTest, UnknownWorkerIsNotFound) {
+  EXPECT_EQ(registry_.Get("nobody").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(registry_.Heartbeat("nobody", 1).code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(registry_.CheckIncarnation("nobody", 1).code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(WorkerRegistryTest, StaleIncarnationIsRejected) {
+  registry_.Register(Registration("w1", 11));
+  registry_.Register(Registration("w1", 22));
+  EXPECT_TRUE(registry_.CheckIncarnation("w1", 22).ok());
+  const absl::Status stale = registry_.CheckIncarnation("w1", 11);
+  EXPECT_EQ(stale.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(stale.message(), HasSubstr("was replaced"));
+  EXPECT_EQ(registry_.Heartbeat("w1", 11).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(registry_.NextAssignment("w1", 11, kNoWait).status().code(),
+            absl::StatusCode::kAborted);
+  EXPECT_EQ(registry_.Get("w1")->incarnation(), 22u);
+}
+
+TEST_F(WorkerRegistryTest, NewIncarnationReturnsTheLostTaskAndStartsIdle) {
+  registry_.Register(Registration("w1", 11));
+  ASSERT_TRUE(registry_.Assign("w1", {"job", 2, 3}, Stop("job")).ok());
+  std::optional<TaskRef> lost = registry_.Register(Registration("w1", 22));
+  ASSERT_TRUE(lost.has_value());
+  EXPECT_EQ(lost->job_id, "job");
+  EXPECT_EQ(lost->attempt, 2);
+  EXPECT_EQ(lost->rank, 3);
+  EXPECT_EQ(StateOf("w1"), chimera::v1::WORKER_STATE_IDLE);
+  absl::StatusOr<std::optional<chimera::v1::Assignment>> next =
+      registry_.NextAssignment("w1", 22, kNoWait);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_FALSE(next->has_value()) << "the old incarnation's queue is dropped";
+}
+
+TEST_F(WorkerRegistryTest, RegisteringAgainWithoutATaskLosesNothing) {
+  registry_.Register(Registration("w1", 11));
+  EXPECT_FALSE(registry_.Register(Registration("w1", 22)).has_value());
+}
+
+TEST_F(WorkerRegistryTest, SilentWorkerDiesOnlyAfterThePolicysThreshold) {
+  registry_.Register(Registration("w1", 11));
+  now_ += absl::Seconds(3);  // DeadAfter() exactly: still alive.
+  EXPECT_TRUE(Reap().empty());
+  EXPECT_EQ(StateOf("w1"), chimera::v1::WORKER_STATE_IDLE);
+  now_ += absl::Milliseconds(1);
+  EXPECT_THAT(Reap(), ElementsAre("w1"));
+  EXPECT_EQ(StateOf("w1"), chimera::v1::WORKER_STATE_DEAD);
+}
+
+TEST_F(WorkerRegistryTest, HeartbeatsKeepAWorkerAlive) {
+  registry_.Register(Registration("w1", 11));
+  for (int i = 0; i < 10; ++i) {
+    now_ += absl::Seconds(1);
+    ASSERT_TRUE(registry_.Heartbeat("w1", 11).ok());
+    EXPECT_TRUE(Reap().empty()) << "after " << i + 1 << " s";
+  }
+  EXPECT_DOUBLE_EQ(registry_.Get("w1")->last_heartbeat_time(), 1010.0);
+}
+
+TEST_F(WorkerRegistryTest, DeadWorkerIsReapedOnceWithItsTask) {
+  registry_.Register(Registration("w1", 11));
+  registry_.Register(Registration("w2", 12));
+  ASSERT_TRUE(registry_.Assign("w1", {"job", 1, 0}, std::nullopt).ok());
+  now_ += absl::Seconds(4);
+  ASSERT_TRUE(registry_.Heartbeat("w2", 12).ok());
+  std::vector<DeadWorker> dead = registry_.ReapDead();
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].worker_id, "w1");
+  ASSERT_TRUE(dead[0].task.has_value());
+  EXPECT_EQ(dead[0].task->job_id, "job");
+  EXPECT_EQ(registry_.Get("w1")->job_id(), "") << "its task is cleared";
+  EXPECT_TRUE(Reap().empty()) << "reported as newly dead only once";
+}
+
+TEST_F(WorkerRegistryTest, DeadWorkerMustRegisterAgain) {
+  registry_.Register(Registration("w1", 11));
+  now_ += absl::Seconds(4);
+  Reap();
+  const absl::Status status = registry_.Heartbeat("w1", 11);
+  EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(status.message(), HasSubstr("declared dead"));
+  EXPECT_EQ(registry_.NextAssignment("w1", 11, kNoWait).status().code(),
+            absl::StatusCode::kAborted);
+  EXPECT_EQ(registry_.Assign("w1", {"job", 1, 0}, std::nullopt).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(registry_.IdleWorkers().empty());
+
+  registry_.Register(Registration("w1", 22));
+  EXPECT_EQ(StateOf("w1"), chimera::v1::WORKER_STATE_IDLE);
+  EXPECT_TRUE(registry_.Heartbeat("w1", 22).ok());
+}
+
+TEST_F(WorkerRegistryTest, IdleWorkersAreAliveTaskFreeInRegistrationOrder) {
+  for (const char* id : {"c", "a", "d", "b"}) {
+    registry_.Register(Registration(id, 1));
+  }
+  ASSERT_TRUE(registry_.Assign("d", {"job", 1, 0}, std::nullopt).ok());
+  registry_.Register(Registration("c", 2));  // Keeps its place.
+  EXPECT_THAT(registry_.IdleWorkers(), ElementsAre("c", "a", "b"));
+  registry_.Release("d");
+  EXPECT_THAT(registry_.IdleWorkers(), ElementsAre("c", "a", "d", "b"));
+}
+
+TEST_F(WorkerRegistryTest, ListHasEveryWorkerInRegistrationOrderWithState) {
+  for (const char* id : {"b", "a", "c"}) {
+    registry_.Register(Registration(id, 1));
+  }
+  ASSERT_TRUE(registry_.Assign("a", {"job", 1, 2}, std::nullopt).ok());
+  now_ += absl::Seconds(4);
+  ASSERT_TRUE(registry_.Heartbeat("a", 1).ok());
+  ASSERT_TRUE(registry_.Heartbeat("b", 1).ok());
+  Reap();
+  std::vector<chimera::v1::WorkerInfo> workers = registry_.List();
+  ASSERT_EQ(workers.size(), 3u);
+  EXPECT_EQ(workers[0].worker_id(), "b");
+  EXPECT_EQ(workers[0].state(), chimera::v1::WORKER_STATE_IDLE);
+  EXPECT_EQ(workers[1].worker_id(), "a");
+  EXPECT_EQ(workers[1].state(), chimera::v1::WORKER_STATE_BUSY);
+  EXPECT_EQ(workers[1].job_id(), "job");
+  EXPECT_EQ(workers[1].rank(), 2);
+  EXPECT_EQ(workers[2].worker_id(), "c");
+  EXPECT_EQ(workers[2].state(), chimera::v1::WORKER_STATE_DEAD);
+}
+
+TEST_F(WorkerRegistryTest, BusyWorkerCannotBeAssignedAgainUntilReleased) {
+  registry_.Register(Registration("w1", 11));
+  ASSERT_TRUE(registry_.Assign("w1", {"first", 1, 0}, std::nullopt).ok());
+  const absl::Status busy =
+      registry_.Assign("w1", {"second", 1, 0}, std::nullopt);
+  EXPECT_EQ(busy.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(busy.message(), HasSubstr("already runs job first"));
+  registry_.Release("w1");
+  EXPECT_TRUE(registry_.Assign("w1", {"second", 1, 0}, std::nullopt).ok());
+  EXPECT_EQ(registry_.Assign("nobody", {"job", 1, 0}, std::nullopt).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(WorkerRegistryTest, AssignmentsArriveInTheOrderTheyWereQueued) {
+  registry_.Register(Registration("w1", 11));
+  ASSERT_TRUE(registry_.Assign("w1", {"job", 1, 0}, Stop("first")).ok());
+  registry_.Send("w1", Stop("second"));
+  EXPECT_EQ(registry_.Get("w1")->job_id(), "job") << "Send keeps the task";
+  for (const char* expected : {"first", "second"}) {
+    absl::StatusOr<std::optional<chimera::v1::Assignment>> next =
+        registry_.NextAssignment("w1", 11, kNoWait);
+    ASSERT_TRUE(next.ok()) << next.status();
+    ASSERT_TRUE(next->has_value());
+    EXPECT_EQ((*next)->stop().job_id(), expected);
+  }
+  absl::StatusOr<std::optional<chimera::v1::Assignment>> none =
+      registry_.NextAssignment("w1", 11, kNoWait);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+}
+
+TEST_F(WorkerRegistryTest, AssigningWithoutAStartQueuesNothing) {
+  registry_.Register(Registration("w1", 11));
+  ASSERT_TRUE(registry_.Assign("w1", {"job", 1, 1}, std::nullopt).ok());
+  EXPECT_EQ(StateOf("w1"), chimera::v1::WORKER_STATE_BUSY);
+  absl::StatusOr<std::optional<chimera::v1::Assignment>> next =
+      registry_.NextAssignment("w1", 11, kNoWait);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_FALSE(next->has_value());
+}
+
+}  // namespace
+}  // namespace chimera::coordinator

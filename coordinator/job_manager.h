@@ -86,8 +86,9 @@ class JobManager {
   absl::StatusOr<std::vector<chimera::v1::Plan>> Plans(
       const chimera::v1::TrainJob& manifest, int top_k);
 
-  // Liveness and scheduling: fails the jobs of dead workers, times out
-  // rendezvous, and starts queued jobs whose workers are free.
+  // Liveness and scheduling: restarts or fails the jobs of dead workers,
+  // fails runs whose held-back rank failure or rendezvous is overdue, and
+  // starts queued jobs whose workers are free.
   void Tick();
 
   // A worker went away with a task (missed heartbeats, or registered again

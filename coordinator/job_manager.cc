@@ -281,7 +281,13 @@ absl::StatusOr<std::vector<chimera::v1::Plan>> JobManager::Plans(
     return absl::FailedPreconditionError(
         "no workers are registered to plan for");
   }
-  const chimera::v1::Cluster cluster = ClusterOfLocked(alive);
+  return SearchPlansLocked(manifest, alive, top_k);
+}
+
+absl::StatusOr<std::vector<chimera::v1::Plan>> JobManager::SearchPlansLocked(
+    const chimera::v1::TrainJob& manifest,
+    const std::vector<std::string>& worker_ids, int top_k) const {
+  const chimera::v1::Cluster cluster = ClusterOfLocked(worker_ids);
   const auto profile = planner::AnalyticProfile(manifest.spec().model(),
                                                 cluster.spec().device());
   ASSIGN_OR_RETURN(planner::SearchResult result,
@@ -295,12 +301,9 @@ absl::StatusOr<std::vector<chimera::v1::Plan>> JobManager::Plans(
 absl::StatusOr<chimera::v1::Plan> JobManager::PlanForLocked(
     const Job& job, const std::vector<std::string>& worker_ids) {
   if (!job.plan().scheme().empty()) return job.plan();
-  const chimera::v1::Cluster cluster = ClusterOfLocked(worker_ids);
-  const auto profile = planner::AnalyticProfile(job.manifest().spec().model(),
-                                                cluster.spec().device());
-  ASSIGN_OR_RETURN(planner::SearchResult result,
-                   planner::SearchPlans(job.manifest(), cluster, profile, {1}));
-  return result.ranked[0].plan;
+  ASSIGN_OR_RETURN(std::vector<chimera::v1::Plan> plans,
+                   SearchPlansLocked(job.manifest(), worker_ids, 1));
+  return plans[0];
 }
 
 absl::Status JobManager::StartLocked(Job job,

@@ -190,6 +190,12 @@ class JobManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   chimera::v1::Cluster ClusterOfLocked(const std::vector<std::string>& workers) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The planner's `top_k` best plans for `manifest` on `workers`, best
+  // first.
+  absl::StatusOr<std::vector<chimera::v1::Plan>> SearchPlansLocked(
+      const chimera::v1::TrainJob& manifest,
+      const std::vector<std::string>& workers, int top_k) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   JobStore* const store_;
   WorkerRegistry* const workers_;

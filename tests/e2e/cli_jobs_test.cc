@@ -1,18 +1,19 @@
 // The job commands against a real coordinator on loopback: submit --no-wait,
 // list, status, describe, stop, workers, and their errors.
-#include <signal.h>
+#include <optional>
 
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/coordinator_process.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
 namespace chimera {
 namespace {
 
-using ::chimera::testing::ChildProcess;
+using ::chimera::testing::CoordinatorProcess;
 using ::chimera::testing::ProcessResult;
 using ::chimera::testing::RunProcess;
 using ::testing::HasSubstr;
@@ -21,30 +22,27 @@ using ::testing::StartsWith;
 class CliJobsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    coordinator_ = std::make_unique<net::ChildProcess>(std::vector<std::string>{
-        CHIMERA_COORDINATOR_BINARY, "--listen", "127.0.0.1:0", "--db",
-        dir_.path() + "/jobs.db", "--max-workers", "8"});
-    absl::StatusOr<std::string> line = coordinator_->ReadLine(absl::Seconds(30));
-    ASSERT_TRUE(line.ok()) << line.status() << coordinator_->err();
-    absl::string_view address = *line;
-    ASSERT_TRUE(absl::ConsumePrefix(&address, "listening on "));
-    address_ = std::string(address);
+    absl::StatusOr<CoordinatorProcess> coordinator = CoordinatorProcess::Start(
+        CHIMERA_COORDINATOR_BINARY,
+        {"--db", dir_.path() + "/jobs.db", "--max-workers", "8"});
+    ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+    coordinator_ = *std::move(coordinator);
   }
   void TearDown() override {
-    coordinator_->Signal(SIGTERM);
-    EXPECT_EQ(coordinator_->Wait(absl::Seconds(15)), 0);
+    if (coordinator_) {
+      EXPECT_EQ(coordinator_->Stop(), 0);
+    }
   }
 
   ProcessResult Chimera(std::vector<std::string> args) {
     args.insert(args.begin(), CHIMERA_BINARY);
     args.push_back("--address");
-    args.push_back(address_);
+    args.push_back(coordinator_->address());
     return RunProcess(args, CHIMERA_SOURCE_DIR);
   }
 
   chimera::testing::TempDir dir_;
-  std::unique_ptr<net::ChildProcess> coordinator_;
-  std::string address_;
+  std::optional<CoordinatorProcess> coordinator_;
 };
 
 TEST_F(CliJobsTest, SubmitNoWaitPrintsTheIdAloneAndTheJobIsListedPending) {

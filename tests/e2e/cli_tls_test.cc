@@ -3,17 +3,16 @@
 // coordinator's CA gets through, one that does not is refused, and with
 // --tls-client-ca only clients and workers holding a certificate from that
 // CA are let in.
-#include <signal.h>
-
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/coordinator_process.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -21,6 +20,7 @@ namespace chimera {
 namespace {
 
 using ::chimera::testing::ChildProcess;
+using ::chimera::testing::CoordinatorProcess;
 using ::chimera::testing::ProcessResult;
 using ::chimera::testing::RunProcess;
 using ::testing::HasSubstr;
@@ -65,24 +65,17 @@ class CliTlsTest : public ::testing::Test {
   std::string File(const std::string& name) { return dir_.path() + "/" + name; }
 
   void StartCoordinator(bool require_client_certificates) {
-    std::vector<std::string> argv = {CHIMERA_COORDINATOR_BINARY,
-                                     "--listen",
-                                     "127.0.0.1:0",
-                                     "--db",
-                                     ":memory:",
-                                     "--tls-cert",
-                                     File("server.pem"),
-                                     "--tls-key",
-                                     File("server.key")};
+    std::vector<std::string> flags = {
+        "--db",      ":memory:",        "--tls-cert", File("server.pem"),
+        "--tls-key", File("server.key")};
     if (require_client_certificates) {
-      argv.insert(argv.end(), {"--tls-client-ca", File("ca.pem")});
+      flags.insert(flags.end(), {"--tls-client-ca", File("ca.pem")});
     }
-    coordinator_ = std::make_unique<net::ChildProcess>(argv);
-    absl::StatusOr<std::string> line = coordinator_->ReadLine(kStartTimeout);
-    ASSERT_TRUE(line.ok()) << line.status() << coordinator_->err();
-    absl::string_view address = *line;
-    ASSERT_TRUE(absl::ConsumePrefix(&address, "listening on "));
-    address_ = std::string(address);
+    absl::StatusOr<CoordinatorProcess> coordinator =
+        CoordinatorProcess::Start(CHIMERA_COORDINATOR_BINARY, flags);
+    ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+    coordinator_ = *std::move(coordinator);
+    address_ = coordinator_->address();
   }
 
   // `chimera workers -o json` with `tls` flags.
@@ -130,7 +123,8 @@ class CliTlsTest : public ::testing::Test {
   }
 
   chimera::testing::TempDir dir_;
-  std::unique_ptr<net::ChildProcess> coordinator_;
+  std::optional<CoordinatorProcess> coordinator_;
+  // Empty until the coordinator is up: a test goes on after a failed start.
   std::string address_;
 };
 

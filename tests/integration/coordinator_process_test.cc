@@ -3,25 +3,23 @@
 // without authentication, and exits cleanly on SIGTERM.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
-#include <signal.h>
 
 #include <string>
 
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/coordinator_process.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
 namespace chimera {
 namespace {
 
-using ::chimera::testing::ChildProcess;
+using ::chimera::testing::CoordinatorProcess;
 using ::chimera::testing::RunProcess;
 using ::testing::HasSubstr;
 
-constexpr absl::Duration kStartTimeout = absl::Seconds(30);
 constexpr auto kRpcDeadline = std::chrono::seconds(10);
 
 // grpc.health.v1.Health/Check for the whole server, over the generic stub so
@@ -57,25 +55,21 @@ grpc::Status CheckHealth(const std::string& target, std::string* response) {
 
 TEST(CoordinatorProcessTest, ServesHealthOnAnEphemeralPortAndStopsOnSigterm) {
   chimera::testing::TempDir dir;
-  net::ChildProcess coordinator({CHIMERA_COORDINATOR_BINARY, "--listen", "127.0.0.1:0", "--db",
-                            dir.path() + "/jobs.db"});
-  ASSERT_TRUE(coordinator.started());
-  absl::StatusOr<std::string> line = coordinator.ReadLine(kStartTimeout);
-  ASSERT_TRUE(line.ok()) << line.status() << "\n" << coordinator.err();
-  absl::string_view address = *line;
-  ASSERT_TRUE(absl::ConsumePrefix(&address, "listening on ")) << *line;
-  ASSERT_TRUE(absl::StartsWith(address, "127.0.0.1:")) << *line;
+  absl::StatusOr<CoordinatorProcess> coordinator = CoordinatorProcess::Start(
+      CHIMERA_COORDINATOR_BINARY, {"--db", dir.path() + "/jobs.db"});
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  const std::string& address = coordinator->address();
+  ASSERT_TRUE(absl::StartsWith(address, "127.0.0.1:")) << address;
   ASSERT_FALSE(absl::EndsWith(address, ":0")) << "the chosen port is printed";
 
   std::string response;
-  grpc::Status status = CheckHealth(std::string(address), &response);
+  grpc::Status status = CheckHealth(address, &response);
   ASSERT_TRUE(status.ok()) << status.error_message();
   // HealthCheckResponse{status: SERVING (1)}: field 1, varint 1.
   EXPECT_EQ(response, std::string("\x08\x01", 2));
 
-  coordinator.Signal(SIGTERM);
-  EXPECT_EQ(coordinator.Wait(absl::Seconds(15)), 0) << coordinator.err();
-  EXPECT_THAT(coordinator.err(), HasSubstr("shutting down"));
+  EXPECT_EQ(coordinator->Stop(), 0) << coordinator->err();
+  EXPECT_THAT(coordinator->err(), HasSubstr("shutting down"));
 }
 
 TEST(CoordinatorProcessTest, RefusesANonLoopbackAddressWithoutAuthentication) {

@@ -3,7 +3,6 @@
 // that register, heartbeat, follow their assignment stream and report)
 // play the daemons. Every RPC has a deadline.
 #include <grpcpp/grpcpp.h>
-#include <signal.h>
 
 #include <atomic>
 #include <deque>
@@ -12,21 +11,19 @@
 #include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "chimera/v1/service.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/support/subprocess.h"
+#include "tests/support/coordinator_process.h"
 #include "tests/support/temp_dir.h"
 
 namespace chimera {
 namespace {
 
-using ::chimera::testing::ChildProcess;
+using ::chimera::testing::CoordinatorProcess;
 using ::testing::HasSubstr;
 
-constexpr absl::Duration kStartTimeout = absl::Seconds(30);
 constexpr absl::Duration kEventTimeout = absl::Seconds(20);
 constexpr auto kRpcDeadline = std::chrono::seconds(10);
 constexpr char kClientToken[] = "client-secret";
@@ -64,31 +61,25 @@ chimera::v1::TrainJob Manifest(int workers, bool valid = true) {
   return job;
 }
 
-// A chimera-coordinator process on an ephemeral loopback port.
+// A chimera-coordinator process on an ephemeral loopback port, and the
+// test's client of its JobService.
 class Coordinator {
  public:
-  explicit Coordinator(const std::string& db) {
-    process_ = std::make_unique<net::ChildProcess>(std::vector<std::string>{
-        CHIMERA_COORDINATOR_BINARY, "--listen", "127.0.0.1:0", "--db", db,
-        "--heartbeat-period", "0.2", "--heartbeat-failure-threshold", "3",
-        "--max-workers", "8", "--client-token", kClientToken, "--worker-token",
-        kWorkerToken});
-    absl::StatusOr<std::string> line = process_->ReadLine(kStartTimeout);
-    EXPECT_TRUE(line.ok()) << line.status() << process_->err();
-    const std::string text = line.ok() ? *line : "";
-    absl::string_view address = text;
-    EXPECT_TRUE(absl::ConsumePrefix(&address, "listening on "));
-    address_ = std::string(address);
+  explicit Coordinator(const std::string& db)
+      : process_(CoordinatorProcess::Start(
+            CHIMERA_COORDINATOR_BINARY,
+            {"--db", db, "--heartbeat-period", "0.2",
+             "--heartbeat-failure-threshold", "3", "--max-workers", "8",
+             "--client-token", kClientToken, "--worker-token", kWorkerToken})) {
+    EXPECT_TRUE(process_.ok()) << process_.status();
+    address_ = process_.ok() ? process_->address() : "";
     channel_ = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
     jobs_ = chimera::v1::JobService::NewStub(channel_);
   }
-  ~Coordinator() { Stop(); }
-
-  void Stop() {
-    if (!process_) return;
-    process_->Signal(SIGTERM);
-    EXPECT_EQ(process_->Wait(absl::Seconds(15)), 0) << process_->err();
-    process_.reset();
+  ~Coordinator() {
+    if (process_.ok()) {
+      EXPECT_EQ(process_->Stop(), 0) << process_->err();
+    }
   }
 
   const std::string& address() const { return address_; }
@@ -136,7 +127,7 @@ class Coordinator {
   }
 
  private:
-  std::unique_ptr<net::ChildProcess> process_;
+  absl::StatusOr<CoordinatorProcess> process_;
   std::string address_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<chimera::v1::JobService::Stub> jobs_;

@@ -6,13 +6,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "client/coordinator_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "jobspec/job_file.h"
+#include "tests/support/coordinator_process.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -20,6 +21,7 @@ namespace chimera {
 namespace {
 
 using ::chimera::testing::ChildProcess;
+using ::chimera::testing::CoordinatorProcess;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kStartTimeout = absl::Seconds(30);
@@ -39,31 +41,26 @@ bool Ended(const chimera::v1::Job& job) {
 class DaemonTest : public ::testing::Test {
  protected:
   void StartCoordinator(const std::string& listen = "127.0.0.1:0") {
-    coordinator_ = std::make_unique<net::ChildProcess>(std::vector<std::string>{
-        CHIMERA_COORDINATOR_BINARY, "--listen", listen, "--db",
-        dir_.path() + "/jobs.db", "--heartbeat-period", kHeartbeatPeriod,
-        "--heartbeat-failure-threshold", kFailureThreshold});
-    absl::StatusOr<std::string> line = coordinator_->ReadLine(kStartTimeout);
-    ASSERT_TRUE(line.ok()) << line.status() << coordinator_->err();
-    absl::string_view address = *line;
-    ASSERT_TRUE(absl::ConsumePrefix(&address, "listening on "));
-    address_ = std::string(address);
+    absl::StatusOr<CoordinatorProcess> coordinator = CoordinatorProcess::Start(
+        CHIMERA_COORDINATOR_BINARY,
+        {"--db", dir_.path() + "/jobs.db", "--heartbeat-period",
+         kHeartbeatPeriod, "--heartbeat-failure-threshold", kFailureThreshold},
+        listen);
+    ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+    coordinator_ = *std::move(coordinator);
     client::ConnectionOptions options;
-    options.address = address_;
+    options.address = coordinator_->address();
     client_ = *client::CoordinatorClient::Connect(options);
   }
 
-  void StopCoordinator() {
-    coordinator_->Signal(SIGTERM);
-    EXPECT_EQ(coordinator_->Wait(absl::Seconds(15)), 0);
-  }
+  void StopCoordinator() { EXPECT_EQ(coordinator_->Stop(), 0); }
 
   void StartWorkers(int count) {
     for (int i = 0; i < count; ++i) {
       const int index = static_cast<int>(workers_.size());
       workers_.push_back(std::make_unique<net::ChildProcess>(
           std::vector<std::string>{CHIMERA_WORKER_BINARY, "--coordinator",
-                                   address_, "--worker-id",
+                                   coordinator_->address(), "--worker-id",
                                    absl::StrCat("w", index), "--work-dir",
                                    absl::StrCat(dir_.path(), "/w", index)},
           CHIMERA_SOURCE_DIR, absl::StrCat(dir_.path(), "/w", index, ".log")));
@@ -132,8 +129,7 @@ class DaemonTest : public ::testing::Test {
   }
 
   chimera::testing::TempDir dir_;
-  std::unique_ptr<net::ChildProcess> coordinator_;
-  std::string address_;
+  std::optional<CoordinatorProcess> coordinator_;
   std::unique_ptr<client::CoordinatorClient> client_;
   std::vector<std::unique_ptr<net::ChildProcess>> workers_;
 };
@@ -311,7 +307,7 @@ TEST_F(DaemonTest, RestartedCoordinatorKeepsTheQueueAndWorkersRegisterAgain) {
   // Neither fits on two workers: both stay queued.
   const std::string first = client_->Submit(ChimeraJob(5))->id();
   const std::string second = client_->Submit(ChimeraJob(5))->id();
-  const std::string address = address_;
+  const std::string address = coordinator_->address();
   StopCoordinator();
   StartCoordinator(address);
   EXPECT_EQ(client_->Get(first)->status().state(),

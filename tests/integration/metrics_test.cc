@@ -3,13 +3,15 @@
 // Prometheus.
 #include <signal.h>
 
+#include <optional>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "client/coordinator_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "jobspec/job_file.h"
+#include "tests/support/coordinator_process.h"
 #include "tests/support/free_port.h"
 #include "tests/support/http_get.h"
 #include "tests/support/subprocess.h"
@@ -18,7 +20,9 @@
 namespace chimera {
 namespace {
 
+using ::chimera::testing::AwaitAnnouncedAddress;
 using ::chimera::testing::ChildProcess;
+using ::chimera::testing::CoordinatorProcess;
 using ::chimera::testing::FreePort;
 using ::chimera::testing::HttpGet;
 using ::chimera::testing::RunProcess;
@@ -47,13 +51,17 @@ absl::StatusOr<std::string> ScrapeUntil(const std::string& address,
 class MetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    coordinator_ = std::make_unique<net::ChildProcess>(std::vector<std::string>{
-        CHIMERA_COORDINATOR_BINARY, "--listen", "127.0.0.1:0", "--db",
-        ":memory:", "--metrics-listen", "127.0.0.1:0"});
-    address_ = Announced("listening on ");
-    metrics_ = Announced("metrics on ");
+    absl::StatusOr<CoordinatorProcess> coordinator = CoordinatorProcess::Start(
+        CHIMERA_COORDINATOR_BINARY,
+        {"--db", ":memory:", "--metrics-listen", "127.0.0.1:0"});
+    ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+    coordinator_ = *std::move(coordinator);
+    absl::StatusOr<std::string> metrics =
+        AwaitAnnouncedAddress(coordinator_->process(), "metrics on ");
+    ASSERT_TRUE(metrics.ok()) << metrics.status();
+    metrics_ = *metrics;
     client::ConnectionOptions options;
-    options.address = address_;
+    options.address = coordinator_->address();
     client_ = *client::CoordinatorClient::Connect(options);
   }
 
@@ -71,19 +79,6 @@ class MetricsTest : public ::testing::Test {
     ASSERT_TRUE(client_->Submit(ExampleJob()).ok());
   }
 
-  std::string Announced(absl::string_view prefix) {
-    return Announced(*coordinator_, prefix);
-  }
-
-  static std::string Announced(net::ChildProcess& process,
-                               absl::string_view prefix) {
-    absl::StatusOr<std::string> line = process.ReadLine(kStartTimeout);
-    EXPECT_TRUE(line.ok()) << line.status() << process.err();
-    absl::string_view rest = line.ok() ? absl::string_view(*line) : "";
-    EXPECT_TRUE(absl::ConsumePrefix(&rest, prefix)) << rest;
-    return std::string(rest);
-  }
-
   void ExpectPromtoolAccepts(const std::string& page) {
     const std::string file = dir_.WriteFile("metrics.txt", page);
     auto check =
@@ -92,8 +87,8 @@ class MetricsTest : public ::testing::Test {
   }
 
   chimera::testing::TempDir dir_;
-  std::unique_ptr<net::ChildProcess> coordinator_;
-  std::string address_, metrics_;
+  std::optional<CoordinatorProcess> coordinator_;
+  std::string metrics_;
   std::unique_ptr<client::CoordinatorClient> client_;
 };
 
@@ -145,12 +140,15 @@ TEST_F(MetricsTest, WorkerDaemonsServeTheirOwnMetrics) {
   for (int i = 0; i < 2; ++i) {
     workers.push_back(std::make_unique<net::ChildProcess>(
         std::vector<std::string>{CHIMERA_WORKER_BINARY, "--coordinator",
-                                 address_, "--worker-id", absl::StrCat("w", i),
-                                 "--work-dir",
+                                 coordinator_->address(), "--worker-id",
+                                 absl::StrCat("w", i), "--work-dir",
                                  absl::StrCat(dir_.path(), "/w", i),
                                  "--metrics-listen", "127.0.0.1:0"},
         CHIMERA_SOURCE_DIR));
-    metrics.push_back(Announced(*workers.back(), "metrics on "));
+    absl::StatusOr<std::string> address =
+        AwaitAnnouncedAddress(*workers.back(), "metrics on ");
+    ASSERT_TRUE(address.ok()) << address.status();
+    metrics.push_back(*address);
   }
   // A daemon registers right after it starts serving.
   absl::StatusOr<std::string> page =

@@ -7,28 +7,33 @@
 #include "gtest/gtest.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/tiny_job.h"
 
 namespace chimera {
 namespace {
 
+using ::chimera::testing::JobYaml;
 using ::chimera::testing::ProcessResult;
 using ::chimera::testing::RunProcess;
+using ::chimera::testing::TinyJob;
 using ::testing::HasSubstr;
 
 // Small enough to profile in a second; parallelism left to the planner.
-constexpr char kJob[] = R"(apiVersion: chimera.dev/v1alpha1
-kind: TrainJob
-metadata: {name: tiny-gpt}
-spec:
-  model: {family: gpt, numLayers: 4, hiddenSize: 32, numHeads: 2, seqLength: 16}
-  data: {format: synthetic}
-  training: {globalBatchSize: 8, microBatchSize: 2, maxSteps: 1, optimizer: {name: sgd, lr: 0.1}}
-  resources: {workers: 4, device: cpu}
-)";
+std::string ProfiledJobYaml() {
+  chimera::v1::TrainJob job = TinyJob();
+  chimera::v1::JobSpec& spec = *job.mutable_spec();
+  spec.mutable_model()->set_num_layers(4);
+  spec.mutable_model()->set_hidden_size(32);
+  spec.mutable_model()->set_seq_length(16);
+  spec.mutable_training()->set_global_batch_size(8);
+  spec.clear_parallelism();
+  spec.mutable_resources()->set_workers(4);
+  return JobYaml(job);
+}
 
 TEST(CliProfileTest, PlanAcceptsTheProfileTheWorkerWrites) {
   const chimera::testing::TempDir dir;
-  const std::string job = dir.WriteFile("job.yaml", kJob);
+  const std::string job = dir.WriteFile("job.yaml", ProfiledJobYaml());
   const std::string profile = dir.path() + "/profile.json";
   ProcessResult r = RunProcess(
       {CHIMERA_WORKER_BINARY, "--profile", "--job", job, "--out", profile});
@@ -45,7 +50,7 @@ TEST(CliProfileTest, ProfileWritesJsonToStdoutByDefault) {
   const chimera::testing::TempDir dir;
   const ProcessResult r =
       RunProcess({CHIMERA_WORKER_BINARY, "--profile", "--job",
-                  dir.WriteFile("job.yaml", kJob)});
+                  dir.WriteFile("job.yaml", ProfiledJobYaml())});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("\"kind\": \"ModelProfile\""));
   EXPECT_THAT(r.out, HasSubstr("\"source\": \"measured\""));

@@ -9,12 +9,15 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/tiny_job.h"
 
 namespace chimera {
 namespace {
 
+using ::chimera::testing::JobYaml;
 using ::chimera::testing::ProcessResult;
 using ::chimera::testing::RunProcess;
+using ::chimera::testing::TinyJob;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -72,16 +75,14 @@ TEST(CliValidateTest, EveryExamplePrintsOk) {
 
 TEST(CliValidateTest, InvalidFilePrintsEveryErrorAndExitsTwo) {
   chimera::testing::TempDir dir;
-  const std::string job = dir.WriteFile("bad.yaml", R"(apiVersion: chimera.dev/v1alpha1
-kind: TrainJob
-metadata: {name: bad}
-spec:
-  model: {family: gpt, numLayers: 4, hiddenSize: 30, numHeads: 4, seqLength: 8}
-  data: {format: synthetic}
-  training: {globalBatchSize: 8, maxSteps: 1, optimizer: {name: sgd, lr: 0.1}}
-  parallelism: {schedule: chimera, pipeline: 3}
-  resources: {workers: 3}
-)");
+  chimera::v1::TrainJob bad = TinyJob();
+  bad.mutable_spec()->mutable_model()->set_num_layers(4);
+  bad.mutable_spec()->mutable_model()->set_hidden_size(30);
+  bad.mutable_spec()->mutable_model()->set_num_heads(4);
+  bad.mutable_spec()->mutable_parallelism()->set_schedule("chimera");
+  bad.mutable_spec()->mutable_parallelism()->set_pipeline(3);
+  bad.mutable_spec()->mutable_resources()->set_workers(3);
+  const std::string job = dir.WriteFile("bad.yaml", JobYaml(bad));
   ProcessResult r = Chimera({"validate", "-f", job});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/coordinator_process.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/tiny_job.h"
 
 namespace chimera {
 namespace {
@@ -36,28 +37,17 @@ std::unique_ptr<grpc::ClientContext> Context(const std::string& token) {
   return context;
 }
 
+// A job for `workers` (up to 4) pipeline stages; with `valid` false, a hidden
+// size its heads do not divide.
 chimera::v1::TrainJob Manifest(int workers, bool valid = true) {
-  chimera::v1::TrainJob job;
-  job.set_api_version("chimera.dev/v1alpha1");
-  job.set_kind("TrainJob");
-  job.mutable_metadata()->set_name("svc");
-  auto* spec = job.mutable_spec();
-  auto* model = spec->mutable_model();
-  model->set_family("gpt");
-  model->set_num_layers(4);
-  model->set_hidden_size(valid ? 32 : 30);
-  model->set_num_heads(4);
-  model->set_seq_length(8);
-  spec->mutable_data()->set_format("synthetic");
-  spec->mutable_training()->set_global_batch_size(4);
-  spec->mutable_training()->set_max_steps(1);
-  spec->mutable_training()->mutable_optimizer()->set_name("sgd");
-  spec->mutable_training()->mutable_optimizer()->set_lr(0.1);
-  spec->mutable_parallelism()->set_schedule("gpipe");
-  spec->mutable_parallelism()->set_pipeline(workers);
-  spec->mutable_parallelism()->set_data(1);
-  spec->mutable_parallelism()->set_micro_batches(2);
-  spec->mutable_resources()->set_workers(workers);
+  chimera::v1::TrainJob job = chimera::testing::TinyJob();
+  chimera::v1::JobSpec& spec = *job.mutable_spec();
+  spec.mutable_model()->set_num_layers(4);
+  spec.mutable_model()->set_hidden_size(valid ? 32 : 30);
+  spec.mutable_model()->set_num_heads(4);
+  spec.mutable_parallelism()->set_schedule("gpipe");
+  spec.mutable_parallelism()->set_pipeline(workers);
+  spec.mutable_resources()->set_workers(workers);
   return job;
 }
 

@@ -16,43 +16,43 @@
 #include "tests/support/free_port.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/tiny_job.h"
 
 namespace chimera::worker {
 namespace {
 
 using chimera::testing::ChildProcess;
 using chimera::testing::FreePort;
+using chimera::testing::JobYaml;
 using chimera::testing::ProcessResult;
 using chimera::testing::RunProcess;
 using chimera::testing::TempDir;
+using chimera::testing::TinyJob;
 
 constexpr absl::Duration kRunTimeout = absl::Seconds(120);
 constexpr int kBadInput = 2;
 
-// A tiny job; `parallelism` is its spec.parallelism, `extra_training`
-// more spec.training fields, `workers` its spec.resources.workers.
-std::string JobYaml(const std::string& parallelism,
-                    const std::string& extra_training = "", int workers = 2) {
-  return absl::StrCat(R"(apiVersion: chimera.dev/v1alpha1
-kind: TrainJob
-metadata: {name: tiny}
-spec:
-  model: {family: gpt, numLayers: 2, hiddenSize: 16, numHeads: 2, seqLength: 8, dtype: float64}
-  data: {format: text, path: )",
-                      CHIMERA_SOURCE_DIR, R"(/examples/data/corpus.txt}
-  training:
-    globalBatchSize: 4
-    microBatchSize: 2
-    maxSteps: 4
-    seed: 1
-    optimizer: {name: adamw, lr: 1.0e-2}
-)",
-                      extra_training, "  parallelism: ", parallelism,
-                      "\n  resources: {workers: ", workers, ", device: cpu}\n");
+// The tiny job (1F1B on two ranks) training 4 seeded steps of AdamW in
+// float64 on the example corpus; with a `checkpoint_dir`, checkpointing every
+// step to `checkpoint_dir`/tiny.
+chimera::v1::TrainJob StandaloneJob(const std::string& checkpoint_dir = "") {
+  chimera::v1::TrainJob job = TinyJob();
+  chimera::v1::JobSpec& spec = *job.mutable_spec();
+  spec.mutable_model()->set_dtype("float64");
+  spec.mutable_data()->set_format("text");
+  spec.mutable_data()->set_path(std::string(CHIMERA_SOURCE_DIR) +
+                                "/examples/data/corpus.txt");
+  chimera::v1::TrainingSpec& training = *spec.mutable_training();
+  training.set_max_steps(4);
+  training.set_seed(1);
+  training.mutable_optimizer()->set_name("adamw");
+  training.mutable_optimizer()->set_lr(1.0e-2);
+  if (!checkpoint_dir.empty()) {
+    training.set_checkpoint_every(1);
+    training.set_checkpoint_dir(checkpoint_dir);
+  }
+  return job;
 }
-
-constexpr char kParallelism[] =
-    "{schedule: 1f1b, pipeline: 2, data: 1, microBatches: 2}";
 
 std::vector<std::string> WorkerArgs(const std::string& job, int rank, int world,
                                     const std::string& store) {
@@ -70,7 +70,7 @@ std::vector<std::string> WorkerArgs(const std::string& job, int rank, int world,
 
 TEST(StandaloneProcessTest, TwoRanksTrainAndTheLastStagePrintsEachStep) {
   const TempDir dir;
-  const std::string job = dir.WriteFile("job.yaml", JobYaml(kParallelism));
+  const std::string job = dir.WriteFile("job.yaml", JobYaml(StandaloneJob()));
   const std::string store = absl::StrCat("127.0.0.1:", FreePort());
   std::vector<std::unique_ptr<net::ChildProcess>> ranks;
   for (int rank = 0; rank < 2; ++rank) {
@@ -124,10 +124,8 @@ std::map<int, double> RunRanks(const std::string& job, int world,
 
 TEST(StandaloneProcessTest, ResumesFromTheCheckpointUnderAnotherPartition) {
   const TempDir dir;
-  const std::string checkpoints = absl::StrCat(
-      "    checkpointEvery: 1\n    checkpointDir: ", dir.path(), "/ck\n");
-  const std::string pipelined =
-      dir.WriteFile("pipelined.yaml", JobYaml(kParallelism, checkpoints));
+  chimera::v1::TrainJob job = StandaloneJob(dir.path() + "/ck");
+  const std::string pipelined = dir.WriteFile("pipelined.yaml", JobYaml(job));
   const std::map<int, double> uninterrupted = RunRanks(pipelined, 2);
   ASSERT_EQ(uninterrupted.size(), 4u);
   // Only the last two checkpoints are kept.
@@ -143,10 +141,10 @@ TEST(StandaloneProcessTest, ResumesFromTheCheckpointUnderAnotherPartition) {
   EXPECT_EQ(RunRanks(pipelined, 2, {"--steps", "2"}).size(), 2u);
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/ck/tiny/step-3"))
       << "a fresh run replaces the job's checkpoints";
-  const std::string whole = dir.WriteFile(
-      "whole.yaml",
-      JobYaml("{schedule: gpipe, pipeline: 1, data: 1, microBatches: 2}",
-              checkpoints, 1));
+  job.mutable_spec()->mutable_parallelism()->set_schedule("gpipe");
+  job.mutable_spec()->mutable_parallelism()->set_pipeline(1);
+  job.mutable_spec()->mutable_resources()->set_workers(1);
+  const std::string whole = dir.WriteFile("whole.yaml", JobYaml(job));
   const std::map<int, double> resumed = RunRanks(whole, 1, {"--resume"});
   ASSERT_EQ(resumed.size(), 2u);
   for (int step : {3, 4}) {
@@ -157,11 +155,8 @@ TEST(StandaloneProcessTest, ResumesFromTheCheckpointUnderAnotherPartition) {
 
 TEST(StandaloneProcessTest, ResumeWithoutACheckpointIsBadInput) {
   const TempDir dir;
-  const std::string job = dir.WriteFile(
-      "job.yaml",
-      JobYaml(kParallelism,
-              absl::StrCat("    checkpointEvery: 1\n    checkpointDir: ",
-                           dir.path(), "/ck\n")));
+  const std::string job =
+      dir.WriteFile("job.yaml", JobYaml(StandaloneJob(dir.path() + "/ck")));
   std::vector<std::string> args = WorkerArgs(job, 0, 2, "127.0.0.1:1");
   args.push_back("--resume");
   const ProcessResult result = RunProcess(args);
@@ -172,9 +167,12 @@ TEST(StandaloneProcessTest, ResumeWithoutACheckpointIsBadInput) {
 
 TEST(StandaloneProcessTest, BadInputExitsTwoNamingTheFieldOrFlag) {
   const TempDir dir;
-  const std::string good = dir.WriteFile("good.yaml", JobYaml(kParallelism));
+  const std::string good = dir.WriteFile("good.yaml", JobYaml(StandaloneJob()));
+  chimera::v1::TrainJob unplanned_job = StandaloneJob();
+  unplanned_job.mutable_spec()->mutable_parallelism()->clear_pipeline();
+  unplanned_job.mutable_spec()->mutable_parallelism()->clear_micro_batches();
   const std::string unplanned =
-      dir.WriteFile("unplanned.yaml", JobYaml("{schedule: 1f1b, data: 1}"));
+      dir.WriteFile("unplanned.yaml", JobYaml(unplanned_job));
   const struct {
     std::vector<std::string> args;
     std::string named;

@@ -6,9 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/tiny_job.h"
 #include "worker/standalone/standalone.h"
 
 namespace chimera::worker {
@@ -17,22 +17,10 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string JobYaml(absl::string_view device, absl::string_view dtype) {
-  return absl::StrCat(R"(apiVersion: chimera.dev/v1alpha1
-kind: TrainJob
-metadata: {name: device-job}
-spec:
-  model: {family: gpt, numLayers: 2, hiddenSize: 16, numHeads: 2, seqLength: 8, dtype: )",
-                      dtype, R"(}
-  data: {format: synthetic}
-  training:
-    globalBatchSize: 4
-    microBatchSize: 2
-    maxSteps: 1
-    seed: 3
-    optimizer: {name: sgd, lr: 0.1}
-  parallelism: {schedule: 1f1b, pipeline: 2, data: 1, microBatches: 2}
-  resources: {workers: 2, device: )",
-                      device, "}\n");
+  chimera::v1::TrainJob job = chimera::testing::TinyJob();
+  job.mutable_spec()->mutable_model()->set_dtype(std::string(dtype));
+  job.mutable_spec()->mutable_resources()->set_device(std::string(device));
+  return chimera::testing::JobYaml(job);
 }
 
 TEST(TaskOptionsTest, CpuJobsComputeOnTheCpu) {

@@ -2,6 +2,7 @@
 // command runs it.
 #include <signal.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 
@@ -9,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/file_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/subprocess.h"
@@ -22,17 +24,21 @@ using ::chimera::testing::ProcessResult;
 using ::chimera::testing::RunProcess;
 using ::testing::HasSubstr;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+// The most a job file may hold (jobspec::kMaxYamlFileBytes).
+constexpr uint64_t kMaxJobBytes = 1 << 20;
 
 // The example Chimera job with fewer steps, so the test stays short.
 std::string ShortChimeraJob(const chimera::testing::TempDir& dir, int steps) {
-  std::string yaml = ReadFile(std::string(CHIMERA_SOURCE_DIR) + "/examples/chimera.yaml");
+  absl::StatusOr<std::string> yaml = ReadTextFile(
+      std::string(CHIMERA_SOURCE_DIR) + "/examples/chimera.yaml", kMaxJobBytes);
+  if (!yaml.ok()) {
+    ADD_FAILURE() << yaml.status();
+    return "";
+  }
   const std::string from = "maxSteps: 50";
-  yaml.replace(yaml.find(from), from.size(), absl::StrCat("maxSteps: ", steps));
-  return dir.WriteFile("chimera.yaml", yaml);
+  yaml->replace(yaml->find(from), from.size(),
+                absl::StrCat("maxSteps: ", steps));
+  return dir.WriteFile("chimera.yaml", *yaml);
 }
 
 // Processes whose command line mentions `needle` (other than this test).
@@ -78,11 +84,14 @@ TEST(CliRunTest, GpuJobOnWorkersWithoutAGpuEndsWithTheReason) {
   // The workers here have no GPU (and a CPU-only LibTorch): the run must end
   // with the reason instead of leaving the job pending for ever.
   chimera::testing::TempDir dir;
-  std::string yaml = ReadFile(ShortChimeraJob(dir, 2));
+  absl::StatusOr<std::string> yaml =
+      ReadTextFile(ShortChimeraJob(dir, 2), kMaxJobBytes);
+  ASSERT_TRUE(yaml.ok()) << yaml.status();
   const std::string from = "device: cpu";
-  yaml.replace(yaml.find(from), from.size(), "device: gpu");
-  ProcessResult run = RunProcess({CHIMERA_BINARY, "run", "-f", dir.WriteFile("gpu.yaml", yaml)},
-                                 CHIMERA_SOURCE_DIR, absl::Minutes(2));
+  yaml->replace(yaml->find(from), from.size(), "device: gpu");
+  ProcessResult run = RunProcess(
+      {CHIMERA_BINARY, "run", "-f", dir.WriteFile("gpu.yaml", *yaml)},
+      CHIMERA_SOURCE_DIR, absl::Minutes(2));
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   EXPECT_THAT(run.err, HasSubstr("spec.resources.device is gpu, but local worker local-"));
   EXPECT_THAT(run.err, HasSubstr("offers no GPU"));

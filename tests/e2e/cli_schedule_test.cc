@@ -1,11 +1,12 @@
 // `chimera schedule` as a user runs it: every scheme in every output format,
 // --out, the CSV round trip, and one-line usage errors with exit code 2.
-#include <fstream>
+#include <cstdint>
 #include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "common/file_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -22,6 +23,8 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 constexpr int kExitUsage = 2;
+// Far above the size of any timeline these tests write.
+constexpr uint64_t kMaxOutputBytes = 16 << 20;
 
 ProcessResult Schedule(std::vector<std::string> args) {
   args.insert(args.begin(), {CHIMERA_BINARY, "schedule"});
@@ -49,13 +52,6 @@ std::string TestName(std::string scheme) {
     if (c == '-') c = '_';
   }
   return scheme;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
 }
 
 // Exit code 2, nothing on stdout, and exactly one stderr line that
@@ -158,7 +154,9 @@ TEST(CliScheduleTest, OutWritesTheFileAndNothingToStdout) {
                               svg});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(r.out.empty());
-  EXPECT_THAT(ReadFile(svg), StartsWith("<svg"));
+  absl::StatusOr<std::string> timeline = ReadTextFile(svg, kMaxOutputBytes);
+  ASSERT_TRUE(timeline.ok()) << timeline.status();
+  EXPECT_THAT(*timeline, StartsWith("<svg"));
 }
 
 TEST(CliScheduleTest, OddChimeraDepthIsAUsageErrorNamingDepth) {

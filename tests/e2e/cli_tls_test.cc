@@ -3,12 +3,12 @@
 // coordinator's CA gets through, one that does not is refused, and with
 // --tls-client-ca only clients and workers holding a certificate from that
 // CA are let in.
-#include <fstream>
-#include <iterator>
+#include <cstdint>
 #include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -96,10 +96,10 @@ class CliTlsTest : public ::testing::Test {
     return std::make_unique<net::ChildProcess>(argv, "", File(id + ".log"));
   }
 
-  // What worker `id` logged.
+  // What worker `id` logged; empty until it has logged something.
   std::string Log(const std::string& id) {
-    std::ifstream log(File(id + ".log"));
-    return std::string(std::istreambuf_iterator<char>(log), {});
+    constexpr uint64_t kMaxLogBytes = 16 << 20;
+    return ReadTextFile(File(id + ".log"), kMaxLogBytes).value_or("");
   }
 
   // The ids of the registered workers once `count` are, as `client_tls`

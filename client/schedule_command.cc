@@ -3,6 +3,7 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -29,34 +30,54 @@ using schedule::ScheduleParams;
 // A hand-written schedule for thousands of workers stays far below this.
 constexpr uint64_t kMaxScheduleCsvBytes = 64 << 20;
 
-// Flag-level strings, kept as typed so errors can name the flag.
+// Flags kept as typed, so errors can name the flag.
 struct RawFlags {
   std::string scheme = "1f1b";
-  std::string concat = "direct";
-  std::string policy = "pa";
-  std::string sync = "eager";
+  // The text of each knob set by name (--policy pb).
+  std::map<schedule::ScheduleParam, std::string> names;
   std::string out;
 };
+
+// One flag per knob of the schedule engine's table.
+void AddKnobFlags(CLI::App& cmd, ScheduleParams& p, RawFlags& raw) {
+  for (const schedule::Knob& knob : schedule::kKnobs) {
+    const std::string flag = absl::StrCat("--", knob.flag);
+    CLI::Option* option;
+    if (knob.names != nullptr) {
+      std::string& name = raw.names[knob.param];
+      name = knob.names->name(p);
+      option = cmd.add_option(
+          flag, name, absl::StrCat(knob.help, ": ", knob.names->names()));
+    } else {
+      option = cmd.add_option(flag, p.*knob.number, std::string(knob.help));
+    }
+    option->capture_default_str();
+  }
+}
 
 // The flags given on the command line as a job's parallelism, read by the
 // schedule engine's one translation, so a knob a job file refuses (--policy
 // for chimera) is refused here too. Knobs left out stay unset so the
 // engine's defaults apply.
-chimera::v1::ParallelismSpec GivenParallelism(const CLI::App& cmd, const RawFlags& raw,
-                                              const ScheduleParams& p) {
+absl::StatusOr<chimera::v1::ParallelismSpec> GivenParallelism(
+    const CLI::App& cmd, const RawFlags& raw, ScheduleParams p) {
   chimera::v1::ParallelismSpec spec;
   spec.set_schedule(raw.scheme);
   spec.set_pipeline(p.depth);
   spec.set_data(p.width);
   spec.set_micro_batches(p.micro_batches);
-  auto given = [&cmd](const char* flag) { return cmd.count(flag) > 0; };
-  if (given("--pipelines")) spec.set_pipelines(p.pipelines);
-  if (given("--concat")) spec.set_concat(raw.concat);
-  if (given("--policy")) spec.set_policy(raw.policy);
-  if (given("--sync")) spec.set_sync(raw.sync);
-  if (given("--mixpipe-k")) spec.set_mixpipe_k(p.mixpipe_k);
-  if (given("--mixpipe-gamma")) spec.set_mixpipe_gamma(p.mixpipe_gamma);
-  if (given("--chunks")) spec.set_chunks(p.chunks);
+  for (const schedule::Knob& knob : schedule::kKnobs) {
+    const std::string flag = absl::StrCat("--", knob.flag);
+    if (cmd.count(flag) == 0) continue;
+    if (knob.names != nullptr) {
+      absl::Status parsed = knob.names->parse(raw.names.at(knob.param), p);
+      if (!parsed.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(flag, ": ", parsed.message()));
+      }
+    }
+    schedule::SetSpecKnob(knob, p, &spec);
+  }
   return spec;
 }
 
@@ -172,27 +193,7 @@ void AddScheduleCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--width", p.width, "Data-parallel width W")
       ->capture_default_str();
-  cmd->add_option("--pipelines", p.pipelines,
-                  "chimera: pipelines 2f (f divides D/2)")
-      ->capture_default_str();
-  cmd->add_option("--concat", raw->concat,
-                  "chimera, N > D: " + schedule::ConcatNames())
-      ->capture_default_str();
-  cmd->add_option("--chunks", p.chunks,
-                  "interleaved, breadth-first: chunks v per worker")
-      ->capture_default_str();
-  cmd->add_option("--mixpipe-k", p.mixpipe_k,
-                  "mixpipe: micro-batches injected before the first backward")
-      ->capture_default_str();
-  cmd->add_option("--mixpipe-gamma", p.mixpipe_gamma,
-                  "mixpipe: early forwards (2F1B)")
-      ->capture_default_str();
-  cmd->add_option("--policy", raw->policy,
-                  "1f1b warm-up policy: " + schedule::WarmupPolicyNames())
-      ->capture_default_str();
-  cmd->add_option("--sync", raw->sync,
-                  "Gradient allreduce start: " + schedule::SyncNames())
-      ->capture_default_str();
+  AddKnobFlags(*cmd, p, *raw);
   cmd->add_flag("--recompute", p.recompute, "Recompute activations in backward");
   cmd->add_option("--forward-cost", options->forward_cost,
                   "Forward time per stage and micro-batch")
@@ -213,10 +214,12 @@ void AddScheduleCommand(CLI::App& app) {
     if (options->from_csv.empty()) {
       chimera::v1::TrainingSpec training;
       training.set_recompute(options->params.recompute);
+      absl::StatusOr<chimera::v1::ParallelismSpec> given =
+          GivenParallelism(*cmd, *raw, options->params);
+      if (!given.ok()) fail(given.status().message());
       schedule::SpecParams fixed;
       const FieldErrors errors = schedule::ScheduleParamsFromSpec(
-          GivenParallelism(*cmd, *raw, options->params), training, &fixed,
-          [](schedule::ScheduleParam param) {
+          *given, training, &fixed, [](schedule::ScheduleParam param) {
             return "--" + schedule::ScheduleParamName(param);
           });
       if (!errors.empty()) {

@@ -2,6 +2,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
 
 namespace chimera::schedule {
 namespace {
@@ -28,22 +31,22 @@ class SpecReader {
       return;
     }
     *field = value;
-    out_->given.insert(param);
+    Given(param);
   }
 
-  // A name the spec may leave empty, parsed with `parse`.
-  template <typename Enum, typename Parse>
-  void Name(ScheduleParam param, const std::string& value, Parse parse,
-            Enum* field) {
+  // A knob's name the spec may leave empty.
+  void Name(ScheduleParam param, const std::string& value,
+            const KnobNames& names, ScheduleParams& params) {
     if (value.empty()) return;
-    absl::StatusOr<Enum> parsed = parse(value);
+    absl::Status parsed = names.parse(value, params);
     if (!parsed.ok()) {
-      Fail(param, parsed.status().message());
+      Fail(param, parsed.message());
       return;
     }
-    *field = *parsed;
-    out_->given.insert(param);
+    Given(param);
   }
+
+  void Given(ScheduleParam param) { out_->given.insert(param); }
 
  private:
   const ParamNamer& name_;
@@ -51,23 +54,55 @@ class SpecReader {
   FieldErrors* errors_;
 };
 
+// The field of `message` (a ParallelismSpec or a Plan) that carries `knob`;
+// the knob table test keeps every row naming a field of both.
+const google::protobuf::FieldDescriptor& KnobField(
+    const google::protobuf::Message& message, const Knob& knob) {
+  return *message.GetDescriptor()->FindFieldByCamelcaseName(
+      std::string(knob.field));
+}
+
+// Sets the knob's field of a ParallelismSpec or a Plan to its value in
+// `params`.
+void WriteKnob(const Knob& knob, const ScheduleParams& params,
+               google::protobuf::Message* message) {
+  const google::protobuf::Reflection& fields = *message->GetReflection();
+  const google::protobuf::FieldDescriptor& field = KnobField(*message, knob);
+  if (knob.names != nullptr) {
+    fields.SetString(message, &field, knob.names->name(params));
+  } else {
+    fields.SetInt32(message, &field, params.*knob.number);
+  }
+}
+
+void ReadKnob(const ParallelismSpec& spec, const Knob& knob, SpecReader& read,
+              ScheduleParams& p) {
+  const google::protobuf::Reflection& fields = *spec.GetReflection();
+  const google::protobuf::FieldDescriptor& field = KnobField(spec, knob);
+  if (knob.names != nullptr) {
+    read.Name(knob.param, fields.GetString(spec, &field), *knob.names, p);
+  } else {
+    read.Int(knob.param, fields.HasField(spec, &field),
+             fields.GetInt32(spec, &field), knob.least, &(p.*knob.number));
+  }
+}
+
 void ReadSpec(const ParallelismSpec& spec, const TrainingSpec& training,
               SpecReader& read, ScheduleParams& p) {
   read.Int(ScheduleParam::kDepth, spec.has_pipeline(), spec.pipeline(), 1, &p.depth);
   read.Int(ScheduleParam::kWidth, spec.has_data(), spec.data(), 1, &p.width);
   read.Int(ScheduleParam::kMicroBatches, spec.has_micro_batches(),
            spec.micro_batches(), 1, &p.micro_batches);
-  read.Int(ScheduleParam::kPipelines, spec.has_pipelines(), spec.pipelines(), 1,
-           &p.pipelines);
-  read.Int(ScheduleParam::kChunks, spec.has_chunks(), spec.chunks(), 1, &p.chunks);
-  read.Int(ScheduleParam::kMixPipeK, spec.has_mixpipe_k(), spec.mixpipe_k(), 1,
-           &p.mixpipe_k);
-  read.Int(ScheduleParam::kMixPipeGamma, spec.has_mixpipe_gamma(),
-           spec.mixpipe_gamma(), 0, &p.mixpipe_gamma);
-  read.Name(ScheduleParam::kScheme, spec.schedule(), ParseScheme, &p.scheme);
-  read.Name(ScheduleParam::kConcat, spec.concat(), ParseConcat, &p.concat);
-  read.Name(ScheduleParam::kPolicy, spec.policy(), ParseWarmupPolicy, &p.policy);
-  read.Name(ScheduleParam::kSync, spec.sync(), ParseSync, &p.sync);
+  if (!spec.schedule().empty()) {
+    absl::StatusOr<Scheme> scheme = ParseScheme(spec.schedule());
+    if (scheme.ok()) {
+      p.scheme = *scheme;
+      read.Given(ScheduleParam::kScheme);
+    } else {
+      read.Fail(ScheduleParam::kScheme, scheme.status().message());
+    }
+  }
+  for (const Knob& knob : kKnobs) ReadKnob(spec, knob, read, p);
   p.recompute = training.recompute();
 }
 
@@ -125,6 +160,11 @@ FieldErrors ScheduleParamsFromSpec(const ParallelismSpec& parallelism,
   return errors;
 }
 
+void SetSpecKnob(const Knob& knob, const ScheduleParams& params,
+                 ParallelismSpec* spec) {
+  WriteKnob(knob, params, spec);
+}
+
 void SetScheduleParams(const ScheduleParams& p, int micro_batch_size,
                        chimera::v1::Plan* plan) {
   plan->set_scheme(SchemeName(p.scheme));
@@ -132,55 +172,54 @@ void SetScheduleParams(const ScheduleParams& p, int micro_batch_size,
   plan->set_depth(p.depth);
   plan->set_micro_batch_size(micro_batch_size);
   plan->set_micro_batches(p.micro_batches);
-  plan->set_pipelines(p.scheme == Scheme::kChimera ? p.pipelines
-                      : IsBidirectional(p.scheme)  ? 2
-                                                   : 1);
-  auto applies = [&p](ScheduleParam knob) { return KnobApplies(knob, p.scheme); };
-  if (applies(ScheduleParam::kConcat)) plan->set_concat(ConcatName(p.concat));
-  plan->set_sync(SyncName(p.sync));
-  if (applies(ScheduleParam::kPolicy)) plan->set_policy(WarmupPolicyName(p.policy));
   plan->set_recompute(p.recompute);
-  if (applies(ScheduleParam::kMixPipeK)) plan->set_mixpipe_k(p.mixpipe_k);
-  if (applies(ScheduleParam::kMixPipeGamma)) plan->set_mixpipe_gamma(p.mixpipe_gamma);
-  if (applies(ScheduleParam::kChunks)) plan->set_chunks(p.chunks);
+  for (const Knob& knob : kKnobs) {
+    if (KnobApplies(knob.param, p.scheme)) WriteKnob(knob, p, plan);
+  }
+  // Every plan says how many pipelines its workers run, not only Chimera's.
+  if (!KnobApplies(ScheduleParam::kPipelines, p.scheme)) {
+    plan->set_pipelines(IsBidirectional(p.scheme) ? 2 : 1);
+  }
 }
+
+namespace {
+
+// Reads `knob` from a plan into `p`; INVALID_ARGUMENT naming the plan field
+// when its name does not parse.
+absl::Status ReadPlanKnob(const chimera::v1::Plan& plan, const Knob& knob,
+                          ScheduleParams& p) {
+  const google::protobuf::Reflection& fields = *plan.GetReflection();
+  const google::protobuf::FieldDescriptor& field = KnobField(plan, knob);
+  if (knob.names == nullptr) {
+    p.*knob.number = fields.GetInt32(plan, &field);
+    return absl::OkStatus();
+  }
+  const std::string name = fields.GetString(plan, &field);
+  if (name.empty()) return absl::OkStatus();
+  absl::Status parsed = knob.names->parse(name, p);
+  if (parsed.ok()) return parsed;
+  return absl::InvalidArgumentError(
+      absl::StrCat("plan.", knob.field, ": ", parsed.message()));
+}
+
+}  // namespace
 
 absl::StatusOr<ScheduleParams> ScheduleParamsOf(const chimera::v1::Plan& plan) {
   ScheduleParams p;
-  auto named = [](absl::string_view field, auto parsed) -> decltype(parsed) {
-    if (parsed.ok()) return parsed;
+  absl::StatusOr<Scheme> scheme = ParseScheme(plan.scheme());
+  if (!scheme.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("plan.", field, ": ", parsed.status().message()));
-  };
-  {
-    auto scheme = named("scheme", ParseScheme(plan.scheme()));
-    if (!scheme.ok()) return scheme.status();
-    p.scheme = *scheme;
+        absl::StrCat("plan.scheme: ", scheme.status().message()));
   }
-  if (!plan.concat().empty()) {
-    auto concat = named("concat", ParseConcat(plan.concat()));
-    if (!concat.ok()) return concat.status();
-    p.concat = *concat;
-  }
-  if (!plan.sync().empty()) {
-    auto sync = named("sync", ParseSync(plan.sync()));
-    if (!sync.ok()) return sync.status();
-    p.sync = *sync;
-  }
-  if (!plan.policy().empty()) {
-    auto policy = named("policy", ParseWarmupPolicy(plan.policy()));
-    if (!policy.ok()) return policy.status();
-    p.policy = *policy;
-  }
+  p.scheme = *scheme;
   p.depth = plan.depth();
   p.width = plan.width();
   p.micro_batches = plan.micro_batches();
-  auto applies = [&p](ScheduleParam knob) { return KnobApplies(knob, p.scheme); };
-  if (applies(ScheduleParam::kPipelines)) p.pipelines = plan.pipelines();
-  if (applies(ScheduleParam::kMixPipeK)) p.mixpipe_k = plan.mixpipe_k();
-  if (applies(ScheduleParam::kMixPipeGamma)) p.mixpipe_gamma = plan.mixpipe_gamma();
-  if (applies(ScheduleParam::kChunks)) p.chunks = plan.chunks();
   p.recompute = plan.recompute();
+  for (const Knob& knob : kKnobs) {
+    if (KnobApplies(knob.param, p.scheme))
+      RETURN_IF_ERROR(ReadPlanKnob(plan, knob, p));
+  }
   const auto errors = ValidateScheduleParams(p);
   if (!errors.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -54,6 +54,12 @@ FieldErrors ScheduleParamsFromSpec(const chimera::v1::ParallelismSpec& paralleli
                                    SpecParams* out,
                                    const ParamNamer& name = JobFieldPath);
 
+// Sets `knob`'s field of `spec` to its value in `params`: how `chimera
+// schedule` puts the knobs its flags give through the same translation as a
+// job file.
+void SetSpecKnob(const Knob& knob, const ScheduleParams& params,
+                 chimera::v1::ParallelismSpec* spec);
+
 // Writes the scheme, sizes and knobs (not partition, placement or
 // prediction).
 void SetScheduleParams(const ScheduleParams& params, int micro_batch_size,

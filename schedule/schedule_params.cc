@@ -39,55 +39,28 @@ constexpr NameTable<Sync, 3> kSyncNames = {{
     {Sync::kEnd, "end"},
 }};
 
-// Each parameter's job-file field and flag name.
+// The job-file field and flag of each parameter that is not a knob.
 struct ParamNames {
   ScheduleParam param;
   absl::string_view field;
   absl::string_view flag;
 };
-constexpr ParamNames kParamNames[] = {
+constexpr ParamNames kCoreParamNames[] = {
     {ScheduleParam::kScheme, "schedule", "scheme"},
     {ScheduleParam::kDepth, "pipeline", "depth"},
     {ScheduleParam::kMicroBatches, "microBatches", "micro-batches"},
     {ScheduleParam::kWidth, "data", "width"},
-    {ScheduleParam::kPipelines, "pipelines", "pipelines"},
-    {ScheduleParam::kConcat, "concat", "concat"},
-    {ScheduleParam::kPolicy, "policy", "policy"},
-    {ScheduleParam::kSync, "sync", "sync"},
-    {ScheduleParam::kMixPipeK, "mixpipeK", "mixpipe-k"},
-    {ScheduleParam::kMixPipeGamma, "mixpipeGamma", "mixpipe-gamma"},
-    {ScheduleParam::kChunks, "chunks", "chunks"},
     {ScheduleParam::kRecompute, "recompute", "recompute"},
     // Derived from op costs, never set by a job file.
     {ScheduleParam::kBackwardSlots, "", "backward-slots"},
 };
 
-// The knobs only some schemes read; every other parameter applies to all.
-struct KnobScope {
-  ScheduleParam param;
-  std::initializer_list<Scheme> schemes;
-};
-const KnobScope kKnobScopes[] = {
-    {ScheduleParam::kPipelines, {Scheme::kChimera}},
-    {ScheduleParam::kConcat, {Scheme::kChimera}},
-    {ScheduleParam::kPolicy, {Scheme::kOneFOneB}},
-    {ScheduleParam::kMixPipeK, {Scheme::kMixPipe}},
-    {ScheduleParam::kMixPipeGamma, {Scheme::kMixPipe}},
-    {ScheduleParam::kChunks, {Scheme::kInterleaved, Scheme::kBreadthFirst}},
-};
-
-const ParamNames& NamesOf(ScheduleParam param) {
-  for (const ParamNames& names : kParamNames) {
+ParamNames NamesOf(ScheduleParam param) {
+  if (const Knob* knob = KnobOf(param)) return {param, knob->field, knob->flag};
+  for (const ParamNames& names : kCoreParamNames) {
     if (names.param == param) return names;
   }
-  return kParamNames[0];  // Unreachable: the table names every parameter.
-}
-
-const KnobScope* ScopeOf(ScheduleParam param) {
-  for (const KnobScope& scope : kKnobScopes) {
-    if (scope.param == param) return &scope;
-  }
-  return nullptr;
+  return kCoreParamNames[0];  // Unreachable: every parameter is named.
 }
 
 template <typename Enum, size_t kSize>
@@ -149,20 +122,53 @@ std::string ScheduleParamName(ScheduleParam param) {
   return std::string(NamesOf(param).flag);
 }
 
+const Knob* KnobOf(ScheduleParam param) {
+  for (const Knob& knob : kKnobs) {
+    if (knob.param == param) return &knob;
+  }
+  return nullptr;
+}
+
 bool KnobApplies(ScheduleParam param, Scheme scheme) {
-  const KnobScope* scope = ScopeOf(param);
-  if (scope == nullptr) return true;
-  return std::find(scope->schemes.begin(), scope->schemes.end(), scheme) !=
-         scope->schemes.end();
+  const Knob* knob = KnobOf(param);
+  return knob == nullptr || (knob->schemes & SchemesOf({scheme})) != 0;
 }
 
 std::string SchemesReading(ScheduleParam param) {
-  const KnobScope* scope = ScopeOf(param);
-  if (scope == nullptr) return "every schedule";
-  return absl::StrJoin(scope->schemes, " or ", [](std::string* out, Scheme s) {
-    out->append(SchemeName(s));
-  });
+  std::vector<absl::string_view> names;
+  for (const auto& [scheme, name] : kSchemeNames) {
+    if (KnobApplies(param, scheme)) names.push_back(name);
+  }
+  if (names.size() == kSchemeNames.size()) return "every schedule";
+  return absl::StrJoin(names, " or ");
 }
+
+// A named knob's KnobNames: its member, how names parse and print, and its
+// name table.
+template <typename Enum, Enum ScheduleParams::*kMember,
+          absl::StatusOr<Enum> (*kParse)(absl::string_view),
+          std::string (*kName)(Enum), std::string (*kNames)()>
+constexpr KnobNames NamedMember() {
+  return {
+      [](absl::string_view name, ScheduleParams& params) -> absl::Status {
+        absl::StatusOr<Enum> value = kParse(name);
+        if (!value.ok()) return value.status();
+        params.*kMember = *value;
+        return absl::OkStatus();
+      },
+      [](const ScheduleParams& params) { return kName(params.*kMember); },
+      kNames,
+  };
+}
+
+const KnobNames kConcatKnob =
+    NamedMember<Concat, &ScheduleParams::concat, ParseConcat, ConcatName,
+                ConcatNames>();
+const KnobNames kPolicyKnob =
+    NamedMember<WarmupPolicy, &ScheduleParams::policy, ParseWarmupPolicy,
+                WarmupPolicyName, WarmupPolicyNames>();
+const KnobNames kSyncKnob =
+    NamedMember<Sync, &ScheduleParams::sync, ParseSync, SyncName, SyncNames>();
 
 namespace {
 

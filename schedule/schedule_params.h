@@ -13,9 +13,12 @@
 #ifndef CHIMERA_SCHEDULE_SCHEDULE_PARAMS_H_
 #define CHIMERA_SCHEDULE_SCHEDULE_PARAMS_H_
 
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -110,10 +113,74 @@ enum class ScheduleParam {
 std::string ScheduleParamField(ScheduleParam param);
 std::string ScheduleParamName(ScheduleParam param);
 
-// Whether `scheme` reads `param`. The sizes, sync and recompute apply to
-// every scheme; each knob below applies only to the schemes the table in
-// schedule_params.cc names, and setting it for another scheme is an error
-// (never silently ignored).
+// The schemes a knob applies to, as bits (1 << Scheme).
+using SchemeSet = uint32_t;
+constexpr SchemeSet kEveryScheme = ~SchemeSet{0};
+constexpr SchemeSet SchemesOf(std::initializer_list<Scheme> schemes) {
+  SchemeSet set = 0;
+  for (Scheme scheme : schemes) set |= SchemeSet{1} << static_cast<int>(scheme);
+  return set;
+}
+
+// How a knob set by name ("pb") reads a name into its member of
+// ScheduleParams, names the member's value, and lists the names it accepts.
+struct KnobNames {
+  absl::Status (*parse)(absl::string_view name, ScheduleParams& params);
+  std::string (*name)(const ScheduleParams& params);
+  std::string (*names)();
+};
+extern const KnobNames kConcatKnob;
+extern const KnobNames kPolicyKnob;
+extern const KnobNames kSyncKnob;
+
+// A knob: a parameter a job may set in spec.parallelism.<field>, that
+// `chimera schedule` sets with --<flag>, and that a Plan carries in its field
+// of the same name. The translations between them (params_proto.h) and the
+// flags are driven by kKnobs, so a new knob is its member of ScheduleParams,
+// its ScheduleParam, a row below, its field in ParallelismSpec and Plan, and
+// the generator that reads it.
+struct Knob {
+  ScheduleParam param;
+  absl::string_view field;
+  absl::string_view flag;
+  // --help text; a named knob's accepted names follow it.
+  absl::string_view help;
+  // The schemes that read it; setting it for another scheme is an error,
+  // never silently ignored.
+  SchemeSet schemes;
+  // An integer knob: its member, and the least value a spec may give (the
+  // scheme's own rules follow in ValidateScheduleParams).
+  int ScheduleParams::*number;
+  int least;
+  // A knob set by name instead.
+  const KnobNames* names;
+};
+inline constexpr Knob kKnobs[] = {
+    {ScheduleParam::kPipelines, "pipelines", "pipelines",
+     "chimera: pipelines 2f (f divides D/2)", SchemesOf({Scheme::kChimera}),
+     &ScheduleParams::pipelines, 1, nullptr},
+    {ScheduleParam::kConcat, "concat", "concat", "chimera, N > D",
+     SchemesOf({Scheme::kChimera}), nullptr, 0, &kConcatKnob},
+    {ScheduleParam::kPolicy, "policy", "policy", "1f1b warm-up policy",
+     SchemesOf({Scheme::kOneFOneB}), nullptr, 0, &kPolicyKnob},
+    {ScheduleParam::kSync, "sync", "sync", "Gradient allreduce start",
+     kEveryScheme, nullptr, 0, &kSyncKnob},
+    {ScheduleParam::kMixPipeK, "mixpipeK", "mixpipe-k",
+     "mixpipe: micro-batches injected before the first backward",
+     SchemesOf({Scheme::kMixPipe}), &ScheduleParams::mixpipe_k, 1, nullptr},
+    {ScheduleParam::kMixPipeGamma, "mixpipeGamma", "mixpipe-gamma",
+     "mixpipe: early forwards (2F1B)", SchemesOf({Scheme::kMixPipe}),
+     &ScheduleParams::mixpipe_gamma, 0, nullptr},
+    {ScheduleParam::kChunks, "chunks", "chunks",
+     "interleaved, breadth-first: chunks v per worker",
+     SchemesOf({Scheme::kInterleaved, Scheme::kBreadthFirst}),
+     &ScheduleParams::chunks, 1, nullptr},
+};
+
+// The knob row of `param`, or null for the sizes, scheme and recompute.
+const Knob* KnobOf(ScheduleParam param);
+// Whether `scheme` reads `param`; true for every parameter but the knobs
+// of kKnobs that name other schemes.
 bool KnobApplies(ScheduleParam param, Scheme scheme);
 // The schemes that read `param`, for messages: "chimera",
 // "interleaved or breadth-first".

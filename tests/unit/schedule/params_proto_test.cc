@@ -150,5 +150,49 @@ TEST(KnobTableTest, EachSchemeOnlyKnobAppliesToItsSchemes) {
   EXPECT_EQ(SchemesReading(ScheduleParam::kChunks), "interleaved or breadth-first");
 }
 
+// The translations find each knob's field by its name; a row that names no
+// field, or one of another type, would break every job at its first use.
+TEST(KnobTableTest, EveryKnobNamesAFieldOfItsKindInTheSpecAndThePlan) {
+  for (const Knob& knob : kKnobs) {
+    for (const google::protobuf::Descriptor* message :
+         {chimera::v1::ParallelismSpec::descriptor(),
+          chimera::v1::Plan::descriptor()}) {
+      const google::protobuf::FieldDescriptor* field =
+          message->FindFieldByCamelcaseName(std::string(knob.field));
+      ASSERT_NE(field, nullptr)
+          << message->name() << " has no field " << knob.field;
+      EXPECT_EQ(field->cpp_type(),
+                knob.names != nullptr
+                    ? google::protobuf::FieldDescriptor::CPPTYPE_STRING
+                    : google::protobuf::FieldDescriptor::CPPTYPE_INT32)
+          << message->name() << "." << knob.field;
+    }
+  }
+}
+
+TEST(KnobTableTest, EveryKnobSetInASpecIsReadBackAsGiven) {
+  ScheduleParams p;
+  p.pipelines = 4;
+  p.concat = Concat::kBackwardHalving;
+  p.policy = WarmupPolicy::kPb;
+  p.sync = Sync::kEnd;
+  p.mixpipe_k = 4;
+  p.mixpipe_gamma = 3;
+  p.chunks = 2;
+  for (const Knob& knob : kKnobs) {
+    chimera::v1::ParallelismSpec spec;
+    SetSpecKnob(knob, p, &spec);
+    SpecParams read;
+    ASSERT_TRUE(ScheduleParamsFromSpec(spec, {}, &read).empty()) << knob.field;
+    EXPECT_THAT(read.given, ::testing::ElementsAre(knob.param)) << knob.field;
+    if (knob.names != nullptr) {
+      EXPECT_EQ(knob.names->name(read.params), knob.names->name(p))
+          << knob.field;
+    } else {
+      EXPECT_EQ(read.params.*knob.number, p.*knob.number) << knob.field;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace chimera::schedule

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/coordinator_client.h"
+#include "coordinator/job_states.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "jobspec/job_file.h"
@@ -32,10 +33,7 @@ constexpr char kHeartbeatPeriod[] = "0.5";
 constexpr char kFailureThreshold[] = "6";
 
 bool Ended(const chimera::v1::Job& job) {
-  const chimera::v1::JobState state = job.status().state();
-  return state == chimera::v1::JOB_STATE_SUCCEEDED ||
-         state == chimera::v1::JOB_STATE_FAILED ||
-         state == chimera::v1::JOB_STATE_STOPPED;
+  return coordinator::IsTerminal(job.status().state());
 }
 
 class DaemonTest : public ::testing::Test {

@@ -1,4 +1,4 @@
-// gpu_smoke: the first thing to run on a new GPU machine (scripts/gpu-smoke
+// gpu_smoke: the first thing to run on a new GPU machine (scripts/gpu-check
 // builds it against the LibTorch of a PyTorch install with CUDA). On GPU 0 it
 //   1. runs an in-place NCCL sum-allreduce on one rank over a cudaMalloc'd
 //      buffer (no LibTorch involved), checks the result and prints its time;
@@ -178,7 +178,7 @@ int Run(size_t elements, int repetitions) {
   if (!torch::cuda::is_available()) {
     std::fprintf(stderr,
                  "gpu_smoke: this LibTorch has no CUDA: build against a "
-                 "PyTorch install's (scripts/gpu-smoke) to run the stage\n");
+                 "PyTorch install's (scripts/gpu-check) to run the stage\n");
     return kExitNoTorchCuda;
   }
   absl::Status status;

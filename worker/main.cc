@@ -240,6 +240,10 @@ int main(int argc, char** argv) {
                  "CUDA device of gpu jobs: the daemon's one GPU (default 0; "
                  "run one daemon per GPU), or a standalone rank's (default: "
                  "its rank)");
+  app.add_option("--gpu-transport", flags.gpu_transport,
+                 "How a standalone gpu job's ranks exchange tensors: nccl "
+                 "(default), or gloo staged through host memory, for ranks "
+                 "that share one GPU");
   std::string task_file;
   app.add_option("--run-task", task_file,
                  "Internal: run one task (the daemon's task process)")

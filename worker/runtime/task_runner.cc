@@ -10,6 +10,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "worker/comm/gloo_communicator.h"
+#include "worker/comm/host_staged_communicator.h"
 #include "worker/comm/tcp_rendezvous.h"
 #ifdef CHIMERA_HAVE_NCCL
 #include "worker/comm/nccl_communicator.h"
@@ -24,36 +25,45 @@
 namespace chimera::worker {
 namespace {
 
-// Gloo for CPU tasks, NCCL for GPU tasks; either with the job's gradient
-// groups and the caller's extra groups.
+absl::StatusOr<std::unique_ptr<Communicator>> ConnectGloo(
+    const TaskRunOptions& options, const TcpRendezvous& rendezvous,
+    std::vector<CommGroup> groups) {
+  GlooOptions gloo;
+  gloo.rank = options.rank;
+  gloo.world_size = static_cast<int>(options.schedule.workers.size());
+  gloo.groups = std::move(groups);
+  gloo.host = options.host;
+  gloo.timeout = options.timeout;
+  return CreateGlooCommunicator(rendezvous, gloo);
+}
+
+// Gloo for CPU tasks; NCCL for GPU tasks, or Gloo staged through host memory
+// where asked; each with the job's gradient groups and the caller's extra
+// groups.
 absl::StatusOr<std::unique_ptr<Communicator>> Connect(
     const TaskRunOptions& options, const TcpRendezvous& rendezvous) {
   std::vector<CommGroup> groups = GradientGroups(options.schedule);
   groups.insert(groups.end(), options.extra_groups.begin(),
                 options.extra_groups.end());
-  const int world = static_cast<int>(options.schedule.workers.size());
-  if (options.task.gpu) {
-#ifdef CHIMERA_HAVE_NCCL
-    NcclOptions nccl;
-    nccl.rank = options.rank;
-    nccl.world_size = world;
-    nccl.device = options.gpu_index;
-    nccl.groups = std::move(groups);
-    nccl.links = P2pLinks(options.schedule);
-    nccl.connect_timeout = options.timeout;
-    return CreateNcclCommunicator(rendezvous, nccl);
-#else
-    return absl::FailedPreconditionError(
-        "a gpu task needs NCCL, and this worker was built without it");
-#endif
+  if (!options.task.gpu) return ConnectGloo(options, rendezvous, std::move(groups));
+  if (options.gpu_transport == GpuTransport::kHostStagedGloo) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Communicator> gloo,
+                     ConnectGloo(options, rendezvous, std::move(groups)));
+    return StageThroughHost(std::move(gloo));
   }
-  GlooOptions gloo;
-  gloo.rank = options.rank;
-  gloo.world_size = world;
-  gloo.groups = std::move(groups);
-  gloo.host = options.host;
-  gloo.timeout = options.timeout;
-  return CreateGlooCommunicator(rendezvous, gloo);
+#ifdef CHIMERA_HAVE_NCCL
+  NcclOptions nccl;
+  nccl.rank = options.rank;
+  nccl.world_size = static_cast<int>(options.schedule.workers.size());
+  nccl.device = options.gpu_index;
+  nccl.groups = std::move(groups);
+  nccl.links = P2pLinks(options.schedule);
+  nccl.connect_timeout = options.timeout;
+  return CreateNcclCommunicator(rendezvous, nccl);
+#else
+  return absl::FailedPreconditionError(
+      "a gpu task needs NCCL, and this worker was built without it");
+#endif
 }
 
 }  // namespace

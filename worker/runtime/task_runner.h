@@ -31,6 +31,8 @@
 
 namespace chimera::worker {
 
+enum class GpuTransport { kNccl, kHostStagedGloo };
+
 struct TaskRunOptions {
   TaskOptions task;
   // The whole job's programs (every rank's, for the gradient groups).
@@ -38,6 +40,9 @@ struct TaskRunOptions {
   int rank = 0;
   // The CUDA device a gpu task computes on (ignored for cpu tasks).
   int gpu_index = 0;
+  // A gpu task's transport: NCCL, or Gloo staged through host memory for
+  // ranks that share one GPU (NCCL refuses two ranks on one device).
+  GpuTransport gpu_transport = GpuTransport::kNccl;
   // This host as the other ranks reach it (Gloo and, on rank 0, the store).
   std::string host = "127.0.0.1";
   // Where rank 0 serves the store: rank 0 binds store_port (0: any free

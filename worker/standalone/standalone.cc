@@ -85,6 +85,19 @@ absl::StatusOr<StandaloneRun> LoadStandaloneJob(const std::string& job_path) {
   return run;
 }
 
+namespace {
+
+// --gpu-transport: empty or "nccl" for NCCL, "gloo" for Gloo staged through
+// host memory.
+absl::StatusOr<GpuTransport> ParseGpuTransport(const std::string& name) {
+  if (name.empty() || name == "nccl") return GpuTransport::kNccl;
+  if (name == "gloo") return GpuTransport::kHostStagedGloo;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--gpu-transport is '", name, "'; use nccl or gloo"));
+}
+
+}  // namespace
+
 absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags) {
   StandaloneRun parsed;
   RETURN_IF_ERROR(ParseStore(flags.store, parsed));
@@ -92,6 +105,8 @@ absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags) {
     return absl::InvalidArgumentError(
         absl::StrCat("--steps is ", flags.steps, "; it must be >= 0"));
   }
+  ASSIGN_OR_RETURN(const GpuTransport transport,
+                   ParseGpuTransport(flags.gpu_transport));
   ASSIGN_OR_RETURN(StandaloneRun run, LoadStandaloneJob(flags.job_path));
   const int world = schedule::WorkerCount(run.task.schedule);
   if (flags.world != world) {
@@ -108,6 +123,12 @@ absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--gpu is ", flags.gpu, "; it must be a CUDA device index >= 0"));
   }
+  if (!flags.gpu_transport.empty() && !run.task.gpu) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--gpu-transport is '", flags.gpu_transport,
+        "'; only gpu jobs choose a transport (spec.resources.device is cpu)"));
+  }
+  run.gpu_transport = transport;
   run.rank = flags.rank;
   run.gpu_index = flags.gpu >= 0 ? flags.gpu : flags.rank;
   run.store_host = parsed.store_host;
@@ -183,6 +204,7 @@ absl::Status RunStandalone(const StandaloneRun& run, std::ostream& out) {
   options.schedule = run.schedule;
   options.rank = run.rank;
   options.gpu_index = run.gpu_index;
+  options.gpu_transport = run.gpu_transport;
   options.store_host = run.store_host;
   options.store_port = run.store_port;
   options.first_step = run.first_step;

@@ -20,6 +20,7 @@
 #include "schedule/program.h"
 #include "worker/model/model_config.h"
 #include "worker/runtime/task_options.h"
+#include "worker/runtime/task_runner.h"
 
 namespace chimera::worker {
 
@@ -38,6 +39,9 @@ struct StandaloneFlags {
   // The CUDA device of a gpu job; -1 means the rank's own (the ranks of one
   // machine on GPUs 0, 1, ...).
   int gpu = -1;
+  // A gpu job's transport: "nccl" (the default when empty) or "gloo", staged
+  // through host memory, for ranks that share one GPU.
+  std::string gpu_transport;
 };
 
 struct StandaloneRun {
@@ -46,8 +50,9 @@ struct StandaloneRun {
   int rank = 0;
   std::string store_host;
   int store_port = 0;
-  // The CUDA device of a gpu job.
+  // The CUDA device of a gpu job, and how its ranks exchange tensors.
   int gpu_index = 0;
+  GpuTransport gpu_transport = GpuTransport::kNccl;
   int64_t steps = 0;
   // The first step to run: 0, or the checkpoint step resumed from.
   int64_t first_step = 0;

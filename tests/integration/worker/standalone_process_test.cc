@@ -173,6 +173,13 @@ TEST(StandaloneProcessTest, BadInputExitsTwoNamingTheFieldOrFlag) {
   unplanned_job.mutable_spec()->mutable_parallelism()->clear_micro_batches();
   const std::string unplanned =
       dir.WriteFile("unplanned.yaml", JobYaml(unplanned_job));
+  chimera::v1::TrainJob gpu_job = StandaloneJob();
+  gpu_job.mutable_spec()->mutable_resources()->set_device("gpu");
+  const std::string gpu = dir.WriteFile("gpu.yaml", JobYaml(gpu_job));
+  auto with_transport = [](std::vector<std::string> args, const char* transport) {
+    args.insert(args.end(), {"--gpu-transport", transport});
+    return args;
+  };
   const struct {
     std::vector<std::string> args;
     std::string named;
@@ -182,6 +189,10 @@ TEST(StandaloneProcessTest, BadInputExitsTwoNamingTheFieldOrFlag) {
       {WorkerArgs(good, 2, 2, "127.0.0.1:1"), "--rank is 2"},
       {WorkerArgs(good, 0, 2, "localhost"), "--store"},
       {{CHIMERA_WORKER_BINARY, "--standalone", "--rank", "0"}, "--job"},
+      {with_transport(WorkerArgs(good, 0, 2, "127.0.0.1:1"), "gloo"),
+       "--gpu-transport is 'gloo'; only gpu jobs choose"},
+      {with_transport(WorkerArgs(gpu, 0, 2, "127.0.0.1:1"), "tcp"),
+       "--gpu-transport is 'tcp'; use nccl or gloo"},
   };
   for (const auto& c : cases) {
     const ProcessResult result = RunProcess(c.args);

@@ -3,11 +3,14 @@
 #include <ATen/ATen.h>
 
 #include <memory>
+#include <numeric>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/field_errors.h"
 #include "common/status_macros.h"
 #include "jobspec/job_file.h"
@@ -161,8 +164,11 @@ absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags) {
 
 namespace {
 
-// Sums each step's loss and bubble ratio over all ranks and prints them on
-// the reporting rank.
+// Gathers each step's loss (summed) and every rank's bubble ratio and peak
+// memory over all ranks, and prints them on the reporting rank:
+//   step S loss L step_seconds T bubble_ratio B peak_memory_bytes M
+//   rank_bubble_ratios B0,B1,... rank_peak_memory_bytes M0,M1,...
+// where B is the mean over ranks and M the reporting rank's own.
 class StepPrinter : public TaskObserver {
  public:
   StepPrinter(const StandaloneRun& run, std::ostream& out)
@@ -172,19 +178,34 @@ class StepPrinter : public TaskObserver {
 
   absl::Status OnStep(const StepMetrics& metrics, Communicator& comm) override {
     const int world = static_cast<int>(run_.schedule.workers.size());
-    const at::Tensor summary = at::tensor(
-        {metrics.loss, schedule::BubbleRatio(metrics.bubble_seconds, metrics.step_seconds)},
-        at::TensorOptions(at::kDouble).device(device_));
+    // [loss, bubble ratio of each rank, peak memory of each rank]: a sum in
+    // which every rank fills its own slots gathers them.
+    std::vector<double> slots(1 + 2 * world, 0.0);
+    slots[0] = metrics.loss;
+    slots[1 + run_.rank] = schedule::BubbleRatio(metrics.bubble_seconds, metrics.step_seconds);
+    slots[1 + world + run_.rank] = static_cast<double>(metrics.memory_peak_bytes);
+    at::Tensor summary =
+        at::tensor(slots, at::TensorOptions(at::kDouble)).to(device_);
     ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> sum,
                      comm.AllReduceSum(summary, kSummaryGroup));
     RETURN_IF_ERROR(sum->Wait(kDefaultCollectiveTimeout));
     if (run_.rank != run_.reporting_rank) return absl::OkStatus();
+    summary = summary.cpu();
+    const double* gathered = summary.data_ptr<double>();
+    std::vector<double> bubbles(gathered + 1, gathered + 1 + world);
+    std::vector<int64_t> memory(gathered + 1 + world, gathered + 1 + 2 * world);
     out_ << absl::StrFormat(
                 "step %d loss %.12g step_seconds %.4f bubble_ratio %.3f "
-                "peak_memory_bytes %d",
-                metrics.step + 1, summary[0].item<double>(),
-                metrics.step_seconds, summary[1].item<double>() / world,
-                metrics.memory_peak_bytes)
+                "peak_memory_bytes %d rank_bubble_ratios %s "
+                "rank_peak_memory_bytes %s",
+                metrics.step + 1, gathered[0], metrics.step_seconds,
+                std::accumulate(bubbles.begin(), bubbles.end(), 0.0) / world,
+                metrics.memory_peak_bytes,
+                absl::StrJoin(bubbles, ",",
+                              [](std::string* text, double ratio) {
+                                absl::StrAppendFormat(text, "%.3f", ratio);
+                              }),
+                absl::StrJoin(memory, ","))
          << std::endl;
     return absl::OkStatus();
   }

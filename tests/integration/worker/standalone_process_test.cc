@@ -91,6 +91,17 @@ TEST(StandaloneProcessTest, TwoRanksTrainAndTheLastStagePrintsEachStep) {
         << lines[step];
     EXPECT_TRUE(absl::StrContains(lines[step], " bubble_ratio "));
     EXPECT_TRUE(absl::StrContains(lines[step], " peak_memory_bytes "));
+    // One bubble ratio and one peak per rank, rank 0 first.
+    const std::vector<std::string> fields = absl::StrSplit(lines[step], ' ');
+    ASSERT_EQ(fields.size(), 14u) << lines[step];
+    EXPECT_EQ(fields[10], "rank_bubble_ratios");
+    EXPECT_EQ(std::vector<std::string>(absl::StrSplit(fields[11], ',')).size(), 2u);
+    EXPECT_EQ(fields[12], "rank_peak_memory_bytes");
+    const std::vector<std::string> peaks = absl::StrSplit(fields[13], ',');
+    ASSERT_EQ(peaks.size(), 2u) << lines[step];
+    EXPECT_EQ(peaks[1], fields[9]) << "the reporting rank 1's own peak";
+    int64_t rank0_peak = 0;
+    EXPECT_TRUE(absl::SimpleAtoi(peaks[0], &rank0_peak) && rank0_peak > 0) << peaks[0];
   }
 }
 

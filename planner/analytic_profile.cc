@@ -45,6 +45,11 @@ void AddLayer(const LayerShape& shape, int bytes_per_element,
 
 }  // namespace
 
+double BlockForwardFlops(double seq_length, double hidden_size, double ffn_size) {
+  const double s = seq_length, h = hidden_size, f = ffn_size;
+  return 2 * s * (4 * h * h + 2 * h * f) + 4 * s * s * h;
+}
+
 chimera::v1::ModelProfile AnalyticProfile(const chimera::v1::ModelSpec& model,
                                           const chimera::v1::DeviceSpec& device,
                                           const EfficiencyCurve& curve) {
@@ -66,7 +71,7 @@ chimera::v1::ModelProfile AnalyticProfile(const chimera::v1::ModelSpec& model,
            device, curve, s, &profile);
   const LayerShape block{
       "block", 4 * h * h + 2 * h * f + 9 * h + f,
-      2 * s * (4 * h * h + 2 * h * f) + 4 * s * s * h,
+      BlockForwardFlops(s, h, f),
       (34 * s * h + 5 * a * s * s) * d / 2.0, hidden_bytes};
   for (int i = 0; i < model.num_layers(); ++i) {
     AddLayer(block, d, device, curve, s, &profile);

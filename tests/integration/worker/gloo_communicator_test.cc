@@ -15,11 +15,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "tests/integration/worker/comm_checks.h"
 #include "tests/integration/worker/forked_ranks.h"
 
 namespace chimera::worker {
 namespace {
 
+using testing::ExpectAllRanksSucceeded;
+using testing::ExpectFilledWith;
 using testing::RankExit;
 using testing::RunForkedRanks;
 
@@ -38,20 +41,6 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(
   options.groups = std::move(groups);
   options.timeout = timeout;
   return CreateGlooCommunicator(rendezvous, options);
-}
-
-absl::Status ExpectFilledWith(const at::Tensor& tensor, double value,
-                              absl::string_view what) {
-  if (!at::equal(tensor, at::full_like(tensor, value))) {
-    return absl::InternalError(
-        absl::StrCat(what, ": expected every element to be ", value,
-                     ", first is ", tensor.flatten()[0].item<double>()));
-  }
-  return absl::OkStatus();
-}
-
-void ExpectAllRanksSucceeded(const std::vector<RankExit>& exits) {
-  for (const RankExit& exit : exits) EXPECT_TRUE(exit.ok()) << exit;
 }
 
 // Value of the transfer from `source` with `tag`, so a mismatch shows.

@@ -12,13 +12,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "tests/integration/worker/comm_checks.h"
 #include "tests/integration/worker/forked_ranks.h"
 #include "worker/comm/gloo_communicator.h"
 
 namespace chimera::worker {
 namespace {
 
-using testing::RankExit;
+using testing::ExpectAllRanksSucceeded;
+using testing::ExpectFilledWith;
 using testing::RunForkedRanks;
 
 constexpr absl::Duration kTestDeadline = absl::Seconds(90);
@@ -34,20 +36,6 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectStaged(
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> gloo,
                    CreateGlooCommunicator(rendezvous, options));
   return StageThroughHost(std::move(gloo));
-}
-
-absl::Status ExpectFilledWith(const at::Tensor& tensor, double value,
-                              absl::string_view what) {
-  if (!at::equal(tensor, at::full_like(tensor, value))) {
-    return absl::InternalError(absl::StrCat(what, ": expected every element to be ",
-                                            value, ", first is ",
-                                            tensor.flatten()[0].item<double>()));
-  }
-  return absl::OkStatus();
-}
-
-void ExpectAllRanksSucceeded(const std::vector<RankExit>& exits) {
-  for (const RankExit& exit : exits) EXPECT_TRUE(exit.ok()) << exit;
 }
 
 TEST(HostStagedCommunicatorTest, SendTransfersTheTensorAsItWasWhenSent) {

@@ -45,7 +45,8 @@ void AddLayer(const LayerShape& shape, int bytes_per_element,
 
 }  // namespace
 
-double BlockForwardFlops(double seq_length, double hidden_size, double ffn_size) {
+double BlockForwardFlops(double seq_length, double hidden_size,
+                         double ffn_size) {
   const double s = seq_length, h = hidden_size, f = ffn_size;
   return 2 * s * (4 * h * h + 2 * h * f) + 4 * s * s * h;
 }
@@ -69,10 +70,9 @@ chimera::v1::ModelProfile AnalyticProfile(const chimera::v1::ModelSpec& model,
   const double hidden_bytes = s * h * d;
   AddLayer({"embedding", (v + s) * h, 2 * s * h, hidden_bytes, hidden_bytes}, d,
            device, curve, s, &profile);
-  const LayerShape block{
-      "block", 4 * h * h + 2 * h * f + 9 * h + f,
-      BlockForwardFlops(s, h, f),
-      (34 * s * h + 5 * a * s * s) * d / 2.0, hidden_bytes};
+  const LayerShape block{"block", 4 * h * h + 2 * h * f + 9 * h + f,
+                         BlockForwardFlops(s, h, f),
+                         (34 * s * h + 5 * a * s * s) * d / 2.0, hidden_bytes};
   for (int i = 0; i < model.num_layers(); ++i) {
     AddLayer(block, d, device, curve, s, &profile);
   }

@@ -44,7 +44,8 @@ inline constexpr int kMaxProfiledMicroBatch = 1024;
 
 // Forward FLOPs of one transformer block for one sample of `seq_length`
 // tokens (the "block forward" line above); backward is twice that.
-double BlockForwardFlops(double seq_length, double hidden_size, double ffn_size);
+double BlockForwardFlops(double seq_length, double hidden_size,
+                         double ffn_size);
 
 // `model` must be valid (see jobspec::ValidateJob).
 chimera::v1::ModelProfile AnalyticProfile(

@@ -27,9 +27,9 @@ class StagedOp final : public PendingOp {
     try {
       result_target_.copy_(host_);
     } catch (const std::exception& e) {
-      return absl::InternalError(absl::StrCat(
-          "copying a staged result to ", result_target_.device().str(), ": ",
-          TorchErrorMessage(e)));
+      return absl::InternalError(absl::StrCat("copying a staged result to ",
+                                              result_target_.device().str(),
+                                              ": ", TorchErrorMessage(e)));
     }
     result_target_ = at::Tensor();  // copied once, however often waited for
     return absl::OkStatus();
@@ -42,17 +42,19 @@ class StagedOp final : public PendingOp {
 };
 
 // A host copy of `tensor`: its values, or (for a receive) only its shape.
-absl::StatusOr<at::Tensor> HostCopy(const at::Tensor& tensor, bool with_values) {
+absl::StatusOr<at::Tensor> HostCopy(const at::Tensor& tensor,
+                                    bool with_values) {
   if (!tensor.defined()) {
     return absl::InvalidArgumentError("the tensor to stage is undefined");
   }
   try {
-    if (!with_values) return at::empty_like(tensor, tensor.options().device(at::kCPU));
+    if (!with_values)
+      return at::empty_like(tensor, tensor.options().device(at::kCPU));
     return tensor.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("staging a tensor of ",
-                                            tensor.device().str(),
-                                            " in host memory: ", TorchErrorMessage(e)));
+    return absl::InternalError(
+        absl::StrCat("staging a tensor of ", tensor.device().str(),
+                     " in host memory: ", TorchErrorMessage(e)));
   }
 }
 
@@ -68,7 +70,8 @@ class HostStagedCommunicator final : public Communicator {
                                                   int peer,
                                                   int64_t tag) override {
     ASSIGN_OR_RETURN(at::Tensor host, HostCopy(tensor, /*with_values=*/true));
-    ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op, host_->Send(host, peer, tag));
+    ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op,
+                     host_->Send(host, peer, tag));
     return Staged(std::move(op), std::move(host), at::Tensor());
   }
 
@@ -76,14 +79,16 @@ class HostStagedCommunicator final : public Communicator {
                                                   int peer,
                                                   int64_t tag) override {
     ASSIGN_OR_RETURN(at::Tensor host, HostCopy(tensor, /*with_values=*/false));
-    ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op, host_->Recv(host, peer, tag));
+    ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op,
+                     host_->Recv(host, peer, tag));
     return Staged(std::move(op), std::move(host), tensor);
   }
 
   absl::StatusOr<std::unique_ptr<PendingOp>> AllReduceSum(
       const at::Tensor& tensor, absl::string_view group) override {
     ASSIGN_OR_RETURN(at::Tensor host, HostCopy(tensor, /*with_values=*/true));
-    ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op, host_->AllReduceSum(host, group));
+    ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op,
+                     host_->AllReduceSum(host, group));
     return Staged(std::move(op), std::move(host), tensor);
   }
 

@@ -3,6 +3,8 @@
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "worker/runtime/memory_tracker.h"
 
@@ -66,6 +68,7 @@ DeviceMemory::DeviceMemory(c10::Device device) : device_(device) {
 }
 
 void DeviceMemory::ResetPeak() {
+  closed_windows_peak_ = process_peak_bytes();
   if (device_.is_cpu()) {
     MemoryTracker::Install().ResetPeak();
     return;
@@ -78,6 +81,10 @@ void DeviceMemory::ResetPeak() {
 int64_t DeviceMemory::current_bytes() const { return Bytes(/*peak=*/false); }
 
 int64_t DeviceMemory::peak_bytes() const { return Bytes(/*peak=*/true); }
+
+int64_t DeviceMemory::process_peak_bytes() const {
+  return std::max(closed_windows_peak_, peak_bytes());
+}
 
 int64_t DeviceMemory::Bytes(bool peak) const {
   if (device_.is_cpu()) {

@@ -39,11 +39,18 @@ class DeviceMemory {
   int64_t current_bytes() const;
   // Highest current_bytes() since construction or the last ResetPeak().
   int64_t peak_bytes() const;
+  // Highest usage of the process over every window, the first one from the
+  // process's start on a GPU: what torch.cuda.max_memory_allocated() reports
+  // when nothing resets the allocator's peak. An independent bound on what
+  // the steps' peaks account for.
+  int64_t process_peak_bytes() const;
 
  private:
   int64_t Bytes(bool peak) const;
 
   const c10::Device device_;
+  // The highest peak of the windows ResetPeak() closed.
+  int64_t closed_windows_peak_ = 0;
 };
 
 }  // namespace chimera::worker

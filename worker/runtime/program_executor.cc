@@ -306,6 +306,7 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
   if (loss_sum_.defined()) metrics.loss = loss_sum_.item<double>();
   metrics.memory_current_bytes = memory_.current_bytes();
   metrics.memory_peak_bytes = memory_.peak_bytes();
+  metrics.memory_process_peak_bytes = memory_.process_peak_bytes();
   metrics.peak_stashed_slices = static_cast<int64_t>(stash_.peak());
   AccountStateMemory(metrics);
   return metrics;

@@ -41,6 +41,9 @@ struct StepMetrics {
   // during the step; most micro-batch slices stashed at once.
   int64_t memory_current_bytes = 0;
   int64_t memory_peak_bytes = 0;
+  // The process's peak over its whole life so far (DeviceMemory::
+  // process_peak_bytes): at least memory_peak_bytes.
+  int64_t memory_process_peak_bytes = 0;
   int64_t peak_stashed_slices = 0;
   // The peak split by what holds it: the parameters of every replica this
   // worker holds, their gradient buffers, the optimizer state, and the rest

@@ -45,7 +45,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(
   std::vector<CommGroup> groups = GradientGroups(options.schedule);
   groups.insert(groups.end(), options.extra_groups.begin(),
                 options.extra_groups.end());
-  if (!options.task.gpu) return ConnectGloo(options, rendezvous, std::move(groups));
+  if (!options.task.gpu)
+    return ConnectGloo(options, rendezvous, std::move(groups));
   if (options.gpu_transport == GpuTransport::kHostStagedGloo) {
     ASSIGN_OR_RETURN(std::unique_ptr<Communicator> gloo,
                      ConnectGloo(options, rendezvous, std::move(groups)));

@@ -164,11 +164,64 @@ absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags) {
 
 namespace {
 
-// Gathers each step's loss (summed) and every rank's bubble ratio and peak
-// memory over all ranks, and prints them on the reporting rank:
+// What each rank contributes to a step's line, in slot order.
+enum RankFigure {
+  kBubbleRatio,
+  kPeakMemory,
+  kWeights,
+  kGradients,
+  kOptimizer,
+  kActivations,
+  kProcessPeakMemory,
+  kRankFigures,
+};
+
+// "12,34": byte counts carried as doubles (exact below 2^53).
+std::string Bytes(const std::vector<double>& counts) {
+  return absl::StrJoin(counts, ",", [](std::string* text, double bytes) {
+    absl::StrAppend(text, static_cast<int64_t>(bytes));
+  });
+}
+
+// "W0/G0/O0/A0,W1/G1/O1/A1": each rank's memory split.
+template <typename OfRanks>
+std::string MemorySplits(const OfRanks& of_ranks, int world) {
+  const std::vector<double> parts[] = {of_ranks(kWeights), of_ranks(kGradients),
+                                       of_ranks(kOptimizer),
+                                       of_ranks(kActivations)};
+  std::vector<std::string> ranks;
+  for (int rank = 0; rank < world; ++rank) {
+    ranks.push_back(absl::StrJoin(
+        parts, "/", [rank](std::string* text, const std::vector<double>& part) {
+          absl::StrAppend(text, static_cast<int64_t>(part[rank]));
+        }));
+  }
+  return absl::StrJoin(ranks, ",");
+}
+
+std::vector<double> RankFigures(const StepMetrics& metrics) {
+  std::vector<double> figures(kRankFigures);
+  figures[kBubbleRatio] =
+      schedule::BubbleRatio(metrics.bubble_seconds, metrics.step_seconds);
+  figures[kPeakMemory] = static_cast<double>(metrics.memory_peak_bytes);
+  figures[kWeights] = static_cast<double>(metrics.weights_bytes);
+  figures[kGradients] = static_cast<double>(metrics.gradients_bytes);
+  figures[kOptimizer] = static_cast<double>(metrics.optimizer_bytes);
+  figures[kActivations] = static_cast<double>(metrics.activations_bytes);
+  figures[kProcessPeakMemory] =
+      static_cast<double>(metrics.memory_process_peak_bytes);
+  return figures;
+}
+
+// Gathers each step's loss (summed) and every rank's RankFigures over all
+// ranks, and prints them on the reporting rank:
 //   step S loss L step_seconds T bubble_ratio B peak_memory_bytes M
 //   rank_bubble_ratios B0,B1,... rank_peak_memory_bytes M0,M1,...
-// where B is the mean over ranks and M the reporting rank's own.
+//   rank_memory_split_bytes W0/G0/O0/A0,W1/G1/O1/A1,...
+//   rank_process_peak_memory_bytes P0,P1,...
+// where B is the mean over ranks, M the reporting rank's own peak, the split
+// is weights/gradients/optimizer/activations at the step's peak, and P the
+// process's peak over its whole life.
 class StepPrinter : public TaskObserver {
  public:
   StepPrinter(const StandaloneRun& run, std::ostream& out)
@@ -178,12 +231,14 @@ class StepPrinter : public TaskObserver {
 
   absl::Status OnStep(const StepMetrics& metrics, Communicator& comm) override {
     const int world = static_cast<int>(run_.schedule.workers.size());
-    // [loss, bubble ratio of each rank, peak memory of each rank]: a sum in
-    // which every rank fills its own slots gathers them.
-    std::vector<double> slots(1 + 2 * world, 0.0);
+    // [loss, then each figure for every rank]: a sum in which every rank
+    // fills its own slots gathers them.
+    std::vector<double> slots(1 + kRankFigures * world, 0.0);
     slots[0] = metrics.loss;
-    slots[1 + run_.rank] = schedule::BubbleRatio(metrics.bubble_seconds, metrics.step_seconds);
-    slots[1 + world + run_.rank] = static_cast<double>(metrics.memory_peak_bytes);
+    const std::vector<double> own = RankFigures(metrics);
+    for (int figure = 0; figure < kRankFigures; ++figure) {
+      slots[1 + figure * world + run_.rank] = own[figure];
+    }
     at::Tensor summary =
         at::tensor(slots, at::TensorOptions(at::kDouble)).to(device_);
     ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> sum,
@@ -192,12 +247,16 @@ class StepPrinter : public TaskObserver {
     if (run_.rank != run_.reporting_rank) return absl::OkStatus();
     summary = summary.cpu();
     const double* gathered = summary.data_ptr<double>();
-    std::vector<double> bubbles(gathered + 1, gathered + 1 + world);
-    std::vector<int64_t> memory(gathered + 1 + world, gathered + 1 + 2 * world);
+    auto of_ranks = [&](RankFigure figure) {
+      return std::vector<double>(gathered + 1 + figure * world,
+                                 gathered + 1 + (figure + 1) * world);
+    };
+    const std::vector<double> bubbles = of_ranks(kBubbleRatio);
     out_ << absl::StrFormat(
                 "step %d loss %.12g step_seconds %.4f bubble_ratio %.3f "
                 "peak_memory_bytes %d rank_bubble_ratios %s "
-                "rank_peak_memory_bytes %s",
+                "rank_peak_memory_bytes %s rank_memory_split_bytes %s "
+                "rank_process_peak_memory_bytes %s",
                 metrics.step + 1, gathered[0], metrics.step_seconds,
                 std::accumulate(bubbles.begin(), bubbles.end(), 0.0) / world,
                 metrics.memory_peak_bytes,
@@ -205,7 +264,8 @@ class StepPrinter : public TaskObserver {
                               [](std::string* text, double ratio) {
                                 absl::StrAppendFormat(text, "%.3f", ratio);
                               }),
-                absl::StrJoin(memory, ","))
+                Bytes(of_ranks(kPeakMemory)), MemorySplits(of_ranks, world),
+                Bytes(of_ranks(kProcessPeakMemory)))
          << std::endl;
     return absl::OkStatus();
   }

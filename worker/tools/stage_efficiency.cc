@@ -70,8 +70,9 @@ absl::StatusOr<c10::Device> ParseDevice(const std::string& name) {
   try {
     return c10::Device(name);
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--device is '", name, "'; use cpu or cuda:N (", TorchErrorMessage(e), ")"));
+    return absl::InvalidArgumentError(absl::StrCat("--device is '", name,
+                                                   "'; use cpu or cuda:N (",
+                                                   TorchErrorMessage(e), ")"));
   }
 }
 
@@ -94,14 +95,17 @@ double Milliseconds(std::chrono::steady_clock::duration elapsed) {
 
 // Best forward+backward time of the stage over `repetitions`, after a
 // warm-up that loads the kernels and grows the allocator.
-absl::StatusOr<double> BestMilliseconds(const Shape& shape, c10::ScalarType dtype,
+absl::StatusOr<double> BestMilliseconds(const Shape& shape,
+                                        c10::ScalarType dtype,
                                         c10::Device device, int repetitions) {
   const ModelConfig config = StageModel(shape, dtype);
-  ASSIGN_OR_RETURN(std::shared_ptr<Stage> stage,
-                   BuildStage(config, {1, 1 + shape.layers}, /*seed=*/1, device));
+  ASSIGN_OR_RETURN(
+      std::shared_ptr<Stage> stage,
+      BuildStage(config, {1, 1 + shape.layers}, /*seed=*/1, device));
   const at::TensorOptions options = at::TensorOptions(dtype).device(device);
   const at::Tensor inputs =
-      at::randn({shape.micro_batch, shape.seq, shape.hidden}, options).requires_grad_();
+      at::randn({shape.micro_batch, shape.seq, shape.hidden}, options)
+          .requires_grad_();
   double best = 0;
   for (int i = 0; i <= repetitions; ++i) {
     SynchronizeDevice(device);
@@ -129,19 +133,22 @@ absl::Status Measure(const Flags& flags) {
         ms = absl::InternalError(TorchErrorMessage(e));
       }
       if (!ms.ok()) {
-        return absl::Status(ms.status().code(),
-                            absl::StrCat("hidden ", hidden, " micro-batch ",
-                                         micro_batch, ": ", ms.status().message()));
+        return absl::Status(
+            ms.status().code(),
+            absl::StrCat("hidden ", hidden, " micro-batch ", micro_batch, ": ",
+                         ms.status().message()));
       }
       // Forward plus a backward of twice its FLOPs.
-      const double flops = 3 * planner::BlockForwardFlops(shape.seq, hidden, 4 * hidden) *
-                           micro_batch * shape.layers;
-      std::printf("hidden %lld seq %lld micro-batch %lld layers %lld %s: "
-                  "forward+backward %.2f ms, %.4g TFLOP/s\n",
-                  static_cast<long long>(hidden), static_cast<long long>(shape.seq),
-                  static_cast<long long>(micro_batch),
-                  static_cast<long long>(shape.layers), flags.dtype.c_str(), *ms,
-                  flops / (*ms * 1e-3) / 1e12);
+      const double flops =
+          3 * planner::BlockForwardFlops(shape.seq, hidden, 4 * hidden) *
+          micro_batch * shape.layers;
+      std::printf(
+          "hidden %lld seq %lld micro-batch %lld layers %lld %s: "
+          "forward+backward %.2f ms, %.4g TFLOP/s\n",
+          static_cast<long long>(hidden), static_cast<long long>(shape.seq),
+          static_cast<long long>(micro_batch),
+          static_cast<long long>(shape.layers), flags.dtype.c_str(), *ms,
+          flops / (*ms * 1e-3) / 1e12);
       std::fflush(stdout);
     }
   }
@@ -154,9 +161,11 @@ absl::Status Measure(const Flags& flags) {
 int main(int argc, char** argv) {
   using chimera::worker::kMaxSize;
   chimera::worker::Flags flags;
-  CLI::App app("stage_efficiency: forward+backward time and FLOP/s of one "
-               "pipeline stage of transformer blocks");
-  app.add_option("--device", flags.device, "cpu or cuda:N")->capture_default_str();
+  CLI::App app(
+      "stage_efficiency: forward+backward time and FLOP/s of one "
+      "pipeline stage of transformer blocks");
+  app.add_option("--device", flags.device, "cpu or cuda:N")
+      ->capture_default_str();
   app.add_option("--dtype", flags.dtype, "bfloat16, float32 or float64")
       ->capture_default_str();
   app.add_option("--hidden", flags.hidden, "Hidden sizes (heads = hidden / 64)")
@@ -171,7 +180,8 @@ int main(int argc, char** argv) {
   app.add_option("--layers", flags.layers, "Transformer blocks in the stage")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));
-  app.add_option("--repetitions", flags.repetitions, "Timed runs after one warm-up")
+  app.add_option("--repetitions", flags.repetitions,
+                 "Timed runs after one warm-up")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
   try {
@@ -181,7 +191,8 @@ int main(int argc, char** argv) {
   }
   const absl::Status status = chimera::worker::Measure(flags);
   if (status.ok()) return 0;
-  std::fprintf(stderr, "stage_efficiency: %s\n", std::string(status.message()).c_str());
+  std::fprintf(stderr, "stage_efficiency: %s\n",
+               std::string(status.message()).c_str());
   return status.code() == absl::StatusCode::kInvalidArgument ||
                  status.code() == absl::StatusCode::kFailedPrecondition
              ? chimera::worker::kExitBadFlags

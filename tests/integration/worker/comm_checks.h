@@ -19,9 +19,9 @@ namespace chimera::worker::testing {
 inline absl::Status ExpectFilledWith(const at::Tensor& tensor, double value,
                                      absl::string_view what) {
   if (!at::equal(tensor, at::full_like(tensor, value))) {
-    return absl::InternalError(absl::StrCat(what, ": expected every element to be ",
-                                            value, ", first is ",
-                                            tensor.flatten()[0].item<double>()));
+    return absl::InternalError(
+        absl::StrCat(what, ": expected every element to be ", value,
+                     ", first is ", tensor.flatten()[0].item<double>()));
   }
   return absl::OkStatus();
 }

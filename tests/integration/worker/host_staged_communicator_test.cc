@@ -40,7 +40,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectStaged(
 
 TEST(HostStagedCommunicatorTest, SendTransfersTheTensorAsItWasWhenSent) {
   ExpectAllRanksSucceeded(RunForkedRanks(
-      2, kTestDeadline, [](int rank, TcpRendezvous& rendezvous) -> absl::Status {
+      2, kTestDeadline,
+      [](int rank, TcpRendezvous& rendezvous) -> absl::Status {
         ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
                          ConnectStaged(rank, 2, rendezvous));
         if (rank == 0) {
@@ -61,7 +62,8 @@ TEST(HostStagedCommunicatorTest, SendTransfersTheTensorAsItWasWhenSent) {
 
 TEST(HostStagedCommunicatorTest, AllReduceResultReachesTheTensorOnceWaitedFor) {
   ExpectAllRanksSucceeded(RunForkedRanks(
-      2, kTestDeadline, [](int rank, TcpRendezvous& rendezvous) -> absl::Status {
+      2, kTestDeadline,
+      [](int rank, TcpRendezvous& rendezvous) -> absl::Status {
         ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
                          ConnectStaged(rank, 2, rendezvous));
         at::Tensor gradients = at::full({1000}, rank + 1.0, at::kFloat);
@@ -71,7 +73,8 @@ TEST(HostStagedCommunicatorTest, AllReduceResultReachesTheTensorOnceWaitedFor) {
         // A second wait must not copy the staged sum over newer values.
         gradients.fill_(7.0);
         RETURN_IF_ERROR(sum->Wait(kOpTimeout));
-        RETURN_IF_ERROR(ExpectFilledWith(gradients, 7.0, "after a second wait"));
+        RETURN_IF_ERROR(
+            ExpectFilledWith(gradients, 7.0, "after a second wait"));
         return comm->Barrier(kOpTimeout);
       }));
 }

@@ -33,16 +33,18 @@ double NumberBefore(const std::string& line, const std::string& unit) {
 
 TEST(StageEfficiencyTest, PrintsTimeAndFlopRateForEveryShape) {
   const ProcessResult result = RunProcess(
-      {STAGE_EFFICIENCY_BINARY, "--device", "cpu", "--dtype", "float32", "--hidden",
-       "32,64", "--seq", "16", "--micro-batches", "1,2", "--layers", "2",
-       "--repetitions", "1"});
+      {STAGE_EFFICIENCY_BINARY, "--device", "cpu", "--dtype", "float32",
+       "--hidden", "32,64", "--seq", "16", "--micro-batches", "1,2", "--layers",
+       "2", "--repetitions", "1"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const std::vector<std::string> lines =
       absl::StrSplit(result.out, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 4u) << result.out;
-  EXPECT_TRUE(absl::StartsWith(lines[0], "hidden 32 seq 16 micro-batch 1 layers 2 float32:"))
+  EXPECT_TRUE(absl::StartsWith(
+      lines[0], "hidden 32 seq 16 micro-batch 1 layers 2 float32:"))
       << lines[0];
-  EXPECT_TRUE(absl::StartsWith(lines[3], "hidden 64 seq 16 micro-batch 2 layers 2 float32:"))
+  EXPECT_TRUE(absl::StartsWith(
+      lines[3], "hidden 64 seq 16 micro-batch 2 layers 2 float32:"))
       << lines[3];
   for (const std::string& line : lines) {
     EXPECT_GT(NumberBefore(line, "ms"), 0) << line;
@@ -56,7 +58,8 @@ TEST(StageEfficiencyTest, BadFlagsExitTwoNamingTheFlag) {
     std::string named;
   } cases[] = {
       {{STAGE_EFFICIENCY_BINARY, "--dtype", "int8"}, "--dtype is 'int8'"},
-      {{STAGE_EFFICIENCY_BINARY, "--device", "xpu9", "--dtype", "float32"}, "--device is 'xpu9'"},
+      {{STAGE_EFFICIENCY_BINARY, "--device", "xpu9", "--dtype", "float32"},
+       "--device is 'xpu9'"},
       {{STAGE_EFFICIENCY_BINARY, "--seq", "0"}, "--seq"},
   };
   for (const auto& c : cases) {

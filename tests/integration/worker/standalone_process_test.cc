@@ -91,17 +91,41 @@ TEST(StandaloneProcessTest, TwoRanksTrainAndTheLastStagePrintsEachStep) {
         << lines[step];
     EXPECT_TRUE(absl::StrContains(lines[step], " bubble_ratio "));
     EXPECT_TRUE(absl::StrContains(lines[step], " peak_memory_bytes "));
-    // One bubble ratio and one peak per rank, rank 0 first.
+    // Per rank, rank 0 first: bubble ratio, peak, memory split, process peak.
     const std::vector<std::string> fields = absl::StrSplit(lines[step], ' ');
-    ASSERT_EQ(fields.size(), 14u) << lines[step];
+    ASSERT_EQ(fields.size(), 18u) << lines[step];
     EXPECT_EQ(fields[10], "rank_bubble_ratios");
-    EXPECT_EQ(std::vector<std::string>(absl::StrSplit(fields[11], ',')).size(), 2u);
+    EXPECT_EQ(std::vector<std::string>(absl::StrSplit(fields[11], ',')).size(),
+              2u);
     EXPECT_EQ(fields[12], "rank_peak_memory_bytes");
     const std::vector<std::string> peaks = absl::StrSplit(fields[13], ',');
     ASSERT_EQ(peaks.size(), 2u) << lines[step];
     EXPECT_EQ(peaks[1], fields[9]) << "the reporting rank 1's own peak";
-    int64_t rank0_peak = 0;
-    EXPECT_TRUE(absl::SimpleAtoi(peaks[0], &rank0_peak) && rank0_peak > 0) << peaks[0];
+    EXPECT_EQ(fields[14], "rank_memory_split_bytes");
+    const std::vector<std::string> splits = absl::StrSplit(fields[15], ',');
+    ASSERT_EQ(splits.size(), 2u) << lines[step];
+    EXPECT_EQ(fields[16], "rank_process_peak_memory_bytes");
+    const std::vector<std::string> process_peaks =
+        absl::StrSplit(fields[17], ',');
+    ASSERT_EQ(process_peaks.size(), 2u) << lines[step];
+    for (int rank = 0; rank < 2; ++rank) {
+      // weights/gradients/optimizer/activations add up to the step's peak,
+      // which the process's peak bounds.
+      int64_t peak = 0, process_peak = 0, sum = 0;
+      ASSERT_TRUE(absl::SimpleAtoi(peaks[rank], &peak)) << peaks[rank];
+      ASSERT_TRUE(absl::SimpleAtoi(process_peaks[rank], &process_peak));
+      const std::vector<std::string> parts = absl::StrSplit(splits[rank], '/');
+      ASSERT_EQ(parts.size(), 4u) << splits[rank];
+      for (const std::string& part : parts) {
+        int64_t bytes = 0;
+        ASSERT_TRUE(absl::SimpleAtoi(part, &bytes)) << part;
+        EXPECT_GE(bytes, 0) << splits[rank];
+        sum += bytes;
+      }
+      EXPECT_GT(peak, 0) << lines[step];
+      EXPECT_EQ(sum, peak) << "rank " << rank << ": " << lines[step];
+      EXPECT_GE(process_peak, peak) << "rank " << rank << ": " << lines[step];
+    }
   }
 }
 
@@ -187,7 +211,8 @@ TEST(StandaloneProcessTest, BadInputExitsTwoNamingTheFieldOrFlag) {
   chimera::v1::TrainJob gpu_job = StandaloneJob();
   gpu_job.mutable_spec()->mutable_resources()->set_device("gpu");
   const std::string gpu = dir.WriteFile("gpu.yaml", JobYaml(gpu_job));
-  auto with_transport = [](std::vector<std::string> args, const char* transport) {
+  auto with_transport = [](std::vector<std::string> args,
+                           const char* transport) {
     args.insert(args.end(), {"--gpu-transport", transport});
     return args;
   };

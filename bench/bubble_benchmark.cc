@@ -16,7 +16,6 @@
 // A benchmark: it prints markdown tables (docs/runtime-measurements.md) and
 // never passes or fails on time; it exits 1 only when a run fails.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -37,6 +36,7 @@
 #include "tests/support/temp_dir.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/model/stage.h"
+#include "worker/runtime/compute_threads.h"
 
 namespace chimera::worker {
 namespace {
@@ -99,7 +99,7 @@ absl::StatusOr<double> MeanSeconds(int repeats, Op op) {
 absl::Status CalibrateRank(int rank, TcpRendezvous& rendezvous,
                            const std::vector<int64_t>& sizes,
                            const std::string& out) {
-  at::set_num_threads(1);
+  LimitComputeThreads(1);
   GlooOptions gloo;
   gloo.rank = rank;
   gloo.world_size = 2;

@@ -22,7 +22,6 @@
 // prints a markdown table (docs/runtime-measurements.md), never passes or
 // fails on time, and exits 1 only when a job cannot be run.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,6 +40,7 @@
 #include "schedule/generator.h"
 #include "schedule/simulator.h"
 #include "tests/integration/worker/pipeline_job.h"
+#include "worker/runtime/compute_threads.h"
 #include "worker/runtime/task_options.h"
 #include "worker/standalone/standalone.h"
 
@@ -133,7 +133,7 @@ double ConcurrentMatmulSeconds(int processes) {
   for (int i = 0; i < processes; ++i) {
     const pid_t child = fork();
     if (child == 0) {
-      at::set_num_threads(1);
+      LimitComputeThreads(1);
       const at::Tensor activations = at::randn({512, 768});
       const at::Tensor weights = at::randn({768, 768});
       for (int repeat = 0; repeat < 300; ++repeat)

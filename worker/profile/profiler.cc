@@ -1,7 +1,6 @@
 #include "worker/profile/profiler.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <torch/nn/module.h>
 
 #include <algorithm>
@@ -18,6 +17,7 @@
 #include "worker/model/layers.h"
 #include "worker/model/loss.h"
 #include "worker/model/micro_batch.h"
+#include "worker/runtime/compute_threads.h"
 #include "worker/runtime/memory_tracker.h"
 #include "worker/runtime/task_options.h"
 
@@ -165,7 +165,7 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileModel(
         " must all be >= 1"));
   }
   MemoryTracker::Install();
-  at::set_num_threads(options.threads);
+  LimitComputeThreads(options.threads);
   chimera::v1::ModelProfile profile;
   profile.set_api_version(kApiVersion);
   profile.set_kind(planner::kModelProfileKind);

@@ -1,7 +1,5 @@
 #include "worker/runtime/task_runner.h"
 
-#include <ATen/Parallel.h>
-
 #include <memory>
 #include <utility>
 #include <vector>
@@ -16,6 +14,7 @@
 #include "worker/comm/nccl_communicator.h"
 #endif
 #include "worker/runtime/checkpoint.h"
+#include "worker/runtime/compute_threads.h"
 #include "worker/runtime/data_source.h"
 #include "worker/runtime/device_memory.h"
 #include "worker/runtime/gradient_sync.h"
@@ -70,7 +69,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(
 }  // namespace
 
 absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
-  at::set_num_threads(options.task.threads);
+  LimitComputeThreads(options.task.threads);
   const ExecutorOptions executor_options =
       ExecutorOptionsFor(options.task, options.gpu_index);
   // Before the rendezvous: the other ranks need not wait to learn this.

@@ -10,7 +10,6 @@
 // batch of W·N·B samples, the same loss normaliser and optimizer code). Every
 // child writes its parameters and losses to a file; the parent compares.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,6 +30,7 @@
 #include "tests/support/temp_dir.h"
 #include "worker/model/loss.h"
 #include "worker/model/stage.h"
+#include "worker/runtime/compute_threads.h"
 #include "worker/runtime/program_executor.h"
 
 namespace chimera::worker {
@@ -114,7 +114,7 @@ PipelineJob JobFor(const Case& c, schedule::Schedule s) {
 
 // The whole model of `job` in one process on the whole mini-batch.
 absl::Status TrainReference(const PipelineJob& job, const std::string& dir) {
-  at::set_num_threads(1);
+  LimitComputeThreads(1);
   const ModelConfig& config = job.executor.model;
   const schedule::Topology& topology = job.schedule.topology;
   const int64_t batch = int64_t{topology.width} * topology.micro_batches *

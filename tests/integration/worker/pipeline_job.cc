@@ -1,7 +1,5 @@
 #include "tests/integration/worker/pipeline_job.h"
 
-#include <ATen/Parallel.h>
-
 #include <memory>
 #include <sstream>
 #include <string>
@@ -15,6 +13,7 @@
 #include "tests/integration/worker/training_record.h"
 #include "tests/support/temp_dir.h"
 #include "worker/comm/gloo_communicator.h"
+#include "worker/runtime/compute_threads.h"
 #include "worker/runtime/gradient_sync.h"
 
 namespace chimera::worker::testing {
@@ -81,7 +80,7 @@ std::string RankRecordPath(const std::string& dir, int rank) {
 absl::Status RunPipelineRank(const PipelineJob& job,
                              const std::string& record_path, int rank,
                              TcpRendezvous& rendezvous) {
-  at::set_num_threads(1);
+  LimitComputeThreads(1);
   GlooOptions gloo;
   gloo.rank = rank;
   gloo.world_size = static_cast<int>(job.schedule.workers.size());

@@ -5,7 +5,9 @@
 // one single-threaded process training the whole model on the same
 // micro-batch size and mini-batch (a depth-1 pipeline: gradient accumulation
 // over the job's W·N micro-batches, the same executor and optimizer). The
-// ideal for P worker processes is P times the single process's samples/s.
+// ideal for P worker processes is min(P, cores) times the single process's
+// samples/s. Every process runs single-threaded for real: LibTorch's pools
+// and the BLAS's own threads (LimitComputeThreads).
 //
 //   throughput_benchmark --job examples/bench/bert-chimera-d2.yaml
 //       [--job ...] [--steps 3] [--warmup 1]
@@ -13,8 +15,8 @@
 // samples/s of a run: samples of the measured steps over the sum of their
 // step times, a step lasting as long as its slowest rank.
 //
-// P cores do not always give P times one core: vCPUs that are hyperthreads
-// of one physical core share its vector units. So it also measures how much
+// P cores do not always give P times one core (vCPUs that are hyperthreads
+// of one physical core share its vector units). So it also measures how much
 // faster P processes doing the same single-threaded matrix products at once
 // finish than one process doing them P times over ("P-process scaling", P
 // on P real cores), and reports the pipeline against that achievable
@@ -125,6 +127,8 @@ std::string Breakdown(const std::string& label,
   return text;
 }
 
+int OnlineCores() { return std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))); }
+
 // Seconds for `processes` forked single-threaded processes to each finish
 // the same fixed run of transformer-sized matrix products.
 double ConcurrentMatmulSeconds(int processes) {
@@ -183,7 +187,7 @@ absl::StatusOr<std::string> RunJob(const std::string& path,
 
   const Throughput pipeline = Measure(pipelined, flags.warmup);
   const Throughput one = Measure(single, flags.warmup);
-  const double ideal = workers * one.samples_per_second;
+  const double ideal = std::min(workers, OnlineCores()) * one.samples_per_second;
   const double scaling = ProcessScaling(workers);
   std::printf(
       "| %s | %s | %d | %d | %d | %.2f | %.3f | %.2f | %.2f | %.0f%% | %.2f | "
@@ -215,13 +219,14 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   std::printf(
       "one single-threaded process per worker; %d measured steps after %d "
-      "warm-up\n\n"
+      "warm-up; %d cores\n\n"
       "| job | scheme | D | N | P | pipelined samples/s | pipelined bubble | "
-      "single-process samples/s | ideal (P x single) | of ideal | P-process "
+      "single-process samples/s | ideal (min(P, cores) x single) | of ideal | "
+      "P-process "
       "scaling | "
       "of achievable (scaling x single) |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
-      flags.steps, flags.warmup);
+      flags.steps, flags.warmup, chimera::worker::OnlineCores());
   int exit_code = 0;
   std::string breakdowns;
   for (const std::string& job : flags.jobs) {

@@ -15,27 +15,55 @@
 namespace chimera::net {
 namespace {
 
-// In the forked child: becomes `argv`, or exits 127.
-[[noreturn]] void Exec(const std::vector<std::string>& argv, const std::string& working_dir) {
-  // A child must not outlive its parent: a killed worker daemon takes its
-  // task process along, a killed test its servers.
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  // The parent may block signals to sigwait for them; the child starts clean.
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  if (!working_dir.empty() && ::chdir(working_dir.c_str()) != 0) _exit(127);
-  std::vector<char*> args;
-  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-  args.push_back(nullptr);
-  ::execv(args[0], args.data());
-  _exit(127);
-}
+// argv and the environment for execve, built before fork: after fork, the
+// child of a threaded parent must not allocate.
+class ExecArgs {
+ public:
+  ExecArgs(const std::vector<std::string>& argv,
+           const ChildProcess::Environment& overrides) {
+    for (const std::string& arg : argv)
+      argv_.push_back(const_cast<char*>(arg.c_str()));
+    argv_.push_back(nullptr);
+    for (char** variable = environ; *variable != nullptr; ++variable) {
+      const std::string entry = *variable;
+      if (overrides.count(entry.substr(0, entry.find('='))) == 0) {
+        environment_.push_back(entry);
+      }
+    }
+    for (const auto& [name, value] : overrides) {
+      environment_.push_back(name + "=" + value);
+    }
+    for (std::string& entry : environment_) envp_.push_back(entry.data());
+    envp_.push_back(nullptr);
+  }
+
+  // In the forked child: becomes the program, or exits 127.
+  [[noreturn]] void Exec(const std::string& working_dir) {
+    // A child must not outlive its parent: a killed worker daemon takes its
+    // task process along, a killed test its servers.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // The parent may block signals to sigwait for them; the child starts clean.
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (!working_dir.empty() && ::chdir(working_dir.c_str()) != 0) _exit(127);
+    ::execve(argv_[0], argv_.data(), envp_.data());
+    _exit(127);
+  }
+
+ private:
+  std::vector<char*> argv_;
+  std::vector<std::string> environment_;
+  std::vector<char*> envp_;
+};
 
 }  // namespace
 
 ChildProcess::ChildProcess(const std::vector<std::string>& argv,
-                           const std::string& working_dir, const std::string& log_file) {
+                           const std::string& working_dir,
+                           const std::string& log_file,
+                           const Environment& environment) {
+  ExecArgs exec(argv, environment);
   if (!log_file.empty()) {
     const int log = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (log < 0) return;
@@ -43,7 +71,7 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv,
     if (pid_ == 0) {
       ::dup2(log, STDOUT_FILENO);
       ::dup2(log, STDERR_FILENO);
-      Exec(argv, working_dir);
+      exec.Exec(working_dir);
     }
     ::close(log);
     return;
@@ -59,7 +87,7 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv,
   if (pid_ == 0) {
     ::dup2(out_pipe[1], STDOUT_FILENO);
     ::dup2(err_pipe[1], STDERR_FILENO);
-    Exec(argv, working_dir);
+    exec.Exec(working_dir);
   }
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);

@@ -13,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,12 +24,17 @@ namespace chimera::net {
 
 class ChildProcess {
  public:
+  // Variables the child's environment sets or replaces, name -> value.
+  using Environment = std::map<std::string, std::string>;
+
   // Starts `argv` (argv[0] is the program's path) in `working_dir` (empty =
-  // the caller's). Its stdout and stderr are captured, or appended to
-  // `log_file` when one is given (for long-lived children nobody reads).
+  // the caller's), with this process's environment and `environment` over
+  // it. Its stdout and stderr are captured, or appended to `log_file` when
+  // one is given (for long-lived children nobody reads).
   explicit ChildProcess(const std::vector<std::string>& argv,
                         const std::string& working_dir = "",
-                        const std::string& log_file = "");
+                        const std::string& log_file = "",
+                        const Environment& environment = {});
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;

@@ -10,6 +10,8 @@
 #include "net/child_process.h"
 #include "worker/daemon/local_devices.h"
 #include "worker/daemon/task_process.h"
+#include "worker/runtime/compute_threads.h"
+#include "worker/runtime/task_options.h"
 
 namespace chimera::worker {
 namespace {
@@ -49,9 +51,13 @@ class WorkerDaemon::Task {
     start.SerializeToOstream(&out);
     out.close();
     daemon->metrics_->TaskStarted(start.job_id(), start.program().rank());
-    process_ = std::make_unique<net::ChildProcess>(std::vector<std::string>{
-        daemon->options_.task_binary, "--run-task", file, "--host",
-        daemon->options_.host, "--gpu", std::to_string(daemon->options_.gpu)});
+    process_ = std::make_unique<net::ChildProcess>(
+        std::vector<std::string>{daemon->options_.task_binary, "--run-task",
+                                 file, "--host", daemon->options_.host, "--gpu",
+                                 std::to_string(daemon->options_.gpu)},
+        /*working_dir=*/"", /*log_file=*/"",
+        ComputeThreadsEnvironment(
+            ThreadsPerWorker(start.manifest().spec().resources())));
     log_path_ = log;
     relay_ = std::thread([this] { Relay(); });
   }

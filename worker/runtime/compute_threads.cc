@@ -33,6 +33,13 @@ void LimitComputeThreads(int threads) {
   }
 }
 
+std::map<std::string, std::string> ComputeThreadsEnvironment(int threads) {
+  const std::string count = std::to_string(threads);
+  return {{"OPENBLAS_NUM_THREADS", count},
+          {"OMP_NUM_THREADS", count},
+          {"MKL_NUM_THREADS", count}};
+}
+
 std::optional<int> BlasThreads() {
   if (auto get = LoadedSymbol<int (*)()>("openblas_get_num_threads"))
     return get();

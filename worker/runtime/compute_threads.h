@@ -9,7 +9,9 @@
 #ifndef CHIMERA_WORKER_RUNTIME_COMPUTE_THREADS_H_
 #define CHIMERA_WORKER_RUNTIME_COMPUTE_THREADS_H_
 
+#include <map>
 #include <optional>
+#include <string>
 
 namespace chimera::worker {
 
@@ -17,6 +19,12 @@ namespace chimera::worker {
 // in whatever LibTorch loaded) to `threads` (>= 1), and the inter-op pool too
 // where it has not started yet (LibTorch allows that once per process).
 void LimitComputeThreads(int threads);
+
+// The environment that sizes the thread pools of a process about to start
+// (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, MKL_NUM_THREADS): OpenBLAS reads it
+// when it loads, before any code can call LimitComputeThreads, and then
+// starts no threads it would never use.
+std::map<std::string, std::string> ComputeThreadsEnvironment(int threads);
 
 // The threads the loaded BLAS says it uses; nullopt when it does not say
 // (a BLAS other than OpenBLAS).

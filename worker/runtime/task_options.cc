@@ -94,6 +94,11 @@ std::string CheckpointDirFor(const chimera::v1::TrainJob& job,
   return absl::StrCat(training.checkpoint_dir(), "/", job_id);
 }
 
+int ThreadsPerWorker(const chimera::v1::ResourceSpec& resources) {
+  return resources.threads_per_worker() > 0 ? resources.threads_per_worker()
+                                            : 1;
+}
+
 absl::StatusOr<TaskOptions> TaskOptionsFor(const chimera::v1::TrainJob& job,
                                            const chimera::v1::Plan& plan) {
   const chimera::v1::JobSpec& spec = job.spec();
@@ -122,8 +127,7 @@ absl::StatusOr<TaskOptions> TaskOptionsFor(const chimera::v1::TrainJob& job,
                "gpu tasks need a worker built against a LibTorch with CUDA "
                "and with NCCL; this one runs on the CPU only (use cpu)");
   }
-  options.threads =
-      resources.threads_per_worker() > 0 ? resources.threads_per_worker() : 1;
+  options.threads = ThreadsPerWorker(resources);
   options.checkpoint_every = spec.training().checkpoint_every();
   options.checkpoint_dir = CheckpointDirFor(job, job.metadata().name());
   if (!errors.empty()) return errors.ToStatus();

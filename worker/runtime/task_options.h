@@ -60,6 +60,9 @@ inline constexpr bool kWorkerHasGpuRuntime = true;
 inline constexpr bool kWorkerHasGpuRuntime = false;
 #endif
 
+// Compute threads of each worker: spec.resources.threadsPerWorker, 0 meaning 1.
+int ThreadsPerWorker(const chimera::v1::ResourceSpec& resources);
+
 // `job` must have passed jobspec validation. INVALID_ARGUMENT, one line per
 // problem naming the field: a plan that is not a valid schedule or whose
 // partition does not cover the model, or a gpu job on a worker without the

@@ -47,5 +47,15 @@ TEST(ComputeThreadsTest, ProductsTakeAtMostOneCoreWhenLimitedToOneThread) {
   EXPECT_LE(cpu_per_wall, 1.25) << "CPU seconds per wall second";
 }
 
+// What the daemon gives a task process, so OpenBLAS sizes its pool right when
+// it loads.
+TEST(ComputeThreadsTest, EnvironmentSizesEveryPoolOfAProcessToStart) {
+  const std::map<std::string, std::string> environment =
+      ComputeThreadsEnvironment(3);
+  EXPECT_EQ(environment.at("OPENBLAS_NUM_THREADS"), "3");
+  EXPECT_EQ(environment.at("OMP_NUM_THREADS"), "3");
+  EXPECT_EQ(environment.at("MKL_NUM_THREADS"), "3");
+}
+
 }  // namespace
 }  // namespace chimera::worker

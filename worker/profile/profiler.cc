@@ -206,8 +206,7 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileJob(
   const int micro_batch_size = job.spec().training().micro_batch_size();
   options.max_micro_batch_size =
       micro_batch_size > 0 ? micro_batch_size : kDefaultMaxMicroBatchSize;
-  const int threads = job.spec().resources().threads_per_worker();
-  options.threads = threads > 0 ? threads : 1;
+  options.threads = ThreadsPerWorker(job.spec().resources());
   options.seed = job.spec().training().seed();
   options.name = absl::StrCat(job.metadata().name(), "-profile");
   return ProfileModel(config, options);

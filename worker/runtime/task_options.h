@@ -36,7 +36,7 @@ struct TaskOptions {
   uint64_t seed = 0;
   int micro_batch_size = 1;
   int64_t max_steps = 0;
-  // LibTorch intra-op threads (spec.resources.threadsPerWorker, 0 = 1).
+  // Compute threads: LibTorch's pools and the BLAS's (ThreadsPerWorker).
   int threads = 1;
   // spec.resources.device is "gpu": the stages compute on a CUDA GPU and the
   // ranks talk over NCCL (Gloo and the CPU otherwise).

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/environment.h"
 #include "common/status_macros.h"
+#include "net/server_address.h"
 
 namespace chimera::client {
 namespace {
@@ -32,6 +33,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
     ConnectionOptions options) {
   options.address =
       OrEnvironment(options.address, "CHIMERA_ADDRESS", kDefaultAddress);
+  if (absl::Status valid = net::ParseDialAddress(options.address).status();
+      !valid.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--address (or $CHIMERA_ADDRESS): ", valid.message()));
+  }
   options.token = OrEnvironment(options.token, "CHIMERA_TOKEN");
   options.tls.ca = OrEnvironment(options.tls.ca, "CHIMERA_TLS_CA");
   options.tls.certificate =

@@ -3,6 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace chimera::net {
 
@@ -37,6 +38,20 @@ absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text) {
     return absl::InvalidArgumentError(absl::StrCat(
         "address '", text, "' has port '", text.substr(colon + 1),
         "'; use 0-65535 (0 = any free port)"));
+  }
+  return address;
+}
+
+absl::StatusOr<ServerAddress> ParseDialAddress(absl::string_view text) {
+  if (absl::StrContains(text, "://")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "address '", text, "' is a URL; give HOST:PORT, e.g. 127.0.0.1:50051"));
+  }
+  ASSIGN_OR_RETURN(ServerAddress address, ParseServerAddress(text));
+  if (address.port == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address '", text,
+                     "' has port 0; give the port the server listens on"));
   }
   return address;
 }

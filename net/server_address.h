@@ -22,6 +22,11 @@ struct ServerAddress {
 // Parses "127.0.0.1:50051", "localhost:0", "[::1]:7000", "0.0.0.0:50051".
 absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text);
 
+// Parses an address to dial: HOST:PORT as above, with a real port (1-65535)
+// and no URL scheme ("http://host:port" would go to the resolver as a host
+// name and fail there, far from the mistake).
+absl::StatusOr<ServerAddress> ParseDialAddress(absl::string_view text);
+
 }  // namespace chimera::net
 
 #endif  // CHIMERA_NET_SERVER_ADDRESS_H_

@@ -32,6 +32,7 @@
 #include "common/version.h"
 #include "jobspec/job_file.h"
 #include "net/metrics_server.h"
+#include "net/server_address.h"
 #include "net/tls_credentials.h"
 #include "worker/daemon/local_devices.h"
 #include "worker/daemon/task_process.h"
@@ -87,6 +88,12 @@ int RunStandaloneMode(const chimera::worker::StandaloneFlags& flags) {
 // until SIGINT or SIGTERM.
 int RunDaemon(chimera::worker::DaemonOptions options,
               chimera::net::ClientTlsFiles tls, const std::string& metrics_listen) {
+  if (const absl::Status valid =
+          chimera::net::ParseDialAddress(options.coordinator).status();
+      !valid.ok()) {
+    std::cerr << "chimera-worker: --coordinator: " << valid.message() << "\n";
+    return kExitBadInput;
+  }
   if (options.worker_id.empty()) {
     options.worker_id = absl::StrCat(
         chimera::worker::DiscoverLocalResources().node, "-", ::getpid());

@@ -98,6 +98,17 @@ TEST_F(CliJobsTest, UnreachableCoordinatorSaysWhere) {
   EXPECT_THAT(list.err, HasSubstr("127.0.0.1:1"));
 }
 
+TEST_F(CliJobsTest, AddressWithoutPortOrWithSchemeIsAUsageError) {
+  for (const char* address :
+       {"127.0.0.1", "http://127.0.0.1:50051", "localhost:0"}) {
+    ProcessResult list =
+        RunProcess({CHIMERA_BINARY, "list", "--address", address});
+    EXPECT_EQ(list.exit_code, 2) << address << ": " << list.err;
+    EXPECT_THAT(list.err, HasSubstr("--address")) << address;
+    EXPECT_THAT(list.err, HasSubstr(address)) << address;
+  }
+}
+
 TEST_F(CliJobsTest, WorkersListIsEmptyWithoutWorkers) {
   ProcessResult workers = Chimera({"workers", "-o", "json"});
   ASSERT_EQ(workers.exit_code, 0) << workers.err;

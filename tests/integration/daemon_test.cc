@@ -132,6 +132,18 @@ class DaemonTest : public ::testing::Test {
   std::vector<std::unique_ptr<net::ChildProcess>> workers_;
 };
 
+TEST_F(DaemonTest, CoordinatorAddressWithoutPortOrAsAUrlIsBadInput) {
+  for (const char* address :
+       {"127.0.0.1", "http://127.0.0.1:50051", "localhost:0"}) {
+    const testing::ProcessResult worker =
+        testing::RunProcess({CHIMERA_WORKER_BINARY, "--coordinator", address});
+    EXPECT_EQ(worker.exit_code, 2) << address << ": " << worker.err;
+    EXPECT_THAT(worker.err,
+                HasSubstr(absl::StrCat("--coordinator: address '", address)))
+        << worker.err;
+  }
+}
+
 TEST_F(DaemonTest, ChimeraJobOnFourWorkersSucceedsWithMetricsAndFallingLoss) {
   StartCoordinator();
   StartWorkers(4);

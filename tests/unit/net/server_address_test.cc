@@ -38,5 +38,16 @@ TEST(ServerAddressTest, RejectsMissingOrBadPorts) {
   EXPECT_THAT(net::ParseServerAddress(":80").status().message(), HasSubstr("no host"));
 }
 
+TEST(ServerAddressTest, DialAddressNeedsARealPortAndNoScheme) {
+  EXPECT_EQ(net::ParseDialAddress("127.0.0.1:50051")->port, 50051);
+  EXPECT_THAT(net::ParseDialAddress("127.0.0.1:0").status().message(),
+              HasSubstr("has port 0"));
+  EXPECT_THAT(
+      net::ParseDialAddress("http://127.0.0.1:50051").status().message(),
+      HasSubstr("is a URL; give HOST:PORT"));
+  EXPECT_THAT(net::ParseDialAddress("127.0.0.1").status().message(),
+              HasSubstr("must be HOST:PORT"));
+}
+
 }  // namespace
 }  // namespace chimera::net

@@ -9,8 +9,8 @@
 #include "client/run_command.h"
 #include "client/schedule_command.h"
 #include "client/validate_command.h"
+#include "client/version_command.h"
 #include "common/logging.h"
-#include "common/version.h"
 
 int main(int argc, char** argv) {
   using chimera::client::kExitOk;
@@ -36,9 +36,7 @@ int main(int argc, char** argv) {
     chimera::SetMinLogLevel(*chimera::ParseLogLevel(log_level));
   });
 
-  app.add_subcommand("version", "Print the version and exit")->callback([] {
-    std::cout << "chimera " << chimera::kVersion << "\n";
-  });
+  chimera::client::AddVersionCommand(app);
   chimera::client::AddValidateCommand(app);
   chimera::client::AddScheduleCommand(app);
   chimera::client::AddPlanCommand(app);
@@ -50,6 +48,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::RuntimeError& e) {
     return e.get_exit_code();

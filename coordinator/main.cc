@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "common/build_info.h"
 #include "common/logging.h"
-#include "common/version.h"
 #include "coordinator/coordinator_server.h"
 
 namespace {
@@ -106,8 +106,8 @@ void AddFlags(CLI::App* app, chimera::coordinator::CoordinatorOptions* options,
       ->capture_default_str();
   AddSchedulingFlags(app, options, units);
   AddAccessFlags(app, options);
-  app->set_version_flag(
-      "--version", std::string("chimera-coordinator ") + chimera::kVersion);
+  app->set_version_flag("--version",
+                        chimera::DescribeBuild("chimera-coordinator"));
 }
 
 void ApplyUnitFlags(const UnitFlags& units,

@@ -28,8 +28,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/build_info.h"
 #include "common/environment.h"
-#include "common/version.h"
 #include "jobspec/job_file.h"
 #include "net/metrics_server.h"
 #include "net/server_address.h"
@@ -278,9 +278,12 @@ int main(int argc, char** argv) {
   if (!daemon.coordinator.empty())
     return RunDaemon(std::move(daemon), std::move(tls), metrics_listen);
   if (version) {
-    std::cout << "chimera-worker " << chimera::kVersion << " (LibTorch "
+    // The LibTorch this process runs on: the one it was built against,
+    // unless the library path found another.
+    std::cout << chimera::DescribeBuild("chimera-worker")
+              << "; runs on LibTorch "
               << chimera::worker::DiscoverLocalResources().torch_version
-              << ")\n";
+              << "\n";
   }
   if (devices) PrintDevices();
   if (!version && !devices) {

@@ -62,6 +62,28 @@ TEST(CliTest, VersionPrintsTheVersion) {
   EXPECT_THAT(r.out, StartsWith("chimera 0."));
 }
 
+TEST(CliTest, VersionFlagNamesCommitBuildTypeAndLibTorch) {
+  ProcessResult r = Chimera({"--version"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith("chimera 0."));
+  EXPECT_THAT(r.out, HasSubstr(" (commit "));
+  EXPECT_THAT(r.out, HasSubstr(", LibTorch 1."));
+  EXPECT_EQ(Chimera({"version"}).out, r.out);
+}
+
+TEST(CliTest, VersionAsJsonUsesTheJobFilesFieldNames) {
+  ProcessResult r = Chimera({"version", "-o", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json version = nlohmann::json::parse(r.out);
+  for (const char* field :
+       {"version", "gitCommit", "buildType", "libtorchVersion"}) {
+    ASSERT_TRUE(version.contains(field)) << field << " in " << r.out;
+    EXPECT_FALSE(version.at(field).get<std::string>().empty()) << field;
+  }
+  EXPECT_THAT(Chimera({"--version"}).out,
+              HasSubstr(version.at("gitCommit").get<std::string>()));
+}
+
 TEST(CliValidateTest, EveryExamplePrintsOk) {
   const std::vector<std::string> files = ExampleFiles();
   ASSERT_FALSE(files.empty());

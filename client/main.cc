@@ -2,6 +2,8 @@
 // run here; the others talk to a coordinator.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "client/exit_codes.h"
 #include "client/job_commands.h"
@@ -11,6 +13,25 @@
 #include "client/validate_command.h"
 #include "client/version_command.h"
 #include "common/logging.h"
+#include "common/spelling.h"
+
+namespace {
+
+// An unknown first word: says which command it resembles, if any.
+int UnknownCommand(const CLI::App& app, const std::string& word) {
+  std::vector<std::string> commands;
+  for (const CLI::App* command : app.get_subcommands({})) {
+    commands.push_back(command->get_name());
+  }
+  std::cerr << "chimera: unknown command '" << word << "'";
+  if (const auto meant = chimera::ClosestSpelling(word, commands)) {
+    std::cerr << "; did you mean '" << *meant << "'?";
+  }
+  std::cerr << "\nRun 'chimera --help' for the commands.\n";
+  return chimera::client::kExitUsage;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using chimera::client::kExitOk;
@@ -53,6 +74,13 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::RuntimeError& e) {
     return e.get_exit_code();
+  } catch (const CLI::ExtrasError& e) {
+    if (app.get_subcommands().empty() && !app.remaining().empty() &&
+        app.remaining().front().rfind('-', 0) != 0) {
+      return UnknownCommand(app, app.remaining().front());
+    }
+    app.exit(e);
+    return kExitUsage;
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return kExitUsage;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/file_reader.h"
+#include "common/spelling.h"
 #include "common/version.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
@@ -151,6 +152,9 @@ class YamlToJson {
     std::vector<std::string> names;
     for (int i = 0; i < type.field_count(); ++i) {
       names.push_back(type.field(i)->json_name());
+    }
+    if (const std::optional<std::string> meant = ClosestSpelling(key, names)) {
+      return absl::StrCat("unknown field; did you mean '", *meant, "'?");
     }
     return absl::StrCat("unknown field; ", type.name(), " has ",
                         absl::StrJoin(names, ", "));

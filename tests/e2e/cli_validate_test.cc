@@ -56,6 +56,13 @@ TEST(CliTest, UnknownCommandIsAUsageError) {
   EXPECT_THAT(r.err, HasSubstr("frobnicate"));
 }
 
+TEST(CliTest, MisspelledCommandSuggestsTheCommand) {
+  ProcessResult r = Chimera({"sumbit", "-f", "examples/chimera.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err,
+              HasSubstr("unknown command 'sumbit'; did you mean 'submit'?"));
+}
+
 TEST(CliTest, VersionPrintsTheVersion) {
   ProcessResult r = Chimera({"version"});
   EXPECT_EQ(r.exit_code, 0);

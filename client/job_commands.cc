@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "client/cli_errors.h"
 #include "client/coordinator_client.h"
 #include "client/exit_codes.h"
@@ -134,11 +135,26 @@ void AddWorkers(CLI::App& app, std::shared_ptr<Settings> settings) {
   });
 }
 
+// The help of the coordinator flags every job command takes, given before or
+// after the command, for the foot of each command's --help.
+std::string ConnectionFlagsHelp(const CLI::App& app,
+                                const std::vector<const CLI::Option*>& flags) {
+  std::string help = "Coordinator flags (before or after the command):\n";
+  for (const CLI::Option* flag : flags) {
+    absl::StrAppend(
+        &help, absl::StrFormat("  %-26s  %s\n", flag->get_name(false, true),
+                               flag->get_description()));
+  }
+  return absl::StrCat(help, "\n", app.get_footer());
+}
+
 }  // namespace
 
 void AddJobCommands(CLI::App& app) {
   auto settings = std::make_shared<Settings>();
   app.fallthrough();
+  const size_t commands_before = app.get_subcommands({}).size();
+  const size_t options_before = app.get_options().size();
   app.add_option("--address", settings->connection.address,
                  absl::StrCat("Coordinator HOST:PORT (default: $CHIMERA_ADDRESS, else ",
                               kDefaultAddress, ")"));
@@ -151,10 +167,13 @@ void AddJobCommands(CLI::App& app) {
                  "(default: $CHIMERA_TLS_CERT)");
   app.add_option("--tls-key", settings->connection.tls.private_key,
                  "PEM private key of --tls-cert (default: $CHIMERA_TLS_KEY)");
-  app.add_option("--timeout", settings->timeout_seconds, "Seconds to wait for each call")
+  app.add_option("--timeout", settings->timeout_seconds,
+                 absl::StrCat("Seconds to wait for each call (default ",
+                              settings->timeout_seconds, ")"))
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("-o,--output", settings->output, "Output format of job commands")
+  app.add_option("-o,--output", settings->output,
+                 "Output format of job commands: text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
   AddSubmit(app, settings);
@@ -167,6 +186,14 @@ void AddJobCommands(CLI::App& app) {
               "A job's plan, device map, per-worker memory and bubble ratio",
               &FormatJobDescription);
   AddWorkers(app, settings);
+
+  const std::vector<CLI::Option*> options = app.get_options();
+  const std::vector<const CLI::Option*> flags(options.begin() + options_before,
+                                              options.end());
+  const std::vector<CLI::App*> commands = app.get_subcommands({});
+  for (size_t i = commands_before; i < commands.size(); ++i) {
+    commands[i]->footer(ConnectionFlagsHelp(app, flags));
+  }
 }
 
 }  // namespace chimera::client

@@ -56,6 +56,19 @@ TEST(CliTest, UnknownCommandIsAUsageError) {
   EXPECT_THAT(r.err, HasSubstr("frobnicate"));
 }
 
+TEST(CliTest, JobCommandHelpShowsTheCoordinatorFlags) {
+  for (const char* command :
+       {"submit", "status", "logs", "stop", "list", "describe", "workers"}) {
+    ProcessResult r = Chimera({command, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << command;
+    for (const char* flag :
+         {"--address", "--token", "--tls-ca", "--timeout", "-o,--output"}) {
+      EXPECT_THAT(r.out, HasSubstr(flag))
+          << command << " --help lacks " << flag;
+    }
+  }
+}
+
 TEST(CliTest, MisspelledCommandSuggestsTheCommand) {
   ProcessResult r = Chimera({"sumbit", "-f", "examples/chimera.yaml"});
   EXPECT_EQ(r.exit_code, 2);

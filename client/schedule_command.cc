@@ -38,10 +38,15 @@ struct RawFlags {
   std::string out;
 };
 
+// How this command names a parameter in its messages: by its flag.
+std::string FlagName(schedule::ScheduleParam param) {
+  return "--" + schedule::ScheduleParamName(param);
+}
+
 // One flag per knob of the schedule engine's table.
 void AddKnobFlags(CLI::App& cmd, ScheduleParams& p, RawFlags& raw) {
   for (const schedule::Knob& knob : schedule::kKnobs) {
-    const std::string flag = absl::StrCat("--", knob.flag);
+    const std::string flag = FlagName(knob.param);
     CLI::Option* option;
     if (knob.names != nullptr) {
       std::string& name = raw.names[knob.param];
@@ -67,7 +72,7 @@ absl::StatusOr<chimera::v1::ParallelismSpec> GivenParallelism(
   spec.set_data(p.width);
   spec.set_micro_batches(p.micro_batches);
   for (const schedule::Knob& knob : schedule::kKnobs) {
-    const std::string flag = absl::StrCat("--", knob.flag);
+    const std::string flag = FlagName(knob.param);
     if (cmd.count(flag) == 0) continue;
     if (knob.names != nullptr) {
       absl::Status parsed = knob.names->parse(raw.names.at(knob.param), p);
@@ -148,12 +153,8 @@ absl::StatusOr<std::string> RunScheduleCommand(
     std::vector<schedule::ScheduleParamError> errors =
         schedule::ValidateScheduleParams(params);
     if (!errors.empty()) {
-      return absl::InvalidArgumentError(absl::StrJoin(
-          errors, "; ",
-          [](std::string* out, const schedule::ScheduleParamError& e) {
-            absl::StrAppend(out, "--", schedule::ScheduleParamName(e.param),
-                            ": ", e.message);
-          }));
+      return absl::InvalidArgumentError(
+          schedule::DescribeScheduleParamErrors(errors, FlagName));
     }
     ASSIGN_OR_RETURN(generated, schedule::GenerateSchedule(params));
   }
@@ -218,10 +219,8 @@ void AddScheduleCommand(CLI::App& app) {
           GivenParallelism(*cmd, *raw, options->params);
       if (!given.ok()) fail(given.status().message());
       schedule::SpecParams fixed;
-      const FieldErrors errors = schedule::ScheduleParamsFromSpec(
-          *given, training, &fixed, [](schedule::ScheduleParam param) {
-            return "--" + schedule::ScheduleParamName(param);
-          });
+      const FieldErrors errors =
+          schedule::ScheduleParamsFromSpec(*given, training, &fixed, FlagName);
       if (!errors.empty()) {
         fail(absl::StrJoin(errors.errors(), "; ", [](std::string* out, const FieldError& e) {
           out->append(e.ToString());

@@ -4,7 +4,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "schedule/bidirectional_generators.h"
 #include "schedule/linear_generators.h"
 #include "schedule/mixpipe_generator.h"
@@ -14,10 +13,7 @@ namespace chimera::schedule {
 absl::StatusOr<Schedule> GenerateSchedule(const ScheduleParams& params) {
   std::vector<ScheduleParamError> errors = ValidateScheduleParams(params);
   if (!errors.empty()) {
-    return absl::InvalidArgumentError(absl::StrJoin(
-        errors, "; ", [](std::string* out, const ScheduleParamError& e) {
-          absl::StrAppend(out, ScheduleParamName(e.param), ": ", e.message);
-        }));
+    return absl::InvalidArgumentError(DescribeScheduleParamErrors(errors));
   }
   switch (params.scheme) {
     case Scheme::kGpipe:

@@ -37,9 +37,8 @@ struct SpecParams {
   bool FixesSchedule() const;
 };
 
-// How an error names a parameter: by default its job-file path
-// ("spec.parallelism.pipeline"); `chimera schedule` names its flags.
-using ParamNamer = std::function<std::string(ScheduleParam)>;
+// A parameter's job-file path ("spec.parallelism.pipeline"): how the
+// translation names parameters unless told otherwise.
 std::string JobFieldPath(ScheduleParam param);
 
 // Reads spec.parallelism, and from spec.training the recompute switch and

@@ -273,6 +273,14 @@ std::vector<ScheduleParamError> ValidateScheduleParams(
   return errors;
 }
 
+std::string DescribeScheduleParamErrors(
+    const std::vector<ScheduleParamError>& errors, const ParamNamer& name) {
+  return absl::StrJoin(errors, "; ",
+                       [&name](std::string* out, const ScheduleParamError& e) {
+                         absl::StrAppend(out, name(e.param), ": ", e.message);
+                       });
+}
+
 bool IsBidirectional(Scheme scheme) {
   return scheme == Scheme::kChimera || scheme == Scheme::kGems ||
          scheme == Scheme::kMixPipe;

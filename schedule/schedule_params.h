@@ -14,6 +14,7 @@
 #define CHIMERA_SCHEDULE_SCHEDULE_PARAMS_H_
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -195,6 +196,17 @@ struct ScheduleParamError {
 // Every problem with `params`; empty when they describe a valid schedule.
 std::vector<ScheduleParamError> ValidateScheduleParams(
     const ScheduleParams& params);
+
+// How a message names a parameter: its flag without dashes by default,
+// "--depth" for `chimera schedule`, "spec.parallelism.pipeline" for a job
+// file (params_proto.h).
+using ParamNamer = std::function<std::string(ScheduleParam)>;
+
+// "depth: 3 must be even ...; pipelines: ...": the errors on one line, each
+// parameter named by `name`.
+std::string DescribeScheduleParamErrors(
+    const std::vector<ScheduleParamError>& errors,
+    const ParamNamer& name = ScheduleParamName);
 
 // Schemes whose stage s also runs, in the opposite direction, on the worker
 // of stage D-1-s: Chimera, GEMS, MixPipe.

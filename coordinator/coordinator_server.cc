@@ -50,6 +50,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(address.ToString(), credentials, &port);
+  // gRPC sets SO_REUSEPORT by default: a second coordinator would share the
+  // port and clients would alternate between two job stores.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   builder.RegisterService(server->job_service_.get());
@@ -85,6 +88,8 @@ void CoordinatorServer::Shutdown() {
   shut_down_ = true;
   stopping_.Notify();
   if (loop_.joinable()) loop_.join();
+  // Null when Start failed before the server was built.
+  if (server_ == nullptr) return;
   server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   server_->Wait();
 }

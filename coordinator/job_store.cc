@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 
 namespace chimera::coordinator {
@@ -64,6 +65,7 @@ class Statement {
     return SqliteError(db_, "running a statement");
   }
   int64_t Int(int column) { return sqlite3_column_int64(statement_, column); }
+  std::string Text(int column) { return Blob(column); }
   std::string Blob(int column) {
     const void* data = sqlite3_column_blob(statement_, column);
     return std::string(static_cast<const char*>(data),
@@ -95,6 +97,46 @@ absl::StatusOr<Message> Decode(const std::string& bytes, absl::string_view what)
   return message;
 }
 
+// Holds the store's file locked for as long as it is open, so that a second
+// coordinator on the same file fails at start instead of both writing jobs.
+absl::Status LockAgainstOtherCoordinators(sqlite3* db) {
+  RETURN_IF_ERROR(Execute(db, "PRAGMA locking_mode=EXCLUSIVE"));
+  // Fails once the busy timeout has passed while another holds the file; in
+  // exclusive locking mode the first write then keeps the lock for good.
+  if (sqlite3_exec(db, "BEGIN EXCLUSIVE; COMMIT", nullptr, nullptr, nullptr) !=
+      SQLITE_OK) {
+    if (sqlite3_errcode(db) == SQLITE_BUSY) {
+      return absl::FailedPreconditionError(
+          "another coordinator holds it (one store, one coordinator)");
+    }
+    return SqliteError(db, "locking");
+  }
+  return absl::OkStatus();
+}
+
+// Locks a freshly opened store, checks its schema version and brings it up
+// to date.
+absl::Status Prepare(sqlite3* db) {
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
+  RETURN_IF_ERROR(LockAgainstOtherCoordinators(db));
+  // WAL keeps readers and the writer from blocking each other; FULL sync
+  // makes every committed job survive a crash of the machine too.
+  RETURN_IF_ERROR(Execute(db, "PRAGMA journal_mode=WAL"));
+  RETURN_IF_ERROR(Execute(db, "PRAGMA synchronous=FULL"));
+  Statement version(db, "PRAGMA user_version");
+  RETURN_IF_ERROR(version.status());
+  ASSIGN_OR_RETURN(bool has_row, version.Step());
+  const int64_t found = has_row ? version.Int(0) : 0;
+  if (found > kSchemaVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("it has schema version ", found,
+                     "; this coordinator understands up to ", kSchemaVersion));
+  }
+  RETURN_IF_ERROR(Execute(db, kSchema));
+  return Execute(db,
+                 absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str());
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
@@ -108,23 +150,11 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path
     return status;
   }
   std::unique_ptr<JobStore> store(new JobStore(db));
-  sqlite3_busy_timeout(db, kBusyTimeoutMs);
-  // WAL keeps readers and the writer from blocking each other; FULL sync
-  // makes every committed job survive a crash of the machine too.
-  RETURN_IF_ERROR(Execute(db, "PRAGMA journal_mode=WAL"));
-  RETURN_IF_ERROR(Execute(db, "PRAGMA synchronous=FULL"));
-  Statement version(db, "PRAGMA user_version");
-  RETURN_IF_ERROR(version.status());
-  ASSIGN_OR_RETURN(bool has_row, version.Step());
-  const int64_t found = has_row ? version.Int(0) : 0;
-  if (found > kSchemaVersion) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "job store '", path, "' has schema version ", found,
-        "; this coordinator understands up to ", kSchemaVersion));
+  if (absl::Status prepared = Prepare(db); !prepared.ok()) {
+    return absl::Status(
+        prepared.code(),
+        absl::StrCat("job store '", path, "': ", prepared.message()));
   }
-  RETURN_IF_ERROR(Execute(db, kSchema));
-  RETURN_IF_ERROR(Execute(
-      db, absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str()));
   return store;
 }
 
@@ -160,16 +190,25 @@ absl::StatusOr<std::vector<chimera::v1::Job>> JobStore::List(
     chimera::v1::JobState state) {
   absl::MutexLock lock(&mutex_);
   const bool all = state == chimera::v1::JOB_STATE_UNSPECIFIED;
-  Statement list(db_, all ? "SELECT job FROM jobs ORDER BY seq"
-                          : "SELECT job FROM jobs WHERE state = ?1 ORDER BY seq");
+  Statement list(
+      db_, all ? "SELECT id, job FROM jobs ORDER BY seq"
+               : "SELECT id, job FROM jobs WHERE state = ?1 ORDER BY seq");
   RETURN_IF_ERROR(list.status());
   if (!all) list.Bind(1, static_cast<int64_t>(state));
   std::vector<chimera::v1::Job> jobs;
   while (true) {
     ASSIGN_OR_RETURN(bool row, list.Step());
     if (!row) break;
-    ASSIGN_OR_RETURN(chimera::v1::Job job, Decode<chimera::v1::Job>(list.Blob(0), "job"));
-    jobs.push_back(std::move(job));
+    absl::StatusOr<chimera::v1::Job> job =
+        Decode<chimera::v1::Job>(list.Blob(1), "job");
+    // One damaged row must not hide every other job; Get names it to whoever
+    // asks for it.
+    if (!job.ok()) {
+      CHIMERA_LOG(ERROR) << "job store: skipping job '" << list.Text(0)
+                         << "': " << job.status().message();
+      continue;
+    }
+    jobs.push_back(*std::move(job));
   }
   return jobs;
 }

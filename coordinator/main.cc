@@ -133,13 +133,15 @@ sigset_t BlockTerminationSignals() {
   return signals;
 }
 
-// Serves until SIGINT or SIGTERM; returns the exit code (2: bad options).
+// Serves until SIGINT or SIGTERM; returns the exit code (2: it could not
+// start with these options: a bad or busy address, a job store it cannot
+// open or that another coordinator holds).
 int Serve(const chimera::coordinator::CoordinatorOptions& options,
           const sigset_t& signals) {
   auto server = chimera::coordinator::CoordinatorServer::Start(options);
   if (!server.ok()) {
     std::cerr << "chimera-coordinator: " << server.status().message() << "\n";
-    return server.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    return 2;
   }
   std::cout << "listening on " << (*server)->address() << std::endl;
   if (!(*server)->metrics_address().empty()) {

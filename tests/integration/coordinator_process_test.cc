@@ -87,5 +87,38 @@ TEST(CoordinatorProcessTest, RejectsAMalformedAddress) {
   EXPECT_THAT(result.err, HasSubstr("address 'localhost:http' has port 'http'"));
 }
 
+// Start-up failures end with exit 2 and the reason, never a crash.
+TEST(CoordinatorProcessTest, AStoreItCannotOpenIsExit2WithTheReason) {
+  chimera::testing::TempDir dir;
+  auto unwritable = RunProcess(
+      {CHIMERA_COORDINATOR_BINARY, "--db", "/nonexistent-dir/jobs.db"});
+  EXPECT_EQ(unwritable.exit_code, 2) << unwritable.err;
+  EXPECT_THAT(unwritable.err, HasSubstr("'/nonexistent-dir/jobs.db'"));
+
+  const std::string garbage =
+      dir.WriteFile("garbage.db", std::string(4096, 'z'));
+  auto corrupt = RunProcess({CHIMERA_COORDINATOR_BINARY, "--db", garbage});
+  EXPECT_EQ(corrupt.exit_code, 2) << corrupt.err;
+  EXPECT_THAT(corrupt.err, HasSubstr("not a database"));
+}
+
+TEST(CoordinatorProcessTest, ASecondCoordinatorGetsNeitherItsStoreNorItsPort) {
+  chimera::testing::TempDir dir;
+  const std::string db = dir.path() + "/jobs.db";
+  absl::StatusOr<CoordinatorProcess> first =
+      CoordinatorProcess::Start(CHIMERA_COORDINATOR_BINARY, {"--db", db});
+  ASSERT_TRUE(first.ok()) << first.status();
+
+  auto same_store = RunProcess({CHIMERA_COORDINATOR_BINARY, "--db", db});
+  EXPECT_EQ(same_store.exit_code, 2) << same_store.err;
+  EXPECT_THAT(same_store.err, HasSubstr("another coordinator holds it"));
+
+  auto same_port = RunProcess({CHIMERA_COORDINATOR_BINARY, "--db",
+                               ":memory:", "--listen", first->address()});
+  EXPECT_EQ(same_port.exit_code, 2) << same_port.err;
+  EXPECT_THAT(same_port.err, HasSubstr("cannot listen on " + first->address()));
+  EXPECT_EQ(first->Stop(), 0) << first->err();
+}
+
 }  // namespace
 }  // namespace chimera

@@ -107,5 +107,56 @@ TEST(JobStoreTest, UnwritableLocationIsAClearError) {
   EXPECT_THAT(store.status().message(), HasSubstr("/nonexistent-dir/jobs.db"));
 }
 
+TEST(JobStoreTest, ACorruptRowIsSkippedByListAndNamedByGet) {
+  chimera::testing::TempDir dir;
+  const std::string path = dir.path() + "/jobs.db";
+  {
+    auto store = MustOpen(path);
+    ASSERT_TRUE(
+        store->Put(MakeJob("good", chimera::v1::JOB_STATE_SUCCEEDED)).ok());
+    ASSERT_TRUE(store->Put(MakeJob("bad", chimera::v1::JOB_STATE_FAILED)).ok());
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(
+      sqlite3_exec(db, "UPDATE jobs SET job = x'ffffffff' WHERE id = 'bad'",
+                   nullptr, nullptr, nullptr),
+      SQLITE_OK);
+  sqlite3_close(db);
+
+  auto store = MustOpen(path);
+  absl::StatusOr<std::vector<chimera::v1::Job>> jobs =
+      store->List(chimera::v1::JOB_STATE_UNSPECIFIED);
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].id(), "good");
+  absl::StatusOr<chimera::v1::Job> bad = store->Get("bad");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(bad.status().message(), HasSubstr("job 'bad'"));
+}
+
+TEST(JobStoreTest, ASecondStoreOnTheSameFileIsRefusedWhileTheFirstIsOpen) {
+  chimera::testing::TempDir dir;
+  const std::string path = dir.path() + "/jobs.db";
+  auto first = MustOpen(path);
+  absl::StatusOr<std::unique_ptr<JobStore>> second = JobStore::Open(path);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(
+      second.status().message(),
+      HasSubstr("job store '" + path + "': another coordinator holds it"));
+  first.reset();
+  EXPECT_TRUE(JobStore::Open(path).ok());
+}
+
+TEST(JobStoreTest, AFileThatIsNoDatabaseIsAClearError) {
+  chimera::testing::TempDir dir;
+  const std::string path =
+      dir.WriteFile("random.db", std::string(4096, '\x5a'));
+  absl::StatusOr<std::unique_ptr<JobStore>> store = JobStore::Open(path);
+  EXPECT_FALSE(store.ok());
+  EXPECT_THAT(store.status().message(), HasSubstr("job store '" + path + "'"));
+  EXPECT_THAT(store.status().message(), HasSubstr("not a database"));
+}
+
 }  // namespace
 }  // namespace chimera::coordinator

@@ -1,5 +1,6 @@
 #include "jobspec/job_validator.h"
 
+#include <cmath>
 #include <initializer_list>
 #include <string>
 
@@ -28,6 +29,7 @@ constexpr int kByteVocab = 256;
 // Enough of a text file to tell text from binary.
 constexpr uint64_t kTextSniffBytes = 64 << 10;
 constexpr int kMaxNameLength = 63;
+constexpr int kMaxThreadsPerWorker = 4096;
 
 // Records problems against paths below one prefix ("spec.model").
 class Checker {
@@ -50,8 +52,17 @@ class Checker {
       InRange(field, value, 1, max);
     }
   }
+  // False, having failed the field, for NaN and infinity, which no field
+  // means (they reach us through the API; YAML refuses them already).
+  bool Finite(absl::string_view field, double value) {
+    if (std::isfinite(value)) return true;
+    Fail(field, absl::StrCat(value, " is not a finite number"));
+    return false;
+  }
   void NonNegative(absl::string_view field, double value) {
-    if (value < 0) Fail(field, absl::StrCat(value, " must be >= 0"));
+    if (Finite(field, value) && value < 0) {
+      Fail(field, absl::StrCat(value, " must be >= 0"));
+    }
   }
   // [min, max], or [min, inf) when max is 0.
   void InRange(absl::string_view field, int64_t value, int64_t min,
@@ -64,7 +75,7 @@ class Checker {
   }
   // [0, 1) for rates and coefficients.
   void UnitInterval(absl::string_view field, double value) {
-    if (value < 0 || value >= 1) {
+    if (Finite(field, value) && (value < 0 || value >= 1)) {
       Fail(field, absl::StrCat(value, " must be in [0, 1)"));
     }
   }
@@ -226,7 +237,7 @@ void CheckTraining(const chimera::v1::TrainingSpec& training,
   const auto& optimizer = training.optimizer();
   Checker opt(errors, "spec.training.optimizer");
   opt.OneOf("name", optimizer.name(), {"sgd", "adamw"}, true);
-  if (!(optimizer.lr() > 0)) {
+  if (opt.Finite("lr", optimizer.lr()) && optimizer.lr() <= 0) {
     opt.Fail("lr", absl::StrCat(optimizer.lr(), " must be > 0"));
   }
   opt.UnitInterval("momentum", optimizer.momentum());
@@ -297,7 +308,9 @@ void CheckResources(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
   Checker check(errors, "spec.resources");
   check.Required("workers", resources.workers());
   check.OneOf("device", resources.device(), {"cpu", "gpu"}, false);
-  check.InRange("threadsPerWorker", resources.threads_per_worker(), 0, 0);
+  // Workers use at most their cores; beyond this the number is a mistake.
+  check.InRange("threadsPerWorker", resources.threads_per_worker(), 0,
+                kMaxThreadsPerWorker);
   check.NonNegative("memoryBytesPerWorker", resources.memory_bytes_per_worker());
   const int workers = resources.workers();
   if (workers <= 0) return;

@@ -1,5 +1,8 @@
 #include "worker/runtime/task_options.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "common/field_errors.h"
 #include "schedule/params_proto.h"
@@ -95,8 +98,9 @@ std::string CheckpointDirFor(const chimera::v1::TrainJob& job,
 }
 
 int ThreadsPerWorker(const chimera::v1::ResourceSpec& resources) {
-  return resources.threads_per_worker() > 0 ? resources.threads_per_worker()
-                                            : 1;
+  const int cores =
+      std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return std::clamp(resources.threads_per_worker(), 1, cores);
 }
 
 absl::StatusOr<TaskOptions> TaskOptionsFor(const chimera::v1::TrainJob& job,

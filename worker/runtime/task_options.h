@@ -60,7 +60,9 @@ inline constexpr bool kWorkerHasGpuRuntime = true;
 inline constexpr bool kWorkerHasGpuRuntime = false;
 #endif
 
-// Compute threads of each worker: spec.resources.threadsPerWorker, 0 meaning 1.
+// Compute threads of each worker: spec.resources.threadsPerWorker, 0 meaning
+// 1, and never more than this host's cores (more only slows every pool down,
+// and thousands exhaust the process table).
 int ThreadsPerWorker(const chimera::v1::ResourceSpec& resources);
 
 // `job` must have passed jobspec validation. INVALID_ARGUMENT, one line per

@@ -1,5 +1,9 @@
 // Each case changes one thing in a valid job file and asserts the exact field
 // path (and the gist of the message) of every error it causes.
+#include "jobspec/job_validator.h"
+
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -276,6 +280,35 @@ TEST_F(JobValidatorTest, EveryErrorIsReportedTogether) {
               ElementsAre("spec.model.family", "spec.model.hiddenSize",
                           "spec.training.optimizer.lr",
                           "spec.resources.workers"));
+}
+
+// NaN and infinity cannot come from YAML but can through the API.
+TEST_F(JobValidatorTest, NotANumberOrInfinityIsRefusedInEveryRealField) {
+  chimera::v1::TrainJob job;
+  ASSERT_THAT(Paths(ParseJob(JobWith("gpt", "gpt"), {}, &job)), IsEmpty());
+  auto* optimizer = job.mutable_spec()->mutable_training()->mutable_optimizer();
+  optimizer->set_lr(std::numeric_limits<double>::infinity());
+  optimizer->set_momentum(std::nan(""));
+  optimizer->set_beta1(std::nan(""));
+  optimizer->set_eps(std::nan(""));
+  optimizer->set_weight_decay(-std::numeric_limits<double>::infinity());
+  const FieldErrors errors = ValidateJob(job, {});
+  EXPECT_THAT(Paths(errors), ElementsAre("spec.training.optimizer.lr",
+                                         "spec.training.optimizer.momentum",
+                                         "spec.training.optimizer.weightDecay",
+                                         "spec.training.optimizer.beta1",
+                                         "spec.training.optimizer.eps"));
+  for (const FieldError& error : errors.errors()) {
+    EXPECT_THAT(error.message, HasSubstr("is not a finite number"))
+        << error.path;
+  }
+}
+
+TEST_F(JobValidatorTest, ThreadsPerWorkerHasABound) {
+  FieldErrors errors = Validate(
+      JobWith("device: cpu", "device: cpu\n    threadsPerWorker: 5000"));
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.resources.threadsPerWorker"));
+  EXPECT_THAT(errors.errors()[0].message, HasSubstr("5000 must be <= 4096"));
 }
 
 TEST_F(JobValidatorTest, OmittedParallelismIsLeftToThePlanner) {

@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "absl/strings/string_view.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_job.h"
@@ -21,6 +23,16 @@ std::string JobYaml(absl::string_view device, absl::string_view dtype) {
   job.mutable_spec()->mutable_model()->set_dtype(std::string(dtype));
   job.mutable_spec()->mutable_resources()->set_device(std::string(device));
   return chimera::testing::JobYaml(job);
+}
+
+TEST(TaskOptionsTest, ThreadsAreOneByDefaultAndNeverMoreThanTheCores) {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  chimera::v1::ResourceSpec resources;
+  EXPECT_EQ(ThreadsPerWorker(resources), 1);
+  resources.set_threads_per_worker(1);
+  EXPECT_EQ(ThreadsPerWorker(resources), 1);
+  resources.set_threads_per_worker(4096);
+  EXPECT_EQ(ThreadsPerWorker(resources), cores);
 }
 
 TEST(TaskOptionsTest, CpuJobsComputeOnTheCpu) {

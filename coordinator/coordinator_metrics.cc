@@ -1,6 +1,9 @@
 #include "coordinator/coordinator_metrics.h"
 
+#include <functional>
 #include <map>
+#include <optional>
+#include <string>
 
 #include "absl/strings/ascii.h"
 #include "common/version.h"
@@ -9,6 +12,8 @@
 namespace chimera::coordinator {
 namespace {
 
+using chimera::v1::Job;
+using Labels = std::vector<prometheus::ClientMetric::Label>;
 using prometheus::MetricType;
 
 // "JOB_STATE_RUNNING" -> "running".
@@ -17,51 +22,181 @@ std::string StateLabel(const std::string& enum_name,
   return absl::AsciiStrToLower(enum_name.substr(prefix.size()));
 }
 
-}  // namespace
-
-std::vector<prometheus::MetricFamily> CoordinatorMetrics::Collect() const {
-  std::vector<prometheus::MetricFamily> families;
-
-  prometheus::MetricFamily jobs =
+prometheus::MetricFamily JobCounts(const std::vector<Job>& jobs) {
+  prometheus::MetricFamily family =
       net::MetricFamily("chimera_jobs", "Jobs the coordinator knows, by state",
-                   MetricType::Gauge);
-  std::map<std::string, int> job_counts;
+                        MetricType::Gauge);
+  std::map<std::string, int> counts;
   for (int state = chimera::v1::JOB_STATE_PENDING;
        state <= chimera::v1::JOB_STATE_FAILED; ++state) {
-    job_counts[StateLabel(chimera::v1::JobState_Name(state), "JOB_STATE_")] = 0;
+    counts[StateLabel(chimera::v1::JobState_Name(state), "JOB_STATE_")] = 0;
   }
-  if (auto listed = jobs_->List(chimera::v1::JOB_STATE_UNSPECIFIED);
-      listed.ok()) {
-    for (const auto& job : *listed) {
-      ++job_counts[StateLabel(chimera::v1::JobState_Name(job.status().state()),
-                              "JOB_STATE_")];
-    }
+  for (const Job& job : jobs) {
+    ++counts[StateLabel(chimera::v1::JobState_Name(job.status().state()),
+                        "JOB_STATE_")];
   }
-  for (const auto& [state, count] : job_counts)
-    net::AddSample(jobs, {{"state", state}}, count);
-  families.push_back(std::move(jobs));
+  for (const auto& [state, count] : counts)
+    net::AddSample(family, {{"state", state}}, count);
+  return family;
+}
 
+void AddWorkerFamilies(const WorkerRegistry& registry,
+                       std::vector<prometheus::MetricFamily>& families) {
   prometheus::MetricFamily workers = net::MetricFamily(
       "chimera_workers", "Registered workers, by state", MetricType::Gauge);
   prometheus::MetricFamily heartbeats = net::MetricFamily(
       "chimera_worker_last_heartbeat_timestamp_seconds",
       "Unix time of each worker's last heartbeat", MetricType::Gauge);
-  std::map<std::string, int> worker_counts = {
-      {"idle", 0}, {"busy", 0}, {"dead", 0}};
-  for (const auto& worker : workers_->List()) {
-    ++worker_counts[StateLabel(chimera::v1::WorkerState_Name(worker.state()),
-                               "WORKER_STATE_")];
+  std::map<std::string, int> counts = {{"idle", 0}, {"busy", 0}, {"dead", 0}};
+  for (const auto& worker : registry.List()) {
+    ++counts[StateLabel(chimera::v1::WorkerState_Name(worker.state()),
+                        "WORKER_STATE_")];
     net::AddSample(heartbeats, {{"worker", worker.worker_id()}},
-              worker.last_heartbeat_time());
+                   worker.last_heartbeat_time());
   }
-  for (const auto& [state, count] : worker_counts)
+  for (const auto& [state, count] : counts)
     net::AddSample(workers, {{"state", state}}, count);
   families.push_back(std::move(workers));
   families.push_back(std::move(heartbeats));
+}
 
+// One gauge per running job, labelled train_job; `value` is none where the
+// job has nothing to say yet (no step done, no prediction).
+struct JobGauge {
+  const char* name;
+  const char* help;
+  std::function<std::optional<double>(const Job&)> value;
+};
+
+std::optional<double> AfterFirstStep(const Job& job, double value) {
+  if (job.status().completed_steps() == 0) return std::nullopt;
+  return value;
+}
+
+std::optional<double> Predicted(double value) {
+  if (value <= 0) return std::nullopt;
+  return value;
+}
+
+const std::vector<JobGauge>& JobGauges() {
+  static const auto* gauges = new std::vector<JobGauge>{
+      {"chimera_job_step", "Last step the job completed (every rank)",
+       [](const Job& j) {
+         return AfterFirstStep(j, j.status().last_step().step());
+       }},
+      {"chimera_job_loss", "Mean loss of the job's last step",
+       [](const Job& j) {
+         return AfterFirstStep(j, j.status().last_step().loss());
+       }},
+      {"chimera_job_step_seconds",
+       "Wall time of the job's last step (its slowest rank)",
+       [](const Job& j) {
+         return AfterFirstStep(j, j.status().last_step().step_seconds());
+       }},
+      {"chimera_job_samples_per_second", "Samples the job trains per second",
+       [](const Job& j) {
+         return AfterFirstStep(j, j.status().last_step().samples_per_second());
+       }},
+      {"chimera_job_tokens_per_second", "Tokens the job trains per second",
+       [](const Job& j) {
+         return AfterFirstStep(j, j.status().last_step().tokens_per_second());
+       }},
+      {"chimera_job_last_step_timestamp_seconds",
+       "Unix time the job's last step completed (its start before the first)",
+       [](const Job& j) -> std::optional<double> {
+         return j.status().completed_steps() > 0
+                    ? j.status().last_step().end_time()
+                    : j.status().start_time();
+       }},
+      {"chimera_job_predicted_step_seconds",
+       "Step time the simulator predicts for the job's plan",
+       [](const Job& j) {
+         return Predicted(j.plan().prediction().iteration_seconds());
+       }},
+      {"chimera_job_predicted_bubble_ratio",
+       "Mean idle share of a step the simulator predicts for the job's plan",
+       [](const Job& j) {
+         return Predicted(j.plan().prediction().bubble_ratio());
+       }},
+      {"chimera_job_predicted_samples_per_second",
+       "Throughput the simulator predicts for the job's plan",
+       [](const Job& j) {
+         return Predicted(j.plan().prediction().samples_per_second());
+       }},
+  };
+  return *gauges;
+}
+
+Labels PlanLabels(const Job& job) {
+  const chimera::v1::Plan& plan = job.plan();
+  return {{"train_job", job.id()},
+          {"name", job.manifest().metadata().name()},
+          {"scheme", plan.scheme()},
+          {"width", std::to_string(plan.width())},
+          {"depth", std::to_string(plan.depth())},
+          {"micro_batch_size", std::to_string(plan.micro_batch_size())},
+          {"micro_batches", std::to_string(plan.micro_batches())},
+          {"pipelines", std::to_string(plan.pipelines())},
+          {"chunks", std::to_string(plan.chunks())}};
+}
+
+// What the coordinator knows of its running jobs: their plan, what the
+// simulator predicted for it, and their last step.
+void AddRunningJobFamilies(const std::vector<Job>& running,
+                           std::vector<prometheus::MetricFamily>& families) {
+  if (running.empty()) return;
+  families.push_back(net::MetricFamily(
+      "chimera_job_plan_info", "The plan each running job runs (always 1)",
+      MetricType::Gauge));
+  for (const Job& job : running)
+    net::AddSample(families.back(), PlanLabels(job), 1);
+
+  for (const JobGauge& gauge : JobGauges()) {
+    prometheus::MetricFamily family =
+        net::MetricFamily(gauge.name, gauge.help, MetricType::Gauge);
+    for (const Job& job : running) {
+      if (std::optional<double> value = gauge.value(job))
+        net::AddSample(family, {{"train_job", job.id()}}, *value);
+    }
+    if (!family.metric.empty()) families.push_back(std::move(family));
+  }
+
+  prometheus::MetricFamily bubbles = net::MetricFamily(
+      "chimera_job_bubble_ratio", "Idle share of each rank's last step",
+      MetricType::Gauge);
+  for (const Job& job : running) {
+    for (const chimera::v1::WorkerSummary& worker : job.workers()) {
+      net::AddSample(bubbles,
+                     {{"train_job", job.id()},
+                      {"rank", std::to_string(worker.rank())},
+                      {"worker", worker.worker_id()}},
+                     worker.bubble_ratio());
+    }
+  }
+  if (!bubbles.metric.empty()) families.push_back(std::move(bubbles));
+}
+
+}  // namespace
+
+std::vector<prometheus::MetricFamily> CoordinatorMetrics::Collect() const {
+  std::vector<Job> jobs;
+  if (auto listed = jobs_->List(chimera::v1::JOB_STATE_UNSPECIFIED);
+      listed.ok()) {
+    jobs = *std::move(listed);
+  }
+  std::vector<Job> running;
+  for (const Job& job : jobs) {
+    if (job.status().state() == chimera::v1::JOB_STATE_RUNNING)
+      running.push_back(job);
+  }
+
+  std::vector<prometheus::MetricFamily> families;
+  families.push_back(JobCounts(jobs));
+  AddWorkerFamilies(*workers_, families);
+  AddRunningJobFamilies(running, families);
   prometheus::MetricFamily build =
       net::MetricFamily("chimera_build_info", "The running version (always 1)",
-                   MetricType::Gauge);
+                        MetricType::Gauge);
   net::AddSample(build, {{"version", kVersion}}, 1);
   families.push_back(std::move(build));
   return families;

@@ -12,6 +12,7 @@
 #include "coordinator/job_states.h"
 #include "jobspec/job_validator.h"
 #include "planner/analytic_profile.h"
+#include "planner/plan_evaluator.h"
 #include "planner/plan_params.h"
 #include "planner/plan_search.h"
 #include "schedule/generator.h"
@@ -300,10 +301,26 @@ absl::StatusOr<std::vector<chimera::v1::Plan>> JobManager::SearchPlansLocked(
 
 absl::StatusOr<chimera::v1::Plan> JobManager::PlanForLocked(
     const Job& job, const std::vector<std::string>& worker_ids) {
-  if (!job.plan().scheme().empty()) return job.plan();
-  ASSIGN_OR_RETURN(std::vector<chimera::v1::Plan> plans,
-                   SearchPlansLocked(job.manifest(), worker_ids, 1));
-  return plans[0];
+  if (job.plan().scheme().empty()) {
+    ASSIGN_OR_RETURN(std::vector<chimera::v1::Plan> plans,
+                     SearchPlansLocked(job.manifest(), worker_ids, 1));
+    return plans[0];
+  }
+  // A plan the job fixed was never simulated: predict it on these workers,
+  // so that what it measures can be held against what it should do.
+  chimera::v1::Plan plan = job.plan();
+  const chimera::v1::Cluster cluster = ClusterOfLocked(worker_ids);
+  const auto profile = planner::AnalyticProfile(job.manifest().spec().model(),
+                                                cluster.spec().device());
+  absl::StatusOr<chimera::v1::Prediction> prediction =
+      planner::PredictPlan({job.manifest(), cluster.spec(), profile}, plan);
+  if (prediction.ok()) {
+    *plan.mutable_prediction() = *std::move(prediction);
+  } else {
+    CHIMERA_LOG(WARNING) << "job " << job.id() << " runs without a prediction: "
+                         << prediction.status();
+  }
+  return plan;
 }
 
 absl::Status JobManager::StartLocked(Job job,
@@ -604,8 +621,8 @@ absl::Status JobManager::CompleteStepLocked(const std::string& job_id, int step,
                                             Run* run) {
   const std::map<int, chimera::v1::WorkerStepMetrics>& ranks = run->steps[step];
   ASSIGN_OR_RETURN(Job job, store_->Get(job_id));
-  const chimera::v1::StepSummary summary =
-      Summarize(step, job.manifest(), ranks);
+  chimera::v1::StepSummary summary = Summarize(step, job.manifest(), ranks);
+  summary.set_end_time(UnixSeconds(now_()));
   RETURN_IF_ERROR(store_->AppendStep(job.id(), summary));
   *job.mutable_status()->mutable_last_step() = summary;
   job.mutable_status()->set_completed_steps(step + 1);

@@ -154,6 +154,19 @@ double OptimizerStateFactor(const chimera::v1::OptimizerSpec& optimizer) {
   return optimizer.momentum() > 0 ? 1 : 0;
 }
 
+absl::StatusOr<chimera::v1::Prediction> PredictPlan(
+    const PlanningContext& context, const chimera::v1::Plan& plan) {
+  Candidate candidate;
+  ASSIGN_OR_RETURN(candidate.params, schedule::ScheduleParamsOf(plan));
+  candidate.micro_batch_size = plan.micro_batch_size();
+  for (const chimera::v1::StageRange& range : plan.partition()) {
+    candidate.partition.push_back({range.first_layer(), range.num_layers()});
+  }
+  ASSIGN_OR_RETURN(Evaluation evaluation,
+                   EvaluateCandidate(context, candidate));
+  return evaluation.plan.prediction();
+}
+
 std::string DescribeSchemeOptions(const chimera::v1::Plan& plan) {
   if (plan.scheme() == "chimera") {
     return absl::StrCat("pipelines=", plan.pipelines(), " ", plan.concat());
@@ -187,10 +200,18 @@ absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& contex
 
   // Layers of every model stage, and what each costs at this B.
   const int model_stages = depth * (IsLooping(params.scheme) ? params.chunks : 1);
+  if (!candidate.partition.empty() &&
+      candidate.partition.size() != static_cast<size_t>(model_stages)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the partition has ", candidate.partition.size(),
+                     " stages; the plan has ", model_stages));
+  }
   inputs.partition =
-      context.partitions != nullptr
+      !candidate.partition.empty() ? candidate.partition
+      : context.partitions != nullptr
           ? context.partitions->Get(model_stages, b, params.micro_batches)
-          : BalancedPartition(context.profile, model_stages, b, params.micro_batches);
+          : BalancedPartition(context.profile, model_stages, b,
+                              params.micro_batches);
   for (int s = 0; s < model_stages; ++s) {
     inputs.stages.push_back(ProfileStage(context.profile, inputs.partition[s],
                                          s == 0, s + 1 == model_stages, b));

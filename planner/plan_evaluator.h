@@ -41,6 +41,8 @@ struct Candidate {
   schedule::ScheduleParams params;
   int micro_batch_size = 1;
   PlacementPolicy placement = PlacementPolicy::kFreshFirst;
+  // Blocks of each model stage; empty: the balanced split of the profile.
+  std::vector<BlockRange> partition;
 };
 
 struct Evaluation {
@@ -75,6 +77,12 @@ double OptimizerStateFactor(const chimera::v1::OptimizerSpec& optimizer);
 
 absl::StatusOr<Evaluation> EvaluateCandidate(const PlanningContext& context,
                                              const Candidate& candidate);
+
+// What the models predict for `plan` as it is (scheme, sizes and partition
+// fixed by the job, not searched), so that a job that fixes its plan can be
+// compared with what it measures like any planned one.
+absl::StatusOr<chimera::v1::Prediction> PredictPlan(
+    const PlanningContext& context, const chimera::v1::Plan& plan);
 
 // "chimera W=2 D=4 B=8 N=4 pipelines=2 direct": the candidate in one phrase.
 std::string DescribePlan(const chimera::v1::Plan& plan);

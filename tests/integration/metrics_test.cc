@@ -79,6 +79,40 @@ class MetricsTest : public ::testing::Test {
     ASSERT_TRUE(client_->Submit(ExampleJob()).ok());
   }
 
+  // Starts `count` worker daemons serving /metrics; their metrics addresses
+  // once each has registered.
+  std::vector<std::string> StartWorkers(int count) {
+    std::vector<std::string> addresses;
+    for (int i = 0; i < count; ++i) {
+      workers_.push_back(std::make_unique<net::ChildProcess>(
+          std::vector<std::string>{CHIMERA_WORKER_BINARY, "--coordinator",
+                                   coordinator_->address(), "--worker-id",
+                                   absl::StrCat("w", i), "--work-dir",
+                                   absl::StrCat(dir_.path(), "/w", i),
+                                   "--metrics-listen", "127.0.0.1:0"},
+          CHIMERA_SOURCE_DIR));
+      absl::StatusOr<std::string> address =
+          AwaitAnnouncedAddress(*workers_.back(), "metrics on ");
+      EXPECT_TRUE(address.ok()) << address.status();
+      if (address.ok()) addresses.push_back(*address);
+    }
+    for (const std::string& address : addresses) {
+      EXPECT_TRUE(
+          ScrapeUntil(address, "chimera_worker_registered 1", kStartTimeout)
+              .ok());
+    }
+    return addresses;
+  }
+
+  // The example job on two pipeline stages, `steps` long.
+  absl::StatusOr<chimera::v1::Job> SubmitTwoStageJob(int steps) {
+    chimera::v1::TrainJob job = ExampleJob();
+    job.mutable_spec()->mutable_parallelism()->set_pipeline(2);
+    job.mutable_spec()->mutable_resources()->set_workers(2);
+    job.mutable_spec()->mutable_training()->set_max_steps(steps);
+    return client_->Submit(job);
+  }
+
   void ExpectPromtoolAccepts(const std::string& page) {
     const std::string file = dir_.WriteFile("metrics.txt", page);
     auto check =
@@ -90,6 +124,7 @@ class MetricsTest : public ::testing::Test {
   std::optional<CoordinatorProcess> coordinator_;
   std::string metrics_;
   std::unique_ptr<client::CoordinatorClient> client_;
+  std::vector<std::unique_ptr<net::ChildProcess>> workers_;
 };
 
 TEST_F(MetricsTest, CoordinatorMetricsCountJobsAndPassPromtool) {
@@ -135,37 +170,15 @@ TEST_F(MetricsTest, RealPrometheusScrapesTheCoordinator) {
 }
 
 TEST_F(MetricsTest, WorkerDaemonsServeTheirOwnMetrics) {
-  std::vector<std::unique_ptr<net::ChildProcess>> workers;
-  std::vector<std::string> metrics;
-  for (int i = 0; i < 2; ++i) {
-    workers.push_back(std::make_unique<net::ChildProcess>(
-        std::vector<std::string>{CHIMERA_WORKER_BINARY, "--coordinator",
-                                 coordinator_->address(), "--worker-id",
-                                 absl::StrCat("w", i), "--work-dir",
-                                 absl::StrCat(dir_.path(), "/w", i),
-                                 "--metrics-listen", "127.0.0.1:0"},
-        CHIMERA_SOURCE_DIR));
-    absl::StatusOr<std::string> address =
-        AwaitAnnouncedAddress(*workers.back(), "metrics on ");
-    ASSERT_TRUE(address.ok()) << address.status();
-    metrics.push_back(*address);
-  }
-  // A daemon registers right after it starts serving.
-  absl::StatusOr<std::string> page =
-      ScrapeUntil(metrics[1], "chimera_worker_registered 1", kStartTimeout);
+  const std::vector<std::string> metrics = StartWorkers(2);
+  ASSERT_EQ(metrics.size(), 2u);
+  absl::StatusOr<std::string> page = HttpGet(metrics[0], "/metrics");
   ASSERT_TRUE(page.ok()) << page.status();
-  page = ScrapeUntil(metrics[0], "chimera_worker_registered 1", kStartTimeout);
-  ASSERT_TRUE(page.ok()) << page.status();
-  EXPECT_THAT(*page, HasSubstr("chimera_worker_registered 1"));
   EXPECT_THAT(*page, HasSubstr("chimera_worker_info{worker=\"w0\""));
   EXPECT_THAT(*page,
               HasSubstr("chimera_worker_tasks_total{outcome=\"succeeded\"} 0"));
 
-  chimera::v1::TrainJob job = ExampleJob();
-  job.mutable_spec()->mutable_parallelism()->set_pipeline(2);
-  job.mutable_spec()->mutable_resources()->set_workers(2);
-  job.mutable_spec()->mutable_training()->set_max_steps(3);
-  absl::StatusOr<chimera::v1::Job> submitted = client_->Submit(job);
+  absl::StatusOr<chimera::v1::Job> submitted = SubmitTwoStageJob(3);
   ASSERT_TRUE(submitted.ok()) << submitted.status();
   const absl::Time job_deadline = absl::Now() + kJobTimeout;
   absl::StatusOr<chimera::v1::Job> state = client_->Get(submitted->id());
@@ -192,6 +205,58 @@ TEST_F(MetricsTest, WorkerDaemonsServeTheirOwnMetrics) {
     EXPECT_THAT(*page, Not(HasSubstr("chimera_worker_task{")));
     ExpectPromtoolAccepts(*page);
   }
+}
+
+TEST_F(MetricsTest, RunningJobShowsItsPlanPredictionStepsAndRanks) {
+  const std::vector<std::string> workers = StartWorkers(2);
+  ASSERT_EQ(workers.size(), 2u);
+  absl::StatusOr<chimera::v1::Job> job = SubmitTwoStageJob(100000);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::string train_job = absl::StrCat("train_job=\"", job->id(), "\"");
+
+  absl::StatusOr<std::string> page =
+      ScrapeUntil(metrics_, "chimera_job_bubble_ratio{", kJobTimeout);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(*page, HasSubstr(absl::StrCat(
+                         "chimera_job_plan_info{", train_job,
+                         ",name=\"gpt-chimera\",scheme=\"chimera\",width=\"1\","
+                         "depth=\"2\",")));
+  for (const char* series :
+       {"chimera_job_step{", "chimera_job_loss{", "chimera_job_step_seconds{",
+        "chimera_job_samples_per_second{", "chimera_job_tokens_per_second{",
+        "chimera_job_last_step_timestamp_seconds{",
+        "chimera_job_predicted_step_seconds{",
+        "chimera_job_predicted_bubble_ratio{"}) {
+    EXPECT_THAT(*page, HasSubstr(absl::StrCat(series, train_job, "}")));
+  }
+  for (const char* rank : {"0", "1"}) {
+    EXPECT_THAT(*page,
+                HasSubstr(absl::StrCat("chimera_job_bubble_ratio{", train_job,
+                                       ",rank=\"", rank, "\",worker=\"w")));
+  }
+  ExpectPromtoolAccepts(*page);
+
+  for (const std::string& address : workers) {
+    page =
+        ScrapeUntil(address, "chimera_worker_op_seconds_total{", kJobTimeout);
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (const char* series :
+         {"chimera_worker_busy_ratio{", "chimera_worker_memory_limit_bytes{",
+          "chimera_worker_step_duration_seconds_count{",
+          "chimera_worker_op_seconds_total{"}) {
+      EXPECT_THAT(*page, HasSubstr(absl::StrCat(series, train_job, ",rank=")));
+    }
+    for (const char* op :
+         {"forward", "backward", "send", "recv", "allreduce", "optimizer"}) {
+      EXPECT_THAT(*page, HasSubstr(absl::StrCat("op=\"", op, "\"}")));
+    }
+    ExpectPromtoolAccepts(*page);
+  }
+
+  ASSERT_TRUE(client_->Stop(job->id()).ok());
+  page = HttpGet(metrics_, "/metrics");
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(*page, Not(HasSubstr(train_job)));
 }
 
 }  // namespace

@@ -1,20 +1,25 @@
 // The worker daemon's Prometheus metrics, computed when scraped from what the
 // daemon saw last (it runs one task at a time):
-//   chimera_worker_info{worker,node,version}            gauge (1)
-//   chimera_worker_registered                           gauge (0/1)
-//   chimera_worker_task{job,rank}                       gauge (1 while a task
-//   runs) chimera_worker_tasks_total{outcome}                 counter:
-//   succeeded/failed/stopped chimera_worker_steps_total counter
-//   chimera_worker_heartbeat_failures_total             counter
-// and, for the running task's last step (labels job, rank; gone when it ends):
-//   chimera_worker_step, chimera_worker_loss, chimera_worker_step_seconds,
-//   chimera_worker_bubble_ratio, chimera_worker_samples_per_second,
-//   chimera_worker_tokens_per_second, chimera_worker_recv_wait_seconds,
-//   chimera_worker_exposed_allreduce_seconds,
-//   chimera_worker_memory_bytes{kind=weights|gradients|optimizer|activations|peak}
+//   chimera_worker_info{worker,node,version}       gauge (1)
+//   chimera_worker_registered                      gauge (0/1)
+//   chimera_worker_tasks_total{outcome}            counter: succeeded, failed,
+//                                                  stopped
+//   chimera_worker_steps_total                     counter
+//   chimera_worker_heartbeat_failures_total        counter
+// and, while a task runs, labelled train_job and rank (and gpu, the CUDA
+// device index, on a GPU, so they join NVIDIA's DCGM exporter series):
+//   chimera_worker_task (1), chimera_worker_memory_limit_bytes;
+// from its first step on: the last step's chimera_worker_step, _loss,
+//   _step_seconds, _busy_ratio, _bubble_ratio, _samples_per_second,
+//   _tokens_per_second, _recv_wait_seconds, _exposed_allreduce_seconds,
+//   chimera_worker_memory_bytes{kind}, and over all its steps
+//   chimera_worker_op_seconds_total{op} and the histogram
+//   chimera_worker_step_duration_seconds.
+// docs/operations.md describes each.
 #ifndef CHIMERA_WORKER_DAEMON_DAEMON_METRICS_H_
 #define CHIMERA_WORKER_DAEMON_DAEMON_METRICS_H_
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -24,18 +29,29 @@
 #include "absl/synchronization/mutex.h"
 #include "chimera/v1/service.pb.h"
 #include "prometheus/collectable.h"
+#include "prometheus/histogram.h"
 #include "prometheus/metric_family.h"
 
 namespace chimera::worker {
 
 class DaemonMetrics : public prometheus::Collectable {
  public:
+  // What a task's series are labelled with and measured against.
+  struct TaskInfo {
+    std::string job_id;
+    int rank = 0;
+    // The CUDA device it computes on; none on the CPU.
+    std::optional<int> gpu;
+    // Memory of the device it computes on.
+    int64_t memory_limit_bytes = 0;
+  };
+
   DaemonMetrics(std::string worker_id, std::string node);
 
   // All thread-safe.
   void SetRegistered(bool registered);
   void HeartbeatFailed();
-  void TaskStarted(const std::string& job_id, int rank);
+  void TaskStarted(TaskInfo task);
   void StepDone(const chimera::v1::WorkerStepMetrics& step);
   // `outcome`: "succeeded", "failed" or "stopped".
   void TaskEnded(const std::string& outcome);
@@ -44,10 +60,23 @@ class DaemonMetrics : public prometheus::Collectable {
 
  private:
   struct RunningTask {
-    std::string job_id;
-    int rank = 0;
+    explicit RunningTask(TaskInfo task);
+
+    TaskInfo info;
     std::optional<chimera::v1::WorkerStepMetrics> last_step;
+    // Summed over the task's steps.
+    chimera::v1::SecondsByOp seconds_by_op;
+    prometheus::Histogram step_durations;
   };
+
+  void CollectDaemon(std::vector<prometheus::MetricFamily>& families) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void CollectLastStep(std::vector<prometheus::MetricFamily>& families) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void CollectTaskTotals(std::vector<prometheus::MetricFamily>& families) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  std::vector<prometheus::ClientMetric::Label> TaskLabels() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const std::string worker_id_;
   const std::string node_;

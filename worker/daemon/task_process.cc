@@ -17,6 +17,35 @@
 namespace chimera::worker {
 namespace {
 
+// What the daemon relays to the coordinator of one step.
+chimera::v1::WorkerStepMetrics StepReport(const StepMetrics& metrics) {
+  chimera::v1::WorkerStepMetrics report;
+  report.set_step(static_cast<int32_t>(metrics.step));
+  report.set_loss(metrics.loss);
+  report.set_step_seconds(metrics.step_seconds);
+  report.set_busy_seconds(metrics.busy_seconds);
+  report.set_bubble_seconds(metrics.bubble_seconds);
+  report.set_recv_wait_seconds(metrics.recv_wait_seconds);
+  report.set_exposed_allreduce_seconds(metrics.allreduce_wait_seconds);
+  report.set_samples(metrics.samples);
+  report.set_tokens(metrics.tokens);
+  report.set_weights_bytes(metrics.weights_bytes);
+  report.set_gradients_bytes(metrics.gradients_bytes);
+  report.set_optimizer_bytes(metrics.optimizer_bytes);
+  report.set_activations_bytes(metrics.activations_bytes);
+  report.set_peak_memory_bytes(metrics.memory_peak_bytes);
+  report.set_checkpoint_step(static_cast<int32_t>(metrics.checkpoint_step));
+  const SecondsByOp& by_op = metrics.seconds_by_op;
+  chimera::v1::SecondsByOp* seconds = report.mutable_seconds_by_op();
+  seconds->set_forward(by_op.forward);
+  seconds->set_backward(by_op.backward);
+  seconds->set_send(by_op.send);
+  seconds->set_recv(by_op.recv);
+  seconds->set_allreduce(by_op.allreduce);
+  seconds->set_optimizer(by_op.optimizer);
+  return report;
+}
+
 // Reports each step on the event stream.
 class EventWriter : public TaskObserver {
  public:
@@ -27,24 +56,8 @@ class EventWriter : public TaskObserver {
   }
 
   absl::Status OnStep(const StepMetrics& metrics, Communicator&) override {
-    chimera::v1::WorkerStepMetrics report;
-    report.set_step(static_cast<int32_t>(metrics.step));
-    report.set_loss(metrics.loss);
-    report.set_step_seconds(metrics.step_seconds);
-    report.set_busy_seconds(metrics.busy_seconds);
-    report.set_bubble_seconds(metrics.bubble_seconds);
-    report.set_recv_wait_seconds(metrics.recv_wait_seconds);
-    report.set_exposed_allreduce_seconds(metrics.allreduce_wait_seconds);
-    report.set_samples(metrics.samples);
-    report.set_tokens(metrics.tokens);
-    report.set_weights_bytes(metrics.weights_bytes);
-    report.set_gradients_bytes(metrics.gradients_bytes);
-    report.set_optimizer_bytes(metrics.optimizer_bytes);
-    report.set_activations_bytes(metrics.activations_bytes);
-    report.set_peak_memory_bytes(metrics.memory_peak_bytes);
-    report.set_checkpoint_step(static_cast<int32_t>(metrics.checkpoint_step));
     std::string json;
-    google::protobuf::util::MessageToJsonString(report, &json);
+    google::protobuf::util::MessageToJsonString(StepReport(metrics), &json);
     events_ << kStepEvent << " " << json << std::endl;
     return absl::OkStatus();
   }

@@ -50,7 +50,7 @@ class WorkerDaemon::Task {
     std::ofstream out(file, std::ios::binary);
     start.SerializeToOstream(&out);
     out.close();
-    daemon->metrics_->TaskStarted(start.job_id(), start.program().rank());
+    daemon->metrics_->TaskStarted(daemon->MetricsTaskInfo(start));
     process_ = std::make_unique<net::ChildProcess>(
         std::vector<std::string>{daemon->options_.task_binary, "--run-task",
                                  file, "--host", daemon->options_.host, "--gpu",
@@ -162,11 +162,11 @@ WorkerDaemon::WorkerDaemon(
     DaemonOptions options,
     std::shared_ptr<grpc::ChannelCredentials> credentials)
     : options_(std::move(options)),
+      resources_(DiscoverLocalResources()),
       incarnation_(absl::Uniform<uint64_t>(absl::BitGen(), 1, UINT64_MAX)),
       metrics_(std::make_shared<DaemonMetrics>(
-          options_.worker_id, options_.node.empty()
-                                  ? DiscoverLocalResources().node
-                                  : options_.node)) {
+          options_.worker_id,
+          options_.node.empty() ? resources_.node : options_.node)) {
   stub_ = chimera::v1::WorkerService::NewStub(
       grpc::CreateChannel(options_.coordinator, credentials));
 }
@@ -185,15 +185,29 @@ std::unique_ptr<grpc::ClientContext> WorkerDaemon::Context() const {
   return context;
 }
 
+DaemonMetrics::TaskInfo WorkerDaemon::MetricsTaskInfo(
+    const chimera::v1::StartTask& start) const {
+  DaemonMetrics::TaskInfo info;
+  info.job_id = start.job_id();
+  info.rank = start.program().rank();
+  info.memory_limit_bytes = resources_.memory_bytes;
+  if (start.manifest().spec().resources().device() != "gpu") return info;
+  info.gpu = options_.gpu;
+  for (const LocalDevice& device : resources_.devices) {
+    if (device.kind == "gpu" && device.index == options_.gpu)
+      info.memory_limit_bytes = device.memory_bytes;
+  }
+  return info;
+}
+
 absl::Status WorkerDaemon::Register() {
-  const LocalResources resources = DiscoverLocalResources();
   chimera::v1::RegisterWorkerRequest request;
   request.set_worker_id(options_.worker_id);
   request.set_incarnation(incarnation_);
-  request.set_node(options_.node.empty() ? resources.node : options_.node);
-  request.set_memory_bytes(resources.memory_bytes);
+  request.set_node(options_.node.empty() ? resources_.node : options_.node);
+  request.set_memory_bytes(resources_.memory_bytes);
   request.set_metrics_address(options_.metrics_address);
-  for (const LocalDevice& local : resources.devices) {
+  for (const LocalDevice& local : resources_.devices) {
     if (local.kind == "gpu" && local.index != options_.gpu) continue;
     chimera::v1::Device* device = request.add_devices();
     device->set_kind(local.kind);

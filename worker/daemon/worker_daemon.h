@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "chimera/v1/service.grpc.pb.h"
 #include "worker/daemon/daemon_metrics.h"
+#include "worker/daemon/local_devices.h"
 
 namespace chimera::worker {
 
@@ -79,8 +80,12 @@ class WorkerDaemon {
   void HeartbeatLoop();
   void Handle(const chimera::v1::Assignment& assignment);
   void DropTask();
+  // How the task of `start` shows in this worker's metrics.
+  DaemonMetrics::TaskInfo MetricsTaskInfo(
+      const chimera::v1::StartTask& start) const;
 
   const DaemonOptions options_;
+  const LocalResources resources_;
   std::unique_ptr<chimera::v1::WorkerService::Stub> stub_;
   const uint64_t incarnation_;
   const std::shared_ptr<DaemonMetrics> metrics_;

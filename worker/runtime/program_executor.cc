@@ -293,6 +293,7 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
     if (busy) SynchronizeDevice(options_.device);
     const double seconds = SecondsSince(op_start);
     metrics.op_seconds.push_back(seconds);
+    metrics.seconds_by_op.Add(inst.op, seconds);
     if (busy) metrics.busy_seconds += seconds;
   }
   const absl::Status finished = FinishStep();

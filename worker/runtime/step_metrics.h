@@ -10,7 +10,21 @@
 #include <cstdint>
 #include <vector>
 
+#include "schedule/program.h"
+
 namespace chimera::worker {
+
+// Seconds of a step's instructions by the kind of work they do.
+struct SecondsByOp {
+  double forward = 0;
+  double backward = 0;
+  double send = 0;       // SEND_ACT, SEND_GRAD
+  double recv = 0;       // RECV_ACT, RECV_GRAD
+  double allreduce = 0;  // ALLREDUCE_BEGIN, ALLREDUCE_END
+  double optimizer = 0;
+
+  void Add(schedule::OpKind op, double seconds);
+};
 
 struct StepMetrics {
   int64_t step = 0;
@@ -24,8 +38,10 @@ struct StepMetrics {
   double recv_wait_seconds = 0;
   // Time ALLREDUCE_END waited for collectives that compute did not hide.
   double allreduce_wait_seconds = 0;
-  // Seconds of each instruction of the program, in program order.
+  // Seconds of each instruction of the program, in program order, and
+  // summed by kind.
   std::vector<double> op_seconds;
+  SecondsByOp seconds_by_op;
 
   // Sum of the losses of the micro-batches whose last stage this worker
   // ran (each normalised by the whole mini-batch, so the sum over all such

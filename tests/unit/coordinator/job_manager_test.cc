@@ -298,9 +298,19 @@ TEST_F(JobManagerTest, StepSummariesArriveOnceEveryRankReported) {
   EXPECT_DOUBLE_EQ((*steps)[0].bubble_ratio(), 0.25);
   EXPECT_DOUBLE_EQ((*steps)[0].samples_per_second(), 4.0);
   EXPECT_EQ((*steps)[0].peak_memory_bytes(), 4000);
+  EXPECT_DOUBLE_EQ((*steps)[0].end_time(), absl::ToUnixSeconds(now_));
   Job stored = *manager_->Get(job.id());
   EXPECT_EQ(stored.status().completed_steps(), 1);
   EXPECT_EQ(stored.workers_size(), 4);
+}
+
+TEST_F(JobManagerTest, FixedPlanIsPredictedWhenItStarts) {
+  Job job = StartRunningJob();
+  ASSERT_EQ(job.plan().scheme(), "chimera");
+  const chimera::v1::Prediction& prediction =
+      manager_->Get(job.id())->plan().prediction();
+  EXPECT_GT(prediction.iteration_seconds(), 0);
+  EXPECT_GT(prediction.bubble_ratio(), 0);
 }
 
 TEST_F(JobManagerTest, JobSucceedsWhenEveryRankDidAndWorkersGoIdle) {

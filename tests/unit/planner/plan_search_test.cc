@@ -50,6 +50,43 @@ TEST(PlanEvaluatorTest, PredictionIsTheSimulatorsMakespanForTheSameProgram) {
   EXPECT_EQ(evaluation->plan.prediction().samples_per_second(), 32 / simulated->makespan);
 }
 
+TEST(PlanEvaluatorTest, PredictPlanSimulatesThePlansOwnPartition) {
+  const auto job = LargeJob(8, 32, 8);
+  const auto cluster = TestCluster(2, 4);
+  const auto profile =
+      AnalyticProfile(job.spec().model(), cluster.spec().device());
+  PlanningContext context{job, cluster.spec(), profile};
+  Candidate candidate;
+  candidate.params.scheme = schedule::Scheme::kOneFOneB;
+  candidate.params.width = 2;
+  candidate.params.depth = 4;
+  candidate.params.micro_batches = 4;
+  candidate.micro_batch_size = 4;
+  absl::StatusOr<Evaluation> balanced = EvaluateCandidate(context, candidate);
+  ASSERT_TRUE(balanced.ok()) << balanced.status();
+
+  absl::StatusOr<chimera::v1::Prediction> same =
+      PredictPlan(context, balanced->plan);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(same->iteration_seconds(),
+            balanced->plan.prediction().iteration_seconds());
+
+  // All but one block on the last stage: a slower plan, predicted as such.
+  chimera::v1::Plan lopsided = balanced->plan;
+  for (int s = 0; s < 4; ++s) {
+    lopsided.mutable_partition(s)->set_first_layer(s);
+    lopsided.mutable_partition(s)->set_num_layers(s == 3 ? 5 : 1);
+  }
+  absl::StatusOr<chimera::v1::Prediction> slower =
+      PredictPlan(context, lopsided);
+  ASSERT_TRUE(slower.ok()) << slower.status();
+  EXPECT_GT(slower->iteration_seconds(), same->iteration_seconds());
+
+  lopsided.mutable_partition()->RemoveLast();
+  EXPECT_THAT(PredictPlan(context, lopsided).status().message(),
+              HasSubstr("the partition has 3 stages; the plan has 4"));
+}
+
 TEST(PlanSearchTest, RespectsWhatTheJobFixes) {
   auto job = LargeJob(8, 64, 8);
   job.mutable_spec()->mutable_parallelism()->set_schedule("chimera");

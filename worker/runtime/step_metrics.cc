@@ -1,0 +1,32 @@
+#include "worker/runtime/step_metrics.h"
+
+namespace chimera::worker {
+
+void SecondsByOp::Add(schedule::OpKind op, double seconds) {
+  using schedule::OpKind;
+  switch (op) {
+    case OpKind::kForward:
+      forward += seconds;
+      return;
+    case OpKind::kBackward:
+      backward += seconds;
+      return;
+    case OpKind::kSendAct:
+    case OpKind::kSendGrad:
+      send += seconds;
+      return;
+    case OpKind::kRecvAct:
+    case OpKind::kRecvGrad:
+      recv += seconds;
+      return;
+    case OpKind::kAllreduceBegin:
+    case OpKind::kAllreduceEnd:
+      allreduce += seconds;
+      return;
+    case OpKind::kOptimizerStep:
+      optimizer += seconds;
+      return;
+  }
+}
+
+}  // namespace chimera::worker

@@ -45,8 +45,12 @@ absl::StatusOr<std::string> HttpGet(const std::string& address, const std::strin
   ::close(fd);
   const size_t body = response.find("\r\n\r\n");
   if (body == std::string::npos || !absl::StrContains(response.substr(0, 16), " 200")) {
-    return absl::UnavailableError(absl::StrCat("GET ", path, " answered: ",
-                                               response.substr(0, response.find('\r'))));
+    // The body too: Prometheus' API, for one, says there what was wrong.
+    const std::string answer =
+        body == std::string::npos ? "" : response.substr(body + 4, 500);
+    return absl::UnavailableError(absl::StrCat(
+        "GET ", path, " answered: ", response.substr(0, response.find('\r')),
+        " ", answer));
   }
   return response.substr(body + 4);
 }

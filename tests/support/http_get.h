@@ -11,7 +11,7 @@
 namespace chimera::testing {
 
 // The body of GET http://`address``path` (address "HOST:PORT"); an error for
-// a non-200 answer or no answer within `timeout`.
+// a non-200 answer (with the start of its body) or no answer within `timeout`.
 absl::StatusOr<std::string> HttpGet(const std::string& address, const std::string& path,
                                     absl::Duration timeout = absl::Seconds(10));
 

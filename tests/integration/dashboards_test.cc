@@ -212,7 +212,7 @@ class DashboardsTest : public ::testing::Test {
         queries.push_back({absl::StrCat(file, " / ", entry.row, " / ",
                                         entry.panel.value("title", "")),
                            testing::SubstituteVariables(expr, values),
-                           testing::IsGpuRow(entry.row)});
+                           testing::IsGpuRow(entry.row), ""});
       }
     }
     return queries;
@@ -228,7 +228,7 @@ class DashboardsTest : public ::testing::Test {
     std::smatch match;
     while (std::getline(rules, line)) {
       if (std::regex_match(line, match, kRecord)) {
-        queries.push_back({"recording rule", match[1]});
+        queries.push_back({"recording rule", match[1], false, ""});
       }
     }
     EXPECT_FALSE(queries.empty()) << "no record: in recording.yaml";

@@ -332,10 +332,20 @@ absl::Status JobManager::StartLocked(Job job,
       PlaceOnWorkers(*workers_, chosen, DeviceKindOf(job.manifest()), &plan));
   ASSIGN_OR_RETURN(Run run,
                    AssignTasksLocked(job, plan, std::move(programs), chosen));
+  // A restart keeps the first start: the deadline counts from it.
+  if (job.status().start_time() == 0) {
+    job.mutable_status()->set_start_time(UnixSeconds(now_()));
+  }
+  run.deadline_seconds =
+      job.manifest().spec().run_policy().active_deadline_seconds();
+  if (run.deadline_seconds > 0) {
+    run.deadline = absl::FromUnixMicros(
+                       static_cast<int64_t>(job.status().start_time() * 1e6)) +
+                   absl::Seconds(run.deadline_seconds);
+  }
   runs_[job.id()] = std::move(run);
   *job.mutable_plan() = plan;
   job.mutable_status()->set_state(chimera::v1::JOB_STATE_RUNNING);
-  job.mutable_status()->set_start_time(UnixSeconds(now_()));
   job.mutable_status()->clear_message();
   CHIMERA_LOG(INFO) << "job " << job.id() << " started on " << chosen.size()
                     << " workers (" << plan.scheme() << " W=" << plan.width()
@@ -482,6 +492,11 @@ void JobManager::FailOverdueRunsLocked() {
           {id,
            absl::StrCat("rank 0 did not report its rendezvous store within ",
                         absl::FormatDuration(options_.rendezvous_timeout))});
+    } else if (now_() >= run.deadline) {
+      failed.push_back(
+          {id, absl::StrCat("still running ", run.deadline_seconds,
+                            " s after its start, its "
+                            "spec.runPolicy.activeDeadlineSeconds")});
     }
   }
   for (const auto& [id, message] : failed) {

@@ -112,6 +112,10 @@ class JobManager {
     // Start tasks of ranks 1.. held until rank 0 reports its store.
     std::vector<chimera::v1::Assignment> held_starts;
     absl::Time started;
+    // spec.runPolicy.activeDeadlineSeconds (0: none) after the job's first
+    // start.
+    int64_t deadline_seconds = 0;
+    absl::Time deadline = absl::InfiniteFuture();
     bool rendezvous_done = false;
     std::vector<bool> rank_done;
     // Per step, each rank's report.
@@ -127,8 +131,8 @@ class JobManager {
   // restarted before its peers' held-back failures are judged, and both
   // free workers before queued jobs are started.
   void ReapDeadWorkersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Fails runs whose held-back rank failure is due, or whose rank 0 missed
-  // the rendezvous timeout.
+  // Fails runs whose held-back rank failure is due, whose rank 0 missed
+  // the rendezvous timeout, or that ran past their deadline.
   void FailOverdueRunsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Starts pending jobs in submission order while the head of the queue
   // finds enough idle workers; one that cannot start fails.

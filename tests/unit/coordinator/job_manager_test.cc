@@ -628,5 +628,27 @@ TEST_F(JobManagerTest, MissingRendezvousFailsTheJob) {
   EXPECT_THAT(failed.status().message(), HasSubstr("rendezvous store"));
 }
 
+TEST_F(JobManagerTest,
+       ActiveDeadlineFailsAJobThatRunsPastItEvenAcrossRestarts) {
+  chimera::v1::TrainJob manifest = RestartableManifest(1);
+  manifest.mutable_spec()->mutable_run_policy()->set_active_deadline_seconds(
+      10);
+  Job job = StartRunningJob(manifest);
+  const double first_start = manager_->Get(job.id())->status().start_time();
+  AddWorkers(1);
+  PassHeartbeatTimeout("w1");  // 4 s: restarted on the spare worker
+  ASSERT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(manager_->Get(job.id())->status().restarts(), 1);
+  EXPECT_EQ(manager_->Get(job.id())->status().start_time(), first_start);
+  PassHeartbeatTimeout();  // 8 s
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
+  PassHeartbeatTimeout();  // 12 s
+  Job failed = *manager_->Get(job.id());
+  EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_THAT(failed.status().message(),
+              HasSubstr("still running 10 s after its start, its "
+                        "spec.runPolicy.activeDeadlineSeconds"));
+}
+
 }  // namespace
 }  // namespace chimera::coordinator

@@ -2,21 +2,42 @@
 
 #include <algorithm>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 
 namespace chimera::coordinator {
+namespace {
+
+// Old incarnations kept per worker id to recognise a second live daemon.
+constexpr size_t kRememberedIncarnations = 8;
+
+}  // namespace
 
 WorkerRegistry::WorkerRegistry(HeartbeatPolicy policy, std::function<absl::Time()> now)
     : policy_(policy), now_(std::move(now)) {}
 
-std::optional<TaskRef> WorkerRegistry::Register(
+absl::StatusOr<std::optional<TaskRef>> WorkerRegistry::Register(
     const chimera::v1::RegisterWorkerRequest& request) {
   absl::MutexLock lock(&mutex_);
   auto [it, inserted] = workers_.try_emplace(request.worker_id());
   Worker& worker = it->second;
+  const uint64_t incarnation = request.incarnation();
+  if (absl::c_linear_search(worker.replaced, incarnation)) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "worker id '", request.worker_id(), "' was taken over by incarnation ",
+        worker.registration.incarnation(), " while this one (", incarnation,
+        ") still runs: two daemons share the id; give each its own --worker-id"));
+  }
   std::optional<TaskRef> lost;
-  if (!inserted) lost = worker.task;
-  if (inserted) worker.sequence = next_sequence_++;
+  if (inserted) {
+    worker.sequence = next_sequence_++;
+  } else {
+    lost = worker.task;
+    if (worker.registration.incarnation() != incarnation) {
+      worker.replaced.push_back(worker.registration.incarnation());
+      if (worker.replaced.size() > kRememberedIncarnations) worker.replaced.pop_front();
+    }
+  }
   worker.registration = request;
   worker.last_heartbeat = now_();
   worker.dead = false;

@@ -4,8 +4,9 @@
 //
 // A worker is identified by its id and told apart from an earlier run of
 // itself by its incarnation: registering a new incarnation replaces the old
-// one (whose task is then lost), and a request carrying an old incarnation
-// is ABORTED. A worker whose last heartbeat is older than the policy's
+// one (whose task is then lost), a request carrying an old incarnation
+// is ABORTED, and an old incarnation that registers again (a second daemon
+// with the same id) is refused. A worker whose last heartbeat is older than the policy's
 // DeadAfter() is dead.
 //
 //   WorkerRegistry registry({.period = absl::Seconds(1)});
@@ -66,8 +67,11 @@ class WorkerRegistry {
   const HeartbeatPolicy& policy() const { return policy_; }
 
   // Adds or replaces a worker. Returns the task the replaced incarnation was
-  // running, which is lost.
-  std::optional<TaskRef> Register(const chimera::v1::RegisterWorkerRequest& request);
+  // running, which is lost. ALREADY_EXISTS for an incarnation that a newer
+  // one replaced: it is still alive, so two daemons share one id, and
+  // letting it back in would have them evict each other for ever.
+  absl::StatusOr<std::optional<TaskRef>> Register(
+      const chimera::v1::RegisterWorkerRequest& request);
   // NOT_FOUND for an unknown worker, ABORTED for another incarnation (the
   // worker must register again).
   absl::Status Heartbeat(const std::string& worker_id, uint64_t incarnation);
@@ -108,6 +112,8 @@ class WorkerRegistry {
     std::optional<TaskRef> task;
     std::deque<chimera::v1::Assignment> queue;
     uint64_t sequence = 0;  // Registration order.
+    // The incarnations this id had before, latest last (a few at most).
+    std::deque<uint64_t> replaced;
   };
 
   chimera::v1::WorkerInfo InfoLocked(const Worker& worker) const

@@ -1,6 +1,9 @@
 #include "coordinator/worker_service.h"
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/field_errors.h"
 #include "common/logging.h"
 #include "coordinator/grpc_util.h"
 
@@ -10,6 +13,71 @@ namespace {
 // How often an assignment stream checks whether its worker went away while
 // nothing is queued.
 constexpr absl::Duration kAssignmentPollInterval = absl::Milliseconds(500);
+
+// Bounds on what a worker may register: its id and node are host or pod
+// names (DNS names are at most 253 characters); a machine has a few devices.
+constexpr size_t kMaxNameLength = 253;
+constexpr size_t kMaxAddressLength = 261;  // a DNS name, ':' and a port
+constexpr int kMaxDevices = 64;
+constexpr int kMaxDeviceIndex = 1023;
+
+bool IsNameCharacter(char c) {
+  return absl::ascii_isalnum(c) || c == '-' || c == '.' || c == '_';
+}
+
+void CheckName(absl::string_view field, const std::string& name, bool required,
+               FieldErrors& errors) {
+  if (name.empty()) {
+    if (required) errors.Add(field, "is required");
+  } else if (name.size() > kMaxNameLength) {
+    errors.Add(field, absl::StrCat("has ", name.size(), " characters; at most ",
+                                   kMaxNameLength));
+  } else if (!absl::c_all_of(name, IsNameCharacter)) {
+    errors.Add(field, absl::StrCat("'", name,
+                                   "' may hold only letters, digits, '-', '.' and '_'"));
+  }
+}
+
+void CheckDevices(const chimera::v1::RegisterWorkerRequest& request, FieldErrors& errors) {
+  if (request.devices().empty() || request.devices_size() > kMaxDevices) {
+    errors.Add("devices", absl::StrCat(request.devices_size(), " given; 1 to ", kMaxDevices));
+    return;
+  }
+  for (int i = 0; i < request.devices_size(); ++i) {
+    const chimera::v1::Device& device = request.devices(i);
+    const std::string field = absl::StrCat("devices[", i, "]");
+    if (device.kind() != "cpu" && device.kind() != "gpu") {
+      errors.Add(field + ".kind", absl::StrCat("'", device.kind().substr(0, 16),
+                                               "' is not one of cpu, gpu"));
+    }
+    if (device.index() < 0 || device.index() > kMaxDeviceIndex) {
+      errors.Add(field + ".index",
+                 absl::StrCat(device.index(), " is outside [0, ", kMaxDeviceIndex, "]"));
+    }
+    if (device.memory_bytes() < 0) {
+      errors.Add(field + ".memoryBytes", absl::StrCat(device.memory_bytes(), " must be >= 0"));
+    }
+  }
+}
+
+// INVALID_ARGUMENT naming every field of `request` that no real worker sends.
+absl::Status CheckRegistration(const chimera::v1::RegisterWorkerRequest& request) {
+  FieldErrors errors;
+  CheckName("workerId", request.worker_id(), /*required=*/true, errors);
+  CheckName("node", request.node(), /*required=*/false, errors);
+  if (request.incarnation() == 0) {
+    errors.Add("incarnation", "must be a non-zero random number");
+  }
+  if (request.memory_bytes() <= 0) {
+    errors.Add("memoryBytes", absl::StrCat(request.memory_bytes(), " must be > 0"));
+  }
+  if (request.metrics_address().size() > kMaxAddressLength) {
+    errors.Add("metricsAddress", absl::StrCat("has ", request.metrics_address().size(),
+                                              " characters; at most ", kMaxAddressLength));
+  }
+  CheckDevices(request, errors);
+  return errors.ToStatus();
+}
 
 }  // namespace
 
@@ -25,17 +93,13 @@ grpc::Status WorkerServiceImpl::RegisterWorker(grpc::ServerContext* context,
                                                const chimera::v1::RegisterWorkerRequest* request,
                                                chimera::v1::RegisterWorkerResponse* response) {
   CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, worker_token_));
-  if (request->worker_id().empty()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "worker_id is required");
+  CHIMERA_RETURN_IF_GRPC_ERROR(ToGrpcStatus(CheckRegistration(*request)));
+  absl::StatusOr<std::optional<TaskRef>> registered = workers_->Register(*request);
+  if (!registered.ok()) {
+    CHIMERA_LOG(WARNING) << registered.status();
+    return ToGrpcStatus(registered.status());
   }
-  if (request->incarnation() == 0) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "incarnation must be a non-zero random number");
-  }
-  if (request->devices().empty()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "devices: at least one is required");
-  }
-  std::optional<TaskRef> lost = workers_->Register(*request);
+  const std::optional<TaskRef>& lost = *registered;
   CHIMERA_LOG(INFO) << "worker " << request->worker_id() << " registered (node "
                     << request->node() << ", incarnation " << request->incarnation() << ")";
   if (lost) {

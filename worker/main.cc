@@ -152,6 +152,7 @@ int RunDaemon(chimera::worker::DaemonOptions options,
   // Wake the waiter if Run ended on its own.
   ::kill(::getpid(), SIGTERM);
   waiter.join();
+  if (!status.ok()) std::cerr << "chimera-worker: " << status.message() << "\n";
   return status.ok() ? 0 : kExitFailed;
 }
 

@@ -264,6 +264,24 @@ TEST_F(CoordinatorServiceTest, BadRequestsGetTheirCodesAndChangeNothing) {
   EXPECT_EQ(coordinator.JobCount(), before);
 }
 
+TEST_F(CoordinatorServiceTest, RegistrationsNoRealWorkerSendsAreRefusedFieldByField) {
+  Coordinator coordinator(db());
+  auto stub = chimera::v1::WorkerService::NewStub(
+      grpc::CreateChannel(coordinator.address(), grpc::InsecureChannelCredentials()));
+  chimera::v1::RegisterWorkerRequest request;
+  request.set_worker_id(std::string(300, 'w'));
+  request.set_incarnation(7);
+  request.set_memory_bytes(-1);
+  request.add_devices()->set_kind("tpu");
+  chimera::v1::RegisterWorkerResponse response;
+  const grpc::Status status =
+      stub->RegisterWorker(Context(kWorkerToken).get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("workerId: has 300 characters; at most 253"));
+  EXPECT_THAT(status.error_message(), HasSubstr("memoryBytes: -1 must be > 0"));
+  EXPECT_THAT(status.error_message(), HasSubstr("devices[0].kind: 'tpu' is not one of cpu, gpu"));
+}
+
 TEST_F(CoordinatorServiceTest, JobRunsThroughRendezvousStepsAndSuccess) {
   Coordinator coordinator(db());
   FakeWorker first(coordinator.address(), "w0");

@@ -303,6 +303,11 @@ absl::Status WorkerDaemon::Run() {
     if (!registered_) {
       DropTask();
       const absl::Status status = Register();
+      // Another daemon holds this worker id: retrying would not change that.
+      if (absl::IsAlreadyExists(status)) {
+        shutdown_.Notify();
+        return status;
+      }
       if (!status.ok()) {
         CHIMERA_LOG(WARNING) << "cannot register with " << options_.coordinator
                              << ": " << status;

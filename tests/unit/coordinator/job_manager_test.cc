@@ -89,7 +89,7 @@ class JobManagerTest : public ::testing::Test {
         device->set_kind("gpu");
         device->set_index(next_worker_);
       }
-      registry_.Register(request);
+      ASSERT_TRUE(registry_.Register(request).ok());
       ++next_worker_;
     }
   }

@@ -34,6 +34,14 @@ class WorkerRegistryTest : public ::testing::Test {
     return request;
   }
 
+  // The task the registration made lost; fails the test if it was refused.
+  std::optional<TaskRef> MustRegister(
+      const chimera::v1::RegisterWorkerRequest& request) {
+    absl::StatusOr<std::optional<TaskRef>> lost = registry_.Register(request);
+    EXPECT_TRUE(lost.ok()) << lost.status();
+    return lost.ok() ? *lost : std::nullopt;
+  }
+
   static chimera::v1::Assignment Stop(const std::string& job_id) {
     chimera::v1::Assignment assignment;
     assignment.mutable_stop()->set_job_id(job_id);
@@ -64,7 +72,7 @@ TEST(HeartbeatPolicyTest, WorkerIsDeadAfterThresholdTimesPeriod) {
 }
 
 TEST_F(WorkerRegistryTest, RegisteredWorkerIsIdleWithWhatItReported) {
-  EXPECT_FALSE(registry_.Register(Registration("w1", 11)).has_value());
+  EXPECT_FALSE(MustRegister(Registration("w1", 11)).has_value());
   absl::StatusOr<chimera::v1::WorkerInfo> info = registry_.Get("w1");
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->worker_id(), "w1");
@@ -89,8 +97,8 @@ TEST_F(WorkerRegistryTest, UnknownWorkerIsNotFound) {
 }
 
 TEST_F(WorkerRegistryTest, StaleIncarnationIsRejected) {
-  registry_.Register(Registration("w1", 11));
-  registry_.Register(Registration("w1", 22));
+  MustRegister(Registration("w1", 11));
+  MustRegister(Registration("w1", 22));
   EXPECT_TRUE(registry_.CheckIncarnation("w1", 22).ok());
   const absl::Status stale = registry_.CheckIncarnation("w1", 11);
   EXPECT_EQ(stale.code(), absl::StatusCode::kAborted);
@@ -102,9 +110,9 @@ TEST_F(WorkerRegistryTest, StaleIncarnationIsRejected) {
 }
 
 TEST_F(WorkerRegistryTest, NewIncarnationReturnsTheLostTaskAndStartsIdle) {
-  registry_.Register(Registration("w1", 11));
+  MustRegister(Registration("w1", 11));
   ASSERT_TRUE(registry_.Assign("w1", {"job", 2, 3}, Stop("job")).ok());
-  std::optional<TaskRef> lost = registry_.Register(Registration("w1", 22));
+  std::optional<TaskRef> lost = MustRegister(Registration("w1", 22));
   ASSERT_TRUE(lost.has_value());
   EXPECT_EQ(lost->job_id, "job");
   EXPECT_EQ(lost->attempt, 2);
@@ -117,12 +125,25 @@ TEST_F(WorkerRegistryTest, NewIncarnationReturnsTheLostTaskAndStartsIdle) {
 }
 
 TEST_F(WorkerRegistryTest, RegisteringAgainWithoutATaskLosesNothing) {
-  registry_.Register(Registration("w1", 11));
-  EXPECT_FALSE(registry_.Register(Registration("w1", 22)).has_value());
+  MustRegister(Registration("w1", 11));
+  EXPECT_FALSE(MustRegister(Registration("w1", 22)).has_value());
+}
+
+TEST_F(WorkerRegistryTest, AReplacedIncarnationThatRegistersAgainIsASecondDaemon) {
+  MustRegister(Registration("w1", 11));
+  MustRegister(Registration("w1", 22));
+  const absl::StatusOr<std::optional<TaskRef>> again =
+      registry_.Register(Registration("w1", 11));
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(again.status().message(),
+              HasSubstr("worker id 'w1' was taken over by incarnation 22 while "
+                        "this one (11) still runs"));
+  EXPECT_EQ(registry_.Get("w1")->incarnation(), 22u) << "the newer one keeps it";
+  EXPECT_TRUE(registry_.Heartbeat("w1", 22).ok());
 }
 
 TEST_F(WorkerRegistryTest, SilentWorkerDiesOnlyAfterThePolicysThreshold) {
-  registry_.Register(Registration("w1", 11));
+  MustRegister(Registration("w1", 11));
   now_ += absl::Seconds(3);  // DeadAfter() exactly: still alive.
   EXPECT_TRUE(Reap().empty());
   EXPECT_EQ(StateOf("w1"), chimera::v1::WORKER_STATE_IDLE);
@@ -132,7 +153,7 @@ TEST_F(WorkerRegistryTest, SilentWorkerDiesOnlyAfterThePolicysThreshold) {
 }
 
 TEST_F(WorkerRegistryTest, HeartbeatsKeepAWorkerAlive) {
-  registry_.Register(Registration("w1", 11));
+  MustRegister(Registration("w1", 11));
   for (int i = 0; i < 10; ++i) {
     now_ += absl::Seconds(1);
     ASSERT_TRUE(registry_.Heartbeat("w1", 11).ok());
@@ -142,8 +163,8 @@ TEST_F(WorkerRegistryTest, HeartbeatsKeepAWorkerAlive) {
 }
 
 TEST_F(WorkerRegistryTest, DeadWorkerIsReapedOnceWithItsTask) {
-  registry_.Register(Registration("w1", 11));
-  registry_.Register(Registration("w2", 12));
+  MustRegister(Registration("w1", 11));
+  MustRegister(Registration("w2", 12));
   ASSERT_TRUE(registry_.Assign("w1", {"job", 1, 0}, std::nullopt).ok());
   now_ += absl::Seconds(4);
   ASSERT_TRUE(registry_.Heartbeat("w2", 12).ok());
@@ -157,7 +178,7 @@ TEST_F(WorkerRegistryTest, DeadWorkerIsReapedOnceWithItsTask) {
 }
 
 TEST_F(WorkerRegistryTest, DeadWorkerMustRegisterAgain) {
-  registry_.Register(Registration("w1", 11));
+  MustRegister(Registration("w1", 11));
   now_ += absl::Seconds(4);
   Reap();
   const absl::Status status = registry_.Heartbeat("w1", 11);
@@ -169,17 +190,17 @@ TEST_F(WorkerRegistryTest, DeadWorkerMustRegisterAgain) {
             absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(registry_.IdleWorkers().empty());
 
-  registry_.Register(Registration("w1", 22));
+  MustRegister(Registration("w1", 22));
   EXPECT_EQ(StateOf("w1"), chimera::v1::WORKER_STATE_IDLE);
   EXPECT_TRUE(registry_.Heartbeat("w1", 22).ok());
 }
 
 TEST_F(WorkerRegistryTest, IdleWorkersAreAliveTaskFreeInRegistrationOrder) {
   for (const char* id : {"c", "a", "d", "b"}) {
-    registry_.Register(Registration(id, 1));
+    MustRegister(Registration(id, 1));
   }
   ASSERT_TRUE(registry_.Assign("d", {"job", 1, 0}, std::nullopt).ok());
-  registry_.Register(Registration("c", 2));  // Keeps its place.
+  MustRegister(Registration("c", 2));  // Keeps its place.
   EXPECT_THAT(registry_.IdleWorkers(), ElementsAre("c", "a", "b"));
   registry_.Release("d");
   EXPECT_THAT(registry_.IdleWorkers(), ElementsAre("c", "a", "d", "b"));
@@ -187,7 +208,7 @@ TEST_F(WorkerRegistryTest, IdleWorkersAreAliveTaskFreeInRegistrationOrder) {
 
 TEST_F(WorkerRegistryTest, ListHasEveryWorkerInRegistrationOrderWithState) {
   for (const char* id : {"b", "a", "c"}) {
-    registry_.Register(Registration(id, 1));
+    MustRegister(Registration(id, 1));
   }
   ASSERT_TRUE(registry_.Assign("a", {"job", 1, 2}, std::nullopt).ok());
   now_ += absl::Seconds(4);
@@ -207,7 +228,7 @@ TEST_F(WorkerRegistryTest, ListHasEveryWorkerInRegistrationOrderWithState) {
 }
 
 TEST_F(WorkerRegistryTest, BusyWorkerCannotBeAssignedAgainUntilReleased) {
-  registry_.Register(Registration("w1", 11));
+  MustRegister(Registration("w1", 11));
   ASSERT_TRUE(registry_.Assign("w1", {"first", 1, 0}, std::nullopt).ok());
   const absl::Status busy =
       registry_.Assign("w1", {"second", 1, 0}, std::nullopt);
@@ -220,7 +241,7 @@ TEST_F(WorkerRegistryTest, BusyWorkerCannotBeAssignedAgainUntilReleased) {
 }
 
 TEST_F(WorkerRegistryTest, AssignmentsArriveInTheOrderTheyWereQueued) {
-  registry_.Register(Registration("w1", 11));
+  MustRegister(Registration("w1", 11));
   ASSERT_TRUE(registry_.Assign("w1", {"job", 1, 0}, Stop("first")).ok());
   registry_.Send("w1", Stop("second"));
   EXPECT_EQ(registry_.Get("w1")->job_id(), "job") << "Send keeps the task";
@@ -238,7 +259,7 @@ TEST_F(WorkerRegistryTest, AssignmentsArriveInTheOrderTheyWereQueued) {
 }
 
 TEST_F(WorkerRegistryTest, AssigningWithoutAStartQueuesNothing) {
-  registry_.Register(Registration("w1", 11));
+  MustRegister(Registration("w1", 11));
   ASSERT_TRUE(registry_.Assign("w1", {"job", 1, 1}, std::nullopt).ok());
   EXPECT_EQ(StateOf("w1"), chimera::v1::WORKER_STATE_BUSY);
   absl::StatusOr<std::optional<chimera::v1::Assignment>> next =

@@ -43,6 +43,15 @@ class EventWriter : public TaskObserver {
     report.set_activations_bytes(metrics.activations_bytes);
     report.set_peak_memory_bytes(metrics.memory_peak_bytes);
     report.set_checkpoint_step(static_cast<int32_t>(metrics.checkpoint_step));
+    // Always on the event line (a local pipe); the daemon forwards it only
+    // while the coordinator asks for it.
+    chimera::v1::StepTimeline* timeline = report.mutable_timeline();
+    timeline->set_start_time(metrics.start_unix_seconds);
+    for (size_t i = 0; i < metrics.op_start_seconds.size(); ++i) {
+      timeline->add_op_start_seconds(metrics.op_start_seconds[i]);
+      timeline->add_op_end_seconds(metrics.op_start_seconds[i] +
+                                   metrics.op_seconds[i]);
+    }
     std::string json;
     google::protobuf::util::MessageToJsonString(report, &json);
     events_ << kStepEvent << " " << json << std::endl;

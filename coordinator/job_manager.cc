@@ -602,11 +602,15 @@ absl::Status JobManager::OnMetrics(
   ASSIGN_OR_RETURN(Run * run, RunForLocked(report.job_id(), attempt,
                                            report.rank(), report.worker_id()));
   const int step = report.metrics().step();
+  // Timelines are wanted while a waiting TraceJob's step has not been
+  // recorded; once every waiter's is, recording stops, so that the step a
+  // waiter asked for is not replaced by a later one before it reads it.
   const auto waits = trace_waits_.find(report.job_id());
-  if (response != nullptr) {
-    response->set_record_timeline(waits != trace_waits_.end());
-  }
-  if (waits != trace_waits_.end() && report.metrics().has_timeline() &&
+  const std::optional<TraceCollector::Step>& recorded = run->traces.complete();
+  const bool wanted = waits != trace_waits_.end() &&
+                      (!recorded || recorded->step < *waits->second.rbegin());
+  if (response != nullptr) response->set_record_timeline(wanted);
+  if (wanted && report.metrics().has_timeline() &&
       step >= *waits->second.begin() &&
       run->traces.Add(step, report.rank(), report.metrics().timeline())) {
     ++version_;  // Wakes the waiting TraceJob calls.

@@ -680,16 +680,22 @@ TEST_F(JobManagerTest, TraceOfAStepThatHasRunIsHeldOrRefusedByName) {
   Job job = StartRunningJob(RestartableManifest(0));
   absl::StatusOr<int> from = manager_->BeginTrace(job.id(), 0);
   ASSERT_TRUE(from.ok()) << from.status();
-  for (int step = 0; step < 3; ++step) {
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_TRUE(ReportWithTimeline(*manager_, job, rank, 0, 2));
+  }
+  // Step 0 is what the waiter asked for: recording stops, so no later step
+  // replaces it before the waiter reads it.
+  for (int step = 1; step < 3; ++step) {
     for (int rank = 0; rank < 4; ++rank) {
-      ReportWithTimeline(*manager_, job, rank, step, 2);
+      EXPECT_FALSE(ReportWithTimeline(*manager_, job, rank, step, 2));
     }
   }
+  EXPECT_EQ((*manager_->TraceOf(job.id(), *from))->step(), 0);
   manager_->EndTrace(job.id(), *from);
-  // Step 2 is the one held; steps 0 and 1 are gone.
-  absl::StatusOr<int> held = manager_->BeginTrace(job.id(), 2);
+  // Step 0 is held; steps 1 and 2 were never recorded.
+  absl::StatusOr<int> held = manager_->BeginTrace(job.id(), 0);
   ASSERT_TRUE(held.ok()) << held.status();
-  EXPECT_EQ((*manager_->TraceOf(job.id(), *held))->step(), 2);
+  EXPECT_EQ((*manager_->TraceOf(job.id(), *held))->step(), 0);
   manager_->EndTrace(job.id(), *held);
 
   absl::StatusOr<int> past = manager_->BeginTrace(job.id(), 1);

@@ -121,6 +121,26 @@ CoordinatorClient::Workers() {
                                               response.workers().end());
 }
 
+absl::StatusOr<chimera::v1::JobTrace> CoordinatorClient::Trace(
+    const std::string& id, std::optional<int> step, absl::Duration wait) {
+  chimera::v1::TraceJobRequest request;
+  request.set_job_id(id);
+  if (step) request.set_step(*step);
+  auto context = Context(/*with_deadline=*/false);
+  context->set_deadline(absl::ToChronoTime(absl::Now() + wait));
+  chimera::v1::JobTrace trace;
+  const grpc::Status status = stub_->TraceJob(context.get(), request, &trace);
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "no trace of job ", id, " within ", absl::FormatDuration(wait),
+        ": its ranks did not all finish ",
+        step ? absl::StrCat("step ", *step, " or a later one") : "a step",
+        " by then (is it still waiting for workers?)"));
+  }
+  RETURN_IF_ERROR(FromGrpc(status, address()));
+  return trace;
+}
+
 absl::Status CoordinatorClient::Watch(
     const std::string& id, bool follow,
     const std::function<void(const chimera::v1::JobEvent&)>& on_event) {

@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,11 @@ class CoordinatorClient {
       chimera::v1::JobState state);
   absl::StatusOr<chimera::v1::Job> Stop(const std::string& id);
   absl::StatusOr<std::vector<chimera::v1::WorkerInfo>> Workers();
+  // One step's measured timeline of every rank (TraceJob): `step`, or with
+  // none the next step; waits up to `wait` for the ranks to record it.
+  absl::StatusOr<chimera::v1::JobTrace> Trace(const std::string& id,
+                                              std::optional<int> step,
+                                              absl::Duration wait);
   // Calls `on_event` for each event until the job ends (or, with
   // `follow` false, until the first status event); no deadline while
   // following, since training takes as long as it takes.

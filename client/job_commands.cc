@@ -11,6 +11,7 @@
 #include "client/exit_codes.h"
 #include "client/job_follow.h"
 #include "client/job_output.h"
+#include "client/trace_command.h"
 #include "jobspec/job_file.h"
 
 namespace chimera::client {
@@ -186,6 +187,9 @@ void AddJobCommands(CLI::App& app) {
               "A job's plan, device map, per-worker memory and bubble ratio",
               &FormatJobDescription);
   AddWorkers(app, settings);
+  AddTraceCommand(
+      app, [settings] { return Connect(*settings); },
+      [settings] { return Json(*settings); });
 
   const std::vector<CLI::Option*> options = app.get_options();
   const std::vector<const CLI::Option*> flags(options.begin() + options_before,

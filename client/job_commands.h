@@ -1,5 +1,5 @@
 // The CLI's commands that talk to a coordinator: submit, status, logs, stop,
-// list, describe and workers. The connection flags (--address, --token,
+// list, describe, workers and trace. The connection flags (--address, --token,
 // --tls-ca, --timeout) are global: they may stand before or after the
 // command.
 #ifndef CHIMERA_CLIENT_JOB_COMMANDS_H_

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "client/exit_codes.h"
 #include "client/job_follow.h"
 #include "client/job_output.h"
+#include "client/job_trace.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator_server.h"
 #include "jobspec/job_file.h"
@@ -40,11 +42,37 @@ constexpr absl::Duration kWorkerExitGrace = absl::Seconds(15);
 // loading LibTorch takes seconds on a slow machine.
 constexpr absl::Duration kWorkerStartTimeout = absl::Seconds(60);
 
+// `--trace` waits at most this long for its step (the coordinator's own
+// limit on a TraceJob call is 10 minutes).
+constexpr absl::Duration kRunTraceWait = absl::Minutes(10);
+
 struct RunOptions {
   std::string file;
   bool json = false;
   bool keep_logs = false;
+  // Where to write the trace of one step; empty: none.
+  std::string trace;
+  // The step to trace; -1: the next step once the job runs.
+  int trace_step = -1;
 };
+
+// Records one step of the job while it runs and writes it to
+// `options.trace` (format from its extension); the status says how it went.
+absl::Status TraceRun(CoordinatorClient& client, const std::string& id,
+                      const RunOptions& options) {
+  const std::optional<int> step = options.trace_step >= 0
+                                      ? std::optional<int>(options.trace_step)
+                                      : std::nullopt;
+  ASSIGN_OR_RETURN(chimera::v1::JobTrace trace,
+                   client.Trace(id, step, kRunTraceWait));
+  RETURN_IF_ERROR(
+      WriteTraceFile(trace, options.trace, TraceFormatOf(options.trace)));
+  if (!options.json) {
+    std::cout << "wrote the trace of step " << trace.step() << " to "
+              << options.trace << std::endl;
+  }
+  return absl::OkStatus();
+}
 
 // The worker binary: $CHIMERA_WORKER_BINARY, else chimera-worker next to
 // this executable.
@@ -124,6 +152,19 @@ void PrintSummary(const chimera::v1::Job& job, const std::vector<chimera::v1::St
 int Run(const RunOptions& options) {
   chimera::v1::TrainJob manifest;
   ExitOnFileErrors(options.file, jobspec::LoadJobFile(options.file, {}, &manifest));
+  if (!options.trace.empty()) {
+    if (absl::Status writable = CheckTracePath(options.trace); !writable.ok()) {
+      ExitWithError(absl::InvalidArgumentError(
+          absl::StrCat("--trace: ", writable.message())));
+    }
+    const int steps = manifest.spec().training().max_steps();
+    if (options.trace_step >= steps) {
+      ExitWithError(absl::InvalidArgumentError(
+          absl::StrCat("--trace-step: ", options.trace_step,
+                       " is not a step of the job (it runs ", "steps 0 to ",
+                       steps - 1, ")")));
+    }
+  }
   const int workers = manifest.spec().resources().workers();
   const bool gpu = manifest.spec().resources().device() == "gpu";
   const std::string directory = ValueOrExit(MakeRunDirectory());
@@ -181,10 +222,18 @@ int Run(const RunOptions& options) {
     std::cerr << "\ninterrupted: stopping job " << submitted.id() << "\n";
     (void)client->Stop(submitted.id());
   });
+  // The trace call returns once its step is recorded or the job has ended.
+  absl::Status traced;
+  std::thread tracer;
+  if (!options.trace.empty()) {
+    tracer = std::thread(
+        [&] { traced = TraceRun(*client, submitted.id(), options); });
+  }
   const absl::Status ready = AwaitLocalWorkers(*client, workers, gpu, directory);
   if (!ready.ok()) (void)client->Stop(submitted.id());
   absl::StatusOr<chimera::v1::JobState> state =
       ready.ok() ? FollowJob(*client, submitted.id(), /*follow=*/true, options.json) : ready;
+  if (tracer.joinable()) tracer.join();
   const chimera::v1::Job final_job = client->Get(submitted.id()).value_or(submitted);
   std::vector<chimera::v1::StepSummary> history;
   (void)client->Watch(submitted.id(), /*follow=*/false,
@@ -208,6 +257,10 @@ int Run(const RunOptions& options) {
   }
   if (!state.ok()) ExitWithError(state.status());
   if (interrupted) return kExitInterrupted;
+  if (!traced.ok()) {
+    std::cerr << "chimera: --trace: " << DescribeError(traced) << "\n";
+    return kExitFailure;
+  }
   return succeeded ? kExitOk : kExitFailure;
 }
 
@@ -225,6 +278,18 @@ void AddRunCommand(CLI::App& app) {
   command->add_flag("--json", options->json, "One JSON object per event instead of text");
   command->add_flag("--keep-logs", options->keep_logs,
                     "Keep the run directory (worker logs, job store) after success");
+  CLI::Option* trace = command->add_option(
+      "--trace", options->trace,
+      "Record one step on every rank and write it to this file: an SVG of "
+      "the measured and the simulated timeline for FILE.svg, else a Chrome "
+      "trace (as chimera trace writes them)");
+  command
+      ->add_option("--trace-step", options->trace_step,
+                   "The step --trace records (from 0; default: the next step "
+                   "once the job "
+                   "runs)")
+      ->check(CLI::NonNegativeNumber)
+      ->needs(trace);
   command->callback([options] {
     const int code = Run(*options);
     if (code != kExitOk) throw CLI::RuntimeError(code);

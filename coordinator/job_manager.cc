@@ -360,6 +360,7 @@ absl::StatusOr<JobManager::Run> JobManager::AssignTasksLocked(
   Run run;
   run.attempt = job.status().restarts() + 1;
   run.worker_of_rank = chosen;
+  run.traces = TraceCollector(static_cast<int>(chosen.size()));
   run.started = now_();
   run.rank_done.assign(chosen.size(), false);
   for (size_t rank = 0; rank < chosen.size(); ++rank) {
@@ -389,6 +390,12 @@ void JobManager::StopRunLocked(const std::string& id) {
   auto it = runs_.find(id);
   if (it == runs_.end()) return;
   const Run& run = it->second;
+  // A step recorded just before the run ended still answers its TraceJob.
+  if (trace_waits_.count(id) > 0) {
+    absl::StatusOr<std::optional<chimera::v1::JobTrace>> trace =
+        CompleteTraceLocked(id, run);
+    if (trace.ok() && *trace) ended_traces_[id] = **std::move(trace);
+  }
   for (size_t rank = 0; rank < run.worker_of_rank.size(); ++rank) {
     const std::string& worker = run.worker_of_rank[rank];
     if (!run.rank_done[rank]) {
@@ -615,7 +622,8 @@ absl::Status JobManager::OnTaskState(
 }
 
 absl::Status JobManager::OnMetrics(
-    const chimera::v1::ReportMetricsRequest& report) {
+    const chimera::v1::ReportMetricsRequest& report,
+    chimera::v1::ReportMetricsResponse* response) {
   RETURN_IF_ERROR(
       workers_->CheckIncarnation(report.worker_id(), report.incarnation()));
   absl::MutexLock lock(&mutex_);
@@ -626,6 +634,19 @@ absl::Status JobManager::OnMetrics(
   ASSIGN_OR_RETURN(Run * run, RunForLocked(report.job_id(), attempt,
                                            report.rank(), report.worker_id()));
   const int step = report.metrics().step();
+  // Timelines are wanted while a waiting TraceJob's step has not been
+  // recorded; once every waiter's is, recording stops, so that the step a
+  // waiter asked for is not replaced by a later one before it reads it.
+  const auto waits = trace_waits_.find(report.job_id());
+  const std::optional<TraceCollector::Step>& recorded = run->traces.complete();
+  const bool wanted = waits != trace_waits_.end() &&
+                      (!recorded || recorded->step < *waits->second.rbegin());
+  if (response != nullptr) response->set_record_timeline(wanted);
+  if (wanted && report.metrics().has_timeline() &&
+      step >= *waits->second.begin() &&
+      run->traces.Add(step, report.rank(), report.metrics().timeline())) {
+    ++version_;  // Wakes the waiting TraceJob calls.
+  }
   auto& ranks = run->steps[step];
   ranks[report.rank()] = report.metrics();
   if (ranks.size() < run->worker_of_rank.size()) return absl::OkStatus();
@@ -650,6 +671,91 @@ absl::Status JobManager::CompleteStepLocked(const std::string& job_id, int step,
   SetWorkerSummaries(ranks, run->worker_of_rank, &job);
   run->steps.erase(run->steps.begin(), run->steps.upper_bound(step));
   return SaveLocked(job);
+}
+
+absl::StatusOr<int> JobManager::BeginTrace(const std::string& id,
+                                           std::optional<int> step) {
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(Job job, store_->Get(id));
+  const JobState state = job.status().state();
+  if (IsTerminal(state)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", id, " has ended (", StateName(state),
+                     "); a trace is recorded only while it runs"));
+  }
+  const int steps = job.manifest().spec().training().max_steps();
+  const int next = job.status().completed_steps();
+  if (!step) step = next;
+  if (*step < 0 || *step >= steps) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step: ", *step, " is not a step of job ", id,
+                     " (it runs steps 0 to ", steps - 1, ")"));
+  }
+  auto run = runs_.find(id);
+  const bool held = run != runs_.end() && run->second.traces.complete() &&
+                    run->second.traces.complete()->step == *step;
+  if (*step < next && !held) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step: job ", id, " has already run step ", *step,
+                     " and holds no trace of it; ask for step ", next,
+                     " or later, or leave the step out for the next one"));
+  }
+  trace_waits_[id].insert(*step);
+  return *step;
+}
+
+absl::StatusOr<std::optional<chimera::v1::JobTrace>> JobManager::TraceOf(
+    const std::string& id, int from_step) {
+  absl::MutexLock lock(&mutex_);
+  std::optional<chimera::v1::JobTrace> trace;
+  auto run = runs_.find(id);
+  if (run != runs_.end()) {
+    ASSIGN_OR_RETURN(trace, CompleteTraceLocked(id, run->second));
+  } else if (auto ended = ended_traces_.find(id);
+             ended != ended_traces_.end()) {
+    trace = ended->second;
+  }
+  if (trace && trace->step() >= from_step) return trace;
+  if (run != runs_.end()) return std::nullopt;
+  ASSIGN_OR_RETURN(Job job, store_->Get(id));
+  const JobState state = job.status().state();
+  if (IsTerminal(state)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", id, " ended (", StateName(state), ") before every rank ",
+        "recorded step ", from_step, " or a later one"));
+  }
+  return std::nullopt;  // Pending: waits to start or restart.
+}
+
+absl::StatusOr<std::optional<chimera::v1::JobTrace>>
+JobManager::CompleteTraceLocked(const std::string& id, const Run& run) {
+  const std::optional<TraceCollector::Step>& step = run.traces.complete();
+  if (!step) return std::nullopt;
+  ASSIGN_OR_RETURN(Job job, store_->Get(id));
+  chimera::v1::JobTrace trace;
+  trace.set_job_id(id);
+  trace.set_step(step->step);
+  *trace.mutable_plan() = job.plan();
+  for (size_t rank = 0; rank < step->ranks.size(); ++rank) {
+    chimera::v1::RankTimeline* timeline = trace.add_ranks();
+    timeline->set_rank(static_cast<int>(rank));
+    timeline->set_worker_id(run.worker_of_rank[rank]);
+    *timeline->mutable_timeline() = step->ranks[rank];
+  }
+  return trace;
+}
+
+void JobManager::EndTrace(const std::string& id, int from_step) {
+  absl::MutexLock lock(&mutex_);
+  auto waits = trace_waits_.find(id);
+  if (waits == trace_waits_.end()) return;
+  auto one = waits->second.find(from_step);
+  if (one != waits->second.end()) waits->second.erase(one);
+  if (!waits->second.empty()) return;
+  trace_waits_.erase(waits);
+  ended_traces_.erase(id);
+  auto run = runs_.find(id);
+  if (run != runs_.end()) run->second.traces.DropPartial();
 }
 
 uint64_t JobManager::version() const {

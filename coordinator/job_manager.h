@@ -34,6 +34,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,7 @@
 #include "chimera/v1/cluster.pb.h"
 #include "chimera/v1/service.pb.h"
 #include "coordinator/job_store.h"
+#include "coordinator/trace_collector.h"
 #include "coordinator/worker_registry.h"
 
 namespace chimera::coordinator {
@@ -97,7 +99,31 @@ class JobManager {
                     const std::string& reason);
 
   absl::Status OnTaskState(const chimera::v1::ReportTaskStateRequest& report);
-  absl::Status OnMetrics(const chimera::v1::ReportMetricsRequest& report);
+  // Records a rank's step; `response` (optional) says whether the worker
+  // should send its timelines (someone traces the job).
+  absl::Status OnMetrics(
+      const chimera::v1::ReportMetricsRequest& report,
+      chimera::v1::ReportMetricsResponse* response = nullptr);
+
+  // TraceJob in three calls, so that the gRPC handler waits outside the
+  // lock (with WaitForChange) and the ranks record timelines only while
+  // someone waits:
+  //
+  //   ASSIGN_OR_RETURN(int from, manager.BeginTrace(id, step));
+  //   ... TraceOf(id, from) until it holds a trace, then EndTrace(id, from)
+  //
+  // BeginTrace returns the first step that will do: `step`, or with none the
+  // next step the job runs. NOT_FOUND for an unknown job,
+  // FAILED_PRECONDITION for one that has ended, INVALID_ARGUMENT for a step
+  // outside the job's steps or one that has already run and is not held.
+  absl::StatusOr<int> BeginTrace(const std::string& id,
+                                 std::optional<int> step);
+  // The latest step >= `from_step` that every rank recorded, nullopt until
+  // there is one; FAILED_PRECONDITION once the job has ended.
+  absl::StatusOr<std::optional<chimera::v1::JobTrace>> TraceOf(
+      const std::string& id, int from_step);
+  // Ends one BeginTrace; once nobody waits, the ranks stop recording.
+  void EndTrace(const std::string& id, int from_step);
 
   // A counter that moves whenever any job changes; WaitForChange blocks
   // until it differs from `seen` or `wait` passes, and returns it.
@@ -125,6 +151,8 @@ class JobManager {
     // heartbeats are missed, and the job should name the dead worker.
     std::optional<std::string> failure;
     absl::Time fail_by;
+    // Timelines the ranks send while someone traces the job.
+    TraceCollector traces{0};
   };
 
   // The three parts of Tick, in order: a dead worker's job is failed or
@@ -192,6 +220,11 @@ class JobManager {
   // of this step and earlier ones.
   absl::Status CompleteStepLocked(const std::string& job_id, int step, Run* run)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The latest step of `run` that every rank recorded, as TraceJob returns
+  // it; nullopt when there is none.
+  absl::StatusOr<std::optional<chimera::v1::JobTrace>> CompleteTraceLocked(
+      const std::string& id, const Run& run)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   chimera::v1::Cluster ClusterOfLocked(const std::vector<std::string>& workers) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The planner's `top_k` best plans for `manifest` on `workers`, best
@@ -207,6 +240,13 @@ class JobManager {
   const std::function<absl::Time()> now_;
   mutable absl::Mutex mutex_;
   std::map<std::string, Run> runs_ ABSL_GUARDED_BY(mutex_);
+  // Per job someone traces, the first step each waiting TraceJob accepts.
+  std::map<std::string, std::multiset<int>> trace_waits_
+      ABSL_GUARDED_BY(mutex_);
+  // The last complete trace of a run that ended while someone waited, until
+  // nobody waits.
+  std::map<std::string, chimera::v1::JobTrace> ended_traces_
+      ABSL_GUARDED_BY(mutex_);
   uint64_t version_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 

@@ -1,6 +1,10 @@
 #include "coordinator/job_service.h"
 
+#include <algorithm>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "coordinator/grpc_util.h"
 #include "coordinator/job_states.h"
 
@@ -11,6 +15,8 @@ namespace {
 // nothing changes.
 constexpr absl::Duration kWatchPollInterval = absl::Milliseconds(500);
 constexpr int kDefaultTopK = 10;
+// The longest a TraceJob call waits, whatever its deadline.
+constexpr absl::Duration kMaxTraceWait = absl::Minutes(10);
 
 grpc::Status RequireJobId(const std::string& id) {
   return id.empty() ? grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id is required")
@@ -122,6 +128,47 @@ grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
   }
   return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                       "the coordinator is shutting down or the client went away");
+}
+
+grpc::Status JobServiceImpl::TraceJob(
+    grpc::ServerContext* context, const chimera::v1::TraceJobRequest* request,
+    chimera::v1::JobTrace* response) {
+  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, client_token_));
+  CHIMERA_RETURN_IF_GRPC_ERROR(RequireJobId(request->job_id()));
+  const std::string& id = request->job_id();
+  const absl::StatusOr<int> from = jobs_->BeginTrace(
+      id,
+      request->has_step() ? std::optional<int>(request->step()) : std::nullopt);
+  if (!from.ok()) return ToGrpcStatus(from.status());
+  // Every way out ends the wait, so the ranks stop recording.
+  struct EndTrace {
+    JobManager* jobs;
+    const std::string& id;
+    int from;
+    ~EndTrace() { jobs->EndTrace(id, from); }
+  } end_trace{jobs_, id, *from};
+  const absl::Time deadline = std::min(absl::FromChrono(context->deadline()),
+                                       absl::Now() + kMaxTraceWait);
+  while (!context->IsCancelled() && !stopping_->HasBeenNotified()) {
+    const uint64_t version = jobs_->version();
+    absl::StatusOr<std::optional<chimera::v1::JobTrace>> trace =
+        jobs_->TraceOf(id, *from);
+    if (!trace.ok()) return ToGrpcStatus(trace.status());
+    if (*trace) {
+      *response = **std::move(trace);
+      return grpc::Status::OK;
+    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                          absl::StrCat("no step >= ", *from, " of job ", id,
+                                       " was recorded by every rank in time"));
+    }
+    jobs_->WaitForChange(version, std::min(kWatchPollInterval, deadline - now));
+  }
+  return grpc::Status(
+      grpc::StatusCode::UNAVAILABLE,
+      "the coordinator is shutting down or the client went away");
 }
 
 grpc::Status JobServiceImpl::ListWorkers(grpc::ServerContext* context,

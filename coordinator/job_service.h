@@ -42,6 +42,11 @@ class JobServiceImpl final : public chimera::v1::JobService::Service {
   grpc::Status ListWorkers(grpc::ServerContext* context,
                            const chimera::v1::ListWorkersRequest* request,
                            chimera::v1::ListWorkersResponse* response) override;
+  // Waits for the trace within the call's deadline and at most
+  // kMaxTraceWait; DEADLINE_EXCEEDED when none completes by then.
+  grpc::Status TraceJob(grpc::ServerContext* context,
+                        const chimera::v1::TraceJobRequest* request,
+                        chimera::v1::JobTrace* response) override;
 
  private:
   JobManager* const jobs_;

@@ -118,11 +118,12 @@ grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext* context,
   return ToGrpcStatus(workers_->Heartbeat(request->worker_id(), request->incarnation()));
 }
 
-grpc::Status WorkerServiceImpl::ReportMetrics(grpc::ServerContext* context,
-                                              const chimera::v1::ReportMetricsRequest* request,
-                                              chimera::v1::ReportMetricsResponse*) {
+grpc::Status WorkerServiceImpl::ReportMetrics(
+    grpc::ServerContext* context,
+    const chimera::v1::ReportMetricsRequest* request,
+    chimera::v1::ReportMetricsResponse* response) {
   CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, worker_token_));
-  return ToGrpcStatus(jobs_->OnMetrics(*request));
+  return ToGrpcStatus(jobs_->OnMetrics(*request, response));
 }
 
 grpc::Status WorkerServiceImpl::ReportTaskState(

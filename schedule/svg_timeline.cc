@@ -39,28 +39,40 @@ double TickStep(double span) {
   return step * 10;
 }
 
-// The document's opening and the title lines.
-std::string SvgHead(const SimulationResult& result, absl::string_view title,
-                    double width, double height) {
+// The document's opening and its title.
+std::string SvgHead(absl::string_view title, double width, double height) {
   std::string out = absl::StrFormat(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
       "height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" font-family=\"Helvetica, "
       "Arial, sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" "
       "fill=\"white\"/>\n",
       width, height, width, height);
-  absl::StrAppend(&out, absl::StrFormat(
-      "<text x=\"%.0f\" y=\"24\" font-size=\"16\" font-weight=\"bold\">%s"
-      "</text>\n<text x=\"%.0f\" y=\"42\" font-size=\"12\" fill=\"#444\">"
-      "makespan %.2f, bubble ratio %.3f, critical path %d F + %d B</text>\n",
-      kLeft, title, kLeft, result.makespan, result.bubble_ratio,
-      result.critical_forwards, result.critical_backwards));
+  absl::StrAppend(&out,
+                  absl::StrFormat("<text x=\"%.0f\" y=\"24\" font-size=\"16\" "
+                                  "font-weight=\"bold\">%s</text>\n",
+                                  kLeft, title));
   return out;
+}
+
+// A timeline's summary line, with its baseline at `y`; the critical path
+// where the result knows it (a simulation does, a measurement does not).
+std::string SvgSummary(const SimulationResult& result, double y) {
+  std::string summary = absl::StrFormat("makespan %.4g, bubble ratio %.3f",
+                                        result.makespan, result.bubble_ratio);
+  if (result.critical_forwards + result.critical_backwards > 0) {
+    absl::StrAppend(&summary, absl::StrFormat(", critical path %d F + %d B",
+                                              result.critical_forwards,
+                                              result.critical_backwards));
+  }
+  return absl::StrFormat(
+      "<text x=\"%.0f\" y=\"%.0f\" font-size=\"12\" fill=\"#444\">%s</text>\n",
+      kLeft, y, summary);
 }
 
 // Worker `r`'s row: its label, background, and a labelled box per compute op.
 void AppendRow(const Schedule& schedule, const SimulationResult& result, int r,
-               double scale, std::string* out) {
-  const double y = kTop + r * (kRowHeight + kRowGap);
+               double top, double scale, std::string* out) {
+  const double y = top + r * (kRowHeight + kRowGap);
   absl::StrAppend(
       out,
       absl::StrFormat(
@@ -98,7 +110,7 @@ void AppendRow(const Schedule& schedule, const SimulationResult& result, int r,
 }
 
 void AppendAxis(double span, double scale, double plot_bottom,
-                std::string* out) {
+                absl::string_view unit, std::string* out) {
   absl::StrAppend(
       out,
       absl::StrFormat("<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" "
@@ -120,8 +132,10 @@ void AppendAxis(double span, double scale, double plot_bottom,
       out,
       absl::StrFormat(
           "<text x=\"%.0f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\">"
-          "time</text>\n",
-          kLeft + kPlotWidth / 2, plot_bottom + 34));
+          "%s</text>\n",
+          kLeft + kPlotWidth / 2, plot_bottom + 34,
+          unit.empty() ? std::string("time")
+                       : absl::StrCat("time (", unit, ")")));
 }
 
 void AppendLegend(double plot_bottom, std::string* out) {
@@ -153,16 +167,42 @@ void AppendLegend(double plot_bottom, std::string* out) {
 std::string SvgTimeline(const Schedule& schedule,
                         const SimulationResult& result,
                         absl::string_view title) {
+  return SvgTimelines(schedule, {{"", &result}}, title, "");
+}
+
+std::string SvgTimelines(const Schedule& schedule,
+                         const std::vector<TimelinePanel>& panels,
+                         absl::string_view title, absl::string_view unit) {
   const int rows = static_cast<int>(schedule.workers.size());
-  const double span = std::max(result.makespan, 1e-9);
+  double span = 1e-9;
+  for (const TimelinePanel& panel : panels) {
+    span = std::max(span, panel.result->makespan);
+  }
   const double scale = kPlotWidth / span;
-  const double plot_bottom = kTop + rows * (kRowHeight + kRowGap);
-  std::string out =
-      SvgHead(result, title, kLeft + kPlotWidth + 40, plot_bottom + 110);
-  for (int r = 0; r < rows; ++r) AppendRow(schedule, result, r, scale, &out);
-  AppendAxis(span, scale, plot_bottom, &out);
-  AppendLegend(plot_bottom, &out);
-  absl::StrAppend(&out, "</svg>\n");
+  // Each panel: heading, summary, rows, axis; `y` is the next baseline.
+  std::string body;
+  double y = kTop - 8;
+  double plot_bottom = kTop;
+  for (const TimelinePanel& panel : panels) {
+    if (!panel.title.empty()) {
+      absl::StrAppend(
+          &body, absl::StrFormat("<text x=\"%.0f\" y=\"%.0f\" font-size=\"14\" "
+                                 "font-weight=\"bold\">%s</text>\n",
+                                 kLeft, y, panel.title));
+      y += 18;
+    }
+    absl::StrAppend(&body, SvgSummary(*panel.result, y));
+    const double top = y + 8;
+    for (int r = 0; r < rows; ++r) {
+      AppendRow(schedule, *panel.result, r, top, scale, &body);
+    }
+    plot_bottom = top + rows * (kRowHeight + kRowGap);
+    AppendAxis(span, scale, plot_bottom, unit, &body);
+    y = plot_bottom + 70;
+  }
+  AppendLegend(plot_bottom, &body);
+  std::string out = SvgHead(title, kLeft + kPlotWidth + 40, plot_bottom + 110);
+  absl::StrAppend(&out, body, "</svg>\n");
   return out;
 }
 

@@ -5,10 +5,14 @@
 //
 //   std::cout << TextTimeline(schedule, simulation, "chimera D=4 N=4");
 //   std::string svg = SvgTimeline(schedule, simulation, "chimera D=4 N=4");
+//   std::string both = SvgTimelines(schedule, {{"measured", &measured},
+//                                              {"simulated", &simulation}},
+//                                   "step 3", "seconds");
 #ifndef CHIMERA_SCHEDULE_TIMELINE_H_
 #define CHIMERA_SCHEDULE_TIMELINE_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "schedule/program.h"
@@ -30,6 +34,22 @@ std::string TextTimeline(const Schedule& schedule,
 std::string SvgTimeline(const Schedule& schedule,
                         const SimulationResult& result,
                         absl::string_view title);
+
+// One of the timelines SvgTimelines draws: its heading and its timing of
+// the schedule's programs (a simulation, or a measurement in the same
+// terms); `result` must outlive the call.
+struct TimelinePanel {
+  std::string title;
+  const SimulationResult* result = nullptr;
+};
+
+// Several timelines of the same schedule in one SVG document, one above the
+// other, each with its heading, summary, rows and time axis, all on one
+// scale (the longest makespan) so that they compare at a glance; one legend
+// at the foot. `unit` names the time axis ("seconds"; empty: plain "time").
+std::string SvgTimelines(const Schedule& schedule,
+                         const std::vector<TimelinePanel>& panels,
+                         absl::string_view title, absl::string_view unit);
 
 }  // namespace chimera::schedule
 

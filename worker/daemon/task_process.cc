@@ -43,6 +43,15 @@ chimera::v1::WorkerStepMetrics StepReport(const StepMetrics& metrics) {
   seconds->set_recv(by_op.recv);
   seconds->set_allreduce(by_op.allreduce);
   seconds->set_optimizer(by_op.optimizer);
+  // Always on the event line (a local pipe); the daemon forwards it only
+  // while the coordinator asks for it.
+  chimera::v1::StepTimeline* timeline = report.mutable_timeline();
+  timeline->set_start_time(metrics.start_unix_seconds);
+  for (size_t i = 0; i < metrics.op_start_seconds.size(); ++i) {
+    timeline->add_op_start_seconds(metrics.op_start_seconds[i]);
+    timeline->add_op_end_seconds(metrics.op_start_seconds[i] +
+                                 metrics.op_seconds[i]);
+  }
   return report;
 }
 

@@ -6,7 +6,7 @@
 // `chimera-worker --run-task FILE --host HOST`; the child reports on stdout,
 // one event per line:
 //   ready HOST:PORT          rank 0's rendezvous store is up
-//   step {WorkerStepMetrics as one-line JSON}
+//   step {WorkerStepMetrics as one-line JSON, with its timeline}
 //   failed MESSAGE           why it fails (then exit status 1)
 // It exits 0 when every step is done. Stopping it is SIGTERM: a stopped
 // job's half-done step is worth nothing, so it ends at once.

@@ -144,10 +144,13 @@ class WorkerDaemon::Task {
     report.set_attempt(start_.attempt());
     report.set_rank(start_.program().rank());
     *report.mutable_metrics() = metrics;
-    chimera::v1::ReportMetricsResponse ignored;
+    // The timeline travels only while someone traces the job.
+    if (!record_timeline_) report.mutable_metrics()->clear_timeline();
+    chimera::v1::ReportMetricsResponse response;
     const absl::Status status = FromGrpc(daemon_->stub_->ReportMetrics(
-        daemon_->Context().get(), report, &ignored));
+        daemon_->Context().get(), report, &response));
     if (!status.ok()) CHIMERA_LOG(WARNING) << "reporting metrics: " << status;
+    record_timeline_ = status.ok() && response.record_timeline();
   }
 
   WorkerDaemon* const daemon_;
@@ -155,6 +158,9 @@ class WorkerDaemon::Task {
   std::unique_ptr<net::ChildProcess> process_;
   std::string log_path_;
   std::atomic<bool> stop_requested_{false};
+  // What the coordinator said in its last answer to ReportMetrics; only the
+  // relay thread uses it.
+  bool record_timeline_ = false;
   std::thread relay_;
 };
 

@@ -272,6 +272,11 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
   StepMetrics metrics;
   metrics.step = step;
   metrics.op_seconds.reserve(program_.instructions.size());
+  metrics.op_start_seconds.reserve(program_.instructions.size());
+  metrics.start_unix_seconds =
+      std::chrono::duration<double>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count();
   const auto step_start = std::chrono::steady_clock::now();
   for (const Instruction& inst : program_.instructions) {
     const auto op_start = std::chrono::steady_clock::now();
@@ -292,6 +297,8 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
     // A GPU runs the op after it is queued: time it to its end.
     if (busy) SynchronizeDevice(options_.device);
     const double seconds = SecondsSince(op_start);
+    metrics.op_start_seconds.push_back(
+        std::chrono::duration<double>(op_start - step_start).count());
     metrics.op_seconds.push_back(seconds);
     metrics.seconds_by_op.Add(inst.op, seconds);
     if (busy) metrics.busy_seconds += seconds;

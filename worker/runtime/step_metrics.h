@@ -42,6 +42,11 @@ struct StepMetrics {
   // summed by kind.
   std::vector<double> op_seconds;
   SecondsByOp seconds_by_op;
+  // When each instruction began, in seconds after the step began (so it
+  // ended op_seconds[i] later), and when the step began as Unix time in
+  // seconds: the system clock, so that ranks in different processes line up.
+  std::vector<double> op_start_seconds;
+  double start_unix_seconds = 0;
 
   // Sum of the losses of the micro-batches whose last stage this worker
   // ran (each normalised by the whole mini-batch, so the sum over all such

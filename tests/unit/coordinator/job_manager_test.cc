@@ -650,5 +650,129 @@ TEST_F(JobManagerTest,
                         "spec.runPolicy.activeDeadlineSeconds"));
 }
 
+// Rank `rank`'s report of `step` on w<rank>, with a timeline of `ops`
+// instructions when `ops` > 0; returns whether the coordinator asks for
+// timelines.
+bool ReportWithTimeline(JobManager& manager, const Job& job, int rank, int step,
+                        int ops) {
+  chimera::v1::ReportMetricsRequest report;
+  report.set_worker_id(absl::StrCat("w", rank));
+  report.set_incarnation(100 + rank);
+  report.set_job_id(job.id());
+  report.set_rank(rank);
+  report.mutable_metrics()->set_step(step);
+  if (ops > 0) {
+    chimera::v1::StepTimeline* timeline =
+        report.mutable_metrics()->mutable_timeline();
+    timeline->set_start_time(1000 + rank);
+    for (int i = 0; i < ops; ++i) {
+      timeline->add_op_start_seconds(i);
+      timeline->add_op_end_seconds(i + 0.5);
+    }
+  }
+  chimera::v1::ReportMetricsResponse response;
+  EXPECT_TRUE(manager.OnMetrics(report, &response).ok());
+  return response.record_timeline();
+}
+
+TEST_F(JobManagerTest, TraceAsksRanksForTimelinesOnlyWhileSomeoneWaits) {
+  Job job = StartRunningJob(RestartableManifest(0));
+  EXPECT_FALSE(ReportWithTimeline(*manager_, job, 0, 0, 0));
+
+  absl::StatusOr<int> from = manager_->BeginTrace(job.id(), std::nullopt);
+  ASSERT_TRUE(from.ok()) << from.status();
+  EXPECT_EQ(*from, 0) << "no step has completed yet";
+  // Rank 0 reported step 0 before anyone asked: step 0 cannot complete.
+  for (int rank = 1; rank < 4; ++rank) {
+    EXPECT_TRUE(ReportWithTimeline(*manager_, job, rank, 0, 3));
+  }
+  EXPECT_FALSE(manager_->TraceOf(job.id(), *from)->has_value());
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_TRUE(ReportWithTimeline(*manager_, job, rank, 1, 3));
+  }
+  absl::StatusOr<std::optional<chimera::v1::JobTrace>> trace =
+      manager_->TraceOf(job.id(), *from);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  ASSERT_TRUE(trace->has_value());
+  EXPECT_EQ((*trace)->step(), 1);
+  EXPECT_EQ((*trace)->plan().scheme(), "chimera");
+  ASSERT_EQ((*trace)->ranks_size(), 4);
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ((*trace)->ranks(rank).rank(), rank);
+    EXPECT_EQ((*trace)->ranks(rank).worker_id(), absl::StrCat("w", rank));
+    EXPECT_EQ((*trace)->ranks(rank).timeline().start_time(), 1000 + rank);
+    EXPECT_EQ((*trace)->ranks(rank).timeline().op_end_seconds_size(), 3);
+  }
+
+  manager_->EndTrace(job.id(), *from);
+  EXPECT_FALSE(ReportWithTimeline(*manager_, job, 0, 2, 3));
+}
+
+TEST_F(JobManagerTest, TraceOfAStepThatHasRunIsHeldOrRefusedByName) {
+  Job job = StartRunningJob(RestartableManifest(0));
+  absl::StatusOr<int> from = manager_->BeginTrace(job.id(), 0);
+  ASSERT_TRUE(from.ok()) << from.status();
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_TRUE(ReportWithTimeline(*manager_, job, rank, 0, 2));
+  }
+  // Step 0 is what the waiter asked for: recording stops, so no later step
+  // replaces it before the waiter reads it.
+  for (int step = 1; step < 3; ++step) {
+    for (int rank = 0; rank < 4; ++rank) {
+      EXPECT_FALSE(ReportWithTimeline(*manager_, job, rank, step, 2));
+    }
+  }
+  EXPECT_EQ((*manager_->TraceOf(job.id(), *from))->step(), 0);
+  manager_->EndTrace(job.id(), *from);
+  // Step 0 is held; steps 1 and 2 were never recorded.
+  absl::StatusOr<int> held = manager_->BeginTrace(job.id(), 0);
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_EQ((*manager_->TraceOf(job.id(), *held))->step(), 0);
+  manager_->EndTrace(job.id(), *held);
+
+  absl::StatusOr<int> past = manager_->BeginTrace(job.id(), 1);
+  EXPECT_TRUE(absl::IsInvalidArgument(past.status())) << past.status();
+  EXPECT_THAT(past.status().message(), HasSubstr("already run step 1"));
+  EXPECT_THAT(past.status().message(), HasSubstr("ask for step 3"));
+  absl::StatusOr<int> beyond = manager_->BeginTrace(job.id(), 10);
+  EXPECT_TRUE(absl::IsInvalidArgument(beyond.status())) << beyond.status();
+  EXPECT_THAT(beyond.status().message(), HasSubstr("steps 0 to 9"));
+}
+
+TEST_F(JobManagerTest, TraceOfUnknownOrEndedJobIsRefused) {
+  EXPECT_TRUE(
+      absl::IsNotFound(manager_->BeginTrace("nope", std::nullopt).status()));
+  Job job = StartRunningJob();
+  absl::StatusOr<int> from = manager_->BeginTrace(job.id(), std::nullopt);
+  ASSERT_TRUE(from.ok()) << from.status();
+  ASSERT_TRUE(manager_->Stop(job.id()).ok());
+  absl::StatusOr<std::optional<chimera::v1::JobTrace>> waited =
+      manager_->TraceOf(job.id(), *from);
+  EXPECT_TRUE(absl::IsFailedPrecondition(waited.status())) << waited.status();
+  EXPECT_THAT(waited.status().message(), HasSubstr("ended (STOPPED)"));
+  manager_->EndTrace(job.id(), *from);
+  absl::StatusOr<int> after = manager_->BeginTrace(job.id(), std::nullopt);
+  EXPECT_TRUE(absl::IsFailedPrecondition(after.status())) << after.status();
+}
+
+TEST_F(JobManagerTest, TraceRecordedJustBeforeTheJobEndsIsStillReturned) {
+  Job job = StartRunningJob();  // 2 steps
+  absl::StatusOr<int> from = manager_->BeginTrace(job.id(), 1);
+  ASSERT_TRUE(from.ok()) << from.status();
+  for (int rank = 0; rank < 4; ++rank) {
+    ReportWithTimeline(*manager_, job, rank, 1, 2);
+    ASSERT_TRUE(Report(absl::StrCat("w", rank), job, rank,
+                       chimera::v1::TASK_STATE_SUCCEEDED)
+                    .ok());
+  }
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_SUCCEEDED);
+  absl::StatusOr<std::optional<chimera::v1::JobTrace>> trace =
+      manager_->TraceOf(job.id(), *from);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  ASSERT_TRUE(trace->has_value());
+  EXPECT_EQ((*trace)->step(), 1);
+  manager_->EndTrace(job.id(), *from);
+}
+
 }  // namespace
 }  // namespace chimera::coordinator

@@ -13,6 +13,7 @@
 #include "common/file_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/example_job.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -20,26 +21,13 @@ namespace chimera {
 namespace {
 
 using ::chimera::testing::ChildProcess;
+using ::chimera::testing::ExampleChimeraJob;
 using ::chimera::testing::ProcessResult;
 using ::chimera::testing::RunProcess;
 using ::testing::HasSubstr;
 
 // The most a job file may hold (jobspec::kMaxYamlFileBytes).
 constexpr uint64_t kMaxJobBytes = 1 << 20;
-
-// The example Chimera job with fewer steps, so the test stays short.
-std::string ShortChimeraJob(const chimera::testing::TempDir& dir, int steps) {
-  absl::StatusOr<std::string> yaml = ReadTextFile(
-      std::string(CHIMERA_SOURCE_DIR) + "/examples/chimera.yaml", kMaxJobBytes);
-  if (!yaml.ok()) {
-    ADD_FAILURE() << yaml.status();
-    return "";
-  }
-  const std::string from = "maxSteps: 50";
-  yaml->replace(yaml->find(from), from.size(),
-                absl::StrCat("maxSteps: ", steps));
-  return dir.WriteFile("chimera.yaml", *yaml);
-}
 
 // Processes whose command line mentions `needle` (other than this test).
 int ProcessesMentioning(const std::string& needle) {
@@ -54,8 +42,9 @@ int ProcessesMentioning(const std::string& needle) {
 
 TEST(CliRunTest, TrainsTheExampleJobAndCleansUp) {
   chimera::testing::TempDir dir;
-  ProcessResult run = RunProcess({CHIMERA_BINARY, "run", "-f", ShortChimeraJob(dir, 20)},
-                                 CHIMERA_SOURCE_DIR, absl::Minutes(3));
+  ProcessResult run =
+      RunProcess({CHIMERA_BINARY, "run", "-f", ExampleChimeraJob(dir, 20)},
+                 CHIMERA_SOURCE_DIR, absl::Minutes(3));
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_THAT(run.out, HasSubstr("step 20/20"));
   EXPECT_THAT(run.out, HasSubstr("SUCCEEDED"));
@@ -85,7 +74,7 @@ TEST(CliRunTest, GpuJobOnWorkersWithoutAGpuEndsWithTheReason) {
   // with the reason instead of leaving the job pending for ever.
   chimera::testing::TempDir dir;
   absl::StatusOr<std::string> yaml =
-      ReadTextFile(ShortChimeraJob(dir, 2), kMaxJobBytes);
+      ReadTextFile(ExampleChimeraJob(dir, 2), kMaxJobBytes);
   ASSERT_TRUE(yaml.ok()) << yaml.status();
   const std::string from = "device: cpu";
   yaml->replace(yaml->find(from), from.size(), "device: gpu");
@@ -104,8 +93,9 @@ TEST(CliRunTest, GpuJobOnWorkersWithoutAGpuEndsWithTheReason) {
 
 TEST(CliRunTest, InterruptStopsTheJobAndLeavesNoProcessBehind) {
   chimera::testing::TempDir dir;
-  net::ChildProcess run({CHIMERA_BINARY, "run", "-f", ShortChimeraJob(dir, 100000)},
-                   CHIMERA_SOURCE_DIR);
+  net::ChildProcess run(
+      {CHIMERA_BINARY, "run", "-f", ExampleChimeraJob(dir, 100000)},
+      CHIMERA_SOURCE_DIR);
   absl::StatusOr<std::string> banner = run.ReadLine(absl::Seconds(60));
   ASSERT_TRUE(banner.ok()) << banner.status() << run.err();
   // "coordinator on 127.0.0.1:PORT, 4 local workers, logs in DIR"

@@ -20,6 +20,7 @@
 #include "schedule/generator.h"
 #include "schedule/params_proto.h"
 #include "tests/support/coordinator_process.h"
+#include "tests/support/example_job.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -27,6 +28,7 @@ namespace chimera {
 namespace {
 
 using ::chimera::testing::CoordinatorProcess;
+using ::chimera::testing::ExampleChimeraJob;
 using ::chimera::testing::ProcessResult;
 using ::chimera::testing::RunProcess;
 using ::testing::HasSubstr;
@@ -34,21 +36,6 @@ using ::testing::StartsWith;
 
 constexpr uint64_t kMaxFileBytes = 16 << 20;
 constexpr int kRanks = 4;
-
-// examples/chimera.yaml (Chimera, pipeline 4, 4 workers) with `steps` steps.
-std::string ChimeraJob(const chimera::testing::TempDir& dir, int steps) {
-  absl::StatusOr<std::string> yaml =
-      ReadTextFile(std::string(CHIMERA_SOURCE_DIR) + "/examples/chimera.yaml",
-                   kMaxFileBytes);
-  if (!yaml.ok()) {
-    ADD_FAILURE() << yaml.status();
-    return "";
-  }
-  const std::string from = "maxSteps: 50";
-  yaml->replace(yaml->find(from), from.size(),
-                absl::StrCat("maxSteps: ", steps));
-  return dir.WriteFile("chimera.yaml", *yaml);
-}
 
 // Instructions of each rank's program for `plan`, as the engine generates them.
 std::vector<size_t> InstructionCounts(const chimera::v1::Plan& plan) {
@@ -150,7 +137,7 @@ class CliTraceTest : public ::testing::Test {
 
 TEST_F(CliTraceTest, FourRankChimeraStepAsChromeTraceAndSvg) {
   ProcessResult submit =
-      Chimera({"submit", "-f", ChimeraJob(dir_, 100000), "--no-wait"});
+      Chimera({"submit", "-f", ExampleChimeraJob(dir_, 100000), "--no-wait"});
   ASSERT_EQ(submit.exit_code, 0) << submit.err;
   const std::string id(absl::StripAsciiWhitespace(submit.out));
 
@@ -224,8 +211,8 @@ TEST(CliRunTraceTest, RunWritesTheSvgOfTheStepItWasAskedFor) {
   chimera::testing::TempDir dir;
   const std::string svg = dir.path() + "/step.svg";
   ProcessResult run =
-      RunProcess({CHIMERA_BINARY, "run", "-f", ChimeraJob(dir, 6), "--trace",
-                  svg, "--trace-step", "3"},
+      RunProcess({CHIMERA_BINARY, "run", "-f", ExampleChimeraJob(dir, 6),
+                  "--trace", svg, "--trace-step", "3"},
                  CHIMERA_SOURCE_DIR, absl::Minutes(3));
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_THAT(run.out, HasSubstr("wrote the trace of step 3 to " + svg));
@@ -238,8 +225,8 @@ TEST(CliRunTraceTest, RunWritesTheSvgOfTheStepItWasAskedFor) {
 TEST(CliRunTraceTest, TraceStepBeyondTheJobIsBadInput) {
   chimera::testing::TempDir dir;
   ProcessResult run =
-      RunProcess({CHIMERA_BINARY, "run", "-f", ChimeraJob(dir, 6), "--trace",
-                  dir.path() + "/t.json", "--trace-step", "6"},
+      RunProcess({CHIMERA_BINARY, "run", "-f", ExampleChimeraJob(dir, 6),
+                  "--trace", dir.path() + "/t.json", "--trace-step", "6"},
                  CHIMERA_SOURCE_DIR);
   EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
   EXPECT_THAT(

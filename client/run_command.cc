@@ -285,9 +285,8 @@ void AddRunCommand(CLI::App& app) {
       "trace (as chimera trace writes them)");
   command
       ->add_option("--trace-step", options->trace_step,
-                   "The step --trace records (from 0; default: the next step "
-                   "once the job "
-                   "runs)")
+                   "The step --trace records (from 0; default: the next "
+                   "step once the job runs)")
       ->check(CLI::NonNegativeNumber)
       ->needs(trace);
   command->callback([options] {

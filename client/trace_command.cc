@@ -28,13 +28,11 @@ void AddTraceCommand(
   auto options = std::make_shared<TraceOptions>();
   CLI::App* command = app.add_subcommand(
       "trace",
-      "Record one step of a running job on every rank and write it as a Chrome "
-      "trace "
-      "(chrome://tracing, ui.perfetto.dev: one track per rank) or, for --out "
-      "FILE.svg, as an "
-      "SVG of the measured timeline above the simulator's timeline of the same "
-      "plan. Waits "
-      "for the ranks to finish that step (the next one without --step).");
+      "Record one step of a running job on every rank and write it as a "
+      "Chrome trace (chrome://tracing, ui.perfetto.dev: one track per rank) "
+      "or, for --out FILE.svg, as an SVG of the measured timeline above the "
+      "simulator's timeline of the same plan. Waits for the ranks to finish "
+      "that step (the next one without --step).");
   command->add_option("job", options->job, "Job id")->required();
   command
       ->add_option(

@@ -1,5 +1,8 @@
 #include "client/coordinator_client.h"
 
+#include <google/protobuf/unknown_field_set.h>
+#include <grpcpp/generic/generic_stub.h>
+
 #include "absl/strings/str_cat.h"
 #include "common/environment.h"
 #include "common/status_macros.h"
@@ -20,6 +23,54 @@ absl::Status FromGrpc(const grpc::Status& status, absl::string_view address) {
   }
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                       message);
+}
+
+// Sends `request` to `method` over `channel` untyped, so that calling a
+// service of another package (grpc.health.v1) needs no generated code.
+grpc::Status UntypedUnaryCall(const std::shared_ptr<grpc::Channel>& channel,
+                              grpc::ClientContext* context,
+                              const std::string& method,
+                              const std::string& request,
+                              std::string* response) {
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue queue;
+  grpc::Slice request_slice(request);
+  grpc::ByteBuffer request_bytes(&request_slice, 1);
+  auto call = stub.PrepareUnaryCall(context, method, request_bytes, &queue);
+  call->StartCall();
+  grpc::ByteBuffer reply;
+  grpc::Status status;
+  call->Finish(&reply, &status, /*tag=*/nullptr);
+  void* tag = nullptr;
+  bool ok = false;
+  queue.Next(&tag, &ok);
+  std::vector<grpc::Slice> slices;
+  if (status.ok() && reply.Dump(&slices).ok()) {
+    for (const grpc::Slice& slice : slices) {
+      response->append(reinterpret_cast<const char*>(slice.begin()),
+                       slice.size());
+    }
+  }
+  queue.Shutdown();
+  while (queue.Next(&tag, &ok)) {
+  }
+  return status;
+}
+
+// grpc.health.v1.HealthCheckResponse.status (field 1): 0 UNKNOWN, 1 SERVING,
+// 2 NOT_SERVING, 3 SERVICE_UNKNOWN; -1 when `response` is not such a
+// message.
+int HealthStatusOf(const std::string& response) {
+  google::protobuf::UnknownFieldSet fields;
+  if (!fields.ParseFromString(response)) return -1;
+  int status = 0;  // A default field is not sent at all.
+  for (int i = 0; i < fields.field_count(); ++i) {
+    const google::protobuf::UnknownField& field = fields.field(i);
+    if (field.number() != 1) continue;
+    if (field.type() != google::protobuf::UnknownField::TYPE_VARINT) return -1;
+    status = static_cast<int>(field.varint());
+  }
+  return status;
 }
 
 }  // namespace
@@ -54,8 +105,8 @@ CoordinatorClient::CoordinatorClient(
     ConnectionOptions options,
     std::shared_ptr<grpc::ChannelCredentials> credentials)
     : options_(std::move(options)),
-      stub_(chimera::v1::JobService::NewStub(
-          grpc::CreateChannel(options_.address, std::move(credentials)))) {}
+      channel_(grpc::CreateChannel(options_.address, std::move(credentials))),
+      stub_(chimera::v1::JobService::NewStub(channel_)) {}
 
 std::unique_ptr<grpc::ClientContext> CoordinatorClient::Context(
     bool with_deadline) const {
@@ -68,6 +119,23 @@ std::unique_ptr<grpc::ClientContext> CoordinatorClient::Context(
     context->AddMetadata("authorization", "Bearer " + options_.token);
   }
   return context;
+}
+
+absl::Status CoordinatorClient::CheckHealth() {
+  std::string response;
+  // An empty HealthCheckRequest asks about the whole server.
+  RETURN_IF_ERROR(FromGrpc(
+      UntypedUnaryCall(channel_, Context().get(),
+                       "/grpc.health.v1.Health/Check", "", &response),
+      address()));
+  constexpr const char* kNames[] = {"UNKNOWN", "SERVING", "NOT_SERVING",
+                                    "SERVICE_UNKNOWN"};
+  const int status = HealthStatusOf(response);
+  if (status == 1) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "the coordinator at ", address(), " answers ",
+      status >= 0 && status <= 3 ? kNames[status]
+                                 : "a malformed health status"));
 }
 
 absl::StatusOr<chimera::v1::Job> CoordinatorClient::Submit(

@@ -54,6 +54,10 @@ class CoordinatorClient {
       chimera::v1::JobState state);
   absl::StatusOr<chimera::v1::Job> Stop(const std::string& id);
   absl::StatusOr<std::vector<chimera::v1::WorkerInfo>> Workers();
+  // The standard grpc.health.v1 check of the whole server: OK when the
+  // coordinator answers SERVING, UNAVAILABLE with the status it gave or why
+  // it could not be asked.
+  absl::Status CheckHealth();
   // One step's measured timeline of every rank (TraceJob): `step`, or with
   // none the next step; waits up to `wait` for the ranks to record it.
   absl::StatusOr<chimera::v1::JobTrace> Trace(const std::string& id,
@@ -73,6 +77,7 @@ class CoordinatorClient {
   std::unique_ptr<grpc::ClientContext> Context(bool with_deadline = true) const;
 
   ConnectionOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<chimera::v1::JobService::Stub> stub_;
 };
 

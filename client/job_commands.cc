@@ -11,6 +11,7 @@
 #include "client/exit_codes.h"
 #include "client/job_follow.h"
 #include "client/job_output.h"
+#include "client/health_command.h"
 #include "client/trace_command.h"
 #include "jobspec/job_file.h"
 
@@ -190,6 +191,9 @@ void AddJobCommands(CLI::App& app) {
   AddTraceCommand(
       app, [settings] { return Connect(*settings); },
       [settings] { return Json(*settings); });
+  AddHealthCommand(
+      app, [settings] { return Connect(*settings); },
+      [settings] { return absl::Seconds(settings->timeout_seconds); });
 
   const std::vector<CLI::Option*> options = app.get_options();
   const std::vector<const CLI::Option*> flags(options.begin() + options_before,

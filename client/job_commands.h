@@ -1,7 +1,7 @@
 // The CLI's commands that talk to a coordinator: submit, status, logs, stop,
-// list, describe, workers and trace. The connection flags (--address, --token,
-// --tls-ca, --timeout) are global: they may stand before or after the
-// command.
+// list, describe, workers, trace and health. The connection flags
+// (--address, --token, --tls-ca, --timeout) are global: they may stand
+// before or after the command.
 #ifndef CHIMERA_CLIENT_JOB_COMMANDS_H_
 #define CHIMERA_CLIENT_JOB_COMMANDS_H_
 

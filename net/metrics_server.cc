@@ -290,8 +290,13 @@ std::string MetricsServer::Answer(absl::string_view request) {
                     true);
   }
   const absl::string_view path = words[1].substr(0, words[1].find('?'));
+  // For probes that cannot speak gRPC (a container HEALTHCHECK, a Kubernetes
+  // httpGet probe): an answer means the process is up and its serving thread
+  // runs.
+  if (path == "/healthz") return Response("200 OK", kText, "ok\n", !head);
   if (path != "/metrics") {
-    return Response("404 Not Found", kText, "metrics are at /metrics\n", !head);
+    return Response("404 Not Found", kText,
+                    "metrics are at /metrics, health at /healthz\n", !head);
   }
   return Response("200 OK", "text/plain; version=0.0.4; charset=utf-8",
                   Scrape(), !head);

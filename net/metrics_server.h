@@ -1,6 +1,6 @@
 // MetricsServer: a Prometheus /metrics endpoint with one registry for the
 // process's metrics, plus any collectables that compute their samples at
-// scrape time.
+// scrape time, and /healthz (200 "ok") for HTTP health probes.
 //
 //   ASSIGN_OR_RETURN(auto metrics, MetricsServer::Start("127.0.0.1:0"));
 //   auto& steps = prometheus::BuildCounter().Name("chimera_steps_total")
@@ -50,7 +50,7 @@ namespace chimera::net {
 
 class MetricsServer {
  public:
-  // Serves /metrics on `listen` (HOST:PORT, port 0 = any free one).
+  // Serves /metrics and /healthz on `listen` (HOST:PORT, port 0 = any free one).
   // INVALID_ARGUMENT for a malformed address, UNAVAILABLE when it cannot
   // bind.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(

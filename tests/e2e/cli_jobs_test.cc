@@ -1,5 +1,5 @@
 // The job commands against a real coordinator on loopback: submit --no-wait,
-// list, status, describe, stop, workers, and their errors.
+// list, status, describe, stop, workers, health, and their errors.
 #include <optional>
 
 #include "absl/strings/strip.h"
@@ -107,6 +107,37 @@ TEST_F(CliJobsTest, AddressWithoutPortOrWithSchemeIsAUsageError) {
     EXPECT_THAT(list.err, HasSubstr("--address")) << address;
     EXPECT_THAT(list.err, HasSubstr(address)) << address;
   }
+}
+
+TEST_F(CliJobsTest, HealthAsksTheCoordinatorOverGrpc) {
+  ProcessResult health = Chimera({"health"});
+  EXPECT_EQ(health.exit_code, 0) << health.err;
+  EXPECT_THAT(health.out, HasSubstr("serving"));
+  ProcessResult down = RunProcess(
+      {CHIMERA_BINARY, "health", "--address", "127.0.0.1:1", "--timeout", "2"});
+  EXPECT_EQ(down.exit_code, 1);
+  EXPECT_THAT(down.err, HasSubstr("127.0.0.1:1"));
+}
+
+TEST(CliHealthTest, HttpAsksADaemonsHealthzAndFailsWhenNothingServes) {
+  chimera::testing::TempDir dir;
+  absl::StatusOr<CoordinatorProcess> coordinator = CoordinatorProcess::Start(
+      CHIMERA_COORDINATOR_BINARY, {"--db", dir.path() + "/jobs.db",
+                                   "--metrics-listen", "127.0.0.1:0"});
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  absl::StatusOr<std::string> metrics = chimera::testing::AwaitAnnouncedAddress(
+      coordinator->process(), "metrics on ");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  ProcessResult health = RunProcess({CHIMERA_BINARY, "health", "--http", *metrics});
+  EXPECT_EQ(health.exit_code, 0) << health.err;
+  EXPECT_THAT(health.out, HasSubstr("ok"));
+  EXPECT_EQ(coordinator->Stop(), 0);
+
+  ProcessResult gone = RunProcess({CHIMERA_BINARY, "health", "--http", *metrics});
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_THAT(gone.err, HasSubstr(*metrics));
+  ProcessResult malformed = RunProcess({CHIMERA_BINARY, "health", "--http", "nowhere"});
+  EXPECT_EQ(malformed.exit_code, 2) << malformed.err;
 }
 
 TEST_F(CliJobsTest, WorkersListIsEmptyWithoutWorkers) {

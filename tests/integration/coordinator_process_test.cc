@@ -1,12 +1,11 @@
 // chimera-coordinator as a real process on loopback: it picks a free port,
 // answers the standard gRPC health check, refuses to listen beyond loopback
 // without authentication, and exits cleanly on SIGTERM.
-#include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/grpcpp.h>
-
+#include <memory>
 #include <string>
 
 #include "absl/strings/match.h"
+#include "client/coordinator_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/coordinator_process.h"
@@ -20,39 +19,6 @@ using ::chimera::testing::CoordinatorProcess;
 using ::chimera::testing::RunProcess;
 using ::testing::HasSubstr;
 
-constexpr auto kRpcDeadline = std::chrono::seconds(10);
-
-// grpc.health.v1.Health/Check for the whole server, over the generic stub so
-// the test needs no generated health stubs. Returns the raw response bytes.
-grpc::Status CheckHealth(const std::string& target, std::string* response) {
-  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
-  grpc::GenericStub stub(channel);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + kRpcDeadline);
-  grpc::CompletionQueue queue;
-  grpc::Slice empty;  // An empty HealthCheckRequest: every field default.
-  grpc::ByteBuffer request_bytes(&empty, 1);
-  auto call = stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check",
-                                    request_bytes, &queue);
-  call->StartCall();
-  grpc::ByteBuffer reply;
-  grpc::Status status;
-  call->Finish(&reply, &status, reinterpret_cast<void*>(1));
-  void* tag = nullptr;
-  bool ok = false;
-  queue.Next(&tag, &ok);
-  std::vector<grpc::Slice> slices;
-  if (status.ok() && reply.Dump(&slices).ok()) {
-    for (const grpc::Slice& slice : slices) {
-      response->append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-    }
-  }
-  queue.Shutdown();
-  while (queue.Next(&tag, &ok)) {
-  }
-  return status;
-}
-
 TEST(CoordinatorProcessTest, ServesHealthOnAnEphemeralPortAndStopsOnSigterm) {
   chimera::testing::TempDir dir;
   absl::StatusOr<CoordinatorProcess> coordinator = CoordinatorProcess::Start(
@@ -62,11 +28,13 @@ TEST(CoordinatorProcessTest, ServesHealthOnAnEphemeralPortAndStopsOnSigterm) {
   ASSERT_TRUE(absl::StartsWith(address, "127.0.0.1:")) << address;
   ASSERT_FALSE(absl::EndsWith(address, ":0")) << "the chosen port is printed";
 
-  std::string response;
-  grpc::Status status = CheckHealth(address, &response);
-  ASSERT_TRUE(status.ok()) << status.error_message();
-  // HealthCheckResponse{status: SERVING (1)}: field 1, varint 1.
-  EXPECT_EQ(response, std::string("\x08\x01", 2));
+  client::ConnectionOptions options;
+  options.address = address;
+  absl::StatusOr<std::unique_ptr<client::CoordinatorClient>> client =
+      client::CoordinatorClient::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const absl::Status health = (*client)->CheckHealth();
+  EXPECT_TRUE(health.ok()) << health;
 
   EXPECT_EQ(coordinator->Stop(), 0) << coordinator->err();
   EXPECT_THAT(coordinator->err(), HasSubstr("shutting down"));

@@ -26,7 +26,7 @@
 #include "tests/support/coordinator_process.h"
 #include "tests/support/dashboard.h"
 #include "tests/support/free_port.h"
-#include "tests/support/http_get.h"
+#include "net/http_get.h"
 #include "tests/support/temp_dir.h"
 
 namespace chimera {
@@ -36,7 +36,7 @@ using ::chimera::testing::AwaitAnnouncedAddress;
 using ::chimera::testing::CoordinatorProcess;
 using ::chimera::testing::DashboardPanel;
 using ::chimera::testing::FreePort;
-using ::chimera::testing::HttpGet;
+using ::chimera::net::HttpGet;
 using ::nlohmann::json;
 using ::testing::IsEmpty;
 

@@ -13,7 +13,7 @@
 #include "jobspec/job_file.h"
 #include "tests/support/coordinator_process.h"
 #include "tests/support/free_port.h"
-#include "tests/support/http_get.h"
+#include "net/http_get.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -24,7 +24,7 @@ using ::chimera::testing::AwaitAnnouncedAddress;
 using ::chimera::testing::ChildProcess;
 using ::chimera::testing::CoordinatorProcess;
 using ::chimera::testing::FreePort;
-using ::chimera::testing::HttpGet;
+using ::chimera::net::HttpGet;
 using ::chimera::testing::RunProcess;
 using ::testing::HasSubstr;
 using ::testing::Not;

@@ -16,12 +16,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "prometheus/counter.h"
-#include "tests/support/http_get.h"
+#include "net/http_get.h"
 
 namespace chimera::net {
 namespace {
 
-using ::chimera::testing::HttpGet;
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -156,6 +156,18 @@ TEST(MetricsServerTest, AnswersEveryOtherRequestWithTheRightStatus) {
   EXPECT_THAT(head, HasSubstr("Content-Type: text/plain; version=0.0.4"));
   // And it still serves.
   EXPECT_TRUE(HttpGet(address, "/metrics").ok());
+}
+
+TEST(MetricsServerTest, AnswersHealthProbes) {
+  absl::StatusOr<std::unique_ptr<net::MetricsServer>> server =
+      net::MetricsServer::Start("127.0.0.1:0");
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string& address = (*server)->address();
+  const std::string get = Exchange(address, "GET /healthz HTTP/1.1\r\n\r\n");
+  EXPECT_THAT(get, StartsWith("HTTP/1.1 200 OK"));
+  EXPECT_THAT(get, EndsWith("\r\n\r\nok\n"));
+  EXPECT_THAT(Exchange(address, "HEAD /healthz HTTP/1.0\r\n\r\n"),
+              StartsWith("HTTP/1.1 200 OK"));
 }
 
 // The server used to serve one connection at a time, waiting up to 5 s on

@@ -1,6 +1,8 @@
 # Writes OUTPUT (a C++ source defining chimera::GetBuildInfo) from the
 # checkout's current commit, at every build, touching the file only when
-# its text changes so that nothing recompiles needlessly.
+# its text changes so that nothing recompiles needlessly. A source tree
+# without git data (the container image's build) takes the commit from
+# $CHIMERA_GIT_COMMIT.
 #
 #   cmake -DSOURCE_DIR=... -DOUTPUT=... -DVERSION=... -DBUILD_TYPE=...
 #         -DTORCH_VERSION=... -P cmake/WriteBuildInfo.cmake
@@ -8,7 +10,9 @@ execute_process(
   COMMAND git -C "${SOURCE_DIR}" rev-parse --short=12 HEAD
   OUTPUT_VARIABLE commit OUTPUT_STRIP_TRAILING_WHITESPACE
   RESULT_VARIABLE no_git ERROR_QUIET)
-if(no_git)
+if(no_git AND NOT "$ENV{CHIMERA_GIT_COMMIT}" STREQUAL "")
+  set(commit "$ENV{CHIMERA_GIT_COMMIT}")
+elseif(no_git)
   set(commit "unknown")
 else()
   execute_process(

@@ -13,6 +13,7 @@
 #include "client/job_output.h"
 #include "client/health_command.h"
 #include "client/trace_command.h"
+#include "common/number_checks.h"
 #include "jobspec/job_file.h"
 
 namespace chimera::client {
@@ -172,7 +173,7 @@ void AddJobCommands(CLI::App& app) {
   app.add_option("--timeout", settings->timeout_seconds,
                  absl::StrCat("Seconds to wait for each call (default ",
                               settings->timeout_seconds, ")"))
-      ->check(CLI::PositiveNumber)
+      ->check(kPositiveNumber)
       ->capture_default_str();
   app.add_option("-o,--output", settings->output,
                  "Output format of job commands: text or json")

@@ -24,6 +24,7 @@
 #include "client/job_follow.h"
 #include "client/job_output.h"
 #include "client/job_trace.h"
+#include "common/number_checks.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator_server.h"
 #include "jobspec/job_file.h"
@@ -287,7 +288,7 @@ void AddRunCommand(CLI::App& app) {
       ->add_option("--trace-step", options->trace_step,
                    "The step --trace records (from 0; default: the next "
                    "step once the job runs)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegativeNumber)
       ->needs(trace);
   command->callback([options] {
     const int code = Run(*options);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cli_errors.h"
 #include "client/job_trace.h"
+#include "common/number_checks.h"
 #include "nlohmann/json.hpp"
 
 namespace chimera::client {
@@ -38,7 +39,7 @@ void AddTraceCommand(
       ->add_option(
           "--step", options->step,
           "Step to record (from 0; default: the next step the job runs)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegativeNumber);
   command->add_option("--out", options->out, "File to write")->required();
   command
       ->add_option(
@@ -49,7 +50,7 @@ void AddTraceCommand(
       ->add_option("--wait", options->wait_seconds,
                    absl::StrCat("Seconds to wait for the step (default ",
                                 options->wait_seconds, ")"))
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveNumber);
   command->callback([command, options, connect, json] {
     if (absl::Status writable = CheckTracePath(options->out); !writable.ok()) {
       ExitWithError(absl::InvalidArgumentError(

@@ -11,6 +11,7 @@
 
 #include "common/build_info.h"
 #include "common/logging.h"
+#include "common/number_checks.h"
 #include "coordinator/coordinator_server.h"
 
 namespace {
@@ -42,11 +43,11 @@ void AddSchedulingFlags(CLI::App* app,
                         UnitFlags* units) {
   app->add_option("--heartbeat-period", units->heartbeat_period,
                   "Seconds between worker heartbeats")
-      ->check(CLI::PositiveNumber)
+      ->check(chimera::kPositiveNumber)
       ->capture_default_str();
   app->add_option("--heartbeat-timeout", units->heartbeat_timeout,
                   "Deadline of one heartbeat, seconds")
-      ->check(CLI::PositiveNumber)
+      ->check(chimera::kPositiveNumber)
       ->capture_default_str();
   app->add_option("--heartbeat-failure-threshold",
                   options->heartbeat.failure_threshold,
@@ -56,20 +57,20 @@ void AddSchedulingFlags(CLI::App* app,
   app->add_option("--max-workers", options->jobs.max_workers,
                   "Most workers this coordinator will ever have; jobs needing "
                   "more are rejected at submit (0: no limit)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(chimera::kNonNegativeNumber)
       ->capture_default_str();
   app->add_option("--rendezvous-timeout", units->rendezvous_timeout,
                   "Seconds rank 0 of a job has to host its rendezvous store")
-      ->check(CLI::PositiveNumber)
+      ->check(chimera::kPositiveNumber)
       ->capture_default_str();
   app->add_option("--link-bandwidth", units->link_bandwidth,
                   "Bytes/s between workers, assumed when planning jobs that "
                   "leave parallelism open")
-      ->check(CLI::PositiveNumber)
+      ->check(chimera::kPositiveNumber)
       ->capture_default_str();
   app->add_option("--link-latency", units->link_latency,
                   "Seconds of latency between workers, assumed when planning")
-      ->check(CLI::NonNegativeNumber)
+      ->check(chimera::kNonNegativeNumber)
       ->capture_default_str();
 }
 

@@ -57,7 +57,9 @@ absl::StatusOr<std::unique_ptr<DataSource>> DataSource::Open(
   if (options.format == DataFormat::kSynthetic) {
     return std::unique_ptr<DataSource>(new DataSource(options, -1, 0));
   }
-  const int fd = ::open(options.path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking: opening a FIFO for reading would otherwise wait for a
+  // writer forever; fstat below refuses anything but a regular file.
+  const int fd = ::open(options.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     return absl::NotFoundError(absl::StrCat(
         "cannot open data file '", options.path, "': ", std::strerror(errno)));
@@ -65,8 +67,9 @@ absl::StatusOr<std::unique_ptr<DataSource>> DataSource::Open(
   struct stat info;
   if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     ::close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat("data file '", options.path, "' is not a regular file"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data file '", options.path,
+        "' is not a regular file (a FIFO, device or directory)"));
   }
   const int64_t width = TokenWidth(options.format);
   if (info.st_size % width != 0) {
@@ -136,10 +139,12 @@ absl::Status DataSource::ReadSample(int64_t step, int64_t index,
   }
   for (int64_t j = 0; j < length; ++j) {
     out[j] = width == 1 ? bytes[j] : bytes[2 * j] | (bytes[2 * j + 1] << 8);
+    // The message names the position, never the value: a job's messages
+    // reach its submitter, who may not read the file.
     if (out[j] >= options_.vocab_size) {
       return absl::DataLossError(absl::StrCat(
-          "token ", start + j, " of data file '", options_.path, "' is ",
-          out[j], ", outside the vocabulary [0, ", options_.vocab_size, ")"));
+          "token ", start + j, " of data file '", options_.path,
+          "' is outside the vocabulary [0, ", options_.vocab_size, ")"));
     }
   }
   return absl::OkStatus();

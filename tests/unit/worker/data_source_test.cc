@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <string>
 
@@ -74,7 +75,26 @@ TEST(DataSourceTest, RejectsIdsOutsideTheVocabulary) {
                   .value();
   const auto samples = data->Samples(0, 0, 1);
   EXPECT_EQ(samples.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_NE(samples.status().message().find("65535"), std::string::npos);
+  EXPECT_NE(samples.status().message().find("outside the vocabulary [0, 300)"),
+            std::string::npos);
+  // Never the file's contents: a job's message reaches its submitter.
+  EXPECT_EQ(samples.status().message().find("65535"), std::string::npos);
+}
+
+// A FIFO used to block open() until a writer came, so the job hung RUNNING
+// with 0 steps; now it is refused at once.
+TEST(DataSourceTest, RefusesAFifoWithoutWaitingForAWriter) {
+  const chimera::testing::TempDir dir;
+  const std::string fifo = dir.path() + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto data = DataSource::Open(Options(DataFormat::kText, fifo));
+  EXPECT_EQ(data.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(data.status().message().find("not a regular file"),
+            std::string::npos);
+  EXPECT_EQ(DataSource::Open(Options(DataFormat::kText, dir.path()))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(DataSourceTest, RejectsFilesThatCannotHoldASample) {

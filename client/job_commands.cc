@@ -11,6 +11,7 @@
 #include "client/exit_codes.h"
 #include "client/job_follow.h"
 #include "client/job_output.h"
+#include "client/job_reference.h"
 #include "client/health_command.h"
 #include "client/trace_command.h"
 #include "common/number_checks.h"
@@ -69,11 +70,12 @@ void AddLogs(CLI::App& app, std::shared_ptr<Settings> settings) {
   CLI::App* command = app.add_subcommand(
       "logs", "Per-step lines of a job: step, loss, samples/s, tokens/s, bubble ratio, peak "
               "memory. -f follows until the job ends (a progress bar on a terminal).");
-  command->add_option("job", *id, "Job id")->required();
+  command->add_option("job", *id, kJobReferenceHelp)->required();
   command->add_flag("-f,--follow", *follow, "Keep following until the job ends");
   command->callback([settings, id, follow] {
     auto client = Connect(*settings);
-    ValueOrExit(FollowJob(*client, *id, *follow, Json(*settings)));
+    const std::string job_id = ValueOrExit(ResolveJobId(*client, *id));
+    ValueOrExit(FollowJob(*client, job_id, *follow, Json(*settings)));
   });
 }
 
@@ -82,9 +84,11 @@ void AddJobQuery(CLI::App& app, std::shared_ptr<Settings> settings, const char* 
                  std::string (*format)(const chimera::v1::Job&)) {
   auto id = std::make_shared<std::string>();
   CLI::App* command = app.add_subcommand(name, help);
-  command->add_option("job", *id, "Job id")->required();
+  command->add_option("job", *id, kJobReferenceHelp)->required();
   command->callback([settings, id, format] {
-    const chimera::v1::Job job = ValueOrExit(Connect(*settings)->Get(*id));
+    auto client = Connect(*settings);
+    const chimera::v1::Job job =
+        ValueOrExit(client->Get(ValueOrExit(ResolveJobId(*client, *id))));
     std::cout << (Json(*settings) ? ToJson(job) + "\n" : format(job));
   });
 }
@@ -92,9 +96,11 @@ void AddJobQuery(CLI::App& app, std::shared_ptr<Settings> settings, const char* 
 void AddStop(CLI::App& app, std::shared_ptr<Settings> settings) {
   auto id = std::make_shared<std::string>();
   CLI::App* command = app.add_subcommand("stop", "Stop a pending or running job");
-  command->add_option("job", *id, "Job id")->required();
+  command->add_option("job", *id, kJobReferenceHelp)->required();
   command->callback([settings, id] {
-    const chimera::v1::Job job = ValueOrExit(Connect(*settings)->Stop(*id));
+    auto client = Connect(*settings);
+    const chimera::v1::Job job =
+        ValueOrExit(client->Stop(ValueOrExit(ResolveJobId(*client, *id))));
     std::cout << (Json(*settings) ? ToJson(job) + "\n"
                                   : absl::StrCat("job ", job.id(), " ",
                                                  JobStateName(job.status().state()), "\n"));

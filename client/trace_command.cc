@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/cli_errors.h"
+#include "client/job_reference.h"
 #include "client/job_trace.h"
 #include "common/number_checks.h"
 #include "nlohmann/json.hpp"
@@ -34,7 +35,7 @@ void AddTraceCommand(
       "or, for --out FILE.svg, as an SVG of the measured timeline above the "
       "simulator's timeline of the same plan. Waits for the ranks to finish "
       "that step (the next one without --step).");
-  command->add_option("job", options->job, "Job id")->required();
+  command->add_option("job", options->job, kJobReferenceHelp)->required();
   command
       ->add_option(
           "--step", options->step,
@@ -61,8 +62,10 @@ void AddTraceCommand(
     const std::optional<int> step = command->count("--step") > 0
                                         ? std::optional<int>(options->step)
                                         : std::nullopt;
-    const chimera::v1::JobTrace trace = ValueOrExit(connect()->Trace(
-        options->job, step, absl::Seconds(options->wait_seconds)));
+    const std::unique_ptr<CoordinatorClient> client = connect();
+    const chimera::v1::JobTrace trace = ValueOrExit(
+        client->Trace(ValueOrExit(ResolveJobId(*client, options->job)), step,
+                      absl::Seconds(options->wait_seconds)));
     if (absl::Status written = WriteTraceFile(trace, options->out, format);
         !written.ok()) {
       ExitWithError(absl::Status(written.code(),

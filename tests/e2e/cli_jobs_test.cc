@@ -76,10 +76,38 @@ TEST_F(CliJobsTest, SubmitNoWaitPrintsTheIdAloneAndTheJobIsListedPending) {
   EXPECT_THAT(again.err, HasSubstr("FAILED_PRECONDITION"));
 }
 
+TEST_F(CliJobsTest, JobsAreFoundByNameOrTheStartOfTheirIdUnlessAmbiguous) {
+  const std::string first = std::string(absl::StripAsciiWhitespace(
+      Chimera({"submit", "-f", "examples/chimera.yaml", "--no-wait"}).out));
+  const std::string random_part = first.substr(std::string("gpt-chimera-").size());
+  ASSERT_EQ(random_part.size(), 8u) << first;
+
+  for (const std::string& reference :
+       {std::string("gpt-chimera"), first.substr(0, first.size() - 3),
+        random_part.substr(0, 4)}) {
+    ProcessResult status = Chimera({"status", reference, "-o", "json"});
+    ASSERT_EQ(status.exit_code, 0) << reference << ": " << status.err;
+    EXPECT_EQ(nlohmann::json::parse(status.out)["id"], first) << reference;
+  }
+
+  const std::string second = std::string(absl::StripAsciiWhitespace(
+      Chimera({"submit", "-f", "examples/chimera.yaml", "--no-wait"}).out));
+  ProcessResult ambiguous = Chimera({"stop", "gpt-chimera"});
+  EXPECT_EQ(ambiguous.exit_code, 2);
+  EXPECT_THAT(ambiguous.err, HasSubstr("names 2 jobs"));
+  EXPECT_THAT(ambiguous.err, HasSubstr(first));
+  EXPECT_THAT(ambiguous.err, HasSubstr(second));
+  // Nothing was stopped, and the full id still works.
+  EXPECT_THAT(Chimera({"list"}).out, ::testing::Not(HasSubstr("STOPPED")));
+  EXPECT_EQ(Chimera({"stop", second}).exit_code, 0);
+}
+
 TEST_F(CliJobsTest, UnknownJobIsOneClearLineAndExitOne) {
   ProcessResult status = Chimera({"status", "nope"});
   EXPECT_EQ(status.exit_code, 1);
-  EXPECT_EQ(status.err, "chimera: NOT_FOUND: no job 'nope'\n");
+  EXPECT_EQ(status.err,
+            "chimera: NOT_FOUND: no job 'nope' (by id, name, or the start of "
+            "an id)\n");
 }
 
 TEST_F(CliJobsTest, InvalidJobFileIsRejectedBeforeSubmitting) {

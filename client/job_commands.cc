@@ -12,6 +12,7 @@
 #include "client/job_follow.h"
 #include "client/job_output.h"
 #include "client/job_reference.h"
+#include "client/label_selector.h"
 #include "client/health_command.h"
 #include "client/trace_command.h"
 #include "common/number_checks.h"
@@ -59,23 +60,28 @@ void AddSubmit(CLI::App& app, std::shared_ptr<Settings> settings) {
     }
     if (!Json(*settings)) std::cout << "job " << job.id() << " submitted\n";
     const int code = ExitCodeOf(
-        ValueOrExit(FollowJob(*client, job.id(), /*follow=*/true, Json(*settings))));
+        ValueOrExit(FollowJob(*client, job.id(), {.follow = true, .json = Json(*settings)})));
     if (code != kExitOk) throw CLI::RuntimeError(code);
   });
 }
 
 void AddLogs(CLI::App& app, std::shared_ptr<Settings> settings) {
   auto id = std::make_shared<std::string>();
-  auto follow = std::make_shared<bool>(false);
+  auto follow_options = std::make_shared<FollowOptions>();
   CLI::App* command = app.add_subcommand(
       "logs", "Per-step lines of a job: step, loss, samples/s, tokens/s, bubble ratio, peak "
               "memory. -f follows until the job ends (a progress bar on a terminal).");
   command->add_option("job", *id, kJobReferenceHelp)->required();
-  command->add_flag("-f,--follow", *follow, "Keep following until the job ends");
-  command->callback([settings, id, follow] {
+  command->add_flag("-f,--follow", follow_options->follow, "Keep following until the job ends");
+  command->add_option("--tail", follow_options->tail,
+                      "Of the steps done so far, show only the last N (then follow with -f)")
+      ->check(kNonNegativeNumber);
+  command->callback([settings, id, follow_options] {
     auto client = Connect(*settings);
     const std::string job_id = ValueOrExit(ResolveJobId(*client, *id));
-    ValueOrExit(FollowJob(*client, job_id, *follow, Json(*settings)));
+    FollowOptions options = *follow_options;
+    options.json = Json(*settings);
+    ValueOrExit(FollowJob(*client, job_id, options));
   });
 }
 
@@ -109,16 +115,25 @@ void AddStop(CLI::App& app, std::shared_ptr<Settings> settings) {
 
 void AddList(CLI::App& app, std::shared_ptr<Settings> settings) {
   auto state = std::make_shared<std::string>();
+  auto selector = std::make_shared<std::string>();
   CLI::App* command = app.add_subcommand("list", "List jobs, oldest first");
   command->add_option("--state", *state,
                       "Only jobs in this state: pending, running, stopped, succeeded, failed");
-  command->callback([settings, state] {
+  command->add_option("-l,--selector", *selector,
+                      "Only jobs whose labels match: KEY=VALUE, KEY!=VALUE, KEY or !KEY, "
+                      "comma-separated, all must hold");
+  command->callback([settings, state, selector] {
     chimera::v1::JobState filter = chimera::v1::JOB_STATE_UNSPECIFIED;
     if (!state->empty() && !ParseJobState(*state, &filter)) {
       ExitWithError(absl::InvalidArgumentError(absl::StrCat(
           "--state: '", *state, "' is not one of pending, running, stopped, succeeded, failed")));
     }
-    const auto jobs = ValueOrExit(Connect(*settings)->List(filter));
+    LabelSelector labels;  // Without -l: every job.
+    if (!selector->empty()) labels = ValueOrExit(LabelSelector::Parse(*selector));
+    std::vector<chimera::v1::Job> jobs;
+    for (chimera::v1::Job& job : ValueOrExit(Connect(*settings)->List(filter))) {
+      if (labels.Matches(job.manifest().metadata().labels())) jobs.push_back(std::move(job));
+    }
     if (!Json(*settings)) {
       std::cout << FormatJobTable(jobs);
       return;

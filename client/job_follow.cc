@@ -11,14 +11,20 @@
 namespace chimera::client {
 
 absl::StatusOr<chimera::v1::JobState> FollowJob(CoordinatorClient& client,
-                                                const std::string& id, bool follow,
-                                                bool json) {
+                                                const std::string& id,
+                                                const FollowOptions& options) {
   ASSIGN_OR_RETURN(const chimera::v1::Job job, client.Get(id));
   const int max_steps = job.manifest().spec().training().max_steps();
+  const bool follow = options.follow;
+  const bool json = options.json;
   const bool progress = follow && !json && isatty(STDERR_FILENO);
+  // Steps are numbered from 0: the last `tail` of those done start here.
+  const int first_step =
+      options.tail ? job.status().completed_steps() - *options.tail : 0;
   chimera::v1::JobState state = job.status().state();
   bool printed_state = false;
   absl::Status status = client.Watch(id, follow, [&](const chimera::v1::JobEvent& event) {
+    if (event.has_step() && event.step().step() < first_step) return;
     if (progress) std::cerr << "\r\033[K";
     if (json) {
       std::string line = ToJson(event);

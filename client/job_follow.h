@@ -3,6 +3,7 @@
 #ifndef CHIMERA_CLIENT_JOB_FOLLOW_H_
 #define CHIMERA_CLIENT_JOB_FOLLOW_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -11,11 +12,19 @@
 
 namespace chimera::client {
 
-// Prints the job's steps and state changes until it ends (`follow`) or
-// until its current state is known; returns the last state seen.
+struct FollowOptions {
+  // Until the job ends, rather than until its current state is known.
+  bool follow = false;
+  // One JSON object per event instead of text lines.
+  bool json = false;
+  // Of the steps done when it starts, only the last `tail`.
+  std::optional<int> tail;
+};
+
+// Prints the job's steps and state changes; returns the last state seen.
 absl::StatusOr<chimera::v1::JobState> FollowJob(CoordinatorClient& client,
-                                                const std::string& id, bool follow,
-                                                bool json);
+                                                const std::string& id,
+                                                const FollowOptions& options);
 
 }  // namespace chimera::client
 

@@ -233,7 +233,7 @@ int Run(const RunOptions& options) {
   const absl::Status ready = AwaitLocalWorkers(*client, workers, gpu, directory);
   if (!ready.ok()) (void)client->Stop(submitted.id());
   absl::StatusOr<chimera::v1::JobState> state =
-      ready.ok() ? FollowJob(*client, submitted.id(), /*follow=*/true, options.json) : ready;
+      ready.ok() ? FollowJob(*client, submitted.id(), {.follow = true, .json = options.json}) : ready;
   if (tracer.joinable()) tracer.join();
   const chimera::v1::Job final_job = client->Get(submitted.id()).value_or(submitted);
   std::vector<chimera::v1::StepSummary> history;

@@ -6,6 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "common/file_reader.h"
 #include "tests/support/coordinator_process.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -100,6 +101,37 @@ TEST_F(CliJobsTest, JobsAreFoundByNameOrTheStartOfTheirIdUnlessAmbiguous) {
   // Nothing was stopped, and the full id still works.
   EXPECT_THAT(Chimera({"list"}).out, ::testing::Not(HasSubstr("STOPPED")));
   EXPECT_EQ(Chimera({"stop", second}).exit_code, 0);
+}
+
+TEST_F(CliJobsTest, ListSelectsJobsByLabel) {
+  const absl::StatusOr<std::string> example =
+      ReadTextFile(std::string(CHIMERA_SOURCE_DIR) + "/examples/chimera.yaml", 1 << 20);
+  ASSERT_TRUE(example.ok()) << example.status();
+  std::string labelled = *example;
+  const std::string name = "  name: gpt-chimera\n";
+  ASSERT_NE(labelled.find(name), std::string::npos);
+  labelled.replace(labelled.find(name), name.size(), name + "  labels: {team: nlp}\n");
+  const std::string nlp = std::string(absl::StripAsciiWhitespace(
+      Chimera({"submit", "-f", dir_.WriteFile("nlp.yaml", labelled), "--no-wait"}).out));
+  const std::string other = std::string(absl::StripAsciiWhitespace(
+      Chimera({"submit", "-f", "examples/chimera.yaml", "--no-wait"}).out));
+
+  const auto ids = [&](const std::string& selector) {
+    ProcessResult list = Chimera({"list", "-l", selector, "-o", "json"});
+    EXPECT_EQ(list.exit_code, 0) << selector << ": " << list.err;
+    const nlohmann::json listed = nlohmann::json::parse(list.out);
+    std::vector<std::string> found;
+    for (const auto& job : listed.value("jobs", nlohmann::json::array())) {
+      found.push_back(job["id"]);
+    }
+    return found;
+  };
+  EXPECT_EQ(ids("team=nlp"), std::vector<std::string>{nlp});
+  EXPECT_EQ(ids("!team"), std::vector<std::string>{other});
+  EXPECT_EQ(ids("team!=nlp"), std::vector<std::string>{other});
+  ProcessResult bad = Chimera({"list", "-l", "te am=nlp"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("-l: 'te am=nlp'"));
 }
 
 TEST_F(CliJobsTest, UnknownJobIsOneClearLineAndExitOne) {

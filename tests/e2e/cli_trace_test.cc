@@ -1,7 +1,7 @@
 // `chimera trace` and `chimera run --trace` as a user runs them: a 4-rank
 // Chimera job on real worker daemons, its measured step as a Chrome trace
 // and as an SVG beside the simulation, and the errors for jobs that cannot
-// be traced.
+// be traced; and `chimera logs --tail` on a job of those daemons.
 #include <signal.h>
 
 #include <map>
@@ -10,6 +10,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "chimera/v1/service.pb.h"
 #include "common/file_reader.h"
@@ -233,6 +234,36 @@ TEST(CliRunTraceTest, TraceStepBeyondTheJobIsBadInput) {
       run.err,
       HasSubstr(
           "--trace-step: 6 is not a step of the job (it runs steps 0 to 5)"));
+}
+
+// `chimera logs` on the same daemons: all of a finished job's steps, or
+// with --tail only the last ones.
+using CliLogsTest = CliTraceTest;
+
+// "k/N" of each step line of `logs` output ("step k/N  loss ...").
+std::vector<std::string> StepLines(const std::string& out) {
+  std::vector<std::string> steps;
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    if (absl::ConsumePrefix(&line, "step ")) {
+      steps.emplace_back(line.substr(0, line.find(' ')));
+    }
+  }
+  return steps;
+}
+
+TEST_F(CliLogsTest, TailShowsOnlyTheLastStepsDone) {
+  ProcessResult submit = Chimera({"submit", "-f", ExampleChimeraJob(dir_, 5)},
+                                 absl::Seconds(120));
+  ASSERT_EQ(submit.exit_code, 0) << submit.err;
+
+  ProcessResult all = Chimera({"logs", "gpt-chimera"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_EQ(StepLines(all.out),
+            (std::vector<std::string>{"1/5", "2/5", "3/5", "4/5", "5/5"}));
+  ProcessResult tail = Chimera({"logs", "gpt-chimera", "--tail", "2"});
+  ASSERT_EQ(tail.exit_code, 0) << tail.err;
+  EXPECT_EQ(StepLines(tail.out), (std::vector<std::string>{"4/5", "5/5"}));
+  EXPECT_THAT(tail.out, HasSubstr("state SUCCEEDED"));
 }
 
 }  // namespace

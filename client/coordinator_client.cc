@@ -124,18 +124,18 @@ std::unique_ptr<grpc::ClientContext> CoordinatorClient::Context(
 absl::Status CoordinatorClient::CheckHealth() {
   std::string response;
   // An empty HealthCheckRequest asks about the whole server.
-  RETURN_IF_ERROR(FromGrpc(
-      UntypedUnaryCall(channel_, Context().get(),
-                       "/grpc.health.v1.Health/Check", "", &response),
-      address()));
+  RETURN_IF_ERROR(
+      FromGrpc(UntypedUnaryCall(channel_, Context().get(),
+                                "/grpc.health.v1.Health/Check", "", &response),
+               address()));
   constexpr const char* kNames[] = {"UNKNOWN", "SERVING", "NOT_SERVING",
                                     "SERVICE_UNKNOWN"};
   const int status = HealthStatusOf(response);
   if (status == 1) return absl::OkStatus();
-  return absl::UnavailableError(absl::StrCat(
-      "the coordinator at ", address(), " answers ",
-      status >= 0 && status <= 3 ? kNames[status]
-                                 : "a malformed health status"));
+  return absl::UnavailableError(
+      absl::StrCat("the coordinator at ", address(), " answers ",
+                   status >= 0 && status <= 3 ? kNames[status]
+                                              : "a malformed health status"));
 }
 
 absl::StatusOr<chimera::v1::Job> CoordinatorClient::Submit(

@@ -52,13 +52,12 @@ absl::StatusOr<std::string> ResolveJobId(CoordinatorClient& client,
   }
   std::vector<std::string> candidates;
   for (const chimera::v1::Job& job : named) {
-    candidates.push_back(absl::StrCat(
-        job.id(), " (", JobStateName(job.status().state()), ")"));
+    candidates.push_back(
+        absl::StrCat(job.id(), " (", JobStateName(job.status().state()), ")"));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("'", reference, "' names ", named.size(),
-                   " jobs; give one of their ids: ",
-                   absl::StrJoin(candidates, ", ")));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "'", reference, "' names ", named.size(),
+      " jobs; give one of their ids: ", absl::StrJoin(candidates, ", ")));
 }
 
 }  // namespace chimera::client

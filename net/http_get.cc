@@ -41,17 +41,17 @@ absl::StatusOr<int> Connect(const ServerAddress& address, absl::Time deadline) {
   if (const int error =
           ::getaddrinfo(address.host.c_str(), port.c_str(), &hints, &found);
       error != 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot resolve ", address.host, ": ", ::gai_strerror(error)));
+    return absl::UnavailableError(absl::StrCat("cannot resolve ", address.host,
+                                               ": ", ::gai_strerror(error)));
   }
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owned(found,
                                                              &::freeaddrinfo);
   for (const addrinfo* candidate = found; candidate != nullptr;
        candidate = candidate->ai_next) {
-    const int fd = ::socket(candidate->ai_family,
-                            candidate->ai_socktype | SOCK_NONBLOCK |
-                                SOCK_CLOEXEC,
-                            candidate->ai_protocol);
+    const int fd =
+        ::socket(candidate->ai_family,
+                 candidate->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                 candidate->ai_protocol);
     if (fd < 0) continue;
     int error = 0;
     socklen_t length = sizeof(error);
@@ -119,9 +119,8 @@ absl::StatusOr<std::string> HttpGet(const std::string& address,
   }
   absl::StatusOr<std::string> response = ReceiveAll(*fd, deadline, max_bytes);
   if (!response.ok()) {
-    return absl::UnavailableError(absl::StrCat("GET ", path, " from ", address,
-                                               ": ",
-                                               response.status().message()));
+    return absl::UnavailableError(absl::StrCat(
+        "GET ", path, " from ", address, ": ", response.status().message()));
   }
   const size_t body = response->find("\r\n\r\n");
   if (body == std::string::npos ||
@@ -130,8 +129,8 @@ absl::StatusOr<std::string> HttpGet(const std::string& address,
     const std::string answer =
         body == std::string::npos ? "" : response->substr(body + 4, 500);
     return absl::UnavailableError(absl::StrCat(
-        "GET ", path, " from ", address, " answered: ",
-        response->substr(0, response->find('\r')), " ", answer));
+        "GET ", path, " from ", address,
+        " answered: ", response->substr(0, response->find('\r')), " ", answer));
   }
   return response->substr(body + 4);
 }

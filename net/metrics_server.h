@@ -50,8 +50,8 @@ namespace chimera::net {
 
 class MetricsServer {
  public:
-  // Serves /metrics and /healthz on `listen` (HOST:PORT, port 0 = any free one).
-  // INVALID_ARGUMENT for a malformed address, UNAVAILABLE when it cannot
+  // Serves /metrics and /healthz on `listen` (HOST:PORT, port 0 = any free
+  // one). INVALID_ARGUMENT for a malformed address, UNAVAILABLE when it cannot
   // bind.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
       const std::string& listen);

@@ -252,8 +252,8 @@ std::vector<std::string> StepLines(const std::string& out) {
 }
 
 TEST_F(CliLogsTest, TailShowsOnlyTheLastStepsDone) {
-  ProcessResult submit = Chimera({"submit", "-f", ExampleChimeraJob(dir_, 5)},
-                                 absl::Seconds(120));
+  ProcessResult submit =
+      Chimera({"submit", "-f", ExampleChimeraJob(dir_, 5)}, absl::Seconds(120));
   ASSERT_EQ(submit.exit_code, 0) << submit.err;
 
   ProcessResult all = Chimera({"logs", "gpt-chimera"});

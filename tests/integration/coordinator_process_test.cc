@@ -1,6 +1,8 @@
 // chimera-coordinator as a real process on loopback: it picks a free port,
 // answers the standard gRPC health check, refuses to listen beyond loopback
 // without authentication, and exits cleanly on SIGTERM.
+#include "tests/support/coordinator_process.h"
+
 #include <memory>
 #include <string>
 
@@ -8,7 +10,6 @@
 #include "client/coordinator_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/support/coordinator_process.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 

@@ -23,20 +23,20 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "jobspec/job_file.h"
+#include "net/http_get.h"
 #include "tests/support/coordinator_process.h"
 #include "tests/support/dashboard.h"
 #include "tests/support/free_port.h"
-#include "net/http_get.h"
 #include "tests/support/temp_dir.h"
 
 namespace chimera {
 namespace {
 
+using ::chimera::net::HttpGet;
 using ::chimera::testing::AwaitAnnouncedAddress;
 using ::chimera::testing::CoordinatorProcess;
 using ::chimera::testing::DashboardPanel;
 using ::chimera::testing::FreePort;
-using ::chimera::net::HttpGet;
 using ::nlohmann::json;
 using ::testing::IsEmpty;
 

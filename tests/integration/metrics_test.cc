@@ -11,20 +11,20 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "jobspec/job_file.h"
+#include "net/http_get.h"
 #include "tests/support/coordinator_process.h"
 #include "tests/support/free_port.h"
-#include "net/http_get.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
 namespace chimera {
 namespace {
 
+using ::chimera::net::HttpGet;
 using ::chimera::testing::AwaitAnnouncedAddress;
 using ::chimera::testing::ChildProcess;
 using ::chimera::testing::CoordinatorProcess;
 using ::chimera::testing::FreePort;
-using ::chimera::net::HttpGet;
 using ::chimera::testing::RunProcess;
 using ::testing::HasSubstr;
 using ::testing::Not;

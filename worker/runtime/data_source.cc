@@ -59,7 +59,8 @@ absl::StatusOr<std::unique_ptr<DataSource>> DataSource::Open(
   }
   // Non-blocking: opening a FIFO for reading would otherwise wait for a
   // writer forever; fstat below refuses anything but a regular file.
-  const int fd = ::open(options.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  const int fd =
+      ::open(options.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     return absl::NotFoundError(absl::StrCat(
         "cannot open data file '", options.path, "': ", std::strerror(errno)));
@@ -67,9 +68,9 @@ absl::StatusOr<std::unique_ptr<DataSource>> DataSource::Open(
   struct stat info;
   if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(
-        "data file '", options.path,
-        "' is not a regular file (a FIFO, device or directory)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("data file '", options.path,
+                     "' is not a regular file (a FIFO, device or directory)"));
   }
   const int64_t width = TokenWidth(options.format);
   if (info.st_size % width != 0) {

@@ -15,8 +15,8 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "prometheus/counter.h"
 #include "net/http_get.h"
+#include "prometheus/counter.h"
 
 namespace chimera::net {
 namespace {

@@ -91,10 +91,9 @@ TEST(DataSourceTest, RefusesAFifoWithoutWaitingForAWriter) {
   EXPECT_EQ(data.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(data.status().message().find("not a regular file"),
             std::string::npos);
-  EXPECT_EQ(DataSource::Open(Options(DataFormat::kText, dir.path()))
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      DataSource::Open(Options(DataFormat::kText, dir.path())).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST(DataSourceTest, RejectsFilesThatCannotHoldASample) {

@@ -31,6 +31,38 @@ int UnknownCommand(const CLI::App& app, const std::string& word) {
   return chimera::client::kExitUsage;
 }
 
+// The command the user ran: the deepest subcommand parsed.
+const CLI::App& CommandRun(const CLI::App& app) {
+  const CLI::App* command = &app;
+  while (!command->get_subcommands().empty()) {
+    command = command->get_subcommands().front();
+  }
+  return *command;
+}
+
+// An unknown flag: says which flag of the command (or a global one) it
+// resembles, if any.
+int UnknownFlag(const CLI::App& app, const std::string& word) {
+  const CLI::App* command = &CommandRun(app);
+  std::vector<std::string> flags;
+  for (const CLI::App* scope : {command, &app}) {
+    for (const CLI::Option* option : scope->get_options()) {
+      for (const std::string& name : option->get_lnames()) {
+        flags.push_back("--" + name);
+      }
+    }
+  }
+  const std::string flag = word.substr(0, word.find('='));
+  const std::string where =
+      command == &app ? "chimera" : "chimera " + command->get_name();
+  std::cerr << "chimera: unknown flag '" << flag << "' for '" << where << "'";
+  if (const auto meant = chimera::ClosestSpelling(flag, flags)) {
+    std::cerr << "; did you mean '" << *meant << "'?";
+  }
+  std::cerr << "\nRun '" << where << " --help' for its flags.\n";
+  return chimera::client::kExitUsage;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -78,6 +110,15 @@ int main(int argc, char** argv) {
     if (app.get_subcommands().empty() && !app.remaining().empty() &&
         app.remaining().front().rfind('-', 0) != 0) {
       return UnknownCommand(app, app.remaining().front());
+    }
+    // A command keeps its own extras; those of commands that let global
+    // flags through go up to the app.
+    std::vector<std::string> extras = CommandRun(app).remaining();
+    for (const std::string& extra : app.remaining()) extras.push_back(extra);
+    for (const std::string& extra : extras) {
+      if (extra.rfind("--", 0) == 0 && extra.size() > 2) {
+        return UnknownFlag(app, extra);
+      }
     }
     app.exit(e);
     return kExitUsage;

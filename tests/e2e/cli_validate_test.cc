@@ -76,6 +76,23 @@ TEST(CliTest, MisspelledCommandSuggestsTheCommand) {
               HasSubstr("unknown command 'sumbit'; did you mean 'submit'?"));
 }
 
+TEST(CliTest, MisspelledFlagSuggestsTheFlagOfItsCommand) {
+  ProcessResult logs = Chimera({"logs", "job-1", "--folow"});
+  EXPECT_EQ(logs.exit_code, 2);
+  EXPECT_THAT(logs.err, HasSubstr("unknown flag '--folow' for 'chimera logs'; "
+                                  "did you mean '--follow'?"));
+  // A global flag, given after the command, counts too.
+  ProcessResult list = Chimera({"list", "--adress=127.0.0.1:1"});
+  EXPECT_EQ(list.exit_code, 2);
+  EXPECT_THAT(list.err, HasSubstr("did you mean '--address'?"));
+  ProcessResult none =
+      Chimera({"validate", "-f", "examples/chimera.yaml", "--zzzzzz"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_THAT(none.err,
+              HasSubstr("unknown flag '--zzzzzz' for 'chimera validate'"));
+  EXPECT_THAT(none.err, ::testing::Not(HasSubstr("did you mean")));
+}
+
 TEST(CliTest, VersionPrintsTheVersion) {
   ProcessResult r = Chimera({"version"});
   EXPECT_EQ(r.exit_code, 0);

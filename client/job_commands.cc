@@ -9,6 +9,7 @@
 #include "client/cli_errors.h"
 #include "client/coordinator_client.h"
 #include "client/exit_codes.h"
+#include "client/follow_interrupt.h"
 #include "client/health_command.h"
 #include "client/job_follow.h"
 #include "client/job_output.h"
@@ -58,7 +59,8 @@ void AddSubmit(CLI::App& app, std::shared_ptr<Settings> settings) {
       std::cout << (Json(*settings) ? ToJson(job) : job.id()) << "\n";
       return;
     }
-    if (!Json(*settings)) std::cout << "job " << job.id() << " submitted\n";
+    SayJobKeepsRunningOnInterrupt(job.id());
+    if (!Json(*settings)) std::cout << "job " << job.id() << " submitted" << std::endl;
     const int code = ExitCodeOf(
         ValueOrExit(FollowJob(*client, job.id(), {.follow = true, .json = Json(*settings)})));
     if (code != kExitOk) throw CLI::RuntimeError(code);

@@ -1,12 +1,17 @@
-// The job commands against a real coordinator on loopback: submit --no-wait,
-// list, status, describe, stop, workers, health, and their errors.
+// The job commands against a real coordinator on loopback: submit (--no-wait,
+// and interrupted while following), list, status, describe, stop, workers,
+// health, and their errors.
+#include <signal.h>
+
 #include <optional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/strip.h"
+#include "common/file_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "net/child_process.h"
 #include "nlohmann/json.hpp"
-#include "common/file_reader.h"
 #include "tests/support/coordinator_process.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -132,6 +137,26 @@ TEST_F(CliJobsTest, ListSelectsJobsByLabel) {
   ProcessResult bad = Chimera({"list", "-l", "te am=nlp"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_THAT(bad.err, HasSubstr("-l: 'te am=nlp'"));
+}
+
+// Ctrl-C while following stops the CLI, not the job, and says so.
+TEST_F(CliJobsTest, InterruptedSubmitSaysTheJobKeepsRunningAndHowToStopIt) {
+  net::ChildProcess submit({CHIMERA_BINARY, "submit", "-f", "examples/chimera.yaml",
+                            "--address", coordinator_->address()},
+                           CHIMERA_SOURCE_DIR);
+  const absl::StatusOr<std::string> line = submit.ReadLine(absl::Seconds(30));
+  ASSERT_TRUE(line.ok()) << line.status() << submit.err();
+  absl::string_view id_view(*line);
+  ASSERT_TRUE(absl::ConsumePrefix(&id_view, "job ") &&
+              absl::ConsumeSuffix(&id_view, " submitted"))
+      << *line;
+  const std::string id(id_view);
+  submit.Signal(SIGINT);
+  EXPECT_EQ(submit.Wait(absl::Seconds(10)), 130);
+  EXPECT_THAT(submit.err(), HasSubstr("job " + id + " keeps running"));
+  EXPECT_THAT(submit.err(), HasSubstr("chimera stop " + id));
+  ProcessResult status = Chimera({"status", id, "-o", "json"});
+  EXPECT_EQ(nlohmann::json::parse(status.out)["status"]["state"], "JOB_STATE_PENDING");
 }
 
 TEST_F(CliJobsTest, UnknownJobIsOneClearLineAndExitOne) {

@@ -4,8 +4,10 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cli_errors.h"
+#include "client/text_table.h"
 #include "jobspec/job_file.h"
 #include "nlohmann/json.hpp"
 #include "planner/analytic_profile.h"
@@ -29,24 +31,35 @@ std::string Gib(int64_t bytes) {
 }
 
 void PrintText(const planner::SearchResult& result) {
-  std::cout << absl::StrFormat(
-      "%-4s %-13s %4s %3s %4s %4s %-24s %-3s %11s %11s %7s %9s %9s\n", "rank",
-      "scheme", "W", "D", "B", "N", "options", "rc", "iter_s", "samples/s",
-      "bubble", "mem_max", "mem_min");
+  constexpr TextTable::Alignment kRight = TextTable::kRight;
+  TextTable table({{"rank"},
+                   {"scheme"},
+                   {"W", kRight},
+                   {"D", kRight},
+                   {"B", kRight},
+                   {"N", kRight},
+                   {"options"},
+                   {"recompute"},
+                   {"iter_s", kRight},
+                   {"samples/s", kRight},
+                   {"bubble", kRight},
+                   {"mem_max", kRight},
+                   {"mem_min", kRight}});
   int rank = 1;
   for (const planner::Evaluation& evaluation : result.ranked) {
     const auto& plan = evaluation.plan;
     const auto& p = plan.prediction();
     const std::string options = planner::DescribeSchemeOptions(plan);
-    std::cout << absl::StrFormat(
-        "%-4d %-13s %4d %3d %4d %4d %-24s %-3s %11.4g %11.4g %7.3f %9s %9s\n",
-        rank++, plan.scheme(), plan.width(), plan.depth(), plan.micro_batch_size(),
-        plan.micro_batches(),
-        options.empty() ? "-" : options, plan.recompute() ? "yes" : "no",
-        p.iteration_seconds(), p.samples_per_second(), p.bubble_ratio(),
-        Gib(p.peak_memory_bytes_max()), Gib(p.peak_memory_bytes_min()));
+    table.AddRow({absl::StrCat(rank++), plan.scheme(), absl::StrCat(plan.width()),
+                  absl::StrCat(plan.depth()), absl::StrCat(plan.micro_batch_size()),
+                  absl::StrCat(plan.micro_batches()), options.empty() ? "-" : options,
+                  plan.recompute() ? "yes" : "no",
+                  absl::StrFormat("%.4g", p.iteration_seconds()),
+                  absl::StrFormat("%.4g", p.samples_per_second()),
+                  absl::StrFormat("%.3f", p.bubble_ratio()), Gib(p.peak_memory_bytes_max()),
+                  Gib(p.peak_memory_bytes_min())});
   }
-  std::cout << "\nmemory in GiB per worker; " << result.evaluated
+  std::cout << table.ToString() << "\nmemory in GiB per worker; " << result.evaluated
             << " candidates evaluated\n";
   if (!result.why_best.empty()) std::cout << "why: " << result.why_best << "\n";
 }

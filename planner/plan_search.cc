@@ -24,6 +24,8 @@ constexpr Scheme kAllSchemes[] = {Scheme::kGpipe,   Scheme::kOneFOneB,
                                   Scheme::kBreadthFirst};
 // A difference below this share is not worth naming in the explanation.
 constexpr double kNotableDifference = 0.01;
+// Throughputs closer than this (relative) tie: Percent shows it as 0.0%.
+constexpr double kTie = 0.0005;
 // Placement is refined for the best plans only; this is where they start.
 constexpr PlacementPolicy kFirstPlacement = PlacementPolicy::kReplicasTogether;
 
@@ -159,35 +161,6 @@ bool Differs(double a, double b) {
   return std::abs(a - b) > kNotableDifference * std::max(std::abs(a), std::abs(b));
 }
 
-std::string ExplainRanking(const Evaluation& best, const Evaluation& runner_up) {
-  const auto& a = best.plan.prediction();
-  const auto& b = runner_up.plan.prediction();
-  std::vector<std::string> reasons;
-  if (Differs(a.bubble_ratio(), b.bubble_ratio())) {
-    reasons.push_back(absl::StrFormat("bubble ratio %.3f vs %.3f", a.bubble_ratio(),
-                                      b.bubble_ratio()));
-  }
-  if (Differs(best.compute_seconds_per_sample, runner_up.compute_seconds_per_sample)) {
-    reasons.push_back(absl::StrFormat(
-        "compute per sample %.3g s vs %.3g s (micro-batch efficiency)",
-        best.compute_seconds_per_sample, runner_up.compute_seconds_per_sample));
-  }
-  if (Differs(a.exposed_allreduce_seconds(), b.exposed_allreduce_seconds())) {
-    reasons.push_back(absl::StrFormat("exposed allreduce %.3g s vs %.3g s",
-                                      a.exposed_allreduce_seconds(),
-                                      b.exposed_allreduce_seconds()));
-  }
-  if (Differs(best.recompute_seconds, runner_up.recompute_seconds)) {
-    reasons.push_back(absl::StrFormat("recomputation %.3g s vs %.3g s per iteration",
-                                      best.recompute_seconds,
-                                      runner_up.recompute_seconds));
-  }
-  if (reasons.empty()) reasons.push_back("the same bubbles, compute and communication");
-  return absl::StrCat(DescribePlan(best.plan), " beats ", DescribePlan(runner_up.plan),
-                      " by ",
-                      Percent(a.samples_per_second() / b.samples_per_second() - 1),
-                      " predicted throughput: ", absl::StrJoin(reasons, "; "));
-}
 
 // resources.workers devices, or all of the cluster's when it is 0.
 absl::StatusOr<int> UsableWorkers(const chimera::v1::TrainJob& job,
@@ -208,8 +181,11 @@ absl::StatusOr<int> UsableWorkers(const chimera::v1::TrainJob& job,
 class Search {
  public:
   Search(const chimera::v1::TrainJob& job, const chimera::v1::Cluster& cluster,
-         const chimera::v1::ModelProfile& profile)
-      : job_(job), partitions_(profile), context_{job, cluster.spec(), profile, &partitions_} {}
+         const chimera::v1::ModelProfile& profile, std::function<bool()> cancelled)
+      : job_(job),
+        partitions_(profile),
+        context_{job, cluster.spec(), profile, &partitions_},
+        cancelled_(std::move(cancelled)) {}
 
   // Evaluates `candidate` with recomputation off, and on as well where the
   // job leaves it open and memory does not fit without it. Returns whether
@@ -220,8 +196,7 @@ class Search {
     if (training.has_recompute()) choices = {training.recompute()};
     for (bool recompute : choices) {
       candidate.params.recompute = recompute;
-      ASSIGN_OR_RETURN(Evaluation evaluation, EvaluateCandidate(context_, candidate));
-      ++evaluated_;
+      ASSIGN_OR_RETURN(Evaluation evaluation, Evaluate(candidate));
       const int64_t needed = evaluation.plan.prediction().peak_memory_bytes_max();
       if (smallest_needed_ < 0 || needed < smallest_needed_) {
         smallest_needed_ = needed;
@@ -279,8 +254,7 @@ class Search {
         if (policy == candidate.placement) continue;
         Candidate moved = candidate;
         moved.placement = policy;
-        ASSIGN_OR_RETURN(Evaluation other, EvaluateCandidate(context_, moved));
-        ++evaluated_;
+        ASSIGN_OR_RETURN(Evaluation other, Evaluate(moved));
         if (other.fits && other.plan.prediction().samples_per_second() >
                               evaluation.plan.prediction().samples_per_second()) {
           candidate = moved;
@@ -309,9 +283,22 @@ class Search {
   const std::string& smallest_plan() const { return smallest_plan_; }
 
  private:
+  // Every evaluation goes through here: the one place the search counts
+  // candidates and stops once its caller has gone.
+  absl::StatusOr<Evaluation> Evaluate(const Candidate& candidate) {
+    if (cancelled_ && cancelled_()) {
+      return absl::CancelledError(absl::StrCat(
+          "the plan search was cancelled after ", evaluated_,
+          " candidates (its caller's deadline passed, or it hung up)"));
+    }
+    ++evaluated_;
+    return EvaluateCandidate(context_, candidate);
+  }
+
   const chimera::v1::TrainJob& job_;
   PartitionCache partitions_;
   PlanningContext context_;
+  const std::function<bool()> cancelled_;
   std::vector<std::pair<Candidate, Evaluation>> fitting_;
   int evaluated_ = 0;
   int64_t smallest_needed_ = -1;
@@ -319,6 +306,43 @@ class Search {
 };
 
 }  // namespace
+
+std::string ExplainRanking(const Evaluation& best, const Evaluation& runner_up) {
+  const auto& a = best.plan.prediction();
+  const auto& b = runner_up.plan.prediction();
+  std::vector<std::string> reasons;
+  if (Differs(a.bubble_ratio(), b.bubble_ratio())) {
+    reasons.push_back(absl::StrFormat("bubble ratio %.3f vs %.3f", a.bubble_ratio(),
+                                      b.bubble_ratio()));
+  }
+  if (Differs(best.compute_seconds_per_sample, runner_up.compute_seconds_per_sample)) {
+    reasons.push_back(absl::StrFormat(
+        "compute per sample %.3g s vs %.3g s (micro-batch efficiency)",
+        best.compute_seconds_per_sample, runner_up.compute_seconds_per_sample));
+  }
+  if (Differs(a.exposed_allreduce_seconds(), b.exposed_allreduce_seconds())) {
+    reasons.push_back(absl::StrFormat("exposed allreduce %.3g s vs %.3g s",
+                                      a.exposed_allreduce_seconds(),
+                                      b.exposed_allreduce_seconds()));
+  }
+  if (Differs(best.recompute_seconds, runner_up.recompute_seconds)) {
+    reasons.push_back(absl::StrFormat("recomputation %.3g s vs %.3g s per iteration",
+                                      best.recompute_seconds,
+                                      runner_up.recompute_seconds));
+  }
+  if (reasons.empty()) reasons.push_back("the same bubbles, compute and communication");
+  const double gain = a.samples_per_second() / b.samples_per_second() - 1;
+  // Below what Percent shows: "beats ... by 0.0%" would say nothing.
+  if (gain < kTie) {
+    return absl::StrCat(DescribePlan(best.plan), " ties with ", DescribePlan(runner_up.plan),
+                        " on predicted throughput and comes first for its smaller peak "
+                        "memory (",
+                        absl::StrJoin(reasons, "; "), ")");
+  }
+  return absl::StrCat(DescribePlan(best.plan), " beats ", DescribePlan(runner_up.plan),
+                      " by ", Percent(gain), " predicted throughput: ",
+                      absl::StrJoin(reasons, "; "));
+}
 
 absl::StatusOr<SearchResult> SearchPlans(const chimera::v1::TrainJob& job,
                                          const chimera::v1::Cluster& cluster,
@@ -331,7 +355,7 @@ absl::StatusOr<SearchResult> SearchPlans(const chimera::v1::TrainJob& job,
           .ToStatus());
   ASSIGN_OR_RETURN(const int workers, UsableWorkers(job, cluster));
 
-  Search search(job, cluster, profile);
+  Search search(job, cluster, profile, options.cancelled);
   for (Scheme scheme : kAllSchemes) {
     if (fixed.Gives(ScheduleParam::kScheme) && fixed.params.scheme != scheme) continue;
     RETURN_IF_ERROR(search.TryScheme(fixed, scheme, workers));

@@ -15,6 +15,7 @@
 #ifndef CHIMERA_PLANNER_PLAN_SEARCH_H_
 #define CHIMERA_PLANNER_PLAN_SEARCH_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ namespace chimera::planner {
 struct SearchOptions {
   // How many fitting plans to return, best first.
   int top_k = 10;
+  // Asked before each candidate; once it returns true the search ends with
+  // CANCELLED (a caller whose deadline passed wants no answer). Empty: never.
+  std::function<bool()> cancelled;
 };
 
 struct SearchResult {
@@ -44,7 +48,12 @@ struct SearchResult {
 // its model. Uses resources.workers devices (all of the cluster's when 0).
 // FAILED_PRECONDITION when nothing fits, naming the smallest peak memory any
 // candidate needs; INVALID_ARGUMENT when the job's fixed choices leave no
-// candidate at all (e.g. a micro-batch size that does not divide the batch).
+// candidate at all (e.g. a micro-batch size that does not divide the batch);
+// CANCELLED once options.cancelled says so.
+// Why `best` ranks above `runner_up`, in one sentence: by how much its
+// predicted throughput is higher and what makes it so, or that the two tie.
+std::string ExplainRanking(const Evaluation& best, const Evaluation& runner_up);
+
 absl::StatusOr<SearchResult> SearchPlans(const chimera::v1::TrainJob& job,
                                          const chimera::v1::Cluster& cluster,
                                          const chimera::v1::ModelProfile& profile,

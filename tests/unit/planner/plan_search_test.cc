@@ -12,6 +12,7 @@ namespace chimera::planner {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::LargeJob;
 using testing::TestCluster;
 
@@ -122,6 +123,19 @@ TEST(PlanSearchTest, RanksByPredictedThroughputAndExplainsTheWinner) {
   }
   EXPECT_THAT(result.why_best, HasSubstr(" beats "));
   EXPECT_THAT(result.why_best, HasSubstr("predicted throughput"));
+}
+
+// An exact tie used to read "beats ... by 0.0%".
+TEST(PlanSearchTest, ATieIsCalledOneNotAWinByNothing) {
+  SearchResult result = MustSearch(LargeJob(8, 64, 8), TestCluster(2, 4), 2);
+  ASSERT_EQ(result.ranked.size(), 2u);
+  Evaluation twin = result.ranked[0];
+  twin.plan.mutable_prediction()->set_peak_memory_bytes_max(
+      twin.plan.prediction().peak_memory_bytes_max() + 1);
+  const std::string why = ExplainRanking(result.ranked[0], twin);
+  EXPECT_THAT(why, HasSubstr(" ties with "));
+  EXPECT_THAT(why, Not(HasSubstr("0.0%")));
+  EXPECT_THAT(ExplainRanking(result.ranked[0], result.ranked[1]), HasSubstr(" beats "));
 }
 
 TEST(PlanSearchTest, MoreMicroBatchesShrinkOneFOneBsBubble) {

@@ -1,5 +1,9 @@
 #include "net/server_address.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -13,8 +17,24 @@ std::string ServerAddress::ToString() const {
 }
 
 bool ServerAddress::IsLoopback() const {
-  return host == "localhost" || host == "::1" ||
-         absl::StartsWith(host, "127.");
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
+  bool loopback = found != nullptr;
+  for (const addrinfo* one = found; one != nullptr; one = one->ai_next) {
+    if (one->ai_family == AF_INET) {
+      const auto* ipv4 = reinterpret_cast<const sockaddr_in*>(one->ai_addr);
+      loopback &= (ntohl(ipv4->sin_addr.s_addr) >> 24) == 127;
+    } else if (one->ai_family == AF_INET6) {
+      const auto* ipv6 = reinterpret_cast<const sockaddr_in6*>(one->ai_addr);
+      loopback &= IN6_IS_ADDR_LOOPBACK(&ipv6->sin6_addr) != 0;
+    } else {
+      loopback = false;
+    }
+  }
+  ::freeaddrinfo(found);
+  return loopback;
 }
 
 absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text) {

@@ -16,6 +16,10 @@ struct ServerAddress {
 
   // "host:port", with brackets around an IPv6 host.
   std::string ToString() const;
+  // Whether every address the host resolves to is a loopback one (127/8,
+  // ::1), by what it resolves to rather than how it is spelled: a name such
+  // as "127.attacker.example" is whatever its DNS says. A host that does not
+  // resolve is not loopback.
   bool IsLoopback() const;
 };
 

@@ -26,6 +26,16 @@ TEST(ServerAddressTest, ParsesBracketedIpv6AndPrintsItBack) {
 
 TEST(ServerAddressTest, WildcardHostIsNotLoopback) {
   EXPECT_FALSE(net::ParseServerAddress("0.0.0.0:50051")->IsLoopback());
+  EXPECT_FALSE(net::ParseServerAddress("[::]:50051")->IsLoopback());
+}
+
+// Loopback by what a host resolves to: the check used to compare spellings,
+// so a name beginning "127." passed, wherever its DNS pointed.
+TEST(ServerAddressTest, LoopbackIsJudgedByTheAddressesAHostResolvesTo) {
+  EXPECT_TRUE(net::ParseServerAddress("localhost:1")->IsLoopback());
+  EXPECT_TRUE(net::ParseServerAddress("127.0.0.2:1")->IsLoopback());
+  EXPECT_FALSE(net::ParseServerAddress("127.attacker.invalid:1")->IsLoopback());
+  EXPECT_FALSE(net::ParseServerAddress("10.0.0.1:1")->IsLoopback());
 }
 
 TEST(ServerAddressTest, RejectsMissingOrBadPorts) {

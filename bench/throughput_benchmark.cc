@@ -167,7 +167,9 @@ double ProcessScaling(int processes) {
 // Prints the job's table row; returns the per-op breakdown.
 absl::StatusOr<std::string> RunJob(const std::string& path,
                                    const Flags& flags) {
-  ASSIGN_OR_RETURN(const StandaloneRun run, LoadStandaloneJob(path));
+  // Data paths are relative to the current directory, as `chimera run`'s.
+  ASSIGN_OR_RETURN(const WorkerRoots roots, WorkerRootsFrom("", ""));
+  ASSIGN_OR_RETURN(const StandaloneRun run, LoadStandaloneJob(path, roots));
   const schedule::ScheduleParams& params = run.task.schedule;
   const int workers = static_cast<int>(run.schedule.workers.size());
   ASSIGN_OR_RETURN(

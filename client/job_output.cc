@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "client/text_table.h"
+#include "common/byte_size.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace chimera::client {
@@ -50,17 +52,6 @@ bool ParseJobState(const std::string& name, chimera::v1::JobState* state) {
          *state != chimera::v1::JOB_STATE_UNSPECIFIED;
 }
 
-std::string FormatBytes(int64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 4) {
-    value /= 1024;
-    ++unit;
-  }
-  return absl::StrFormat(unit == 0 ? "%.0f %s" : "%.1f %s", value, units[unit]);
-}
-
 std::string FormatStep(const chimera::v1::StepSummary& step, int max_steps) {
   return absl::StrFormat(
       "step %d/%d  loss %.4f  samples/s %.1f  tokens/s %.0f  bubble %.3f  peak "
@@ -83,14 +74,12 @@ std::string ProgressBar(int done, int total, double seconds_per_step) {
 }
 
 std::string FormatJobTable(const std::vector<chimera::v1::Job>& jobs) {
-  std::string out = absl::StrFormat("%-28s %-10s %-9s %-22s %s\n", "JOB",
-                                    "STATE", "STEPS", "PLAN", "SUBMITTED");
+  TextTable table({{"JOB"}, {"STATE"}, {"STEPS"}, {"PLAN"}, {"SUBMITTED"}});
   for (const chimera::v1::Job& job : jobs) {
-    absl::StrAppendFormat(&out, "%-28s %-10s %-9s %-22s %s\n", job.id(),
-                          JobStateName(job.status().state()), Steps(job),
-                          Layout(job), FormatTime(job.status().submit_time()));
+    table.AddRow({job.id(), JobStateName(job.status().state()), Steps(job),
+                  Layout(job), FormatTime(job.status().submit_time())});
   }
-  return out;
+  return table.ToString();
 }
 
 std::string FormatJobStatus(const chimera::v1::Job& job) {
@@ -165,20 +154,23 @@ std::string FormatJobDescription(const chimera::v1::Job& job) {
 
 std::string FormatWorkerTable(
     const std::vector<chimera::v1::WorkerInfo>& workers) {
-  std::string out =
-      absl::StrFormat("%-20s %-16s %-6s %-10s %-24s %-5s %s\n", "WORKER",
-                      "NODE", "STATE", "MEMORY", "JOB", "RANK", "METRICS");
+  TextTable table({{"WORKER"},
+                   {"NODE"},
+                   {"STATE"},
+                   {"MEMORY"},
+                   {"JOB"},
+                   {"RANK"},
+                   {"METRICS"}});
   for (const auto& worker : workers) {
     std::string state = chimera::v1::WorkerState_Name(worker.state());
     state = state.substr(std::string("WORKER_STATE_").size());
     const bool busy = worker.state() == chimera::v1::WORKER_STATE_BUSY;
-    absl::StrAppendFormat(
-        &out, "%-20s %-16s %-6s %-10s %-24s %-5s %s\n", worker.worker_id(),
-        worker.node(), state, FormatBytes(worker.memory_bytes()),
-        busy ? worker.job_id() : "-", busy ? absl::StrCat(worker.rank()) : "-",
-        worker.metrics_address().empty() ? "-" : worker.metrics_address());
+    table.AddRow({worker.worker_id(), worker.node(), state,
+                  FormatBytes(worker.memory_bytes()), busy ? worker.job_id() : "-",
+                  busy ? absl::StrCat(worker.rank()) : "-",
+                  worker.metrics_address().empty() ? "-" : worker.metrics_address()});
   }
-  return out;
+  return table.ToString();
 }
 
 std::string ToJson(const google::protobuf::Message& message) {

@@ -23,7 +23,6 @@ std::string FormatJobTable(const std::vector<chimera::v1::Job>& jobs);
 std::string FormatJobStatus(const chimera::v1::Job& job);
 std::string FormatJobDescription(const chimera::v1::Job& job);
 std::string FormatWorkerTable(const std::vector<chimera::v1::WorkerInfo>& workers);
-std::string FormatBytes(int64_t bytes);
 // A protobuf message as indented JSON with the proto field names.
 std::string ToJson(const google::protobuf::Message& message);
 

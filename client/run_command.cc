@@ -23,6 +23,7 @@
 #include "client/exit_codes.h"
 #include "client/job_follow.h"
 #include "client/job_output.h"
+#include "common/byte_size.h"
 #include "client/job_trace.h"
 #include "common/number_checks.h"
 #include "common/status_macros.h"
@@ -141,6 +142,7 @@ void PrintSummary(const chimera::v1::Job& job, const std::vector<chimera::v1::St
   }
   std::cout << "\n";
   if (!job.workers().empty()) {
+    std::cout << "per rank, in the last step:\n";
     std::cout << absl::StrFormat("%-5s %-10s %-8s %s\n", "RANK", "WORKER", "BUBBLE",
                                  "PEAK MEMORY");
     for (const auto& worker : job.workers()) {
@@ -187,6 +189,13 @@ int Run(const RunOptions& options) {
 
   std::vector<std::unique_ptr<net::ChildProcess>> processes;
   const std::string binary = WorkerBinary();
+  std::error_code no_directory;
+  const std::string here = std::filesystem::current_path(no_directory).string();
+  if (no_directory) {
+    ExitWithError(absl::FailedPreconditionError(absl::StrCat(
+        "the current directory, where the job's paths lie, is gone: ",
+        no_directory.message())));
+  }
   for (int i = 0; i < workers; ++i) {
     std::vector<std::string> argv = {binary,
                                      "--coordinator",
@@ -194,7 +203,12 @@ int Run(const RunOptions& options) {
                                      "--worker-id",
                                      absl::StrCat("local-", i),
                                      "--work-dir",
-                                     absl::StrCat(directory, "/worker-", i)};
+                                     absl::StrCat(directory, "/worker-", i),
+                                     // The job's paths are the submitter's.
+                                     "--data-root",
+                                     here,
+                                     "--checkpoint-root",
+                                     here};
     // One worker per GPU.
     if (gpu) argv.insert(argv.end(), {"--gpu", std::to_string(i)});
     processes.push_back(std::make_unique<net::ChildProcess>(
@@ -255,6 +269,9 @@ int Run(const RunOptions& options) {
   if (succeeded && !options.keep_logs) {
     std::error_code ignored;
     std::filesystem::remove_all(directory, ignored);
+  } else if (!succeeded) {
+    std::cerr << "chimera run: the workers' logs and the job store are kept in "
+              << directory << "\n";
   }
   if (!state.ok()) ExitWithError(state.status());
   if (interrupted) return kExitInterrupted;
@@ -272,8 +289,9 @@ void AddRunCommand(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "run",
       "Run a job on this machine: an embedded coordinator on loopback and the local "
-      "workers it needs (one per GPU for gpu jobs). Follows the job, prints a summary, "
-      "cleans up (also on Ctrl-C). Exit 0 when the job succeeds, 1 when it fails or stops "
+      "workers it needs (one per GPU for gpu jobs). Follows the job, prints a summary "
+      "and stops its workers (also on Ctrl-C); the run directory of worker logs is removed "
+      "after a success and named on stderr otherwise. Exit 0 when the job succeeds, 1 when it fails or stops "
       "or its workers cannot run it, 2 for a bad job file, 130 when interrupted.");
   command->add_option("-f,--file", options->file, "Job file (YAML)")->required();
   command->add_flag("--json", options->json, "One JSON object per event instead of text");

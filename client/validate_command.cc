@@ -16,6 +16,7 @@ struct ValidateOptions {
   std::vector<std::string> files;
   std::string output = "text";
   bool skip_data_check = false;
+  std::string data_root;
 };
 
 struct FileResult {
@@ -58,7 +59,10 @@ void RunValidate(const ValidateOptions& options) {
     chimera::v1::TrainJob job;
     FileResult result{file, {}, ""};
     result.errors = jobspec::LoadJobFile(
-        file, {.check_data_files = !options.skip_data_check}, &job);
+        file,
+        {.check_data_files = !options.skip_data_check,
+         .data_root = options.data_root},
+        &job);
     if (result.errors.empty()) result.summary = jobspec::SummarizeJob(job);
     all_valid = all_valid && result.errors.empty();
     results.push_back(std::move(result));
@@ -88,7 +92,12 @@ void AddValidateCommand(CLI::App& app) {
       ->default_str("text");
   command->add_flag("--skip-data-check", options->skip_data_check,
                     "Do not open the data files (they live on other "
-                    "machines)");
+                    "machines); their paths are still checked to stay "
+                    "inside the workers' data root");
+  command->add_option("--data-root", options->data_root,
+                      "The directory data paths are relative to, as the "
+                      "workers' --data-root (default: the current directory, "
+                      "as for chimera run)");
   command->callback([options] { RunValidate(*options); });
 }
 

@@ -16,6 +16,11 @@
 
 namespace chimera {
 
+// Training data files larger than this are refused, by job validation and
+// again by the worker that opens one (the coordinator cannot look): a
+// typo'd path to a disk image, or a sparse file of holes, should fail fast.
+inline constexpr uint64_t kMaxDataFileBytes = uint64_t{4} << 30;
+
 // Size of a regular, readable file. NOT_FOUND if it does not exist,
 // INVALID_ARGUMENT if it is a directory or another non-regular file,
 // PERMISSION_DENIED if it cannot be opened for reading.

@@ -9,6 +9,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator_metrics.h"
+#include "net/malformed_request.h"
 #include "net/server_address.h"
 #include "net/tls_credentials.h"
 
@@ -55,6 +56,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
+  net::InstallMalformedRequestStatus(builder);
   builder.RegisterService(server->job_service_.get());
   builder.RegisterService(server->worker_service_.get());
   server->server_ = builder.BuildAndStart();

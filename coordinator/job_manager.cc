@@ -7,10 +7,12 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "coordinator/job_states.h"
 #include "jobspec/job_validator.h"
+#include "net/server_address.h"
 #include "planner/analytic_profile.h"
 #include "planner/plan_evaluator.h"
 #include "planner/plan_params.h"
@@ -243,7 +245,7 @@ absl::Status JobManager::Delete(const std::string& id) {
   return absl::OkStatus();
 }
 
-chimera::v1::Cluster JobManager::ClusterOfLocked(
+chimera::v1::Cluster JobManager::ClusterOf(
     const std::vector<std::string>& worker_ids) const {
   std::map<std::string, int> per_node;
   int64_t memory = 0;
@@ -269,10 +271,10 @@ chimera::v1::Cluster JobManager::ClusterOfLocked(
 }
 
 absl::StatusOr<std::vector<chimera::v1::Plan>> JobManager::Plans(
-    const chimera::v1::TrainJob& manifest, int top_k) {
+    const chimera::v1::TrainJob& manifest, int top_k,
+    std::function<bool()> cancelled) {
   RETURN_IF_ERROR(
       jobspec::ValidateJob(manifest, {.check_data_files = false}).ToStatus());
-  absl::MutexLock lock(&mutex_);
   std::vector<std::string> alive;
   for (const auto& worker : workers_->List()) {
     if (worker.state() != chimera::v1::WORKER_STATE_DEAD)
@@ -282,17 +284,19 @@ absl::StatusOr<std::vector<chimera::v1::Plan>> JobManager::Plans(
     return absl::FailedPreconditionError(
         "no workers are registered to plan for");
   }
-  return SearchPlansLocked(manifest, alive, top_k);
+  return SearchPlans(manifest, alive, top_k, std::move(cancelled));
 }
 
-absl::StatusOr<std::vector<chimera::v1::Plan>> JobManager::SearchPlansLocked(
+absl::StatusOr<std::vector<chimera::v1::Plan>> JobManager::SearchPlans(
     const chimera::v1::TrainJob& manifest,
-    const std::vector<std::string>& worker_ids, int top_k) const {
-  const chimera::v1::Cluster cluster = ClusterOfLocked(worker_ids);
+    const std::vector<std::string>& worker_ids, int top_k,
+    std::function<bool()> cancelled) const {
+  const chimera::v1::Cluster cluster = ClusterOf(worker_ids);
   const auto profile = planner::AnalyticProfile(manifest.spec().model(),
                                                 cluster.spec().device());
   ASSIGN_OR_RETURN(planner::SearchResult result,
-                   planner::SearchPlans(manifest, cluster, profile, {top_k}));
+                   planner::SearchPlans(manifest, cluster, profile,
+                                        {top_k, std::move(cancelled)}));
   std::vector<chimera::v1::Plan> plans;
   for (const planner::Evaluation& evaluation : result.ranked)
     plans.push_back(evaluation.plan);
@@ -303,13 +307,13 @@ absl::StatusOr<chimera::v1::Plan> JobManager::PlanForLocked(
     const Job& job, const std::vector<std::string>& worker_ids) {
   if (job.plan().scheme().empty()) {
     ASSIGN_OR_RETURN(std::vector<chimera::v1::Plan> plans,
-                     SearchPlansLocked(job.manifest(), worker_ids, 1));
+                     SearchPlans(job.manifest(), worker_ids, 1));
     return plans[0];
   }
   // A plan the job fixed was never simulated: predict it on these workers,
   // so that what it measures can be held against what it should do.
   chimera::v1::Plan plan = job.plan();
-  const chimera::v1::Cluster cluster = ClusterOfLocked(worker_ids);
+  const chimera::v1::Cluster cluster = ClusterOf(worker_ids);
   const auto profile = planner::AnalyticProfile(job.manifest().spec().model(),
                                                 cluster.spec().device());
   absl::StatusOr<chimera::v1::Prediction> prediction =
@@ -363,6 +367,10 @@ absl::StatusOr<JobManager::Run> JobManager::AssignTasksLocked(
   run.traces = TraceCollector(static_cast<int>(chosen.size()));
   run.started = now_();
   run.rank_done.assign(chosen.size(), false);
+  run.last_progress.assign(chosen.size(), now_());
+  run.predicted_step =
+      absl::Seconds(plan.prediction().iteration_seconds());
+  run.max_steps = job.manifest().spec().training().max_steps();
   for (size_t rank = 0; rank < chosen.size(); ++rank) {
     chimera::v1::Assignment assignment;
     chimera::v1::StartTask* start = assignment.mutable_start();
@@ -504,6 +512,8 @@ void JobManager::FailOverdueRunsLocked() {
           {id, absl::StrCat("still running ", run.deadline_seconds,
                             " s after its start, its "
                             "spec.runPolicy.activeDeadlineSeconds")});
+    } else if (std::optional<std::string> stalled = StalledRanksLocked(run)) {
+      failed.push_back({id, *std::move(stalled)});
     }
   }
   for (const auto& [id, message] : failed) {
@@ -511,6 +521,24 @@ void JobManager::FailOverdueRunsLocked() {
         EndLocked(id, chimera::v1::JOB_STATE_FAILED, message);
     if (!status.ok()) CHIMERA_LOG(ERROR) << status;
   }
+}
+
+std::optional<std::string> JobManager::StalledRanksLocked(const Run& run) const {
+  if (!run.rendezvous_done) return std::nullopt;
+  const absl::Duration bound =
+      std::max(options_.progress_timeout, kStallFactor * run.predicted_step);
+  std::vector<std::string> stalled;
+  for (size_t rank = 0; rank < run.last_progress.size(); ++rank) {
+    if (!run.rank_done[rank] && now_() - run.last_progress[rank] > bound) {
+      stalled.push_back(absl::StrCat("rank ", rank, " on worker ",
+                                     run.worker_of_rank[rank]));
+    }
+  }
+  if (stalled.empty()) return std::nullopt;
+  return absl::StrCat(absl::StrJoin(stalled, ", "), " reported no step for ",
+                      absl::FormatDuration(bound),
+                      " (the larger of --progress-timeout and ", kStallFactor,
+                      " predicted steps): stopped or hung");
 }
 
 void JobManager::StartQueuedJobsLocked() {
@@ -569,6 +597,20 @@ absl::StatusOr<JobManager::Run*> JobManager::RunForLocked(
   return &it->second;
 }
 
+absl::Status JobManager::CheckStoreOnWorkerLocked(
+    const chimera::v1::ReportTaskStateRequest& report) {
+  ASSIGN_OR_RETURN(const chimera::v1::WorkerInfo worker,
+                   workers_->Get(report.worker_id()));
+  const absl::StatusOr<net::ServerAddress> store =
+      net::ParseServerAddress(report.store_address());
+  if (store.ok() && store->host == worker.host()) return absl::OkStatus();
+  const std::string problem = absl::StrCat(
+      "rank 0 on worker ", report.worker_id(), " reported its rendezvous store at '",
+      report.store_address(), "', not on the host it registered ('", worker.host(), "')");
+  RETURN_IF_ERROR(EndLocked(report.job_id(), chimera::v1::JOB_STATE_FAILED, problem));
+  return absl::InvalidArgumentError(problem);
+}
+
 absl::Status JobManager::OnTaskState(
     const chimera::v1::ReportTaskStateRequest& report) {
   RETURN_IF_ERROR(
@@ -582,6 +624,7 @@ absl::Status JobManager::OnTaskState(
         return absl::InvalidArgumentError(
             "READY comes from rank 0 and carries the store address");
       }
+      RETURN_IF_ERROR(CheckStoreOnWorkerLocked(report));
       for (size_t i = 0; i < run->held_starts.size(); ++i) {
         chimera::v1::Assignment& start = run->held_starts[i];
         start.mutable_start()->mutable_rendezvous()->set_store_address(
@@ -590,6 +633,7 @@ absl::Status JobManager::OnTaskState(
       }
       run->held_starts.clear();
       run->rendezvous_done = true;
+      run->last_progress.assign(run->worker_of_rank.size(), now_());
       return absl::OkStatus();
     }
     case chimera::v1::TASK_STATE_SUCCEEDED: {
@@ -634,6 +678,12 @@ absl::Status JobManager::OnMetrics(
   ASSIGN_OR_RETURN(Run * run, RunForLocked(report.job_id(), attempt,
                                            report.rank(), report.worker_id()));
   const int step = report.metrics().step();
+  if (step < 0 || step >= run->max_steps) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics.step: ", step, " is outside the job's steps [0, ",
+                     run->max_steps, ")"));
+  }
+  run->last_progress[report.rank()] = now_();
   // Timelines are wanted while a waiting TraceJob's step has not been
   // recorded; once every waiter's is, recording stops, so that the step a
   // waiter asked for is not replaced by a later one before it reads it.

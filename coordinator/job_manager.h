@@ -63,7 +63,15 @@ struct JobManagerOptions {
   absl::Duration rendezvous_timeout = absl::Seconds(60);
   // Told to workers: joining the store and every collective.
   absl::Duration collective_timeout = absl::Seconds(120);
+  // After the rendezvous, a rank that reports no step for
+  // max(progress_timeout, kStallFactor x the plan's predicted step time) has
+  // stalled (a stopped process, a stuck collective or GPU): its job fails
+  // naming it, long before a peer's receive would time out.
+  absl::Duration progress_timeout = absl::Seconds(60);
 };
+
+// How many predicted step times a rank may go without reporting a step.
+inline constexpr double kStallFactor = 10;
 
 class JobManager {
  public:
@@ -84,9 +92,12 @@ class JobManager {
   absl::StatusOr<chimera::v1::Job> Stop(const std::string& id);
   // Ended jobs only; FAILED_PRECONDITION while PENDING or RUNNING.
   absl::Status Delete(const std::string& id);
-  // Ranked plans for the spec on the registered workers (a dry run).
+  // Ranked plans for the spec on the registered workers (a dry run). Holds
+  // no lock while it searches, so submits and workers' reports go on; ends
+  // with CANCELLED once `cancelled` (asked between candidates) says so.
   absl::StatusOr<std::vector<chimera::v1::Plan>> Plans(
-      const chimera::v1::TrainJob& manifest, int top_k);
+      const chimera::v1::TrainJob& manifest, int top_k,
+      std::function<bool()> cancelled = {});
 
   // Liveness and scheduling: restarts or fails the jobs of dead workers,
   // fails runs whose held-back rank failure or rendezvous is overdue, and
@@ -144,6 +155,12 @@ class JobManager {
     absl::Time deadline = absl::InfiniteFuture();
     bool rendezvous_done = false;
     std::vector<bool> rank_done;
+    // Per rank, when it last showed progress: the rendezvous, then each
+    // step it reported.
+    std::vector<absl::Time> last_progress;
+    // The plan's predicted step time, and the job's steps.
+    absl::Duration predicted_step;
+    int64_t max_steps = 0;
     // Per step, each rank's report.
     std::map<int, std::map<int, chimera::v1::WorkerStepMetrics>> steps;
     // The first rank failure, held back for one heartbeat timeout: when a
@@ -160,7 +177,8 @@ class JobManager {
   // free workers before queued jobs are started.
   void ReapDeadWorkersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Fails runs whose held-back rank failure is due, whose rank 0 missed
-  // the rendezvous timeout, or that ran past their deadline.
+  // the rendezvous timeout, that ran past their deadline, or one of whose
+  // ranks stalled (StalledRankLocked).
   void FailOverdueRunsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Starts pending jobs in submission order while the head of the queue
   // finds enough idle workers; one that cannot start fails.
@@ -209,6 +227,16 @@ class JobManager {
   absl::Status SaveLocked(const chimera::v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void OnWorkerLostLocked(const std::string& worker_id, const TaskRef& task,
                           const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Why `run` has stalled: its ranks that showed no progress for the stall
+  // bound, named with their workers; nullopt while every rank progresses.
+  std::optional<std::string> StalledRanksLocked(const Run& run) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // OK when rank 0's READY report puts its rendezvous store on the host its
+  // worker registered; otherwise the job fails and the report is
+  // INVALID_ARGUMENT: the other ranks would connect wherever it says.
+  absl::Status CheckStoreOnWorkerLocked(
+      const chimera::v1::ReportTaskStateRequest& report)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The run a worker's report is about; NOT_FOUND when it is stale (another
   // attempt, or the rank is not that worker's). No `attempt`: any attempt.
   absl::StatusOr<Run*> RunForLocked(const std::string& job_id,
@@ -225,14 +253,14 @@ class JobManager {
   absl::StatusOr<std::optional<chimera::v1::JobTrace>> CompleteTraceLocked(
       const std::string& id, const Run& run)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  chimera::v1::Cluster ClusterOfLocked(const std::vector<std::string>& workers) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The cluster `workers` make, from the registry (which has its own lock).
+  chimera::v1::Cluster ClusterOf(const std::vector<std::string>& workers) const;
   // The planner's `top_k` best plans for `manifest` on `workers`, best
-  // first.
-  absl::StatusOr<std::vector<chimera::v1::Plan>> SearchPlansLocked(
+  // first; needs no lock.
+  absl::StatusOr<std::vector<chimera::v1::Plan>> SearchPlans(
       const chimera::v1::TrainJob& manifest,
-      const std::vector<std::string>& workers, int top_k) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+      const std::vector<std::string>& workers, int top_k,
+      std::function<bool()> cancelled = {}) const;
 
   JobStore* const store_;
   WorkerRegistry* const workers_;

@@ -57,6 +57,10 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
                                       const chimera::v1::ListJobsRequest* request,
                                       chimera::v1::ListJobsResponse* response) {
   CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, client_token_));
+  if (!chimera::v1::JobState_IsValid(request->state())) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("state: ", request->state(), " is not a JobState"));
+  }
   absl::StatusOr<std::vector<chimera::v1::Job>> jobs = jobs_->List(request->state());
   if (!jobs.ok()) return ToGrpcStatus(jobs.status());
   for (chimera::v1::Job& job : *jobs) *response->add_jobs() = std::move(job);
@@ -91,7 +95,8 @@ grpc::Status JobServiceImpl::PlanJob(grpc::ServerContext* context,
                         absl::StrCat("top_k: ", request->top_k(), " must be >= 0"));
   }
   absl::StatusOr<std::vector<chimera::v1::Plan>> plans =
-      jobs_->Plans(request->job(), request->top_k() > 0 ? request->top_k() : kDefaultTopK);
+      jobs_->Plans(request->job(), request->top_k() > 0 ? request->top_k() : kDefaultTopK,
+                   [context] { return context->IsCancelled(); });
   if (!plans.ok()) return ToGrpcStatus(plans.status());
   for (chimera::v1::Plan& plan : *plans) *response->add_candidates() = std::move(plan);
   return grpc::Status::OK;

@@ -33,6 +33,8 @@ struct UnitFlags {
   double heartbeat_period = 1.0;
   double heartbeat_timeout = 5.0;
   double rendezvous_timeout = 60.0;
+  double progress_timeout = 60.0;
+  double forget_dead_workers_after = 600.0;
   double link_bandwidth = 2e9;
   double link_latency = 2e-5;
 };
@@ -54,6 +56,10 @@ void AddSchedulingFlags(CLI::App* app,
                   "Missed periods after which a worker is dead")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  app->add_option("--forget-dead-workers-after", units->forget_dead_workers_after,
+                  "Seconds a dead worker stays listed before it is forgotten")
+      ->check(chimera::kNonNegativeNumber)
+      ->capture_default_str();
   app->add_option("--max-workers", options->jobs.max_workers,
                   "Most workers this coordinator will ever have; jobs needing "
                   "more are rejected at submit (0: no limit)")
@@ -61,6 +67,12 @@ void AddSchedulingFlags(CLI::App* app,
       ->capture_default_str();
   app->add_option("--rendezvous-timeout", units->rendezvous_timeout,
                   "Seconds rank 0 of a job has to host its rendezvous store")
+      ->check(chimera::kPositiveNumber)
+      ->capture_default_str();
+  app->add_option("--progress-timeout", units->progress_timeout,
+                  "Seconds a running job's rank may report no step (or 10 "
+                  "predicted step times, if longer) before the job fails "
+                  "naming it as stalled")
       ->check(chimera::kPositiveNumber)
       ->capture_default_str();
   app->add_option("--link-bandwidth", units->link_bandwidth,
@@ -114,8 +126,10 @@ void AddFlags(CLI::App* app, chimera::coordinator::CoordinatorOptions* options,
 void ApplyUnitFlags(const UnitFlags& units,
                     chimera::coordinator::CoordinatorOptions* options) {
   options->heartbeat.period = absl::Seconds(units.heartbeat_period);
+  options->heartbeat.forget_dead_after = absl::Seconds(units.forget_dead_workers_after);
   options->heartbeat.timeout = absl::Seconds(units.heartbeat_timeout);
   options->jobs.rendezvous_timeout = absl::Seconds(units.rendezvous_timeout);
+  options->jobs.progress_timeout = absl::Seconds(units.progress_timeout);
   for (auto* link : {options->jobs.links.mutable_intra_node(),
                      options->jobs.links.mutable_inter_node()}) {
     link->set_latency_seconds(units.link_latency);

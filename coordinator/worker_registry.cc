@@ -73,13 +73,21 @@ absl::Status WorkerRegistry::Heartbeat(const std::string& worker_id,
 std::vector<DeadWorker> WorkerRegistry::ReapDead() {
   absl::MutexLock lock(&mutex_);
   const absl::Time deadline = now_() - policy_.DeadAfter();
+  const absl::Time forgotten = deadline - policy_.forget_dead_after;
   std::vector<DeadWorker> dead;
-  for (auto& [id, worker] : workers_) {
-    if (worker.dead || worker.last_heartbeat >= deadline) continue;
-    worker.dead = true;
-    dead.push_back({id, worker.task});
-    worker.task.reset();
-    worker.queue.clear();
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    Worker& worker = it->second;
+    if (worker.dead && worker.last_heartbeat < forgotten) {
+      it = workers_.erase(it);
+      continue;
+    }
+    if (!worker.dead && worker.last_heartbeat < deadline) {
+      worker.dead = true;
+      dead.push_back({it->first, worker.task});
+      worker.task.reset();
+      worker.queue.clear();
+    }
+    ++it;
   }
   return dead;
 }
@@ -105,6 +113,7 @@ chimera::v1::WorkerInfo WorkerRegistry::InfoLocked(const Worker& worker) const {
   *info.mutable_devices() = r.devices();
   info.set_memory_bytes(r.memory_bytes());
   info.set_metrics_address(r.metrics_address());
+  info.set_host(r.host());
   info.set_state(worker.dead   ? chimera::v1::WORKER_STATE_DEAD
                  : worker.task ? chimera::v1::WORKER_STATE_BUSY
                                : chimera::v1::WORKER_STATE_IDLE);

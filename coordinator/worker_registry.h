@@ -7,7 +7,7 @@
 // one (whose task is then lost), a request carrying an old incarnation
 // is ABORTED, and an old incarnation that registers again (a second daemon
 // with the same id) is refused. A worker whose last heartbeat is older than the policy's
-// DeadAfter() is dead.
+// DeadAfter() is dead, and forgotten forget_dead_after later.
 //
 //   WorkerRegistry registry({.period = absl::Seconds(1)});
 //   registry.Register(request);
@@ -41,6 +41,9 @@ struct HeartbeatPolicy {
   absl::Duration timeout = absl::Seconds(5);
   // Missed periods after which a worker is dead.
   int failure_threshold = 3;
+  // How long a dead worker stays listed (as DEAD) before it is forgotten:
+  // long enough to be seen, not so long that departed workers pile up.
+  absl::Duration forget_dead_after = absl::Minutes(10);
 
   // How long a worker may stay silent before it is dead.
   absl::Duration DeadAfter() const { return period * failure_threshold; }
@@ -80,6 +83,7 @@ class WorkerRegistry {
 
   // Marks workers without a recent heartbeat dead and returns those newly
   // dead; their tasks are cleared and their assignment queues closed.
+  // Forgets workers dead for longer than the policy's forget_dead_after.
   std::vector<DeadWorker> ReapDead();
 
   // Alive workers without a task, in registration order.

@@ -71,6 +71,10 @@ absl::Status CheckRegistration(const chimera::v1::RegisterWorkerRequest& request
   if (request.memory_bytes() <= 0) {
     errors.Add("memoryBytes", absl::StrCat(request.memory_bytes(), " must be > 0"));
   }
+  if (request.host().empty() || request.host().size() > kMaxAddressLength) {
+    errors.Add("host", absl::StrCat("has ", request.host().size(), " characters; it must have 1 to ",
+                                    kMaxAddressLength));
+  }
   if (request.metrics_address().size() > kMaxAddressLength) {
     errors.Add("metricsAddress", absl::StrCat("has ", request.metrics_address().size(),
                                               " characters; at most ", kMaxAddressLength));

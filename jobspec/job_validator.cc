@@ -1,6 +1,7 @@
 #include "jobspec/job_validator.h"
 
 #include <cmath>
+#include <filesystem>
 #include <initializer_list>
 #include <string>
 
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_reader.h"
+#include "common/root_path.h"
 #include "jobspec/yaml_message.h"
 #include "schedule/params_proto.h"
 
@@ -163,9 +165,11 @@ void CheckModel(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
 
 // The data file must hold at least one sample: seqLength + 1 tokens (inputs
 // plus the shifted targets).
-void CheckDataFile(const chimera::v1::JobSpec& spec, Checker& check) {
+void CheckDataFile(const chimera::v1::JobSpec& spec, const std::string& root,
+                   Checker& check) {
   const auto& data = spec.data();
-  absl::StatusOr<uint64_t> size = RegularFileSize(data.path());
+  const std::string file = (std::filesystem::path(root) / data.path()).string();
+  absl::StatusOr<uint64_t> size = RegularFileSize(file);
   if (!size.ok()) {
     check.Fail("path", size.status().message());
     return;
@@ -182,7 +186,7 @@ void CheckDataFile(const chimera::v1::JobSpec& spec, Checker& check) {
     return;
   }
   if (data.format() == "text") {
-    absl::StatusOr<std::string> head = ReadFilePrefix(data.path(), kTextSniffBytes);
+    absl::StatusOr<std::string> head = ReadFilePrefix(file, kTextSniffBytes);
     if (!head.ok()) {
       check.Fail("path", head.status().message());
     } else if (!LooksLikeText(*head)) {
@@ -221,7 +225,11 @@ void CheckData(const chimera::v1::JobSpec& spec,
     check.Fail("path", absl::StrCat("is required for format '", data.format(), "'"));
     return;
   }
-  if (options.check_data_files) CheckDataFile(spec, check);
+  if (const absl::Status relative = CheckRootRelative(data.path()); !relative.ok()) {
+    check.Fail("path", relative.message());
+    return;
+  }
+  if (options.check_data_files) CheckDataFile(spec, options.data_root, check);
 }
 
 void CheckTraining(const chimera::v1::TrainingSpec& training,
@@ -233,6 +241,10 @@ void CheckTraining(const chimera::v1::TrainingSpec& training,
   check.NonNegative("checkpointEvery", training.checkpoint_every());
   if (training.checkpoint_every() > 0 && training.checkpoint_dir().empty()) {
     check.Fail("checkpointDir", "is required when checkpointEvery > 0");
+  }
+  if (const absl::Status relative = CheckRootRelative(training.checkpoint_dir());
+      !relative.ok()) {
+    check.Fail("checkpointDir", relative.message());
   }
   const auto& optimizer = training.optimizer();
   Checker opt(errors, "spec.training.optimizer");

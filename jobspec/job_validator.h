@@ -1,7 +1,9 @@
 // Semantic validation of a TrainJob: the rules the schema alone cannot say
 // (positive sizes, hiddenSize divisible by numHeads, a global batch that
 // data x micro-batch size x micro-batches can make, a schedule's own
-// parameter rules, data files that exist and hold what their format says).
+// parameter rules, data and checkpoint paths that stay inside the workers'
+// roots (common/root_path.h), data files that exist and hold what their
+// format says).
 // Every problem is reported, each naming its field path as written in the
 // job file, the value, and what is allowed.
 //
@@ -10,6 +12,7 @@
 #define CHIMERA_JOBSPEC_JOB_VALIDATOR_H_
 
 #include <cstdint>
+#include <string>
 
 #include "chimera/v1/job.pb.h"
 #include "common/field_errors.h"
@@ -18,15 +21,16 @@ namespace chimera::jobspec {
 
 inline constexpr char kTrainJobKind[] = "TrainJob";
 
-// Data files larger than this are refused: a worker reads its data file
-// whole, and a typo'd path to a disk image should fail fast.
-inline constexpr uint64_t kMaxDataFileBytes = uint64_t{4} << 30;
-
 struct ValidationOptions {
   // Check that the data file exists and is readable, non-empty, within
   // kMaxDataFileBytes and of the declared format. Off where the file lives
   // on other machines (the coordinator validating a submitted job).
   bool check_data_files = true;
+  // The directory spec.data.path is relative to when data files are checked:
+  // the data root of the workers that will read it (`chimera run` starts its
+  // workers with the current directory as theirs); empty is the current
+  // directory.
+  std::string data_root;
 };
 
 FieldErrors ValidateJob(const chimera::v1::TrainJob& job,

@@ -5,6 +5,7 @@
 // (--devices):
 //
 //   chimera-worker --coordinator 127.0.0.1:50051 --worker-id host-0 [--gpu 1]
+//       [--data-root /data --checkpoint-root /checkpoints]
 //   chimera-worker --standalone --job examples/chimera.yaml --rank 0
 //       --world 4 --store 127.0.0.1:29500 [--steps 20] [--resume]   # one per
 //       rank
@@ -13,6 +14,9 @@
 // worker/profile/profiler.h):
 //
 //   chimera-worker --profile --job job.yaml [--out profile.json]
+//
+// A job's data path and checkpoint directory are relative to --data-root and
+// --checkpoint-root (default: the current directory), and may not leave them.
 //
 // Exit codes: 0 success, 1 the job failed while running, 2 bad flags or job.
 #include <signal.h>
@@ -29,7 +33,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/build_info.h"
+#include "common/byte_size.h"
 #include "common/environment.h"
+#include "common/logging.h"
 #include "jobspec/job_file.h"
 #include "net/metrics_server.h"
 #include "net/server_address.h"
@@ -38,6 +44,7 @@
 #include "worker/daemon/task_process.h"
 #include "worker/daemon/worker_daemon.h"
 #include "worker/profile/profiler.h"
+#include "worker/runtime/task_options.h"
 #include "worker/standalone/standalone.h"
 
 namespace {
@@ -45,13 +52,19 @@ namespace {
 void PrintDevices() {
   const chimera::worker::LocalResources resources =
       chimera::worker::DiscoverLocalResources();
+  // NCCL serves only gpu tasks: it is on offer where this build can run them
+  // and the machine has a GPU.
+  const bool nccl =
+      resources.nccl && chimera::worker::kWorkerHasGpuRuntime &&
+      std::any_of(resources.devices.begin(), resources.devices.end(),
+                  [](const auto& device) { return device.kind == "gpu"; });
   std::cout << "node " << resources.node << ", " << resources.cpu_cores
-            << " CPU cores, " << resources.memory_bytes << " bytes memory\n"
-            << "communicators: gloo" << (resources.nccl ? ", nccl" : "")
-            << "\n";
+            << " CPU cores, " << chimera::FormatBytes(resources.memory_bytes)
+            << " memory\n"
+            << "communicators: gloo" << (nccl ? ", nccl" : "") << "\n";
   for (const auto& device : resources.devices) {
     std::cout << device.kind << ":" << device.index << " " << device.name << " "
-              << device.memory_bytes << " bytes\n";
+              << chimera::FormatBytes(device.memory_bytes) << "\n";
   }
 }
 
@@ -85,15 +98,25 @@ int RunStandaloneMode(const chimera::worker::StandaloneFlags& flags) {
 }
 
 // Serves the coordinator (and /metrics on `metrics_listen` unless empty)
-// until SIGINT or SIGTERM.
+// until SIGINT or SIGTERM; its tasks' files lie under the roots.
 int RunDaemon(chimera::worker::DaemonOptions options,
-              chimera::net::ClientTlsFiles tls, const std::string& metrics_listen) {
+              chimera::net::ClientTlsFiles tls, const std::string& metrics_listen,
+              const std::string& data_root, const std::string& checkpoint_root) {
   if (const absl::Status valid =
           chimera::net::ParseDialAddress(options.coordinator).status();
       !valid.ok()) {
     std::cerr << "chimera-worker: --coordinator: " << valid.message() << "\n";
     return kExitBadInput;
   }
+  absl::StatusOr<chimera::worker::WorkerRoots> canonical =
+      chimera::worker::WorkerRootsFrom(data_root, checkpoint_root);
+  if (!canonical.ok()) {
+    std::cerr << "chimera-worker: " << canonical.status().message() << "\n";
+    return kExitBadInput;
+  }
+  options.roots = *std::move(canonical);
+  CHIMERA_LOG(INFO) << "data root " << options.roots.data
+                    << ", checkpoint root " << options.roots.checkpoints;
   if (options.worker_id.empty()) {
     options.worker_id = absl::StrCat(
         chimera::worker::DiscoverLocalResources().node, "-", ::getpid());
@@ -156,12 +179,14 @@ int RunDaemon(chimera::worker::DaemonOptions options,
   return status.ok() ? 0 : kExitFailed;
 }
 
-int RunProfileMode(const std::string& job_path, const std::string& out_path) {
+int RunProfileMode(const std::string& job_path, const std::string& data_root,
+                   const std::string& out_path) {
   if (job_path.empty()) {
     std::cerr << "chimera-worker: --job is required with --profile\n";
     return kExitBadInput;
   }
-  const auto job = chimera::jobspec::LoadJobFile(job_path);
+  const auto job =
+      chimera::jobspec::LoadJobFile(job_path, {.data_root = data_root});
   if (!job.ok()) {
     std::cerr << "chimera-worker: " << job.status().message() << "\n";
     return kExitBadInput;
@@ -215,6 +240,13 @@ int main(int argc, char** argv) {
       "--resume", flags.resume,
       "Continue from the job's latest complete checkpoint (standalone); "
       "without it a run starts over and replaces the job's checkpoints");
+  app.add_option("--data-root", flags.data_root,
+                 "The directory job data paths are relative to; a job reads "
+                 "nothing outside it (default: the current directory)");
+  app.add_option("--checkpoint-root", flags.checkpoint_root,
+                 "The directory job checkpoint directories are relative to; "
+                 "a job writes nothing outside it (default: the current "
+                 "directory)");
   chimera::worker::DaemonOptions daemon;
   app.add_option("--coordinator", daemon.coordinator,
                  "Serve the coordinator at HOST:PORT as a worker daemon");
@@ -271,13 +303,17 @@ int main(int argc, char** argv) {
   flags.gpu = gpu;
   daemon.gpu = std::max(gpu, 0);
   if (!task_file.empty()) {
+    // The daemon passes its own canonical roots.
+    const chimera::worker::WorkerRoots roots{flags.data_root,
+                                             flags.checkpoint_root};
     return chimera::worker::RunTaskProcess(task_file, daemon.host, daemon.gpu,
-                                           std::cout);
+                                           roots, std::cout);
   }
   if (standalone) return RunStandaloneMode(flags);
-  if (profile) return RunProfileMode(flags.job_path, profile_out);
+  if (profile) return RunProfileMode(flags.job_path, flags.data_root, profile_out);
   if (!daemon.coordinator.empty())
-    return RunDaemon(std::move(daemon), std::move(tls), metrics_listen);
+    return RunDaemon(std::move(daemon), std::move(tls), metrics_listen,
+                     flags.data_root, flags.checkpoint_root);
   if (version) {
     // The LibTorch this process runs on: the one it was built against,
     // unless the library path found another.

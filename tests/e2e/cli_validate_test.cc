@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -19,6 +20,7 @@ using ::chimera::testing::ProcessResult;
 using ::chimera::testing::RunProcess;
 using ::chimera::testing::TinyJob;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 ProcessResult Chimera(std::vector<std::string> args) {
@@ -178,6 +180,10 @@ TEST(WorkerCliTest, DevicesListsTheCpu) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("communicators: gloo"));
   EXPECT_THAT(r.out, HasSubstr("cpu:0"));
+  EXPECT_THAT(r.out, HasSubstr("iB memory"));  // GiB, not raw bytes
+  if (!absl::StrContains(r.out, "gpu:")) {
+    EXPECT_THAT(r.out, Not(HasSubstr("nccl"))) << "NCCL is of no use without a GPU";
+  }
 }
 
 }  // namespace

@@ -4,8 +4,11 @@
 // play the daemons. Every RPC has a deadline.
 #include <grpcpp/grpcpp.h>
 
+#include <grpcpp/generic/generic_stub.h>
+
 #include <atomic>
 #include <deque>
+#include <future>
 #include <thread>
 
 #include "absl/random/random.h"
@@ -75,6 +78,19 @@ class Coordinator {
   const std::string& address() const { return address_; }
   chimera::v1::JobService::Stub& jobs() { return *jobs_; }
 
+  // Calls `method` with `bytes` as the request, whatever they hold.
+  grpc::Status CallWithRawBytes(const std::string& method, const std::string& bytes) {
+    grpc::GenericStub stub(channel_);
+    grpc::Slice slice(bytes);
+    const grpc::ByteBuffer request(&slice, 1);
+    grpc::ByteBuffer response;
+    std::promise<grpc::Status> done;
+    std::unique_ptr<grpc::ClientContext> context = Context(kClientToken);
+    stub.UnaryCall(context.get(), method, grpc::StubOptions(), &request, &response,
+                   [&done](grpc::Status status) { done.set_value(std::move(status)); });
+    return done.get_future().get();
+  }
+
   absl::StatusOr<chimera::v1::Job> Submit(const chimera::v1::TrainJob& manifest,
                                           const std::string& token = kClientToken) {
     chimera::v1::SubmitJobRequest request;
@@ -136,6 +152,7 @@ class FakeWorker {
     request.set_worker_id(id);
     request.set_incarnation(incarnation_);
     request.set_node("localhost");
+    request.set_host("127.0.0.1");
     request.set_memory_bytes(int64_t{4} << 30);
     request.add_devices()->set_kind("cpu");
     chimera::v1::RegisterWorkerResponse response;
@@ -261,6 +278,22 @@ TEST_F(CoordinatorServiceTest, BadRequestsGetTheirCodesAndChangeNothing) {
   stop.set_job_id("no-such-job");
   EXPECT_EQ(coordinator.jobs().StopJob(Context(kClientToken).get(), stop, &ignored).error_code(),
             grpc::StatusCode::NOT_FOUND);
+  // An enum value outside JobState used to list every job.
+  chimera::v1::ListJobsRequest list;
+  list.set_state(static_cast<chimera::v1::JobState>(99));
+  chimera::v1::ListJobsResponse listed;
+  const grpc::Status bad_state =
+      coordinator.jobs().ListJobs(Context(kClientToken).get(), list, &listed);
+  EXPECT_EQ(bad_state.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(bad_state.error_message(), HasSubstr("state: 99"));
+  EXPECT_EQ(listed.jobs_size(), 0);
+  // Bytes that are no protobuf message: gRPC itself answered INTERNAL with
+  // an empty message, as if the coordinator had failed.
+  const grpc::Status garbage =
+      coordinator.CallWithRawBytes("/chimera.v1.JobService/SubmitJob", "\xff\xff\xff\xff");
+  EXPECT_EQ(garbage.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(garbage.error_message(),
+              HasSubstr("not a valid message of /chimera.v1.JobService/SubmitJob"));
   EXPECT_EQ(coordinator.JobCount(), before);
 }
 
@@ -280,6 +313,7 @@ TEST_F(CoordinatorServiceTest, RegistrationsNoRealWorkerSendsAreRefusedFieldByFi
   EXPECT_THAT(status.error_message(), HasSubstr("workerId: has 300 characters; at most 253"));
   EXPECT_THAT(status.error_message(), HasSubstr("memoryBytes: -1 must be > 0"));
   EXPECT_THAT(status.error_message(), HasSubstr("devices[0].kind: 'tpu' is not one of cpu, gpu"));
+  EXPECT_THAT(status.error_message(), HasSubstr("host: has 0 characters; it must have 1 to"));
 }
 
 TEST_F(CoordinatorServiceTest, JobRunsThroughRendezvousStepsAndSuccess) {

@@ -24,6 +24,7 @@ namespace {
 using ::chimera::testing::ChildProcess;
 using ::chimera::testing::CoordinatorProcess;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr absl::Duration kStartTimeout = absl::Seconds(30);
 constexpr absl::Duration kJobTimeout = absl::Seconds(180);
@@ -53,15 +54,19 @@ class DaemonTest : public ::testing::Test {
 
   void StopCoordinator() { EXPECT_EQ(coordinator_->Stop(), 0); }
 
-  void StartWorkers(int count) {
+  // Workers reading data under `data_root` (the example corpus by default)
+  // and writing checkpoints under the test's directory.
+  void StartWorkers(int count,
+                    const std::string& data_root = CHIMERA_SOURCE_DIR) {
     for (int i = 0; i < count; ++i) {
       const int index = static_cast<int>(workers_.size());
       workers_.push_back(std::make_unique<net::ChildProcess>(
-          std::vector<std::string>{CHIMERA_WORKER_BINARY, "--coordinator",
-                                   coordinator_->address(), "--worker-id",
-                                   absl::StrCat("w", index), "--work-dir",
-                                   absl::StrCat(dir_.path(), "/w", index)},
-          CHIMERA_SOURCE_DIR, absl::StrCat(dir_.path(), "/w", index, ".log")));
+          std::vector<std::string>{
+              CHIMERA_WORKER_BINARY, "--coordinator", coordinator_->address(),
+              "--worker-id", absl::StrCat("w", index), "--work-dir",
+              absl::StrCat(dir_.path(), "/w", index), "--data-root", data_root,
+              "--checkpoint-root", dir_.path()},
+          "", absl::StrCat(dir_.path(), "/w", index, ".log")));
     }
   }
 
@@ -126,6 +131,18 @@ class DaemonTest : public ::testing::Test {
     return *job;
   }
 
+  // The example's model on two 1F1B stages.
+  chimera::v1::TrainJob TwoStageJob(int steps) {
+    chimera::v1::TrainJob job = ChimeraJob(steps);
+    chimera::v1::JobSpec& spec = *job.mutable_spec();
+    spec.mutable_parallelism()->set_schedule("1f1b");
+    spec.mutable_parallelism()->set_pipeline(2);
+    spec.mutable_parallelism()->set_micro_batches(2);
+    spec.mutable_training()->set_global_batch_size(4);
+    spec.mutable_resources()->set_workers(2);
+    return job;
+  }
+
   chimera::testing::TempDir dir_;
   std::optional<CoordinatorProcess> coordinator_;
   std::unique_ptr<client::CoordinatorClient> client_;
@@ -142,6 +159,49 @@ TEST_F(DaemonTest, CoordinatorAddressWithoutPortOrAsAUrlIsBadInput) {
                 HasSubstr(absl::StrCat("--coordinator: address '", address)))
         << worker.err;
   }
+}
+
+// Whoever may submit jobs may read the workers' data and write checkpoints
+// inside their roots, and nothing else: an absolute path or a parent
+// directory is refused at submit, a link out of the data root by the worker,
+// whose message names the path and never a byte of the file.
+TEST_F(DaemonTest, PathsOutsideTheWorkersRootsAreRefusedAtSubmitAndByTheWorker) {
+  StartCoordinator();
+  chimera::testing::TempDir outside;
+  const std::string secret =
+      outside.WriteFile("secret.txt", "root:SECRET-HASH:19000:0:99999:7:::\n" +
+                                          std::string(4096, 'x'));
+  const std::string data_root = dir_.path() + "/data";
+  std::filesystem::create_directories(data_root);
+  std::filesystem::create_symlink(secret, data_root + "/innocent.txt");
+  StartWorkers(2, data_root);
+  ASSERT_TRUE(AwaitIdleWorkers(2));
+
+  chimera::v1::TrainJob absolute = TwoStageJob(1);
+  absolute.mutable_spec()->mutable_data()->set_path("/etc/shadow");
+  absl::StatusOr<chimera::v1::Job> refused = client_->Submit(absolute);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("spec.data.path: '/etc/shadow' is absolute"));
+  chimera::v1::TrainJob parent = TwoStageJob(1);
+  parent.mutable_spec()->mutable_training()->set_checkpoint_every(1);
+  parent.mutable_spec()->mutable_training()->set_checkpoint_dir("../../usr/local/lib");
+  refused = client_->Submit(parent);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("spec.training.checkpointDir: '../../usr/local/lib' names a parent"));
+
+  chimera::v1::TrainJob linked = TwoStageJob(1);
+  linked.mutable_spec()->mutable_data()->set_path("innocent.txt");
+  absl::StatusOr<chimera::v1::Job> job = client_->Submit(linked);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const chimera::v1::Job failed =
+      AwaitState(job->id(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_THAT(failed.status().message(),
+              HasSubstr("spec.data.path: 'innocent.txt' leads out of the root"));
+  EXPECT_THAT(failed.status().message(), Not(HasSubstr("SECRET")));
+  EXPECT_THAT(failed.status().message(), Not(HasSubstr(outside.path())));
 }
 
 TEST_F(DaemonTest, ChimeraJobOnFourWorkersSucceedsWithMetricsAndFallingLoss) {
@@ -204,13 +264,7 @@ TEST_F(DaemonTest, KilledWorkerFailsTheJobNamingItAndTheOthersTakeTheNextJob) {
   EXPECT_LT(absl::Now() - killed, absl::Seconds(10));
 
   EXPECT_TRUE(AwaitIdleWorkers(3));
-  chimera::v1::TrainJob small = ChimeraJob(3);
-  small.mutable_spec()->mutable_parallelism()->set_schedule("1f1b");
-  small.mutable_spec()->mutable_parallelism()->set_pipeline(2);
-  small.mutable_spec()->mutable_parallelism()->set_micro_batches(2);
-  small.mutable_spec()->mutable_training()->set_global_batch_size(4);
-  small.mutable_spec()->mutable_resources()->set_workers(2);
-  absl::StatusOr<chimera::v1::Job> next = client_->Submit(small);
+  absl::StatusOr<chimera::v1::Job> next = client_->Submit(TwoStageJob(3));
   ASSERT_TRUE(next.ok()) << next.status();
   EXPECT_EQ(
       AwaitState(next->id(), chimera::v1::JOB_STATE_SUCCEEDED).status().state(),
@@ -228,8 +282,7 @@ TEST_F(DaemonTest,
   chimera::v1::TrainJob manifest = ChimeraJob(kSteps);
   manifest.mutable_spec()->mutable_model()->set_dtype("float64");
   manifest.mutable_spec()->mutable_training()->set_checkpoint_every(2);
-  manifest.mutable_spec()->mutable_training()->set_checkpoint_dir(
-      dir_.path() + "/checkpoints");
+  manifest.mutable_spec()->mutable_training()->set_checkpoint_dir("checkpoints");
   manifest.mutable_spec()->mutable_run_policy()->set_backoff_limit(1);
   absl::StatusOr<chimera::v1::Job> job = client_->Submit(manifest);
   ASSERT_TRUE(job.ok()) << job.status();
@@ -252,7 +305,8 @@ TEST_F(DaemonTest,
   EXPECT_EQ(done.status().completed_steps(), kSteps);
   for (const auto& worker : done.workers())
     EXPECT_NE(worker.worker_id(), victim);
-  // Checkpoints go to <checkpointDir>/<job id>, one file per model stage
+  // Checkpoints go to <checkpoint root>/<checkpointDir>/<job id>, one file
+  // per model stage
   // (the last of the 8 blocks' four stages here); the last two are kept.
   const std::string checkpoints =
       absl::StrCat(dir_.path(), "/checkpoints/", job->id());

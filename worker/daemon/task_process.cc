@@ -11,7 +11,6 @@
 #include "google/protobuf/util/json_util.h"
 #include "schedule/generator.h"
 #include "schedule/program_proto.h"
-#include "worker/runtime/task_options.h"
 #include "worker/runtime/task_runner.h"
 
 namespace chimera::worker {
@@ -88,7 +87,8 @@ absl::StatusOr<std::pair<std::string, int>> SplitAddress(
 }
 
 absl::Status Run(const std::string& task_file, const std::string& host,
-                 int gpu_index, std::ostream& events) {
+                 int gpu_index, const WorkerRoots& roots,
+                 std::ostream& events) {
   std::ifstream in(task_file, std::ios::binary);
   chimera::v1::StartTask task;
   if (!in || !task.ParseFromIstream(&in)) {
@@ -96,10 +96,9 @@ absl::Status Run(const std::string& task_file, const std::string& host,
         absl::StrCat("cannot read the task in '", task_file, "'"));
   }
   TaskRunOptions options;
-  ASSIGN_OR_RETURN(options.task, TaskOptionsFor(task.manifest(), task.plan()));
   // Checkpoints are per job id: every attempt of this job, and no other job.
-  options.task.checkpoint_dir =
-      CheckpointDirFor(task.manifest(), task.job_id());
+  ASSIGN_OR_RETURN(options.task, TaskOptionsFor(task.manifest(), task.plan(),
+                                                roots, task.job_id()));
   ASSIGN_OR_RETURN(options.schedule,
                    schedule::GenerateSchedule(options.task.schedule));
   options.rank = task.program().rank();
@@ -136,6 +135,7 @@ absl::Status Run(const std::string& task_file, const std::string& host,
     options.timeout = absl::Milliseconds(task.rendezvous().timeout_ms());
   }
   options.first_step = task.start_step();
+  options.attempt = task.attempt();
   options.last_step = options.task.max_steps;
   EventWriter writer(events);
   return RunTask(options, writer);
@@ -144,8 +144,9 @@ absl::Status Run(const std::string& task_file, const std::string& host,
 }  // namespace
 
 int RunTaskProcess(const std::string& task_file, const std::string& host,
-                   int gpu_index, std::ostream& events) {
-  const absl::Status status = Run(task_file, host, gpu_index, events);
+                   int gpu_index, const WorkerRoots& roots,
+                   std::ostream& events) {
+  const absl::Status status = Run(task_file, host, gpu_index, roots, events);
   if (status.ok()) return 0;
   std::string message(status.message());
   std::replace(message.begin(), message.end(), '\n', ' ');

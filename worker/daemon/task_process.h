@@ -3,7 +3,8 @@
 // nothing of one task (threads, sockets, memory) outlives it.
 //
 // The daemon writes the StartTask (binary protobuf) to a file and runs
-// `chimera-worker --run-task FILE --host HOST`; the child reports on stdout,
+// `chimera-worker --run-task FILE --host HOST --data-root DIR
+// --checkpoint-root DIR`; the child reports on stdout,
 // one event per line:
 //   ready HOST:PORT          rank 0's rendezvous store is up
 //   step {WorkerStepMetrics as one-line JSON, with its timeline}
@@ -19,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "chimera/v1/service.pb.h"
+#include "worker/runtime/task_options.h"
 
 namespace chimera::worker {
 
@@ -27,9 +29,10 @@ inline constexpr char kStepEvent[] = "step";
 inline constexpr char kFailedEvent[] = "failed";
 
 // Runs the task in `task_file` in this process (a gpu task on CUDA device
-// `gpu_index`); returns the exit status.
+// `gpu_index`, its files under `roots`); returns the exit status.
 int RunTaskProcess(const std::string& task_file, const std::string& host,
-                   int gpu_index, std::ostream& events);
+                   int gpu_index, const WorkerRoots& roots,
+                   std::ostream& events);
 
 // One parsed event line.
 struct TaskEvent {

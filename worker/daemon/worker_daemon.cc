@@ -52,9 +52,11 @@ class WorkerDaemon::Task {
     out.close();
     daemon->metrics_->TaskStarted(daemon->MetricsTaskInfo(start));
     process_ = std::make_unique<net::ChildProcess>(
-        std::vector<std::string>{daemon->options_.task_binary, "--run-task",
-                                 file, "--host", daemon->options_.host, "--gpu",
-                                 std::to_string(daemon->options_.gpu)},
+        std::vector<std::string>{
+            daemon->options_.task_binary, "--run-task", file, "--host",
+            daemon->options_.host, "--gpu", std::to_string(daemon->options_.gpu),
+            "--data-root", daemon->options_.roots.data, "--checkpoint-root",
+            daemon->options_.roots.checkpoints},
         /*working_dir=*/"", /*log_file=*/"",
         ComputeThreadsEnvironment(
             ThreadsPerWorker(start.manifest().spec().resources())));
@@ -213,6 +215,7 @@ absl::Status WorkerDaemon::Register() {
   request.set_node(options_.node.empty() ? resources_.node : options_.node);
   request.set_memory_bytes(resources_.memory_bytes);
   request.set_metrics_address(options_.metrics_address);
+  request.set_host(options_.host);
   for (const LocalDevice& local : resources_.devices) {
     if (local.kind == "gpu" && local.index != options_.gpu) continue;
     chimera::v1::Device* device = request.add_devices();

@@ -28,6 +28,7 @@
 #include "chimera/v1/service.grpc.pb.h"
 #include "worker/daemon/daemon_metrics.h"
 #include "worker/daemon/local_devices.h"
+#include "worker/runtime/task_options.h"
 
 namespace chimera::worker {
 
@@ -45,6 +46,8 @@ struct DaemonOptions {
   std::string task_binary;
   // Where task files and task logs go.
   std::string work_dir;
+  // The only places a task reads data from and writes checkpoints to.
+  WorkerRoots roots;
   // HOST:PORT of this daemon's /metrics, told to the coordinator (empty:
   // none).
   std::string metrics_address;

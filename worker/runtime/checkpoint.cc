@@ -37,6 +37,8 @@ constexpr char kParameter[] = "parameter/";
 constexpr char kFirstMoment[] = "first_moment/";
 constexpr char kSecondMoment[] = "second_moment/";
 constexpr char kOptimizerSteps[] = "optimizer_steps";
+// The job attempt that claimed the directory last, in decimal.
+constexpr char kAttemptFile[] = "attempt";
 
 using TensorDict = c10::Dict<std::string, at::Tensor>;
 
@@ -189,7 +191,43 @@ std::vector<int> StagesWrittenBy(const schedule::Schedule& schedule, int rank) {
   return {written.begin(), written.end()};
 }
 
-CheckpointDir::CheckpointDir(std::string root) : root_(std::move(root)) {}
+CheckpointDir::CheckpointDir(std::string root, int64_t attempt)
+    : root_(std::move(root)), attempt_(attempt) {}
+
+absl::StatusOr<int64_t> CheckpointDir::ClaimedAttempt() const {
+  const std::string path = absl::StrCat(root_, "/", kAttemptFile);
+  if (!std::filesystem::exists(path)) return 0;
+  ASSIGN_OR_RETURN(const std::string text, ReadFilePrefix(path, 32));
+  int64_t attempt = 0;
+  if (!absl::SimpleAtoi(text, &attempt)) {
+    return absl::DataLossError(
+        absl::StrCat("'", path, "' holds no attempt number"));
+  }
+  return attempt;
+}
+
+absl::Status CheckpointDir::CheckNotSuperseded() const {
+  ASSIGN_OR_RETURN(const int64_t claimed, ClaimedAttempt());
+  if (claimed > attempt_) {
+    return absl::AbortedError(absl::StrCat(
+        "attempt ", claimed, " of this job has replaced attempt ", attempt_,
+        ", which stops writing checkpoints to '", root_, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointDir::Claim() const {
+  RETURN_IF_ERROR(CheckNotSuperseded());
+  std::error_code error;
+  std::filesystem::create_directories(root_, error);
+  if (error) {
+    return absl::InternalError(absl::StrCat(
+        "cannot create checkpoint directory '", root_, "': ", error.message()));
+  }
+  const std::string number = absl::StrCat(attempt_);
+  return WriteDurably(absl::StrCat(root_, "/", kAttemptFile),
+                      std::vector<char>(number.begin(), number.end()));
+}
 
 std::string CheckpointDir::StepPath(int64_t step) const {
   return absl::StrCat(root_, "/step-", step);
@@ -252,6 +290,7 @@ std::optional<int64_t> CheckpointDir::LatestComplete(int64_t num_layers) const {
 
 absl::Status CheckpointDir::Save(const ProgramExecutor& executor, int64_t step,
                                  const std::vector<int>& model_stages) const {
+  RETURN_IF_ERROR(CheckNotSuperseded());
   if (model_stages.empty()) return absl::OkStatus();
   std::error_code error;
   std::filesystem::create_directories(StepPath(step), error);
@@ -333,6 +372,7 @@ absl::Status CheckpointDir::RemoveStep(int64_t step) const {
 }
 
 absl::Status CheckpointDir::RemoveStepsBefore(int64_t step) const {
+  RETURN_IF_ERROR(CheckNotSuperseded());
   for (int64_t old : Steps()) {
     if (old < step) RETURN_IF_ERROR(RemoveStep(old));
   }
@@ -340,6 +380,7 @@ absl::Status CheckpointDir::RemoveStepsBefore(int64_t step) const {
 }
 
 absl::Status CheckpointDir::RemoveStepsAfter(int64_t step) const {
+  RETURN_IF_ERROR(CheckNotSuperseded());
   for (int64_t newer : Steps()) {
     if (newer > step) RETURN_IF_ERROR(RemoveStep(newer));
   }

@@ -14,8 +14,16 @@
 // the lowest that holds a replica of it (after an optimizer step all
 // replicas are identical); every rank loads the stages it holds.
 //
-//   CheckpointDir checkpoints(options.task.checkpoint_dir);
+// Attempts are fenced: the coordinator may restart a job (attempt A + 1)
+// while tasks of attempt A still run, e.g. after the coordinator itself
+// restarted. Each attempt claims the directory first (Claim writes its
+// number to `attempt`); from then on Save and the Remove* calls of an
+// earlier attempt are refused, so it can neither prune the checkpoint the
+// new attempt resumes from nor write steps past it.
+//
+//   CheckpointDir checkpoints(options.task.checkpoint_dir, attempt);
 //   // before the first step of a task that starts at step s0:
+//   RETURN_IF_ERROR(checkpoints.Claim());
 //   RETURN_IF_ERROR(checkpoints.RemoveStepsAfter(s0));
 //   if (s0 > 0) RETURN_IF_ERROR(checkpoints.Load(*executor, s0));
 //   // after step s, when (s + 1) % every == 0:
@@ -31,6 +39,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "schedule/program.h"
 #include "worker/model/model_config.h"
 
@@ -44,8 +53,14 @@ std::vector<int> StagesWrittenBy(const schedule::Schedule& schedule, int rank);
 
 class CheckpointDir {
  public:
-  // `root`: the job's own checkpoint directory (created on the first save).
-  explicit CheckpointDir(std::string root);
+  // `root`: the job's own checkpoint directory (created by Claim or the
+  // first save); `attempt`: the job attempt that writes (0 for a run
+  // without a coordinator).
+  explicit CheckpointDir(std::string root, int64_t attempt = 0);
+
+  // Claims the directory for this attempt. ABORTED when a later attempt
+  // already has; INTERNAL naming the path when it cannot be written.
+  absl::Status Claim() const;
 
   std::string StepPath(int64_t step) const;
   std::string StagePath(int64_t step, LayerRange blocks) const;
@@ -60,7 +75,8 @@ class CheckpointDir {
   // Writes the model stages `model_stages` of `executor` as checkpoint
   // `step` (the optimizer steps done). Call between steps. INTERNAL naming
   // the path when a file cannot be written; NOT_FOUND for a stage the
-  // executor does not hold.
+  // executor does not hold; ABORTED once a later attempt has claimed the
+  // directory (then nothing is written).
   absl::Status Save(const ProgramExecutor& executor, int64_t step,
                     const std::vector<int>& model_stages) const;
 
@@ -74,7 +90,8 @@ class CheckpointDir {
   // one is complete), and of steps after `step` (left by an attempt that
   // failed after it; a restart from `step` writes them again, maybe with
   // another partition). INTERNAL naming the path when one cannot be
-  // deleted.
+  // deleted; ABORTED, deleting nothing, once a later attempt has claimed
+  // the directory.
   absl::Status RemoveStepsBefore(int64_t step) const;
   absl::Status RemoveStepsAfter(int64_t step) const;
 
@@ -88,8 +105,13 @@ class CheckpointDir {
   // The steps that have a directory.
   std::vector<int64_t> Steps() const;
   absl::Status RemoveStep(int64_t step) const;
+  // ABORTED when a later attempt than this one has claimed the directory.
+  absl::Status CheckNotSuperseded() const;
+  // The attempt that claimed the directory last (0 when none has).
+  absl::StatusOr<int64_t> ClaimedAttempt() const;
 
   const std::string root_;
+  const int64_t attempt_;
 };
 
 }  // namespace chimera::worker

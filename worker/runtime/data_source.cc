@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_reader.h"
 #include "common/status_macros.h"
 #include "worker/model/deterministic_random.h"
 
@@ -71,6 +72,12 @@ absl::StatusOr<std::unique_ptr<DataSource>> DataSource::Open(
     return absl::InvalidArgumentError(
         absl::StrCat("data file '", options.path,
                      "' is not a regular file (a FIFO, device or directory)"));
+  }
+  if (static_cast<uint64_t>(info.st_size) > kMaxDataFileBytes) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data file '", options.path, "' is ", info.st_size,
+        " bytes, more than the ", kMaxDataFileBytes, "-byte limit"));
   }
   const int64_t width = TokenWidth(options.format);
   if (info.st_size % width != 0) {

@@ -72,7 +72,9 @@ SampleRange MicroBatchSamples(int dp_rank, int micro_batch, int micro_batches,
 class DataSource {
  public:
   // INVALID_ARGUMENT for a non-positive sample length or vocabulary, a text
-  // source with vocab_size < 256 or a token file of odd size; NOT_FOUND when
+  // source with vocab_size < 256, a file that is not a regular one (a FIFO
+  // or device: never opened blocking) or is over kMaxDataFileBytes, or a
+  // token file of odd size; NOT_FOUND when
   // the file cannot be opened; FAILED_PRECONDITION when it holds fewer than
   // sample_length tokens.
   static absl::StatusOr<std::unique_ptr<DataSource>> Open(

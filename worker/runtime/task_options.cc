@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/field_errors.h"
+#include "common/root_path.h"
 #include "schedule/params_proto.h"
 
 namespace chimera::worker {
@@ -88,13 +91,53 @@ void ReadPlan(const chimera::v1::Plan& plan, TaskOptions& options,
   }
 }
 
+// The data file and the job's checkpoint directory under the worker's
+// roots: only there, whatever the job asks (a client may submit jobs; it may
+// not read or write the worker's other files).
+void ReadPaths(const chimera::v1::JobSpec& spec, const WorkerRoots& roots,
+               absl::string_view job_id, TaskOptions& options,
+               FieldErrors& errors) {
+  if (options.data.format != DataFormat::kSynthetic) {
+    absl::StatusOr<std::string> path =
+        ResolveUnderRoot(roots.data, spec.data().path());
+    if (path.ok()) {
+      options.data.path = *std::move(path);
+    } else {
+      errors.Add("spec.data.path", path.status().message());
+    }
+  }
+  const chimera::v1::TrainingSpec& training = spec.training();
+  if (training.checkpoint_every() <= 0) return;
+  absl::StatusOr<std::string> directory = ResolveUnderRoot(
+      roots.checkpoints, absl::StrCat(training.checkpoint_dir(), "/", job_id));
+  if (directory.ok()) {
+    options.checkpoint_every = training.checkpoint_every();
+    options.checkpoint_dir = *std::move(directory);
+  } else {
+    errors.Add("spec.training.checkpointDir", directory.status().message());
+  }
+}
+
 }  // namespace
 
-std::string CheckpointDirFor(const chimera::v1::TrainJob& job,
-                             absl::string_view job_id) {
-  const chimera::v1::TrainingSpec& training = job.spec().training();
-  if (training.checkpoint_every() <= 0) return "";
-  return absl::StrCat(training.checkpoint_dir(), "/", job_id);
+absl::StatusOr<WorkerRoots> WorkerRootsFrom(absl::string_view data_root,
+                                            absl::string_view checkpoint_root) {
+  WorkerRoots roots;
+  FieldErrors errors;
+  for (auto [flag, given, root] :
+       {std::make_tuple("--data-root", data_root, &roots.data),
+        std::make_tuple("--checkpoint-root", checkpoint_root,
+                        &roots.checkpoints)}) {
+    absl::StatusOr<std::string> canonical =
+        CanonicalRoot(given.empty() ? "." : given);
+    if (canonical.ok()) {
+      *root = *std::move(canonical);
+    } else {
+      errors.Add(flag, canonical.status().message());
+    }
+  }
+  if (!errors.empty()) return errors.ToStatus();
+  return roots;
 }
 
 int ThreadsPerWorker(const chimera::v1::ResourceSpec& resources) {
@@ -104,7 +147,9 @@ int ThreadsPerWorker(const chimera::v1::ResourceSpec& resources) {
 }
 
 absl::StatusOr<TaskOptions> TaskOptionsFor(const chimera::v1::TrainJob& job,
-                                           const chimera::v1::Plan& plan) {
+                                           const chimera::v1::Plan& plan,
+                                           const WorkerRoots& roots,
+                                           absl::string_view job_id) {
   const chimera::v1::JobSpec& spec = job.spec();
   TaskOptions options;
   FieldErrors errors;
@@ -119,7 +164,7 @@ absl::StatusOr<TaskOptions> TaskOptionsFor(const chimera::v1::TrainJob& job,
   } else {
     errors.Add("spec.data.format", format.status().message());
   }
-  options.data.path = spec.data().path();
+  ReadPaths(spec, roots, job_id, options, errors);
   options.data.vocab_size = options.model.vocab_size;
   options.data.sample_length = SampleLength(options.model);
   options.data.seed = options.seed;
@@ -132,8 +177,6 @@ absl::StatusOr<TaskOptions> TaskOptionsFor(const chimera::v1::TrainJob& job,
                "and with NCCL; this one runs on the CPU only (use cpu)");
   }
   options.threads = ThreadsPerWorker(resources);
-  options.checkpoint_every = spec.training().checkpoint_every();
-  options.checkpoint_dir = CheckpointDirFor(job, job.metadata().name());
   if (!errors.empty()) return errors.ToStatus();
   return options;
 }

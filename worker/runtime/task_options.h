@@ -4,7 +4,8 @@
 // gets the plan from the coordinator; standalone mode derives it from a job
 // that fixes its parallelism.
 //
-//   ASSIGN_OR_RETURN(TaskOptions options, TaskOptionsFor(job, plan));
+//   ASSIGN_OR_RETURN(TaskOptions options,
+//                    TaskOptionsFor(job, plan, roots, job_id));
 //   ASSIGN_OR_RETURN(schedule::Schedule s,
 //                    schedule::GenerateSchedule(options.schedule));
 #ifndef CHIMERA_WORKER_RUNTIME_TASK_OPTIONS_H_
@@ -42,16 +43,26 @@ struct TaskOptions {
   // ranks talk over NCCL (Gloo and the CPU otherwise).
   bool gpu = false;
   // Save a checkpoint every this many steps (0: never) under checkpoint_dir,
-  // this job's own directory (see CheckpointDirFor).
+  // this job's own directory:
+  // <checkpoint root>/<spec.training.checkpointDir>/<job id>.
   int64_t checkpoint_every = 0;
   std::string checkpoint_dir;
 };
 
-// The directory of one job's checkpoints: spec.training.checkpointDir/<job>,
-// where `job` is the coordinator's job id (unique, kept across restarts) or,
-// without a coordinator, the job's name. Empty when checkpoints are off.
-std::string CheckpointDirFor(const chimera::v1::TrainJob& job,
-                             absl::string_view job_id);
+// Where a job's files may be on this worker (common/root_path.h): its
+// spec.data.path is read under `data` and its checkpoints are written under
+// `checkpoints`, both canonical (chimera-worker --data-root,
+// --checkpoint-root).
+struct WorkerRoots {
+  std::string data;
+  std::string checkpoints;
+};
+
+// The roots of the --data-root and --checkpoint-root flags; an empty one is
+// the current directory. INVALID_ARGUMENT naming the flag when one is not an
+// existing directory.
+absl::StatusOr<WorkerRoots> WorkerRootsFrom(absl::string_view data_root,
+                                            absl::string_view checkpoint_root);
 
 // Whether this build can run gpu tasks: LibTorch with CUDA, and NCCL.
 #if defined(CHIMERA_TORCH_CUDA) && defined(CHIMERA_HAVE_NCCL)
@@ -65,12 +76,18 @@ inline constexpr bool kWorkerHasGpuRuntime = false;
 // and thousands exhaust the process table).
 int ThreadsPerWorker(const chimera::v1::ResourceSpec& resources);
 
-// `job` must have passed jobspec validation. INVALID_ARGUMENT, one line per
-// problem naming the field: a plan that is not a valid schedule or whose
-// partition does not cover the model, or a gpu job on a worker without the
-// GPU runtime (kWorkerHasGpuRuntime).
+// `job` must have passed jobspec validation; its paths are resolved under
+// `roots`, and `job_id` names its own checkpoint directory: the
+// coordinator's job id (unique, kept across restarts) or, without a
+// coordinator, the job's name. INVALID_ARGUMENT, one line per problem naming
+// the field: a plan that is not a valid schedule or whose partition does not
+// cover the model, or a gpu job on a worker without the GPU runtime
+// (kWorkerHasGpuRuntime), or a path that a symbolic link leads out of its
+// root.
 absl::StatusOr<TaskOptions> TaskOptionsFor(const chimera::v1::TrainJob& job,
-                                           const chimera::v1::Plan& plan);
+                                           const chimera::v1::Plan& plan,
+                                           const WorkerRoots& roots,
+                                           absl::string_view job_id);
 
 // The model of a validated job's spec.model (defaults filled in: FFN
 // 4 x hidden, vocabulary 256).

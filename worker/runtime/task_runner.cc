@@ -74,10 +74,13 @@ absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
       ExecutorOptionsFor(options.task, options.gpu_index);
   // Before the rendezvous: the other ranks need not wait to learn this.
   RETURN_IF_ERROR(CheckDeviceUsable(executor_options.device));
-  const CheckpointDir checkpoints(options.task.checkpoint_dir);
+  const CheckpointDir checkpoints(options.task.checkpoint_dir,
+                                  options.attempt);
   if (!options.task.checkpoint_dir.empty()) {
     // Before the rendezvous, so that no rank can have written a step of its
-    // own yet: what lies past the first step is from an attempt that failed.
+    // own yet: what lies past the first step is from an attempt that failed,
+    // whose tasks (if any still run) may write no more.
+    RETURN_IF_ERROR(checkpoints.Claim());
     RETURN_IF_ERROR(checkpoints.RemoveStepsAfter(options.first_step));
   }
   const int world = static_cast<int>(options.schedule.workers.size());

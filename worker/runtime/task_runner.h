@@ -7,8 +7,8 @@
 // A task that starts past step 0 first loads the checkpoint of its first
 // step; every spec.training.checkpointEvery steps each rank writes the model
 // stages it is the writer of (checkpoint.h). The job's directory keeps the
-// last two checkpoints; a task drops those past its first step (left by a
-// failed attempt) before it starts.
+// last two checkpoints; a task claims it for its attempt and drops those
+// past its first step (left by a failed attempt) before it starts.
 // Standalone mode and the daemon's task process differ only in their
 // observers.
 //
@@ -55,6 +55,9 @@ struct TaskRunOptions {
   // checkpoint of that step in task.checkpoint_dir.
   int64_t first_step = 0;
   int64_t last_step = 0;
+  // The coordinator's attempt of the job (0 without one): checkpoints of an
+  // earlier attempt's tasks are fenced off (CheckpointDir::Claim).
+  int64_t attempt = 0;
   // Groups beyond the gradient groups (e.g. all ranks, for summaries).
   std::vector<CommGroup> extra_groups;
 };

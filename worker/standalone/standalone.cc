@@ -76,12 +76,15 @@ int ReportingRank(const schedule::Schedule& schedule) {
 
 }  // namespace
 
-absl::StatusOr<StandaloneRun> LoadStandaloneJob(const std::string& job_path) {
+absl::StatusOr<StandaloneRun> LoadStandaloneJob(const std::string& job_path,
+                                               const WorkerRoots& roots) {
   StandaloneRun run;
-  ASSIGN_OR_RETURN(const chimera::v1::TrainJob job,
-                   jobspec::LoadJobFile(job_path));
+  ASSIGN_OR_RETURN(
+      const chimera::v1::TrainJob job,
+      jobspec::LoadJobFile(job_path, {.data_root = roots.data}));
   ASSIGN_OR_RETURN(const chimera::v1::Plan plan, StandalonePlan(job));
-  ASSIGN_OR_RETURN(run.task, TaskOptionsFor(job, plan));
+  ASSIGN_OR_RETURN(run.task,
+                   TaskOptionsFor(job, plan, roots, job.metadata().name()));
   ASSIGN_OR_RETURN(run.schedule, schedule::GenerateSchedule(run.task.schedule));
   run.steps = run.task.max_steps;
   run.reporting_rank = ReportingRank(run.schedule);
@@ -110,7 +113,9 @@ absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags) {
   }
   ASSIGN_OR_RETURN(const GpuTransport transport,
                    ParseGpuTransport(flags.gpu_transport));
-  ASSIGN_OR_RETURN(StandaloneRun run, LoadStandaloneJob(flags.job_path));
+  ASSIGN_OR_RETURN(const WorkerRoots roots,
+                   WorkerRootsFrom(flags.data_root, flags.checkpoint_root));
+  ASSIGN_OR_RETURN(StandaloneRun run, LoadStandaloneJob(flags.job_path, roots));
   const int world = schedule::WorkerCount(run.task.schedule);
   if (flags.world != world) {
     return absl::InvalidArgumentError(absl::StrCat(

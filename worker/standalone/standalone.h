@@ -42,6 +42,10 @@ struct StandaloneFlags {
   // A gpu job's transport: "nccl" (the default when empty) or "gloo", staged
   // through host memory, for ranks that share one GPU.
   std::string gpu_transport;
+  // Where the job's data path and checkpoint directory lie (empty: the
+  // current directory); see WorkerRoots.
+  std::string data_root;
+  std::string checkpoint_root;
 };
 
 struct StandaloneRun {
@@ -60,12 +64,14 @@ struct StandaloneRun {
   int reporting_rank = 0;
 };
 
-// What every rank derives from the job file alone: the task, the schedule,
+// What every rank derives from the job file and the roots: the task, the
+// schedule,
 // the steps (spec.training.maxSteps) and the reporting rank; rank and store
 // are left unset. INVALID_ARGUMENT (NOT_FOUND for a missing job file) with one
 // line per problem, each naming the job field. Benchmarks that run a job's
 // pipeline themselves use it too.
-absl::StatusOr<StandaloneRun> LoadStandaloneJob(const std::string& job_path);
+absl::StatusOr<StandaloneRun> LoadStandaloneJob(const std::string& job_path,
+                                               const WorkerRoots& roots);
 
 // Reads and checks everything: the flags, the job file, the schedule, and
 // with --resume the checkpoint to start from. INVALID_ARGUMENT (NOT_FOUND for

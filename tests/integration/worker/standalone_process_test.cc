@@ -34,14 +34,13 @@ constexpr int kBadInput = 2;
 
 // The tiny job (1F1B on two ranks) training 4 seeded steps of AdamW in
 // float64 on the example corpus; with a `checkpoint_dir`, checkpointing every
-// step to `checkpoint_dir`/tiny.
+// step to `checkpoint_dir`/tiny under the checkpoint root.
 chimera::v1::TrainJob StandaloneJob(const std::string& checkpoint_dir = "") {
   chimera::v1::TrainJob job = TinyJob();
   chimera::v1::JobSpec& spec = *job.mutable_spec();
   spec.mutable_model()->set_dtype("float64");
   spec.mutable_data()->set_format("text");
-  spec.mutable_data()->set_path(std::string(CHIMERA_SOURCE_DIR) +
-                                "/examples/data/corpus.txt");
+  spec.mutable_data()->set_path("examples/data/corpus.txt");
   chimera::v1::TrainingSpec& training = *spec.mutable_training();
   training.set_max_steps(4);
   training.set_seed(1);
@@ -54,6 +53,7 @@ chimera::v1::TrainJob StandaloneJob(const std::string& checkpoint_dir = "") {
   return job;
 }
 
+// Data from the source tree; checkpoints beside the job file.
 std::vector<std::string> WorkerArgs(const std::string& job, int rank, int world,
                                     const std::string& store) {
   return {CHIMERA_WORKER_BINARY,
@@ -65,7 +65,11 @@ std::vector<std::string> WorkerArgs(const std::string& job, int rank, int world,
           "--world",
           std::to_string(world),
           "--store",
-          store};
+          store,
+          "--data-root",
+          CHIMERA_SOURCE_DIR,
+          "--checkpoint-root",
+          std::filesystem::path(job).parent_path().string()};
 }
 
 TEST(StandaloneProcessTest, TwoRanksTrainAndTheLastStagePrintsEachStep) {
@@ -159,7 +163,7 @@ std::map<int, double> RunRanks(const std::string& job, int world,
 
 TEST(StandaloneProcessTest, ResumesFromTheCheckpointUnderAnotherPartition) {
   const TempDir dir;
-  chimera::v1::TrainJob job = StandaloneJob(dir.path() + "/ck");
+  chimera::v1::TrainJob job = StandaloneJob("ck");
   const std::string pipelined = dir.WriteFile("pipelined.yaml", JobYaml(job));
   const std::map<int, double> uninterrupted = RunRanks(pipelined, 2);
   ASSERT_EQ(uninterrupted.size(), 4u);
@@ -191,7 +195,7 @@ TEST(StandaloneProcessTest, ResumesFromTheCheckpointUnderAnotherPartition) {
 TEST(StandaloneProcessTest, ResumeWithoutACheckpointIsBadInput) {
   const TempDir dir;
   const std::string job =
-      dir.WriteFile("job.yaml", JobYaml(StandaloneJob(dir.path() + "/ck")));
+      dir.WriteFile("job.yaml", JobYaml(StandaloneJob("ck")));
   std::vector<std::string> args = WorkerArgs(job, 0, 2, "127.0.0.1:1");
   args.push_back("--resume");
   const ProcessResult result = RunProcess(args);
@@ -211,11 +215,17 @@ TEST(StandaloneProcessTest, BadInputExitsTwoNamingTheFieldOrFlag) {
   chimera::v1::TrainJob gpu_job = StandaloneJob();
   gpu_job.mutable_spec()->mutable_resources()->set_device("gpu");
   const std::string gpu = dir.WriteFile("gpu.yaml", JobYaml(gpu_job));
+  chimera::v1::TrainJob outside_job = StandaloneJob();
+  outside_job.mutable_spec()->mutable_data()->set_path("/etc/passwd");
+  const std::string outside =
+      dir.WriteFile("outside.yaml", JobYaml(outside_job));
   auto with_transport = [](std::vector<std::string> args,
                            const char* transport) {
     args.insert(args.end(), {"--gpu-transport", transport});
     return args;
   };
+  std::vector<std::string> missing_root = WorkerArgs(good, 0, 2, "127.0.0.1:1");
+  missing_root.back() = dir.path() + "/missing";
   const struct {
     std::vector<std::string> args;
     std::string named;
@@ -229,6 +239,9 @@ TEST(StandaloneProcessTest, BadInputExitsTwoNamingTheFieldOrFlag) {
        "--gpu-transport is 'gloo'; only gpu jobs choose"},
       {with_transport(WorkerArgs(gpu, 0, 2, "127.0.0.1:1"), "tcp"),
        "--gpu-transport is 'tcp'; use nccl or gloo"},
+      {WorkerArgs(outside, 0, 2, "127.0.0.1:1"),
+       "spec.data.path: '/etc/passwd' is absolute"},
+      {missing_root, "--checkpoint-root: root '"},
   };
   for (const auto& c : cases) {
     const ProcessResult result = RunProcess(c.args);

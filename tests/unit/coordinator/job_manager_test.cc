@@ -3,6 +3,8 @@
 #include "coordinator/job_manager.h"
 
 #include <algorithm>
+#include <chrono>
+#include <future>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +16,7 @@ namespace {
 
 using chimera::v1::Job;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr absl::Duration kNoWait = absl::ZeroDuration();
 
@@ -50,7 +53,7 @@ chimera::v1::TrainJob RestartableManifest(int backoff_limit) {
   chimera::v1::TrainJob job = Manifest("restartable", 4);
   job.mutable_spec()->mutable_training()->set_max_steps(10);
   job.mutable_spec()->mutable_training()->set_checkpoint_every(2);
-  job.mutable_spec()->mutable_training()->set_checkpoint_dir("/checkpoints");
+  job.mutable_spec()->mutable_training()->set_checkpoint_dir("checkpoints");
   job.mutable_spec()->mutable_run_policy()->set_backoff_limit(backoff_limit);
   return job;
 }
@@ -82,6 +85,7 @@ class JobManagerTest : public ::testing::Test {
       request.set_worker_id(absl::StrCat("w", next_worker_));
       request.set_incarnation(100 + next_worker_);
       request.set_node("host");
+      request.set_host("host");
       request.set_memory_bytes(int64_t{8} << 30);
       request.add_devices()->set_kind("cpu");
       if (gpu) {
@@ -254,6 +258,27 @@ TEST_F(JobManagerTest, RankZeroStartsFirstAndTheOthersGetItsStoreAddress) {
   ASSERT_TRUE(other.has_value());
   EXPECT_EQ(other->start().rendezvous().store_address(), "host:1234");
   EXPECT_EQ(other->start().program().rank(), 3);
+}
+
+// A rogue rank 0 could send every other rank to an address of its choosing:
+// the store must be on the host its worker registered, or the job fails and
+// no other rank learns the address.
+TEST_F(JobManagerTest, RendezvousStoreOffTheReportingWorkersHostFailsTheJob) {
+  AddWorkers(4);
+  Job job = MustSubmit(Manifest("rogue", 4));
+  manager_->Tick();
+  ASSERT_TRUE(Next("w0").has_value());
+  const absl::Status rogue =
+      Report("w0", job, 0, chimera::v1::TASK_STATE_READY, "attacker.example:1234");
+  EXPECT_EQ(rogue.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(rogue.message(),
+              HasSubstr("rank 0 on worker w0 reported its rendezvous store at "
+                        "'attacker.example:1234', not on the host it registered ('host')"));
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_FAILED);
+  for (const char* w : {"w1", "w2", "w3"}) {
+    const std::optional<chimera::v1::Assignment> next = Next(w);
+    EXPECT_TRUE(!next.has_value() || !next->has_start()) << w;
+  }
 }
 
 TEST_F(JobManagerTest, GpuJobsRunOnGpuWorkersAndThePlanNamesTheirGpus) {
@@ -648,6 +673,66 @@ TEST_F(JobManagerTest,
   EXPECT_THAT(failed.status().message(),
               HasSubstr("still running 10 s after its start, its "
                         "spec.runPolicy.activeDeadlineSeconds"));
+}
+
+// A stopped rank (SIGSTOP, a stuck collective) is found by its silence,
+// within the progress timeout, and named: before, only a peer's receive
+// timeout (minutes) ended the job, blaming the waiting peer.
+TEST_F(JobManagerTest, ARankThatStopsReportingFailsTheJobNamingIt) {
+  chimera::v1::TrainJob manifest = Manifest("stall", 4);
+  manifest.mutable_spec()->mutable_training()->set_max_steps(100);
+  Job job = StartRunningJob(manifest);
+  // 4 s a round while the other ranks report: 15 rounds reach the 60 s
+  // timeout, one more passes it.
+  for (int round = 0; round < 15; ++round) {
+    PassHeartbeatTimeout();
+    for (int rank : {0, 1, 3}) {
+      const absl::Status reported = ReportMetrics(absl::StrCat("w", rank), job, 1, rank, round);
+      ASSERT_TRUE(reported.ok()) << "round " << round << ": " << reported;
+    }
+  }
+  ASSERT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
+  PassHeartbeatTimeout();
+  const Job failed = *manager_->Get(job.id());
+  EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_THAT(failed.status().message(),
+              HasSubstr("rank 2 on worker w2 reported no step for 1m"));
+  EXPECT_THAT(failed.status().message(), Not(HasSubstr("rank 0")));
+}
+
+TEST_F(JobManagerTest, AStepOutsideTheJobsStepsIsRefused) {
+  Job job = StartRunningJob();  // 2 steps
+  for (int step : {-1, 2, 1000000}) {
+    const absl::Status status = ReportMetrics("w0", job, 1, 0, step);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << step;
+    EXPECT_THAT(status.message(), HasSubstr("is outside the job's steps [0, 2)"));
+  }
+  EXPECT_TRUE(ReportMetrics("w0", job, 1, 0, 1).ok());
+}
+
+// A plan search for a large job took minutes with the manager's lock held,
+// blocking every submit, and went on after its caller had gone.
+TEST_F(JobManagerTest, APlanSearchHoldsNoLockAndStopsOnceItsCallerHasGone) {
+  AddWorkers(4);
+  int asked = 0;
+  // Outlives the search: were the search holding the lock, the submit would
+  // wait for it to end, and so would this future's destructor.
+  std::future<bool> submit;
+  bool submitted_during_search = false;
+  const absl::StatusOr<std::vector<chimera::v1::Plan>> plans =
+      manager_->Plans(Manifest("open", 4, /*fixed=*/false), 5, [&] {
+        if (++asked < 3) return false;
+        submit = std::async(std::launch::async, [this] {
+          return manager_->Submit(Manifest("meanwhile", 4)).ok();
+        });
+        submitted_during_search =
+            submit.wait_for(std::chrono::seconds(10)) == std::future_status::ready &&
+            submit.get();
+        return true;
+      });
+  EXPECT_TRUE(submitted_during_search);
+  EXPECT_EQ(plans.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(plans.status().message(), HasSubstr("cancelled after 2 candidates"));
 }
 
 // Rank `rank`'s report of `step` on w<rank>, with a timeline of `ops`

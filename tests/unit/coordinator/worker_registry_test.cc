@@ -71,6 +71,27 @@ TEST(HeartbeatPolicyTest, WorkerIsDeadAfterThresholdTimesPeriod) {
   EXPECT_EQ(policy.DeadAfter(), absl::Seconds(3));
 }
 
+// Dead workers used to stay listed for ever: a cluster whose pods come and
+// go piled them up in every `chimera workers` and kept their alerts firing.
+TEST_F(WorkerRegistryTest, ADeadWorkerIsListedForAWhileThenForgotten) {
+  MustRegister(Registration("w1", 11));
+  MustRegister(Registration("w2", 12));
+  now_ += absl::Seconds(4);
+  ASSERT_TRUE(registry_.Heartbeat("w2", 12).ok());
+  EXPECT_THAT(Reap(), ElementsAre("w1"));
+  EXPECT_EQ(StateOf("w1"), chimera::v1::WORKER_STATE_DEAD);
+  now_ += absl::Minutes(9);
+  ASSERT_TRUE(registry_.Heartbeat("w2", 12).ok());
+  EXPECT_THAT(Reap(), ElementsAre());
+  EXPECT_EQ(registry_.List().size(), 2u);
+  now_ += absl::Minutes(1) + absl::Seconds(1);
+  ASSERT_TRUE(registry_.Heartbeat("w2", 12).ok());
+  EXPECT_THAT(Reap(), ElementsAre());
+  ASSERT_EQ(registry_.List().size(), 1u);
+  EXPECT_EQ(registry_.List()[0].worker_id(), "w2");
+  EXPECT_EQ(registry_.Get("w1").status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(WorkerRegistryTest, RegisteredWorkerIsIdleWithWhatItReported) {
   EXPECT_FALSE(MustRegister(Registration("w1", 11)).has_value());
   absl::StatusOr<chimera::v1::WorkerInfo> info = registry_.Get("w1");

@@ -59,9 +59,7 @@ std::vector<std::string> Paths(const FieldErrors& errors) {
 
 class JobValidatorTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    text_path_ = dir_.WriteFile("corpus.txt", std::string(1000, 'a'));
-  }
+  void SetUp() override { dir_.WriteFile(text_path_, std::string(1000, 'a')); }
 
   // The valid job with `from` replaced by `to` (which must occur).
   std::string JobWith(const std::string& from, const std::string& to) {
@@ -72,11 +70,17 @@ class JobValidatorTest : public ::testing::Test {
 
   FieldErrors Validate(const std::string& yaml) {
     chimera::v1::TrainJob job;
-    return ParseJob(yaml, {.check_data_files = true}, &job);
+    return ParseJob(yaml, Options(), &job);
+  }
+
+  // Data paths are relative to the test's directory, as the workers' are to
+  // their data root.
+  ValidationOptions Options() const {
+    return {.check_data_files = true, .data_root = dir_.path()};
   }
 
   chimera::testing::TempDir dir_;
-  std::string text_path_;
+  const std::string text_path_ = "corpus.txt";
 };
 
 TEST_F(JobValidatorTest, ValidJobHasNoErrors) {
@@ -220,45 +224,44 @@ TEST_F(JobValidatorTest, ChimeraNeedsAnEvenDepth) {
 
 TEST_F(JobValidatorTest, MissingDataFileNamesThePath) {
   FieldErrors errors =
-      Validate(JobWith(text_path_, dir_.path() + "/missing.txt"));
+      Validate(JobWith(text_path_, "missing.txt"));
   ASSERT_THAT(Paths(errors), ElementsAre("spec.data.path"));
   EXPECT_THAT(errors.errors()[0].message, HasSubstr("does not exist"));
 }
 
 TEST_F(JobValidatorTest, EmptyDataFileIsRejected) {
-  const std::string empty = dir_.WriteFile("empty.txt", "");
-  FieldErrors errors = Validate(JobWith(text_path_, empty));
+  dir_.WriteFile("empty.txt", "");
+  FieldErrors errors = Validate(JobWith(text_path_, "empty.txt"));
   ASSERT_THAT(Paths(errors), ElementsAre("spec.data.path"));
   EXPECT_THAT(errors.errors()[0].message, HasSubstr("is empty"));
 }
 
 TEST_F(JobValidatorTest, BinaryFileAsTextDataIsRejected) {
-  const std::string binary =
-      dir_.WriteFile("data.bin", std::string("\x7f" "ELF\0\0\x01\x02", 8) +
-                                     std::string(100, '\0'));
-  FieldErrors errors = Validate(JobWith(text_path_, binary));
+  dir_.WriteFile("data.bin", std::string("\x7f" "ELF\0\0\x01\x02", 8) +
+                                 std::string(100, '\0'));
+  FieldErrors errors = Validate(JobWith(text_path_, "data.bin"));
   ASSERT_THAT(Paths(errors), ElementsAre("spec.data.path"));
   EXPECT_THAT(errors.errors()[0].message, HasSubstr("binary"));
 }
 
 TEST_F(JobValidatorTest, DirectoryAsDataFileIsRejected) {
-  FieldErrors errors = Validate(JobWith(text_path_, dir_.path()));
+  FieldErrors errors = Validate(JobWith(text_path_, "."));
   ASSERT_THAT(Paths(errors), ElementsAre("spec.data.path"));
   EXPECT_THAT(errors.errors()[0].message, HasSubstr("directory"));
 }
 
 TEST_F(JobValidatorTest, TextShorterThanOneSampleIsRejected) {
-  const std::string tiny = dir_.WriteFile("tiny.txt", "hello");
-  FieldErrors errors = Validate(JobWith(text_path_, tiny));
+  dir_.WriteFile("tiny.txt", "hello");
+  FieldErrors errors = Validate(JobWith(text_path_, "tiny.txt"));
   ASSERT_THAT(Paths(errors), ElementsAre("spec.data.path"));
   EXPECT_THAT(errors.errors()[0].message,
               HasSubstr("fewer than seqLength + 1 = 17"));
 }
 
 TEST_F(JobValidatorTest, TokenFileOfOddSizeIsRejected) {
-  const std::string tokens = dir_.WriteFile("t.bin", std::string(101, '\1'));
+  dir_.WriteFile("t.bin", std::string(101, '\1'));
   std::string yaml = JobWith("format: text", "format: tokens");
-  yaml = absl::StrReplaceAll(yaml, {{text_path_, tokens}});
+  yaml = absl::StrReplaceAll(yaml, {{text_path_, "t.bin"}});
   FieldErrors errors = Validate(yaml);
   ASSERT_THAT(Paths(errors), ElementsAre("spec.data.path"));
   EXPECT_THAT(errors.errors()[0].message, HasSubstr("odd size"));
@@ -266,9 +269,31 @@ TEST_F(JobValidatorTest, TokenFileOfOddSizeIsRejected) {
 
 TEST_F(JobValidatorTest, DataFilesAreNotOpenedWhenChecksAreOff) {
   chimera::v1::TrainJob job;
-  FieldErrors errors = ParseJob(JobWith(text_path_, "/nonexistent/x.txt"),
+  FieldErrors errors = ParseJob(JobWith(text_path_, "nonexistent/x.txt"),
                                 {.check_data_files = false}, &job);
   EXPECT_THAT(Paths(errors), IsEmpty());
+}
+
+// A job's paths name places under the workers' roots: by their text alone an
+// absolute path or a parent directory is refused, data files checked or not
+// (the coordinator checks no files, and a client token must not reach
+// /etc/shadow through it).
+TEST_F(JobValidatorTest, PathsOutsideTheWorkersRootsAreRefusedByTheirText) {
+  for (const bool check_files : {true, false}) {
+    chimera::v1::TrainJob job;
+    FieldErrors errors = ParseJob(JobWith(text_path_, "/etc/shadow"),
+                                  {.check_data_files = check_files}, &job);
+    ASSERT_THAT(Paths(errors), ElementsAre("spec.data.path"));
+    EXPECT_THAT(errors.errors()[0].message, HasSubstr("'/etc/shadow' is absolute"));
+
+    std::string yaml = JobWith(text_path_, "../corpus.txt");
+    yaml = absl::StrReplaceAll(
+        yaml, {{"maxSteps: 10", "maxSteps: 10\n    checkpointEvery: 5\n    checkpointDir: /usr/local/lib/x"}});
+    errors = ParseJob(yaml, {.check_data_files = check_files}, &job);
+    ASSERT_THAT(Paths(errors), ElementsAre("spec.data.path", "spec.training.checkpointDir"));
+    EXPECT_THAT(errors.errors()[0].message, HasSubstr("parent directory"));
+    EXPECT_THAT(errors.errors()[1].message, HasSubstr("'/usr/local/lib/x' is absolute"));
+  }
 }
 
 TEST_F(JobValidatorTest, EveryErrorIsReportedTogether) {
@@ -285,14 +310,14 @@ TEST_F(JobValidatorTest, EveryErrorIsReportedTogether) {
 // NaN and infinity cannot come from YAML but can through the API.
 TEST_F(JobValidatorTest, NotANumberOrInfinityIsRefusedInEveryRealField) {
   chimera::v1::TrainJob job;
-  ASSERT_THAT(Paths(ParseJob(JobWith("gpt", "gpt"), {}, &job)), IsEmpty());
+  ASSERT_THAT(Paths(ParseJob(JobWith("gpt", "gpt"), Options(), &job)), IsEmpty());
   auto* optimizer = job.mutable_spec()->mutable_training()->mutable_optimizer();
   optimizer->set_lr(std::numeric_limits<double>::infinity());
   optimizer->set_momentum(std::nan(""));
   optimizer->set_beta1(std::nan(""));
   optimizer->set_eps(std::nan(""));
   optimizer->set_weight_decay(-std::numeric_limits<double>::infinity());
-  const FieldErrors errors = ValidateJob(job, {});
+  const FieldErrors errors = ValidateJob(job, Options());
   EXPECT_THAT(Paths(errors), ElementsAre("spec.training.optimizer.lr",
                                          "spec.training.optimizer.momentum",
                                          "spec.training.optimizer.weightDecay",

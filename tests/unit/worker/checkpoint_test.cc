@@ -172,6 +172,37 @@ TEST_F(CheckpointTest, OldAndAbandonedStepsAreRemoved) {
   EXPECT_TRUE(checkpoints.Load(*executor, 3).ok());
 }
 
+// The data loss a coordinator restart caused: attempt 1's tasks kept
+// training after the coordinator restarted the job as attempt 2 from step 4,
+// wrote step 8 and pruned step 4, and attempt 2 then had nothing to resume
+// from. Once attempt 2 has claimed the directory, attempt 1 writes and
+// deletes nothing, and step 4 stays loadable.
+TEST_F(CheckpointTest, AReplacedAttemptCanNeitherWriteNorPruneAfterTheNewOneClaims) {
+  const CheckpointDir first(dir_.path(), 1);
+  const CheckpointDir second(dir_.path(), 2);
+  auto executor = Executor(OptimizerKind::kSgd);
+  ASSERT_TRUE(first.Claim().ok());
+  ASSERT_TRUE(first.Save(*executor, 2, {0}).ok());
+  ASSERT_TRUE(first.Save(*executor, 4, {0}).ok());
+
+  ASSERT_TRUE(second.Claim().ok());
+  const absl::Status save = first.Save(*executor, 6, {0});
+  EXPECT_EQ(save.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(save.message(), HasSubstr("attempt 2 of this job has replaced attempt 1"));
+  EXPECT_FALSE(std::filesystem::exists(first.StepPath(6)));
+  EXPECT_EQ(first.RemoveStepsBefore(6).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(first.RemoveStepsAfter(0).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(first.Claim().code(), absl::StatusCode::kAborted);
+
+  EXPECT_TRUE(second.Load(*executor, 4).ok());
+  EXPECT_TRUE(second.Load(*executor, 2).ok());
+  // The new attempt itself goes on as usual, as do later claims by itself.
+  ASSERT_TRUE(second.Claim().ok());
+  EXPECT_TRUE(second.Save(*executor, 6, {0}).ok());
+  EXPECT_TRUE(second.RemoveStepsBefore(4).ok());
+  EXPECT_FALSE(std::filesystem::exists(second.StepPath(2)));
+}
+
 TEST_F(CheckpointTest, RanksPruningTheSameStepsAtOnceBothSucceed) {
   // Every rank of a job prunes the shared directory before its rendezvous,
   // so two may delete the same files at the same moment.

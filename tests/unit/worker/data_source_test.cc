@@ -3,9 +3,11 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <string>
 
+#include "common/file_reader.h"
 #include "tests/support/temp_dir.h"
 
 namespace chimera::worker {
@@ -94,6 +96,21 @@ TEST(DataSourceTest, RefusesAFifoWithoutWaitingForAWriter) {
   EXPECT_EQ(
       DataSource::Open(Options(DataFormat::kText, dir.path())).status().code(),
       absl::StatusCode::kInvalidArgument);
+}
+
+// The coordinator checks no data file, so the worker holds the size limit
+// itself: a sparse 5 GB file was trained on, its holes read as text.
+TEST(DataSourceTest, RefusesASparseFileOverTheSizeLimit) {
+  const chimera::testing::TempDir dir;
+  const std::string sparse = dir.path() + "/sparse.txt";
+  ASSERT_EQ(::truncate(dir.WriteFile("sparse.txt", "a").c_str(),
+                       static_cast<off_t>(kMaxDataFileBytes + 1)),
+            0);
+  const auto data = DataSource::Open(Options(DataFormat::kText, sparse));
+  EXPECT_EQ(data.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(data.status().message().find("more than the 4294967296-byte limit"),
+            std::string::npos)
+      << data.status();
 }
 
 TEST(DataSourceTest, RejectsFilesThatCannotHoldASample) {

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "absl/strings/string_view.h"
@@ -17,12 +18,17 @@ namespace chimera::worker {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string JobYaml(absl::string_view device, absl::string_view dtype) {
   chimera::v1::TrainJob job = chimera::testing::TinyJob();
   job.mutable_spec()->mutable_model()->set_dtype(std::string(dtype));
   job.mutable_spec()->mutable_resources()->set_device(std::string(device));
   return chimera::testing::JobYaml(job);
+}
+
+WorkerRoots Roots(const chimera::testing::TempDir& dir) {
+  return *WorkerRootsFrom(dir.path(), dir.path());
 }
 
 TEST(TaskOptionsTest, ThreadsAreOneByDefaultAndNeverMoreThanTheCores) {
@@ -38,7 +44,7 @@ TEST(TaskOptionsTest, ThreadsAreOneByDefaultAndNeverMoreThanTheCores) {
 TEST(TaskOptionsTest, CpuJobsComputeOnTheCpu) {
   chimera::testing::TempDir dir;
   const auto run =
-      LoadStandaloneJob(dir.WriteFile("job.yaml", JobYaml("cpu", "float64")));
+      LoadStandaloneJob(dir.WriteFile("job.yaml", JobYaml("cpu", "float64")), Roots(dir));
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_FALSE(run->task.gpu);
   EXPECT_EQ(ExecutorOptionsFor(run->task, 1).device,
@@ -48,7 +54,7 @@ TEST(TaskOptionsTest, CpuJobsComputeOnTheCpu) {
 TEST(TaskOptionsTest, GpuJobsComputeOnTheirGpuWhereTheBuildHasTheRuntime) {
   chimera::testing::TempDir dir;
   const auto run =
-      LoadStandaloneJob(dir.WriteFile("job.yaml", JobYaml("gpu", "bfloat16")));
+      LoadStandaloneJob(dir.WriteFile("job.yaml", JobYaml("gpu", "bfloat16")), Roots(dir));
   if (!kWorkerHasGpuRuntime) {
     EXPECT_EQ(run.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(run.status().message()),
@@ -61,6 +67,52 @@ TEST(TaskOptionsTest, GpuJobsComputeOnTheirGpuWhereTheBuildHasTheRuntime) {
   EXPECT_EQ(run->task.model.dtype, c10::ScalarType::BFloat16);
   EXPECT_EQ(ExecutorOptionsFor(run->task, 1).device,
             c10::Device(c10::DeviceType::CUDA, 1));
+}
+
+// A job's data file and checkpoint directory lie under the worker's roots,
+// the checkpoints in the job's own directory.
+TEST(TaskOptionsTest, PathsResolveUnderTheWorkersRoots) {
+  chimera::testing::TempDir data;
+  chimera::testing::TempDir checkpoints;
+  data.WriteFile("corpus.txt", std::string(200, 'a'));
+  chimera::v1::TrainJob job = chimera::testing::TinyJob();
+  job.mutable_spec()->mutable_data()->set_format("text");
+  job.mutable_spec()->mutable_data()->set_path("corpus.txt");
+  job.mutable_spec()->mutable_training()->set_checkpoint_every(1);
+  job.mutable_spec()->mutable_training()->set_checkpoint_dir("runs");
+  const auto run = LoadStandaloneJob(data.WriteFile("job.yaml", chimera::testing::JobYaml(job)),
+                                     *WorkerRootsFrom(data.path(), checkpoints.path()));
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->task.data.path, std::filesystem::canonical(data.path()).string() + "/corpus.txt");
+  EXPECT_EQ(run->task.checkpoint_dir,
+            std::filesystem::canonical(checkpoints.path()).string() + "/runs/tiny");
+}
+
+// What the job file's text cannot show: a link inside the data root to a
+// file outside it. The worker refuses it without reading a byte of it.
+TEST(TaskOptionsTest, ALinkOutOfTheDataRootIsRefusedWithoutItsContent) {
+  chimera::testing::TempDir outside;
+  chimera::testing::TempDir data;
+  const std::string secret = outside.WriteFile("secret.txt", std::string(200, 'S'));
+  std::filesystem::create_symlink(secret, data.path() + "/innocent.txt");
+  chimera::v1::TrainJob job = chimera::testing::TinyJob();
+  job.mutable_spec()->mutable_data()->set_format("text");
+  job.mutable_spec()->mutable_data()->set_path("innocent.txt");
+  const auto run = LoadStandaloneJob(data.WriteFile("job.yaml", chimera::testing::JobYaml(job)),
+                                     Roots(data));
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(run.status().message()),
+              HasSubstr("spec.data.path: 'innocent.txt' leads out of the root"));
+  EXPECT_THAT(std::string(run.status().message()), Not(HasSubstr(outside.path())));
+}
+
+TEST(TaskOptionsTest, RootsMustBeExistingDirectoriesNamedByTheirFlag) {
+  chimera::testing::TempDir dir;
+  const absl::StatusOr<WorkerRoots> roots =
+      WorkerRootsFrom(dir.path() + "/missing", dir.WriteFile("file", "x"));
+  EXPECT_EQ(roots.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(roots.status().message()), HasSubstr("--data-root: root '"));
+  EXPECT_THAT(std::string(roots.status().message()), HasSubstr("--checkpoint-root: root '"));
 }
 
 TEST(TaskOptionsTest, ExecutorOptionsPutAGpuTaskOnTheGivenDevice) {

@@ -15,6 +15,7 @@
 #include "client/job_output.h"
 #include "client/job_reference.h"
 #include "client/label_selector.h"
+#include "client/structured_output.h"
 #include "client/trace_command.h"
 #include "common/number_checks.h"
 #include "jobspec/job_file.h"
@@ -34,7 +35,23 @@ std::unique_ptr<CoordinatorClient> Connect(const Settings& settings) {
   return ValueOrExit(CoordinatorClient::Connect(std::move(options)));
 }
 
-bool Json(const Settings& settings) { return settings.output == "json"; }
+// Streams of events (submit, logs) are JSON lines for both json and yaml.
+bool Json(const Settings& settings) {
+  return settings.output == "json" || settings.output == "yaml";
+}
+bool Wide(const Settings& settings) { return settings.output == "wide"; }
+
+// `message` as -o json or yaml ask, else `text` (text and wide).
+void Print(const Settings& settings, const google::protobuf::Message& message,
+           const std::string& text) {
+  if (settings.output == "json") {
+    std::cout << ToJson(message) << "\n";
+  } else if (settings.output == "yaml") {
+    std::cout << ToYaml(message);
+  } else {
+    std::cout << text;
+  }
+}
 
 int ExitCodeOf(chimera::v1::JobState state) {
   return state == chimera::v1::JOB_STATE_SUCCEEDED ? kExitOk : kExitFailure;
@@ -56,13 +73,14 @@ void AddSubmit(CLI::App& app, std::shared_ptr<Settings> settings) {
     auto client = Connect(*settings);
     const chimera::v1::Job job = ValueOrExit(client->Submit(manifest));
     if (*no_wait) {
-      std::cout << (Json(*settings) ? ToJson(job) : job.id()) << "\n";
+      Print(*settings, job, job.id() + "\n");
       return;
     }
     SayJobKeepsRunningOnInterrupt(job.id());
     if (!Json(*settings)) std::cout << "job " << job.id() << " submitted" << std::endl;
     const int code = ExitCodeOf(
-        ValueOrExit(FollowJob(*client, job.id(), {.follow = true, .json = Json(*settings)})));
+        ValueOrExit(FollowJob(*client, job.id(),
+                              {.follow = true, .json = Json(*settings), .announce_plan = true})));
     if (code != kExitOk) throw CLI::RuntimeError(code);
   });
 }
@@ -97,7 +115,7 @@ void AddJobQuery(CLI::App& app, std::shared_ptr<Settings> settings, const char* 
     auto client = Connect(*settings);
     const chimera::v1::Job job =
         ValueOrExit(client->Get(ValueOrExit(ResolveJobId(*client, *id))));
-    std::cout << (Json(*settings) ? ToJson(job) + "\n" : format(job));
+    Print(*settings, job, format(job));
   });
 }
 
@@ -109,9 +127,8 @@ void AddStop(CLI::App& app, std::shared_ptr<Settings> settings) {
     auto client = Connect(*settings);
     const chimera::v1::Job job =
         ValueOrExit(client->Stop(ValueOrExit(ResolveJobId(*client, *id))));
-    std::cout << (Json(*settings) ? ToJson(job) + "\n"
-                                  : absl::StrCat("job ", job.id(), " ",
-                                                 JobStateName(job.status().state()), "\n"));
+    Print(*settings, job,
+          absl::StrCat("job ", job.id(), " ", JobStateName(job.status().state()), "\n"));
   });
 }
 
@@ -136,13 +153,9 @@ void AddList(CLI::App& app, std::shared_ptr<Settings> settings) {
     for (chimera::v1::Job& job : ValueOrExit(Connect(*settings)->List(filter))) {
       if (labels.Matches(job.manifest().metadata().labels())) jobs.push_back(std::move(job));
     }
-    if (!Json(*settings)) {
-      std::cout << FormatJobTable(jobs);
-      return;
-    }
     chimera::v1::ListJobsResponse response;
     for (const auto& job : jobs) *response.add_jobs() = job;
-    std::cout << ToJson(response) << "\n";
+    Print(*settings, response, FormatJobTable(jobs, Wide(*settings)));
   });
 }
 
@@ -151,13 +164,9 @@ void AddWorkers(CLI::App& app, std::shared_ptr<Settings> settings) {
       app.add_subcommand("workers", "List the registered workers and what they run");
   command->callback([settings] {
     const auto workers = ValueOrExit(Connect(*settings)->Workers());
-    if (!Json(*settings)) {
-      std::cout << FormatWorkerTable(workers);
-      return;
-    }
     chimera::v1::ListWorkersResponse response;
     for (const auto& worker : workers) *response.add_workers() = worker;
-    std::cout << ToJson(response) << "\n";
+    Print(*settings, response, FormatWorkerTable(workers, Wide(*settings)));
   });
 }
 
@@ -199,8 +208,10 @@ void AddJobCommands(CLI::App& app) {
       ->check(kPositiveNumber)
       ->capture_default_str();
   app.add_option("-o,--output", settings->output,
-                 "Output format of job commands: text or json")
-      ->check(CLI::IsMember({"text", "json"}))
+                 "Output format of job commands: text, wide (more columns), json or "
+                 "yaml (field names as in job files, RFC 3339 times); following "
+                 "commands print one JSON object per line for json and yaml")
+      ->check(CLI::IsMember({"text", "wide", "json", "yaml"}))
       ->capture_default_str();
   AddSubmit(app, settings);
   AddJobQuery(app, settings, "status", "State, progress and last step of a job",

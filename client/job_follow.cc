@@ -5,10 +5,42 @@
 #include <algorithm>
 #include <iostream>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "client/job_output.h"
+#include "client/structured_output.h"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "planner/plan_evaluator.h"
 
 namespace chimera::client {
+namespace {
+
+// The plan line of a job that has started (nothing if the coordinator
+// cannot be asked: the steps follow all the same).
+void AnnouncePlan(CoordinatorClient& client, const std::string& id, bool json) {
+  const absl::StatusOr<chimera::v1::Job> job = client.Get(id);
+  if (!job.ok() || job->plan().scheme().empty()) return;
+  if (json) {
+    std::cout << nlohmann::json({{"plan", ToJsonValue(job->plan())}}).dump() << "\n";
+  } else {
+    std::cout << DescribeRunningPlan(job->plan()) << "\n";
+  }
+}
+
+}  // namespace
+
+std::string DescribeRunningPlan(const chimera::v1::Plan& plan) {
+  std::string line = absl::StrCat("plan: ", planner::DescribePlan(plan));
+  const chimera::v1::Prediction& predicted = plan.prediction();
+  if (predicted.iteration_seconds() > 0) {
+    absl::StrAppend(&line,
+                    absl::StrFormat(", predicted step %.3f s, bubble %.3f, %.1f samples/s",
+                                    predicted.iteration_seconds(), predicted.bubble_ratio(),
+                                    predicted.samples_per_second()));
+  }
+  return line;
+}
 
 absl::StatusOr<chimera::v1::JobState> FollowJob(CoordinatorClient& client,
                                                 const std::string& id,
@@ -23,13 +55,17 @@ absl::StatusOr<chimera::v1::JobState> FollowJob(CoordinatorClient& client,
       options.tail ? job.status().completed_steps() - *options.tail : 0;
   chimera::v1::JobState state = job.status().state();
   bool printed_state = false;
+  bool announced = !options.announce_plan;
   absl::Status status = client.Watch(id, follow, [&](const chimera::v1::JobEvent& event) {
     if (event.has_step() && event.step().step() < first_step) return;
     if (progress) std::cerr << "\r\033[K";
+    if (!announced && (event.has_step() ||
+                       event.status().state() == chimera::v1::JOB_STATE_RUNNING)) {
+      AnnouncePlan(client, id, json);
+      announced = true;
+    }
     if (json) {
-      std::string line = ToJson(event);
-      line.erase(std::remove(line.begin(), line.end(), '\n'), line.end());
-      std::cout << line << "\n";
+      std::cout << ToJsonLine(event) << "\n";
     } else if (event.has_step()) {
       std::cout << FormatStep(event.step(), max_steps) << "\n";
     } else if (!printed_state || event.status().state() != state) {

@@ -19,7 +19,14 @@ struct FollowOptions {
   bool json = false;
   // Of the steps done when it starts, only the last `tail`.
   std::optional<int> tail;
+  // Once the job runs, one line with the plan it runs and what it is
+  // predicted to do (with json: {"plan": ...}), before the first step.
+  bool announce_plan = false;
 };
+
+// "plan: chimera W=1 D=4 B=2 N=4 pipelines=2, predicted step 0.120 s, bubble
+// 0.231, 66.7 samples/s"
+std::string DescribeRunningPlan(const chimera::v1::Plan& plan);
 
 // Prints the job's steps and state changes; returns the last state seen.
 absl::StatusOr<chimera::v1::JobState> FollowJob(CoordinatorClient& client,

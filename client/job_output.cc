@@ -2,15 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "client/text_table.h"
 #include "common/byte_size.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace chimera::client {
 namespace {
@@ -73,11 +74,33 @@ std::string ProgressBar(int done, int total, double seconds_per_step) {
                          absl::FormatDuration(absl::Seconds(eta)));
 }
 
-std::string FormatJobTable(const std::vector<chimera::v1::Job>& jobs) {
-  TextTable table({{"JOB"}, {"STATE"}, {"STEPS"}, {"PLAN"}, {"SUBMITTED"}});
+std::string FormatJobTable(const std::vector<chimera::v1::Job>& jobs, bool wide) {
+  std::vector<TextTable::Column> columns = {
+      {"JOB"}, {"STATE"}, {"STEPS"}, {"PLAN"}, {"SUBMITTED"}};
+  if (wide) {
+    columns.insert(columns.end(),
+                   {{"MICRO-BATCHES"}, {"LOSS", TextTable::kRight}, {"WORKERS"}, {"MESSAGE"}});
+  }
+  TextTable table(std::move(columns));
   for (const chimera::v1::Job& job : jobs) {
-    table.AddRow({job.id(), JobStateName(job.status().state()), Steps(job),
-                  Layout(job), FormatTime(job.status().submit_time())});
+    std::vector<std::string> row = {job.id(), JobStateName(job.status().state()),
+                                    Steps(job), Layout(job),
+                                    FormatTime(job.status().submit_time())};
+    if (wide) {
+      const auto& plan = job.plan();
+      std::vector<std::string> workers;
+      for (const auto& worker : job.workers()) workers.push_back(worker.worker_id());
+      row.insert(row.end(),
+                 {plan.scheme().empty()
+                      ? "-"
+                      : absl::StrCat(plan.micro_batch_size(), "x", plan.micro_batches()),
+                  job.status().completed_steps() > 0
+                      ? absl::StrFormat("%.4f", job.status().last_step().loss())
+                      : "-",
+                  workers.empty() ? "-" : absl::StrJoin(workers, ","),
+                  job.status().message().empty() ? "-" : job.status().message()});
+    }
+    table.AddRow(std::move(row));
   }
   return table.ToString();
 }
@@ -153,35 +176,33 @@ std::string FormatJobDescription(const chimera::v1::Job& job) {
 }
 
 std::string FormatWorkerTable(
-    const std::vector<chimera::v1::WorkerInfo>& workers) {
-  TextTable table({{"WORKER"},
-                   {"NODE"},
-                   {"STATE"},
-                   {"MEMORY"},
-                   {"JOB"},
-                   {"RANK"},
-                   {"METRICS"}});
+    const std::vector<chimera::v1::WorkerInfo>& workers, bool wide) {
+  std::vector<TextTable::Column> columns = {
+      {"WORKER"}, {"NODE"}, {"STATE"}, {"MEMORY"}, {"JOB"}, {"RANK"}, {"METRICS"}};
+  if (wide) {
+    columns.insert(columns.end(), {{"HOST"}, {"DEVICES"}, {"INCARNATION"}, {"LAST HEARTBEAT"}});
+  }
+  TextTable table(std::move(columns));
   for (const auto& worker : workers) {
     std::string state = chimera::v1::WorkerState_Name(worker.state());
     state = state.substr(std::string("WORKER_STATE_").size());
     const bool busy = worker.state() == chimera::v1::WORKER_STATE_BUSY;
-    table.AddRow({worker.worker_id(), worker.node(), state,
-                  FormatBytes(worker.memory_bytes()), busy ? worker.job_id() : "-",
-                  busy ? absl::StrCat(worker.rank()) : "-",
-                  worker.metrics_address().empty() ? "-" : worker.metrics_address()});
+    std::vector<std::string> row = {
+        worker.worker_id(), worker.node(), state, FormatBytes(worker.memory_bytes()),
+        busy ? worker.job_id() : "-", busy ? absl::StrCat(worker.rank()) : "-",
+        worker.metrics_address().empty() ? "-" : worker.metrics_address()};
+    if (wide) {
+      std::vector<std::string> devices;
+      for (const auto& device : worker.devices()) {
+        devices.push_back(absl::StrCat(device.kind(), ":", device.index()));
+      }
+      row.insert(row.end(), {worker.host().empty() ? "-" : worker.host(),
+                             absl::StrJoin(devices, ","), absl::StrCat(worker.incarnation()),
+                             FormatTime(worker.last_heartbeat_time())});
+    }
+    table.AddRow(std::move(row));
   }
   return table.ToString();
-}
-
-std::string ToJson(const google::protobuf::Message& message) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.preserve_proto_field_names = true;
-  // Scripts get every field, also empty lists and zero values.
-  options.always_print_primitive_fields = true;
-  google::protobuf::util::MessageToJsonString(message, &json, options);
-  return json;
 }
 
 }  // namespace chimera::client

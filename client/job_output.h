@@ -19,12 +19,13 @@ bool ParseJobState(const std::string& name, chimera::v1::JobState* state);
 std::string FormatStep(const chimera::v1::StepSummary& step, int max_steps);
 // "[=========>          ] 12/50  ETA 1m20s", for terminals.
 std::string ProgressBar(int done, int total, double seconds_per_step);
-std::string FormatJobTable(const std::vector<chimera::v1::Job>& jobs);
+// `wide` adds columns (-o wide): micro-batches, last loss, workers, message.
+std::string FormatJobTable(const std::vector<chimera::v1::Job>& jobs, bool wide = false);
 std::string FormatJobStatus(const chimera::v1::Job& job);
 std::string FormatJobDescription(const chimera::v1::Job& job);
-std::string FormatWorkerTable(const std::vector<chimera::v1::WorkerInfo>& workers);
-// A protobuf message as indented JSON with the proto field names.
-std::string ToJson(const google::protobuf::Message& message);
+// `wide` adds host, devices, incarnation and last heartbeat.
+std::string FormatWorkerTable(const std::vector<chimera::v1::WorkerInfo>& workers,
+                              bool wide = false);
 
 }  // namespace chimera::client
 

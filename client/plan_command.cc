@@ -73,24 +73,24 @@ void PrintJson(const planner::SearchResult& result) {
         {"scheme", plan.scheme()},
         {"width", plan.width()},
         {"depth", plan.depth()},
-        {"micro_batch_size", plan.micro_batch_size()},
-        {"micro_batches", plan.micro_batches()},
+        {"microBatchSize", plan.micro_batch_size()},
+        {"microBatches", plan.micro_batches()},
         {"pipelines", plan.pipelines()},
         {"concat", plan.concat()},
         {"recompute", plan.recompute()},
-        {"predicted_iteration_seconds", p.iteration_seconds()},
-        {"predicted_samples_per_second", p.samples_per_second()},
-        {"bubble_ratio", p.bubble_ratio()},
-        {"peak_memory_bytes_max", p.peak_memory_bytes_max()},
-        {"peak_memory_bytes_min", p.peak_memory_bytes_min()},
-        {"exposed_allreduce_seconds", p.exposed_allreduce_seconds()},
+        {"predictedIterationSeconds", p.iteration_seconds()},
+        {"predictedSamplesPerSecond", p.samples_per_second()},
+        {"bubbleRatio", p.bubble_ratio()},
+        {"peakMemoryBytesMax", p.peak_memory_bytes_max()},
+        {"peakMemoryBytesMin", p.peak_memory_bytes_min()},
+        {"exposedAllreduceSeconds", p.exposed_allreduce_seconds()},
         {"fits", evaluation.fits},
         {"description", planner::DescribePlan(plan)},
     });
   }
   nlohmann::json out = {{"candidates", candidates},
                         {"evaluated", result.evaluated},
-                        {"why_best", result.why_best}};
+                        {"whyBest", result.why_best}};
   std::cout << out.dump(2) << "\n";
 }
 

@@ -23,13 +23,15 @@
 #include "client/exit_codes.h"
 #include "client/job_follow.h"
 #include "client/job_output.h"
-#include "common/byte_size.h"
 #include "client/job_trace.h"
+#include "client/structured_output.h"
+#include "common/byte_size.h"
 #include "common/number_checks.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator_server.h"
 #include "jobspec/job_file.h"
 #include "net/child_process.h"
+#include "nlohmann/json.hpp"
 
 namespace chimera::client {
 namespace {
@@ -50,13 +52,16 @@ constexpr absl::Duration kRunTraceWait = absl::Minutes(10);
 
 struct RunOptions {
   std::string file;
-  bool json = false;
+  // "text" or "json".
+  std::string output = "text";
   bool keep_logs = false;
   // Where to write the trace of one step; empty: none.
   std::string trace;
   // The step to trace; -1: the next step once the job runs.
   int trace_step = -1;
 };
+
+bool Json(const RunOptions& options) { return options.output == "json"; }
 
 // Records one step of the job while it runs and writes it to
 // `options.trace` (format from its extension); the status says how it went.
@@ -69,7 +74,7 @@ absl::Status TraceRun(CoordinatorClient& client, const std::string& id,
                    client.Trace(id, step, kRunTraceWait));
   RETURN_IF_ERROR(
       WriteTraceFile(trace, options.trace, TraceFormatOf(options.trace)));
-  if (!options.json) {
+  if (!Json(options)) {
     std::cout << "wrote the trace of step " << trace.step() << " to "
               << options.trace << std::endl;
   }
@@ -217,7 +222,7 @@ int Run(const RunOptions& options) {
       ExitWithError(absl::InternalError(absl::StrCat("cannot start ", binary)));
     }
   }
-  if (!options.json) {
+  if (!Json(options)) {
     std::cout << "coordinator on " << server->address() << ", " << workers
               << " local workers, logs in " << directory << std::endl;
   }
@@ -247,7 +252,8 @@ int Run(const RunOptions& options) {
   const absl::Status ready = AwaitLocalWorkers(*client, workers, gpu, directory);
   if (!ready.ok()) (void)client->Stop(submitted.id());
   absl::StatusOr<chimera::v1::JobState> state =
-      ready.ok() ? FollowJob(*client, submitted.id(), {.follow = true, .json = options.json}) : ready;
+      ready.ok() ? FollowJob(*client, submitted.id(),
+                              {.follow = true, .json = Json(options), .announce_plan = true}) : ready;
   if (tracer.joinable()) tracer.join();
   const chimera::v1::Job final_job = client->Get(submitted.id()).value_or(submitted);
   std::vector<chimera::v1::StepSummary> history;
@@ -255,7 +261,11 @@ int Run(const RunOptions& options) {
                       [&history](const chimera::v1::JobEvent& event) {
                         if (event.has_step()) history.push_back(event.step());
                       });
-  if (!options.json && ready.ok()) PrintSummary(final_job, history);
+  if (Json(options)) {
+    std::cout << nlohmann::json({{"job", ToJsonValue(final_job)}}).dump() << std::endl;
+  } else if (ready.ok()) {
+    PrintSummary(final_job, history);
+  }
 
   // Clean up: workers first (they leave the coordinator), then the server.
   for (auto& process : processes) process->Signal(SIGTERM);
@@ -294,7 +304,14 @@ void AddRunCommand(CLI::App& app) {
       "after a success and named on stderr otherwise. Exit 0 when the job succeeds, 1 when it fails or stops "
       "or its workers cannot run it, 2 for a bad job file, 130 when interrupted.");
   command->add_option("-f,--file", options->file, "Job file (YAML)")->required();
-  command->add_flag("--json", options->json, "One JSON object per event instead of text");
+  command
+      ->add_option("-o,--output", options->output,
+                   "text, or json: one JSON object per line, for the plan once the job "
+                   "runs, each event, and last the job as it ended ({\"job\": ...})")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  command->add_flag_callback(
+      "--json", [options] { options->output = "json"; }, "Same as -o json");
   command->add_flag("--keep-logs", options->keep_logs,
                     "Keep the run directory (worker logs, job store) after success");
   CLI::Option* trace = command->add_option(

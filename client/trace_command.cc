@@ -72,7 +72,7 @@ void AddTraceCommand(
                                  absl::StrCat("--out: ", written.message())));
     }
     if (json()) {
-      std::cout << nlohmann::json({{"job_id", trace.job_id()},
+      std::cout << nlohmann::json({{"jobId", trace.job_id()},
                                    {"step", trace.step()},
                                    {"ranks", trace.ranks_size()},
                                    {"format", format},

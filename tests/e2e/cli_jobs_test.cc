@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <optional>
+#include <regex>
 
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
@@ -157,6 +158,36 @@ TEST_F(CliJobsTest, InterruptedSubmitSaysTheJobKeepsRunningAndHowToStopIt) {
   EXPECT_THAT(submit.err(), HasSubstr("chimera stop " + id));
   ProcessResult status = Chimera({"status", id, "-o", "json"});
   EXPECT_EQ(nlohmann::json::parse(status.out)["status"]["state"], "JOB_STATE_PENDING");
+}
+
+// A described job reads like a job file: lowerCamelCase fields, RFC 3339
+// times; -o yaml says the same as -o json, and -o wide adds columns.
+TEST_F(CliJobsTest, OutputFormatsUseTheJobFilesNamesAndRfc3339Times) {
+  ProcessResult submit = Chimera({"submit", "-f", "examples/chimera.yaml", "--no-wait"});
+  ASSERT_EQ(submit.exit_code, 0) << submit.err;
+  const std::string id = std::string(absl::StripAsciiWhitespace(submit.out));
+
+  const nlohmann::json job = nlohmann::json::parse(Chimera({"status", id, "-o", "json"}).out);
+  EXPECT_EQ(job["manifest"]["apiVersion"], "chimera.dev/v1alpha1");
+  EXPECT_EQ(job["manifest"]["spec"]["training"]["globalBatchSize"], 8);
+  const std::string submitted = job["status"]["submitTime"];
+  EXPECT_TRUE(std::regex_match(submitted,
+                               std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)")))
+      << submitted;
+  EXPECT_FALSE(job["status"].contains("endTime")) << "a time not reached is left out";
+
+  ProcessResult yaml = Chimera({"describe", id, "-o", "yaml"});
+  ASSERT_EQ(yaml.exit_code, 0) << yaml.err;
+  EXPECT_THAT(yaml.out, HasSubstr("apiVersion: chimera.dev/v1alpha1"));
+  EXPECT_THAT(yaml.out, HasSubstr("submitTime: " + submitted));
+
+  ProcessResult wide = Chimera({"list", "-o", "wide"});
+  ASSERT_EQ(wide.exit_code, 0) << wide.err;
+  EXPECT_THAT(wide.out, HasSubstr("MICRO-BATCHES"));
+  EXPECT_THAT(wide.out, HasSubstr(id));
+  ProcessResult workers = Chimera({"workers", "-o", "wide"});
+  EXPECT_THAT(workers.out, HasSubstr("INCARNATION"));
+  EXPECT_EQ(Chimera({"list", "-o", "xml"}).exit_code, 2);
 }
 
 TEST_F(CliJobsTest, UnknownJobIsOneClearLineAndExitOne) {

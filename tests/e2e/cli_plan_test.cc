@@ -38,10 +38,9 @@ TEST(CliPlanTest, JsonHasTheStableFields) {
   nlohmann::json out = nlohmann::json::parse(r.out);
   ASSERT_FALSE(out["candidates"].empty());
   for (const char* field :
-       {"scheme", "width", "depth", "micro_batch_size", "micro_batches", "pipelines",
-        "concat", "recompute", "predicted_iteration_seconds",
-        "predicted_samples_per_second", "bubble_ratio", "peak_memory_bytes_max",
-        "peak_memory_bytes_min", "fits"}) {
+       {"scheme", "width", "depth", "microBatchSize", "microBatches", "pipelines",
+        "concat", "recompute", "predictedIterationSeconds", "predictedSamplesPerSecond",
+        "bubbleRatio", "peakMemoryBytesMax", "peakMemoryBytesMin", "fits"}) {
     EXPECT_TRUE(out["candidates"][0].contains(field)) << field;
   }
   // The job fixes chimera, D = 4, W = 1.

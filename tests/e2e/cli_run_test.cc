@@ -10,9 +10,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/file_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/support/example_job.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -46,8 +48,18 @@ TEST(CliRunTest, TrainsTheExampleJobAndCleansUp) {
       RunProcess({CHIMERA_BINARY, "run", "-f", ExampleChimeraJob(dir, 20)},
                  CHIMERA_SOURCE_DIR, absl::Minutes(3));
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  // What it runs, said before the first step.
+  const size_t plan = run.out.find("plan: chimera W=1 D=4 B=");
+  ASSERT_NE(plan, std::string::npos) << run.out;
+  EXPECT_LT(plan, run.out.find("step 1/20"));
+  EXPECT_THAT(run.out, HasSubstr("predicted step "));
   EXPECT_THAT(run.out, HasSubstr("step 20/20"));
   EXPECT_THAT(run.out, HasSubstr("SUCCEEDED"));
+  EXPECT_THAT(run.out, HasSubstr("per rank, in the last step:"));
+  // "coordinator on 127.0.0.1:PORT, 4 local workers, logs in DIR"
+  const std::string banner = run.out.substr(0, run.out.find('\n'));
+  EXPECT_FALSE(std::filesystem::exists(banner.substr(banner.rfind(' ') + 1)))
+      << "the run directory outlived a success: " << banner;
   // The summary's losses: training made progress.
   const size_t at = run.out.find("first loss ");
   ASSERT_NE(at, std::string::npos) << run.out;
@@ -110,6 +122,46 @@ TEST(CliRunTest, InterruptStopsTheJobAndLeavesNoProcessBehind) {
   EXPECT_EQ(run.Wait(absl::Seconds(60)), 130) << run.out() << run.err();
   EXPECT_THAT(run.out(), HasSubstr("STOPPED"));
   EXPECT_EQ(ProcessesMentioning(address), 0) << "worker processes outlived chimera run";
+  // The run directory, with the workers' logs, is kept and named.
+  const std::string kept = "the workers' logs and the job store are kept in ";
+  const size_t at = run.err().find(kept);
+  ASSERT_NE(at, std::string::npos) << run.err();
+  const std::string directory = std::string(absl::StripAsciiWhitespace(
+      run.err().substr(at + kept.size(), run.err().find('\n', at) - at - kept.size())));
+  EXPECT_TRUE(std::filesystem::exists(directory + "/worker-0.log")) << directory;
+  std::filesystem::remove_all(directory);
+}
+
+// For scripts: one JSON object per line, the plan before the steps, and last
+// the job as it ended.
+TEST(CliRunTest, JsonOutputIsOneObjectPerLineFromThePlanToTheEndedJob) {
+  chimera::testing::TempDir dir;
+  ProcessResult run = RunProcess(
+      {CHIMERA_BINARY, "run", "-f", ExampleChimeraJob(dir, 3), "-o", "json"},
+      CHIMERA_SOURCE_DIR, absl::Minutes(3));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  std::vector<nlohmann::json> lines;
+  for (absl::string_view line : absl::StrSplit(run.out, '\n', absl::SkipEmpty())) {
+    lines.push_back(nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false));
+    ASSERT_FALSE(lines.back().is_discarded()) << "not JSON: " << line;
+  }
+  ASSERT_GE(lines.size(), 5u) << run.out;
+  int plan = -1, first_step = -1, steps = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].contains("plan") && plan < 0) plan = static_cast<int>(i);
+    if (lines[i].contains("step")) {
+      if (first_step < 0) first_step = static_cast<int>(i);
+      ++steps;
+    }
+  }
+  ASSERT_GE(plan, 0) << run.out;
+  EXPECT_EQ(lines[plan]["plan"]["scheme"], "chimera");
+  EXPECT_LT(plan, first_step);
+  EXPECT_EQ(steps, 3);
+  const nlohmann::json& ended = lines.back()["job"];
+  EXPECT_EQ(ended["status"]["state"], "JOB_STATE_SUCCEEDED");
+  EXPECT_EQ(ended["status"]["completedSteps"], 3);
+  EXPECT_TRUE(ended["status"]["endTime"].is_string());
 }
 
 }  // namespace

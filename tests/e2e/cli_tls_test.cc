@@ -113,7 +113,7 @@ class CliTlsTest : public ::testing::Test {
         const nlohmann::json answer = nlohmann::json::parse(listed.out);
         std::vector<std::string> ids;
         for (const auto& worker : answer["workers"]) {
-          ids.push_back(worker["worker_id"]);
+          ids.push_back(worker["workerId"]);
         }
         if (ids.size() >= count) return ids;
       }

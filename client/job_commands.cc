@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "client/cli_errors.h"
 #include "client/coordinator_client.h"
 #include "client/exit_codes.h"
@@ -132,16 +133,29 @@ void AddStop(CLI::App& app, std::shared_ptr<Settings> settings) {
   });
 }
 
+// How often `chimera list --watch` asks the coordinator again.
+constexpr absl::Duration kWatchPeriod = absl::Seconds(1);
+
+// What a watcher shows of a job: a change of it prints the list again.
+std::string WatchedFields(const chimera::v1::Job& job) {
+  return absl::StrCat(job.id(), " ", job.status().state(), " ", job.status().completed_steps());
+}
+
 void AddList(CLI::App& app, std::shared_ptr<Settings> settings) {
   auto state = std::make_shared<std::string>();
   auto selector = std::make_shared<std::string>();
-  CLI::App* command = app.add_subcommand("list", "List jobs, oldest first");
+  auto watch = std::make_shared<bool>(false);
+  CLI::App* command = app.add_subcommand(
+      "list", "List jobs, oldest first; --watch lists them again whenever one changes (a "
+              "new job, another state, another step) until interrupted");
   command->add_option("--state", *state,
                       "Only jobs in this state: pending, running, stopped, succeeded, failed");
   command->add_option("-l,--selector", *selector,
                       "Only jobs whose labels match: KEY=VALUE, KEY!=VALUE, KEY or !KEY, "
                       "comma-separated, all must hold");
-  command->callback([settings, state, selector] {
+  command->add_flag("-w,--watch", *watch,
+                    "After the list, list again whenever a job changes (Ctrl-C ends)");
+  command->callback([settings, state, selector, watch] {
     chimera::v1::JobState filter = chimera::v1::JOB_STATE_UNSPECIFIED;
     if (!state->empty() && !ParseJobState(*state, &filter)) {
       ExitWithError(absl::InvalidArgumentError(absl::StrCat(
@@ -149,13 +163,28 @@ void AddList(CLI::App& app, std::shared_ptr<Settings> settings) {
     }
     LabelSelector labels;  // Without -l: every job.
     if (!selector->empty()) labels = ValueOrExit(LabelSelector::Parse(*selector));
-    std::vector<chimera::v1::Job> jobs;
-    for (chimera::v1::Job& job : ValueOrExit(Connect(*settings)->List(filter))) {
-      if (labels.Matches(job.manifest().metadata().labels())) jobs.push_back(std::move(job));
+    auto client = Connect(*settings);
+    std::string shown;
+    for (bool first = true; first || *watch; first = false) {
+      if (!first) absl::SleepFor(kWatchPeriod);
+      chimera::v1::ListJobsResponse response;
+      std::string fields;
+      for (chimera::v1::Job& job : ValueOrExit(client->List(filter))) {
+        if (!labels.Matches(job.manifest().metadata().labels())) continue;
+        absl::StrAppend(&fields, WatchedFields(job), "\n");
+        *response.add_jobs() = std::move(job);
+      }
+      if (!first && fields == shown) continue;
+      shown = std::move(fields);
+      const std::vector<chimera::v1::Job> jobs(response.jobs().begin(), response.jobs().end());
+      if (*watch && Json(*settings)) {
+        std::cout << ToJsonLine(response) << "\n";  // A stream: one object a line.
+      } else {
+        if (!first) std::cout << "\n";
+        Print(*settings, response, FormatJobTable(jobs, Wide(*settings)));
+      }
+      std::cout.flush();
     }
-    chimera::v1::ListJobsResponse response;
-    for (const auto& job : jobs) *response.add_jobs() = job;
-    Print(*settings, response, FormatJobTable(jobs, Wide(*settings)));
   });
 }
 

@@ -170,7 +170,11 @@ absl::StatusOr<std::string> RunScheduleCommand(
   costs.backward = backward;
   ASSIGN_OR_RETURN(schedule::SimulationResult result,
                    schedule::Simulate(generated, costs));
-  if (options.output == "json") return schedule::JsonReport(generated, result);
+  if (options.output == "json") {
+    return schedule::JsonReport(
+        generated, result,
+        options.from_csv.empty() ? schedule::SchemeName(options.params.scheme) : "");
+  }
   if (options.output == "svg") {
     return schedule::SvgTimeline(generated, result, Title(options));
   }

@@ -5,8 +5,14 @@
 namespace chimera::schedule {
 
 std::string JsonReport(const Schedule& schedule,
-                       const SimulationResult& result) {
+                       const SimulationResult& result, absl::string_view scheme) {
   nlohmann::ordered_json report;
+  if (!scheme.empty()) report["scheme"] = std::string(scheme);
+  const Topology& topology = schedule.topology;
+  report["depth"] = topology.depth;
+  report["width"] = topology.width;
+  report["micro_batches"] = topology.micro_batches;
+  report["chunks"] = topology.num_chunks;
   report["makespan"] = result.makespan;
   report["bubble_ratio"] = result.bubble_ratio;
   report["exposed_allreduce"] = result.exposed_allreduce;

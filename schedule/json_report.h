@@ -1,6 +1,7 @@
 // The machine-readable report of `chimera schedule -o json`. Field names are
 // stable:
-//   {"makespan", "bubble_ratio", "exposed_allreduce",
+//   {"scheme" (when known), "depth", "width", "micro_batches", "chunks",
+//    "makespan", "bubble_ratio", "exposed_allreduce",
 //    "critical_path": {"forwards", "backwards"},
 //    "workers": [{"rank", "busy", "idle", "bubble_ratio", "peak_activations",
 //                 "exposed_allreduce", "instructions": [{"op", "chunk",
@@ -13,13 +14,16 @@
 
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "schedule/program.h"
 #include "schedule/simulator.h"
 
 namespace chimera::schedule {
 
-// `result` must come from Simulate(schedule, ...).
-std::string JsonReport(const Schedule& schedule, const SimulationResult& result);
+// `result` must come from Simulate(schedule, ...); `scheme` names the
+// generator (empty for a schedule read from CSV: no "scheme" field).
+std::string JsonReport(const Schedule& schedule, const SimulationResult& result,
+                       absl::string_view scheme = "");
 
 }  // namespace chimera::schedule
 

@@ -16,18 +16,16 @@ constexpr double kPlotWidth = 1100;
 struct Style {
   const char* fill;
   const char* text;
-  const char* name;
 };
 
-// Forward light, backward dark; blue down (even chunks), orange up (odd).
+// Forward light, backward dark; blue even chunks (down pipelines), orange
+// odd ones (up pipelines).
 Style StyleOf(OpKind op, int chunk) {
-  const bool up = chunk % 2 == 1;
+  const bool odd = chunk % 2 == 1;
   if (op == OpKind::kForward) {
-    return up ? Style{"#ffd166", "#222", "forward, up pipeline / odd chunk"}
-              : Style{"#8ecae6", "#222", "forward, down pipeline / even chunk"};
+    return odd ? Style{"#ffd166", "#222"} : Style{"#8ecae6", "#222"};
   }
-  return up ? Style{"#f77f00", "#fff", "backward, up pipeline / odd chunk"}
-            : Style{"#1d6fa5", "#fff", "backward, down pipeline / even chunk"};
+  return odd ? Style{"#f77f00", "#fff"} : Style{"#1d6fa5", "#fff"};
 }
 
 // A tick step of 1, 2 or 5 times a power of ten giving at most ~20 ticks.
@@ -138,21 +136,27 @@ void AppendAxis(double span, double scale, double plot_bottom,
                        : absl::StrCat("time (", unit, ")")));
 }
 
-void AppendLegend(double plot_bottom, std::string* out) {
+// One entry per kind of box: forward and backward, for even and odd chunks
+// where the schedule has both (ChunkNames).
+void AppendLegend(const Topology& topology, double plot_bottom, std::string* out) {
   double lx = kLeft;
   const double ly = plot_bottom + 52;
-  for (const auto& [op, chunk] :
-       {std::pair{OpKind::kForward, 0}, std::pair{OpKind::kBackward, 0},
-        std::pair{OpKind::kForward, 1}, std::pair{OpKind::kBackward, 1}}) {
-    const Style style = StyleOf(op, chunk);
-    absl::StrAppend(
-        out, absl::StrFormat("<rect x=\"%.0f\" y=\"%.0f\" width=\"16\" "
-                             "height=\"12\" fill=\"%s\" "
-                             "stroke=\"#333\" stroke-width=\"0.6\"/>\n<text "
-                             "x=\"%.0f\" y=\"%.0f\" "
-                             "font-size=\"12\">%s</text>\n",
-                             lx, ly, style.fill, lx + 22, ly + 10, style.name));
-    lx += 270;
+  const auto chunks = ChunkNames(topology);
+  for (int chunk = 0; chunk < (chunks ? 2 : 1); ++chunk) {
+    for (OpKind op : {OpKind::kForward, OpKind::kBackward}) {
+      const std::string name = absl::StrCat(
+          op == OpKind::kForward ? "forward" : "backward",
+          chunks ? absl::StrCat(", ", chunk == 0 ? chunks->first : chunks->second)
+                 : "");
+      absl::StrAppend(
+          out, absl::StrFormat("<rect x=\"%.0f\" y=\"%.0f\" width=\"16\" "
+                               "height=\"12\" fill=\"%s\" "
+                               "stroke=\"#333\" stroke-width=\"0.6\"/>\n<text "
+                               "x=\"%.0f\" y=\"%.0f\" "
+                               "font-size=\"12\">%s</text>\n",
+                               lx, ly, StyleOf(op, chunk).fill, lx + 22, ly + 10, name));
+      lx += 220;
+    }
   }
   absl::StrAppend(
       out,
@@ -200,7 +204,7 @@ std::string SvgTimelines(const Schedule& schedule,
     AppendAxis(span, scale, plot_bottom, unit, &body);
     y = plot_bottom + 70;
   }
-  AppendLegend(plot_bottom, &body);
+  AppendLegend(schedule.topology, plot_bottom, &body);
   std::string out = SvgHead(title, kLeft + kPlotWidth + 40, plot_bottom + 110);
   absl::StrAppend(&out, body, "</svg>\n");
   return out;

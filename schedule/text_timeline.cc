@@ -95,15 +95,25 @@ std::string TextTimeline(const Schedule& schedule,
   if (columns.quantum <= 0 || result.makespan <= 0) return out;
   const int cells =
       static_cast<int>(std::ceil(result.makespan / columns.quantum - 1e-9));
+  const auto chunks = ChunkNames(schedule.topology);
   absl::StrAppend(
-      &out, "\ntimeline: one column = ", columns.quantum,
-      " time units; F/B forward/backward of the down pipeline "
-      "(even chunks), f/b of the up pipeline (odd chunks), then the "
-      "micro-batch; '.' idle\n");
+      &out, "\ntimeline: one column = ", columns.quantum, " time units; ",
+      chunks ? absl::StrCat("F/B forward/backward of the ", chunks->first,
+                            "s, f/b of the ", chunks->second, "s")
+             : "F/B forward/backward",
+      ", then the micro-batch; '.' idle\n");
   for (size_t r = 0; r < schedule.workers.size(); ++r) {
     absl::StrAppend(&out, Row(schedule, result, r, columns, cells));
   }
   return out;
+}
+
+std::optional<std::pair<std::string, std::string>> ChunkNames(const Topology& topology) {
+  if (topology.num_chunks < 2) return std::nullopt;
+  if (topology.layout == ChunkLayout::kReplicas) {
+    return std::make_pair("down pipeline", "up pipeline");
+  }
+  return std::make_pair("even chunk", "odd chunk");
 }
 
 }  // namespace chimera::schedule

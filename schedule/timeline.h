@@ -1,7 +1,9 @@
 // Drawings of a simulated schedule, like the papers' figures: one row per
 // worker, a box per forward/backward labelled with its micro-batch(es).
-// Down pipelines (even chunks) and up pipelines (odd chunks) are told apart:
-// in text by letter case (F/B down, f/b up), in SVG by colour.
+// Even and odd chunks are told apart: in text by letter case (F/B even, f/b
+// odd), in SVG by colour. What a chunk is depends on the schedule: Chimera's
+// down (even) and up (odd) pipelines, a looping schedule's model chunks; a
+// single pipeline has one chunk (ChunkNames).
 //
 //   std::cout << TextTimeline(schedule, simulation, "chimera D=4 N=4");
 //   std::string svg = SvgTimeline(schedule, simulation, "chimera D=4 N=4");
@@ -11,7 +13,9 @@
 #ifndef CHIMERA_SCHEDULE_TIMELINE_H_
 #define CHIMERA_SCHEDULE_TIMELINE_H_
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -19,6 +23,11 @@
 #include "schedule/simulator.h"
 
 namespace chimera::schedule {
+
+// What a schedule's even and odd chunks are, for legends: {"down pipeline",
+// "up pipeline"} for bidirectional pipelines, {"even chunk", "odd chunk"}
+// for looping ones, nullopt for a single pipeline (one chunk).
+std::optional<std::pair<std::string, std::string>> ChunkNames(const Topology& topology);
 
 // Widest ASCII timeline, in cells; longer schedules are drawn coarser.
 inline constexpr int kMaxTimelineCells = 400;

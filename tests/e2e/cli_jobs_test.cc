@@ -190,6 +190,25 @@ TEST_F(CliJobsTest, OutputFormatsUseTheJobFilesNamesAndRfc3339Times) {
   EXPECT_EQ(Chimera({"list", "-o", "xml"}).exit_code, 2);
 }
 
+// kubectl get -w: the list, then the list again whenever a job changes.
+TEST_F(CliJobsTest, ListWatchShowsAJobSubmittedWhileItWatches) {
+  net::ChildProcess watch({CHIMERA_BINARY, "list", "--watch", "-o", "json", "--address",
+                           coordinator_->address()});
+  absl::StatusOr<std::string> line = watch.ReadLine(absl::Seconds(30));
+  ASSERT_TRUE(line.ok()) << line.status() << watch.err();
+  EXPECT_EQ(nlohmann::json::parse(*line)["jobs"].size(), 0u);
+  ProcessResult submit = Chimera({"submit", "-f", "examples/chimera.yaml", "--no-wait"});
+  ASSERT_EQ(submit.exit_code, 0) << submit.err;
+  const std::string id = std::string(absl::StripAsciiWhitespace(submit.out));
+  line = watch.ReadLine(absl::Seconds(30));
+  ASSERT_TRUE(line.ok()) << line.status() << watch.err();
+  const nlohmann::json listed = nlohmann::json::parse(*line);
+  ASSERT_EQ(listed["jobs"].size(), 1u) << *line;
+  EXPECT_EQ(listed["jobs"][0]["id"], id);
+  watch.Signal(SIGINT);
+  EXPECT_EQ(watch.Wait(absl::Seconds(10)), 128 + SIGINT);
+}
+
 TEST_F(CliJobsTest, UnknownJobIsOneClearLineAndExitOne) {
   ProcessResult status = Chimera({"status", "nope"});
   EXPECT_EQ(status.exit_code, 1);

@@ -11,6 +11,7 @@ namespace chimera::schedule {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::MustGenerate;
 using testing::MustSimulate;
 using testing::Params;
@@ -28,7 +29,13 @@ TEST(TextTimelineTest, DrawsChimeraFigure3RowsWithDirectionsApart) {
 TEST(JsonReportTest, HasTheStableFields) {
   Schedule s = MustGenerate(Params(Scheme::kOneFOneB, 4, 8));
   SimulationResult r = MustSimulate(s);
-  nlohmann::json j = nlohmann::json::parse(JsonReport(s, r));
+  nlohmann::json j = nlohmann::json::parse(JsonReport(s, r, "1f1b"));
+  EXPECT_EQ(j["scheme"], "1f1b");
+  EXPECT_EQ(j["depth"], 4);
+  EXPECT_EQ(j["width"], 1);
+  EXPECT_EQ(j["micro_batches"], 8);
+  EXPECT_EQ(j["chunks"], 1);
+  EXPECT_FALSE(nlohmann::json::parse(JsonReport(s, r)).contains("scheme"));
   EXPECT_DOUBLE_EQ(j["makespan"].get<double>(), r.makespan);
   EXPECT_DOUBLE_EQ(j["bubble_ratio"].get<double>(), 3.0 / 11);
   EXPECT_EQ(j["critical_path"]["forwards"].get<int>(), r.critical_forwards);
@@ -52,6 +59,24 @@ TEST(SvgTimelineTest, HasLegendAxisAndMicroBatchNumbers) {
   EXPECT_THAT(svg, HasSubstr("forward, up pipeline"));
   EXPECT_THAT(svg, HasSubstr(">time</text>"));
   EXPECT_THAT(svg, HasSubstr(">3</text>"));
+}
+
+// A single pipeline has no "up pipeline" to name, and a looping schedule's
+// chunks are model chunks, not pipelines.
+TEST(SvgTimelineTest, LegendNamesWhatTheScheduleHas) {
+  Schedule single = MustGenerate(Params(Scheme::kOneFOneB, 4, 4));
+  std::string svg = SvgTimeline(single, MustSimulate(single), "1f1b");
+  EXPECT_THAT(svg, HasSubstr(">forward</text>"));
+  EXPECT_THAT(svg, Not(HasSubstr("pipeline")));
+  EXPECT_THAT(TextTimeline(single, MustSimulate(single), "1f1b"),
+              HasSubstr("F/B forward/backward, then the micro-batch"));
+
+  ScheduleParams looping = Params(Scheme::kInterleaved, 2, 4);
+  looping.chunks = 2;
+  Schedule chained = MustGenerate(looping);
+  svg = SvgTimeline(chained, MustSimulate(chained), "interleaved");
+  EXPECT_THAT(svg, HasSubstr("forward, odd chunk"));
+  EXPECT_THAT(svg, Not(HasSubstr("up pipeline")));
 }
 
 TEST(CsvTest, HandWrittenScheduleLoadsAndValidates) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "client/exit_codes.h"
+#include "client/help_commands.h"
 #include "client/job_commands.h"
 #include "client/plan_command.h"
 #include "client/run_command.h"
@@ -95,6 +96,7 @@ int main(int argc, char** argv) {
   chimera::client::AddPlanCommand(app);
   chimera::client::AddJobCommands(app);
   chimera::client::AddRunCommand(app);
+  chimera::client::AddHelpCommands(app);
 
   try {
     app.parse(argc, argv);

@@ -186,5 +186,47 @@ TEST(WorkerCliTest, DevicesListsTheCpu) {
   }
 }
 
+TEST(CliHelpTest, HelpCommandPrintsACommandsHelpOrSuggestsOne) {
+  ProcessResult help = Chimera({"help", "submit"});
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_THAT(help.out, HasSubstr("--no-wait"));
+  ProcessResult typo = Chimera({"help", "sumbit"});
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_THAT(typo.err, HasSubstr("did you mean 'submit'?"));
+}
+
+// What bash offers for the words typed so far, with the completion script
+// chimera prints loaded.
+std::string BashCompletes(const std::string& script, const std::string& words, int word) {
+  ProcessResult r = RunProcess(
+      {chimera::testing::FindOnPath("bash"), "-c",
+       absl::StrCat("source ", script, "; COMP_WORDS=(", words, "); COMP_CWORD=", word,
+                    "; _chimera; echo \"${COMPREPLY[*]}\"")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.out;
+}
+
+TEST(CliHelpTest, CompletionScriptsCompleteCommandsAndEachCommandsFlags) {
+  chimera::testing::TempDir dir;
+  ProcessResult bash = Chimera({"completion", "bash"});
+  ASSERT_EQ(bash.exit_code, 0) << bash.err;
+  const std::string script = dir.WriteFile("chimera.bash", bash.out);
+  EXPECT_EQ(BashCompletes(script, "chimera su", 1), "submit\n");
+  EXPECT_EQ(BashCompletes(script, "chimera submit --no", 2), "--no-wait\n");
+  EXPECT_THAT(BashCompletes(script, "chimera list --add", 2), HasSubstr("--address"));
+  EXPECT_THAT(BashCompletes(script, "chimera plan --clu", 2), HasSubstr("--cluster"));
+
+  ProcessResult zsh = Chimera({"completion", "zsh"});
+  ASSERT_EQ(zsh.exit_code, 0) << zsh.err;
+  const std::string zsh_script = dir.WriteFile("chimera.zsh", zsh.out);
+  ProcessResult loaded = RunProcess(
+      {chimera::testing::FindOnPath("zsh"), "-fc",
+       absl::StrCat("autoload -U compinit && compinit -u -D; source ", zsh_script,
+                    "; print -r -- ${_comps[chimera]}")});
+  ASSERT_EQ(loaded.exit_code, 0) << "zsh (scripts/install-deps installs it): " << loaded.err;
+  EXPECT_THAT(loaded.out, HasSubstr("_chimera"));
+  EXPECT_EQ(Chimera({"completion", "fish"}).exit_code, 2);
+}
+
 }  // namespace
 }  // namespace chimera

@@ -28,6 +28,10 @@ struct ProcessResult {
   std::string err;
 };
 
+// The program of that name on $PATH, as a path argv[0] can be (processes
+// start without a PATH search); `program` itself when it is on none.
+std::string FindOnPath(const std::string& program);
+
 // Runs `argv` to completion and returns what it printed.
 ProcessResult RunProcess(const std::vector<std::string>& argv,
                          const std::string& working_dir = "",

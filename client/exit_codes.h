@@ -11,6 +11,11 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 // Bad input: wrong flags, an invalid job file, bad schedule parameters.
 inline constexpr int kExitUsage = 2;
+// Interrupted (Ctrl-C), as a process killed by SIGINT would exit (128 + 2).
+inline constexpr int kExitInterrupted = 130;
+// Standard output closed under a command that stopped its work for it, as a
+// process killed by SIGPIPE would exit (128 + 13).
+inline constexpr int kExitOutputClosed = 141;
 
 }  // namespace chimera::client
 

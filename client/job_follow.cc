@@ -56,6 +56,7 @@ absl::StatusOr<chimera::v1::JobState> FollowJob(CoordinatorClient& client,
   chimera::v1::JobState state = job.status().state();
   bool printed_state = false;
   bool announced = !options.announce_plan;
+  bool output_closed = false;
   absl::Status status = client.Watch(id, follow, [&](const chimera::v1::JobEvent& event) {
     if (event.has_step() && event.step().step() < first_step) return;
     if (progress) std::cerr << "\r\033[K";
@@ -76,6 +77,10 @@ absl::StatusOr<chimera::v1::JobState> FollowJob(CoordinatorClient& client,
       printed_state = true;
     }
     std::cout.flush();
+    if (!std::cout && options.on_output_closed && !output_closed) {
+      output_closed = true;
+      options.on_output_closed();
+    }
     if (event.has_status()) state = event.status().state();
     if (progress && event.has_step()) {
       std::cerr << ProgressBar(event.step().step() + 1, max_steps, event.step().step_seconds());

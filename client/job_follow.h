@@ -3,6 +3,7 @@
 #ifndef CHIMERA_CLIENT_JOB_FOLLOW_H_
 #define CHIMERA_CLIENT_JOB_FOLLOW_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -22,6 +23,9 @@ struct FollowOptions {
   // Once the job runs, one line with the plan it runs and what it is
   // predicted to do (with json: {"plan": ...}), before the first step.
   bool announce_plan = false;
+  // Called once if standard output is closed under it (a reader that went
+  // away: SIGPIPE ignored, writes fail); the following goes on regardless.
+  std::function<void()> on_output_closed;
 };
 
 // "plan: chimera W=1 D=4 B=2 N=4 pipelines=2, predicted step 0.120 s, bubble

@@ -36,7 +36,6 @@
 namespace chimera::client {
 namespace {
 
-constexpr int kExitInterrupted = 130;
 // Local workers are on the same machine: short heartbeats find a dead one
 // fast.
 constexpr absl::Duration kHeartbeatPeriod = absl::Milliseconds(500);
@@ -183,6 +182,10 @@ int Run(const RunOptions& options) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A reader of our output that goes away (`chimera run ... | head`) must
+  // not kill this process before it has stopped the job: writes then fail,
+  // and the following asks the signal thread to stop it.
+  ::signal(SIGPIPE, SIG_IGN);
 
   coordinator::CoordinatorOptions server_options;
   server_options.listen = "127.0.0.1:0";
@@ -233,13 +236,16 @@ int Run(const RunOptions& options) {
   const chimera::v1::Job submitted = ValueOrExit(client->Submit(manifest));
 
   std::atomic<bool> interrupted{false};
+  std::atomic<bool> output_closed{false};
   std::atomic<bool> done{false};
   std::thread stopper([&] {
     int signal = 0;
     sigwait(&signals, &signal);
     if (done) return;
     interrupted = true;
-    std::cerr << "\ninterrupted: stopping job " << submitted.id() << "\n";
+    std::cerr << "\n"
+              << (output_closed ? "standard output closed" : "interrupted")
+              << ": stopping job " << submitted.id() << "\n";
     (void)client->Stop(submitted.id());
   });
   // The trace call returns once its step is recorded or the job has ended.
@@ -253,7 +259,14 @@ int Run(const RunOptions& options) {
   if (!ready.ok()) (void)client->Stop(submitted.id());
   absl::StatusOr<chimera::v1::JobState> state =
       ready.ok() ? FollowJob(*client, submitted.id(),
-                              {.follow = true, .json = Json(options), .announce_plan = true}) : ready;
+                              {.follow = true,
+                               .json = Json(options),
+                               .announce_plan = true,
+                               .on_output_closed =
+                                   [&output_closed] {
+                                     output_closed = true;
+                                     ::kill(::getpid(), SIGTERM);
+                                   }}) : ready;
   if (tracer.joinable()) tracer.join();
   const chimera::v1::Job final_job = client->Get(submitted.id()).value_or(submitted);
   std::vector<chimera::v1::StepSummary> history;
@@ -284,6 +297,7 @@ int Run(const RunOptions& options) {
               << directory << "\n";
   }
   if (!state.ok()) ExitWithError(state.status());
+  if (output_closed) return kExitOutputClosed;
   if (interrupted) return kExitInterrupted;
   if (!traced.ok()) {
     std::cerr << "chimera: --trace: " << DescribeError(traced) << "\n";
@@ -302,7 +316,8 @@ void AddRunCommand(CLI::App& app) {
       "workers it needs (one per GPU for gpu jobs). Follows the job, prints a summary "
       "and stops its workers (also on Ctrl-C); the run directory of worker logs is removed "
       "after a success and named on stderr otherwise. Exit 0 when the job succeeds, 1 when it fails or stops "
-      "or its workers cannot run it, 2 for a bad job file, 130 when interrupted.");
+      "or its workers cannot run it, 2 for a bad job file, 130 when interrupted, 141 when "
+      "its output was closed (the job is stopped).");
   command->add_option("-f,--file", options->file, "Job file (YAML)")->required();
   command
       ->add_option("-o,--output", options->output,

@@ -178,6 +178,16 @@ absl::StatusOr<int> UsableWorkers(const chimera::v1::TrainJob& job,
   return workers;
 }
 
+// The job's spec.resources.memoryBytesPerWorker, where it is set and below
+// what the devices have, is the memory every plan must fit in.
+chimera::v1::Cluster WithJobsMemoryLimit(const chimera::v1::TrainJob& job,
+                                         chimera::v1::Cluster cluster) {
+  const int64_t limit = job.spec().resources().memory_bytes_per_worker();
+  auto* device = cluster.mutable_spec()->mutable_device();
+  if (limit > 0 && limit < device->memory_bytes()) device->set_memory_bytes(limit);
+  return cluster;
+}
+
 class Search {
  public:
   Search(const chimera::v1::TrainJob& job, const chimera::v1::Cluster& cluster,
@@ -345,10 +355,11 @@ std::string ExplainRanking(const Evaluation& best, const Evaluation& runner_up) 
 }
 
 absl::StatusOr<SearchResult> SearchPlans(const chimera::v1::TrainJob& job,
-                                         const chimera::v1::Cluster& cluster,
+                                         const chimera::v1::Cluster& given_cluster,
                                          const chimera::v1::ModelProfile& profile,
                                          const SearchOptions& options) {
   const auto& spec = job.spec();
+  const chimera::v1::Cluster cluster = WithJobsMemoryLimit(job, given_cluster);
   schedule::SpecParams fixed;
   RETURN_IF_ERROR(
       schedule::ScheduleParamsFromSpec(spec.parallelism(), spec.training(), &fixed)

@@ -45,7 +45,8 @@ struct SearchResult {
 };
 
 // The job must be valid (jobspec::ValidateJob), the profile must describe
-// its model. Uses resources.workers devices (all of the cluster's when 0).
+// its model. Uses resources.workers devices (all of the cluster's when 0),
+// each with the smaller of its memory and resources.memoryBytesPerWorker.
 // FAILED_PRECONDITION when nothing fits, naming the smallest peak memory any
 // candidate needs; INVALID_ARGUMENT when the job's fixed choices leave no
 // candidate at all (e.g. a micro-batch size that does not divide the batch);

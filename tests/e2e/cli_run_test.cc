@@ -132,6 +132,29 @@ TEST(CliRunTest, InterruptStopsTheJobAndLeavesNoProcessBehind) {
   std::filesystem::remove_all(directory);
 }
 
+// `chimera run ... | head`: once its output is closed it stops the job and
+// its workers, names the run directory it keeps, and exits 141, where
+// SIGPIPE used to kill it before it had stopped anything.
+TEST(CliRunTest, ClosedOutputStopsTheJobAndLeavesNoProcessBehind) {
+  chimera::testing::TempDir dir;
+  ProcessResult piped = RunProcess(
+      {chimera::testing::FindOnPath("bash"), "-c",
+       absl::StrCat(CHIMERA_BINARY, " run -f ", ExampleChimeraJob(dir, 100000),
+                    " | head -n 3; echo \"exit ${PIPESTATUS[0]}\""),},
+      CHIMERA_SOURCE_DIR, absl::Minutes(3));
+  ASSERT_EQ(piped.exit_code, 0) << piped.out << piped.err;
+  EXPECT_THAT(piped.out, HasSubstr("exit 141"));
+  EXPECT_THAT(piped.err, HasSubstr("standard output closed: stopping job "));
+  // "coordinator on 127.0.0.1:PORT, 4 local workers, logs in DIR"
+  const std::string address = piped.out.substr(15, piped.out.find(',') - 15);
+  EXPECT_EQ(ProcessesMentioning(address), 0) << "workers outlived chimera run";
+  const std::string kept = "are kept in ";
+  const size_t at = piped.err.find(kept);
+  ASSERT_NE(at, std::string::npos) << piped.err;
+  std::filesystem::remove_all(std::string(absl::StripAsciiWhitespace(
+      piped.err.substr(at + kept.size(), piped.err.find('\n', at) - at - kept.size()))));
+}
+
 // For scripts: one JSON object per line, the plan before the steps, and last
 // the job as it ended.
 TEST(CliRunTest, JsonOutputIsOneObjectPerLineFromThePlanToTheEndedJob) {

@@ -223,6 +223,18 @@ TEST(PlanSearchTest, NothingFitsNamesTheSmallestMemoryThatWould) {
   EXPECT_THAT(result.status().message(), HasSubstr("the smallest needs"));
 }
 
+// spec.resources.memoryBytesPerWorker was validated and then ignored.
+TEST(PlanSearchTest, TheJobsMemoryLimitIsWhatPlansMustFitIn) {
+  auto job = LargeJob(8, 64, 4);
+  const auto cluster = TestCluster(1, 4);
+  const auto profile = AnalyticProfile(job.spec().model(), cluster.spec().device());
+  ASSERT_TRUE(SearchPlans(job, cluster, profile, {}).ok());
+  job.mutable_spec()->mutable_resources()->set_memory_bytes_per_worker(int64_t{64} << 20);
+  absl::StatusOr<SearchResult> limited = SearchPlans(job, cluster, profile, {});
+  EXPECT_EQ(limited.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(limited.status().message(), HasSubstr("no plan fits in 67108864 bytes"));
+}
+
 TEST(PlanSearchTest, MoreWorkersThanDevicesIsAFailedPrecondition) {
   const auto job = LargeJob(8, 64, 64);
   const auto cluster = TestCluster(1, 4);

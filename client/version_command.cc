@@ -5,7 +5,6 @@
 #include <string>
 
 #include "common/build_info.h"
-#include "nlohmann/json.hpp"
 
 namespace chimera::client {
 
@@ -25,13 +24,7 @@ void AddVersionCommand(CLI::App& app) {
       std::cout << DescribeBuild("chimera") << "\n";
       return;
     }
-    const BuildInfo& build = GetBuildInfo();
-    // Field names as the job file writes its own: lowerCamelCase.
-    const nlohmann::json json = {{"version", build.version},
-                                 {"gitCommit", build.git_commit},
-                                 {"buildType", build.build_type},
-                                 {"libtorchVersion", build.torch_version}};
-    std::cout << json.dump(2) << "\n";
+    std::cout << DescribeBuildAsJson("chimera") << "\n";
   });
 }
 

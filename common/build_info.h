@@ -27,6 +27,11 @@ const BuildInfo& GetBuildInfo();
 // "PROGRAM VERSION (commit C, BUILD_TYPE, LibTorch V)".
 std::string DescribeBuild(absl::string_view program);
 
+// The same as one line of JSON, field names as job files write theirs:
+// {"program": ..., "version": ..., "gitCommit": ..., "buildType": ...,
+//  "libtorchVersion": ...}.
+std::string DescribeBuildAsJson(absl::string_view program);
+
 }  // namespace chimera
 
 #endif  // CHIMERA_COMMON_BUILD_INFO_H_

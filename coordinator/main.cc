@@ -119,8 +119,6 @@ void AddFlags(CLI::App* app, chimera::coordinator::CoordinatorOptions* options,
       ->capture_default_str();
   AddSchedulingFlags(app, options, units);
   AddAccessFlags(app, options);
-  app->set_version_flag("--version",
-                        chimera::DescribeBuild("chimera-coordinator"));
 }
 
 void ApplyUnitFlags(const UnitFlags& units,
@@ -180,11 +178,23 @@ int main(int argc, char** argv) {
       "worker daemons "
       "and keeps every job in SQLite."};
   AddFlags(&app, &options, &units);
+  bool version = false;
+  std::string output = "text";
+  app.add_flag("--version", version, "Print the version, commit, build type and LibTorch");
+  app.add_option("-o,--output", output, "Format of --version: text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
+  }
+  if (version) {
+    std::cout << (output == "json" ? chimera::DescribeBuildAsJson("chimera-coordinator")
+                                   : chimera::DescribeBuild("chimera-coordinator"))
+              << "\n";
+    return 0;
   }
   ApplyUnitFlags(units, &options);
   // Before gRPC starts its threads, so that only sigwait sees the signals.

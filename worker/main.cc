@@ -38,6 +38,7 @@
 #include "common/logging.h"
 #include "jobspec/job_file.h"
 #include "net/metrics_server.h"
+#include "nlohmann/json.hpp"
 #include "net/server_address.h"
 #include "net/tls_credentials.h"
 #include "worker/daemon/local_devices.h"
@@ -49,7 +50,8 @@
 
 namespace {
 
-void PrintDevices() {
+// What this machine offers, as text or (`json`) one JSON object.
+void PrintDevices(bool json) {
   const chimera::worker::LocalResources resources =
       chimera::worker::DiscoverLocalResources();
   // NCCL serves only gpu tasks: it is on offer where this build can run them
@@ -58,6 +60,24 @@ void PrintDevices() {
       resources.nccl && chimera::worker::kWorkerHasGpuRuntime &&
       std::any_of(resources.devices.begin(), resources.devices.end(),
                   [](const auto& device) { return device.kind == "gpu"; });
+  if (json) {
+    nlohmann::json devices = nlohmann::json::array();
+    for (const auto& device : resources.devices) {
+      devices.push_back({{"kind", device.kind},
+                         {"index", device.index},
+                         {"name", device.name},
+                         {"memoryBytes", device.memory_bytes}});
+    }
+    std::cout << nlohmann::json({{"node", resources.node},
+                                 {"cpuCores", resources.cpu_cores},
+                                 {"memoryBytes", resources.memory_bytes},
+                                 {"communicators", nccl ? std::vector<std::string>{"gloo", "nccl"}
+                                                        : std::vector<std::string>{"gloo"}},
+                                 {"devices", devices}})
+                     .dump(2)
+              << "\n";
+    return;
+  }
   std::cout << "node " << resources.node << ", " << resources.cpu_cores
             << " CPU cores, " << chimera::FormatBytes(resources.memory_bytes)
             << " memory\n"
@@ -66,6 +86,22 @@ void PrintDevices() {
     std::cout << device.kind << ":" << device.index << " " << device.name << " "
               << chimera::FormatBytes(device.memory_bytes) << "\n";
   }
+}
+
+// The build and the LibTorch this process runs on (the one it was built
+// against, unless the library path found another).
+void PrintVersion(bool json) {
+  const std::string runs_on =
+      chimera::worker::DiscoverLocalResources().torch_version;
+  if (json) {
+    nlohmann::json build =
+        nlohmann::json::parse(chimera::DescribeBuildAsJson("chimera-worker"));
+    build["runsOnLibtorch"] = runs_on;
+    std::cout << build.dump() << "\n";
+    return;
+  }
+  std::cout << chimera::DescribeBuild("chimera-worker") << "; runs on LibTorch "
+            << runs_on << "\n";
 }
 
 constexpr int kExitFailed = 1;
@@ -222,6 +258,10 @@ int main(int argc, char** argv) {
                "Print the version and the LibTorch it runs on");
   app.add_flag("--devices", devices,
                "Print the node, memory and devices this worker offers");
+  std::string output = "text";
+  app.add_option("-o,--output", output, "Format of --version and --devices: text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
   bool standalone = false;
   chimera::worker::StandaloneFlags flags;
   app.add_flag("--standalone", standalone,
@@ -294,7 +334,12 @@ int main(int argc, char** argv) {
                "Measure the job's per-layer costs and write a model profile");
   app.add_option("--out", profile_out,
                  "Profile file to write; default stdout (profile)");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help is exit 0; every bad flag or value is 2, whatever CLI11 numbers.
+    return app.exit(e) == 0 ? 0 : kExitBadInput;
+  }
   if (gpu < -1) {
     std::cerr << "chimera-worker: --gpu is " << gpu
               << "; it must be a CUDA device index >= 0\n";
@@ -314,15 +359,8 @@ int main(int argc, char** argv) {
   if (!daemon.coordinator.empty())
     return RunDaemon(std::move(daemon), std::move(tls), metrics_listen,
                      flags.data_root, flags.checkpoint_root);
-  if (version) {
-    // The LibTorch this process runs on: the one it was built against,
-    // unless the library path found another.
-    std::cout << chimera::DescribeBuild("chimera-worker")
-              << "; runs on LibTorch "
-              << chimera::worker::DiscoverLocalResources().torch_version
-              << "\n";
-  }
-  if (devices) PrintDevices();
+  if (version) PrintVersion(output == "json");
+  if (devices) PrintDevices(output == "json");
   if (!version && !devices) {
     std::cout << app.help();
     return 2;

@@ -186,6 +186,28 @@ TEST(WorkerCliTest, DevicesListsTheCpu) {
   }
 }
 
+TEST(WorkerCliTest, DaemonsSayTheirVersionAndDevicesAsJsonToo) {
+  ProcessResult worker = RunProcess({CHIMERA_WORKER_BINARY, "--version", "-o", "json"});
+  ASSERT_EQ(worker.exit_code, 0) << worker.err;
+  const nlohmann::json version = nlohmann::json::parse(worker.out);
+  EXPECT_EQ(version.at("program"), "chimera-worker");
+  EXPECT_FALSE(version.at("gitCommit").get<std::string>().empty());
+  EXPECT_THAT(version.at("runsOnLibtorch").get<std::string>(), StartsWith("1."));
+  ProcessResult coordinator =
+      RunProcess({CHIMERA_COORDINATOR_BINARY, "--version", "-o", "json"});
+  ASSERT_EQ(coordinator.exit_code, 0) << coordinator.err;
+  EXPECT_EQ(nlohmann::json::parse(coordinator.out).at("program"), "chimera-coordinator");
+  EXPECT_EQ(nlohmann::json::parse(coordinator.out).at("gitCommit"), version.at("gitCommit"));
+
+  ProcessResult devices = RunProcess({CHIMERA_WORKER_BINARY, "--devices", "-o", "json"});
+  ASSERT_EQ(devices.exit_code, 0) << devices.err;
+  const nlohmann::json offered = nlohmann::json::parse(devices.out);
+  EXPECT_GT(offered.at("memoryBytes").get<int64_t>(), 0);
+  EXPECT_EQ(offered.at("devices").at(0).at("kind"), "cpu");
+  EXPECT_EQ(offered.at("communicators").at(0), "gloo");
+  EXPECT_EQ(RunProcess({CHIMERA_WORKER_BINARY, "--version", "-o", "xml"}).exit_code, 2);
+}
+
 TEST(CliHelpTest, HelpCommandPrintsACommandsHelpOrSuggestsOne) {
   ProcessResult help = Chimera({"help", "submit"});
   EXPECT_EQ(help.exit_code, 0) << help.err;

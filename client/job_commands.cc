@@ -64,7 +64,9 @@ void AddSubmit(CLI::App& app, std::shared_ptr<Settings> settings) {
   CLI::App* command = app.add_subcommand(
       "submit",
       "Submit a job and follow it until it ends (exit 0 when it succeeds, 1 when it "
-      "fails or stops). --no-wait prints the job id alone and returns.");
+      "fails or stops). --no-wait prints the job id alone and returns. The data file "
+      "lives on the workers: here its path is only checked to stay inside their "
+      "--data-root; they check the file itself when the job starts.");
   command->add_option("-f,--file", *file, "Job file (YAML)")->required();
   command->add_flag("--no-wait", *no_wait, "Print the job id and return");
   command->callback([settings, file, no_wait] {

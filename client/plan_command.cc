@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cli_errors.h"
+#include "client/structured_output.h"
 #include "client/text_table.h"
 #include "jobspec/job_file.h"
 #include "nlohmann/json.hpp"
@@ -64,7 +65,8 @@ void PrintText(const planner::SearchResult& result) {
   if (!result.why_best.empty()) std::cout << "why: " << result.why_best << "\n";
 }
 
-void PrintJson(const planner::SearchResult& result) {
+// The ranked plans as one JSON value (-o json, -o yaml).
+nlohmann::json RankedPlans(const planner::SearchResult& result) {
   nlohmann::json candidates = nlohmann::json::array();
   for (const planner::Evaluation& evaluation : result.ranked) {
     const auto& plan = evaluation.plan;
@@ -88,10 +90,9 @@ void PrintJson(const planner::SearchResult& result) {
         {"description", planner::DescribePlan(plan)},
     });
   }
-  nlohmann::json out = {{"candidates", candidates},
-                        {"evaluated", result.evaluated},
-                        {"whyBest", result.why_best}};
-  std::cout << out.dump(2) << "\n";
+  return {{"candidates", candidates},
+          {"evaluated", result.evaluated},
+          {"whyBest", result.why_best}};
 }
 
 void RunPlan(const PlanOptions& options) {
@@ -116,7 +117,9 @@ void RunPlan(const PlanOptions& options) {
     ExitWithError(result.status());
   }
   if (options.output == "json") {
-    PrintJson(*result);
+    std::cout << RankedPlans(*result).dump(2) << "\n";
+  } else if (options.output == "yaml") {
+    std::cout << JsonToYaml(RankedPlans(*result));
   } else {
     PrintText(*result);
   }
@@ -139,8 +142,8 @@ void AddPlanCommand(CLI::App& app) {
   command->add_option("--top", options->top_k, "How many plans to show")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  command->add_option("-o,--output", options->output, "Output format")
-      ->check(CLI::IsMember({"text", "json"}))
+  command->add_option("-o,--output", options->output, "Output format: text, json or yaml")
+      ->check(CLI::IsMember({"text", "json", "yaml"}))
       ->capture_default_str();
   command->callback([options] { RunPlan(*options); });
 }

@@ -90,8 +90,12 @@ std::string ToJsonLine(const google::protobuf::Message& message) {
 }
 
 std::string ToYaml(const google::protobuf::Message& message) {
+  return JsonToYaml(ToJsonValue(message));
+}
+
+std::string JsonToYaml(const nlohmann::json& value) {
   YAML::Emitter out;
-  Emit(ToJsonValue(message), out);
+  Emit(value, out);
   return std::string(out.c_str()) + "\n";
 }
 

@@ -25,6 +25,8 @@ std::string ToJson(const google::protobuf::Message& message);
 std::string ToJsonLine(const google::protobuf::Message& message);
 // A YAML document.
 std::string ToYaml(const google::protobuf::Message& message);
+// A JSON value as a YAML document.
+std::string JsonToYaml(const nlohmann::json& value);
 
 }  // namespace chimera::client
 

@@ -2,6 +2,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -29,6 +30,16 @@ TEST(CliPlanTest, TextTableRanksPlansAndExplainsTheBest) {
   EXPECT_THAT(r.out, HasSubstr("\n1    "));
   EXPECT_THAT(r.out, HasSubstr("\n3    "));
   EXPECT_THAT(r.out, HasSubstr("why: "));
+  // Columns line up however long a cell: every row's bubble ends where the
+  // header's does, and recomputation is named in full.
+  EXPECT_THAT(r.out, HasSubstr(" recompute "));
+  const std::vector<std::string> lines = absl::StrSplit(r.out, '\n');
+  const size_t end = lines[0].find("bubble") + std::string("bubble").size();
+  for (size_t i = 1; i <= 3; ++i) {
+    ASSERT_GT(lines[i].size(), end) << lines[i];
+    EXPECT_NE(lines[i][end - 1], ' ') << "row " << i << " is out of line:\n" << r.out;
+    EXPECT_EQ(lines[i][end], ' ') << "row " << i << " is out of line:\n" << r.out;
+  }
 }
 
 TEST(CliPlanTest, JsonHasTheStableFields) {
@@ -46,6 +57,11 @@ TEST(CliPlanTest, JsonHasTheStableFields) {
   // The job fixes chimera, D = 4, W = 1.
   EXPECT_EQ(out["candidates"][0]["scheme"], "chimera");
   EXPECT_EQ(out["candidates"][0]["depth"], 4);
+  ProcessResult yaml = Chimera({"plan", "-f", "examples/chimera.yaml", "--cluster",
+                                "examples/clusters/local-cpu.yaml", "-o", "yaml"});
+  ASSERT_EQ(yaml.exit_code, 0) << yaml.err;
+  EXPECT_THAT(yaml.out, HasSubstr("scheme: chimera"));
+  EXPECT_THAT(yaml.out, HasSubstr("whyBest: "));
 }
 
 TEST(CliPlanTest, NothingFittingExitsOneWithTheMemoryNeeded) {

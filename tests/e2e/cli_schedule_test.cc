@@ -82,6 +82,9 @@ TEST_P(CliScheduleOutputTest, ExitsZeroWithWellFormedOutput) {
     EXPECT_THAT(r.out, HasSubstr("P3"));
   } else if (output == "json") {
     nlohmann::json report = nlohmann::json::parse(r.out);
+    EXPECT_EQ(report.at("scheme"), scheme);
+    EXPECT_EQ(report.at("depth"), 4);
+    EXPECT_GT(report.at("micro_batches").get<int>(), 0);
     EXPECT_GT(report.at("makespan").get<double>(), 0);
     const double ratio = report.at("bubble_ratio").get<double>();
     EXPECT_GE(ratio, 0);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -149,6 +150,34 @@ TEST(CliValidateTest, InvalidFilePrintsEveryErrorAndExitsTwo) {
   EXPECT_EQ(r.out, "");
   EXPECT_THAT(r.err, HasSubstr(job + ": spec.model.hiddenSize: 30 is not divisible by numHeads (4)\n"));
   EXPECT_THAT(r.err, HasSubstr(job + ": spec.parallelism.pipeline: 3 must be even for chimera"));
+}
+
+// Data paths are checked as the workers will read them: relative to a data
+// root (--data-root, default the current directory), never outside it; a
+// misspelled field gets the one it resembles.
+TEST(CliValidateTest, DataPathsAreCheckedUnderTheDataRoot) {
+  chimera::testing::TempDir dir;
+  chimera::v1::TrainJob job = TinyJob();
+  job.mutable_spec()->mutable_data()->set_format("text");
+  job.mutable_spec()->mutable_data()->set_path("corpus.txt");
+  const std::string file = dir.WriteFile("job.yaml", JobYaml(job));
+  dir.WriteFile("corpus.txt", std::string(100, 'a'));
+  EXPECT_EQ(Chimera({"validate", "-f", file, "--data-root", dir.path()}).exit_code, 0);
+  ProcessResult elsewhere = Chimera({"validate", "-f", file});  // from the source tree
+  EXPECT_EQ(elsewhere.exit_code, 2);
+  EXPECT_THAT(elsewhere.err, HasSubstr("spec.data.path: 'corpus.txt' does not exist"));
+
+  job.mutable_spec()->mutable_data()->set_path("/etc/passwd");
+  ProcessResult absolute = Chimera(
+      {"validate", "-f", dir.WriteFile("abs.yaml", JobYaml(job)), "--skip-data-check"});
+  EXPECT_EQ(absolute.exit_code, 2);
+  EXPECT_THAT(absolute.err, HasSubstr("spec.data.path: '/etc/passwd' is absolute"));
+
+  const std::string typo = dir.WriteFile(
+      "typo.yaml", absl::StrReplaceAll(JobYaml(TinyJob()), {{"\"numLayers\"", "\"numLayer\""}}));
+  ProcessResult misspelled = Chimera({"validate", "-f", typo});
+  EXPECT_EQ(misspelled.exit_code, 2);
+  EXPECT_THAT(misspelled.err, HasSubstr("did you mean 'numLayers'?"));
 }
 
 TEST(CliValidateTest, JsonOutputIsMachineReadable) {

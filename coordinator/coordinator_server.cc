@@ -35,6 +35,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
 
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
   ASSIGN_OR_RETURN(server->store_, JobStore::Open(options.database));
+  RETURN_IF_ERROR(server->store_->LimitSize(options.database_max_bytes));
   server->registry_ = std::make_unique<WorkerRegistry>(options.heartbeat);
   server->jobs_ = std::make_unique<JobManager>(
       server->store_.get(), server->registry_.get(), options.jobs);

@@ -13,6 +13,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
@@ -34,6 +35,8 @@ struct CoordinatorOptions {
   std::string listen = "127.0.0.1:50051";
   // SQLite file; ":memory:" keeps nothing across restarts.
   std::string database = "chimera-coordinator.db";
+  // The most the store may grow to, in bytes (0: as the disk allows).
+  int64_t database_max_bytes = 0;
   HeartbeatPolicy heartbeat;
   JobManagerOptions jobs;
   std::string client_token;

@@ -199,11 +199,25 @@ absl::StatusOr<Job> JobManager::Submit(const chimera::v1::TrainJob& manifest) {
 }
 
 absl::StatusOr<Job> JobManager::Get(const std::string& id) {
+  {
+    absl::MutexLock lock(&mutex_);
+    if (auto it = unsaved_ends_.find(id); it != unsaved_ends_.end()) return it->second;
+  }
   return store_->Get(id);
 }
 
 absl::StatusOr<std::vector<Job>> JobManager::List(JobState state) {
-  return store_->List(state);
+  ASSIGN_OR_RETURN(std::vector<Job> stored, store_->List(JobState::JOB_STATE_UNSPECIFIED));
+  absl::MutexLock lock(&mutex_);
+  std::vector<Job> jobs;
+  for (Job& job : stored) {
+    // A job whose end the store has not taken yet is listed as it ended.
+    if (auto it = unsaved_ends_.find(job.id()); it != unsaved_ends_.end()) job = it->second;
+    if (state == JobState::JOB_STATE_UNSPECIFIED || job.status().state() == state) {
+      jobs.push_back(std::move(job));
+    }
+  }
+  return jobs;
 }
 
 absl::StatusOr<std::vector<chimera::v1::StepSummary>> JobManager::Steps(
@@ -426,7 +440,29 @@ absl::Status JobManager::EndLocked(const std::string& id, JobState state,
   job.mutable_status()->set_end_time(UnixSeconds(now_()));
   CHIMERA_LOG(INFO) << "job " << id << " " << StateName(state)
                     << (message.empty() ? "" : ": ") << message;
-  return SaveLocked(job);
+  const absl::Status saved = SaveLocked(job);
+  if (!saved.ok()) {
+    // Its run is over and its workers are free: the store must learn it, or
+    // the job would show RUNNING for ever.
+    CHIMERA_LOG(ERROR) << "job " << id << " " << StateName(state)
+                       << " but the job store cannot record it (" << saved
+                       << "); retrying every tick";
+    unsaved_ends_[id] = std::move(job);
+  }
+  return saved;
+}
+
+void JobManager::SaveUnsavedEndsLocked() {
+  for (auto it = unsaved_ends_.begin(); it != unsaved_ends_.end();) {
+    if (!SaveLocked(it->second).ok()) {
+      ++it;
+      continue;
+    }
+    CHIMERA_LOG(INFO) << "job " << it->first << " "
+                      << StateName(it->second.status().state())
+                      << " is recorded at last";
+    it = unsaved_ends_.erase(it);
+  }
 }
 
 void JobManager::OnWorkerLost(const std::string& worker_id, const TaskRef& task,
@@ -478,6 +514,7 @@ absl::Status JobManager::RestartLocked(Job job, const std::string& cause) {
 
 void JobManager::Tick() {
   absl::MutexLock lock(&mutex_);
+  SaveUnsavedEndsLocked();
   ReapDeadWorkersLocked();
   FailOverdueRunsLocked();
   StartQueuedJobsLocked();
@@ -558,6 +595,13 @@ void JobManager::StartQueuedJobsLocked() {
     }
     const std::string id = job.id();
     absl::Status started = StartLocked(std::move(job), chosen);
+    if (absl::IsResourceExhausted(started)) {
+      // The store is full: the job stays queued, its tasks withdrawn, until
+      // there is room to record that it runs.
+      StopRunLocked(id);
+      CHIMERA_LOG(ERROR) << "job " << id << " waits: " << started;
+      break;
+    }
     if (!started.ok()) {
       absl::Status ended =
           EndLocked(id, chimera::v1::JOB_STATE_FAILED,

@@ -172,6 +172,9 @@ class JobManager {
     TraceCollector traces{0};
   };
 
+  // Records the ends the store refused before (a full disk), each once it
+  // takes it.
+  void SaveUnsavedEndsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The three parts of Tick, in order: a dead worker's job is failed or
   // restarted before its peers' held-back failures are judged, and both
   // free workers before queued jobs are started.
@@ -275,6 +278,9 @@ class JobManager {
   // nobody waits.
   std::map<std::string, chimera::v1::JobTrace> ended_traces_
       ABSL_GUARDED_BY(mutex_);
+  // Jobs that ended while the store could not record it, as they ended;
+  // Get and List show them so, and every Tick saves them again.
+  std::map<std::string, chimera::v1::Job> unsaved_ends_ ABSL_GUARDED_BY(mutex_);
   uint64_t version_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 

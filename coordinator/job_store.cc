@@ -30,8 +30,12 @@ constexpr char kSchema[] = R"sql(
   );
 )sql";
 
+// A full store (its disk, or its --db-max-bytes) is RESOURCE_EXHAUSTED: the
+// coordinator retries what it must record, and a client may retry later.
 absl::Status SqliteError(sqlite3* db, absl::string_view what) {
-  return absl::InternalError(absl::StrCat(what, ": ", sqlite3_errmsg(db)));
+  const std::string message = absl::StrCat(what, ": ", sqlite3_errmsg(db));
+  return sqlite3_errcode(db) == SQLITE_FULL ? absl::ResourceExhaustedError(message)
+                                            : absl::InternalError(message);
 }
 
 // A prepared statement, finalized when it goes out of scope.
@@ -161,6 +165,18 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path
 JobStore::~JobStore() {
   absl::MutexLock lock(&mutex_);
   sqlite3_close(db_);
+}
+
+absl::Status JobStore::LimitSize(int64_t max_bytes) {
+  absl::MutexLock lock(&mutex_);
+  Statement page_size(db_, "PRAGMA page_size");
+  RETURN_IF_ERROR(page_size.status());
+  ASSIGN_OR_RETURN(const bool row, page_size.Step());
+  const int64_t bytes_per_page = row ? page_size.Int(0) : 4096;
+  // SQLite's own default, about 4 G pages, for "no limit".
+  const int64_t pages = max_bytes > 0 ? (max_bytes + bytes_per_page - 1) / bytes_per_page
+                                      : int64_t{4294967294};
+  return Execute(db_, absl::StrCat("PRAGMA max_page_count = ", pages).c_str());
 }
 
 absl::Status JobStore::Put(const chimera::v1::Job& job) {

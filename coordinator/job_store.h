@@ -11,6 +11,7 @@
 #ifndef CHIMERA_COORDINATOR_JOB_STORE_H_
 #define CHIMERA_COORDINATOR_JOB_STORE_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,11 @@ class JobStore {
   ~JobStore();
   JobStore(const JobStore&) = delete;
   JobStore& operator=(const JobStore&) = delete;
+
+  // Bounds the store to about `max_bytes` (0: no bound beyond the disk's);
+  // below its present size, it may not grow. A write it cannot make for
+  // want of room, the disk's or this bound's, is RESOURCE_EXHAUSTED.
+  absl::Status LimitSize(int64_t max_bytes);
 
   // Inserts or replaces the job with this id, atomically.
   absl::Status Put(const chimera::v1::Job& job);

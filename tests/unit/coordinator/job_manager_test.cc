@@ -710,6 +710,42 @@ TEST_F(JobManagerTest, AStepOutsideTheJobsStepsIsRefused) {
   EXPECT_TRUE(ReportMetrics("w0", job, 1, 0, 1).ok());
 }
 
+// A full disk under --db: the job's end could not be written, and it showed
+// RUNNING for ever with its workers idle. Now the end is shown at once,
+// retried every tick, recorded once the store has room, and a queued job
+// waits instead of failing.
+TEST_F(JobManagerTest, AnEndTheFullStoreRefusedIsShownAndRecordedOnceThereIsRoom) {
+  Job job = StartRunningJob(Manifest("ends", 4));
+  ASSERT_TRUE(store_->LimitSize(1).ok());  // No more room from here on.
+  absl::Status full;
+  for (int i = 0; i < 1000 && full.ok(); ++i) {
+    full = manager_->Submit(Manifest(absl::StrCat("filler-", i), 4)).status();
+  }
+  ASSERT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  // A rank fails with a long message: recording the end needs room.
+  ASSERT_TRUE(Report("w1", job, 1, chimera::v1::TASK_STATE_FAILED, std::string(8000, 'x')).ok());
+  PassHeartbeatTimeout();  // The held-back failure is due.
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_EQ(store_->Get(job.id())->status().state(), chimera::v1::JOB_STATE_RUNNING);
+  std::vector<Job> failed = *manager_->List(chimera::v1::JOB_STATE_FAILED);
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0].id(), job.id());
+  // A filler that found no room to record its start waits, queued: none
+  // failed for want of room.
+  const std::vector<Job> stored = *store_->List(chimera::v1::JOB_STATE_UNSPECIFIED);
+  for (const Job& other : stored) {
+    if (other.id() != job.id()) {
+      EXPECT_NE(other.status().state(), chimera::v1::JOB_STATE_FAILED) << other.id();
+    }
+  }
+
+  ASSERT_TRUE(store_->LimitSize(0).ok());
+  PassHeartbeatTimeout();
+  const Job recorded = *store_->Get(job.id());
+  EXPECT_EQ(recorded.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_THAT(recorded.status().message(), HasSubstr("xxxx"));
+}
+
 // A plan search for a large job took minutes with the manager's lock held,
 // blocking every submit, and went on after its caller had gone.
 TEST_F(JobManagerTest, APlanSearchHoldsNoLockAndStopsOnceItsCallerHasGone) {

@@ -26,6 +26,11 @@ constexpr int kMaxSeqLength = 1 << 20;
 constexpr int kMaxVocabSize = 1 << 24;
 // Token files hold little-endian uint16 ids.
 constexpr int kMaxTokenFileVocab = 1 << 16;
+// Kubernetes' bounds on labels.
+constexpr int kMaxLabels = 64;
+constexpr size_t kMaxLabelLength = 63;
+// Far above any real job file, far below what would slow every list.
+constexpr size_t kMaxJobBytes = 64 << 10;
 // Byte-level text needs one id per byte value.
 constexpr int kByteVocab = 256;
 // Enough of a text file to tell text from binary.
@@ -115,15 +120,38 @@ bool IsDnsLabel(const std::string& name) {
   return true;
 }
 
+// Labels as Kubernetes bounds them, so that no job's metadata can swell
+// every client's list.
+void CheckLabels(const chimera::v1::ObjectMeta& metadata, FieldErrors* errors) {
+  if (metadata.labels_size() > kMaxLabels) {
+    errors->Add("metadata.labels", absl::StrCat(metadata.labels_size(),
+                                                " labels; at most ", kMaxLabels));
+    return;
+  }
+  for (const auto& [key, value] : metadata.labels()) {
+    if (key.empty() || key.size() > kMaxLabelLength || value.size() > kMaxLabelLength) {
+      errors->Add("metadata.labels",
+                  absl::StrCat("a label of a ", key.size(), "-character key and a ",
+                               value.size(), "-character value; keys have 1 to ",
+                               kMaxLabelLength, " characters, values at most ",
+                               kMaxLabelLength));
+    }
+  }
+}
+
 void CheckEnvelope(const TrainJob& job, FieldErrors* errors) {
   CheckApiVersionAndKind(job.api_version(), job.kind(), kTrainJobKind, errors);
-  if (!IsDnsLabel(job.metadata().name())) {
+  const std::string& name = job.metadata().name();
+  if (!IsDnsLabel(name)) {
     errors->Add("metadata.name",
-                absl::StrCat("'", job.metadata().name(),
-                             "' must be 1-63 lower-case letters, digits or "
+                absl::StrCat(name.size() > static_cast<size_t>(kMaxNameLength)
+                                 ? absl::StrCat(name.size(), " characters")
+                                 : absl::StrCat("'", name, "'"),
+                             " must be 1-63 lower-case letters, digits or "
                              "'-', starting with a letter and not ending "
                              "with '-'"));
   }
+  CheckLabels(job.metadata(), errors);
 }
 
 void CheckModel(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
@@ -354,6 +382,13 @@ void CheckRunPolicy(const chimera::v1::RunPolicy& policy, FieldErrors* errors) {
 
 FieldErrors ValidateJob(const TrainJob& job, const ValidationOptions& options) {
   FieldErrors errors;
+  // Every string and map of a job is bounded by this, and none of its
+  // messages can echo more.
+  if (job.ByteSizeLong() > kMaxJobBytes) {
+    errors.Add("", absl::StrCat("the job is ", job.ByteSizeLong(), " bytes; at most ",
+                                kMaxJobBytes));
+    return errors;
+  }
   CheckEnvelope(job, &errors);
   if (!job.has_spec()) {
     errors.Add("spec", "is required");

@@ -296,6 +296,27 @@ TEST_F(JobValidatorTest, PathsOutsideTheWorkersRootsAreRefusedByTheirText) {
   }
 }
 
+// Two jobs with a 15 MiB label made ListJobs too large for every client:
+// labels are bounded as Kubernetes bounds them, and a job as a whole too.
+TEST_F(JobValidatorTest, LabelsAndTheWholeJobAreBounded) {
+  chimera::v1::TrainJob job;
+  ASSERT_THAT(Paths(ParseJob(JobWith("gpt", "gpt"), Options(), &job)), IsEmpty());
+  auto& labels = *job.mutable_metadata()->mutable_labels();
+  labels["team"] = std::string(64, 'v');
+  FieldErrors errors = ValidateJob(job, Options());
+  ASSERT_THAT(Paths(errors), ElementsAre("metadata.labels"));
+  EXPECT_THAT(errors.errors()[0].message, HasSubstr("64-character value"));
+  labels.clear();
+  for (int i = 0; i < 65; ++i) labels[absl::StrCat("k", i)] = "v";
+  EXPECT_THAT(ValidateJob(job, Options()).errors()[0].message, HasSubstr("65 labels; at most 64"));
+  labels.clear();
+  labels["huge"] = std::string(15 << 20, 'x');
+  errors = ValidateJob(job, Options());
+  ASSERT_EQ(errors.errors().size(), 1u);
+  EXPECT_THAT(errors.errors()[0].message, HasSubstr("bytes; at most 65536"));
+  EXPECT_LT(errors.errors()[0].message.size(), 100u);
+}
+
 TEST_F(JobValidatorTest, EveryErrorIsReportedTogether) {
   std::string yaml = JobWith("numHeads: 4", "numHeads: 5");
   yaml = absl::StrReplaceAll(yaml, {{"family: gpt", "family: rnn"},

@@ -16,6 +16,20 @@
 namespace chimera::client {
 namespace {
 
+// "plan: chimera W=1 D=4 B=2 N=4 pipelines=2, predicted step 0.120 s, bubble
+// 0.231, 66.7 samples/s"
+std::string DescribeRunningPlan(const chimera::v1::Plan& plan) {
+  std::string line = absl::StrCat("plan: ", planner::DescribePlan(plan));
+  const chimera::v1::Prediction& predicted = plan.prediction();
+  if (predicted.iteration_seconds() > 0) {
+    absl::StrAppend(&line,
+                    absl::StrFormat(", predicted step %.3f s, bubble %.3f, %.1f samples/s",
+                                    predicted.iteration_seconds(), predicted.bubble_ratio(),
+                                    predicted.samples_per_second()));
+  }
+  return line;
+}
+
 // The plan line of a job that has started (nothing if the coordinator
 // cannot be asked: the steps follow all the same).
 void AnnouncePlan(CoordinatorClient& client, const std::string& id, bool json) {
@@ -29,18 +43,6 @@ void AnnouncePlan(CoordinatorClient& client, const std::string& id, bool json) {
 }
 
 }  // namespace
-
-std::string DescribeRunningPlan(const chimera::v1::Plan& plan) {
-  std::string line = absl::StrCat("plan: ", planner::DescribePlan(plan));
-  const chimera::v1::Prediction& predicted = plan.prediction();
-  if (predicted.iteration_seconds() > 0) {
-    absl::StrAppend(&line,
-                    absl::StrFormat(", predicted step %.3f s, bubble %.3f, %.1f samples/s",
-                                    predicted.iteration_seconds(), predicted.bubble_ratio(),
-                                    predicted.samples_per_second()));
-  }
-  return line;
-}
 
 absl::StatusOr<chimera::v1::JobState> FollowJob(CoordinatorClient& client,
                                                 const std::string& id,

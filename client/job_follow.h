@@ -28,9 +28,6 @@ struct FollowOptions {
   std::function<void()> on_output_closed;
 };
 
-// "plan: chimera W=1 D=4 B=2 N=4 pipelines=2, predicted step 0.120 s, bubble
-// 0.231, 66.7 samples/s"
-std::string DescribeRunningPlan(const chimera::v1::Plan& plan);
 
 // Prints the job's steps and state changes; returns the last state seen.
 absl::StatusOr<chimera::v1::JobState> FollowJob(CoordinatorClient& client,

@@ -112,6 +112,7 @@ chimera::v1::WorkerInfo WorkerRegistry::InfoLocked(const Worker& worker) const {
   info.set_node(r.node());
   *info.mutable_devices() = r.devices();
   info.set_memory_bytes(r.memory_bytes());
+  info.set_cpu_cores(r.cpu_cores());
   info.set_metrics_address(r.metrics_address());
   info.set_host(r.host());
   info.set_state(worker.dead   ? chimera::v1::WORKER_STATE_DEAD

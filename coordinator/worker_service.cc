@@ -20,6 +20,8 @@ constexpr size_t kMaxNameLength = 253;
 constexpr size_t kMaxAddressLength = 261;  // a DNS name, ':' and a port
 constexpr int kMaxDevices = 64;
 constexpr int kMaxDeviceIndex = 1023;
+// More cores than any host has is a malformed registration.
+constexpr int kMaxCpuCores = 1 << 16;
 
 bool IsNameCharacter(char c) {
   return absl::ascii_isalnum(c) || c == '-' || c == '.' || c == '_';
@@ -70,6 +72,10 @@ absl::Status CheckRegistration(const chimera::v1::RegisterWorkerRequest& request
   }
   if (request.memory_bytes() <= 0) {
     errors.Add("memoryBytes", absl::StrCat(request.memory_bytes(), " must be > 0"));
+  }
+  if (request.cpu_cores() < 0 || request.cpu_cores() > kMaxCpuCores) {
+    errors.Add("cpuCores",
+               absl::StrCat(request.cpu_cores(), " is outside [0, ", kMaxCpuCores, "]"));
   }
   if (request.host().empty() || request.host().size() > kMaxAddressLength) {
     errors.Add("host", absl::StrCat("has ", request.host().size(), " characters; it must have 1 to ",

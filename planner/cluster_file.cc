@@ -42,6 +42,10 @@ FieldErrors ValidateCluster(const chimera::v1::Cluster& cluster) {
   CheckPositive(&errors, "spec.device.memoryBytes",
                 static_cast<double>(spec.device().memory_bytes()));
   CheckPositive(&errors, "spec.device.peakFlops", spec.device().peak_flops());
+  if (spec.device().cores_per_node() < 0) {
+    errors.Add("spec.device.coresPerNode",
+               absl::StrCat(spec.device().cores_per_node(), " must be >= 0"));
+  }
   CheckLink(&errors, "spec.links.intraNode", spec.links().intra_node());
   if (spec.nodes() > 1 || spec.links().has_inter_node()) {
     CheckLink(&errors, "spec.links.interNode", spec.links().inter_node());

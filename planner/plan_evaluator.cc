@@ -1,6 +1,7 @@
 #include "planner/plan_evaluator.h"
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <set>
 
@@ -189,6 +190,31 @@ std::string DescribePlan(const chimera::v1::Plan& plan) {
   return text;
 }
 
+namespace {
+
+// Where CPU workers share their nodes' cores, the simulated ranks get their
+// share of them: the replicas left out of the simulation use the rest.
+void ShareCores(int cores_per_node, SimulationInputs& inputs) {
+  if (cores_per_node <= 0) return;
+  const int simulated = static_cast<int>(inputs.program.workers.size());
+  std::map<int, int> all_ranks, simulated_ranks;
+  for (size_t rank = 0; rank < inputs.slots.size(); ++rank) {
+    ++all_ranks[inputs.slots[rank].node];
+    if (static_cast<int>(rank) < simulated) ++simulated_ranks[inputs.slots[rank].node];
+  }
+  int cores = cores_per_node;
+  for (const auto& [node, ranks] : simulated_ranks) {
+    cores = std::min(cores, std::max(1, cores_per_node * ranks / all_ranks[node]));
+  }
+  schedule::CostModel& costs = inputs.costs;
+  costs.cores_per_node = cores;
+  for (int rank = 0; rank < simulated; ++rank) {
+    costs.node_of_rank.push_back(inputs.slots[rank].node);
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& context,
                                                    const Candidate& candidate) {
   const schedule::ScheduleParams& params = candidate.params;
@@ -234,6 +260,7 @@ absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& contex
     return link.latency_seconds() + bytes / link.bandwidth_bytes_per_second();
   };
   costs.stage_allreduce = StageAllreduceSeconds(cluster, inputs, width, depth);
+  ShareCores(cluster.device().cores_per_node(), inputs);
   return inputs;
 }
 
@@ -260,6 +287,13 @@ absl::StatusOr<Evaluation> EvaluateCandidate(const PlanningContext& context,
   prediction->set_peak_memory_bytes_max(usage.peak_max);
   prediction->set_peak_memory_bytes_min(usage.peak_min);
   prediction->set_exposed_allreduce_seconds(result.exposed_allreduce);
+  // Replicas beyond the simulated ones run as the last simulated one.
+  const int simulated_replicas = static_cast<int>(result.workers.size()) / params.depth;
+  for (int rank = 0; rank < params.width * params.depth; ++rank) {
+    const int replica = std::min(rank / params.depth, simulated_replicas - 1);
+    prediction->add_rank_bubble_ratios(
+        result.workers[replica * params.depth + rank % params.depth].bubble_ratio);
+  }
   evaluation.fits = usage.peak_max <= context.cluster.device().memory_bytes();
   evaluation.compute_seconds_per_sample =
       usage.max_busy / (b * params.micro_batches);

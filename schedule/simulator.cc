@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <map>
+#include <optional>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -20,6 +24,62 @@ double StageCost(const std::vector<double>& per_stage, double fallback,
              : fallback;
 }
 
+// The cores of every node, each a timeline of the ops it runs.
+class CorePool {
+ public:
+  CorePool(int nodes, int cores_per_node)
+      : busy_(nodes, std::vector<std::map<double, double>>(cores_per_node)) {}
+
+  // Books `duration` on whichever of `node`'s cores is free for it first, at
+  // or after `ready`; returns when it starts there.
+  double Reserve(int node, double ready, double duration) {
+    if (duration <= 0) return ready;
+    std::map<double, double>* chosen = nullptr;
+    double start = 0.0;
+    for (std::map<double, double>& core : busy_[node]) {
+      const double free = FirstGap(core, ready, duration);
+      if (chosen == nullptr || free < start) {
+        chosen = &core;
+        start = free;
+      }
+    }
+    (*chosen)[start] = start + duration;
+    return start;
+  }
+
+ private:
+  // The earliest t >= ready with [t, t + duration) free on `core` (busy
+  // intervals: start -> end, disjoint).
+  static double FirstGap(const std::map<double, double>& core, double ready,
+                         double duration) {
+    double t = ready;
+    auto it = core.upper_bound(ready);
+    if (it != core.begin()) t = std::max(t, std::prev(it)->second);
+    for (; it != core.end() && it->first < t + duration; ++it) {
+      t = std::max(t, it->second);
+    }
+    return t;
+  }
+
+  std::vector<std::vector<std::map<double, double>>> busy_;
+};
+
+// Cores to share where `costs` puts more of the `num_workers` ranks on a
+// node than it has cores; none otherwise (every rank computes on its own).
+std::optional<CorePool> SharedCores(const CostModel& costs, int num_workers) {
+  if (costs.cores_per_node <= 0 ||
+      static_cast<int>(costs.node_of_rank.size()) < num_workers) {
+    return std::nullopt;
+  }
+  std::map<int, int> ranks_per_node;
+  int most = 0;
+  for (int r = 0; r < num_workers; ++r) {
+    most = std::max(most, ++ranks_per_node[costs.node_of_rank[r]]);
+  }
+  if (most <= costs.cores_per_node) return std::nullopt;
+  return CorePool(ranks_per_node.rbegin()->first + 1, costs.cores_per_node);
+}
+
 // One Simulate call: each instruction's timing as JointExecution runs the
 // programs, then the summary over all of them.
 class Simulation {
@@ -32,7 +92,9 @@ class Simulation {
         pred_(num_workers_),
         now_(num_workers_, 0.0),
         stash_(num_workers_),
-        in_flight_(num_workers_, 0) {
+        in_flight_(num_workers_, 0),
+        link_free_(num_workers_, 0.0),
+        cores_(SharedCores(costs, num_workers_)) {
     result_.workers.resize(num_workers_);
     for (int r = 0; r < num_workers_; ++r) {
       const size_t n = schedule.workers[r].instructions.size();
@@ -56,10 +118,10 @@ class Simulation {
     const int model_stage = topology_.ModelStage({inst.chunk, inst.stage});
     switch (inst.op) {
       case OpKind::kForward:
-        end += Forward(r, inst, model_stage);
+        end = Compute(r, Forward(r, inst, model_stage), timing);
         break;
       case OpKind::kBackward:
-        end += Backward(r, inst, model_stage);
+        end = Compute(r, Backward(r, inst, model_stage), timing);
         break;
       case OpKind::kRecvAct:
       case OpKind::kRecvGrad: {
@@ -81,7 +143,7 @@ class Simulation {
         break;
       }
       case OpKind::kOptimizerStep:
-        end += costs_.optimizer_step;
+        end = Compute(r, costs_.optimizer_step, timing);
         break;
       default:  // sends and allreduce begins are posted without waiting
         break;
@@ -112,6 +174,15 @@ class Simulation {
     return (static_cast<int64_t>(inst.chunk) * topology_.depth + inst.stage) *
                topology_.micro_batches +
            mb;
+  }
+
+  // When a compute op of `cost` ready at `timing.start` on `rank` ends; it
+  // starts later (`timing.start` moves) where it waits for a shared core.
+  double Compute(int rank, double cost, InstructionTiming& timing) {
+    if (cores_) {
+      timing.start = cores_->Reserve(costs_.node_of_rank[rank], timing.start, cost);
+    }
+    return timing.start + cost;
   }
 
   // Stashes the forward's micro-batches; returns its cost.
@@ -157,9 +228,15 @@ class Simulation {
   }
 
   // When the allreduce an ALLREDUCE_END waits for finishes: it starts once
-  // the group's last member has begun it, which is returned in `last`.
+  // the group's last member has begun it, which is returned in `last`, and
+  // every member's link has finished the allreduces it took on before. The
+  // first END of a group to run fixes its timing for all members.
   double AllreduceFinish(const ExecutionStep& step, int model_stage,
-                         InstructionId& last) const {
+                         InstructionId& last) {
+    if (auto it = allreduces_.find(model_stage); it != allreduces_.end()) {
+      last = it->second.last;
+      return it->second.finish;
+    }
     double started = 0.0;
     for (const InstructionId& begin : *step.group_begins) {
       double posted = result_.workers[begin.rank].timings[begin.index].end;
@@ -168,11 +245,28 @@ class Simulation {
         last = begin;
       }
     }
-    return started +
-           StageCost(costs_.stage_allreduce,
-                     AllreduceTime(costs_,
-                                   static_cast<int>(step.group_begins->size())),
-                     model_stage);
+    for (const InstructionId& begin : *step.group_begins) {
+      started = std::max(started, link_free_[begin.rank]);
+    }
+    const double duration = StageCost(
+        costs_.stage_allreduce,
+        AllreduceTime(costs_, static_cast<int>(step.group_begins->size())),
+        model_stage);
+    // On shared cores the copies and sums of an allreduce take a core of
+    // every member for as long as it runs.
+    if (cores_) {
+      double on_cores = started;
+      for (const InstructionId& begin : *step.group_begins) {
+        on_cores = std::max(
+            on_cores, cores_->Reserve(costs_.node_of_rank[begin.rank], started, duration));
+      }
+      started = on_cores;
+    }
+    const double finish = started + duration;
+    for (const InstructionId& begin : *step.group_begins)
+      link_free_[begin.rank] = finish;
+    allreduces_[model_stage] = {finish, last};
+    return finish;
   }
 
   // Sets the makespan; returns the op that ends last.
@@ -215,6 +309,17 @@ class Simulation {
   // already run.
   std::vector<absl::flat_hash_map<int64_t, int>> stash_;
   std::vector<int> in_flight_;
+  // Per rank, when its link is done with the allreduces timed so far: a
+  // rank's allreduces share its link, one after another.
+  std::vector<double> link_free_;
+  struct TimedAllreduce {
+    double finish;
+    InstructionId last;  // the BEGIN that started it
+  };
+  // Per model stage, its iteration's one allreduce once timed.
+  absl::flat_hash_map<int, TimedAllreduce> allreduces_;
+  // Set where some node has more ranks than cores.
+  std::optional<CorePool> cores_;
 };
 
 }  // namespace

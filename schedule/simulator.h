@@ -11,8 +11,12 @@
 // Model: each worker runs its program in order. FORWARD costs `forward` per
 // micro-batch; BACKWARD costs backward / num_parts, plus forward / num_parts
 // with recomputation. A send is posted without stalling its worker and
-// arrives alpha + beta * bytes later; a receive waits for the arrival. An
-// allreduce starts once every group member has begun it, takes Rabenseifner's
+// arrives alpha + beta * bytes later; a receive waits for the arrival.
+// Where ranks share a node's cores, a compute op also waits for a core that
+// is free for its whole duration (handed out in the order ops are timed).
+// An allreduce starts once every group member has begun it and each member's
+// link is free (a worker holding several stages allreduces them one after
+// another, as they share its network link), takes Rabenseifner's
 // 2 log2(r) alpha + 2 (r-1)/r beta bytes and overlaps compute; END waits for
 // it (that wait is the exposed allreduce time).
 //
@@ -57,6 +61,12 @@ struct CostModel {
   // of the simulation, links chosen by placement). Empty: AllreduceTime over
   // the group's ranks.
   std::vector<double> stage_allreduce;
+  // Optional: ranks that share processors (CPU worker processes of one
+  // node), as each rank's node; a node's ranks then compute at most
+  // `cores_per_node` ops at a time. Empty or 0: every rank computes on its
+  // own.
+  std::vector<int> node_of_rank;
+  int cores_per_node = 0;
 };
 
 // The share of a step a worker spent not computing, 0 for an empty step.

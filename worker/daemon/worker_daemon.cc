@@ -214,6 +214,7 @@ absl::Status WorkerDaemon::Register() {
   request.set_incarnation(incarnation_);
   request.set_node(options_.node.empty() ? resources_.node : options_.node);
   request.set_memory_bytes(resources_.memory_bytes);
+  request.set_cpu_cores(resources_.cpu_cores);
   request.set_metrics_address(options_.metrics_address);
   request.set_host(options_.host);
   for (const LocalDevice& local : resources_.devices) {

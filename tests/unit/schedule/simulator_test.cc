@@ -144,6 +144,35 @@ TEST(SimulatorTest, RabenseifnerAllreduceCost) {
   EXPECT_EQ(AllreduceTime(costs, 1), 0);
 }
 
+TEST(SimulatorTest, RanksSharingACoreComputeOneAtATime) {
+  // Two data-parallel replicas of one stage, one forward and backward each.
+  ScheduleParams params = Params(Scheme::kGpipe, 1, 1);
+  params.width = 2;
+  const Schedule s = MustGenerate(params);
+  CostModel costs;
+  EXPECT_NEAR(Simulate(s, costs)->makespan, 3, 1e-9);
+  costs.node_of_rank = {0, 0};
+  costs.cores_per_node = 1;
+  const SimulationResult shared = *Simulate(s, costs);
+  EXPECT_NEAR(shared.makespan, 6, 1e-9);
+  EXPECT_NEAR(shared.workers[0].busy + shared.workers[1].busy, 6, 1e-9);
+  costs.cores_per_node = 2;
+  EXPECT_NEAR(Simulate(s, costs)->makespan, 3, 1e-9);
+}
+
+TEST(SimulatorTest, AWorkersAllreducesShareItsLink) {
+  // Chimera D=2: each rank holds both stages, whose allreduces (4 s each)
+  // run one after the other.
+  ScheduleParams params = Params(Scheme::kChimera, 2, 2);
+  params.width = 2;
+  params.sync = Sync::kEnd;
+  const Schedule s = MustGenerate(params);
+  CostModel costs;
+  const double alone = Simulate(s, costs)->makespan;
+  costs.stage_allreduce = {4, 4};
+  EXPECT_NEAR(Simulate(s, costs)->makespan, alone + 8, 1e-9);
+}
+
 TEST(SimulatorTest, EagerSyncStartsTheAllreduceInTheBubble) {
   // Rank 0's stage 3 finishes its gradients mid-iteration: eager sync
   // starts its allreduce then, end sync only after local compute.

@@ -52,6 +52,10 @@ struct Evaluation {
   // What the explanation of a ranking compares.
   double compute_seconds_per_sample = 0;  // busy time of the slowest worker / B^
   double recompute_seconds = 0;           // per worker per iteration
+  // The largest micro-batch that fits with its scheme, W, D, pipelines and
+  // recomputation: what Chimera's paper picks without a search (section
+  // 3.4). Set by the search, which tries the smaller ones too.
+  bool largest_fitting_micro_batch = false;
 };
 
 // What EvaluateCandidate simulates: the candidate's program (two

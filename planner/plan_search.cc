@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "planner/plan_params.h"
 #include "schedule/params_proto.h"
 
 namespace chimera::planner {
@@ -162,18 +165,19 @@ bool Differs(double a, double b) {
 }
 
 
-// resources.workers devices, or all of the cluster's when it is 0.
+// resources.workers devices, or as many of the cluster's as the job can use
+// when it leaves them open.
 absl::StatusOr<int> UsableWorkers(const chimera::v1::TrainJob& job,
                                   const chimera::v1::Cluster& cluster) {
   const int devices =
       cluster.spec().nodes() * cluster.spec().devices_per_node();
-  const int workers = job.spec().resources().workers() > 0
-                          ? job.spec().resources().workers()
-                          : devices;
-  if (workers > devices) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the job asks for ", workers, " workers; cluster '",
-                     cluster.metadata().name(), "' has ", devices, " devices"));
+  const int workers = WorkersToUse(job, devices);
+  if (workers == 0) {
+    const int asked = job.spec().resources().workers();
+    return absl::FailedPreconditionError(absl::StrCat(
+        asked > 0 ? absl::StrCat("the job asks for ", asked, " workers")
+                  : "the job's fixed spec.parallelism needs more workers",
+        "; cluster '", cluster.metadata().name(), "' has ", devices, " devices"));
   }
   return workers;
 }
@@ -235,19 +239,28 @@ class Search {
       if (fixed.Gives(ScheduleParam::kWidth) && fixed.params.width != width) {
         continue;
       }
-      for (int b : MicroBatchSizes(job_, width)) {
+      // (pipelines, recompute) pairs, which decide a Chimera plan's memory,
+      // that a larger micro-batch already fits with.
+      std::set<std::pair<int, bool>> fitted;
+      const std::vector<int> sizes = MicroBatchSizes(job_, width);
+      for (int b : sizes) {
         ScheduleParams base;
         base.scheme = scheme;
         base.depth = depth;
         base.width = width;
         base.micro_batches = spec.training().global_batch_size() / (width * b);
-        bool any_fits = false;
+        std::set<std::pair<int, bool>> fitting;
         for (const ScheduleParams& params : Variants(fixed, base, num_layers)) {
           ASSIGN_OR_RETURN(bool fits, Try({params, b, kFirstPlacement}));
-          any_fits = any_fits || fits;
+          if (!fits) continue;
+          Evaluation& evaluation = fitting_.back().second;
+          const std::pair<int, bool> memory_knobs{params.pipelines, evaluation.plan.recompute()};
+          // Sizes come largest first; one the job fixes was not chosen.
+          evaluation.largest_fitting_micro_batch =
+              sizes.size() > 1 && fitted.count(memory_knobs) == 0;
+          fitting.insert(memory_knobs);
         }
-        // Chimera takes the largest micro-batch that fits (section 3.4).
-        if (scheme == Scheme::kChimera && any_fits) break;
+        fitted.insert(fitting.begin(), fitting.end());
       }
     }
     return absl::OkStatus();
@@ -267,6 +280,7 @@ class Search {
         ASSIGN_OR_RETURN(Evaluation other, Evaluate(moved));
         if (other.fits && other.plan.prediction().samples_per_second() >
                               evaluation.plan.prediction().samples_per_second()) {
+          other.largest_fitting_micro_batch = evaluation.largest_fitting_micro_batch;
           candidate = moved;
           evaluation = std::move(other);
         }
@@ -341,6 +355,11 @@ std::string ExplainRanking(const Evaluation& best, const Evaluation& runner_up) 
                                       runner_up.recompute_seconds));
   }
   if (reasons.empty()) reasons.push_back("the same bubbles, compute and communication");
+  if (best.largest_fitting_micro_batch && best.plan.scheme() == "chimera") {
+    reasons.push_back(absl::StrCat("B=", best.plan.micro_batch_size(),
+                                   " is the largest micro-batch that fits, the one "
+                                   "Chimera's paper picks without a search"));
+  }
   const double gain = a.samples_per_second() / b.samples_per_second() - 1;
   // Below what Percent shows: "beats ... by 0.0%" would say nothing.
   if (gain < kTie) {

@@ -6,8 +6,10 @@
 // model), those that do not fit device memory are dropped, the rest ranked
 // by predicted throughput.
 //
-// Chimera greedily takes the largest micro-batch that fits, as its paper
-// argues; the other schemes search every power-of-two micro-batch size.
+// Every scheme searches every power-of-two micro-batch size, Chimera too:
+// its paper's greedy choice (the largest that fits) assumes at least D
+// micro-batches, which a small mini-batch does not give. The explanation
+// says when that choice wins.
 //
 //   ASSIGN_OR_RETURN(SearchResult result,
 //                    SearchPlans(job, cluster, profile, {.top_k = 5}));

@@ -3,6 +3,7 @@
 
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/analytic_profile.h"
@@ -159,6 +160,49 @@ TEST(PlanSearchTest, ChimeraPrefersALargerMicroBatchThan1F1B) {
     return Best(MustSearch(job, TestCluster(1, 4))).micro_batch_size();
   };
   EXPECT_GT(best_micro_batch("chimera"), best_micro_batch("1f1b"));
+}
+
+TEST(PlanSearchTest, ChimeraSearchesMicroBatchesBelowTheLargestThatFits) {
+  // 32 samples per replica: the largest micro-batch that fits leaves fewer
+  // micro-batches than stages, which the paper's greedy choice assumes away.
+  auto job = LargeJob(48, 256, 32);
+  job.mutable_spec()->mutable_parallelism()->set_schedule("chimera");
+  job.mutable_spec()->mutable_parallelism()->set_pipeline(4);
+  const SearchResult result = MustSearch(job, TestCluster(4, 8), 1000);
+  std::set<int> sizes;
+  for (const Evaluation& evaluation : result.ranked) {
+    sizes.insert(evaluation.plan.micro_batch_size());
+  }
+  EXPECT_GE(sizes.size(), 3u);
+  EXPECT_GE(Best(result).micro_batches(), Best(result).depth());
+}
+
+TEST(PlanSearchTest, WhySaysWhenChimerasLargestFittingMicroBatchWins) {
+  // 256 samples per pipeline: the largest micro-batch leaves enough of them.
+  auto job = LargeJob(8, 1024, 4);
+  job.mutable_spec()->mutable_parallelism()->set_schedule("chimera");
+  job.mutable_spec()->mutable_parallelism()->set_pipeline(4);
+  const SearchResult result = MustSearch(job, TestCluster(1, 4));
+  ASSERT_TRUE(result.ranked[0].largest_fitting_micro_batch);
+  EXPECT_THAT(result.why_best,
+              HasSubstr(absl::StrCat("B=", Best(result).micro_batch_size(),
+                                     " is the largest micro-batch that fits")));
+  for (const Evaluation& smaller : result.ranked) {
+    if (smaller.plan.pipelines() == Best(result).pipelines() &&
+        smaller.plan.micro_batch_size() < Best(result).micro_batch_size()) {
+      EXPECT_FALSE(smaller.largest_fitting_micro_batch) << DescribePlan(smaller.plan);
+    }
+  }
+}
+
+TEST(PlanSearchTest, WorkersLeftOpenAreAllDevicesAFixedPipelineCanUse) {
+  auto job = LargeJob(8, 64, 0);
+  const chimera::v1::Plan open = Best(MustSearch(job, TestCluster(2, 4)));
+  EXPECT_EQ(open.width() * open.depth(), 8);
+  job.mutable_spec()->mutable_parallelism()->set_pipeline(4);
+  const chimera::v1::Plan best = Best(MustSearch(job, TestCluster(1, 6)));
+  EXPECT_EQ(best.depth(), 4);
+  EXPECT_EQ(best.width(), 1);
 }
 
 TEST(PlanSearchTest, SlowInterNodeLinkMovesTheChoiceTowardDeeperPipelines) {

@@ -31,6 +31,7 @@
 #include "coordinator/coordinator_server.h"
 #include "jobspec/job_file.h"
 #include "net/child_process.h"
+#include "planner/plan_params.h"
 #include "nlohmann/json.hpp"
 
 namespace chimera::client {
@@ -96,6 +97,36 @@ absl::StatusOr<std::string> MakeRunDirectory() {
     return absl::InternalError(absl::StrCat("cannot create a directory like ", pattern));
   }
   return pattern;
+}
+
+// This host's GPUs, as the NVIDIA driver lists them (/dev/nvidia0, ...).
+int CountLocalGpus() {
+  std::error_code error;
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev", error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() > 6 && name.rfind("nvidia", 0) == 0 &&
+        std::all_of(name.begin() + 6, name.end(), ::isdigit)) {
+      ++count;
+    }
+  }
+  return count;
+}
+
+// The local workers a job runs on: its spec.resources.workers, or where it
+// leaves them open one per GPU, or one per core (CPU workers may share
+// cores: more where a fixed pipeline x data needs more).
+absl::StatusOr<int> LocalWorkers(const chimera::v1::TrainJob& manifest, bool gpu) {
+  if (!gpu) {
+    const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    return planner::WorkersToUse(manifest, std::max(cores, planner::MinimumWorkers(manifest)));
+  }
+  const int gpus = CountLocalGpus();
+  if (manifest.spec().resources().workers() > 0) return manifest.spec().resources().workers();
+  if (const int workers = planner::WorkersToUse(manifest, gpus); workers > 0) return workers;
+  return absl::FailedPreconditionError(absl::StrCat(
+      "spec.resources.workers: left open, and this host has ", gpus,
+      " GPUs; the job's fixed spec.parallelism needs ", planner::MinimumWorkers(manifest)));
 }
 
 // Waits until the `count` local workers have registered, so that a worker
@@ -172,8 +203,8 @@ int Run(const RunOptions& options) {
                        steps - 1, ")")));
     }
   }
-  const int workers = manifest.spec().resources().workers();
   const bool gpu = manifest.spec().resources().device() == "gpu";
+  const int workers = ValueOrExit(LocalWorkers(manifest, gpu));
   const std::string directory = ValueOrExit(MakeRunDirectory());
 
   // Ctrl-C and SIGTERM are handled by one thread, which stops the job.

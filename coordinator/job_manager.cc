@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "coordinator/job_states.h"
@@ -27,6 +28,9 @@ namespace {
 
 using chimera::v1::Job;
 using chimera::v1::JobState;
+
+// Starts the part of a pending job's message that says what it waits for.
+constexpr char kWaiting[] = "waiting: ";
 
 double UnixSeconds(absl::Time time) {
   return absl::ToDoubleSeconds(time - absl::UnixEpoch());
@@ -170,6 +174,15 @@ absl::Status JobManager::Recover() {
   return absl::OkStatus();
 }
 
+chimera::v1::ClusterLinks DefaultLinks() {
+  chimera::v1::ClusterLinks links;
+  for (chimera::v1::LinkSpec* link : {links.mutable_intra_node(), links.mutable_inter_node()}) {
+    link->set_latency_seconds(kDefaultLinkLatencySeconds);
+    link->set_bandwidth_bytes_per_second(kDefaultLinkBandwidth);
+  }
+  return links;
+}
+
 absl::StatusOr<Job> JobManager::Submit(const chimera::v1::TrainJob& manifest) {
   RETURN_IF_ERROR(
       jobspec::ValidateJob(manifest, {.check_data_files = false}).ToStatus());
@@ -189,11 +202,9 @@ absl::StatusOr<Job> JobManager::Submit(const chimera::v1::TrainJob& manifest) {
   *job.mutable_manifest() = manifest;
   job.mutable_status()->set_state(chimera::v1::JOB_STATE_PENDING);
   job.mutable_status()->set_submit_time(UnixSeconds(now_()));
-  if (std::optional<chimera::v1::Plan> plan = planner::FixedPlan(manifest)) {
-    *job.mutable_plan() = *std::move(plan);
-  }
   RETURN_IF_ERROR(SaveLocked(job));
-  CHIMERA_LOG(INFO) << "job " << job.id() << " submitted (" << needed
+  CHIMERA_LOG(INFO) << "job " << job.id() << " submitted ("
+                    << (needed > 0 ? absl::StrCat(needed) : "all idle")
                     << " workers)";
   return job;
 }
@@ -260,15 +271,19 @@ absl::Status JobManager::Delete(const std::string& id) {
 }
 
 chimera::v1::Cluster JobManager::ClusterOf(
-    const std::vector<std::string>& worker_ids) const {
+    const std::vector<std::string>& worker_ids, const std::string& device_kind) const {
   std::map<std::string, int> per_node;
   int64_t memory = 0;
+  // CPU workers of one node share its cores: the fewest any reports (0 if
+  // one does not).
+  std::optional<int> cores;
   for (const std::string& id : worker_ids) {
     absl::StatusOr<chimera::v1::WorkerInfo> info = workers_->Get(id);
     if (!info.ok()) continue;
     ++per_node[info->node()];
     if (memory == 0 || info->memory_bytes() < memory)
       memory = info->memory_bytes();
+    cores = std::min(cores.value_or(info->cpu_cores()), info->cpu_cores());
   }
   int devices_per_node = 0;
   for (const auto& [node, count] : per_node)
@@ -280,6 +295,7 @@ chimera::v1::Cluster JobManager::ClusterOf(
   spec->set_devices_per_node(devices_per_node);
   spec->mutable_device()->set_memory_bytes(memory);
   spec->mutable_device()->set_peak_flops(options_.device_peak_flops);
+  if (device_kind == "cpu") spec->mutable_device()->set_cores_per_node(cores.value_or(0));
   *spec->mutable_links() = options_.links;
   return cluster;
 }
@@ -302,10 +318,14 @@ absl::StatusOr<std::vector<chimera::v1::Plan>> JobManager::Plans(
 }
 
 absl::StatusOr<std::vector<chimera::v1::Plan>> JobManager::SearchPlans(
-    const chimera::v1::TrainJob& manifest,
-    const std::vector<std::string>& worker_ids, int top_k,
-    std::function<bool()> cancelled) const {
-  const chimera::v1::Cluster cluster = ClusterOf(worker_ids);
+    chimera::v1::TrainJob manifest, const std::vector<std::string>& worker_ids,
+    int top_k, std::function<bool()> cancelled) const {
+  const chimera::v1::Cluster cluster = ClusterOf(worker_ids, DeviceKindOf(manifest));
+  // Workers left open: as many of these as the job can use.
+  auto* resources = manifest.mutable_spec()->mutable_resources();
+  if (resources->workers() == 0) {
+    resources->set_workers(planner::WorkersToUse(manifest, worker_ids.size()));
+  }
   const auto profile = planner::AnalyticProfile(manifest.spec().model(),
                                                 cluster.spec().device());
   ASSIGN_OR_RETURN(planner::SearchResult result,
@@ -319,15 +339,20 @@ absl::StatusOr<std::vector<chimera::v1::Plan>> JobManager::SearchPlans(
 
 absl::StatusOr<chimera::v1::Plan> JobManager::PlanForLocked(
     const Job& job, const std::vector<std::string>& worker_ids) {
-  if (job.plan().scheme().empty()) {
-    ASSIGN_OR_RETURN(std::vector<chimera::v1::Plan> plans,
-                     SearchPlans(job.manifest(), worker_ids, 1));
-    return plans[0];
-  }
-  // A plan the job fixed was never simulated: predict it on these workers,
-  // so that what it measures can be held against what it should do.
-  chimera::v1::Plan plan = job.plan();
-  const chimera::v1::Cluster cluster = ClusterOf(worker_ids);
+  // What the job leaves open, the planner chooses for these workers, also
+  // where the job fixes scheme, pipeline and data.
+  absl::StatusOr<std::vector<chimera::v1::Plan>> searched =
+      SearchPlans(job.manifest(), worker_ids, 1);
+  if (searched.ok()) return std::move(searched->front());
+  std::optional<chimera::v1::Plan> fixed = planner::FixedPlan(job.manifest());
+  if (!fixed) return searched.status();
+  // The job fixes its schedule: it runs as asked although the model sees no
+  // fitting variant (its memory model is an estimate; a worker that runs
+  // out of memory fails the job by name).
+  CHIMERA_LOG(WARNING) << "job " << job.id() << " runs the plan it fixes with "
+                       << "default knobs: " << searched.status().message();
+  chimera::v1::Plan plan = *std::move(fixed);
+  const chimera::v1::Cluster cluster = ClusterOf(worker_ids, DeviceKindOf(job.manifest()));
   const auto profile = planner::AnalyticProfile(job.manifest().spec().model(),
                                                 cluster.spec().device());
   absl::StatusOr<chimera::v1::Prediction> prediction =
@@ -501,9 +526,9 @@ absl::Status JobManager::RestartLocked(Job job, const std::string& cause) {
   status.set_state(chimera::v1::JOB_STATE_PENDING);
   // Steps after the checkpoint are lost and will run again.
   status.set_completed_steps(status.checkpoint_step());
-  // A job that left its parallelism open is planned again for the workers
-  // it gets next (its checkpoint loads under any partition).
-  if (!planner::FixedPlan(job.manifest())) job.clear_plan();
+  // Planned again for the workers it gets next (its checkpoint loads under
+  // any partition).
+  job.clear_plan();
   status.set_message(
       absl::StrCat(cause, "; restarting from step ", status.checkpoint_step(),
                    " (restart ", status.restarts(), " of ",
@@ -589,8 +614,8 @@ void JobManager::StartQueuedJobsLocked() {
     const std::vector<std::string> chosen =
         IdleWorkersForLocked(job.manifest());
     // First in, first out: the head of the queue waits for its workers.
-    if (static_cast<int>(chosen.size()) <
-        job.manifest().spec().resources().workers()) {
+    if (chosen.empty()) {
+      SayWhyPendingLocked(std::move(job));
       break;
     }
     const std::string id = job.id();
@@ -611,19 +636,43 @@ void JobManager::StartQueuedJobsLocked() {
   }
 }
 
+void JobManager::SayWhyPendingLocked(Job job) {
+  const std::string device = DeviceKindOf(job.manifest());
+  int registered = 0;
+  int idle = 0;
+  for (const chimera::v1::WorkerInfo& worker : workers_->List()) {
+    if (worker.state() == chimera::v1::WORKER_STATE_DEAD ||
+        !DeviceIndex(worker, device).has_value()) {
+      continue;
+    }
+    ++registered;
+    if (worker.state() == chimera::v1::WORKER_STATE_IDLE) ++idle;
+  }
+  const int needed = planner::MinimumWorkers(job.manifest());
+  const std::string reason =
+      absl::StrCat(kWaiting, "needs ", needed, " idle ", device, " worker",
+                   needed == 1 ? "" : "s", " (", registered, " registered, ",
+                   registered - idle, " busy)");
+  // A restarted job's message says why it restarted: the reason follows it.
+  const std::string& message = job.status().message();
+  absl::string_view cause = absl::string_view(message).substr(0, message.find(kWaiting));
+  absl::ConsumeSuffix(&cause, "; ");
+  std::string updated = cause.empty() ? reason : absl::StrCat(cause, "; ", reason);
+  if (updated == message) return;
+  job.mutable_status()->set_message(std::move(updated));
+  if (absl::Status saved = SaveLocked(job); !saved.ok()) CHIMERA_LOG(ERROR) << saved;
+}
+
 std::vector<std::string> JobManager::IdleWorkersForLocked(
     const chimera::v1::TrainJob& manifest) const {
-  const int wanted = manifest.spec().resources().workers();
   const std::string device = DeviceKindOf(manifest);
-  std::vector<std::string> chosen;
+  std::vector<std::string> offering;
   for (const std::string& id : workers_->IdleWorkers()) {
     absl::StatusOr<chimera::v1::WorkerInfo> info = workers_->Get(id);
-    if (info.ok() && DeviceIndex(*info, device).has_value() &&
-        static_cast<int>(chosen.size()) < wanted) {
-      chosen.push_back(id);
-    }
+    if (info.ok() && DeviceIndex(*info, device).has_value()) offering.push_back(id);
   }
-  return chosen;
+  offering.resize(planner::WorkersToUse(manifest, offering.size()));
+  return offering;
 }
 
 absl::StatusOr<JobManager::Run*> JobManager::RunForLocked(

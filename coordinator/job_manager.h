@@ -51,6 +51,12 @@
 
 namespace chimera::coordinator {
 
+// What the planner assumes of every link between workers unless told
+// (chimera-coordinator --link-latency, --link-bandwidth): TCP on one host.
+inline constexpr double kDefaultLinkLatencySeconds = 2e-5;
+inline constexpr double kDefaultLinkBandwidth = 2e9;
+chimera::v1::ClusterLinks DefaultLinks();
+
 struct JobManagerOptions {
   // Workers this coordinator can ever have; a job needing more is rejected
   // at submit. 0: no limit.
@@ -58,7 +64,7 @@ struct JobManagerOptions {
   // What the planner assumes about the workers' devices and links when a job
   // leaves its parallelism open (memory comes from the workers' reports).
   double device_peak_flops = 1e11;
-  chimera::v1::ClusterLinks links;
+  chimera::v1::ClusterLinks links = DefaultLinks();
   // Rank 0 must report its rendezvous store within this long.
   absl::Duration rendezvous_timeout = absl::Seconds(60);
   // Told to workers: joining the store and every collective.
@@ -186,8 +192,11 @@ class JobManager {
   // Starts pending jobs in submission order while the head of the queue
   // finds enough idle workers; one that cannot start fails.
   void StartQueuedJobsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Idle workers offering the job's device, in registration order, at most
-  // as many as it needs (fewer: it must wait). Under mutex_ so that no
+  // Says in a pending job's message what it waits for ("needs 8 idle cpu
+  // workers (4 registered, 2 busy)"), stored when that changes.
+  void SayWhyPendingLocked(chimera::v1::Job job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Idle workers offering the job's device, in registration order, as many
+  // as it can use (none: it must wait). Under mutex_ so that no
   // other start takes them before they are assigned.
   std::vector<std::string> IdleWorkersForLocked(
       const chimera::v1::TrainJob& manifest) const
@@ -256,12 +265,15 @@ class JobManager {
   absl::StatusOr<std::optional<chimera::v1::JobTrace>> CompleteTraceLocked(
       const std::string& id, const Run& run)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // The cluster `workers` make, from the registry (which has its own lock).
-  chimera::v1::Cluster ClusterOf(const std::vector<std::string>& workers) const;
-  // The planner's `top_k` best plans for `manifest` on `workers`, best
-  // first; needs no lock.
+  // The cluster `workers` make, from the registry (which has its own lock);
+  // for "cpu" jobs its nodes' cores are what their workers share.
+  chimera::v1::Cluster ClusterOf(const std::vector<std::string>& workers,
+                                 const std::string& device_kind) const;
+  // The planner's `top_k` best plans for `manifest` on `workers` (as many
+  // of them as it can use where it leaves its workers open), best first;
+  // needs no lock.
   absl::StatusOr<std::vector<chimera::v1::Plan>> SearchPlans(
-      const chimera::v1::TrainJob& manifest,
+      chimera::v1::TrainJob manifest,
       const std::vector<std::string>& workers, int top_k,
       std::function<bool()> cancelled = {}) const;
 

@@ -35,8 +35,8 @@ struct UnitFlags {
   double rendezvous_timeout = 60.0;
   double progress_timeout = 60.0;
   double forget_dead_workers_after = 600.0;
-  double link_bandwidth = 2e9;
-  double link_latency = 2e-5;
+  double link_bandwidth = chimera::coordinator::kDefaultLinkBandwidth;
+  double link_latency = chimera::coordinator::kDefaultLinkLatencySeconds;
 };
 
 // How workers are watched and how jobs are scheduled and planned.

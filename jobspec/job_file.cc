@@ -50,7 +50,8 @@ std::string SummarizeJob(const chimera::v1::TrainJob& job) {
       parallelism.schedule().empty() ? "schedule auto" : parallelism.schedule(),
       " D=", OrPlanner(parallelism.has_pipeline(), parallelism.pipeline()),
       " W=", OrPlanner(parallelism.has_data(), parallelism.data()), ", ",
-      spec.resources().workers(), " ",
+      OrPlanner(spec.resources().workers() > 0, spec.resources().workers()),
+      " ",
       spec.resources().device().empty() ? "cpu" : spec.resources().device(),
       " workers, batch ", spec.training().global_batch_size(), ", ",
       spec.training().max_steps(), " steps");

@@ -346,7 +346,8 @@ void CheckResources(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
   const auto& resources = spec.resources();
   const auto& parallelism = spec.parallelism();
   Checker check(errors, "spec.resources");
-  check.Required("workers", resources.workers());
+  // 0 leaves them open: all the cluster's devices, or all idle workers.
+  check.NonNegative("workers", resources.workers());
   check.OneOf("device", resources.device(), {"cpu", "gpu"}, false);
   // Workers use at most their cores; beyond this the number is a mistake.
   check.InRange("threadsPerWorker", resources.threads_per_worker(), 0,

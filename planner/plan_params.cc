@@ -1,5 +1,7 @@
 #include "planner/plan_params.h"
 
+#include <algorithm>
+
 #include "planner/stage_partition.h"
 #include "schedule/params_proto.h"
 #include "schedule/schedule_params.h"
@@ -30,6 +32,24 @@ std::optional<chimera::v1::Plan> FixedPlan(const chimera::v1::TrainJob& job) {
     range->set_num_layers(ranges[s].num_blocks);
   }
   return plan;
+}
+
+int MinimumWorkers(const chimera::v1::TrainJob& job) {
+  const auto& spec = job.spec();
+  if (spec.resources().workers() > 0) return spec.resources().workers();
+  const int depth = std::max(spec.parallelism().pipeline(), 1);
+  const int width = std::max(spec.parallelism().data(), 1);
+  return depth * width;
+}
+
+int WorkersToUse(const chimera::v1::TrainJob& job, int available) {
+  const int minimum = MinimumWorkers(job);
+  if (available < minimum) return 0;
+  const auto& spec = job.spec();
+  const bool fixed_count = spec.resources().workers() > 0 ||
+                           (spec.parallelism().pipeline() > 0 && spec.parallelism().data() > 0);
+  // Otherwise any multiple of the one that is fixed (or of 1).
+  return fixed_count ? minimum : available / minimum * minimum;
 }
 
 }  // namespace chimera::planner

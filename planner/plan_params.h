@@ -1,7 +1,8 @@
-// The plan of a job whose spec fixes its parallelism, so no search is
-// needed.
+// What a job's spec decides about its plan before any search: the plan of
+// a job that fixes its parallelism, and how many workers a job can use.
 //
 //   if (std::optional<Plan> plan = FixedPlan(job)) ... else SearchPlans(...)
+//   const int workers = WorkersToUse(job, idle_workers);
 #ifndef CHIMERA_PLANNER_PLAN_PARAMS_H_
 #define CHIMERA_PLANNER_PLAN_PARAMS_H_
 
@@ -16,6 +17,17 @@ namespace chimera::planner {
 // microBatches or microBatchSize, with an even partition; nullopt when the
 // job leaves any of them to the planner.
 std::optional<chimera::v1::Plan> FixedPlan(const chimera::v1::TrainJob& job);
+
+// The workers a (valid) job runs on when `available` can be had: its
+// spec.resources.workers, or where that is left open (0) the most of them
+// that its fixed pipeline x data (or a multiple of whichever it fixes)
+// allows. 0 when `available` is too few.
+int WorkersToUse(const chimera::v1::TrainJob& job, int available);
+
+// The fewest workers a (valid) job can run on: its spec.resources.workers,
+// or where that is left open its fixed pipeline x data (or whichever it
+// fixes), at least 1.
+int MinimumWorkers(const chimera::v1::TrainJob& job);
 
 }  // namespace chimera::planner
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "common/file_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -71,9 +72,18 @@ TEST_F(CliJobsTest, SubmitNoWaitPrintsTheIdAloneAndTheJobIsListedPending) {
   EXPECT_EQ(job["id"], id);
   EXPECT_EQ(job["status"]["state"], "JOB_STATE_PENDING");
 
-  ProcessResult describe = Chimera({"describe", id});
-  ASSERT_EQ(describe.exit_code, 0) << describe.err;
-  EXPECT_THAT(describe.out, HasSubstr("stage 3   layers 6-7"));
+  // Planned when it starts; until then it says what it waits for.
+  const std::string waiting =
+      "message:  waiting: needs 4 idle cpu workers (0 registered, 0 busy)";
+  ProcessResult describe;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    describe = Chimera({"describe", id});
+    ASSERT_EQ(describe.exit_code, 0) << describe.err;
+    if (absl::StrContains(describe.out, waiting)) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_THAT(describe.out, HasSubstr(waiting));
+  EXPECT_THAT(describe.out, HasSubstr("plan:     chimera W=1 D=4 (the rest planned at start)"));
 
   ProcessResult stop = Chimera({"stop", id});
   ASSERT_EQ(stop.exit_code, 0) << stop.err;

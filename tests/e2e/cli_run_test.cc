@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/file_reader.h"
@@ -52,6 +53,9 @@ TEST(CliRunTest, TrainsTheExampleJobAndCleansUp) {
   const size_t plan = run.out.find("plan: chimera W=1 D=4 B=");
   ASSERT_NE(plan, std::string::npos) << run.out;
   EXPECT_LT(plan, run.out.find("step 1/20"));
+  // What the job leaves open is the planner's: four pipelines, where the
+  // engine's default is two.
+  EXPECT_THAT(run.out.substr(plan, run.out.find('\n', plan) - plan), HasSubstr("pipelines=4"));
   EXPECT_THAT(run.out, HasSubstr("predicted step "));
   EXPECT_THAT(run.out, HasSubstr("step 20/20"));
   EXPECT_THAT(run.out, HasSubstr("SUCCEEDED"));
@@ -71,6 +75,22 @@ TEST(CliRunTest, TrainsTheExampleJobAndCleansUp) {
   // One line per rank with its bubble ratio and peak memory.
   EXPECT_THAT(run.out, HasSubstr("local-"));
   EXPECT_THAT(run.out, HasSubstr("MiB"));
+}
+
+TEST(CliRunTest, WorkersLeftOpenAreAsManyAsTheFixedPipelineAndDataNeed) {
+  chimera::testing::TempDir dir;
+  absl::StatusOr<std::string> example = ReadTextFile(ExampleChimeraJob(dir, 2), kMaxJobBytes);
+  ASSERT_TRUE(example.ok()) << example.status();
+  const std::string job = absl::StrReplaceAll(*example, {{"pipeline: 4, data: 1, microBatches: 4",
+                                   "pipeline: 2, data: 2, microBatches: 2"},
+                                  {"workers: 4, ", ""}});
+  const std::string file = dir.path() + "/open.yaml";
+  std::ofstream(file) << job;
+  ProcessResult run = RunProcess({CHIMERA_BINARY, "run", "-f", file}, CHIMERA_SOURCE_DIR,
+                                 absl::Minutes(3));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_THAT(run.out, HasSubstr(", 4 local workers, "));
+  EXPECT_THAT(run.out, HasSubstr("plan: chimera W=2 D=2 "));
 }
 
 TEST(CliRunTest, InvalidJobFileExitsTwoWithoutStartingAnything) {

@@ -306,12 +306,15 @@ TEST_F(DaemonTest,
   for (const auto& worker : done.workers())
     EXPECT_NE(worker.worker_id(), victim);
   // Checkpoints go to <checkpoint root>/<checkpointDir>/<job id>, one file
-  // per model stage
-  // (the last of the 8 blocks' four stages here); the last two are kept.
+  // per model stage of the plan (its last stage here); the last two are
+  // kept.
   const std::string checkpoints =
       absl::StrCat(dir_.path(), "/checkpoints/", job->id());
-  EXPECT_TRUE(std::ifstream(
-                  absl::StrCat(checkpoints, "/step-", kSteps, "/blocks-6-8.pt"))
+  ASSERT_GT(done.plan().partition_size(), 0);
+  const chimera::v1::StageRange& last = *done.plan().partition().rbegin();
+  EXPECT_TRUE(std::ifstream(absl::StrCat(checkpoints, "/step-", kSteps, "/blocks-",
+                                         last.first_layer(), "-",
+                                         last.first_layer() + last.num_layers(), ".pt"))
                   .good());
   EXPECT_TRUE(
       std::filesystem::exists(absl::StrCat(checkpoints, "/step-", kSteps - 2)));

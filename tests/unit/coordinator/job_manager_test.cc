@@ -231,12 +231,12 @@ TEST_F(JobManagerTest, JobNeedingMoreWorkersThanCanExistIsFailedPrecondition) {
 TEST_F(JobManagerTest, JobWaitsPendingUntilAllItsWorkersAreFree) {
   AddWorkers(3);
   Job job = MustSubmit(Manifest("wait", 4));
-  EXPECT_EQ(job.plan().scheme(), "chimera");
   manager_->Tick();
   EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_PENDING);
   AddWorkers(1);
   manager_->Tick();
   EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(manager_->Get(job.id())->plan().scheme(), "chimera");
 }
 
 TEST_F(JobManagerTest, RankZeroStartsFirstAndTheOthersGetItsStoreAddress) {
@@ -247,9 +247,12 @@ TEST_F(JobManagerTest, RankZeroStartsFirstAndTheOthersGetItsStoreAddress) {
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(first->start().rendezvous().store_address(), "");
   EXPECT_EQ(first->start().program().rank(), 0);
-  // Layer ranges come from the plan's partition: 8 layers over 4 stages.
+  // Layer ranges come from the plan's partition.
+  const chimera::v1::Plan plan = manager_->Get(job.id())->plan();
   for (const auto& replica : first->start().program().stages()) {
-    EXPECT_EQ(replica.num_layers(), 2);
+    const chimera::v1::StageRange& range = plan.partition(replica.stage());
+    EXPECT_EQ(replica.first_layer(), range.first_layer());
+    EXPECT_EQ(replica.num_layers(), range.num_layers());
   }
   EXPECT_FALSE(Next("w1").has_value());
   ASSERT_TRUE(
@@ -331,11 +334,60 @@ TEST_F(JobManagerTest, StepSummariesArriveOnceEveryRankReported) {
 
 TEST_F(JobManagerTest, FixedPlanIsPredictedWhenItStarts) {
   Job job = StartRunningJob();
-  ASSERT_EQ(job.plan().scheme(), "chimera");
+  ASSERT_EQ(manager_->Get(job.id())->plan().scheme(), "chimera");
   const chimera::v1::Prediction& prediction =
       manager_->Get(job.id())->plan().prediction();
   EXPECT_GT(prediction.iteration_seconds(), 0);
   EXPECT_GT(prediction.bubble_ratio(), 0);
+}
+
+TEST_F(JobManagerTest, KnobsTheJobLeavesOpenAreThePlannersChoice) {
+  // Scheme, pipeline, data and micro-batches fixed; pipelines, concatenation,
+  // recomputation and partition left open.
+  AddWorkers(4);
+  const chimera::v1::TrainJob manifest = Manifest("knobs", 4);
+  absl::StatusOr<std::vector<chimera::v1::Plan>> best = manager_->Plans(manifest, 1);
+  ASSERT_TRUE(best.ok()) << best.status();
+  Job job = MustSubmit(manifest);
+  manager_->Tick();
+  const chimera::v1::Plan plan = manager_->Get(job.id())->plan();
+  EXPECT_EQ(plan.scheme(), "chimera");
+  EXPECT_EQ(plan.depth(), 4);
+  EXPECT_EQ(plan.pipelines(), best->front().pipelines());
+  // Four pipelines, where the engine's default is two.
+  EXPECT_EQ(plan.pipelines(), 4);
+  EXPECT_EQ(plan.recompute(), best->front().recompute());
+  ASSERT_EQ(plan.partition_size(), best->front().partition_size());
+  for (int s = 0; s < plan.partition_size(); ++s) {
+    EXPECT_EQ(plan.partition(s).num_layers(), best->front().partition(s).num_layers()) << s;
+  }
+}
+
+TEST_F(JobManagerTest, WorkersLeftOpenAreEveryIdleWorkerTheFixedPipelineCanUse) {
+  AddWorkers(5);
+  chimera::v1::TrainJob manifest = Manifest("open", 0, /*fixed=*/false);
+  manifest.mutable_spec()->mutable_parallelism()->set_pipeline(2);
+  Job job = MustSubmit(manifest);
+  manager_->Tick();
+  ASSERT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
+  const chimera::v1::Plan plan = manager_->Get(job.id())->plan();
+  EXPECT_EQ(plan.depth(), 2);
+  EXPECT_EQ(plan.width(), 2);
+  EXPECT_EQ(registry_.IdleWorkers().size(), 1u);
+}
+
+TEST_F(JobManagerTest, PendingJobSaysHowManyWorkersItWaitsFor) {
+  StartRunningJob();
+  AddWorkers(2);
+  Job waiting = MustSubmit(Manifest("waiting", 4));
+  manager_->Tick();
+  EXPECT_EQ(StateOf(waiting), chimera::v1::JOB_STATE_PENDING);
+  EXPECT_EQ(manager_->Get(waiting.id())->status().message(),
+            "waiting: needs 4 idle cpu workers (6 registered, 4 busy)");
+  AddWorkers(1);
+  manager_->Tick();
+  EXPECT_THAT(manager_->Get(waiting.id())->status().message(),
+              HasSubstr("(7 registered, 4 busy)"));
 }
 
 TEST_F(JobManagerTest, JobSucceedsWhenEveryRankDidAndWorkersGoIdle) {

@@ -135,6 +135,10 @@ TEST(ExampleJobsTest, SummaryNamesModelScheduleAndBatch) {
   EXPECT_EQ(SummarizeJob(job),
             "tiny: gpt 8 layers x 128 hidden, chimera D=4 W=auto, 4 cpu "
             "workers, batch 32, 50 steps");
+  spec->mutable_resources()->clear_workers();
+  EXPECT_EQ(SummarizeJob(job),
+            "tiny: gpt 8 layers x 128 hidden, chimera D=4 W=auto, auto cpu "
+            "workers, batch 32, 50 steps");
 }
 
 }  // namespace

@@ -164,6 +164,8 @@ INSTANTIATE_TEST_SUITE_P(
         EditCase{"WorkersDoNotMatchDataTimesPipeline", "workers: 8",
                  "workers: 6", "spec.resources.workers",
                  "data (2) x pipeline (4) = 8"},
+        EditCase{"NegativeWorkers", "workers: 8", "workers: -1", "spec.resources.workers",
+                 "must be >= 0"},
         EditCase{"UnknownDevice", "device: cpu", "device: tpu",
                  "spec.resources.device", "'tpu' is not one of cpu, gpu"},
         EditCase{"WrongApiVersion", "chimera.dev/v1alpha1", "chimera.dev/v2",
@@ -212,6 +214,11 @@ TEST_F(JobValidatorTest, GlobalBatchMustBeAMultipleOfTheGivenFactors) {
   ASSERT_THAT(Paths(errors), ElementsAre("spec.training.globalBatchSize"));
   EXPECT_THAT(errors.errors()[0].message,
               HasSubstr("18 is not a multiple of data (2) x microBatchSize (2) = 4"));
+}
+
+TEST_F(JobValidatorTest, WorkersMayBeLeftOpen) {
+  EXPECT_TRUE(Validate(JobWith("    workers: 8\n", "")).empty());
+  EXPECT_TRUE(Validate(JobWith("workers: 8", "workers: 0")).empty());
 }
 
 TEST_F(JobValidatorTest, ChimeraNeedsAnEvenDepth) {

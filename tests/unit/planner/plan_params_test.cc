@@ -33,5 +33,29 @@ TEST(PlanParamsTest, JobLeavingParallelismOpenHasNoFixedPlan) {
   EXPECT_FALSE(FixedPlan(*job).has_value());
 }
 
+TEST(PlanParamsTest, WorkersLeftOpenAreAsManyAsAFixedPipelineAndDataAllow) {
+  chimera::v1::TrainJob job;
+  auto* parallelism = job.mutable_spec()->mutable_parallelism();
+  EXPECT_EQ(MinimumWorkers(job), 1);
+  EXPECT_EQ(WorkersToUse(job, 7), 7);
+  EXPECT_EQ(WorkersToUse(job, 0), 0);
+  parallelism->set_pipeline(4);
+  EXPECT_EQ(MinimumWorkers(job), 4);
+  EXPECT_EQ(WorkersToUse(job, 11), 8);
+  EXPECT_EQ(WorkersToUse(job, 3), 0);
+  parallelism->set_data(2);
+  EXPECT_EQ(MinimumWorkers(job), 8);
+  EXPECT_EQ(WorkersToUse(job, 20), 8);
+  EXPECT_EQ(WorkersToUse(job, 7), 0);
+}
+
+TEST(PlanParamsTest, WorkersTheJobNamesAreAllItUses) {
+  chimera::v1::TrainJob job;
+  job.mutable_spec()->mutable_resources()->set_workers(6);
+  EXPECT_EQ(MinimumWorkers(job), 6);
+  EXPECT_EQ(WorkersToUse(job, 10), 6);
+  EXPECT_EQ(WorkersToUse(job, 5), 0);
+}
+
 }  // namespace
 }  // namespace chimera::planner

@@ -251,7 +251,7 @@ class Search {
         base.micro_batches = spec.training().global_batch_size() / (width * b);
         std::set<std::pair<int, bool>> fitting;
         for (const ScheduleParams& params : Variants(fixed, base, num_layers)) {
-          ASSIGN_OR_RETURN(bool fits, Try({params, b, kFirstPlacement}));
+          ASSIGN_OR_RETURN(bool fits, Try({params, b, kFirstPlacement, /*partition=*/{}}));
           if (!fits) continue;
           Evaluation& evaluation = fitting_.back().second;
           const std::pair<int, bool> memory_knobs{params.pipelines, evaluation.plan.recompute()};

@@ -216,7 +216,7 @@ int RunDaemon(chimera::worker::DaemonOptions options,
 }
 
 int RunProfileMode(const std::string& job_path, const std::string& data_root,
-                   const std::string& out_path) {
+                   int gpu_index, const std::string& out_path) {
   if (job_path.empty()) {
     std::cerr << "chimera-worker: --job is required with --profile\n";
     return kExitBadInput;
@@ -227,7 +227,7 @@ int RunProfileMode(const std::string& job_path, const std::string& data_root,
     std::cerr << "chimera-worker: " << job.status().message() << "\n";
     return kExitBadInput;
   }
-  const auto profile = chimera::worker::ProfileJob(*job);
+  const auto profile = chimera::worker::ProfileJob(*job, gpu_index);
   if (!profile.ok()) {
     std::cerr << "chimera-worker: profiling " << job_path << ": "
               << profile.status().message() << "\n";
@@ -318,8 +318,8 @@ int main(int argc, char** argv) {
   int gpu = -1;
   app.add_option("--gpu", gpu,
                  "CUDA device of gpu jobs: the daemon's one GPU (default 0; "
-                 "run one daemon per GPU), or a standalone rank's (default: "
-                 "its rank)");
+                 "run one daemon per GPU), a standalone rank's (default: "
+                 "its rank), or the one --profile measures (default 0)");
   app.add_option("--gpu-transport", flags.gpu_transport,
                  "How a standalone gpu job's ranks exchange tensors: nccl "
                  "(default), or gloo staged through host memory, for ranks "
@@ -331,7 +331,8 @@ int main(int argc, char** argv) {
   bool profile = false;
   std::string profile_out;
   app.add_flag("--profile", profile,
-               "Measure the job's per-layer costs and write a model profile");
+               "Measure the job's per-layer costs on its device (the CPU, "
+               "or for a gpu job the --gpu GPU) and write a model profile");
   app.add_option("--out", profile_out,
                  "Profile file to write; default stdout (profile)");
   try {
@@ -355,7 +356,9 @@ int main(int argc, char** argv) {
                                            roots, std::cout);
   }
   if (standalone) return RunStandaloneMode(flags);
-  if (profile) return RunProfileMode(flags.job_path, flags.data_root, profile_out);
+  if (profile)
+    return RunProfileMode(flags.job_path, flags.data_root, daemon.gpu,
+                          profile_out);
   if (!daemon.coordinator.empty())
     return RunDaemon(std::move(daemon), std::move(tls), metrics_listen,
                      flags.data_root, flags.checkpoint_root);

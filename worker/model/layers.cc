@@ -1,6 +1,7 @@
 #include "worker/model/layers.h"
 
 #include <ATen/ATen.h>
+#include <torch/version.h>
 
 #include <cmath>
 #include <limits>
@@ -13,6 +14,32 @@ namespace {
 
 constexpr double kWeightStddev = 0.02;
 constexpr double kLayerNormEpsilon = 1e-5;
+
+// softmax(query keyᵀ / √head_size) value; with CAUSAL, each token attends
+// to itself and the tokens before it. LibTorch 2 fuses this (flash attention
+// on GPUs keeps no tokens × tokens matrix); 1.13 has no public fused kernel.
+at::Tensor ScaledDotProductAttention(const at::Tensor& query,
+                                     const at::Tensor& key,
+                                     const at::Tensor& value, bool causal) {
+#if TORCH_VERSION_MAJOR >= 2
+  return at::scaled_dot_product_attention(query, key, value,
+                                          /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                          /*is_causal=*/causal);
+#else
+  const int64_t tokens = query.size(-2);
+  at::Tensor scores = at::matmul(query, key.transpose(-2, -1)) /
+                      std::sqrt(static_cast<double>(query.size(-1)));
+  if (causal) {
+    const at::Tensor future =
+        at::ones({tokens, tokens},
+                 at::TensorOptions().dtype(at::kBool).device(query.device()))
+            .triu(/*diagonal=*/1);
+    scores =
+        scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+  }
+  return at::matmul(at::softmax(scores, /*dim=*/-1), value);
+#endif
+}
 
 // Registers the parameters of one layer, initialised from the layer's name.
 class ParameterFactory {
@@ -93,19 +120,10 @@ at::Tensor TransformerBlock::SelfAttention(const at::Tensor& normed) {
           .view({batch, tokens, 3, num_heads_, head_size})
           .permute({2, 0, 3, 1, 4})
           .unbind(0);
-  at::Tensor scores = at::matmul(qkv[0], qkv[1].transpose(-2, -1)) /
-                      std::sqrt(static_cast<double>(head_size));
-  if (causal_) {
-    const at::Tensor future =
-        at::ones({tokens, tokens},
-                 at::TensorOptions().dtype(at::kBool).device(normed.device()))
-            .triu(/*diagonal=*/1);
-    scores =
-        scores.masked_fill(future, -std::numeric_limits<double>::infinity());
-  }
-  const at::Tensor context = at::matmul(at::softmax(scores, /*dim=*/-1), qkv[2])
-                                 .transpose(1, 2)
-                                 .reshape({batch, tokens, hidden});
+  const at::Tensor context =
+      ScaledDotProductAttention(qkv[0], qkv[1], qkv[2], causal_)
+          .transpose(1, 2)
+          .reshape({batch, tokens, hidden});
   return at::linear(context, attention_out_weight_, attention_out_bias_);
 }
 

@@ -85,4 +85,10 @@ absl::StatusOr<MicroBatch> MakeMicroBatch(const ModelConfig& config,
   return batch;
 }
 
+MicroBatch OnDevice(const MicroBatch& batch, c10::Device device) {
+  if (device.is_cpu()) return batch;
+  return MicroBatch{batch.inputs.to(device), batch.targets.to(device),
+                    batch.loss_mask.to(device)};
+}
+
 }  // namespace chimera::worker

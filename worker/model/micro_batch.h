@@ -56,6 +56,9 @@ absl::StatusOr<MicroBatch> MakeMicroBatch(const ModelConfig& config,
                                           const at::Tensor& tokens,
                                           const SampleKey& key);
 
+// The micro-batch's tensors on `device` (the same tensors on the CPU).
+MicroBatch OnDevice(const MicroBatch& batch, c10::Device device);
+
 }  // namespace chimera::worker
 
 #endif  // CHIMERA_WORKER_MODEL_MICRO_BATCH_H_

@@ -18,7 +18,7 @@
 #include "worker/model/loss.h"
 #include "worker/model/micro_batch.h"
 #include "worker/runtime/compute_threads.h"
-#include "worker/runtime/memory_tracker.h"
+#include "worker/runtime/device_memory.h"
 #include "worker/runtime/task_options.h"
 
 namespace chimera::worker {
@@ -65,21 +65,27 @@ double SecondsBetween(std::chrono::steady_clock::time_point start,
   return std::chrono::duration<double>(end - start).count();
 }
 
+// Times one forward and backward of LAYER at SAMPLES samples, the median of
+// REPETITIONS runs after a warm-up. A GPU computes asynchronously: the
+// device is drained before each clock reading.
 absl::StatusOr<Measurement> Measure(const ProfiledLayer& layer, int64_t samples,
-                                    int repetitions) {
-  MemoryTracker& memory = MemoryTracker::Install();
+                                    int repetitions, c10::Device device,
+                                    const DeviceMemory& memory) {
   std::vector<double> forward, backward;
   Measurement measurement;
   for (int run = 0; run <= repetitions; ++run) {
     ASSIGN_OR_RETURN(const LayerInput input, layer.make_input(samples));
+    SynchronizeDevice(device);
     const int64_t before = memory.current_bytes();
     const auto start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(Pass pass, layer.forward(input));
+    SynchronizeDevice(device);
     const auto forward_end = std::chrono::steady_clock::now();
     measurement.retained_bytes = memory.current_bytes() - before;
     measurement.output_bytes = static_cast<int64_t>(pass.end.nbytes());
     const auto backward_start = std::chrono::steady_clock::now();
     pass.end.backward(pass.gradient);
+    SynchronizeDevice(device);
     const auto backward_end = std::chrono::steady_clock::now();
     if (run == 0) continue;  // warm-up: first-touch allocations, caches
     forward.push_back(SecondsBetween(start, forward_end));
@@ -98,25 +104,32 @@ Pass WithGradient(at::Tensor output) {
 }
 
 std::vector<ProfiledLayer> BuildLayers(const ModelConfig& config,
-                                       uint64_t seed) {
+                                       uint64_t seed, c10::Device device) {
   // Hidden states of a previous layer; a micro-batch of random tokens as the
   // data source delivers them (GPT: one more token, the last target).
-  const auto hidden = [config](int64_t samples) -> absl::StatusOr<LayerInput> {
+  const auto hidden = [config,
+                       device](int64_t samples) -> absl::StatusOr<LayerInput> {
     return LayerInput{
         at::randn({samples, config.seq_length, config.hidden_size},
-                  at::TensorOptions(config.dtype))
+                  at::TensorOptions(config.dtype).device(device))
             .requires_grad_(true),
         {}};
   };
-  const auto batch = [config](int64_t samples) -> absl::StatusOr<MicroBatch> {
-    return MakeMicroBatch(config,
-                          at::randint(config.vocab_size - 1, {samples, SampleLength(config)},
-                                      at::TensorOptions(at::kLong)),
-                          SampleKey{});
+  const auto batch = [config,
+                      device](int64_t samples) -> absl::StatusOr<MicroBatch> {
+    ASSIGN_OR_RETURN(
+        const MicroBatch tokens,
+        MakeMicroBatch(config,
+                       at::randint(config.vocab_size - 1,
+                                   {samples, SampleLength(config)},
+                                   at::TensorOptions(at::kLong)),
+                       SampleKey{}));
+    return OnDevice(tokens, device);
   };
 
   std::vector<ProfiledLayer> layers;
   auto embedding = std::make_shared<TokenEmbedding>(config, "embedding", seed);
+  embedding->to(device);
   layers.push_back(
       {"embedding", embedding,
        [batch](int64_t samples) -> absl::StatusOr<LayerInput> {
@@ -129,12 +142,14 @@ std::vector<ProfiledLayer> BuildLayers(const ModelConfig& config,
   for (int64_t i = 0; i < config.num_layers; ++i) {
     auto block = std::make_shared<TransformerBlock>(
         config, absl::StrCat("layer", i), seed);
+    block->to(device);
     layers.push_back({"block", block, hidden,
                       [block](const LayerInput& input) -> absl::StatusOr<Pass> {
                         return WithGradient(block->Forward(input.tensor));
                       }});
   }
   auto head = std::make_shared<OutputHead>(config, "head", seed);
+  head->to(device);
   layers.push_back(
       {"head", head,
        [hidden, batch](int64_t samples) -> absl::StatusOr<LayerInput> {
@@ -164,15 +179,17 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileModel(
         ", repetitions ", options.repetitions, " and threads ", options.threads,
         " must all be >= 1"));
   }
-  MemoryTracker::Install();
+  RETURN_IF_ERROR(CheckDeviceUsable(options.device));
+  const DeviceMemory memory(options.device);
   LimitComputeThreads(options.threads);
   chimera::v1::ModelProfile profile;
   profile.set_api_version(kApiVersion);
   profile.set_kind(planner::kModelProfileKind);
   profile.mutable_metadata()->set_name(options.name);
   profile.set_source("measured");
-  profile.set_device("cpu");
-  for (const ProfiledLayer& layer : BuildLayers(config, options.seed)) {
+  profile.set_device(options.device.str());
+  for (const ProfiledLayer& layer :
+       BuildLayers(config, options.seed, options.device)) {
     chimera::v1::LayerProfile* out = profile.add_layers();
     out->set_kind(layer.kind);
     int64_t parameter_bytes = 0;
@@ -183,7 +200,8 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileModel(
     Measurement largest;
     int64_t largest_size = 1;
     for (int64_t size = 1; size <= options.max_micro_batch_size; size *= 2) {
-      ASSIGN_OR_RETURN(largest, Measure(layer, size, options.repetitions));
+      ASSIGN_OR_RETURN(largest, Measure(layer, size, options.repetitions,
+                                        options.device, memory));
       largest_size = size;
       chimera::v1::LayerTiming* timing = out->add_timings();
       timing->set_micro_batch_size(static_cast<int32_t>(size));
@@ -199,7 +217,7 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileModel(
 }
 
 absl::StatusOr<chimera::v1::ModelProfile> ProfileJob(
-    const chimera::v1::TrainJob& job) {
+    const chimera::v1::TrainJob& job, int gpu_index) {
   ASSIGN_OR_RETURN(const ModelConfig config,
                    ModelConfigFor(job.spec().model()));
   ProfileOptions options;
@@ -209,6 +227,10 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileJob(
   options.threads = ThreadsPerWorker(job.spec().resources());
   options.seed = job.spec().training().seed();
   options.name = absl::StrCat(job.metadata().name(), "-profile");
+  if (job.spec().resources().device() == "gpu") {
+    options.device = c10::Device(c10::DeviceType::CUDA,
+                                 static_cast<c10::DeviceIndex>(gpu_index));
+  }
   return ProfileModel(config, options);
 }
 

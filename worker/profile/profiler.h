@@ -1,11 +1,11 @@
 // `chimera-worker --profile`: measures what each layer of a job's model costs
-// on this worker, for the planner (proto/chimera/v1/profile.proto,
+// on this worker's device (the CPU, or a GPU for a gpu job), for the planner (proto/chimera/v1/profile.proto,
 // docs/planner.md). Builds the layers exactly as a stage does (the
 // embedding, every transformer block, the head with its loss) with the job's
 // shapes and, at micro-batch sizes 1, 2, 4, ... up to a maximum, times one
 // forward and one backward per layer (the median of a few runs after a
 // warm-up). It also measures, with the tracking allocator (MemoryTracker):
-//   activation bytes per sample: tracked memory the forward leaves allocated
+//   activation bytes per sample: device memory the forward leaves allocated
 //     while its autograd graph (and output) is alive, at the largest size;
 //   output bytes per sample: the layer's output (the head's is its loss
 //     scalar, as in the analytic profile);
@@ -15,6 +15,8 @@
 //   std::string json = ProfileToJson(profile);
 #ifndef CHIMERA_WORKER_PROFILE_PROFILER_H_
 #define CHIMERA_WORKER_PROFILE_PROFILER_H_
+
+#include <c10/core/Device.h>
 
 #include <string>
 
@@ -32,6 +34,8 @@ struct ProfileOptions {
   int repetitions = 3;
   // LibTorch intra-op threads, as the job's workers run (>= 1).
   int threads = 1;
+  // Where the layers run; a CUDA device must pass CheckDeviceUsable.
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
   uint64_t seed = 0;
   // The profile's metadata.name.
   std::string name;
@@ -44,9 +48,10 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileModel(
 
 // Profiles a validated job's model with its threads per worker and seed, at
 // sizes up to spec.training.microBatchSize (8 when the job leaves it open),
-// named "<job name>-profile".
+// named "<job name>-profile": on the CPU, or for a gpu job on CUDA device
+// `gpu_index`.
 absl::StatusOr<chimera::v1::ModelProfile> ProfileJob(
-    const chimera::v1::TrainJob& job);
+    const chimera::v1::TrainJob& job, int gpu_index);
 
 // The profile in protobuf's JSON mapping (lowerCamelCase names, 64-bit
 // integers quoted), which the planner's YAML profile reader accepts.

@@ -16,15 +16,14 @@ namespace chimera::worker {
 namespace {
 
 #ifdef CHIMERA_TORCH_CUDA
-// Bytes of all block kinds (small and large pools) that tensors hold.
-const c10::cuda::CUDACachingAllocator::Stat& AllocatedBytes(
-    const c10::cuda::CUDACachingAllocator::DeviceStats& stats) {
-  return stats.allocated_bytes[static_cast<size_t>(
-      c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)];
-}
-
-c10::cuda::CUDACachingAllocator::DeviceStats StatsOf(c10::Device device) {
-  return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+// Bytes that tensors hold on DEVICE, now or at the peak. Each statistic's
+// first entry sums every block kind (small and large pools): StatType's
+// AGGREGATE, a name LibTorch 2.x moved out of CUDACachingAllocator.
+int64_t AllocatedBytes(c10::Device device, bool peak) {
+  const auto stats =
+      c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+  const auto& all_blocks = stats.allocated_bytes[0];
+  return peak ? all_blocks.peak : all_blocks.current;
 }
 #endif
 
@@ -92,9 +91,7 @@ int64_t DeviceMemory::Bytes(bool peak) const {
     return peak ? tracker.peak_bytes() : tracker.current_bytes();
   }
 #ifdef CHIMERA_TORCH_CUDA
-  const auto stats = StatsOf(device_);
-  const auto& allocated = AllocatedBytes(stats);
-  return peak ? allocated.peak : allocated.current;
+  return AllocatedBytes(device_, peak);
 #else
   return 0;
 #endif

@@ -4,6 +4,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/alignment.h>
 #include <c10/util/Exception.h>
+#include <torch/version.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +19,11 @@ namespace {
 constexpr size_t kHeaderBytes = c10::gAlignment;
 static_assert(kHeaderBytes >= sizeof(int64_t));
 
+// LibTorch 2.3 made Allocator::allocate non-const and added copy_data.
+#define CHIMERA_TORCH_2_3     \
+  (TORCH_VERSION_MAJOR > 2 || \
+   (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3))
+
 // Set once by Install(), before the allocator is in use.
 MemoryTracker* g_tracker = nullptr;
 c10::DeleterFnPtr g_inner_free = nullptr;
@@ -26,7 +32,11 @@ class TrackingCpuAllocator final : public c10::Allocator {
  public:
   explicit TrackingCpuAllocator(c10::Allocator* inner) : inner_(inner) {}
 
+#if CHIMERA_TORCH_2_3
+  c10::DataPtr allocate(size_t bytes) override {
+#else
   c10::DataPtr allocate(size_t bytes) const override {
+#endif
     c10::DataPtr block = inner_->allocate(bytes + kHeaderBytes);
     // The default CPU allocator's block owns its pointer (context == data),
     // which Free hands back to the allocator's raw deleter.
@@ -40,6 +50,12 @@ class TrackingCpuAllocator final : public c10::Allocator {
   }
 
   c10::DeleterFnPtr raw_deleter() const override { return &Free; }
+
+#if CHIMERA_TORCH_2_3
+  void copy_data(void* dest, const void* src, size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+#endif
 
  private:
   static void Free(void* data) {

@@ -375,13 +375,10 @@ absl::StatusOr<MicroBatch> ProgramExecutor::LoadMicroBatch(int64_t step,
   ASSIGN_OR_RETURN(at::Tensor tokens,
                    data_.Samples(step, samples.first, samples.count));
   ASSIGN_OR_RETURN(
-      MicroBatch batch,
+      const MicroBatch batch,
       MakeMicroBatch(options_.model, tokens,
                      SampleKey{options_.seed, step, samples.first}));
-  if (options_.device.is_cpu()) return batch;
-  return MicroBatch{batch.inputs.to(options_.device),
-                    batch.targets.to(options_.device),
-                    batch.loss_mask.to(options_.device)};
+  return OnDevice(batch, options_.device);
 }
 
 absl::Status ProgramExecutor::Forward(const Instruction& inst, int64_t step,

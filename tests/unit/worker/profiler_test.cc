@@ -6,6 +6,7 @@
 
 #include "planner/model_profile.h"
 #include "tests/support/temp_dir.h"
+#include "worker/runtime/device_memory.h"
 
 namespace chimera::worker {
 namespace {
@@ -91,6 +92,26 @@ TEST(ProfilerTest, RejectsOptionsOutOfRange) {
   EXPECT_NE(profile.status().message().find("repetitions 0"),
             std::string::npos)
       << profile.status();
+}
+
+TEST(ProfilerTest, ProfilesOnTheDeviceItIsGivenOrSaysWhyNot) {
+  ProfileOptions options = FastOptions();
+  const absl::StatusOr<chimera::v1::ModelProfile> on_cpu =
+      ProfileModel(TinyBert(), options);
+  ASSERT_TRUE(on_cpu.ok()) << on_cpu.status();
+  EXPECT_EQ(on_cpu->device(), "cpu");
+
+  options.device = c10::Device(c10::DeviceType::CUDA, 0);
+  const absl::Status usable = CheckDeviceUsable(options.device);
+  const absl::StatusOr<chimera::v1::ModelProfile> on_gpu =
+      ProfileModel(TinyBert(), options);
+  if (usable.ok()) {
+    ASSERT_TRUE(on_gpu.ok()) << on_gpu.status();
+    EXPECT_EQ(on_gpu->device(), "cuda:0");
+  } else {
+    // A CPU-only worker: the reason its device is unusable, not a crash.
+    EXPECT_EQ(on_gpu.status(), usable);
+  }
 }
 
 }  // namespace

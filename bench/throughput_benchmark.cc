@@ -31,19 +31,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "bench/pipeline_runs.h"
 #include "common/status_macros.h"
 #include "schedule/generator.h"
-#include "schedule/simulator.h"
 #include "tests/integration/worker/pipeline_job.h"
 #include "worker/runtime/compute_threads.h"
-#include "worker/runtime/task_options.h"
 #include "worker/standalone/standalone.h"
 
 namespace chimera::worker {
@@ -52,8 +50,11 @@ namespace {
 using testing::PipelineJob;
 using testing::PipelineMeasurements;
 
-constexpr absl::Duration kRunDeadline = absl::Minutes(10);
-constexpr absl::Duration kOpTimeout = absl::Minutes(2);
+using bench::Breakdown;
+using bench::FiguresOf;
+using bench::HarnessJob;
+using bench::kRunDeadline;
+using bench::StepFigures;
 
 struct Flags {
   std::vector<std::string> jobs;
@@ -61,73 +62,9 @@ struct Flags {
   int warmup = 1;
 };
 
-struct Throughput {
-  double samples_per_second = 0;
-  // Mean over ranks and measured steps of bubble / step time.
-  double bubble_ratio = 0;
-};
-
-Throughput Measure(const PipelineMeasurements& measured, int warmup) {
-  double samples = 0;
-  double seconds = 0;
-  double bubble = 0;
-  const size_t steps = measured.ranks.front().size();
-  for (size_t step = warmup; step < steps; ++step) {
-    double slowest = 0;
-    for (const std::vector<StepMetrics>& rank : measured.ranks) {
-      samples += static_cast<double>(rank[step].samples);
-      slowest = std::max(slowest, rank[step].step_seconds);
-      bubble += schedule::BubbleRatio(rank[step].bubble_seconds, rank[step].step_seconds);
-    }
-    seconds += slowest;
-  }
-  return {
-      samples / seconds,
-      bubble / static_cast<double>((steps - warmup) * measured.ranks.size())};
+int OnlineCores() {
+  return std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
 }
-
-PipelineJob JobOf(const StandaloneRun& run, schedule::Schedule schedule,
-                  const Flags& flags) {
-  PipelineJob job;
-  job.schedule = std::move(schedule);
-  job.executor = ExecutorOptionsFor(run.task);
-  job.executor.p2p_timeout = kOpTimeout;
-  job.executor.collective_timeout = kOpTimeout;
-  job.data = run.task.data;
-  job.steps = flags.warmup + flags.steps;
-  job.connect_timeout = kOpTimeout;
-  return job;
-}
-
-// Where each rank's step time goes: per op kind, the mean seconds per
-// measured step; printed after the table so that losses can be traced.
-std::string Breakdown(const std::string& label,
-                      const schedule::Schedule& schedule,
-                      const PipelineMeasurements& measured, int warmup) {
-  std::string text;
-  for (size_t rank = 0; rank < measured.ranks.size(); ++rank) {
-    std::map<std::string, double> seconds;
-    double step = 0;
-    const std::vector<StepMetrics>& steps = measured.ranks[rank];
-    const auto& program = schedule.workers[rank].instructions;
-    for (size_t s = warmup; s < steps.size(); ++s) {
-      step += steps[s].step_seconds;
-      for (size_t i = 0; i < program.size(); ++i) {
-        seconds[schedule::OpName(program[i].op)] += steps[s].op_seconds[i];
-      }
-    }
-    const double count = static_cast<double>(steps.size() - warmup);
-    absl::StrAppend(&text, label, " rank ", rank, ": step ",
-                    absl::SixDigits(step / count), " s;");
-    for (const auto& [op, total] : seconds) {
-      absl::StrAppend(&text, " ", op, " ", absl::SixDigits(total / count));
-    }
-    absl::StrAppend(&text, "\n");
-  }
-  return text;
-}
-
-int OnlineCores() { return std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))); }
 
 // Seconds for `processes` forked single-threaded processes to each finish
 // the same fixed run of transformer-sized matrix products.
@@ -174,7 +111,9 @@ absl::StatusOr<std::string> RunJob(const std::string& path,
   const int workers = static_cast<int>(run.schedule.workers.size());
   ASSIGN_OR_RETURN(
       PipelineMeasurements pipelined,
-      testing::MeasurePipeline(JobOf(run, run.schedule, flags), kRunDeadline));
+      testing::MeasurePipeline(
+          HarnessJob(run, run.schedule, flags.warmup + flags.steps),
+          kRunDeadline));
 
   // The whole model in one process: the same samples per step.
   schedule::ScheduleParams single_params;
@@ -182,14 +121,16 @@ absl::StatusOr<std::string> RunJob(const std::string& path,
   single_params.micro_batches = params.width * params.micro_batches;
   ASSIGN_OR_RETURN(schedule::Schedule single_schedule,
                    schedule::GenerateSchedule(single_params));
-  PipelineJob single_job = JobOf(run, single_schedule, flags);
+  PipelineJob single_job =
+      HarnessJob(run, single_schedule, flags.warmup + flags.steps);
   single_job.executor.partition = {{0, run.task.model.num_layers}};
   ASSIGN_OR_RETURN(PipelineMeasurements single,
                    testing::MeasurePipeline(single_job, kRunDeadline));
 
-  const Throughput pipeline = Measure(pipelined, flags.warmup);
-  const Throughput one = Measure(single, flags.warmup);
-  const double ideal = std::min(workers, OnlineCores()) * one.samples_per_second;
+  const StepFigures pipeline = FiguresOf(pipelined, flags.warmup);
+  const StepFigures one = FiguresOf(single, flags.warmup);
+  const double ideal =
+      std::min(workers, OnlineCores()) * one.samples_per_second;
   const double scaling = ProcessScaling(workers);
   std::printf(
       "| %s | %s | %d | %d | %d | %.2f | %.3f | %.2f | %.2f | %.0f%% | %.2f | "

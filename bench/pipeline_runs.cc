@@ -1,0 +1,80 @@
+#include "bench/pipeline_runs.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "schedule/simulator.h"
+#include "worker/runtime/task_options.h"
+
+namespace chimera::bench {
+
+using worker::StepMetrics;
+using worker::testing::PipelineJob;
+using worker::testing::PipelineMeasurements;
+
+constexpr absl::Duration kOpTimeout = absl::Minutes(2);
+
+PipelineJob HarnessJob(const worker::StandaloneRun& run,
+                       schedule::Schedule schedule, int steps) {
+  PipelineJob job;
+  job.schedule = std::move(schedule);
+  job.executor = worker::ExecutorOptionsFor(run.task);
+  job.executor.p2p_timeout = kOpTimeout;
+  job.executor.collective_timeout = kOpTimeout;
+  job.data = run.task.data;
+  job.steps = steps;
+  job.connect_timeout = kOpTimeout;
+  return job;
+}
+
+StepFigures FiguresOf(const PipelineMeasurements& measured, int warmup) {
+  double samples = 0;
+  double seconds = 0;
+  double bubble = 0;
+  const size_t steps = measured.ranks.front().size();
+  for (size_t step = warmup; step < steps; ++step) {
+    double slowest = 0;
+    for (const std::vector<StepMetrics>& rank : measured.ranks) {
+      samples += static_cast<double>(rank[step].samples);
+      slowest = std::max(slowest, rank[step].step_seconds);
+      bubble += schedule::BubbleRatio(rank[step].bubble_seconds,
+                                      rank[step].step_seconds);
+    }
+    seconds += slowest;
+  }
+  const double measured_steps = static_cast<double>(steps - warmup);
+  return {
+      samples / seconds, seconds / measured_steps,
+      bubble / (measured_steps * static_cast<double>(measured.ranks.size()))};
+}
+
+std::string Breakdown(const std::string& label,
+                      const schedule::Schedule& schedule,
+                      const PipelineMeasurements& measured, int warmup) {
+  std::string text;
+  for (size_t rank = 0; rank < measured.ranks.size(); ++rank) {
+    std::map<std::string, double> seconds;
+    double step = 0;
+    const std::vector<StepMetrics>& steps = measured.ranks[rank];
+    const auto& program = schedule.workers[rank].instructions;
+    for (size_t s = warmup; s < steps.size(); ++s) {
+      step += steps[s].step_seconds;
+      for (size_t i = 0; i < program.size(); ++i) {
+        seconds[schedule::OpName(program[i].op)] += steps[s].op_seconds[i];
+      }
+    }
+    const double count = static_cast<double>(steps.size() - warmup);
+    absl::StrAppend(&text, label, " rank ", rank, ": step ",
+                    absl::SixDigits(step / count), " s;");
+    for (const auto& [op, total] : seconds) {
+      absl::StrAppend(&text, " ", op, " ", absl::SixDigits(total / count));
+    }
+    absl::StrAppend(&text, "\n");
+  }
+  return text;
+}
+
+}  // namespace chimera::bench

@@ -1,0 +1,51 @@
+// What the benchmarks that run a job's pipeline for real share: the harness
+// job for a loaded job file, the samples/s, step time and bubble of the
+// measured steps, and where each rank's step time went.
+//
+//   ASSIGN_OR_RETURN(StandaloneRun run, LoadStandaloneJob(path, roots));
+//   ASSIGN_OR_RETURN(PipelineMeasurements m,
+//                    MeasurePipeline(HarnessJob(run, run.schedule, 1 + 3),
+//                                    kRunDeadline));
+//   StepFigures figures = FiguresOf(m, /*warmup=*/1);
+#ifndef CHIMERA_BENCH_PIPELINE_RUNS_H_
+#define CHIMERA_BENCH_PIPELINE_RUNS_H_
+
+#include <string>
+
+#include "absl/time/time.h"
+#include "schedule/program.h"
+#include "tests/integration/worker/pipeline_job.h"
+#include "worker/standalone/standalone.h"
+
+namespace chimera::bench {
+
+// A whole run, its processes killed after this.
+inline constexpr absl::Duration kRunDeadline = absl::Minutes(10);
+
+// The harness job of RUN's task on SCHEDULE for STEPS steps, every transfer,
+// collective and the joining bounded by two minutes.
+worker::testing::PipelineJob HarnessJob(const worker::StandaloneRun& run,
+                                        schedule::Schedule schedule, int steps);
+
+struct StepFigures {
+  double samples_per_second = 0;
+  // Mean over the measured steps of the slowest rank's step time.
+  double step_seconds = 0;
+  // Mean over ranks and measured steps of bubble / step time.
+  double bubble_ratio = 0;
+};
+
+// The figures of the steps after the first WARMUP.
+StepFigures FiguresOf(const worker::testing::PipelineMeasurements& measured,
+                      int warmup);
+
+// One line per rank: "LABEL rank R: step S s; OP SECONDS ...", the mean
+// seconds per measured step of each op kind.
+std::string Breakdown(const std::string& label,
+                      const schedule::Schedule& schedule,
+                      const worker::testing::PipelineMeasurements& measured,
+                      int warmup);
+
+}  // namespace chimera::bench
+
+#endif  // CHIMERA_BENCH_PIPELINE_RUNS_H_

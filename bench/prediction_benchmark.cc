@@ -1,0 +1,154 @@
+// How well the planner predicts a real run. For each job file (whose
+// parallelism is fixed), it profiles the job's model in this process
+// (`chimera-worker --profile`'s measurement: per layer, forward and backward
+// at each micro-batch size, single-threaded as the job's workers run), lets
+// the planner predict the job's step time and bubble on a cluster file that
+// describes this machine, once from that measured profile and once from the
+// analytic model, runs the job for real (one forked single-threaded process
+// per worker, the integration tests' harness), and prints predicted,
+// measured and the error.
+//
+//   prediction_benchmark --cluster examples/clusters/local-cpu.yaml
+//       --job examples/bench/bert-gpipe-d2.yaml [--job ...] [--steps 3]
+//       [--warmup 1]
+//
+// A benchmark: it prints a markdown table (docs/planner.md) and where each
+// measured rank's step went, never passes or fails on accuracy, and exits 1
+// only when a job or the cluster cannot be used.
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "bench/pipeline_runs.h"
+#include "common/status_macros.h"
+#include "jobspec/job_file.h"
+#include "planner/analytic_profile.h"
+#include "planner/cluster_file.h"
+#include "planner/plan_evaluator.h"
+#include "planner/plan_params.h"
+#include "worker/profile/profiler.h"
+
+namespace chimera::bench {
+namespace {
+
+struct Flags {
+  std::string cluster;
+  std::vector<std::string> jobs;
+  int steps = 3;
+  int warmup = 1;
+};
+
+// Signed relative error of PREDICTED against MEASURED, in percent.
+double ErrorPercent(double predicted, double measured) {
+  return 100 * (predicted - measured) / measured;
+}
+
+absl::StatusOr<chimera::v1::Prediction> Predict(
+    const chimera::v1::TrainJob& job, const chimera::v1::Cluster& cluster,
+    const chimera::v1::ModelProfile& profile) {
+  const std::optional<chimera::v1::Plan> plan = planner::FixedPlan(job);
+  if (!plan) {
+    return absl::InvalidArgumentError(
+        "the job must fix spec.parallelism (schedule, pipeline, data, "
+        "microBatches) for its plan to be predicted as it runs");
+  }
+  return planner::PredictPlan({job, cluster.spec(), profile}, *plan);
+}
+
+// Prints the job's table row; returns where its ranks' steps went.
+absl::StatusOr<std::string> RunJob(const std::string& path,
+                                   const chimera::v1::Cluster& cluster,
+                                   const Flags& flags) {
+  // Data paths are relative to the current directory, as `chimera run`'s.
+  ASSIGN_OR_RETURN(const worker::WorkerRoots roots,
+                   worker::WorkerRootsFrom("", ""));
+  ASSIGN_OR_RETURN(const chimera::v1::TrainJob job,
+                   jobspec::LoadJobFile(path, {.data_root = roots.data}));
+  ASSIGN_OR_RETURN(const worker::StandaloneRun run,
+                   worker::LoadStandaloneJob(path, roots));
+
+  ASSIGN_OR_RETURN(const chimera::v1::ModelProfile measured_profile,
+                   worker::ProfileJob(job, /*gpu_index=*/0));
+  ASSIGN_OR_RETURN(const chimera::v1::Prediction from_profile,
+                   Predict(job, cluster, measured_profile));
+  ASSIGN_OR_RETURN(const chimera::v1::Prediction from_analytic,
+                   Predict(job, cluster,
+                           planner::AnalyticProfile(job.spec().model(),
+                                                    cluster.spec().device())));
+
+  ASSIGN_OR_RETURN(
+      const worker::testing::PipelineMeasurements measured,
+      worker::testing::MeasurePipeline(
+          HarnessJob(run, run.schedule, flags.warmup + flags.steps),
+          kRunDeadline));
+  const StepFigures real = FiguresOf(measured, flags.warmup);
+
+  const schedule::ScheduleParams& params = run.task.schedule;
+  std::printf(
+      "| %s | %s | %d | %d | %zu | %.3f | %.3f | %+.1f%% | %.3f | %+.1f%% | "
+      "%.2f | %.2f |\n",
+      path.c_str(), schedule::SchemeName(params.scheme).c_str(), params.depth,
+      params.micro_batches, run.schedule.workers.size(), real.step_seconds,
+      from_profile.iteration_seconds(),
+      ErrorPercent(from_profile.iteration_seconds(), real.step_seconds),
+      from_analytic.iteration_seconds(),
+      ErrorPercent(from_analytic.iteration_seconds(), real.step_seconds),
+      real.bubble_ratio, from_profile.bubble_ratio());
+  std::fflush(stdout);
+  return Breakdown(path, run.schedule, measured, flags.warmup);
+}
+
+}  // namespace
+}  // namespace chimera::bench
+
+int main(int argc, char** argv) {
+  chimera::bench::Flags flags;
+  CLI::App app{"The planner's predicted step time against a real run"};
+  app.add_option("--cluster", flags.cluster,
+                 "Cluster file describing this machine (cores, links)")
+      ->required();
+  app.add_option("--job", flags.jobs,
+                 "Job file with fixed parallelism (repeatable)")
+      ->required();
+  app.add_option("--steps", flags.steps, "Measured steps")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--warmup", flags.warmup, "Steps run before measuring")
+      ->check(CLI::Range(0, 1000));
+  CLI11_PARSE(app, argc, argv);
+
+  chimera::v1::Cluster cluster;
+  const chimera::FieldErrors errors =
+      chimera::planner::LoadClusterFile(flags.cluster, &cluster);
+  if (!errors.empty()) {
+    std::fprintf(stderr, "%s: %s\n", flags.cluster.c_str(),
+                 errors.ToStatus().ToString().c_str());
+    return 1;
+  }
+  std::printf(
+      "cluster %s; one single-threaded process per worker; %d measured steps "
+      "after %d warm-up\n\n"
+      "| job | scheme | D | N | P | measured step s | predicted, measured "
+      "profile | error | predicted, analytic profile | error | measured bubble "
+      "| predicted bubble |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+      flags.cluster.c_str(), flags.steps, flags.warmup);
+  int exit_code = 0;
+  std::string breakdowns;
+  for (const std::string& job : flags.jobs) {
+    const absl::StatusOr<std::string> breakdown =
+        chimera::bench::RunJob(job, cluster, flags);
+    if (!breakdown.ok()) {
+      std::fprintf(stderr, "%s: %s\n", job.c_str(),
+                   breakdown.status().ToString().c_str());
+      exit_code = 1;
+      continue;
+    }
+    breakdowns += *breakdown;
+  }
+  std::printf("\nseconds per step by op kind:\n%s", breakdowns.c_str());
+  return exit_code;
+}

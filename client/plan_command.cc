@@ -7,13 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cli_errors.h"
+#include "client/planning_inputs.h"
 #include "client/structured_output.h"
 #include "client/text_table.h"
-#include "jobspec/job_file.h"
 #include "nlohmann/json.hpp"
-#include "planner/analytic_profile.h"
-#include "planner/cluster_file.h"
-#include "planner/model_profile.h"
 #include "planner/plan_search.h"
 
 namespace chimera::client {
@@ -96,23 +93,11 @@ nlohmann::json RankedPlans(const planner::SearchResult& result) {
 }
 
 void RunPlan(const PlanOptions& options) {
-  chimera::v1::TrainJob job;
-  ExitOnFileErrors(options.job_file,
-               jobspec::LoadJobFile(options.job_file, {.check_data_files = false}, &job));
-  chimera::v1::Cluster cluster;
-  ExitOnFileErrors(options.cluster_file,
-               planner::LoadClusterFile(options.cluster_file, &cluster));
-  chimera::v1::ModelProfile profile;
-  if (options.profile_file.empty()) {
-    profile = planner::AnalyticProfile(job.spec().model(), cluster.spec().device());
-  } else {
-    ExitOnFileErrors(options.profile_file,
-                 planner::LoadProfileFile(options.profile_file, &profile));
-    ExitOnFileErrors(options.profile_file,
-                 planner::ValidateProfile(profile, job.spec().model().num_layers()));
-  }
+  const PlanningInputs inputs = LoadPlanningInputs(
+      options.job_file, options.cluster_file, options.profile_file);
   absl::StatusOr<planner::SearchResult> result =
-      planner::SearchPlans(job, cluster, profile, {.top_k = options.top_k});
+      planner::SearchPlans(inputs.job, inputs.cluster, inputs.profile,
+                           {.top_k = options.top_k});
   if (!result.ok()) {
     ExitWithError(result.status());
   }

@@ -9,11 +9,16 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/cli_errors.h"
 #include "client/exit_codes.h"
+#include "client/planning_inputs.h"
 #include "common/field_errors.h"
 #include "common/file_reader.h"
 #include "common/status_macros.h"
+#include "planner/plan_evaluator.h"
+#include "planner/plan_search.h"
 #include "schedule/csv_io.h"
 #include "schedule/generator.h"
 #include "schedule/json_report.h"
@@ -32,6 +37,10 @@ constexpr uint64_t kMaxScheduleCsvBytes = 64 << 20;
 
 // Flags kept as typed, so errors can name the flag.
 struct RawFlags {
+  // -f: the job's own schedule, planned for --cluster (with --profile).
+  std::string job_file;
+  std::string cluster_file;
+  std::string profile_file;
   std::string scheme = "1f1b";
   // The text of each knob set by name (--policy pb).
   std::map<schedule::ScheduleParam, std::string> names;
@@ -89,9 +98,8 @@ absl::StatusOr<chimera::v1::ParallelismSpec> GivenParallelism(
 std::string Title(const ScheduleCommandOptions& options) {
   if (!options.from_csv.empty()) return options.from_csv;
   const ScheduleParams& p = options.params;
-  std::string title =
-      absl::StrCat(schedule::SchemeName(p.scheme), " D=", p.depth,
-                   " N=", p.micro_batches);
+  std::string title = absl::StrCat(schedule::SchemeName(p.scheme),
+                                   " D=", p.depth, " N=", p.micro_batches);
   if (p.width > 1) absl::StrAppend(&title, " W=", p.width);
   if (p.scheme == schedule::Scheme::kChimera) {
     absl::StrAppend(&title, " pipelines=", p.pipelines);
@@ -109,27 +117,87 @@ std::string Title(const ScheduleCommandOptions& options) {
   return title;
 }
 
+absl::Status CheckOutput(const std::string& output) {
+  const std::vector<std::string> outputs = {"text", "json", "svg", "csv"};
+  if (std::find(outputs.begin(), outputs.end(), output) != outputs.end()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "-o: '", output, "' is not one of ", absl::StrJoin(outputs, ", ")));
+}
+
+// SCHEDULE as OUTPUT: its CSV, or its simulation under COSTS as a JSON
+// report, an SVG or a text timeline. SCHEME names it in the JSON report.
+absl::StatusOr<std::string> Render(const schedule::Schedule& schedule,
+                                   const schedule::CostModel& costs,
+                                   const std::string& output,
+                                   const std::string& title,
+                                   const std::string& scheme) {
+  if (output == "csv") return schedule::WriteScheduleCsv(schedule);
+  ASSIGN_OR_RETURN(schedule::SimulationResult result,
+                   schedule::Simulate(schedule, costs));
+  if (output == "json") return schedule::JsonReport(schedule, result, scheme);
+  if (output == "svg") return schedule::SvgTimeline(schedule, result, title);
+  return schedule::TextTimeline(schedule, result, title);
+}
+
+// The flags that describe a schedule by hand, which -f takes from the job.
+std::vector<std::string> HandScheduleFlags() {
+  std::vector<std::string> flags = {
+      "--scheme",    "--depth",        "--micro-batches", "--width",
+      "--recompute", "--forward-cost", "--backward-cost", "--from-csv"};
+  for (const schedule::Knob& knob : schedule::kKnobs) {
+    flags.push_back(FlagName(knob.param));
+  }
+  return flags;
+}
+
+// -f: the plan the planner picks for the job on the cluster (what the job
+// fixes kept, the rest searched: `chimera plan`'s first row), drawn with the
+// costs its prediction comes from. The simulation holds two data-parallel
+// replicas at most; the others only enlarge the allreduce groups.
+absl::StatusOr<std::string> PlannedSchedule(const PlanningInputs& inputs,
+                                            const std::string& output) {
+  ASSIGN_OR_RETURN(const planner::SearchResult searched,
+                   planner::SearchPlans(inputs.job, inputs.cluster,
+                                        inputs.profile, {.top_k = 1}));
+  const chimera::v1::Plan& plan = searched.ranked.front().plan;
+  const planner::PlanningContext context{inputs.job, inputs.cluster.spec(),
+                                         inputs.profile};
+  ASSIGN_OR_RETURN(const planner::Candidate candidate,
+                   planner::CandidateOf(plan));
+  ASSIGN_OR_RETURN(const planner::SimulationInputs simulation,
+                   planner::PrepareSimulation(context, candidate));
+  std::string title = absl::StrFormat(
+      "%s: %s on %s, predicted step %.4g s, bubble %.3f",
+      inputs.job.metadata().name(), planner::DescribePlan(plan),
+      inputs.cluster.metadata().name(), plan.prediction().iteration_seconds(),
+      plan.prediction().bubble_ratio());
+  const int drawn =
+      static_cast<int>(simulation.program.workers.size()) / plan.depth();
+  if (drawn < plan.width()) {
+    absl::StrAppend(&title, " (", drawn, " of ", plan.width(),
+                    " data-parallel replicas drawn)");
+  }
+  return Render(simulation.program, simulation.costs, output, title,
+                plan.scheme());
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> RunScheduleCommand(
     const ScheduleCommandOptions& options) {
   if (!(options.forward_cost > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--forward-cost: ", options.forward_cost, " must be > 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--forward-cost: ", options.forward_cost, " must be > 0"));
   }
-  const double backward = options.backward_cost < 0
-                              ? 2 * options.forward_cost
-                              : options.backward_cost;
+  const double backward = options.backward_cost < 0 ? 2 * options.forward_cost
+                                                    : options.backward_cost;
   if (!(backward > 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--backward-cost: ", backward, " must be > 0"));
   }
-  const std::vector<std::string> outputs = {"text", "json", "svg", "csv"};
-  if (std::find(outputs.begin(), outputs.end(), options.output) ==
-      outputs.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "-o: '", options.output, "' is not one of ", absl::StrJoin(outputs, ", ")));
-  }
+  RETURN_IF_ERROR(CheckOutput(options.output));
 
   schedule::Schedule generated;
   if (!options.from_csv.empty()) {
@@ -141,8 +209,8 @@ absl::StatusOr<std::string> RunScheduleCommand(
     }
     absl::StatusOr<schedule::Schedule> loaded = schedule::ReadScheduleCsv(*csv);
     if (!loaded.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          options.from_csv, ": ", loaded.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(options.from_csv, ": ", loaded.status().message()));
     }
     generated = *std::move(loaded);
   } else {
@@ -163,22 +231,13 @@ absl::StatusOr<std::string> RunScheduleCommand(
     return absl::InvalidArgumentError(
         absl::StrCat("schedule is not valid: ", valid.message()));
   }
-  if (options.output == "csv") return schedule::WriteScheduleCsv(generated);
-
   schedule::CostModel costs;
   costs.forward = options.forward_cost;
   costs.backward = backward;
-  ASSIGN_OR_RETURN(schedule::SimulationResult result,
-                   schedule::Simulate(generated, costs));
-  if (options.output == "json") {
-    return schedule::JsonReport(
-        generated, result,
-        options.from_csv.empty() ? schedule::SchemeName(options.params.scheme) : "");
-  }
-  if (options.output == "svg") {
-    return schedule::SvgTimeline(generated, result, Title(options));
-  }
-  return schedule::TextTimeline(generated, result, Title(options));
+  return Render(generated, costs, options.output, Title(options),
+                options.from_csv.empty()
+                    ? schedule::SchemeName(options.params.scheme)
+                    : "");
 }
 
 void AddScheduleCommand(CLI::App& app) {
@@ -199,47 +258,86 @@ void AddScheduleCommand(CLI::App& app) {
   cmd->add_option("--width", p.width, "Data-parallel width W")
       ->capture_default_str();
   AddKnobFlags(*cmd, p, *raw);
-  cmd->add_flag("--recompute", p.recompute, "Recompute activations in backward");
+  cmd->add_flag("--recompute", p.recompute,
+                "Recompute activations in backward");
   cmd->add_option("--forward-cost", options->forward_cost,
                   "Forward time per stage and micro-batch")
       ->capture_default_str();
-  cmd->add_option("--backward-cost", options->backward_cost,
-                  "Backward time per stage and micro-batch (default 2x forward)");
+  cmd->add_option(
+      "--backward-cost", options->backward_cost,
+      "Backward time per stage and micro-batch (default 2x forward)");
   cmd->add_option("-o,--output", options->output, "text, json, svg or csv")
       ->capture_default_str();
   cmd->add_option("--out", raw->out, "Write to this file instead of stdout");
   cmd->add_option("--from-csv", options->from_csv,
                   "Load, validate and simulate a hand-written CSV schedule");
+  cmd->add_option("-f,--file", raw->job_file,
+                  "Draw this job's own schedule: the plan `chimera plan` "
+                  "ranks first for it on --cluster, with the costs its "
+                  "prediction comes from (instead of the flags above)");
+  cmd->add_option("--cluster", raw->cluster_file,
+                  "Cluster file the job's plan is for (with -f)");
+  cmd->add_option("--profile", raw->profile_file,
+                  "Measured model profile (with -f); default: the analytic "
+                  "transformer model");
 
   cmd->callback([cmd, options, raw]() {
     auto fail = [](absl::string_view message) {
       std::cerr << "chimera schedule: " << message << "\n";
       throw CLI::RuntimeError(kExitUsage);
     };
-    if (options->from_csv.empty()) {
-      chimera::v1::TrainingSpec training;
-      training.set_recompute(options->params.recompute);
-      absl::StatusOr<chimera::v1::ParallelismSpec> given =
-          GivenParallelism(*cmd, *raw, options->params);
-      if (!given.ok()) fail(given.status().message());
-      schedule::SpecParams fixed;
-      const FieldErrors errors =
-          schedule::ScheduleParamsFromSpec(*given, training, &fixed, FlagName);
-      if (!errors.empty()) {
-        fail(absl::StrJoin(errors.errors(), "; ", [](std::string* out, const FieldError& e) {
-          out->append(e.ToString());
-        }));
+    absl::StatusOr<std::string> output;
+    if (!raw->job_file.empty()) {
+      for (const std::string& flag : HandScheduleFlags()) {
+        if (cmd->count(flag) > 0) {
+          fail(absl::StrCat(flag, " describes a schedule by hand; with -f ",
+                            "the job file says what runs"));
+        }
       }
-      options->params = fixed.params;
+      if (raw->cluster_file.empty()) {
+        fail(
+            "-f needs --cluster: the plan and its costs depend on the "
+            "devices and links it runs on");
+      }
+      const absl::Status valid_output = CheckOutput(options->output);
+      if (!valid_output.ok()) fail(valid_output.message());
+      output =
+          PlannedSchedule(LoadPlanningInputs(raw->job_file, raw->cluster_file,
+                                             raw->profile_file),
+                          options->output);
+      // Nothing fitting the cluster is a failed search, not bad input.
+      if (!output.ok()) ExitWithError(output.status());
+    } else {
+      if (!raw->cluster_file.empty() || !raw->profile_file.empty()) {
+        fail("--cluster and --profile plan a job: name its file with -f");
+      }
+      if (options->from_csv.empty()) {
+        chimera::v1::TrainingSpec training;
+        training.set_recompute(options->params.recompute);
+        absl::StatusOr<chimera::v1::ParallelismSpec> given =
+            GivenParallelism(*cmd, *raw, options->params);
+        if (!given.ok()) fail(given.status().message());
+        schedule::SpecParams fixed;
+        const FieldErrors errors = schedule::ScheduleParamsFromSpec(
+            *given, training, &fixed, FlagName);
+        if (!errors.empty()) {
+          fail(absl::StrJoin(errors.errors(), "; ",
+                             [](std::string* out, const FieldError& e) {
+                               out->append(e.ToString());
+                             }));
+        }
+        options->params = fixed.params;
+      }
+      output = RunScheduleCommand(*options);
+      if (!output.ok()) fail(output.status().message());
     }
-    absl::StatusOr<std::string> output = RunScheduleCommand(*options);
-    if (!output.ok()) fail(output.status().message());
     if (raw->out.empty()) {
       std::cout << *output;
       return;
     }
     std::ofstream file(raw->out);
-    if (!(file << *output)) fail(absl::StrCat("--out: cannot write '", raw->out, "'"));
+    if (!(file << *output))
+      fail(absl::StrCat("--out: cannot write '", raw->out, "'"));
   });
 }
 

@@ -1,5 +1,6 @@
 // `chimera schedule`: generate (or load from CSV), validate, simulate and
-// draw a pipeline schedule, offline.
+// draw a pipeline schedule, offline; with -f JOB --cluster FILE, the job's
+// own schedule as the planner would run it there.
 //
 //   CLI::App app{"chimera"};
 //   chimera::client::AddScheduleCommand(app);

@@ -155,14 +155,19 @@ double OptimizerStateFactor(const chimera::v1::OptimizerSpec& optimizer) {
   return optimizer.momentum() > 0 ? 1 : 0;
 }
 
-absl::StatusOr<chimera::v1::Prediction> PredictPlan(
-    const PlanningContext& context, const chimera::v1::Plan& plan) {
+absl::StatusOr<Candidate> CandidateOf(const chimera::v1::Plan& plan) {
   Candidate candidate;
   ASSIGN_OR_RETURN(candidate.params, schedule::ScheduleParamsOf(plan));
   candidate.micro_batch_size = plan.micro_batch_size();
   for (const chimera::v1::StageRange& range : plan.partition()) {
     candidate.partition.push_back({range.first_layer(), range.num_layers()});
   }
+  return candidate;
+}
+
+absl::StatusOr<chimera::v1::Prediction> PredictPlan(
+    const PlanningContext& context, const chimera::v1::Plan& plan) {
+  ASSIGN_OR_RETURN(const Candidate candidate, CandidateOf(plan));
   ASSIGN_OR_RETURN(Evaluation evaluation,
                    EvaluateCandidate(context, candidate));
   return evaluation.plan.prediction();

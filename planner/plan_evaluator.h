@@ -82,6 +82,11 @@ double OptimizerStateFactor(const chimera::v1::OptimizerSpec& optimizer);
 absl::StatusOr<Evaluation> EvaluateCandidate(const PlanningContext& context,
                                              const Candidate& candidate);
 
+// The candidate `plan` describes: its scheme and knobs, micro-batch size and
+// partition, placed by the default policy. INVALID_ARGUMENT for a plan whose
+// scheme or knobs the schedule engine refuses.
+absl::StatusOr<Candidate> CandidateOf(const chimera::v1::Plan& plan);
+
 // What the models predict for `plan` as it is (scheme, sizes and partition
 // fixed by the job, not searched), so that a job that fixes its plan can be
 // compared with what it measures like any planned one.

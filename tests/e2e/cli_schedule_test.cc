@@ -1,5 +1,6 @@
 // `chimera schedule` as a user runs it: every scheme in every output format,
-// --out, the CSV round trip, and one-line usage errors with exit code 2.
+// --out, the CSV round trip, a job's own schedule (-f), and one-line usage
+// errors with exit code 2.
 #include <cstdint>
 #include <sstream>
 #include <string>
@@ -29,8 +30,13 @@ constexpr uint64_t kMaxOutputBytes = 16 << 20;
 
 ProcessResult Schedule(std::vector<std::string> args) {
   args.insert(args.begin(), {CHIMERA_BINARY, "schedule"});
-  return RunProcess(args);
+  return RunProcess(args, CHIMERA_SOURCE_DIR);
 }
+
+// The quick start's job on its cluster, as -f draws it.
+const std::vector<std::string> kQuickStartJob = {
+    "-f", "examples/chimera.yaml", "--cluster",
+    "examples/clusters/local-cpu.yaml"};
 
 // Parameters that make each scheme generate a non-trivial schedule.
 std::vector<std::string> SchemeArgs(const std::string& scheme) {
@@ -216,6 +222,52 @@ TEST(CliScheduleTest, CsvWithADroppedReceiveIsRejected) {
   const std::string path = dir.WriteFile("dropped_recv.csv", corrupted);
   ExpectOneLineUsageError(Schedule({"--from-csv", path}),
                           "more send(s) than receive(s)");
+}
+
+TEST(CliScheduleTest, AJobsOwnScheduleIsThePlanThatChimeraPlanRanksFirst) {
+  std::vector<std::string> args = kQuickStartJob;
+  args.insert(args.end(), {"-o", "json"});
+  const ProcessResult drawn = Schedule(args);
+  ASSERT_EQ(drawn.exit_code, 0) << drawn.err;
+  const nlohmann::json report = nlohmann::json::parse(drawn.out);
+
+  std::vector<std::string> plan_args = {CHIMERA_BINARY, "plan"};
+  plan_args.insert(plan_args.end(), kQuickStartJob.begin(),
+                   kQuickStartJob.end());
+  plan_args.insert(plan_args.end(), {"--top", "1", "-o", "json"});
+  const ProcessResult planned = RunProcess(plan_args, CHIMERA_SOURCE_DIR);
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const nlohmann::json best = nlohmann::json::parse(planned.out)["candidates"][0];
+
+  EXPECT_EQ(report["scheme"], best["scheme"]);
+  // The job fixes chimera at D = 4 on 4 workers: one rank per stage.
+  EXPECT_EQ(report["workers"].size(), 4u);
+  // The simulation drawn is the one the prediction comes from.
+  EXPECT_NEAR(report["makespan"].get<double>(),
+              best["predictedIterationSeconds"].get<double>(),
+              1e-9 * best["predictedIterationSeconds"].get<double>());
+}
+
+TEST(CliScheduleTest, AJobsOwnScheduleIsTitledWithItsPlanAndPrediction) {
+  std::vector<std::string> args = kQuickStartJob;
+  args.insert(args.end(), {"-o", "svg"});
+  const ProcessResult r = Schedule(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith("<svg"));
+  EXPECT_THAT(r.out, HasSubstr("gpt-chimera: chimera W=1 D=4 B="));
+  EXPECT_THAT(r.out, HasSubstr("on local-cpu, predicted step "));
+}
+
+TEST(CliScheduleTest, FlagsThatDescribeAScheduleByHandAreRefusedWithAJob) {
+  std::vector<std::string> args = kQuickStartJob;
+  args.insert(args.end(), {"--scheme", "gpipe"});
+  ExpectOneLineUsageError(Schedule(args),
+                          "--scheme describes a schedule by hand");
+  ExpectOneLineUsageError(Schedule({"-f", "examples/chimera.yaml"}),
+                          "-f needs --cluster");
+  ExpectOneLineUsageError(
+      Schedule({"--cluster", "examples/clusters/local-cpu.yaml"}),
+      "--cluster and --profile plan a job: name its file with -f");
 }
 
 }  // namespace

@@ -337,8 +337,8 @@ absl::StatusOr<std::vector<chimera::v1::Plan>> JobManager::SearchPlans(
   return plans;
 }
 
-absl::StatusOr<chimera::v1::Plan> JobManager::PlanForLocked(
-    const Job& job, const std::vector<std::string>& worker_ids) {
+absl::StatusOr<chimera::v1::Plan> JobManager::PlanFor(
+    const Job& job, const std::vector<std::string>& worker_ids) const {
   // What the job leaves open, the planner chooses for these workers, also
   // where the job fixes scheme, pipeline and data.
   absl::StatusOr<std::vector<chimera::v1::Plan>> searched =
@@ -367,8 +367,8 @@ absl::StatusOr<chimera::v1::Plan> JobManager::PlanForLocked(
 }
 
 absl::Status JobManager::StartLocked(Job job,
-                                     const std::vector<std::string>& chosen) {
-  ASSIGN_OR_RETURN(chimera::v1::Plan plan, PlanForLocked(job, chosen));
+                                     const std::vector<std::string>& chosen,
+                                     chimera::v1::Plan plan) {
   ASSIGN_OR_RETURN(std::vector<chimera::v1::WorkerProgram> programs,
                    ProgramsOf(plan));
   RETURN_IF_ERROR(
@@ -538,11 +538,13 @@ absl::Status JobManager::RestartLocked(Job job, const std::string& cause) {
 }
 
 void JobManager::Tick() {
-  absl::MutexLock lock(&mutex_);
-  SaveUnsavedEndsLocked();
-  ReapDeadWorkersLocked();
-  FailOverdueRunsLocked();
-  StartQueuedJobsLocked();
+  {
+    absl::MutexLock lock(&mutex_);
+    SaveUnsavedEndsLocked();
+    ReapDeadWorkersLocked();
+    FailOverdueRunsLocked();
+  }
+  StartQueuedJobs();
 }
 
 void JobManager::ReapDeadWorkersLocked() {
@@ -603,37 +605,70 @@ std::optional<std::string> JobManager::StalledRanksLocked(const Run& run) const 
                       " predicted steps): stopped or hung");
 }
 
-void JobManager::StartQueuedJobsLocked() {
+void JobManager::StartQueuedJobs() {
+  // Each job is tried once a tick: one whose failure could not be stored,
+  // or whose workers changed while it was planned, waits for the next.
+  std::set<std::string> tried;
+  for (;;) {
+    std::optional<QueuedStart> next;
+    {
+      absl::MutexLock lock(&mutex_);
+      next = NextStartLocked();
+    }
+    if (!next || !tried.insert(next->job.id()).second) return;
+    absl::StatusOr<chimera::v1::Plan> plan = PlanFor(next->job, next->workers);
+    absl::MutexLock lock(&mutex_);
+    // Stopped, or its workers taken or lost, while it was planned.
+    if (!StillStartableLocked(*next)) continue;
+    if (!FinishStartLocked(*std::move(next), std::move(plan))) return;
+  }
+}
+
+std::optional<JobManager::QueuedStart> JobManager::NextStartLocked() {
   absl::StatusOr<std::vector<Job>> pending =
       store_->List(chimera::v1::JOB_STATE_PENDING);
   if (!pending.ok()) {
     CHIMERA_LOG(ERROR) << pending.status();
-    return;
+    return std::nullopt;
   }
-  for (Job& job : *pending) {
-    const std::vector<std::string> chosen =
-        IdleWorkersForLocked(job.manifest());
-    // First in, first out: the head of the queue waits for its workers.
-    if (chosen.empty()) {
-      SayWhyPendingLocked(std::move(job));
-      break;
-    }
-    const std::string id = job.id();
-    absl::Status started = StartLocked(std::move(job), chosen);
-    if (absl::IsResourceExhausted(started)) {
-      // The store is full: the job stays queued, its tasks withdrawn, until
-      // there is room to record that it runs.
-      StopRunLocked(id);
-      CHIMERA_LOG(ERROR) << "job " << id << " waits: " << started;
-      break;
-    }
-    if (!started.ok()) {
-      absl::Status ended =
-          EndLocked(id, chimera::v1::JOB_STATE_FAILED,
-                    absl::StrCat("could not start: ", started.message()));
-      if (!ended.ok()) CHIMERA_LOG(ERROR) << ended;
-    }
+  if (pending->empty()) return std::nullopt;
+  // First in, first out: the head of the queue waits for its workers.
+  Job& head = pending->front();
+  std::vector<std::string> chosen = IdleWorkersForLocked(head.manifest());
+  if (chosen.empty()) {
+    SayWhyPendingLocked(std::move(head));
+    return std::nullopt;
   }
+  return QueuedStart{std::move(head), std::move(chosen)};
+}
+
+bool JobManager::StillStartableLocked(const QueuedStart& start) const {
+  absl::StatusOr<Job> job = store_->Get(start.job.id());
+  return job.ok() && job->status().state() == chimera::v1::JOB_STATE_PENDING &&
+         IdleWorkersForLocked(job->manifest()) == start.workers;
+}
+
+bool JobManager::FinishStartLocked(QueuedStart start,
+                                   absl::StatusOr<chimera::v1::Plan> plan) {
+  const std::string id = start.job.id();
+  const absl::Status started =
+      plan.ok() ? StartLocked(std::move(start.job), start.workers,
+                              *std::move(plan))
+                : plan.status();
+  if (absl::IsResourceExhausted(started)) {
+    // The store is full: the job stays queued, its tasks withdrawn, until
+    // there is room to record that it runs.
+    StopRunLocked(id);
+    CHIMERA_LOG(ERROR) << "job " << id << " waits: " << started;
+    return false;
+  }
+  if (!started.ok()) {
+    const absl::Status ended =
+        EndLocked(id, chimera::v1::JOB_STATE_FAILED,
+                  absl::StrCat("could not start: ", started.message()));
+    if (!ended.ok()) CHIMERA_LOG(ERROR) << ended;
+  }
+  return true;
 }
 
 void JobManager::SayWhyPendingLocked(Job job) {

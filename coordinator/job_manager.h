@@ -190,8 +190,26 @@ class JobManager {
   // ranks stalled (StalledRankLocked).
   void FailOverdueRunsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Starts pending jobs in submission order while the head of the queue
-  // finds enough idle workers; one that cannot start fails.
-  void StartQueuedJobsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // finds enough idle workers; one that cannot start fails. Each job's plan
+  // is searched outside mutex_ (a search can take seconds, and no RPC may
+  // wait for it); its start is then checked again under it.
+  void StartQueuedJobs() ABSL_LOCKS_EXCLUDED(mutex_);
+  // The head of the queue with the idle workers it would start on; none
+  // (after saying why the head waits) when it must wait or nothing is queued.
+  struct QueuedStart {
+    chimera::v1::Job job;
+    std::vector<std::string> workers;
+  };
+  std::optional<QueuedStart> NextStartLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Whether `start` still holds after its plan was searched unlocked: the
+  // job still pending and the same workers still the ones it would take.
+  bool StillStartableLocked(const QueuedStart& start) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Starts `start` with `plan`, or fails the job with why it cannot start;
+  // false when the store is full (the job stays queued, and so do those
+  // behind it).
+  bool FinishStartLocked(QueuedStart start, absl::StatusOr<chimera::v1::Plan> plan)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Says in a pending job's message what it waits for ("needs 8 idle cpu
   // workers (4 registered, 2 busy)"), stored when that changes.
   void SayWhyPendingLocked(chimera::v1::Job job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -202,10 +220,10 @@ class JobManager {
       const chimera::v1::TrainJob& manifest) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
-  // Plans `job` (unless its plan is fixed), places its ranks on `idle` (rank
-  // i on idle[i]), assigns them their tasks and stores it RUNNING.
-  absl::Status StartLocked(chimera::v1::Job job, const std::vector<std::string>& idle)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Places `job`'s ranks of `plan` on `idle` (rank i on idle[i]), assigns
+  // them their tasks and stores it RUNNING.
+  absl::Status StartLocked(chimera::v1::Job job, const std::vector<std::string>& idle,
+                           chimera::v1::Plan plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The run of `job`'s next attempt on `workers`: every rank's task is
   // recorded with its worker and rank 0's start queued; the other starts are
   // held in the run until rank 0 reports its store.
@@ -214,9 +232,11 @@ class JobManager {
       std::vector<chimera::v1::WorkerProgram> programs,
       const std::vector<std::string>& workers)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  absl::StatusOr<chimera::v1::Plan> PlanForLocked(const chimera::v1::Job& job,
-                                                  const std::vector<std::string>& workers)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The plan `job` runs on `workers`: what it leaves open searched, or, where
+  // nothing is predicted to fit, the plan it fixes. Reads no state mutex_
+  // guards.
+  absl::StatusOr<chimera::v1::Plan> PlanFor(const chimera::v1::Job& job,
+                                            const std::vector<std::string>& workers) const;
   // Ends a RUNNING job: tells its workers to stop, frees them, stores the
   // final state.
   absl::Status EndLocked(const std::string& id, chimera::v1::JobState state,

@@ -3,8 +3,10 @@
 #include "coordinator/job_manager.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <future>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -361,6 +363,33 @@ TEST_F(JobManagerTest, KnobsTheJobLeavesOpenAreThePlannersChoice) {
   for (int s = 0; s < plan.partition_size(); ++s) {
     EXPECT_EQ(plan.partition(s).num_layers(), best->front().partition(s).num_layers()) << s;
   }
+}
+
+TEST_F(JobManagerTest, RequestsAreServedWhileAJobsPlanIsSearched) {
+  AddWorkers(8);
+  // Many layers and everything left open: a search of a good fraction of a
+  // second, where a request takes microseconds.
+  chimera::v1::TrainJob manifest = Manifest("slow-to-plan", 8, /*fixed=*/false);
+  manifest.mutable_spec()->mutable_model()->set_num_layers(96);
+  manifest.mutable_spec()->mutable_training()->set_global_batch_size(64);
+  Job job = MustSubmit(manifest);
+
+  std::atomic<bool> ticking{true};
+  std::thread tick([&] {
+    manager_->Tick();
+    ticking = false;
+  });
+  // Searched under the job manager's lock, the first request would wait for
+  // the whole tick: a few dozen at most are served before the lock is taken,
+  // tens of thousands while a search runs unlocked.
+  int served_while_ticking = 0;
+  while (ticking) {
+    ASSERT_TRUE(manager_->List(chimera::v1::JOB_STATE_PENDING).ok());
+    if (ticking) ++served_while_ticking;
+  }
+  tick.join();
+  EXPECT_GT(served_while_ticking, 1000);
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
 }
 
 TEST_F(JobManagerTest, WorkersLeftOpenAreEveryIdleWorkerTheFixedPipelineCanUse) {

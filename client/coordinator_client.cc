@@ -161,11 +161,16 @@ absl::StatusOr<std::vector<chimera::v1::Job>> CoordinatorClient::List(
     chimera::v1::JobState state) {
   chimera::v1::ListJobsRequest request;
   request.set_state(state);
-  chimera::v1::ListJobsResponse response;
-  RETURN_IF_ERROR(FromGrpc(stub_->ListJobs(Context().get(), request, &response),
-                           address()));
-  return std::vector<chimera::v1::Job>(response.jobs().begin(),
-                                       response.jobs().end());
+  std::vector<chimera::v1::Job> jobs;
+  // Page by page, each call with its own deadline.
+  do {
+    chimera::v1::ListJobsResponse response;
+    RETURN_IF_ERROR(FromGrpc(
+        stub_->ListJobs(Context().get(), request, &response), address()));
+    jobs.insert(jobs.end(), response.jobs().begin(), response.jobs().end());
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+  return jobs;
 }
 
 absl::StatusOr<chimera::v1::Job> CoordinatorClient::Stop(

@@ -50,6 +50,7 @@ class CoordinatorClient {
   absl::StatusOr<chimera::v1::Job> Submit(
       const chimera::v1::TrainJob& manifest);
   absl::StatusOr<chimera::v1::Job> Get(const std::string& id);
+  // Every job in `state`, oldest first, fetched page by page.
   absl::StatusOr<std::vector<chimera::v1::Job>> List(
       chimera::v1::JobState state);
   absl::StatusOr<chimera::v1::Job> Stop(const std::string& id);

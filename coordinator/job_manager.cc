@@ -231,6 +231,42 @@ absl::StatusOr<std::vector<Job>> JobManager::List(JobState state) {
   return jobs;
 }
 
+absl::StatusOr<JobManager::JobPage> JobManager::ListPage(JobState state,
+                                                        int64_t after_seq,
+                                                        int max_jobs,
+                                                        int64_t max_bytes) {
+  JobPage page;
+  int64_t bytes = 0;
+  // The store is read in chunks, since a state filter may skip most rows.
+  const int chunk = std::max(max_jobs, 64);
+  while (true) {
+    ASSIGN_OR_RETURN(JobStore::Chunk stored, store_->ListAfter(after_seq, chunk));
+    absl::MutexLock lock(&mutex_);
+    for (JobStore::Sequenced& row : stored.jobs) {
+      Job& job = row.job;
+      // A job whose end the store has not taken yet is listed as it ended.
+      if (auto it = unsaved_ends_.find(job.id()); it != unsaved_ends_.end()) {
+        job = it->second;
+      }
+      if (state != JobState::JOB_STATE_UNSPECIFIED && job.status().state() != state) {
+        after_seq = row.seq;
+        continue;
+      }
+      const int64_t size = static_cast<int64_t>(job.ByteSizeLong());
+      if (static_cast<int>(page.jobs.size()) == max_jobs ||
+          (!page.jobs.empty() && bytes + size > max_bytes)) {
+        page.next_after_seq = after_seq;
+        return page;
+      }
+      bytes += size;
+      after_seq = row.seq;
+      page.jobs.push_back(std::move(job));
+    }
+    if (stored.end) return page;
+    after_seq = stored.last_seq;
+  }
+}
+
 absl::StatusOr<std::vector<chimera::v1::StepSummary>> JobManager::Steps(
     const std::string& id) {
   RETURN_IF_ERROR(store_->Get(id).status());

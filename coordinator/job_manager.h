@@ -93,6 +93,17 @@ class JobManager {
   absl::StatusOr<chimera::v1::Job> Submit(const chimera::v1::TrainJob& manifest);
   absl::StatusOr<chimera::v1::Job> Get(const std::string& id);
   absl::StatusOr<std::vector<chimera::v1::Job>> List(chimera::v1::JobState state);
+  // One page of List: the jobs in `state` submitted after `after_seq` (0:
+  // from the first), oldest first, at most `max_jobs` of them and, past the
+  // first, no more than `max_bytes` together; `next_after_seq` is where the
+  // next page starts, 0 when this one holds the last job.
+  struct JobPage {
+    std::vector<chimera::v1::Job> jobs;
+    int64_t next_after_seq = 0;
+  };
+  absl::StatusOr<JobPage> ListPage(chimera::v1::JobState state,
+                                   int64_t after_seq, int max_jobs,
+                                   int64_t max_bytes);
   absl::StatusOr<std::vector<chimera::v1::StepSummary>> Steps(const std::string& id);
   // PENDING or RUNNING -> STOPPED; FAILED_PRECONDITION once it has ended.
   absl::StatusOr<chimera::v1::Job> Stop(const std::string& id);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "coordinator/grpc_util.h"
@@ -15,6 +16,12 @@ namespace {
 // nothing changes.
 constexpr absl::Duration kWatchPollInterval = absl::Milliseconds(500);
 constexpr int kDefaultTopK = 10;
+// ListJobs pages: what a page holds unless asked otherwise, and the most it
+// may; 2 MiB keeps a page of 64 KiB jobs far below any client's message
+// limit.
+constexpr int kDefaultJobsPerPage = 500;
+constexpr int kMaxJobsPerPage = 1000;
+constexpr int64_t kMaxPageBytes = int64_t{2} << 20;
 // The longest a TraceJob call waits, whatever its deadline.
 constexpr absl::Duration kMaxTraceWait = absl::Minutes(10);
 
@@ -61,9 +68,26 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         absl::StrCat("state: ", request->state(), " is not a JobState"));
   }
-  absl::StatusOr<std::vector<chimera::v1::Job>> jobs = jobs_->List(request->state());
-  if (!jobs.ok()) return ToGrpcStatus(jobs.status());
-  for (chimera::v1::Job& job : *jobs) *response->add_jobs() = std::move(job);
+  const int page_size =
+      request->page_size() == 0 ? kDefaultJobsPerPage : request->page_size();
+  if (page_size < 1 || page_size > kMaxJobsPerPage) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("page_size: ", request->page_size(),
+                                     " must be in [0, ", kMaxJobsPerPage, "]"));
+  }
+  int64_t after_seq = 0;
+  if (!request->page_token().empty() &&
+      !(absl::SimpleAtoi(request->page_token(), &after_seq) && after_seq > 0)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "page_token: not a next_page_token of ListJobs");
+  }
+  absl::StatusOr<JobManager::JobPage> page =
+      jobs_->ListPage(request->state(), after_seq, page_size, kMaxPageBytes);
+  if (!page.ok()) return ToGrpcStatus(page.status());
+  for (chimera::v1::Job& job : page->jobs) *response->add_jobs() = std::move(job);
+  if (page->next_after_seq > 0) {
+    response->set_next_page_token(absl::StrCat(page->next_after_seq));
+  }
   return grpc::Status::OK;
 }
 

@@ -229,6 +229,35 @@ absl::StatusOr<std::vector<chimera::v1::Job>> JobStore::List(
   return jobs;
 }
 
+absl::StatusOr<JobStore::Chunk> JobStore::ListAfter(int64_t after_seq,
+                                                    int limit) {
+  absl::MutexLock lock(&mutex_);
+  Statement list(db_,
+                 "SELECT seq, id, job FROM jobs WHERE seq > ?1 ORDER BY seq "
+                 "LIMIT ?2");
+  RETURN_IF_ERROR(list.status());
+  list.Bind(1, after_seq);
+  list.Bind(2, static_cast<int64_t>(limit));
+  Chunk chunk{.last_seq = after_seq};
+  int rows = 0;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, list.Step());
+    if (!row) break;
+    ++rows;
+    chunk.last_seq = list.Int(0);
+    absl::StatusOr<chimera::v1::Job> job =
+        Decode<chimera::v1::Job>(list.Blob(2), "job");
+    if (!job.ok()) {
+      CHIMERA_LOG(ERROR) << "job store: skipping job '" << list.Text(1)
+                         << "': " << job.status().message();
+      continue;
+    }
+    chunk.jobs.push_back({chunk.last_seq, *std::move(job)});
+  }
+  chunk.end = rows < limit;
+  return chunk;
+}
+
 absl::Status JobStore::Delete(const std::string& id) {
   absl::MutexLock lock(&mutex_);
   RETURN_IF_ERROR(Execute(db_, "BEGIN IMMEDIATE"));

@@ -47,6 +47,20 @@ class JobStore {
   absl::StatusOr<chimera::v1::Job> Get(const std::string& id);
   // Oldest first; every job when `state` is JOB_STATE_UNSPECIFIED.
   absl::StatusOr<std::vector<chimera::v1::Job>> List(chimera::v1::JobState state);
+  // A job with its place in submission order (increasing, never reused).
+  struct Sequenced {
+    int64_t seq = 0;
+    chimera::v1::Job job;
+  };
+  // The next `limit` rows after the one at `after_seq` (0: from the first),
+  // oldest first: their jobs (a damaged row is skipped as by List), the
+  // last row's seq, and whether the table ended before `limit` rows.
+  struct Chunk {
+    std::vector<Sequenced> jobs;
+    int64_t last_seq = 0;
+    bool end = false;
+  };
+  absl::StatusOr<Chunk> ListAfter(int64_t after_seq, int limit);
   // Removes the job and its history; NOT_FOUND for an unknown id.
   absl::Status Delete(const std::string& id);
 

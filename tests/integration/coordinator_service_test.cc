@@ -297,6 +297,56 @@ TEST_F(CoordinatorServiceTest, BadRequestsGetTheirCodesAndChangeNothing) {
   EXPECT_EQ(coordinator.JobCount(), before);
 }
 
+TEST_F(CoordinatorServiceTest, ListJobsPagesThroughEveryJobOnceInSubmissionOrder) {
+  Coordinator coordinator(db());
+  std::vector<std::string> submitted;
+  for (int i = 0; i < 5; ++i) {
+    absl::StatusOr<chimera::v1::Job> job = coordinator.Submit(Manifest(2));
+    ASSERT_TRUE(job.ok()) << job.status();
+    submitted.push_back(job->id());
+  }
+  chimera::v1::ListJobsRequest request;
+  request.set_page_size(2);
+  std::vector<std::string> listed;
+  int pages = 0;
+  do {
+    chimera::v1::ListJobsResponse page;
+    const grpc::Status status =
+        coordinator.jobs().ListJobs(Context(kClientToken).get(), request, &page);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_LE(page.jobs_size(), 2);
+    for (const chimera::v1::Job& job : page.jobs()) listed.push_back(job.id());
+    request.set_page_token(page.next_page_token());
+    ASSERT_LT(++pages, 10) << "the pages do not end";
+  } while (!request.page_token().empty());
+  EXPECT_EQ(pages, 3);
+  EXPECT_EQ(listed, submitted);
+}
+
+TEST_F(CoordinatorServiceTest, ListJobsRefusesABadPageSizeOrTokenNamingIt) {
+  Coordinator coordinator(db());
+  ASSERT_TRUE(coordinator.Submit(Manifest(2)).ok());
+  const auto list = [&](int page_size, const std::string& token) {
+    chimera::v1::ListJobsRequest request;
+    request.set_page_size(page_size);
+    request.set_page_token(token);
+    chimera::v1::ListJobsResponse response;
+    return coordinator.jobs().ListJobs(Context(kClientToken).get(), request,
+                                       &response);
+  };
+  for (const int size : {-1, 1001}) {
+    const grpc::Status status = list(size, "");
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << size;
+    EXPECT_THAT(status.error_message(),
+                HasSubstr(absl::StrCat("page_size: ", size, " must be in [0, 1000]")));
+  }
+  for (const std::string token : {"x", "-3", "0"}) {
+    const grpc::Status status = list(0, token);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << token;
+    EXPECT_THAT(status.error_message(), HasSubstr("page_token"));
+  }
+}
+
 TEST_F(CoordinatorServiceTest, RegistrationsNoRealWorkerSendsAreRefusedFieldByField) {
   Coordinator coordinator(db());
   auto stub = chimera::v1::WorkerService::NewStub(

@@ -392,6 +392,43 @@ TEST_F(JobManagerTest, RequestsAreServedWhileAJobsPlanIsSearched) {
   EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
 }
 
+TEST_F(JobManagerTest, AListPageStopsAtItsJobsOrBytesAndTheNextStartsAfterIt) {
+  AddWorkers(2);
+  std::vector<std::string> pending;
+  Job running = MustSubmit(Manifest("runs", 2));
+  manager_->Tick();
+  ASSERT_EQ(StateOf(running), chimera::v1::JOB_STATE_RUNNING);
+  for (int i = 0; i < 4; ++i) pending.push_back(MustSubmit(Manifest("waits", 2)).id());
+
+  // Two pending jobs a page; the running one is skipped, not counted.
+  absl::StatusOr<JobManager::JobPage> first =
+      manager_->ListPage(chimera::v1::JOB_STATE_PENDING, 0, 2, int64_t{1} << 20);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->jobs.size(), 2u);
+  EXPECT_EQ(first->jobs[0].id(), pending[0]);
+  ASSERT_GT(first->next_after_seq, 0);
+  absl::StatusOr<JobManager::JobPage> rest = manager_->ListPage(
+      chimera::v1::JOB_STATE_PENDING, first->next_after_seq, 2, int64_t{1} << 20);
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  ASSERT_EQ(rest->jobs.size(), 2u);
+  EXPECT_EQ(rest->jobs[1].id(), pending[3]);
+  EXPECT_EQ(rest->next_after_seq, 0);
+
+  // One byte a page: each page still holds one job, so the listing ends.
+  std::vector<std::string> one_by_one;
+  int64_t after = 0;
+  do {
+    absl::StatusOr<JobManager::JobPage> page =
+        manager_->ListPage(chimera::v1::JOB_STATE_UNSPECIFIED, after, 100, 1);
+    ASSERT_TRUE(page.ok()) << page.status();
+    ASSERT_EQ(page->jobs.size(), 1u);
+    one_by_one.push_back(page->jobs[0].id());
+    after = page->next_after_seq;
+  } while (after > 0);
+  EXPECT_EQ(one_by_one.size(), 5u);
+  EXPECT_EQ(one_by_one[0], running.id());
+}
+
 TEST_F(JobManagerTest, WorkersLeftOpenAreEveryIdleWorkerTheFixedPipelineCanUse) {
   AddWorkers(5);
   chimera::v1::TrainJob manifest = Manifest("open", 0, /*fixed=*/false);

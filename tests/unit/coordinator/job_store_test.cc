@@ -57,6 +57,24 @@ TEST(JobStoreTest, ListKeepsSubmissionOrderAcrossUpdatesAndFiltersByState) {
   EXPECT_EQ((*pending)[0].id(), "second");
 }
 
+TEST(JobStoreTest, ListAfterReadsInChunksFromWhereTheLastOneEnded) {
+  auto store = MustOpen(":memory:");
+  for (const char* id : {"a", "b", "c"}) {
+    ASSERT_TRUE(store->Put(MakeJob(id, chimera::v1::JOB_STATE_PENDING)).ok());
+  }
+  absl::StatusOr<JobStore::Chunk> first = store->ListAfter(0, 2);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->jobs.size(), 2u);
+  EXPECT_EQ(first->jobs[1].job.id(), "b");
+  EXPECT_EQ(first->last_seq, first->jobs[1].seq);
+  EXPECT_FALSE(first->end);
+  absl::StatusOr<JobStore::Chunk> rest = store->ListAfter(first->last_seq, 2);
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  ASSERT_EQ(rest->jobs.size(), 1u);
+  EXPECT_EQ(rest->jobs[0].job.id(), "c");
+  EXPECT_TRUE(rest->end);
+}
+
 TEST(JobStoreTest, StepsComeBackInStepOrderAndGoWithTheJob) {
   auto store = MustOpen(":memory:");
   ASSERT_TRUE(store->Put(MakeJob("a", chimera::v1::JOB_STATE_RUNNING)).ok());

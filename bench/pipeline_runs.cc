@@ -1,6 +1,7 @@
 #include "bench/pipeline_runs.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <utility>
 #include <vector>
@@ -16,6 +17,36 @@ using worker::testing::PipelineJob;
 using worker::testing::PipelineMeasurements;
 
 constexpr absl::Duration kOpTimeout = absl::Minutes(2);
+
+void AddRunFlags(CLI::App& app, RunFlags& flags) {
+  app.add_option("--job", flags.jobs,
+                 "Job file with fixed parallelism (repeatable)")
+      ->required();
+  app.add_option("--steps", flags.steps, "Measured steps")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--warmup", flags.warmup, "Steps run before measuring")
+      ->check(CLI::Range(0, 1000));
+}
+
+int RunEveryJob(
+    const std::vector<std::string>& jobs,
+    const std::function<absl::StatusOr<std::string>(const std::string&)>&
+        run_job) {
+  int exit_code = 0;
+  std::string breakdowns;
+  for (const std::string& job : jobs) {
+    const absl::StatusOr<std::string> breakdown = run_job(job);
+    if (!breakdown.ok()) {
+      std::fprintf(stderr, "%s: %s\n", job.c_str(),
+                   breakdown.status().ToString().c_str());
+      exit_code = 1;
+      continue;
+    }
+    breakdowns += *breakdown;
+  }
+  std::printf("\nseconds per step by op kind:\n%s", breakdowns.c_str());
+  return exit_code;
+}
 
 PipelineJob HarnessJob(const worker::StandaloneRun& run,
                        schedule::Schedule schedule, int steps) {

@@ -10,14 +10,37 @@
 #ifndef CHIMERA_BENCH_PIPELINE_RUNS_H_
 #define CHIMERA_BENCH_PIPELINE_RUNS_H_
 
+#include <functional>
 #include <string>
+#include <vector>
 
+#include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "schedule/program.h"
 #include "tests/integration/worker/pipeline_job.h"
 #include "worker/standalone/standalone.h"
 
 namespace chimera::bench {
+
+// What every such benchmark is told: the job files (their parallelism
+// fixed) and how many steps to measure after how many warm-up steps.
+struct RunFlags {
+  std::vector<std::string> jobs;
+  int steps = 3;
+  int warmup = 1;
+};
+// --job (repeatable, required), --steps and --warmup.
+void AddRunFlags(CLI::App& app, RunFlags& flags);
+
+// Runs RUN_JOB on every job file in turn (it prints the job's table row and
+// returns where its steps went), then prints those breakdowns. A job that
+// cannot run is named on stderr and the others still run; 1 when one could
+// not, else 0: the benchmark's exit code.
+int RunEveryJob(
+    const std::vector<std::string>& jobs,
+    const std::function<absl::StatusOr<std::string>(const std::string&)>&
+        run_job);
 
 // A whole run, its processes killed after this.
 inline constexpr absl::Duration kRunDeadline = absl::Minutes(10);

@@ -35,11 +35,8 @@
 namespace chimera::bench {
 namespace {
 
-struct Flags {
+struct Flags : RunFlags {
   std::string cluster;
-  std::vector<std::string> jobs;
-  int steps = 3;
-  int warmup = 1;
 };
 
 // Signed relative error of PREDICTED against MEASURED, in percent.
@@ -111,13 +108,7 @@ int main(int argc, char** argv) {
   app.add_option("--cluster", flags.cluster,
                  "Cluster file describing this machine (cores, links)")
       ->required();
-  app.add_option("--job", flags.jobs,
-                 "Job file with fixed parallelism (repeatable)")
-      ->required();
-  app.add_option("--steps", flags.steps, "Measured steps")
-      ->check(CLI::Range(1, 1000));
-  app.add_option("--warmup", flags.warmup, "Steps run before measuring")
-      ->check(CLI::Range(0, 1000));
+  chimera::bench::AddRunFlags(app, flags);
   CLI11_PARSE(app, argc, argv);
 
   chimera::v1::Cluster cluster;
@@ -136,19 +127,7 @@ int main(int argc, char** argv) {
       "| predicted bubble |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
       flags.cluster.c_str(), flags.steps, flags.warmup);
-  int exit_code = 0;
-  std::string breakdowns;
-  for (const std::string& job : flags.jobs) {
-    const absl::StatusOr<std::string> breakdown =
-        chimera::bench::RunJob(job, cluster, flags);
-    if (!breakdown.ok()) {
-      std::fprintf(stderr, "%s: %s\n", job.c_str(),
-                   breakdown.status().ToString().c_str());
-      exit_code = 1;
-      continue;
-    }
-    breakdowns += *breakdown;
-  }
-  std::printf("\nseconds per step by op kind:\n%s", breakdowns.c_str());
-  return exit_code;
+  return chimera::bench::RunEveryJob(flags.jobs, [&](const std::string& job) {
+    return chimera::bench::RunJob(job, cluster, flags);
+  });
 }

@@ -56,11 +56,7 @@ using bench::HarnessJob;
 using bench::kRunDeadline;
 using bench::StepFigures;
 
-struct Flags {
-  std::vector<std::string> jobs;
-  int steps = 3;
-  int warmup = 1;
-};
+using Flags = bench::RunFlags;
 
 int OnlineCores() {
   return std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
@@ -152,13 +148,7 @@ absl::StatusOr<std::string> RunJob(const std::string& path,
 int main(int argc, char** argv) {
   chimera::worker::Flags flags;
   CLI::App app{"Pipeline samples/s against one process on the whole model"};
-  app.add_option("--job", flags.jobs,
-                 "Job file with fixed parallelism (repeatable)")
-      ->required();
-  app.add_option("--steps", flags.steps, "Measured steps")
-      ->check(CLI::Range(1, 1000));
-  app.add_option("--warmup", flags.warmup, "Steps run before measuring")
-      ->check(CLI::Range(0, 1000));
+  chimera::bench::AddRunFlags(app, flags);
   CLI11_PARSE(app, argc, argv);
   std::printf(
       "one single-threaded process per worker; %d measured steps after %d "
@@ -170,19 +160,7 @@ int main(int argc, char** argv) {
       "of achievable (scaling x single) |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
       flags.steps, flags.warmup, chimera::worker::OnlineCores());
-  int exit_code = 0;
-  std::string breakdowns;
-  for (const std::string& job : flags.jobs) {
-    const absl::StatusOr<std::string> breakdown =
-        chimera::worker::RunJob(job, flags);
-    if (!breakdown.ok()) {
-      std::fprintf(stderr, "%s: %s\n", job.c_str(),
-                   breakdown.status().ToString().c_str());
-      exit_code = 1;
-      continue;
-    }
-    breakdowns += *breakdown;
-  }
-  std::printf("\nseconds per step by op kind:\n%s", breakdowns.c_str());
-  return exit_code;
+  return chimera::bench::RunEveryJob(flags.jobs, [&](const std::string& job) {
+    return chimera::worker::RunJob(job, flags);
+  });
 }

@@ -2,6 +2,9 @@
 
 #include <sqlite3.h>
 
+#include <optional>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -99,6 +102,17 @@ absl::StatusOr<Message> Decode(const std::string& bytes, absl::string_view what)
     return absl::DataLossError(absl::StrCat("stored ", what, " is corrupt"));
   }
   return message;
+}
+
+// A listed row's job; none for a damaged row, which must not hide every
+// other job (Get names it to whoever asks for it).
+std::optional<chimera::v1::Job> ListedJob(const std::string& id,
+                                          const std::string& bytes) {
+  absl::StatusOr<chimera::v1::Job> job = Decode<chimera::v1::Job>(bytes, "job");
+  if (job.ok()) return *std::move(job);
+  CHIMERA_LOG(ERROR) << "job store: skipping job '" << id
+                     << "': " << job.status().message();
+  return std::nullopt;
 }
 
 // Holds the store's file locked for as long as it is open, so that a second
@@ -215,16 +229,8 @@ absl::StatusOr<std::vector<chimera::v1::Job>> JobStore::List(
   while (true) {
     ASSIGN_OR_RETURN(bool row, list.Step());
     if (!row) break;
-    absl::StatusOr<chimera::v1::Job> job =
-        Decode<chimera::v1::Job>(list.Blob(1), "job");
-    // One damaged row must not hide every other job; Get names it to whoever
-    // asks for it.
-    if (!job.ok()) {
-      CHIMERA_LOG(ERROR) << "job store: skipping job '" << list.Text(0)
-                         << "': " << job.status().message();
-      continue;
-    }
-    jobs.push_back(*std::move(job));
+    std::optional<chimera::v1::Job> job = ListedJob(list.Text(0), list.Blob(1));
+    if (job) jobs.push_back(*std::move(job));
   }
   return jobs;
 }
@@ -245,14 +251,8 @@ absl::StatusOr<JobStore::Chunk> JobStore::ListAfter(int64_t after_seq,
     if (!row) break;
     ++rows;
     chunk.last_seq = list.Int(0);
-    absl::StatusOr<chimera::v1::Job> job =
-        Decode<chimera::v1::Job>(list.Blob(2), "job");
-    if (!job.ok()) {
-      CHIMERA_LOG(ERROR) << "job store: skipping job '" << list.Text(1)
-                         << "': " << job.status().message();
-      continue;
-    }
-    chunk.jobs.push_back({chunk.last_seq, *std::move(job)});
+    std::optional<chimera::v1::Job> job = ListedJob(list.Text(1), list.Blob(2));
+    if (job) chunk.jobs.push_back({chunk.last_seq, *std::move(job)});
   }
   chunk.end = rows < limit;
   return chunk;

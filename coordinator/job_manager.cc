@@ -1,6 +1,7 @@
 #include "coordinator/job_manager.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <set>
 
@@ -218,17 +219,10 @@ absl::StatusOr<Job> JobManager::Get(const std::string& id) {
 }
 
 absl::StatusOr<std::vector<Job>> JobManager::List(JobState state) {
-  ASSIGN_OR_RETURN(std::vector<Job> stored, store_->List(JobState::JOB_STATE_UNSPECIFIED));
-  absl::MutexLock lock(&mutex_);
-  std::vector<Job> jobs;
-  for (Job& job : stored) {
-    // A job whose end the store has not taken yet is listed as it ended.
-    if (auto it = unsaved_ends_.find(job.id()); it != unsaved_ends_.end()) job = it->second;
-    if (state == JobState::JOB_STATE_UNSPECIFIED || job.status().state() == state) {
-      jobs.push_back(std::move(job));
-    }
-  }
-  return jobs;
+  ASSIGN_OR_RETURN(JobPage all,
+                   ListPage(state, 0, std::numeric_limits<int>::max(),
+                            std::numeric_limits<int64_t>::max()));
+  return std::move(all.jobs);
 }
 
 absl::StatusOr<JobManager::JobPage> JobManager::ListPage(JobState state,

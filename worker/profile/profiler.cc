@@ -18,6 +18,7 @@
 #include "worker/model/loss.h"
 #include "worker/model/micro_batch.h"
 #include "worker/runtime/compute_threads.h"
+#include "worker/runtime/host_memory.h"
 #include "worker/runtime/device_memory.h"
 #include "worker/runtime/task_options.h"
 
@@ -182,6 +183,7 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileModel(
   RETURN_IF_ERROR(CheckDeviceUsable(options.device));
   const DeviceMemory memory(options.device);
   LimitComputeThreads(options.threads);
+  RetainFreedHostMemory();
   chimera::v1::ModelProfile profile;
   profile.set_api_version(kApiVersion);
   profile.set_kind(planner::kModelProfileKind);

@@ -15,6 +15,7 @@
 #endif
 #include "worker/runtime/checkpoint.h"
 #include "worker/runtime/compute_threads.h"
+#include "worker/runtime/host_memory.h"
 #include "worker/runtime/data_source.h"
 #include "worker/runtime/device_memory.h"
 #include "worker/runtime/gradient_sync.h"
@@ -70,6 +71,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(
 
 absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
   LimitComputeThreads(options.task.threads);
+  RetainFreedHostMemory();
   const ExecutorOptions executor_options =
       ExecutorOptionsFor(options.task, options.gpu_index);
   // Before the rendezvous: the other ranks need not wait to learn this.

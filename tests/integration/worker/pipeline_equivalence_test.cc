@@ -31,6 +31,7 @@
 #include "worker/model/loss.h"
 #include "worker/model/stage.h"
 #include "worker/runtime/compute_threads.h"
+#include "worker/runtime/host_memory.h"
 #include "worker/runtime/program_executor.h"
 
 namespace chimera::worker {
@@ -115,6 +116,7 @@ PipelineJob JobFor(const Case& c, schedule::Schedule s) {
 // The whole model of `job` in one process on the whole mini-batch.
 absl::Status TrainReference(const PipelineJob& job, const std::string& dir) {
   LimitComputeThreads(1);
+  RetainFreedHostMemory();
   const ModelConfig& config = job.executor.model;
   const schedule::Topology& topology = job.schedule.topology;
   const int64_t batch = int64_t{topology.width} * topology.micro_batches *

@@ -14,6 +14,7 @@
 #include "tests/support/temp_dir.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/runtime/compute_threads.h"
+#include "worker/runtime/host_memory.h"
 #include "worker/runtime/gradient_sync.h"
 
 namespace chimera::worker::testing {
@@ -81,6 +82,7 @@ absl::Status RunPipelineRank(const PipelineJob& job,
                              const std::string& record_path, int rank,
                              TcpRendezvous& rendezvous) {
   LimitComputeThreads(1);
+  RetainFreedHostMemory();
   GlooOptions gloo;
   gloo.rank = rank;
   gloo.world_size = static_cast<int>(job.schedule.workers.size());

@@ -97,8 +97,9 @@ absl::Status Run(const std::string& task_file, const std::string& host,
   }
   TaskRunOptions options;
   // Checkpoints are per job id: every attempt of this job, and no other job.
-  ASSIGN_OR_RETURN(options.task, TaskOptionsFor(task.manifest(), task.plan(),
-                                                roots, task.job_id()));
+  ASSIGN_OR_RETURN(options.task,
+                   TaskOptionsFor(task.manifest(), task.plan(),
+                                  task.program().rank(), roots, task.job_id()));
   ASSIGN_OR_RETURN(options.schedule,
                    schedule::GenerateSchedule(options.task.schedule));
   options.rank = task.program().rank();

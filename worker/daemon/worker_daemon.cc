@@ -58,8 +58,10 @@ class WorkerDaemon::Task {
             "--data-root", daemon->options_.roots.data, "--checkpoint-root",
             daemon->options_.roots.checkpoints},
         /*working_dir=*/"", /*log_file=*/"",
-        ComputeThreadsEnvironment(
-            ThreadsPerWorker(start.manifest().spec().resources())));
+        ComputeThreadsEnvironment(ThreadsPerWorker(
+            start.manifest().spec().resources(),
+            WorkersSharingHost(start.plan(), start.program().rank(),
+                               start.plan().placement_size()))));
     log_path_ = log;
     relay_ = std::thread([this] { Relay(); });
   }

@@ -226,7 +226,9 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileJob(
   const int micro_batch_size = job.spec().training().micro_batch_size();
   options.max_micro_batch_size =
       micro_batch_size > 0 ? micro_batch_size : kDefaultMaxMicroBatchSize;
-  options.threads = ThreadsPerWorker(job.spec().resources());
+  // A profile measures one worker alone on its host.
+  options.threads =
+      ThreadsPerWorker(job.spec().resources(), /*workers_on_host=*/1);
   options.seed = job.spec().training().seed();
   options.name = absl::StrCat(job.metadata().name(), "-profile");
   if (job.spec().resources().device() == "gpu") {

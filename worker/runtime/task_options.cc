@@ -140,15 +140,32 @@ absl::StatusOr<WorkerRoots> WorkerRootsFrom(absl::string_view data_root,
   return roots;
 }
 
-int ThreadsPerWorker(const chimera::v1::ResourceSpec& resources) {
+int ThreadsPerWorker(const chimera::v1::ResourceSpec& resources,
+                     int workers_on_host) {
   const int cores =
       std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  if (resources.threads_per_worker() == 0) {
+    return std::max(1, cores / std::max(1, workers_on_host));
+  }
   return std::clamp(resources.threads_per_worker(), 1, cores);
+}
+
+int WorkersSharingHost(const chimera::v1::Plan& plan, int rank, int world) {
+  const auto& placement = plan.placement();
+  const auto own = std::find_if(
+      placement.begin(), placement.end(),
+      [rank](const chimera::v1::Placement& p) { return p.rank() == rank; });
+  if (own == placement.end()) return world;
+  return static_cast<int>(std::count_if(
+      placement.begin(), placement.end(),
+      [node = own->node()](const chimera::v1::Placement& p) {
+        return p.node() == node;
+      }));
 }
 
 absl::StatusOr<TaskOptions> TaskOptionsFor(const chimera::v1::TrainJob& job,
                                            const chimera::v1::Plan& plan,
-                                           const WorkerRoots& roots,
+                                           int rank, const WorkerRoots& roots,
                                            absl::string_view job_id) {
   const chimera::v1::JobSpec& spec = job.spec();
   TaskOptions options;
@@ -176,7 +193,9 @@ absl::StatusOr<TaskOptions> TaskOptionsFor(const chimera::v1::TrainJob& job,
                "gpu tasks need a worker built against a LibTorch with CUDA "
                "and with NCCL; this one runs on the CPU only (use cpu)");
   }
-  options.threads = ThreadsPerWorker(resources);
+  options.threads = ThreadsPerWorker(
+      resources, WorkersSharingHost(plan, rank,
+                                    schedule::WorkerCount(options.schedule)));
   if (!errors.empty()) return errors.ToStatus();
   return options;
 }

@@ -5,7 +5,7 @@
 // that fixes its parallelism.
 //
 //   ASSIGN_OR_RETURN(TaskOptions options,
-//                    TaskOptionsFor(job, plan, roots, job_id));
+//                    TaskOptionsFor(job, plan, rank, roots, job_id));
 //   ASSIGN_OR_RETURN(schedule::Schedule s,
 //                    schedule::GenerateSchedule(options.schedule));
 #ifndef CHIMERA_WORKER_RUNTIME_TASK_OPTIONS_H_
@@ -37,7 +37,8 @@ struct TaskOptions {
   uint64_t seed = 0;
   int micro_batch_size = 1;
   int64_t max_steps = 0;
-  // Compute threads: LibTorch's pools and the BLAS's (ThreadsPerWorker).
+  // Compute threads of the task's rank: LibTorch's pools and the BLAS's
+  // (ThreadsPerWorker).
   int threads = 1;
   // spec.resources.device is "gpu": the stages compute on a CUDA GPU and the
   // ranks talk over NCCL (Gloo and the CPU otherwise).
@@ -71,10 +72,18 @@ inline constexpr bool kWorkerHasGpuRuntime = true;
 inline constexpr bool kWorkerHasGpuRuntime = false;
 #endif
 
-// Compute threads of each worker: spec.resources.threadsPerWorker, 0 meaning
-// 1, and never more than this host's cores (more only slows every pool down,
-// and thousands exhaust the process table).
-int ThreadsPerWorker(const chimera::v1::ResourceSpec& resources);
+// Compute threads of a worker that shares its host with `workers_on_host`
+// workers of its job (itself included): spec.resources.threadsPerWorker, or
+// when it is 0 an equal share of the host's cores (at least 1), so that the
+// job's threads add up to at most the cores; never more than the host's cores
+// (more only slows every pool down, and thousands exhaust the process table).
+int ThreadsPerWorker(const chimera::v1::ResourceSpec& resources,
+                     int workers_on_host);
+
+// The ranks of `plan` placed on the node of `rank`, itself included; all
+// `world` ranks when the plan places none (a standalone job, whose ranks are
+// taken to share one host).
+int WorkersSharingHost(const chimera::v1::Plan& plan, int rank, int world);
 
 // `job` must have passed jobspec validation; its paths are resolved under
 // `roots`, and `job_id` names its own checkpoint directory: the
@@ -86,7 +95,7 @@ int ThreadsPerWorker(const chimera::v1::ResourceSpec& resources);
 // root.
 absl::StatusOr<TaskOptions> TaskOptionsFor(const chimera::v1::TrainJob& job,
                                            const chimera::v1::Plan& plan,
-                                           const WorkerRoots& roots,
+                                           int rank, const WorkerRoots& roots,
                                            absl::string_view job_id);
 
 // The model of a validated job's spec.model (defaults filled in: FFN

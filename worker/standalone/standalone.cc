@@ -83,8 +83,10 @@ absl::StatusOr<StandaloneRun> LoadStandaloneJob(const std::string& job_path,
       const chimera::v1::TrainJob job,
       jobspec::LoadJobFile(job_path, {.data_root = roots.data}));
   ASSIGN_OR_RETURN(const chimera::v1::Plan plan, StandalonePlan(job));
-  ASSIGN_OR_RETURN(run.task,
-                   TaskOptionsFor(job, plan, roots, job.metadata().name()));
+  // A standalone plan places no rank, so every rank counts as sharing this
+  // host, and the rank given does not matter.
+  ASSIGN_OR_RETURN(run.task, TaskOptionsFor(job, plan, /*rank=*/0, roots,
+                                            job.metadata().name()));
   ASSIGN_OR_RETURN(run.schedule, schedule::GenerateSchedule(run.task.schedule));
   run.steps = run.task.max_steps;
   run.reporting_rank = ReportingRank(run.schedule);

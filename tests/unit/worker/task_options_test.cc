@@ -31,14 +31,39 @@ WorkerRoots Roots(const chimera::testing::TempDir& dir) {
   return *WorkerRootsFrom(dir.path(), dir.path());
 }
 
-TEST(TaskOptionsTest, ThreadsAreOneByDefaultAndNeverMoreThanTheCores) {
+TEST(TaskOptionsTest, ThreadsByDefaultShareTheHostsCoresAmongItsWorkers) {
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   chimera::v1::ResourceSpec resources;
-  EXPECT_EQ(ThreadsPerWorker(resources), 1);
+  EXPECT_EQ(ThreadsPerWorker(resources, 1), cores);
+  EXPECT_EQ(ThreadsPerWorker(resources, 2), std::max(1, cores / 2));
+  EXPECT_EQ(ThreadsPerWorker(resources, cores), 1);
+  EXPECT_EQ(ThreadsPerWorker(resources, 3 * cores), 1);
+}
+
+TEST(TaskOptionsTest, ThreadsAskedForAreGivenUpToTheCores) {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  chimera::v1::ResourceSpec resources;
   resources.set_threads_per_worker(1);
-  EXPECT_EQ(ThreadsPerWorker(resources), 1);
+  EXPECT_EQ(ThreadsPerWorker(resources, 1), 1);
+  resources.set_threads_per_worker(cores);
+  EXPECT_EQ(ThreadsPerWorker(resources, 4), cores);
   resources.set_threads_per_worker(4096);
-  EXPECT_EQ(ThreadsPerWorker(resources), cores);
+  EXPECT_EQ(ThreadsPerWorker(resources, 1), cores);
+}
+
+TEST(TaskOptionsTest, WorkersSharingAHostAreTheRanksPlacedOnItsNode) {
+  chimera::v1::Plan plan;
+  for (const auto& [rank, node] :
+       std::vector<std::pair<int, int>>{{0, 0}, {1, 0}, {2, 1}, {3, 0}}) {
+    chimera::v1::Placement* placed = plan.add_placement();
+    placed->set_rank(rank);
+    placed->set_node(node);
+  }
+  EXPECT_EQ(WorkersSharingHost(plan, 0, 4), 3);
+  EXPECT_EQ(WorkersSharingHost(plan, 3, 4), 3);
+  EXPECT_EQ(WorkersSharingHost(plan, 2, 4), 1);
+  // A standalone plan places nobody: all its ranks share the host.
+  EXPECT_EQ(WorkersSharingHost(chimera::v1::Plan(), 1, 4), 4);
 }
 
 TEST(TaskOptionsTest, CpuJobsComputeOnTheCpu) {
@@ -67,6 +92,18 @@ TEST(TaskOptionsTest, GpuJobsComputeOnTheirGpuWhereTheBuildHasTheRuntime) {
   EXPECT_EQ(run->task.model.dtype, c10::ScalarType::BFloat16);
   EXPECT_EQ(ExecutorOptionsFor(run->task, 1).device,
             c10::Device(c10::DeviceType::CUDA, 1));
+}
+
+TEST(TaskOptionsTest, AStandaloneJobsRanksShareTheCoresOfTheHost) {
+  chimera::testing::TempDir dir;
+  chimera::v1::TrainJob job = chimera::testing::TinyJob();
+  job.mutable_spec()->mutable_resources()->set_threads_per_worker(0);
+  const auto run = LoadStandaloneJob(dir.WriteFile("job.yaml", chimera::testing::JobYaml(job)),
+                                     Roots(dir));
+  ASSERT_TRUE(run.ok()) << run.status();
+  const int world = static_cast<int>(run->schedule.workers.size());
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  EXPECT_EQ(run->task.threads, std::max(1, cores / world)) << world << " ranks";
 }
 
 // A job's data file and checkpoint directory lie under the worker's roots,

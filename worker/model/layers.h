@@ -31,6 +31,9 @@ class TokenEmbedding : public torch::nn::Module {
                  uint64_t seed);
   at::Tensor Forward(const at::Tensor& token_ids);
 
+  // [vocab, hidden]: its gradient is zero outside the rows forwards used.
+  const at::Tensor& token_weight() const { return token_weight_; }
+
  private:
   at::Tensor token_weight_;
   at::Tensor position_weight_;

@@ -43,6 +43,8 @@ class Stage : public torch::nn::Module {
   LayerRange layers() const { return layers_; }
   bool is_first() const { return embedding_ != nullptr; }
   bool is_last() const { return head_ != nullptr; }
+  // The first stage's embedding; null on the others.
+  const TokenEmbedding* embedding() const { return embedding_.get(); }
 
  private:
   const ModelConfig config_;

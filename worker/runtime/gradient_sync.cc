@@ -47,20 +47,71 @@ at::Tensor BucketGradients(const std::vector<at::Tensor>& parameters) {
   return bucket;
 }
 
-absl::StatusOr<std::unique_ptr<GradientAllReduce>> GradientAllReduce::Start(
-    Communicator& comm, const std::string& group, at::Tensor bucket) {
-  ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op,
-                   comm.AllReduceSum(bucket, group));
-  return std::unique_ptr<GradientAllReduce>(
-      new GradientAllReduce(std::move(bucket), std::move(op)));
+at::Tensor NoRowsUsed(const at::Tensor& weight) {
+  return at::zeros({weight.size(0)}, weight.options());
 }
 
-GradientAllReduce::GradientAllReduce(at::Tensor bucket,
-                                     std::unique_ptr<PendingOp> op)
-    : bucket_(std::move(bucket)), op_(std::move(op)) {}
+void MarkUsedRows(at::Tensor& used_rows, const at::Tensor& token_ids) {
+  at::NoGradGuard no_grad;
+  used_rows.index_fill_(0, token_ids.flatten(), 1);
+}
+
+absl::StatusOr<std::unique_ptr<GradientAllReduce>> GradientAllReduce::Start(
+    Communicator& comm, const std::string& group, at::Tensor bucket,
+    std::optional<RowSparseGradient> row_sparse) {
+  std::unique_ptr<GradientAllReduce> sync(
+      new GradientAllReduce(comm, group, bucket, row_sparse));
+  std::vector<at::Tensor> dense_parts = {bucket};
+  if (row_sparse) {
+    const int64_t begin =
+        row_sparse->gradient.storage_offset() - bucket.storage_offset();
+    const int64_t end = begin + row_sparse->gradient.numel();
+    dense_parts = {bucket.narrow(0, 0, begin),
+                   bucket.narrow(0, end, bucket.numel() - end)};
+  }
+  for (const at::Tensor& part : dense_parts) {
+    if (part.numel() == 0) continue;
+    ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op,
+                     comm.AllReduceSum(part, group));
+    sync->dense_ops_.push_back(std::move(op));
+  }
+  if (row_sparse) {
+    ASSIGN_OR_RETURN(sync->used_rows_op_,
+                     comm.AllReduceSum(row_sparse->used_rows, group));
+  }
+  return sync;
+}
+
+GradientAllReduce::GradientAllReduce(
+    Communicator& comm, std::string group, at::Tensor bucket,
+    std::optional<RowSparseGradient> row_sparse)
+    : comm_(comm),
+      group_(std::move(group)),
+      bucket_(std::move(bucket)),
+      row_sparse_(std::move(row_sparse)) {}
 
 absl::Status GradientAllReduce::Finish(absl::Duration timeout) {
-  return op_->Wait(timeout);
+  if (row_sparse_) RETURN_IF_ERROR(SumUsedRows(timeout));
+  for (const std::unique_ptr<PendingOp>& op : dense_ops_) {
+    RETURN_IF_ERROR(op->Wait(timeout));
+  }
+  return absl::OkStatus();
+}
+
+// Every member knows the union of the used rows once their masks are summed,
+// so all of them gather the same rows, in the same order.
+absl::Status GradientAllReduce::SumUsedRows(absl::Duration timeout) {
+  RETURN_IF_ERROR(used_rows_op_->Wait(timeout));
+  at::NoGradGuard no_grad;
+  at::Tensor& gradient = row_sparse_->gradient;
+  const at::Tensor rows = at::nonzero(row_sparse_->used_rows).flatten();
+  if (rows.numel() == 0) return absl::OkStatus();  // so on every member
+  at::Tensor used = gradient.index_select(0, rows);
+  ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op,
+                   comm_.AllReduceSum(used, group_));
+  RETURN_IF_ERROR(op->Wait(timeout));
+  gradient.index_copy_(0, rows, used);
+  return absl::OkStatus();
 }
 
 }  // namespace chimera::worker

@@ -13,13 +13,17 @@
 //   RETURN_IF_ERROR(sync->Finish(kDefaultCollectiveTimeout));
 //
 // A stage's gradients live in one buffer so a stage costs a single
-// collective, summed in place: nothing is copied per step.
+// collective, summed in place: nothing is copied per step. The exception is a
+// token embedding's gradient, which is summed over the rows some replica
+// used only (RowSparseGradient): two small collectives and a copy of those
+// rows in and out instead of its whole size.
 #ifndef CHIMERA_WORKER_RUNTIME_GRADIENT_SYNC_H_
 #define CHIMERA_WORKER_RUNTIME_GRADIENT_SYNC_H_
 
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,27 +51,56 @@ std::vector<CommGroup> GradientGroups(const schedule::Schedule& schedule);
 // without copying them in or out (as DDP's gradient_as_bucket_view).
 at::Tensor BucketGradients(const std::vector<at::Tensor>& parameters);
 
+// A parameter whose gradient is zero outside the rows a step used: a token
+// embedding's, of which a step of a few thousand tokens uses a few thousand
+// rows of a vocabulary of tens of thousands. Summing only the rows that some
+// replica used gives every row the same sum as summing all of them (the
+// others are zero everywhere), for a fraction of the bytes.
+struct RowSparseGradient {
+  at::Tensor gradient;   // [rows, columns]: a slice of the stage's bucket
+  at::Tensor used_rows;  // [rows], the gradient's dtype: > 0 where used
+};
+
+// A zeroed used-rows mask for `weight`, [rows], on its device and in its
+// dtype.
+at::Tensor NoRowsUsed(const at::Tensor& weight);
+
+// Marks the rows that `token_ids` (int64, any shape) name in `used_rows`.
+void MarkUsedRows(at::Tensor& used_rows, const at::Tensor& token_ids);
+
 class GradientAllReduce {
  public:
   // Starts summing `bucket` (from BucketGradients) in place over the members
   // of `group`, which must issue the same call with buckets of the same
-  // size.
+  // layout. With `row_sparse`, a parameter's gradient in the bucket is summed
+  // over the rows some member used only; its `used_rows` is summed too (in
+  // place: it is spent until the next step zeroes it).
   static absl::StatusOr<std::unique_ptr<GradientAllReduce>> Start(
-      Communicator& comm, const std::string& group, at::Tensor bucket);
+      Communicator& comm, const std::string& group, at::Tensor bucket,
+      std::optional<RowSparseGradient> row_sparse = std::nullopt);
 
   GradientAllReduce(const GradientAllReduce&) = delete;
   GradientAllReduce& operator=(const GradientAllReduce&) = delete;
 
   // Waits for the sum, which is then in the bucket and so in the gradients
-  // that view it. The error of the wait (DEADLINE_EXCEEDED, UNAVAILABLE)
-  // when the collective fails.
+  // that view it; sums the used rows of a row-sparse gradient first. The
+  // error of a wait (DEADLINE_EXCEEDED, UNAVAILABLE) when a collective fails.
   absl::Status Finish(absl::Duration timeout);
 
  private:
-  GradientAllReduce(at::Tensor bucket, std::unique_ptr<PendingOp> op);
+  GradientAllReduce(Communicator& comm, std::string group, at::Tensor bucket,
+                    std::optional<RowSparseGradient> row_sparse);
 
-  at::Tensor bucket_;  // kept alive until the collective is done
-  std::unique_ptr<PendingOp> op_;
+  absl::Status SumUsedRows(absl::Duration timeout);
+
+  Communicator& comm_;
+  const std::string group_;
+  at::Tensor bucket_;  // kept alive until the collectives are done
+  std::optional<RowSparseGradient> row_sparse_;
+  // The bucket's sum (around a row-sparse gradient: the parts before and
+  // after it), then the used rows' union.
+  std::vector<std::unique_ptr<PendingOp>> dense_ops_;
+  std::unique_ptr<PendingOp> used_rows_op_;
 };
 
 }  // namespace chimera::worker

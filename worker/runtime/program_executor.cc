@@ -160,6 +160,9 @@ absl::Status ProgramExecutor::Build() {
   for (const auto& [model_stage, stage] : stages_) {
     const std::vector<at::Tensor> stage_parameters = stage->parameters();
     gradient_buckets_[model_stage] = BucketGradients(stage_parameters);
+    if (stage->is_first()) {
+      used_token_rows_ = NoRowsUsed(stage->embedding()->token_weight());
+    }
     optimizers_[model_stage] =
         std::make_unique<Optimizer>(options_.optimizer, stage_parameters);
   }
@@ -362,6 +365,7 @@ absl::Status ProgramExecutor::Execute(const Instruction& inst, int64_t step,
       return EndAllReduce(inst, metrics);
     case OpKind::kOptimizerStep:
       for (auto& [model_stage, optimizer] : optimizers_) optimizer->Step();
+      if (used_token_rows_.defined()) used_token_rows_.zero_();
       return absl::OkStatus();
   }
   return absl::InternalError("unknown op");
@@ -408,6 +412,7 @@ absl::Status ProgramExecutor::ForwardMicroBatch(StageRef ref, int micro_batch,
   at::Tensor input;
   if (stage.is_first()) {
     input = batch.inputs;
+    MarkUsedRows(used_token_rows_, input);
   } else {
     ASSIGN_OR_RETURN(input, TakeTensor(activations_in_, {ref, micro_batch, 0},
                                        "input activation"));
@@ -545,10 +550,17 @@ absl::Status ProgramExecutor::BeginAllReduce(const Instruction& inst) {
   if (allreduces_.count(model_stage) != 0) {
     return absl::InternalError("this stage's allreduce is already in flight");
   }
-  ASSIGN_OR_RETURN(
-      allreduces_[model_stage],
-      GradientAllReduce::Start(*comm_, GradientGroupName(model_stage),
-                               gradient_buckets_.at(model_stage)));
+  const Stage& stage = *stages_.at(model_stage);
+  std::optional<RowSparseGradient> row_sparse;
+  if (stage.is_first()) {
+    row_sparse = RowSparseGradient{stage.embedding()->token_weight().grad(),
+                                   used_token_rows_};
+  }
+  ASSIGN_OR_RETURN(allreduces_[model_stage],
+                   GradientAllReduce::Start(*comm_,
+                                            GradientGroupName(model_stage),
+                                            gradient_buckets_.at(model_stage),
+                                            std::move(row_sparse)));
   return absl::OkStatus();
 }
 

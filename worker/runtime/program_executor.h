@@ -196,6 +196,10 @@ class ProgramExecutor {
   // Each model stage's gradients as one buffer (BucketGradients), by model
   // stage: what its allreduce sums in place.
   std::map<int, at::Tensor> gradient_buckets_;
+  // Where this rank holds the first model stage: the token embedding rows
+  // this step's forwards used (NoRowsUsed), so that its allreduce sums only
+  // those; undefined elsewhere.
+  at::Tensor used_token_rows_;
   // One optimizer per model stage, so each stage's state can be saved and
   // restored on its own; OPTIMIZER_STEP steps them all.
   std::map<int, std::unique_ptr<Optimizer>> optimizers_;

@@ -28,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "bench/pipeline_runs.h"
 #include "common/status_macros.h"
 #include "schedule/generator.h"
 #include "schedule/simulator.h"
@@ -347,6 +348,7 @@ absl::Status RunScheme(const std::string& name,
 }  // namespace chimera::worker
 
 int main(int argc, char** argv) {
+  chimera::bench::RestartWithSingleThreadedPools(argv);
   chimera::worker::Flags flags;
   CLI::App app{"Measured vs simulated bubble ratios of every scheme"};
   app.add_option("--depth", flags.depth, "Pipeline depth D (N = D)")

@@ -103,6 +103,7 @@ absl::StatusOr<std::string> RunJob(const std::string& path,
 }  // namespace chimera::bench
 
 int main(int argc, char** argv) {
+  chimera::bench::RestartWithSingleThreadedPools(argv);
   chimera::bench::Flags flags;
   CLI::App app{"The planner's predicted step time against a real run"};
   app.add_option("--cluster", flags.cluster,

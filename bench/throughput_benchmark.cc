@@ -146,6 +146,7 @@ absl::StatusOr<std::string> RunJob(const std::string& path,
 }  // namespace chimera::worker
 
 int main(int argc, char** argv) {
+  chimera::bench::RestartWithSingleThreadedPools(argv);
   chimera::worker::Flags flags;
   CLI::App app{"Pipeline samples/s against one process on the whole model"};
   chimera::bench::AddRunFlags(app, flags);

@@ -51,6 +51,14 @@ double BlockForwardFlops(double seq_length, double hidden_size,
   return 2 * s * (4 * h * h + 2 * h * f) + 4 * s * s * h;
 }
 
+double UnsyncedEmbeddingBytes(const chimera::v1::ModelSpec& model,
+                              double tokens_per_step) {
+  const double v = model.vocab_size() > 0 ? model.vocab_size() : kByteVocabulary;
+  const int d = BytesPerElement(model.dtype());
+  const double unused_rows = std::max(0.0, v - tokens_per_step);
+  return unused_rows * model.hidden_size() * d - v * d;
+}
+
 chimera::v1::ModelProfile AnalyticProfile(const chimera::v1::ModelSpec& model,
                                           const chimera::v1::DeviceSpec& device,
                                           const EfficiencyCurve& curve) {

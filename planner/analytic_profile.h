@@ -47,6 +47,15 @@ inline constexpr int kMaxProfiledMicroBatch = 1024;
 double BlockForwardFlops(double seq_length, double hidden_size,
                          double ffn_size);
 
+// Bytes of the first stage's gradients that its allreduce does not move
+// when a step reads `tokens_per_step` tokens over all replicas: the workers
+// sum a token embedding's gradient over the rows some replica used only
+// (worker/runtime/gradient_sync.h), at most one per token, and add a
+// used-rows mask of one element per row (so it is negative for a vocabulary
+// that a step covers).
+double UnsyncedEmbeddingBytes(const chimera::v1::ModelSpec& model,
+                              double tokens_per_step);
+
 // `model` must be valid (see jobspec::ValidateJob).
 chimera::v1::ModelProfile AnalyticProfile(
     const chimera::v1::ModelSpec& model, const chimera::v1::DeviceSpec& device,

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "planner/analytic_profile.h"
 #include "planner/model_profile.h"
 #include "planner/stage_partition.h"
 #include "schedule/generator.h"
@@ -51,10 +52,17 @@ absl::StatusOr<schedule::Schedule> GenerateSimulated(
 }
 
 // Every model stage's allreduce spans all W replicas of the positions that
-// hold it; its link is the slowest one the group crosses.
+// hold it; its link is the slowest one the group crosses. The first stage's
+// moves the token embedding rows the step's tokens can use only.
 std::vector<double> StageAllreduceSeconds(
-    const chimera::v1::ClusterSpec& cluster, const SimulationInputs& inputs,
-    int width, int depth) {
+    const PlanningContext& context, const SimulationInputs& inputs,
+    const Candidate& candidate) {
+  const chimera::v1::ClusterSpec& cluster = context.cluster;
+  const int width = candidate.params.width;
+  const int depth = candidate.params.depth;
+  const double tokens_per_step =
+      static_cast<double>(width) * candidate.params.micro_batches *
+      candidate.micro_batch_size * context.job.spec().model().seq_length();
   const int model_stages = static_cast<int>(inputs.stages.size());
   const schedule::Topology& topology = inputs.program.topology;
   std::vector<std::set<int>> positions(model_stages);
@@ -73,9 +81,13 @@ std::vector<double> StageAllreduceSeconds(
     }
     const auto& link = nodes.size() > 1 ? cluster.links().inter_node()
                                         : cluster.links().intra_node();
+    double bytes = static_cast<double>(inputs.stages[s].parameter_bytes);
+    if (s == 0) {
+      bytes -= UnsyncedEmbeddingBytes(context.job.spec().model(),
+                                      tokens_per_step);
+    }
     seconds.push_back(AllreduceSeconds(
-        link, static_cast<int>(positions[s].size()) * width,
-        static_cast<double>(inputs.stages[s].parameter_bytes)));
+        link, static_cast<int>(positions[s].size()) * width, bytes));
   }
   return seconds;
 }
@@ -264,7 +276,7 @@ absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& contex
     const chimera::v1::LinkSpec& link = slots[from].node == slots[to].node ? intra : inter;
     return link.latency_seconds() + bytes / link.bandwidth_bytes_per_second();
   };
-  costs.stage_allreduce = StageAllreduceSeconds(cluster, inputs, width, depth);
+  costs.stage_allreduce = StageAllreduceSeconds(context, inputs, candidate);
   ShareCores(cluster.device().cores_per_node(), inputs);
   return inputs;
 }

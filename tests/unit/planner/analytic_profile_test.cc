@@ -62,6 +62,14 @@ TEST(AnalyticProfileTest, LargerMicroBatchesAreMoreEfficientPerSample) {
   }
 }
 
+// A vocabulary of 1,000 rows of 64 float32s; the mask costs 4 bytes a row.
+TEST(AnalyticProfileTest, EmbeddingRowsNoTokenCanUseAreNotSynced) {
+  EXPECT_DOUBLE_EQ(UnsyncedEmbeddingBytes(SmallGpt(), 100),
+                   900.0 * 64 * 4 - 1000 * 4);
+  // Tokens enough to use every row: only the mask is extra.
+  EXPECT_DOUBLE_EQ(UnsyncedEmbeddingBytes(SmallGpt(), 5000), -1000.0 * 4);
+}
+
 TEST(AnalyticProfileTest, DoublePrecisionDoublesBytes) {
   chimera::v1::ModelSpec model = SmallGpt();
   const auto single = AnalyticProfile(model, Device());

@@ -52,6 +52,38 @@ TEST(PlanEvaluatorTest, PredictionIsTheSimulatorsMakespanForTheSameProgram) {
   EXPECT_EQ(evaluation->plan.prediction().samples_per_second(), 32 / simulated->makespan);
 }
 
+// Chimera D = 2 holds the first stage on both ranks of one node: its
+// allreduce moves its parameters less the token embedding rows that the
+// step's 2 x 4 x 512 tokens cannot use, plus the used-rows mask.
+TEST(PlanEvaluatorTest, TheFirstStagesAllreduceMovesTheEmbeddingRowsAStepCanUse) {
+  const auto job = LargeJob(8, 8, 2);
+  const auto cluster = TestCluster(1, 2);
+  const auto profile = AnalyticProfile(job.spec().model(), cluster.spec().device());
+  PlanningContext context{job, cluster.spec(), profile};
+  Candidate candidate;
+  candidate.params.scheme = schedule::Scheme::kChimera;
+  candidate.params.width = 1;
+  candidate.params.depth = 2;
+  candidate.params.micro_batches = 2;
+  candidate.micro_batch_size = 4;
+  absl::StatusOr<SimulationInputs> inputs = PrepareSimulation(context, candidate);
+  ASSERT_TRUE(inputs.ok()) << inputs.status();
+
+  const double tokens = 2 * 4 * 512;
+  const double unused_rows = 30522 - tokens;
+  const double bytes = inputs->stages[0].parameter_bytes -
+                       unused_rows * 1024 * 4 + 30522 * 4;
+  const auto& link = cluster.spec().links().intra_node();
+  // Two ranks: 2 log2(2) latencies and (2 - 1) / 2 of the bytes both ways.
+  EXPECT_DOUBLE_EQ(inputs->costs.stage_allreduce[0],
+                   2 * link.latency_seconds() +
+                       bytes / link.bandwidth_bytes_per_second());
+  EXPECT_DOUBLE_EQ(inputs->costs.stage_allreduce[1],
+                   2 * link.latency_seconds() +
+                       inputs->stages[1].parameter_bytes /
+                           link.bandwidth_bytes_per_second());
+}
+
 TEST(PlanEvaluatorTest, PredictPlanSimulatesThePlansOwnPartition) {
   const auto job = LargeJob(8, 32, 8);
   const auto cluster = TestCluster(2, 4);

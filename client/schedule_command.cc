@@ -126,10 +126,12 @@ absl::Status CheckOutput(const std::string& output) {
       "-o: '", output, "' is not one of ", absl::StrJoin(outputs, ", ")));
 }
 
-// SCHEDULE as OUTPUT: its CSV, or its simulation under COSTS as a JSON
-// report, an SVG or a text timeline. SCHEME names it in the JSON report.
+// SCHEDULE as OUTPUT: its CSV, or its simulation under COSTS (in
+// TIME_UNIT) as a JSON report, an SVG or a text timeline. SCHEME names it in
+// the JSON report.
 absl::StatusOr<std::string> Render(const schedule::Schedule& schedule,
                                    const schedule::CostModel& costs,
+                                   absl::string_view time_unit,
                                    const std::string& output,
                                    const std::string& title,
                                    const std::string& scheme) {
@@ -138,7 +140,7 @@ absl::StatusOr<std::string> Render(const schedule::Schedule& schedule,
                    schedule::Simulate(schedule, costs));
   if (output == "json") return schedule::JsonReport(schedule, result, scheme);
   if (output == "svg") return schedule::SvgTimeline(schedule, result, title);
-  return schedule::TextTimeline(schedule, result, title);
+  return schedule::TextTimeline(schedule, result, title, time_unit);
 }
 
 // The flags that describe a schedule by hand, which -f takes from the job.
@@ -179,7 +181,7 @@ absl::StatusOr<std::string> PlannedSchedule(const PlanningInputs& inputs,
     absl::StrAppend(&title, " (", drawn, " of ", plan.width(),
                     " data-parallel replicas drawn)");
   }
-  return Render(simulation.program, simulation.costs, output, title,
+  return Render(simulation.program, simulation.costs, "s", output, title,
                 plan.scheme());
 }
 
@@ -234,7 +236,8 @@ absl::StatusOr<std::string> RunScheduleCommand(
   schedule::CostModel costs;
   costs.forward = options.forward_cost;
   costs.backward = backward;
-  return Render(generated, costs, options.output, Title(options),
+  return Render(generated, costs, "time units", options.output,
+                Title(options),
                 options.from_csv.empty()
                     ? schedule::SchemeName(options.params.scheme)
                     : "");

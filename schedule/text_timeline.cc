@@ -76,7 +76,7 @@ std::string Row(const Schedule& schedule, const SimulationResult& result,
 
 std::string TextTimeline(const Schedule& schedule,
                          const SimulationResult& result,
-                         absl::string_view title) {
+                         absl::string_view title, absl::string_view time_unit) {
   std::string out = absl::StrFormat(
       "%s\nmakespan %.3f  bubble ratio %.4f  critical path %d forwards + %d "
       "backwards  exposed allreduce %.3f\n\n",
@@ -97,7 +97,7 @@ std::string TextTimeline(const Schedule& schedule,
       static_cast<int>(std::ceil(result.makespan / columns.quantum - 1e-9));
   const auto chunks = ChunkNames(schedule.topology);
   absl::StrAppend(
-      &out, "\ntimeline: one column = ", columns.quantum, " time units; ",
+      &out, "\ntimeline: one column = ", columns.quantum, " ", time_unit, "; ",
       chunks ? absl::StrCat("F/B forward/backward of the ", chunks->first,
                             "s, f/b of the ", chunks->second, "s")
              : "F/B forward/backward",

@@ -5,7 +5,8 @@
 // down (even) and up (odd) pipelines, a looping schedule's model chunks; a
 // single pipeline has one chunk (ChunkNames).
 //
-//   std::cout << TextTimeline(schedule, simulation, "chimera D=4 N=4");
+//   std::cout << TextTimeline(schedule, simulation, "chimera D=4 N=4",
+//                             "time units");
 //   std::string svg = SvgTimeline(schedule, simulation, "chimera D=4 N=4");
 //   std::string both = SvgTimelines(schedule, {{"measured", &measured},
 //                                              {"simulated", &simulation}},
@@ -34,10 +35,12 @@ inline constexpr int kMaxTimelineCells = 400;
 
 // A summary table (makespan, bubble ratio, critical path, per-worker busy,
 // idle, bubble ratio, peak activations, exposed allreduce) and an ASCII
-// timeline. `result` must come from Simulate(schedule, ...).
+// timeline whose legend gives a column's width in `time_unit` ("time units"
+// for unit costs, "s" for a job's predicted ones). `result` must come from
+// Simulate(schedule, ...).
 std::string TextTimeline(const Schedule& schedule,
                          const SimulationResult& result,
-                         absl::string_view title);
+                         absl::string_view title, absl::string_view time_unit);
 
 // A standalone SVG document: title, time axis, legend, one row per worker.
 std::string SvgTimeline(const Schedule& schedule,

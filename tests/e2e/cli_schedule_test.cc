@@ -258,6 +258,17 @@ TEST(CliScheduleTest, AJobsOwnScheduleIsTitledWithItsPlanAndPrediction) {
   EXPECT_THAT(r.out, HasSubstr("on local-cpu, predicted step "));
 }
 
+// A job's costs are predicted seconds; a hand schedule's are unit costs.
+TEST(CliScheduleTest, TheTextTimelineSaysWhatItsColumnsMeasure) {
+  const ProcessResult job = Schedule(kQuickStartJob);
+  ASSERT_EQ(job.exit_code, 0) << job.err;
+  EXPECT_THAT(job.out, HasSubstr(" s; F/B forward/backward of the down pipeline"));
+  EXPECT_THAT(job.out, Not(HasSubstr("time units")));
+  const ProcessResult hand = Schedule({"--scheme", "1f1b", "--depth", "4", "--micro-batches", "8"});
+  ASSERT_EQ(hand.exit_code, 0) << hand.err;
+  EXPECT_THAT(hand.out, HasSubstr("timeline: one column = 1 time units; "));
+}
+
 TEST(CliScheduleTest, FlagsThatDescribeAScheduleByHandAreRefusedWithAJob) {
   std::vector<std::string> args = kQuickStartJob;
   args.insert(args.end(), {"--scheme", "gpipe"});

@@ -20,7 +20,7 @@ TEST(TextTimelineTest, DrawsChimeraFigure3RowsWithDirectionsApart) {
   ScheduleParams params = Params(Scheme::kChimera, 4, 4);
   params.backward_slots = 1;
   Schedule s = MustGenerate(params);
-  std::string text = TextTimeline(s, MustSimulate(s, 1, 1), "chimera");
+  std::string text = TextTimeline(s, MustSimulate(s, 1, 1), "chimera", "time units");
   EXPECT_THAT(text, HasSubstr("P0   |F0 F1 .. f2 b2 f3 b3 B0 .. B1|"));
   EXPECT_THAT(text, HasSubstr("P3   |f2 f3 .. F0 B0 F1 B1 b2 .. b3|"));
   EXPECT_THAT(text, HasSubstr("bubble ratio 0.2000"));
@@ -68,7 +68,7 @@ TEST(SvgTimelineTest, LegendNamesWhatTheScheduleHas) {
   std::string svg = SvgTimeline(single, MustSimulate(single), "1f1b");
   EXPECT_THAT(svg, HasSubstr(">forward</text>"));
   EXPECT_THAT(svg, Not(HasSubstr("pipeline")));
-  EXPECT_THAT(TextTimeline(single, MustSimulate(single), "1f1b"),
+  EXPECT_THAT(TextTimeline(single, MustSimulate(single), "1f1b", "time units"),
               HasSubstr("F/B forward/backward, then the micro-batch"));
 
   ScheduleParams looping = Params(Scheme::kInterleaved, 2, 4);

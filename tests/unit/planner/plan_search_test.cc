@@ -30,17 +30,25 @@ const chimera::v1::Plan& Best(const SearchResult& result) {
   return result.ranked.empty() ? kNone : result.ranked[0].plan;
 }
 
+// SCHEME at W x D with N micro-batches of B samples, partition and placement
+// left to the planner.
+Candidate CandidateAt(schedule::Scheme scheme, int width, int depth,
+                      int micro_batches, int micro_batch_size) {
+  Candidate candidate;
+  candidate.params.scheme = scheme;
+  candidate.params.width = width;
+  candidate.params.depth = depth;
+  candidate.params.micro_batches = micro_batches;
+  candidate.micro_batch_size = micro_batch_size;
+  return candidate;
+}
+
 TEST(PlanEvaluatorTest, PredictionIsTheSimulatorsMakespanForTheSameProgram) {
   const auto job = LargeJob(8, 32, 8);
   const auto cluster = TestCluster(2, 4);
   const auto profile = AnalyticProfile(job.spec().model(), cluster.spec().device());
   PlanningContext context{job, cluster.spec(), profile};
-  Candidate candidate;
-  candidate.params.scheme = schedule::Scheme::kChimera;
-  candidate.params.width = 2;
-  candidate.params.depth = 4;
-  candidate.params.micro_batches = 4;
-  candidate.micro_batch_size = 4;
+  const Candidate candidate = CandidateAt(schedule::Scheme::kChimera, 2, 4, 4, 4);
   absl::StatusOr<Evaluation> evaluation = EvaluateCandidate(context, candidate);
   ASSERT_TRUE(evaluation.ok()) << evaluation.status();
   absl::StatusOr<SimulationInputs> inputs = PrepareSimulation(context, candidate);
@@ -60,12 +68,7 @@ TEST(PlanEvaluatorTest, TheFirstStagesAllreduceMovesTheEmbeddingRowsAStepCanUse)
   const auto cluster = TestCluster(1, 2);
   const auto profile = AnalyticProfile(job.spec().model(), cluster.spec().device());
   PlanningContext context{job, cluster.spec(), profile};
-  Candidate candidate;
-  candidate.params.scheme = schedule::Scheme::kChimera;
-  candidate.params.width = 1;
-  candidate.params.depth = 2;
-  candidate.params.micro_batches = 2;
-  candidate.micro_batch_size = 4;
+  const Candidate candidate = CandidateAt(schedule::Scheme::kChimera, 1, 2, 2, 4);
   absl::StatusOr<SimulationInputs> inputs = PrepareSimulation(context, candidate);
   ASSERT_TRUE(inputs.ok()) << inputs.status();
 
@@ -90,12 +93,7 @@ TEST(PlanEvaluatorTest, PredictPlanSimulatesThePlansOwnPartition) {
   const auto profile =
       AnalyticProfile(job.spec().model(), cluster.spec().device());
   PlanningContext context{job, cluster.spec(), profile};
-  Candidate candidate;
-  candidate.params.scheme = schedule::Scheme::kOneFOneB;
-  candidate.params.width = 2;
-  candidate.params.depth = 4;
-  candidate.params.micro_batches = 4;
-  candidate.micro_batch_size = 4;
+  const Candidate candidate = CandidateAt(schedule::Scheme::kOneFOneB, 2, 4, 4, 4);
   absl::StatusOr<Evaluation> balanced = EvaluateCandidate(context, candidate);
   ASSERT_TRUE(balanced.ok()) << balanced.status();
 

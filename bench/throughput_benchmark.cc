@@ -15,21 +15,18 @@
 // samples/s of a run: samples of the measured steps over the sum of their
 // step times, a step lasting as long as its slowest rank.
 //
-// P cores do not always give P times one core (vCPUs that are hyperthreads
-// of one physical core share its vector units). So it also measures how much
-// faster P processes doing the same single-threaded matrix products at once
-// finish than one process doing them P times over ("P-process scaling", P
-// on P real cores), and reports the pipeline against that achievable
-// throughput (scaling x single) too. A benchmark: it
-// prints a markdown table (docs/runtime-measurements.md), never passes or
-// fails on time, and exits 1 only when a job cannot be run.
-#include <ATen/ATen.h>
-#include <sys/wait.h>
+// P cores do not always give P times one core: processes computing at once
+// share the memory bus and caches (and vCPUs may be hyperthreads of one
+// core). So it also runs P copies of that single process at once and
+// reports how many times one copy's samples/s they reach together
+// ("P-process scaling"), and the pipeline against that achievable
+// throughput (scaling x single). A benchmark: it prints a markdown table
+// (docs/runtime-measurements.md), never passes or fails on time, and exits 1
+// only when a job cannot be run.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -41,7 +38,6 @@
 #include "common/status_macros.h"
 #include "schedule/generator.h"
 #include "tests/integration/worker/pipeline_job.h"
-#include "worker/runtime/compute_threads.h"
 #include "worker/standalone/standalone.h"
 
 namespace chimera::worker {
@@ -60,41 +56,6 @@ using Flags = bench::RunFlags;
 
 int OnlineCores() {
   return std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
-}
-
-// Seconds for `processes` forked single-threaded processes to each finish
-// the same fixed run of transformer-sized matrix products.
-double ConcurrentMatmulSeconds(int processes) {
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<pid_t> children;
-  for (int i = 0; i < processes; ++i) {
-    const pid_t child = fork();
-    if (child == 0) {
-      LimitComputeThreads(1);
-      const at::Tensor activations = at::randn({512, 768});
-      const at::Tensor weights = at::randn({768, 768});
-      for (int repeat = 0; repeat < 300; ++repeat)
-        (void)activations.matmul(weights);
-      _exit(0);
-    }
-    children.push_back(child);
-  }
-  for (pid_t child : children) waitpid(child, nullptr, 0);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
-// How many times one process's matrix-product throughput P processes reach
-// together (P on P idle cores with their own vector units); the median of
-// three tries, since a busy neighbour skews any one of them.
-double ProcessScaling(int processes) {
-  std::vector<double> tries;
-  for (int i = 0; i < 3; ++i) {
-    const double one = ConcurrentMatmulSeconds(1);
-    tries.push_back(processes * one / ConcurrentMatmulSeconds(processes));
-  }
-  std::sort(tries.begin(), tries.end());
-  return tries[1];
 }
 
 // Prints the job's table row; returns the per-op breakdown.
@@ -123,11 +84,17 @@ absl::StatusOr<std::string> RunJob(const std::string& path,
   ASSIGN_OR_RETURN(PipelineMeasurements single,
                    testing::MeasurePipeline(single_job, kRunDeadline));
 
+  ASSIGN_OR_RETURN(
+      PipelineMeasurements copies,
+      testing::MeasureCopiesAtOnce(single_job, workers, kRunDeadline));
+
   const StepFigures pipeline = FiguresOf(pipelined, flags.warmup);
   const StepFigures one = FiguresOf(single, flags.warmup);
   const double ideal =
       std::min(workers, OnlineCores()) * one.samples_per_second;
-  const double scaling = ProcessScaling(workers);
+  const double scaling =
+      FiguresOf(copies, flags.warmup).samples_per_second /
+      one.samples_per_second;
   std::printf(
       "| %s | %s | %d | %d | %d | %.2f | %.3f | %.2f | %.2f | %.0f%% | %.2f | "
       "%.0f%% |\n",

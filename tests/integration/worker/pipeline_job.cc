@@ -45,6 +45,63 @@ absl::Status CheckMetrics(const StepMetrics& metrics,
       absl::StrCat("step ", metrics.step, " metrics: ", problem));
 }
 
+// Runs `rank` of `job` with `comm` (null for a program with no transfer or
+// allreduce), as RunPipelineRank describes; writes every step's metrics to
+// `metrics_path` unless it is empty.
+absl::Status RunRank(const PipelineJob& job, int rank, Communicator* comm,
+                     const std::string& record_path,
+                     const std::string& metrics_path) {
+  LimitComputeThreads(1);
+  RetainFreedHostMemory();
+  ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data,
+                   DataSource::Open(job.data));
+  ASSIGN_OR_RETURN(std::unique_ptr<ProgramExecutor> executor,
+                   ProgramExecutor::Create(job.schedule, rank, job.executor,
+                                           *data, comm));
+  const size_t instructions = job.schedule.workers[rank].instructions.size();
+  std::vector<double> losses;
+  std::vector<StepMetrics> steps;
+  for (int step = 0; step < job.steps; ++step) {
+    ASSIGN_OR_RETURN(StepMetrics metrics, executor->RunStep(step));
+    RETURN_IF_ERROR(CheckMetrics(metrics, *executor, instructions));
+    losses.push_back(metrics.loss);
+    steps.push_back(std::move(metrics));
+  }
+  if (!metrics_path.empty()) {
+    RETURN_IF_ERROR(WriteStepMetrics(metrics_path, steps));
+  }
+  if (record_path.empty()) return absl::OkStatus();
+  return WriteTrainingRecord(record_path, executor->NamedParameters(), losses);
+}
+
+// What the forked processes of a run measured, from `dir`: one entry per
+// process, each covering `steps` steps.
+absl::StatusOr<PipelineMeasurements> Collect(
+    const std::vector<RankExit>& exits, const std::string& dir, int steps) {
+  std::string failures;
+  for (const RankExit& exit : exits) {
+    if (exit.ok()) continue;
+    std::ostringstream description;
+    description << exit;
+    absl::StrAppend(&failures, failures.empty() ? "" : "; ", description.str());
+  }
+  if (!failures.empty()) {
+    return absl::InternalError(absl::StrCat(
+        "pipeline ranks failed (their errors are on stderr): ", failures));
+  }
+  PipelineMeasurements measurements;
+  for (size_t rank = 0; rank < exits.size(); ++rank) {
+    ASSIGN_OR_RETURN(measurements.ranks.emplace_back(),
+                     ReadStepMetrics(RankMetricsPath(dir, static_cast<int>(rank))));
+    if (static_cast<int>(measurements.ranks.back().size()) != steps) {
+      return absl::DataLossError(absl::StrCat("rank ", rank, " reported ",
+                                              measurements.ranks.back().size(),
+                                              " steps of ", steps));
+    }
+  }
+  return measurements;
+}
+
 }  // namespace
 
 std::vector<LayerRange> EvenSplit(int64_t layers, int stages) {
@@ -81,8 +138,6 @@ std::string RankRecordPath(const std::string& dir, int rank) {
 absl::Status RunPipelineRank(const PipelineJob& job,
                              const std::string& record_path, int rank,
                              TcpRendezvous& rendezvous) {
-  LimitComputeThreads(1);
-  RetainFreedHostMemory();
   GlooOptions gloo;
   gloo.rank = rank;
   gloo.world_size = static_cast<int>(job.schedule.workers.size());
@@ -90,26 +145,10 @@ absl::Status RunPipelineRank(const PipelineJob& job,
   gloo.timeout = job.connect_timeout;
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
                    CreateGlooCommunicator(rendezvous, gloo));
-  ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data,
-                   DataSource::Open(job.data));
-  ASSIGN_OR_RETURN(std::unique_ptr<ProgramExecutor> executor,
-                   ProgramExecutor::Create(job.schedule, rank, job.executor,
-                                           *data, comm.get()));
-  const size_t instructions = job.schedule.workers[rank].instructions.size();
-  std::vector<double> losses;
-  std::vector<StepMetrics> steps;
-  for (int step = 0; step < job.steps; ++step) {
-    ASSIGN_OR_RETURN(StepMetrics metrics, executor->RunStep(step));
-    RETURN_IF_ERROR(CheckMetrics(metrics, *executor, instructions));
-    losses.push_back(metrics.loss);
-    steps.push_back(std::move(metrics));
-  }
-  if (!job.metrics_dir.empty()) {
-    RETURN_IF_ERROR(
-        WriteStepMetrics(RankMetricsPath(job.metrics_dir, rank), steps));
-  }
-  if (record_path.empty()) return absl::OkStatus();
-  return WriteTrainingRecord(record_path, executor->NamedParameters(), losses);
+  return RunRank(job, rank, comm.get(), record_path,
+                 job.metrics_dir.empty()
+                     ? ""
+                     : RankMetricsPath(job.metrics_dir, rank));
 }
 
 absl::StatusOr<PipelineMeasurements> MeasurePipeline(PipelineJob job,
@@ -117,31 +156,30 @@ absl::StatusOr<PipelineMeasurements> MeasurePipeline(PipelineJob job,
   const chimera::testing::TempDir dir;
   job.metrics_dir = dir.path();
   const int world = static_cast<int>(job.schedule.workers.size());
-  std::string failures;
-  for (const RankExit& exit :
-       RunForkedRanks(world, deadline, [&](int rank, TcpRendezvous&rendezvous) {
-         return RunPipelineRank(job, "", rank, rendezvous);
-       })) {
-    if (exit.ok()) continue;
-    std::ostringstream description;
-    description << exit;
-    absl::StrAppend(&failures, failures.empty() ? "" : "; ", description.str());
+  return Collect(
+      RunForkedRanks(world, deadline,
+                     [&](int rank, TcpRendezvous& rendezvous) {
+                       return RunPipelineRank(job, "", rank, rendezvous);
+                     }),
+      dir.path(), job.steps);
+}
+
+absl::StatusOr<PipelineMeasurements> MeasureCopiesAtOnce(
+    const PipelineJob& job, int copies, absl::Duration deadline) {
+  if (job.schedule.workers.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("copies of a job run alone: it has ",
+                     job.schedule.workers.size(), " workers, not 1"));
   }
-  if (!failures.empty()) {
-    return absl::InternalError(absl::StrCat(
-        "pipeline ranks failed (their errors are on stderr): ", failures));
-  }
-  PipelineMeasurements measurements;
-  for (int rank = 0; rank < world; ++rank) {
-    ASSIGN_OR_RETURN(measurements.ranks.emplace_back(),
-                     ReadStepMetrics(RankMetricsPath(dir.path(), rank)));
-    if (static_cast<int>(measurements.ranks.back().size()) != job.steps) {
-      return absl::DataLossError(absl::StrCat("rank ", rank, " reported ",
-                                              measurements.ranks.back().size(),
-                                              " steps of ", job.steps));
-    }
-  }
-  return measurements;
+  const chimera::testing::TempDir dir;
+  return Collect(
+      RunForkedRanks(copies, deadline,
+                     [&](int copy, TcpRendezvous&) {
+                       // Each copy is rank 0 of its own one-worker job.
+                       return RunRank(job, 0, nullptr, "",
+                                      RankMetricsPath(dir.path(), copy));
+                     }),
+      dir.path(), job.steps);
 }
 
 }  // namespace chimera::worker::testing

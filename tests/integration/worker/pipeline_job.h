@@ -79,6 +79,14 @@ struct PipelineMeasurements {
 absl::StatusOr<PipelineMeasurements> MeasurePipeline(PipelineJob job,
                                                      absl::Duration deadline);
 
+// Runs `copies` independent copies of the one-worker `job` at once, each in
+// a forked process, and collects each copy's metrics as a rank: what that
+// many processes training alone reach together on this machine, the
+// yardstick of a pipeline of as many workers. INVALID_ARGUMENT unless `job`
+// has one worker; otherwise as MeasurePipeline.
+absl::StatusOr<PipelineMeasurements> MeasureCopiesAtOnce(
+    const PipelineJob& job, int copies, absl::Duration deadline);
+
 }  // namespace chimera::worker::testing
 
 #endif  // CHIMERA_TESTS_INTEGRATION_WORKER_PIPELINE_JOB_H_

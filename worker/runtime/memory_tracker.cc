@@ -8,16 +8,24 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 
 namespace chimera::worker {
 namespace {
 
-// Each block carries its size in a header in front of the data. The header
-// is LibTorch's CPU alignment long, so the data stays aligned, and the data
-// pointer is the DataPtr's context as well: LibTorch's raw_allocate (used by
-// some float32 kernels) requires that.
-constexpr size_t kHeaderBytes = c10::gAlignment;
-static_assert(kHeaderBytes >= sizeof(int64_t));
+// Each block is one malloc'd region whose data starts at LibTorch's CPU
+// alignment, with a header just in front naming the region and the size. The
+// data pointer is the DataPtr's context as well: LibTorch's raw_allocate (used
+// by some float32 kernels) requires that. Aligning by hand rather than with
+// posix_memalign, as LibTorch's default allocator does, is what lets a step
+// reuse freed memory: glibc serves an aligned request from a larger block
+// than the one it frees, so a freed tensor never fits the next one of its
+// size and the heap grows each step until it settles (see host_memory.h).
+struct BlockHeader {
+  void* region;
+  int64_t bytes;
+};
+constexpr size_t kPaddingBytes = sizeof(BlockHeader) + c10::gAlignment;
 
 // LibTorch 2.3 made Allocator::allocate non-const and added copy_data.
 #define CHIMERA_TORCH_2_3     \
@@ -26,27 +34,28 @@ static_assert(kHeaderBytes >= sizeof(int64_t));
 
 // Set once by Install(), before the allocator is in use.
 MemoryTracker* g_tracker = nullptr;
-c10::DeleterFnPtr g_inner_free = nullptr;
+
+BlockHeader* HeaderOf(void* data) {
+  return static_cast<BlockHeader*>(data) - 1;
+}
 
 class TrackingCpuAllocator final : public c10::Allocator {
  public:
-  explicit TrackingCpuAllocator(c10::Allocator* inner) : inner_(inner) {}
-
 #if CHIMERA_TORCH_2_3
   c10::DataPtr allocate(size_t bytes) override {
 #else
   c10::DataPtr allocate(size_t bytes) const override {
 #endif
-    c10::DataPtr block = inner_->allocate(bytes + kHeaderBytes);
-    // The default CPU allocator's block owns its pointer (context == data),
-    // which Free hands back to the allocator's raw deleter.
-    TORCH_INTERNAL_ASSERT(block.get() == block.get_context());
-    const c10::Device device = block.device();
-    char* base = static_cast<char*>(block.release_context());
-    *reinterpret_cast<int64_t*>(base) = static_cast<int64_t>(bytes);
+    void* region = std::malloc(bytes + kPaddingBytes);
+    TORCH_CHECK(region != nullptr, "out of host memory: tried to allocate ",
+                bytes, " bytes for a tensor");
+    const uintptr_t first_free =
+        reinterpret_cast<uintptr_t>(region) + sizeof(BlockHeader);
+    void* data = reinterpret_cast<void*>(
+        (first_free + c10::gAlignment - 1) & ~uintptr_t{c10::gAlignment - 1});
+    *HeaderOf(data) = {region, static_cast<int64_t>(bytes)};
     g_tracker->RecordAllocation(static_cast<int64_t>(bytes));
-    void* data = base + kHeaderBytes;
-    return {data, data, &Free, device};
+    return {data, data, &Free, c10::Device(c10::DeviceType::CPU)};
   }
 
   c10::DeleterFnPtr raw_deleter() const override { return &Free; }
@@ -59,12 +68,11 @@ class TrackingCpuAllocator final : public c10::Allocator {
 
  private:
   static void Free(void* data) {
-    char* base = static_cast<char*>(data) - kHeaderBytes;
-    g_tracker->RecordFree(*reinterpret_cast<int64_t*>(base));
-    g_inner_free(base);
+    if (data == nullptr) return;
+    const BlockHeader header = *HeaderOf(data);
+    g_tracker->RecordFree(header.bytes);
+    std::free(header.region);
   }
-
-  c10::Allocator* const inner_;
 };
 
 }  // namespace
@@ -72,11 +80,8 @@ class TrackingCpuAllocator final : public c10::Allocator {
 MemoryTracker& MemoryTracker::Install() {
   // Leaked on purpose: freeing a tensor after static destruction must work.
   static MemoryTracker* const tracker = [] {
-    c10::Allocator* inner = c10::GetDefaultCPUAllocator();
-    g_inner_free = inner->raw_deleter();
-    TORCH_INTERNAL_ASSERT(g_inner_free != nullptr);
     g_tracker = new MemoryTracker();
-    static auto* const allocator = new TrackingCpuAllocator(inner);
+    static auto* const allocator = new TrackingCpuAllocator();
     c10::SetCPUAllocator(allocator);
     return g_tracker;
   }();

@@ -1,6 +1,6 @@
 // Exact CPU memory accounting for LibTorch tensors: a process-wide allocator
-// that wraps LibTorch's default CPU allocator and counts the bytes of every
-// live allocation, with the peak since the last ResetPeak().
+// that takes the place of LibTorch's default CPU allocator and counts the
+// bytes of every live allocation, with the peak since the last ResetPeak().
 //
 //   MemoryTracker& memory = MemoryTracker::Install();  // before the model
 //   memory.ResetPeak();

@@ -5,6 +5,8 @@
 #include <optional>
 #include <set>
 
+#include "absl/algorithm/container.h"
+
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -165,14 +167,86 @@ absl::Status JobManager::Recover() {
   ASSIGN_OR_RETURN(std::vector<Job> running,
                    store_->List(chimera::v1::JOB_STATE_RUNNING));
   for (Job& job : running) {
-    // Its workers dropped their tasks when they registered again: it can
-    // only start over, from its checkpoint, if it may restart.
-    const std::string cause =
-        "the coordinator restarted while the job was running";
-    RETURN_IF_ERROR(RestartOrFailLocked(
-        std::move(job), cause, absl::StrCat(cause, "; its tasks were lost")));
+    const int ranks = job.plan().width() * job.plan().depth();
+    if (ranks <= 0) {
+      const std::string cause =
+          "the coordinator restarted and found the job without its plan";
+      RETURN_IF_ERROR(RestartOrFailLocked(std::move(job), cause, cause));
+      continue;
+    }
+    // Its workers go on training: it waits for them to register again.
+    Run run = NewRunLocked(job, job.plan(), ranks);
+    run.worker_of_rank.assign(ranks, "");
+    run.rendezvous_done = true;
+    run.readopt_by = now_() + options_.readopt_timeout;
+    runs_[job.id()] = std::move(run);
+    CHIMERA_LOG(INFO) << "job " << job.id() << " was running: waiting up to "
+                      << absl::FormatDuration(options_.readopt_timeout)
+                      << " for its " << ranks
+                      << " workers to register again";
   }
   return absl::OkStatus();
+}
+
+bool JobManager::Adopt(const std::string& worker_id,
+                       const chimera::v1::HeldTask& task) {
+  absl::MutexLock lock(&mutex_);
+  auto it = runs_.find(task.job_id());
+  if (it == runs_.end()) return false;
+  Run& run = it->second;
+  const int rank = task.rank();
+  if (run.readopt_by == absl::InfiniteFuture() ||
+      run.attempt != task.attempt() || rank < 0 ||
+      rank >= static_cast<int>(run.worker_of_rank.size()) ||
+      !run.worker_of_rank[rank].empty()) {
+    return false;
+  }
+  const bool running = task.state() == chimera::v1::TASK_STATE_RUNNING;
+  if (running && !workers_->Assign(worker_id, {task.job_id(), run.attempt, rank},
+                                   std::nullopt)
+                      .ok()) {
+    return false;
+  }
+  run.worker_of_rank[rank] = worker_id;
+  CHIMERA_LOG(INFO) << "job " << task.job_id() << ": rank " << rank
+                    << " is back on worker " << worker_id;
+  if (absl::c_none_of(run.worker_of_rank,
+                      [](const std::string& w) { return w.empty(); })) {
+    run.readopt_by = absl::InfiniteFuture();
+    CHIMERA_LOG(INFO) << "job " << task.job_id()
+                      << ": every rank is back; it goes on";
+  }
+  if (running) return true;
+  const absl::Status ended = RankEndedLocked(task.job_id(), &run, rank,
+                                             worker_id, task.state(),
+                                             task.message());
+  if (!ended.ok()) CHIMERA_LOG(ERROR) << ended;
+  return false;
+}
+
+void JobManager::GiveUpUnadoptedRunsLocked() {
+  // Collected first: restarting or failing erases from runs_.
+  std::vector<std::pair<std::string, std::string>> abandoned;
+  for (const auto& [id, run] : runs_) {
+    if (now_() < run.readopt_by) continue;
+    std::vector<int> missing;
+    for (size_t rank = 0; rank < run.worker_of_rank.size(); ++rank) {
+      if (run.worker_of_rank[rank].empty()) missing.push_back(rank);
+    }
+    abandoned.push_back(
+        {id, absl::StrCat("the coordinator restarted and the worker",
+                          missing.size() == 1 ? " of rank " : "s of ranks ",
+                          absl::StrJoin(missing, ", "),
+                          " did not register again within ",
+                          absl::FormatDuration(options_.readopt_timeout))});
+  }
+  for (const auto& [id, cause] : abandoned) {
+    absl::StatusOr<Job> job = store_->Get(id);
+    const absl::Status status =
+        job.ok() ? RestartOrFailLocked(*std::move(job), cause, cause)
+                 : job.status();
+    if (!status.ok()) CHIMERA_LOG(ERROR) << status;
+  }
 }
 
 chimera::v1::ClusterLinks DefaultLinks() {
@@ -403,19 +477,12 @@ absl::Status JobManager::StartLocked(Job job,
                    ProgramsOf(plan));
   RETURN_IF_ERROR(
       PlaceOnWorkers(*workers_, chosen, DeviceKindOf(job.manifest()), &plan));
-  ASSIGN_OR_RETURN(Run run,
-                   AssignTasksLocked(job, plan, std::move(programs), chosen));
   // A restart keeps the first start: the deadline counts from it.
   if (job.status().start_time() == 0) {
     job.mutable_status()->set_start_time(UnixSeconds(now_()));
   }
-  run.deadline_seconds =
-      job.manifest().spec().run_policy().active_deadline_seconds();
-  if (run.deadline_seconds > 0) {
-    run.deadline = absl::FromUnixMicros(
-                       static_cast<int64_t>(job.status().start_time() * 1e6)) +
-                   absl::Seconds(run.deadline_seconds);
-  }
+  ASSIGN_OR_RETURN(Run run,
+                   AssignTasksLocked(job, plan, std::move(programs), chosen));
   runs_[job.id()] = std::move(run);
   *job.mutable_plan() = plan;
   job.mutable_status()->set_state(chimera::v1::JOB_STATE_RUNNING);
@@ -426,20 +493,33 @@ absl::Status JobManager::StartLocked(Job job,
   return SaveLocked(job);
 }
 
+JobManager::Run JobManager::NewRunLocked(const Job& job,
+                                         const chimera::v1::Plan& plan,
+                                         int ranks) const {
+  Run run;
+  run.attempt = job.status().restarts() + 1;
+  run.traces = TraceCollector(ranks);
+  run.started = now_();
+  run.rank_done.assign(ranks, false);
+  run.last_progress.assign(ranks, now_());
+  run.predicted_step = absl::Seconds(plan.prediction().iteration_seconds());
+  run.max_steps = job.manifest().spec().training().max_steps();
+  run.deadline_seconds =
+      job.manifest().spec().run_policy().active_deadline_seconds();
+  if (run.deadline_seconds > 0) {
+    run.deadline = absl::FromUnixMicros(
+                       static_cast<int64_t>(job.status().start_time() * 1e6)) +
+                   absl::Seconds(run.deadline_seconds);
+  }
+  return run;
+}
+
 absl::StatusOr<JobManager::Run> JobManager::AssignTasksLocked(
     const Job& job, const chimera::v1::Plan& plan,
     std::vector<chimera::v1::WorkerProgram> programs,
     const std::vector<std::string>& chosen) {
-  Run run;
-  run.attempt = job.status().restarts() + 1;
+  Run run = NewRunLocked(job, plan, static_cast<int>(chosen.size()));
   run.worker_of_rank = chosen;
-  run.traces = TraceCollector(static_cast<int>(chosen.size()));
-  run.started = now_();
-  run.rank_done.assign(chosen.size(), false);
-  run.last_progress.assign(chosen.size(), now_());
-  run.predicted_step =
-      absl::Seconds(plan.prediction().iteration_seconds());
-  run.max_steps = job.manifest().spec().training().max_steps();
   for (size_t rank = 0; rank < chosen.size(); ++rank) {
     chimera::v1::Assignment assignment;
     chimera::v1::StartTask* start = assignment.mutable_start();
@@ -475,6 +555,7 @@ void JobManager::StopRunLocked(const std::string& id) {
   }
   for (size_t rank = 0; rank < run.worker_of_rank.size(); ++rank) {
     const std::string& worker = run.worker_of_rank[rank];
+    if (worker.empty()) continue;  // Not back after a coordinator restart.
     if (!run.rank_done[rank]) {
       chimera::v1::Assignment stop;
       stop.mutable_stop()->set_job_id(id);
@@ -493,6 +574,12 @@ absl::Status JobManager::EndLocked(const std::string& id, JobState state,
   job.mutable_status()->set_state(state);
   job.mutable_status()->set_message(message);
   job.mutable_status()->set_end_time(UnixSeconds(now_()));
+  // Its ranks ran every step, also those whose reports were lost while a
+  // coordinator restarted.
+  if (state == chimera::v1::JOB_STATE_SUCCEEDED) {
+    job.mutable_status()->set_completed_steps(
+        job.manifest().spec().training().max_steps());
+  }
   CHIMERA_LOG(INFO) << "job " << id << " " << StateName(state)
                     << (message.empty() ? "" : ": ") << message;
   const absl::Status saved = SaveLocked(job);
@@ -572,6 +659,7 @@ void JobManager::Tick() {
     absl::MutexLock lock(&mutex_);
     SaveUnsavedEndsLocked();
     ReapDeadWorkersLocked();
+    GiveUpUnadoptedRunsLocked();
     FailOverdueRunsLocked();
   }
   StartQueuedJobs();
@@ -593,6 +681,10 @@ void JobManager::FailOverdueRunsLocked() {
   // Collected first: EndLocked erases from runs_.
   std::vector<std::pair<std::string, std::string>> failed;
   for (const auto& [id, run] : runs_) {
+    // While ranks are missing after a coordinator restart the run waits for
+    // them (readopt_timeout at most): their peers' failures on the broken
+    // connections would blame the wrong ranks.
+    if (run.readopt_by != absl::InfiniteFuture()) continue;
     if (run.failure && now_() >= run.fail_by) {
       failed.push_back({id, *run.failure});
     } else if (!run.rendezvous_done &&
@@ -794,33 +886,39 @@ absl::Status JobManager::OnTaskState(
       run->last_progress.assign(run->worker_of_rank.size(), now_());
       return absl::OkStatus();
     }
-    case chimera::v1::TASK_STATE_SUCCEEDED: {
-      run->rank_done[report.rank()] = true;
-      workers_->Release(report.worker_id());
-      if (std::all_of(run->rank_done.begin(), run->rank_done.end(),
-                      [](bool d) { return d; })) {
-        return EndLocked(report.job_id(), chimera::v1::JOB_STATE_SUCCEEDED, "");
-      }
-      return absl::OkStatus();
-    }
+    case chimera::v1::TASK_STATE_SUCCEEDED:
     case chimera::v1::TASK_STATE_FAILED:
     case chimera::v1::TASK_STATE_STOPPED:
-      run->rank_done[report.rank()] = true;
-      workers_->Release(report.worker_id());
-      if (!run->failure) {
-        run->failure = absl::StrCat(
-            "rank ", report.rank(), " on worker ", report.worker_id(),
-            report.state() == chimera::v1::TASK_STATE_STOPPED
-                ? " stopped on its own"
-                : " failed",
-            report.message().empty() ? "" : ": ", report.message());
-        run->fail_by = now_() + workers_->policy().DeadAfter();
-      }
-      return absl::OkStatus();
+      return RankEndedLocked(report.job_id(), run, report.rank(),
+                             report.worker_id(), report.state(),
+                             report.message());
     default:
       return absl::InvalidArgumentError(
           "state must be READY, SUCCEEDED, FAILED or STOPPED");
   }
+}
+
+absl::Status JobManager::RankEndedLocked(const std::string& job_id, Run* run,
+                                         int rank, const std::string& worker_id,
+                                         chimera::v1::TaskState state,
+                                         const std::string& message) {
+  run->rank_done[rank] = true;
+  workers_->Release(worker_id);
+  if (state == chimera::v1::TASK_STATE_SUCCEEDED) {
+    if (absl::c_all_of(run->rank_done, [](bool done) { return done; })) {
+      return EndLocked(job_id, chimera::v1::JOB_STATE_SUCCEEDED, "");
+    }
+    return absl::OkStatus();
+  }
+  if (!run->failure) {
+    run->failure = absl::StrCat(
+        "rank ", rank, " on worker ", worker_id,
+        state == chimera::v1::TASK_STATE_STOPPED ? " stopped on its own"
+                                                 : " failed",
+        message.empty() ? "" : ": ", message);
+    run->fail_by = now_() + workers_->policy().DeadAfter();
+  }
+  return absl::OkStatus();
 }
 
 absl::Status JobManager::OnMetrics(

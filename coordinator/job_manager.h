@@ -19,8 +19,11 @@
 // workers it got. Starting a job sends rank 0 its task first: rank 0 hosts
 // the rendezvous store and reports its address (ReportTaskState READY), then
 // the other ranks get theirs. Every change is written to the JobStore before
-// it is visible, so a restarted coordinator finds every job; jobs it finds
-// RUNNING lost their workers' connection and are failed with that reason.
+// it is visible, so a restarted coordinator finds every job. Workers go on
+// training while the coordinator is away and register again with the task
+// they hold: a job found RUNNING goes on once each of its ranks is back
+// (Adopt), and restarts or fails, naming the missing ranks, if one is not
+// back within readopt_timeout.
 //
 //   JobManager manager(&store, &registry, options);
 //   RETURN_IF_ERROR(manager.Recover());
@@ -74,6 +77,10 @@ struct JobManagerOptions {
   // stalled (a stopped process, a stuck collective or GPU): its job fails
   // naming it, long before a peer's receive would time out.
   absl::Duration progress_timeout = absl::Seconds(60);
+  // After a coordinator restart, how long a job found RUNNING waits for its
+  // workers to register again with its tasks: they notice the restart at
+  // their next heartbeat.
+  absl::Duration readopt_timeout = absl::Seconds(15);
 };
 
 // How many predicted step times a rank may go without reporting a step.
@@ -85,8 +92,15 @@ class JobManager {
   JobManager(JobStore* store, WorkerRegistry* workers, JobManagerOptions options,
              std::function<absl::Time()> now = absl::Now);
 
-  // Fails jobs a previous coordinator left RUNNING; PENDING jobs stay queued.
+  // Jobs a previous coordinator left RUNNING wait readopt_timeout for their
+  // workers (Adopt); PENDING jobs stay queued.
   absl::Status Recover();
+
+  // A worker registered holding `task`. A job Recover() found RUNNING takes
+  // it back as that rank, or records how it ended while the coordinator was
+  // away; true when the worker is to go on running it, false when it must
+  // stop it (a job not waiting for it, another attempt, a rank taken).
+  bool Adopt(const std::string& worker_id, const chimera::v1::HeldTask& task);
 
   // INVALID_ARGUMENT listing every problem of the spec; FAILED_PRECONDITION
   // for a job that can never run here (more workers than max_workers).
@@ -180,6 +194,9 @@ class JobManager {
     int64_t max_steps = 0;
     // Per step, each rank's report.
     std::map<int, std::map<int, chimera::v1::WorkerStepMetrics>> steps;
+    // Found RUNNING by Recover(): the time by which every rank's worker must
+    // be back (worker_of_rank is "" for those that are not yet).
+    absl::Time readopt_by = absl::InfiniteFuture();
     // The first rank failure, held back for one heartbeat timeout: when a
     // worker dies, its peers fail on the broken connection before its
     // heartbeats are missed, and the job should name the dead worker.
@@ -200,6 +217,22 @@ class JobManager {
   // the rendezvous timeout, that ran past their deadline, or one of whose
   // ranks stalled (StalledRankLocked).
   void FailOverdueRunsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Restarts or fails the recovered runs some of whose ranks' workers did
+  // not register again by readopt_by.
+  void GiveUpUnadoptedRunsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A run of `plan` for `job`'s current attempt on `ranks` workers, none
+  // placed yet, with its deadline.
+  Run NewRunLocked(const chimera::v1::Job& job, const chimera::v1::Plan& plan,
+                   int ranks) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Rank `rank` of `run` (on `worker_id`) ended in `state`, SUCCEEDED or
+  // not: frees its worker; the last success ends the job SUCCEEDED, the first
+  // failure is held back as `run.failure`.
+  absl::Status RankEndedLocked(const std::string& job_id, Run* run, int rank,
+                               const std::string& worker_id,
+                               chimera::v1::TaskState state,
+                               const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Starts pending jobs in submission order while the head of the queue
   // finds enough idle workers; one that cannot start fails. Each job's plan
   // is searched outside mutex_ (a search can take seconds, and no RPC may

@@ -34,6 +34,7 @@ struct UnitFlags {
   double heartbeat_timeout = 5.0;
   double rendezvous_timeout = 60.0;
   double progress_timeout = 60.0;
+  double readopt_timeout = 15.0;
   double forget_dead_workers_after = 600.0;
   double link_bandwidth = chimera::coordinator::kDefaultLinkBandwidth;
   double link_latency = chimera::coordinator::kDefaultLinkLatencySeconds;
@@ -73,6 +74,12 @@ void AddSchedulingFlags(CLI::App* app,
                   "Seconds a running job's rank may report no step (or 10 "
                   "predicted step times, if longer) before the job fails "
                   "naming it as stalled")
+      ->check(chimera::kPositiveNumber)
+      ->capture_default_str();
+  app->add_option("--readopt-timeout", units->readopt_timeout,
+                  "Seconds a job found running at start waits for its "
+                  "workers to register again with its tasks before it "
+                  "restarts or fails naming the ranks that did not")
       ->check(chimera::kPositiveNumber)
       ->capture_default_str();
   app->add_option("--link-bandwidth", units->link_bandwidth,
@@ -134,6 +141,7 @@ void ApplyUnitFlags(const UnitFlags& units,
   options->heartbeat.timeout = absl::Seconds(units.heartbeat_timeout);
   options->jobs.rendezvous_timeout = absl::Seconds(units.rendezvous_timeout);
   options->jobs.progress_timeout = absl::Seconds(units.progress_timeout);
+  options->jobs.readopt_timeout = absl::Seconds(units.readopt_timeout);
   for (auto* link : {options->jobs.links.mutable_intra_node(),
                      options->jobs.links.mutable_inter_node()}) {
     link->set_latency_seconds(units.link_latency);

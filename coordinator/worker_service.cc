@@ -22,6 +22,8 @@ constexpr int kMaxDevices = 64;
 constexpr int kMaxDeviceIndex = 1023;
 // More cores than any host has is a malformed registration.
 constexpr int kMaxCpuCores = 1 << 16;
+// A held task's failure message, as a task reports it (truncated beyond).
+constexpr size_t kMaxTaskMessageLength = 4096;
 
 bool IsNameCharacter(char c) {
   return absl::ascii_isalnum(c) || c == '-' || c == '.' || c == '_';
@@ -62,6 +64,29 @@ void CheckDevices(const chimera::v1::RegisterWorkerRequest& request, FieldErrors
   }
 }
 
+void CheckHeldTask(const chimera::v1::HeldTask& task, FieldErrors& errors) {
+  CheckName("task.jobId", task.job_id(), /*required=*/true, errors);
+  if (task.attempt() < 1) {
+    errors.Add("task.attempt", absl::StrCat(task.attempt(), " must be >= 1"));
+  }
+  if (task.rank() < 0) {
+    errors.Add("task.rank", absl::StrCat(task.rank(), " must be >= 0"));
+  }
+  if (task.state() != chimera::v1::TASK_STATE_RUNNING &&
+      task.state() != chimera::v1::TASK_STATE_SUCCEEDED &&
+      task.state() != chimera::v1::TASK_STATE_FAILED &&
+      task.state() != chimera::v1::TASK_STATE_STOPPED) {
+    const std::string& name = chimera::v1::TaskState_Name(task.state());
+    errors.Add("task.state",
+               absl::StrCat(name.empty() ? absl::StrCat(task.state()) : name,
+                            " is not one of RUNNING, SUCCEEDED, FAILED, STOPPED"));
+  }
+  if (task.message().size() > kMaxTaskMessageLength) {
+    errors.Add("task.message", absl::StrCat("has ", task.message().size(),
+                                            " characters; at most ", kMaxTaskMessageLength));
+  }
+}
+
 // INVALID_ARGUMENT naming every field of `request` that no real worker sends.
 absl::Status CheckRegistration(const chimera::v1::RegisterWorkerRequest& request) {
   FieldErrors errors;
@@ -86,6 +111,7 @@ absl::Status CheckRegistration(const chimera::v1::RegisterWorkerRequest& request
                                               " characters; at most ", kMaxAddressLength));
   }
   CheckDevices(request, errors);
+  if (request.has_task()) CheckHeldTask(request.task(), errors);
   return errors.ToStatus();
 }
 
@@ -116,6 +142,10 @@ grpc::Status WorkerServiceImpl::RegisterWorker(grpc::ServerContext* context,
     jobs_->OnWorkerLost(request->worker_id(), *lost,
                         "restarted (registered a new incarnation) while running its task");
   }
+  // Asked after OnWorkerLost: the task of a job that just restarted is not
+  // kept.
+  response->set_keep_task(request->has_task() &&
+                          jobs_->Adopt(request->worker_id(), request->task()));
   response->set_heartbeat_period_ms(absl::ToInt64Milliseconds(workers_->policy().period));
   response->set_heartbeat_timeout_ms(absl::ToInt64Milliseconds(workers_->policy().timeout));
   return grpc::Status::OK;

@@ -356,6 +356,8 @@ TEST_F(CoordinatorServiceTest, RegistrationsNoRealWorkerSendsAreRefusedFieldByFi
   request.set_incarnation(7);
   request.set_memory_bytes(-1);
   request.add_devices()->set_kind("tpu");
+  request.mutable_task()->set_rank(-1);
+  request.mutable_task()->set_state(chimera::v1::TASK_STATE_READY);
   chimera::v1::RegisterWorkerResponse response;
   const grpc::Status status =
       stub->RegisterWorker(Context(kWorkerToken).get(), request, &response);
@@ -364,6 +366,12 @@ TEST_F(CoordinatorServiceTest, RegistrationsNoRealWorkerSendsAreRefusedFieldByFi
   EXPECT_THAT(status.error_message(), HasSubstr("memoryBytes: -1 must be > 0"));
   EXPECT_THAT(status.error_message(), HasSubstr("devices[0].kind: 'tpu' is not one of cpu, gpu"));
   EXPECT_THAT(status.error_message(), HasSubstr("host: has 0 characters; it must have 1 to"));
+  EXPECT_THAT(status.error_message(), HasSubstr("task.jobId: is required"));
+  EXPECT_THAT(status.error_message(), HasSubstr("task.attempt: 0 must be >= 1"));
+  EXPECT_THAT(status.error_message(), HasSubstr("task.rank: -1 must be >= 0"));
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("task.state: TASK_STATE_READY is not one of RUNNING, "
+                        "SUCCEEDED, FAILED, STOPPED"));
 }
 
 TEST_F(CoordinatorServiceTest, JobRunsThroughRendezvousStepsAndSuccess) {

@@ -367,6 +367,43 @@ TEST_F(DaemonTest, StoppedJobIsStoppedWithinSecondsAndWorkersGoIdle) {
   EXPECT_LT(absl::Now() - asked, absl::Seconds(10));
 }
 
+TEST_F(DaemonTest, KilledCoordinatorsRunningJobGoesOnAsTheSameAttempt) {
+  StartCoordinator();
+  StartWorkers(4);
+  absl::StatusOr<chimera::v1::Job> job = client_->Submit(ChimeraJob(100000));
+  ASSERT_TRUE(job.ok()) << job.status();
+  const chimera::v1::Job before = AwaitJob(job->id(), [](const auto& j) {
+    return j.status().completed_steps() >= 2 || Ended(j);
+  });
+  ASSERT_EQ(before.status().state(), chimera::v1::JOB_STATE_RUNNING)
+      << before.status().message();
+  ASSERT_EQ(before.workers_size(), 4);
+  const std::string address = coordinator_->address();
+  coordinator_->process().Signal(SIGKILL);
+  coordinator_->process().Wait(absl::Seconds(10));
+  StartCoordinator(address);
+
+  // Steps are recorded again once every rank is back with the new
+  // coordinator; the job was neither failed nor restarted.
+  const int64_t steps_before = before.status().completed_steps();
+  const chimera::v1::Job after = AwaitJob(
+      job->id(),
+      [steps_before](const auto& j) {
+        return j.status().completed_steps() > steps_before + 3 || Ended(j);
+      },
+      absl::Seconds(60));
+  EXPECT_EQ(after.status().state(), chimera::v1::JOB_STATE_RUNNING)
+      << after.status().message();
+  EXPECT_GT(after.status().completed_steps(), steps_before + 3);
+  EXPECT_EQ(after.status().restarts(), 0);
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(WorkerOfRank(job->id(), rank), before.workers(rank).worker_id())
+        << "rank " << rank << " kept its worker";
+  }
+  ASSERT_TRUE(client_->Stop(job->id()).ok());
+  EXPECT_TRUE(AwaitIdleWorkers(4));
+}
+
 TEST_F(DaemonTest, RestartedCoordinatorKeepsTheQueueAndWorkersRegisterAgain) {
   StartCoordinator();
   StartWorkers(2);

@@ -22,6 +22,8 @@ constexpr absl::Duration kReconnectDelay = absl::Seconds(1);
 // A stopped task process gets this long to finish its step before SIGKILL.
 constexpr absl::Duration kStopGrace = absl::Seconds(10);
 constexpr absl::Duration kEventPoll = absl::Milliseconds(200);
+// The coordinator takes a held task's failure message up to this long.
+constexpr size_t kMaxHeldMessageLength = 4096;
 
 absl::Status FromGrpc(const grpc::Status& status) {
   return status.ok()
@@ -75,9 +77,27 @@ class WorkerDaemon::Task {
   const std::string& job_id() const { return start_.job_id(); }
   int attempt() const { return start_.attempt(); }
 
+  // The task as a registration describes it: running, or how it ended.
+  chimera::v1::HeldTask Held() const {
+    chimera::v1::HeldTask held;
+    held.set_job_id(start_.job_id());
+    held.set_attempt(start_.attempt());
+    held.set_rank(start_.program().rank());
+    absl::MutexLock lock(&mutex_);
+    held.set_state(end_state_);
+    held.set_message(end_message_.substr(0, kMaxHeldMessageLength));
+    return held;
+  }
+
  private:
   void Report(chimera::v1::TaskState state, const std::string& address,
               const std::string& message) {
+    if (state != chimera::v1::TASK_STATE_READY) {
+      // Kept for a registration, should the coordinator be away now.
+      absl::MutexLock lock(&mutex_);
+      end_state_ = state;
+      end_message_ = message;
+    }
     chimera::v1::ReportTaskStateRequest report;
     report.set_worker_id(daemon_->options_.worker_id);
     report.set_incarnation(daemon_->incarnation_);
@@ -162,6 +182,10 @@ class WorkerDaemon::Task {
   std::unique_ptr<net::ChildProcess> process_;
   std::string log_path_;
   std::atomic<bool> stop_requested_{false};
+  mutable absl::Mutex mutex_;
+  chimera::v1::TaskState end_state_ ABSL_GUARDED_BY(mutex_) =
+      chimera::v1::TASK_STATE_RUNNING;
+  std::string end_message_ ABSL_GUARDED_BY(mutex_);
   // What the coordinator said in its last answer to ReportMetrics; only the
   // relay thread uses it.
   bool record_timeline_ = false;
@@ -210,7 +234,7 @@ DaemonMetrics::TaskInfo WorkerDaemon::MetricsTaskInfo(
   return info;
 }
 
-absl::Status WorkerDaemon::Register() {
+absl::StatusOr<bool> WorkerDaemon::Register() {
   chimera::v1::RegisterWorkerRequest request;
   request.set_worker_id(options_.worker_id);
   request.set_incarnation(incarnation_);
@@ -226,6 +250,10 @@ absl::Status WorkerDaemon::Register() {
     device->set_index(local.index);
     device->set_memory_bytes(local.memory_bytes);
   }
+  {
+    absl::MutexLock lock(&mutex_);
+    if (task_) *request.mutable_task() = task_->Held();
+  }
   chimera::v1::RegisterWorkerResponse response;
   const absl::Status status =
       FromGrpc(stub_->RegisterWorker(Context().get(), request, &response));
@@ -233,8 +261,10 @@ absl::Status WorkerDaemon::Register() {
   heartbeat_period_ms_ = std::max<int64_t>(1, response.heartbeat_period_ms());
   SetRegistered(true);
   CHIMERA_LOG(INFO) << "registered with " << options_.coordinator << " as "
-                    << options_.worker_id;
-  return absl::OkStatus();
+                    << options_.worker_id
+                    << (response.keep_task() ? "; it keeps our running task"
+                                             : "");
+  return response.keep_task();
 }
 
 void WorkerDaemon::SetRegistered(bool registered) {
@@ -254,7 +284,8 @@ void WorkerDaemon::HeartbeatLoop() {
         FromGrpc(stub_->Heartbeat(Context().get(), beat, &ignored));
     if (!status.ok()) metrics_->HeartbeatFailed();
     if (MeansRegisterAgain(status)) {
-      // The coordinator restarted or gave up on us: our task is lost.
+      // The coordinator restarted or gave up on us: registering again tells
+      // it which task we hold.
       CHIMERA_LOG(WARNING) << "heartbeat: " << status << "; registering again";
       SetRegistered(false);
       absl::MutexLock lock(&mutex_);
@@ -313,19 +344,19 @@ absl::Status WorkerDaemon::Run() {
   heartbeats_ = std::thread([this] { HeartbeatLoop(); });
   while (!shutdown_.HasBeenNotified()) {
     if (!registered_) {
-      DropTask();
-      const absl::Status status = Register();
+      const absl::StatusOr<bool> kept = Register();
       // Another daemon holds this worker id: retrying would not change that.
-      if (absl::IsAlreadyExists(status)) {
+      if (absl::IsAlreadyExists(kept.status())) {
         shutdown_.Notify();
-        return status;
+        return kept.status();
       }
-      if (!status.ok()) {
+      if (!kept.ok()) {
         CHIMERA_LOG(WARNING) << "cannot register with " << options_.coordinator
-                             << ": " << status;
+                             << ": " << kept.status();
         shutdown_.WaitForNotificationWithTimeout(kReconnectDelay);
         continue;
       }
+      if (!*kept) DropTask();
     }
     const absl::Status status = Watch();
     if (shutdown_.HasBeenNotified()) break;

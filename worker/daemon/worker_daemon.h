@@ -3,9 +3,11 @@
 // its assignment stream, runs each task in a task process (see
 // task_process.h) and relays what it reports: rendezvous, per-step metrics,
 // the outcome. A stop kills the task process (SIGTERM, then SIGKILL after a
-// grace period) and the worker is idle again. When the coordinator restarts
-// or declares the worker dead, the daemon drops its task and registers
-// again. Its metrics (daemon_metrics.h) are served by the caller.
+// grace period) and the worker is idle again. While the coordinator is away
+// the task goes on; when it restarts or declares the worker dead, the daemon
+// registers again with the task it holds, running or ended, and stops it
+// unless the coordinator keeps it. Its metrics (daemon_metrics.h) are served
+// by the caller.
 //
 //   WorkerDaemon daemon(options, grpc::InsecureChannelCredentials());
 //   std::thread signals([&] { WaitForSignal(); daemon.Shutdown(); });
@@ -22,6 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -76,7 +79,9 @@ class WorkerDaemon {
   class Task;
 
   std::unique_ptr<grpc::ClientContext> Context() const;
-  absl::Status Register();
+  // Registers with the task held, if any; true when the coordinator keeps
+  // it running.
+  absl::StatusOr<bool> Register();
   void SetRegistered(bool registered);
   // Follows the assignment stream until it ends.
   absl::Status Watch();

@@ -62,21 +62,54 @@ chimera::v1::TrainJob RestartableManifest(int backoff_limit) {
 
 class JobManagerTest : public ::testing::Test {
  protected:
-  JobManagerTest()
-      : registry_({.period = absl::Seconds(1), .failure_threshold = 3},
-                  [this] { return now_; }) {}
+  JobManagerTest() : registry_(NewRegistry()) {}
 
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<JobStore>> store =
         JobStore::Open(":memory:");
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
-    JobManagerOptions options;
-    options.max_workers = 8;
-    options.links.mutable_intra_node()->set_bandwidth_bytes_per_second(1e9);
-    options.links.mutable_inter_node()->set_bandwidth_bytes_per_second(1e9);
-    manager_ = std::make_unique<JobManager>(store_.get(), &registry_, options,
-                                            [this] { return now_; });
+    options_.max_workers = 8;
+    options_.links.mutable_intra_node()->set_bandwidth_bytes_per_second(1e9);
+    options_.links.mutable_inter_node()->set_bandwidth_bytes_per_second(1e9);
+    manager_ = std::make_unique<JobManager>(store_.get(), registry_.get(),
+                                            options_, [this] { return now_; });
+  }
+
+  std::unique_ptr<WorkerRegistry> NewRegistry() {
+    return std::make_unique<WorkerRegistry>(
+        HeartbeatPolicy{.period = absl::Seconds(1), .failure_threshold = 3},
+        [this] { return now_; });
+  }
+
+  // A new coordinator on the same store: it knows no worker yet.
+  void RestartCoordinator() {
+    manager_.reset();
+    registry_ = NewRegistry();
+    manager_ = std::make_unique<JobManager>(store_.get(), registry_.get(),
+                                            options_, [this] { return now_; });
+    ASSERT_TRUE(manager_->Recover().ok());
+  }
+
+  // Worker w<index>, registered by AddWorkers before, registers with the
+  // restarted coordinator holding rank `rank` of `job`'s first attempt in
+  // `state`; returns whether the coordinator keeps the task running.
+  bool RegisterAgainHolding(int index, const Job& job, int rank,
+                            chimera::v1::TaskState state, int attempt = 1) {
+    chimera::v1::RegisterWorkerRequest request;
+    request.set_worker_id(absl::StrCat("w", index));
+    request.set_incarnation(100 + index);
+    request.set_node("host");
+    request.set_host("host");
+    request.set_memory_bytes(int64_t{8} << 30);
+    request.add_devices()->set_kind("cpu");
+    EXPECT_TRUE(registry_->Register(request).ok());
+    chimera::v1::HeldTask task;
+    task.set_job_id(job.id());
+    task.set_attempt(attempt);
+    task.set_rank(rank);
+    task.set_state(state);
+    return manager_->Adopt(request.worker_id(), task);
   }
 
   // Workers w<next>, ... offering the CPU and, with `gpu`, the GPU whose
@@ -95,15 +128,15 @@ class JobManagerTest : public ::testing::Test {
         device->set_kind("gpu");
         device->set_index(next_worker_);
       }
-      ASSERT_TRUE(registry_.Register(request).ok());
+      ASSERT_TRUE(registry_->Register(request).ok());
       ++next_worker_;
     }
   }
 
   std::optional<chimera::v1::Assignment> Next(const std::string& worker) {
-    auto incarnation = registry_.Get(worker)->incarnation();
+    auto incarnation = registry_->Get(worker)->incarnation();
     absl::StatusOr<std::optional<chimera::v1::Assignment>> next =
-        registry_.NextAssignment(worker, incarnation, kNoWait);
+        registry_->NextAssignment(worker, incarnation, kNoWait);
     EXPECT_TRUE(next.ok()) << next.status();
     return next.ok() ? *next : std::nullopt;
   }
@@ -113,7 +146,7 @@ class JobManagerTest : public ::testing::Test {
                       const std::string& extra = "") {
     chimera::v1::ReportTaskStateRequest report;
     report.set_worker_id(worker);
-    report.set_incarnation(registry_.Get(worker)->incarnation());
+    report.set_incarnation(registry_->Get(worker)->incarnation());
     report.set_job_id(job.id());
     report.set_attempt(1);
     report.set_rank(rank);
@@ -146,7 +179,7 @@ class JobManagerTest : public ::testing::Test {
                              int attempt, int rank, int step) {
     chimera::v1::ReportMetricsRequest report;
     report.set_worker_id(worker);
-    report.set_incarnation(registry_.Get(worker)->incarnation());
+    report.set_incarnation(registry_->Get(worker)->incarnation());
     report.set_job_id(job.id());
     report.set_attempt(attempt);
     report.set_rank(rank);
@@ -161,7 +194,7 @@ class JobManagerTest : public ::testing::Test {
     AddWorkers(1);
     PassHeartbeatTimeout("w3");
     EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
-    EXPECT_EQ(registry_.Get("w4")->rank(), 3);
+    EXPECT_EQ(registry_->Get("w4")->rank(), 3);
     return job;
   }
 
@@ -169,11 +202,11 @@ class JobManagerTest : public ::testing::Test {
   // `dead` heartbeating (so `dead`, if any, dies), then ticks.
   void PassHeartbeatTimeout(const std::string& dead = "") {
     now_ += absl::Seconds(4);
-    for (const auto& worker : registry_.List()) {
+    for (const auto& worker : registry_->List()) {
       if (worker.worker_id() != dead &&
           worker.state() != chimera::v1::WORKER_STATE_DEAD) {
         ASSERT_TRUE(
-            registry_.Heartbeat(worker.worker_id(), worker.incarnation()).ok());
+            registry_->Heartbeat(worker.worker_id(), worker.incarnation()).ok());
       }
     }
     manager_->Tick();
@@ -206,7 +239,8 @@ class JobManagerTest : public ::testing::Test {
   }
 
   absl::Time now_ = absl::FromUnixSeconds(1000);
-  WorkerRegistry registry_;
+  JobManagerOptions options_;
+  std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<JobManager> manager_;
   int next_worker_ = 0;
@@ -439,7 +473,7 @@ TEST_F(JobManagerTest, WorkersLeftOpenAreEveryIdleWorkerTheFixedPipelineCanUse) 
   const chimera::v1::Plan plan = manager_->Get(job.id())->plan();
   EXPECT_EQ(plan.depth(), 2);
   EXPECT_EQ(plan.width(), 2);
-  EXPECT_EQ(registry_.IdleWorkers().size(), 1u);
+  EXPECT_EQ(registry_->IdleWorkers().size(), 1u);
 }
 
 TEST_F(JobManagerTest, PendingJobSaysHowManyWorkersItWaitsFor) {
@@ -465,7 +499,7 @@ TEST_F(JobManagerTest, JobSucceedsWhenEveryRankDidAndWorkersGoIdle) {
                     .ok());
   }
   EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_SUCCEEDED);
-  EXPECT_EQ(registry_.IdleWorkers().size(), 4u);
+  EXPECT_EQ(registry_->IdleWorkers().size(), 4u);
 }
 
 TEST_F(JobManagerTest, FailedRankFailsTheJobNamingItAndStopsTheOthers) {
@@ -478,7 +512,7 @@ TEST_F(JobManagerTest, FailedRankFailsTheJobNamingItAndStopsTheOthers) {
   EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
   now_ += absl::Seconds(3);
   for (const char* w : {"w0", "w1", "w2", "w3"}) {
-    ASSERT_TRUE(registry_.Heartbeat(w, registry_.Get(w)->incarnation()).ok());
+    ASSERT_TRUE(registry_->Heartbeat(w, registry_->Get(w)->incarnation()).ok());
   }
   manager_->Tick();
   Job failed = *manager_->Get(job.id());
@@ -492,7 +526,7 @@ TEST_F(JobManagerTest, FailedRankFailsTheJobNamingItAndStopsTheOthers) {
     ASSERT_TRUE(stop.has_value()) << w;
     EXPECT_EQ(stop->stop().job_id(), job.id());
   }
-  EXPECT_EQ(registry_.IdleWorkers().size(), 4u);
+  EXPECT_EQ(registry_->IdleWorkers().size(), 4u);
 }
 
 TEST_F(JobManagerTest, DeadWorkerFailsItsJobAndTheOthersTakeTheNextJob) {
@@ -500,13 +534,13 @@ TEST_F(JobManagerTest, DeadWorkerFailsItsJobAndTheOthersTakeTheNextJob) {
   AddWorkers(0);
   now_ += absl::Seconds(4);
   for (const char* w : {"w0", "w1", "w2"}) {
-    ASSERT_TRUE(registry_.Heartbeat(w, registry_.Get(w)->incarnation()).ok());
+    ASSERT_TRUE(registry_->Heartbeat(w, registry_->Get(w)->incarnation()).ok());
   }
   manager_->Tick();
   Job failed = *manager_->Get(job.id());
   EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
   EXPECT_THAT(failed.status().message(), HasSubstr("worker w3 (rank 3)"));
-  EXPECT_EQ(registry_.IdleWorkers().size(), 3u);
+  EXPECT_EQ(registry_->IdleWorkers().size(), 3u);
   for (const char* w : {"w0", "w1", "w2"})
     EXPECT_TRUE(Next(w)->has_stop()) << w;
 
@@ -523,7 +557,7 @@ TEST_F(JobManagerTest, PeerFailuresAreBlamedOnTheWorkerThatDied) {
                   .ok());
   now_ += absl::Seconds(4);
   for (const char* w : {"w0", "w1", "w2"}) {
-    ASSERT_TRUE(registry_.Heartbeat(w, registry_.Get(w)->incarnation()).ok());
+    ASSERT_TRUE(registry_->Heartbeat(w, registry_->Get(w)->incarnation()).ok());
   }
   manager_->Tick();
   Job failed = *manager_->Get(job.id());
@@ -561,7 +595,7 @@ TEST_F(JobManagerTest,
               HasSubstr("restarting from step 2 (restart 1 of 1)"));
   for (const char* w : {"w0", "w1", "w2"})
     EXPECT_TRUE(Next(w)->has_stop()) << w;
-  EXPECT_EQ(registry_.IdleWorkers().size(), 3u);
+  EXPECT_EQ(registry_->IdleWorkers().size(), 3u);
 
   // A spare worker lets it run again: the next attempt, from step 2, with
   // the same plan.
@@ -574,7 +608,7 @@ TEST_F(JobManagerTest,
   ASSERT_TRUE(start.has_value());
   EXPECT_EQ(start->start().attempt(), 2);
   EXPECT_EQ(start->start().start_step(), 2);
-  EXPECT_EQ(registry_.Get("w4")->job_id(), job.id());
+  EXPECT_EQ(registry_->Get("w4")->job_id(), job.id());
 }
 
 TEST_F(JobManagerTest, JobWithoutCheckpointRestartsFromTheFirstStep) {
@@ -601,7 +635,7 @@ TEST_F(JobManagerTest, SecondDeadWorkerFailsTheJobOnceRestartsAreUsedUp) {
   EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
   EXPECT_EQ(failed.status().restarts(), 1);
   EXPECT_THAT(failed.status().message(), HasSubstr("worker w4 (rank 3)"));
-  EXPECT_EQ(registry_.IdleWorkers().size(), 3u);
+  EXPECT_EQ(registry_->IdleWorkers().size(), 3u);
 }
 
 TEST_F(JobManagerTest, RankFailingOnItsOwnFailsTheJobDespiteRestartsLeft) {
@@ -625,7 +659,7 @@ TEST_F(JobManagerTest, StoppingARunningJobStopsItsWorkersOnce) {
     EXPECT_TRUE(Next(w)->has_stop()) << w;
   EXPECT_EQ(manager_->Stop(job.id()).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(registry_.IdleWorkers().size(), 4u);
+  EXPECT_EQ(registry_->IdleWorkers().size(), 4u);
 }
 
 TEST_F(JobManagerTest, StoppingAPendingJobNeverStartsIt) {
@@ -634,7 +668,7 @@ TEST_F(JobManagerTest, StoppingAPendingJobNeverStartsIt) {
   AddWorkers(4);
   manager_->Tick();
   EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_STOPPED);
-  EXPECT_EQ(registry_.IdleWorkers().size(), 4u);
+  EXPECT_EQ(registry_->IdleWorkers().size(), 4u);
 }
 
 TEST_F(JobManagerTest, OnlyEndedJobsCanBeDeleted) {
@@ -709,32 +743,113 @@ TEST_F(JobManagerTest, OpenParallelismIsPlannedForTheWorkersItGets) {
   EXPECT_EQ(running.plan().width() * running.plan().depth(), 4);
 }
 
-TEST_F(JobManagerTest, RestartFailsJobsThatWereRunning) {
+TEST_F(JobManagerTest, RestartedCoordinatorTakesBackAJobWhoseRanksAllReturn) {
   Job job = StartRunningJob();
+  ReportStep(job, 0, 0);
   Job waiting = MustSubmit(Manifest("queued", 8));
-  JobManager restarted(store_.get(), &registry_, {});
-  ASSERT_TRUE(restarted.Recover().ok());
-  Job failed = *restarted.Get(job.id());
+  RestartCoordinator();
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(StateOf(waiting), chimera::v1::JOB_STATE_PENDING);
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_TRUE(RegisterAgainHolding(rank, job, rank,
+                                     chimera::v1::TASK_STATE_RUNNING));
+    EXPECT_EQ(registry_->Get(absl::StrCat("w", rank))->rank(), rank);
+  }
+  ReportStep(job, 1, 0);
+  EXPECT_EQ(manager_->Get(job.id())->status().completed_steps(), 2);
+  // Long after the readoption timeout it still runs, as the first attempt.
+  PassHeartbeatTimeout();
+  PassHeartbeatTimeout();
+  PassHeartbeatTimeout();
+  PassHeartbeatTimeout();
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(manager_->Get(job.id())->status().restarts(), 0);
+  for (int rank = 0; rank < 4; ++rank) {
+    ASSERT_TRUE(Report(absl::StrCat("w", rank), job, rank,
+                       chimera::v1::TASK_STATE_SUCCEEDED)
+                    .ok());
+  }
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_SUCCEEDED);
+}
+
+TEST_F(JobManagerTest, RestartedCoordinatorRefusesTasksItDoesNotWaitFor) {
+  Job job = StartRunningJob();
+  AddWorkers(1);
+  RestartCoordinator();
+  EXPECT_FALSE(RegisterAgainHolding(0, job, 0, chimera::v1::TASK_STATE_RUNNING,
+                                    /*attempt=*/2))
+      << "another attempt";
+  EXPECT_FALSE(RegisterAgainHolding(1, job, 4, chimera::v1::TASK_STATE_RUNNING))
+      << "a rank the job does not have";
+  EXPECT_TRUE(RegisterAgainHolding(2, job, 2, chimera::v1::TASK_STATE_RUNNING));
+  EXPECT_FALSE(RegisterAgainHolding(4, job, 2, chimera::v1::TASK_STATE_RUNNING))
+      << "a rank another worker holds";
+  Job other = job;
+  other.set_id("unknown-00000000");
+  EXPECT_FALSE(RegisterAgainHolding(3, other, 3, chimera::v1::TASK_STATE_RUNNING))
+      << "a job that is not running";
+  EXPECT_EQ(registry_->Get("w4")->state(), chimera::v1::WORKER_STATE_IDLE);
+}
+
+TEST_F(JobManagerTest, RankThatSucceededWhileTheCoordinatorWasAwayCounts) {
+  Job job = StartRunningJob();
+  RestartCoordinator();
+  EXPECT_FALSE(
+      RegisterAgainHolding(3, job, 3, chimera::v1::TASK_STATE_SUCCEEDED))
+      << "an ended task is not kept";
+  EXPECT_EQ(registry_->Get("w3")->state(), chimera::v1::WORKER_STATE_IDLE);
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_TRUE(RegisterAgainHolding(rank, job, rank,
+                                     chimera::v1::TASK_STATE_RUNNING));
+    ASSERT_TRUE(Report(absl::StrCat("w", rank), job, rank,
+                       chimera::v1::TASK_STATE_SUCCEEDED)
+                    .ok());
+  }
+  const Job done = *manager_->Get(job.id());
+  EXPECT_EQ(done.status().state(), chimera::v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(done.status().completed_steps(),
+            done.manifest().spec().training().max_steps())
+      << "steps whose reports were lost in the restart ran too";
+}
+
+TEST_F(JobManagerTest, RestartFailsAJobWhoseRanksDoNotComeBackNamingThem) {
+  Job job = StartRunningJob();
+  RestartCoordinator();
+  EXPECT_TRUE(RegisterAgainHolding(0, job, 0, chimera::v1::TASK_STATE_RUNNING));
+  EXPECT_TRUE(RegisterAgainHolding(1, job, 1, chimera::v1::TASK_STATE_RUNNING));
+  PassHeartbeatTimeout();
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING)
+      << "still within the readoption timeout";
+  for (int i = 0; i < 3; ++i) PassHeartbeatTimeout();  // 16 s after the restart
+  const Job failed = *manager_->Get(job.id());
   EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
-  EXPECT_THAT(failed.status().message(), HasSubstr("coordinator restarted"));
-  EXPECT_EQ(restarted.Get(waiting.id())->status().state(),
-            chimera::v1::JOB_STATE_PENDING);
+  EXPECT_THAT(failed.status().message(),
+              HasSubstr("the coordinator restarted and the workers of ranks 2, "
+                        "3 did not register again within 15s"));
+  std::optional<chimera::v1::Assignment> stop = Next("w0");
+  ASSERT_TRUE(stop.has_value());
+  EXPECT_TRUE(stop->has_stop());
+  EXPECT_EQ(registry_->Get("w0")->state(), chimera::v1::WORKER_STATE_IDLE);
 }
 
 TEST_F(JobManagerTest,
-       RestartRequeuesRunningJobsWithRestartsLeftFromTheirCheckpoint) {
+       RestartRequeuesAJobWithRestartsLeftFromItsCheckpointIfARankIsGone) {
   Job job = StartRunningJob(RestartableManifest(1));
   ReportStep(job, 0, 0);
   ReportStep(job, 1, 2);
-  JobManager restarted(store_.get(), &registry_, {});
-  ASSERT_TRUE(restarted.Recover().ok());
-  Job pending = *restarted.Get(job.id());
+  RestartCoordinator();
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_TRUE(RegisterAgainHolding(rank, job, rank,
+                                     chimera::v1::TASK_STATE_RUNNING));
+  }
+  for (int i = 0; i < 4; ++i) PassHeartbeatTimeout();  // 16 s after the restart
+  Job pending = *manager_->Get(job.id());
   EXPECT_EQ(pending.status().state(), chimera::v1::JOB_STATE_PENDING);
   EXPECT_EQ(pending.status().restarts(), 1);
   EXPECT_EQ(pending.status().completed_steps(), 2);
   EXPECT_THAT(pending.status().message(),
-              HasSubstr("the coordinator restarted while the job was running; "
-                        "restarting from "
+              HasSubstr("the coordinator restarted and the worker of rank 3 "
+                        "did not register again within 15s; restarting from "
                         "step 2 (restart 1 of 1)"));
 }
 
@@ -758,7 +873,7 @@ TEST_F(JobManagerTest, RestartedJobWithOpenParallelismIsPlannedAgain) {
 TEST_F(JobManagerTest, MissingRendezvousFailsTheJob) {
   JobManagerOptions options;
   options.rendezvous_timeout = absl::ZeroDuration();
-  JobManager impatient(store_.get(), &registry_, options,
+  JobManager impatient(store_.get(), registry_.get(), options,
                        [this] { return now_; });
   AddWorkers(2);
   absl::StatusOr<Job> job = impatient.Submit(Manifest("rdv", 2));

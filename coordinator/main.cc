@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "common/number_checks.h"
 #include "coordinator/coordinator_server.h"
+#include "net/open_file_limit.h"
 
 namespace {
 
@@ -165,6 +166,14 @@ sigset_t BlockTerminationSignals() {
 // open or that another coordinator holds).
 int Serve(const chimera::coordinator::CoordinatorOptions& options,
           const sigset_t& signals) {
+  // Every worker holds a connection: the usual soft limit would cap them.
+  if (absl::StatusOr<uint64_t> open_files = chimera::net::RaiseOpenFileLimit();
+      open_files.ok()) {
+    CHIMERA_LOG(INFO) << "up to " << *open_files
+                      << " open files (connections to workers and clients)";
+  } else {
+    CHIMERA_LOG(WARNING) << open_files.status();
+  }
   auto server = chimera::coordinator::CoordinatorServer::Start(options);
   if (!server.ok()) {
     std::cerr << "chimera-coordinator: " << server.status().message() << "\n";

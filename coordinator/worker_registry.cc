@@ -43,6 +43,7 @@ absl::StatusOr<std::optional<TaskRef>> WorkerRegistry::Register(
   worker.dead = false;
   worker.task.reset();
   worker.queue.clear();
+  worker.wakeup->SignalAll();  // The replaced incarnation's stream ends.
   return lost;
 }
 
@@ -86,6 +87,7 @@ std::vector<DeadWorker> WorkerRegistry::ReapDead() {
       dead.push_back({it->first, worker.task});
       worker.task.reset();
       worker.queue.clear();
+      worker.wakeup->SignalAll();  // Its stream ends.
     }
     ++it;
   }
@@ -162,7 +164,10 @@ absl::Status WorkerRegistry::Assign(const std::string& worker_id, const TaskRef&
         "worker '", worker_id, "' already runs job ", it->second.task->job_id));
   }
   it->second.task = task;
-  if (assignment) it->second.queue.push_back(*std::move(assignment));
+  if (assignment) {
+    it->second.queue.push_back(*std::move(assignment));
+    it->second.wakeup->Signal();
+  }
   return absl::OkStatus();
 }
 
@@ -172,6 +177,7 @@ void WorkerRegistry::Send(const std::string& worker_id,
   auto it = workers_.find(worker_id);
   if (it != workers_.end() && !it->second.dead) {
     it->second.queue.push_back(std::move(assignment));
+    it->second.wakeup->Signal();
   }
 }
 
@@ -181,22 +187,27 @@ void WorkerRegistry::Release(const std::string& worker_id) {
   if (it != workers_.end()) it->second.task.reset();
 }
 
+WorkerRegistry::Worker* WorkerRegistry::CurrentLocked(const std::string& worker_id,
+                                                      uint64_t incarnation) {
+  auto it = workers_.find(worker_id);
+  return it != workers_.end() && !it->second.dead &&
+                 it->second.registration.incarnation() == incarnation
+             ? &it->second
+             : nullptr;
+}
+
 absl::StatusOr<std::optional<chimera::v1::Assignment>> WorkerRegistry::NextAssignment(
     const std::string& worker_id, uint64_t incarnation, absl::Duration wait) {
   absl::MutexLock lock(&mutex_);
-  auto current = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    auto it = workers_.find(worker_id);
-    return it != workers_.end() && !it->second.dead &&
-                   it->second.registration.incarnation() == incarnation
-               ? &it->second
-               : nullptr;
-  };
-  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    Worker* worker = current();
-    return worker == nullptr || !worker->queue.empty();
-  };
-  mutex_.AwaitWithTimeout(absl::Condition(&ready), wait);
-  Worker* worker = current();
+  Worker* worker = CurrentLocked(worker_id, incarnation);
+  if (worker != nullptr && worker->queue.empty()) {
+    // A condition variable of its own rather than a condition on mutex_:
+    // with one stream waiting per worker, every unlock would evaluate them
+    // all (most of the coordinator's CPU with a few hundred workers).
+    const std::shared_ptr<absl::CondVar> wakeup = worker->wakeup;
+    wakeup->WaitWithTimeout(&mutex_, wait);
+    worker = CurrentLocked(worker_id, incarnation);
+  }
   if (worker == nullptr) {
     return absl::AbortedError(absl::StrCat("worker '", worker_id, "' incarnation ",
                                            incarnation, " is no longer registered"));

@@ -20,6 +20,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -115,12 +116,19 @@ class WorkerRegistry {
     bool dead = false;
     std::optional<TaskRef> task;
     std::deque<chimera::v1::Assignment> queue;
+    // Wakes this worker's stream (NextAssignment) alone: an assignment came,
+    // or its incarnation ended. Shared, so that a stream waiting on it
+    // outlives a worker that is forgotten meanwhile.
+    std::shared_ptr<absl::CondVar> wakeup = std::make_shared<absl::CondVar>();
     uint64_t sequence = 0;  // Registration order.
     // The incarnations this id had before, latest last (a few at most).
     std::deque<uint64_t> replaced;
   };
 
   chimera::v1::WorkerInfo InfoLocked(const Worker& worker) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The live worker `worker_id` if it is still `incarnation`; null if not.
+  Worker* CurrentLocked(const std::string& worker_id, uint64_t incarnation)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const HeartbeatPolicy policy_;

@@ -3,6 +3,7 @@
 #include "coordinator/worker_registry.h"
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -277,6 +278,39 @@ TEST_F(WorkerRegistryTest, AssignmentsArriveInTheOrderTheyWereQueued) {
       registry_.NextAssignment("w1", 11, kNoWait);
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_FALSE(none->has_value());
+}
+
+// A wait the wakeups below end at once; a stream nobody woke would return
+// only when it is over, with the same answer, so the tests check that it
+// returned well before.
+constexpr absl::Duration kLongWait = absl::Seconds(60);
+
+TEST_F(WorkerRegistryTest, AWaitingStreamWakesForItsAssignment) {
+  MustRegister(Registration("w1", 11));
+  MustRegister(Registration("w2", 12));
+  absl::StatusOr<std::optional<chimera::v1::Assignment>> next;
+  const absl::Time start = absl::Now();
+  std::thread stream([&] { next = registry_.NextAssignment("w1", 11, kLongWait); });
+  absl::SleepFor(absl::Milliseconds(50));  // Usually waiting by now.
+  registry_.Send("w2", Stop("someone else's"));
+  registry_.Send("w1", Stop("mine"));
+  stream.join();
+  EXPECT_LT(absl::Now() - start, kLongWait / 2) << "not woken";
+  ASSERT_TRUE(next.ok()) << next.status();
+  ASSERT_TRUE(next->has_value());
+  EXPECT_EQ((*next)->stop().job_id(), "mine");
+}
+
+TEST_F(WorkerRegistryTest, AWaitingStreamEndsWhenItsIncarnationIsReplaced) {
+  MustRegister(Registration("w1", 11));
+  absl::StatusOr<std::optional<chimera::v1::Assignment>> next;
+  const absl::Time start = absl::Now();
+  std::thread stream([&] { next = registry_.NextAssignment("w1", 11, kLongWait); });
+  absl::SleepFor(absl::Milliseconds(50));
+  MustRegister(Registration("w1", 22));
+  stream.join();
+  EXPECT_LT(absl::Now() - start, kLongWait / 2) << "not woken";
+  EXPECT_EQ(next.status().code(), absl::StatusCode::kAborted);
 }
 
 TEST_F(WorkerRegistryTest, AssigningWithoutAStartQueuesNothing) {

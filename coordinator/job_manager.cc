@@ -6,7 +6,6 @@
 #include <set>
 
 #include "absl/algorithm/container.h"
-
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "absl/random/random.h"
@@ -24,6 +25,17 @@ constexpr absl::Duration kStopGrace = absl::Seconds(10);
 constexpr absl::Duration kEventPoll = absl::Milliseconds(200);
 // The coordinator takes a held task's failure message up to this long.
 constexpr size_t kMaxHeldMessageLength = 4096;
+
+// `message` cut to kMaxHeldMessageLength bytes, never inside a UTF-8
+// character (a string field must hold valid UTF-8).
+std::string HeldMessage(const std::string& message) {
+  size_t end = std::min(message.size(), kMaxHeldMessageLength);
+  while (end > 0 && end < message.size() &&
+         (static_cast<unsigned char>(message[end]) & 0xC0) == 0x80) {
+    --end;
+  }
+  return message.substr(0, end);
+}
 
 absl::Status FromGrpc(const grpc::Status& status) {
   return status.ok()
@@ -85,7 +97,7 @@ class WorkerDaemon::Task {
     held.set_rank(start_.program().rank());
     absl::MutexLock lock(&mutex_);
     held.set_state(end_state_);
-    held.set_message(end_message_.substr(0, kMaxHeldMessageLength));
+    held.set_message(HeldMessage(end_message_));
     return held;
   }
 

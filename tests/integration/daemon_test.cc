@@ -39,12 +39,14 @@ bool Ended(const chimera::v1::Job& job) {
 
 class DaemonTest : public ::testing::Test {
  protected:
-  void StartCoordinator(const std::string& listen = "127.0.0.1:0") {
+  void StartCoordinator(const std::string& listen = "127.0.0.1:0",
+                        const std::vector<std::string>& more_flags = {}) {
+    std::vector<std::string> flags = {
+        "--db", dir_.path() + "/jobs.db", "--heartbeat-period",
+        kHeartbeatPeriod, "--heartbeat-failure-threshold", kFailureThreshold};
+    flags.insert(flags.end(), more_flags.begin(), more_flags.end());
     absl::StatusOr<CoordinatorProcess> coordinator = CoordinatorProcess::Start(
-        CHIMERA_COORDINATOR_BINARY,
-        {"--db", dir_.path() + "/jobs.db", "--heartbeat-period",
-         kHeartbeatPeriod, "--heartbeat-failure-threshold", kFailureThreshold},
-        listen);
+        CHIMERA_COORDINATOR_BINARY, flags, listen);
     ASSERT_TRUE(coordinator.ok()) << coordinator.status();
     coordinator_ = *std::move(coordinator);
     client::ConnectionOptions options;
@@ -402,6 +404,34 @@ TEST_F(DaemonTest, KilledCoordinatorsRunningJobGoesOnAsTheSameAttempt) {
   }
   ASSERT_TRUE(client_->Stop(job->id()).ok());
   EXPECT_TRUE(AwaitIdleWorkers(4));
+}
+
+TEST_F(DaemonTest, JobWhoseWorkerDiedWithTheCoordinatorFailsNamingItsRank) {
+  StartCoordinator();
+  StartWorkers(4);
+  absl::StatusOr<chimera::v1::Job> job = client_->Submit(ChimeraJob(100000));
+  ASSERT_TRUE(job.ok()) << job.status();
+  const chimera::v1::Job before = AwaitJob(job->id(), [](const auto& j) {
+    return j.status().completed_steps() >= 2 || Ended(j);
+  });
+  ASSERT_EQ(before.status().state(), chimera::v1::JOB_STATE_RUNNING)
+      << before.status().message();
+  // The coordinator and the worker of rank 1 go down together.
+  const std::string victim = WorkerOfRank(job->id(), 1);
+  ASSERT_FALSE(victim.empty());
+  const std::string address = coordinator_->address();
+  coordinator_->process().Signal(SIGKILL);
+  workers_[std::stoi(victim.substr(1))]->Signal(SIGKILL);
+  coordinator_->process().Wait(absl::Seconds(10));
+  StartCoordinator(address, {"--readopt-timeout", "5"});
+
+  const chimera::v1::Job failed =
+      AwaitState(job->id(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_THAT(failed.status().message(),
+              HasSubstr("the coordinator restarted and the worker of rank 1 "
+                        "did not register again within 5s"));
+  EXPECT_TRUE(AwaitIdleWorkers(3)) << "the others are told to stop";
 }
 
 TEST_F(DaemonTest, RestartedCoordinatorKeepsTheQueueAndWorkersRegisterAgain) {

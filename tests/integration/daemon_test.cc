@@ -123,6 +123,25 @@ class DaemonTest : public ::testing::Test {
     return "";
   }
 
+  // The example Chimera job, submitted with more steps than any test waits
+  // for, as it is once two of them are done (or it ended).
+  chimera::v1::Job LongJobPastItsSecondStep() {
+    absl::StatusOr<chimera::v1::Job> job = client_->Submit(ChimeraJob(100000));
+    EXPECT_TRUE(job.ok()) << job.status();
+    if (!job.ok()) return {};
+    return AwaitJob(job->id(), [](const auto& j) {
+      return j.status().completed_steps() >= 2 || Ended(j);
+    });
+  }
+
+  // kill -9 the coordinator; returns the address it served on.
+  std::string KillCoordinator() {
+    const std::string address = coordinator_->address();
+    coordinator_->process().Signal(SIGKILL);
+    coordinator_->process().Wait(absl::Seconds(10));
+    return address;
+  }
+
   // The example Chimera job (D = 4) with `steps` steps.
   chimera::v1::TrainJob ChimeraJob(int steps) {
     absl::StatusOr<chimera::v1::TrainJob> job = jobspec::LoadJobFile(
@@ -372,24 +391,17 @@ TEST_F(DaemonTest, StoppedJobIsStoppedWithinSecondsAndWorkersGoIdle) {
 TEST_F(DaemonTest, KilledCoordinatorsRunningJobGoesOnAsTheSameAttempt) {
   StartCoordinator();
   StartWorkers(4);
-  absl::StatusOr<chimera::v1::Job> job = client_->Submit(ChimeraJob(100000));
-  ASSERT_TRUE(job.ok()) << job.status();
-  const chimera::v1::Job before = AwaitJob(job->id(), [](const auto& j) {
-    return j.status().completed_steps() >= 2 || Ended(j);
-  });
+  const chimera::v1::Job before = LongJobPastItsSecondStep();
   ASSERT_EQ(before.status().state(), chimera::v1::JOB_STATE_RUNNING)
       << before.status().message();
   ASSERT_EQ(before.workers_size(), 4);
-  const std::string address = coordinator_->address();
-  coordinator_->process().Signal(SIGKILL);
-  coordinator_->process().Wait(absl::Seconds(10));
-  StartCoordinator(address);
+  StartCoordinator(KillCoordinator());
 
   // Steps are recorded again once every rank is back with the new
   // coordinator; the job was neither failed nor restarted.
   const int64_t steps_before = before.status().completed_steps();
   const chimera::v1::Job after = AwaitJob(
-      job->id(),
+      before.id(),
       [steps_before](const auto& j) {
         return j.status().completed_steps() > steps_before + 3 || Ended(j);
       },
@@ -399,34 +411,27 @@ TEST_F(DaemonTest, KilledCoordinatorsRunningJobGoesOnAsTheSameAttempt) {
   EXPECT_GT(after.status().completed_steps(), steps_before + 3);
   EXPECT_EQ(after.status().restarts(), 0);
   for (int rank = 0; rank < 4; ++rank) {
-    EXPECT_EQ(WorkerOfRank(job->id(), rank), before.workers(rank).worker_id())
+    EXPECT_EQ(WorkerOfRank(before.id(), rank), before.workers(rank).worker_id())
         << "rank " << rank << " kept its worker";
   }
-  ASSERT_TRUE(client_->Stop(job->id()).ok());
+  ASSERT_TRUE(client_->Stop(before.id()).ok());
   EXPECT_TRUE(AwaitIdleWorkers(4));
 }
 
 TEST_F(DaemonTest, JobWhoseWorkerDiedWithTheCoordinatorFailsNamingItsRank) {
   StartCoordinator();
   StartWorkers(4);
-  absl::StatusOr<chimera::v1::Job> job = client_->Submit(ChimeraJob(100000));
-  ASSERT_TRUE(job.ok()) << job.status();
-  const chimera::v1::Job before = AwaitJob(job->id(), [](const auto& j) {
-    return j.status().completed_steps() >= 2 || Ended(j);
-  });
+  const chimera::v1::Job before = LongJobPastItsSecondStep();
   ASSERT_EQ(before.status().state(), chimera::v1::JOB_STATE_RUNNING)
       << before.status().message();
   // The coordinator and the worker of rank 1 go down together.
-  const std::string victim = WorkerOfRank(job->id(), 1);
+  const std::string victim = WorkerOfRank(before.id(), 1);
   ASSERT_FALSE(victim.empty());
-  const std::string address = coordinator_->address();
-  coordinator_->process().Signal(SIGKILL);
   workers_[std::stoi(victim.substr(1))]->Signal(SIGKILL);
-  coordinator_->process().Wait(absl::Seconds(10));
-  StartCoordinator(address, {"--readopt-timeout", "5"});
+  StartCoordinator(KillCoordinator(), {"--readopt-timeout", "5"});
 
   const chimera::v1::Job failed =
-      AwaitState(job->id(), chimera::v1::JOB_STATE_FAILED);
+      AwaitState(before.id(), chimera::v1::JOB_STATE_FAILED);
   EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
   EXPECT_THAT(failed.status().message(),
               HasSubstr("the coordinator restarted and the worker of rank 1 "

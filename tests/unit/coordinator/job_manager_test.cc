@@ -96,13 +96,7 @@ class JobManagerTest : public ::testing::Test {
   // `state`; returns whether the coordinator keeps the task running.
   bool RegisterAgainHolding(int index, const Job& job, int rank,
                             chimera::v1::TaskState state, int attempt = 1) {
-    chimera::v1::RegisterWorkerRequest request;
-    request.set_worker_id(absl::StrCat("w", index));
-    request.set_incarnation(100 + index);
-    request.set_node("host");
-    request.set_host("host");
-    request.set_memory_bytes(int64_t{8} << 30);
-    request.add_devices()->set_kind("cpu");
+    const chimera::v1::RegisterWorkerRequest request = Registration(index);
     EXPECT_TRUE(registry_->Register(request).ok());
     chimera::v1::HeldTask task;
     task.set_job_id(job.id());
@@ -112,17 +106,23 @@ class JobManagerTest : public ::testing::Test {
     return manager_->Adopt(request.worker_id(), task);
   }
 
+  // Worker w<index>'s registration, offering the CPU.
+  static chimera::v1::RegisterWorkerRequest Registration(int index) {
+    chimera::v1::RegisterWorkerRequest request;
+    request.set_worker_id(absl::StrCat("w", index));
+    request.set_incarnation(100 + index);
+    request.set_node("host");
+    request.set_host("host");
+    request.set_memory_bytes(int64_t{8} << 30);
+    request.add_devices()->set_kind("cpu");
+    return request;
+  }
+
   // Workers w<next>, ... offering the CPU and, with `gpu`, the GPU whose
   // index is their number.
   void AddWorkers(int count, bool gpu = false) {
     for (int i = 0; i < count; ++i) {
-      chimera::v1::RegisterWorkerRequest request;
-      request.set_worker_id(absl::StrCat("w", next_worker_));
-      request.set_incarnation(100 + next_worker_);
-      request.set_node("host");
-      request.set_host("host");
-      request.set_memory_bytes(int64_t{8} << 30);
-      request.add_devices()->set_kind("cpu");
+      chimera::v1::RegisterWorkerRequest request = Registration(next_worker_);
       if (gpu) {
         chimera::v1::Device* device = request.add_devices();
         device->set_kind("gpu");

@@ -10,7 +10,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
                       std::string(status.message()));
 }
 
-grpc::Status CheckToken(const grpc::ServerContext& context, const std::string& expected) {
+grpc::Status CheckToken(const grpc::ServerContextBase& context, const std::string& expected) {
   if (expected.empty()) return grpc::Status::OK;
   const std::string wanted = "Bearer " + expected;
   const auto& metadata = context.client_metadata();

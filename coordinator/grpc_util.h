@@ -24,7 +24,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 // OK when `expected` is empty (no token configured) or the request carries
 // "authorization: Bearer <expected>"; UNAUTHENTICATED otherwise, without
 // saying which part was wrong.
-grpc::Status CheckToken(const grpc::ServerContext& context, const std::string& expected);
+grpc::Status CheckToken(const grpc::ServerContextBase& context, const std::string& expected);
 
 }  // namespace chimera::coordinator
 

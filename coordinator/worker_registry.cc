@@ -11,6 +11,17 @@ namespace {
 // Old incarnations kept per worker id to recognise a second live daemon.
 constexpr size_t kRememberedIncarnations = 8;
 
+absl::Status NoLongerRegistered(const std::string& worker_id, uint64_t incarnation) {
+  return absl::AbortedError(absl::StrCat("worker '", worker_id, "' incarnation ",
+                                         incarnation, " is no longer registered"));
+}
+
+void RingEach(const std::vector<std::shared_ptr<WorkerRegistry::Doorbell>>& doorbells) {
+  for (const auto& doorbell : doorbells) {
+    if (doorbell) doorbell->Ring();
+  }
+}
+
 }  // namespace
 
 WorkerRegistry::WorkerRegistry(HeartbeatPolicy policy, std::function<absl::Time()> now)
@@ -18,6 +29,16 @@ WorkerRegistry::WorkerRegistry(HeartbeatPolicy policy, std::function<absl::Time(
 
 absl::StatusOr<std::optional<TaskRef>> WorkerRegistry::Register(
     const chimera::v1::RegisterWorkerRequest& request) {
+  std::shared_ptr<Doorbell> replaced_stream;
+  absl::StatusOr<std::optional<TaskRef>> lost = Admit(request, replaced_stream);
+  // The replaced incarnation's stream ends.
+  if (replaced_stream) replaced_stream->Ring();
+  return lost;
+}
+
+absl::StatusOr<std::optional<TaskRef>> WorkerRegistry::Admit(
+    const chimera::v1::RegisterWorkerRequest& request,
+    std::shared_ptr<Doorbell>& replaced_stream) {
   absl::MutexLock lock(&mutex_);
   auto [it, inserted] = workers_.try_emplace(request.worker_id());
   Worker& worker = it->second;
@@ -43,7 +64,7 @@ absl::StatusOr<std::optional<TaskRef>> WorkerRegistry::Register(
   worker.dead = false;
   worker.task.reset();
   worker.queue.clear();
-  worker.wakeup->SignalAll();  // The replaced incarnation's stream ends.
+  replaced_stream = std::move(worker.doorbell);
   return lost;
 }
 
@@ -72,6 +93,14 @@ absl::Status WorkerRegistry::Heartbeat(const std::string& worker_id,
 }
 
 std::vector<DeadWorker> WorkerRegistry::ReapDead() {
+  std::vector<std::shared_ptr<Doorbell>> ended_streams;
+  std::vector<DeadWorker> dead = MarkDeadAndForget(ended_streams);
+  RingEach(ended_streams);
+  return dead;
+}
+
+std::vector<DeadWorker> WorkerRegistry::MarkDeadAndForget(
+    std::vector<std::shared_ptr<Doorbell>>& ended_streams) {
   absl::MutexLock lock(&mutex_);
   const absl::Time deadline = now_() - policy_.DeadAfter();
   const absl::Time forgotten = deadline - policy_.forget_dead_after;
@@ -79,6 +108,7 @@ std::vector<DeadWorker> WorkerRegistry::ReapDead() {
   for (auto it = workers_.begin(); it != workers_.end();) {
     Worker& worker = it->second;
     if (worker.dead && worker.last_heartbeat < forgotten) {
+      ended_streams.push_back(std::move(worker.doorbell));
       it = workers_.erase(it);
       continue;
     }
@@ -87,7 +117,7 @@ std::vector<DeadWorker> WorkerRegistry::ReapDead() {
       dead.push_back({it->first, worker.task});
       worker.task.reset();
       worker.queue.clear();
-      worker.wakeup->SignalAll();  // Its stream ends.
+      ended_streams.push_back(worker.doorbell);
     }
     ++it;
   }
@@ -153,32 +183,38 @@ absl::StatusOr<chimera::v1::WorkerInfo> WorkerRegistry::Get(
 
 absl::Status WorkerRegistry::Assign(const std::string& worker_id, const TaskRef& task,
                                     std::optional<chimera::v1::Assignment> assignment) {
-  absl::MutexLock lock(&mutex_);
-  auto it = workers_.find(worker_id);
-  if (it == workers_.end() || it->second.dead) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("worker '", worker_id, "' is not alive"));
-  }
-  if (it->second.task) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "worker '", worker_id, "' already runs job ", it->second.task->job_id));
-  }
-  it->second.task = task;
-  if (assignment) {
+  std::shared_ptr<Doorbell> stream;
+  {
+    absl::MutexLock lock(&mutex_);
+    auto it = workers_.find(worker_id);
+    if (it == workers_.end() || it->second.dead) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("worker '", worker_id, "' is not alive"));
+    }
+    if (it->second.task) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "worker '", worker_id, "' already runs job ", it->second.task->job_id));
+    }
+    it->second.task = task;
+    if (!assignment) return absl::OkStatus();
     it->second.queue.push_back(*std::move(assignment));
-    it->second.wakeup->Signal();
+    stream = it->second.doorbell;
   }
+  if (stream) stream->Ring();
   return absl::OkStatus();
 }
 
 void WorkerRegistry::Send(const std::string& worker_id,
                           chimera::v1::Assignment assignment) {
-  absl::MutexLock lock(&mutex_);
-  auto it = workers_.find(worker_id);
-  if (it != workers_.end() && !it->second.dead) {
+  std::shared_ptr<Doorbell> stream;
+  {
+    absl::MutexLock lock(&mutex_);
+    auto it = workers_.find(worker_id);
+    if (it == workers_.end() || it->second.dead) return;
     it->second.queue.push_back(std::move(assignment));
-    it->second.wakeup->Signal();
+    stream = it->second.doorbell;
   }
+  if (stream) stream->Ring();
 }
 
 void WorkerRegistry::Release(const std::string& worker_id) {
@@ -196,22 +232,37 @@ WorkerRegistry::Worker* WorkerRegistry::CurrentLocked(const std::string& worker_
              : nullptr;
 }
 
-absl::StatusOr<std::optional<chimera::v1::Assignment>> WorkerRegistry::NextAssignment(
-    const std::string& worker_id, uint64_t incarnation, absl::Duration wait) {
+absl::Status WorkerRegistry::Watch(const std::string& worker_id, uint64_t incarnation,
+                                   std::shared_ptr<Doorbell> doorbell) {
   absl::MutexLock lock(&mutex_);
   Worker* worker = CurrentLocked(worker_id, incarnation);
-  if (worker != nullptr && worker->queue.empty()) {
-    // A condition variable of its own rather than a condition on mutex_:
-    // with one stream waiting per worker, every unlock would evaluate them
-    // all (most of the coordinator's CPU with a few hundred workers).
-    const std::shared_ptr<absl::CondVar> wakeup = worker->wakeup;
-    wakeup->WaitWithTimeout(&mutex_, wait);
-    worker = CurrentLocked(worker_id, incarnation);
+  if (worker == nullptr) return NoLongerRegistered(worker_id, incarnation);
+  worker->doorbell = std::move(doorbell);
+  return absl::OkStatus();
+}
+
+void WorkerRegistry::Unwatch(const std::string& worker_id, const Doorbell* doorbell) {
+  absl::MutexLock lock(&mutex_);
+  auto it = workers_.find(worker_id);
+  if (it != workers_.end() && it->second.doorbell.get() == doorbell) {
+    it->second.doorbell.reset();
   }
-  if (worker == nullptr) {
-    return absl::AbortedError(absl::StrCat("worker '", worker_id, "' incarnation ",
-                                           incarnation, " is no longer registered"));
+}
+
+void WorkerRegistry::RingAll() {
+  std::vector<std::shared_ptr<Doorbell>> streams;
+  {
+    absl::MutexLock lock(&mutex_);
+    for (const auto& [id, worker] : workers_) streams.push_back(worker.doorbell);
   }
+  RingEach(streams);
+}
+
+absl::StatusOr<std::optional<chimera::v1::Assignment>> WorkerRegistry::TakeAssignment(
+    const std::string& worker_id, uint64_t incarnation) {
+  absl::MutexLock lock(&mutex_);
+  Worker* worker = CurrentLocked(worker_id, incarnation);
+  if (worker == nullptr) return NoLongerRegistered(worker_id, incarnation);
   if (worker->queue.empty()) return std::optional<chimera::v1::Assignment>();
   chimera::v1::Assignment next = std::move(worker->queue.front());
   worker->queue.pop_front();

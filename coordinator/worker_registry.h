@@ -103,11 +103,27 @@ class WorkerRegistry {
   // The worker has no task any more.
   void Release(const std::string& worker_id);
 
-  // Waits up to `wait` for the next assignment of this incarnation; nullopt
-  // when none came. ABORTED once the incarnation is replaced or dead: the
-  // stream must end.
-  absl::StatusOr<std::optional<chimera::v1::Assignment>> NextAssignment(
-      const std::string& worker_id, uint64_t incarnation, absl::Duration wait);
+  // What an assignment stream is told: rung whenever an assignment is
+  // queued for its incarnation, the incarnation ends, or RingAll asks, never
+  // under the registry's lock (Ring may call back into it).
+  class Doorbell {
+   public:
+    virtual ~Doorbell() = default;
+    virtual void Ring() = 0;
+  };
+  // The doorbell of this incarnation's stream, replacing any earlier one;
+  // ABORTED when the incarnation is replaced or dead.
+  absl::Status Watch(const std::string& worker_id, uint64_t incarnation,
+                     std::shared_ptr<Doorbell> doorbell);
+  // Forgets `doorbell` if it is still the worker's.
+  void Unwatch(const std::string& worker_id, const Doorbell* doorbell);
+  // Rings every doorbell (the coordinator is shutting down).
+  void RingAll();
+
+  // The next assignment of this incarnation, nullopt when none is queued.
+  // ABORTED once the incarnation is replaced or dead: the stream must end.
+  absl::StatusOr<std::optional<chimera::v1::Assignment>> TakeAssignment(
+      const std::string& worker_id, uint64_t incarnation);
 
  private:
   struct Worker {
@@ -116,10 +132,8 @@ class WorkerRegistry {
     bool dead = false;
     std::optional<TaskRef> task;
     std::deque<chimera::v1::Assignment> queue;
-    // Wakes this worker's stream (NextAssignment) alone: an assignment came,
-    // or its incarnation ended. Shared, so that a stream waiting on it
-    // outlives a worker that is forgotten meanwhile.
-    std::shared_ptr<absl::CondVar> wakeup = std::make_shared<absl::CondVar>();
+    // Its stream's, while one watches.
+    std::shared_ptr<Doorbell> doorbell;
     uint64_t sequence = 0;  // Registration order.
     // The incarnations this id had before, latest last (a few at most).
     std::deque<uint64_t> replaced;
@@ -127,6 +141,13 @@ class WorkerRegistry {
 
   chimera::v1::WorkerInfo InfoLocked(const Worker& worker) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The work of Register and ReapDead, under the lock; they ring the
+  // doorbells of the streams it ends once it is released.
+  absl::StatusOr<std::optional<TaskRef>> Admit(
+      const chimera::v1::RegisterWorkerRequest& request,
+      std::shared_ptr<Doorbell>& replaced_stream) ABSL_LOCKS_EXCLUDED(mutex_);
+  std::vector<DeadWorker> MarkDeadAndForget(
+      std::vector<std::shared_ptr<Doorbell>>& ended_streams) ABSL_LOCKS_EXCLUDED(mutex_);
   // The live worker `worker_id` if it is still `incarnation`; null if not.
   Worker* CurrentLocked(const std::string& worker_id, uint64_t incarnation)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

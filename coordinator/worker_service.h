@@ -14,10 +14,16 @@
 
 namespace chimera::coordinator {
 
-class WorkerServiceImpl final : public chimera::v1::WorkerService::Service {
+// WatchAssignments is a callback stream: it holds no thread while it waits
+// (a coordinator has one per worker), and is woken by the registry's
+// doorbell when there is something to send.
+class WorkerServiceImpl final
+    : public chimera::v1::WorkerService::WithCallbackMethod_WatchAssignments<
+          chimera::v1::WorkerService::Service> {
  public:
   // `worker_token` empty: no authentication (loopback deployments). Streams
-  // end once `stopping` is notified, so the server can shut down promptly.
+  // end once `stopping` is notified and the registry rings them all, so the
+  // server can shut down promptly.
   WorkerServiceImpl(JobManager* jobs, WorkerRegistry* workers, std::string worker_token,
                     const absl::Notification* stopping);
 
@@ -33,9 +39,9 @@ class WorkerServiceImpl final : public chimera::v1::WorkerService::Service {
   grpc::Status ReportTaskState(grpc::ServerContext* context,
                                const chimera::v1::ReportTaskStateRequest* request,
                                chimera::v1::ReportTaskStateResponse* response) override;
-  grpc::Status WatchAssignments(grpc::ServerContext* context,
-                                const chimera::v1::WatchAssignmentsRequest* request,
-                                grpc::ServerWriter<chimera::v1::Assignment>* writer) override;
+  grpc::ServerWriteReactor<chimera::v1::Assignment>* WatchAssignments(
+      grpc::CallbackServerContext* context,
+      const chimera::v1::WatchAssignmentsRequest* request) override;
 
  private:
   JobManager* const jobs_;

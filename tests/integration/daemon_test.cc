@@ -428,14 +428,14 @@ TEST_F(DaemonTest, JobWhoseWorkerDiedWithTheCoordinatorFailsNamingItsRank) {
   const std::string victim = WorkerOfRank(before.id(), 1);
   ASSERT_FALSE(victim.empty());
   workers_[std::stoi(victim.substr(1))]->Signal(SIGKILL);
-  StartCoordinator(KillCoordinator(), {"--readopt-timeout", "5"});
+  StartCoordinator(KillCoordinator(), {"--readopt-timeout", "8"});
 
   const chimera::v1::Job failed =
       AwaitState(before.id(), chimera::v1::JOB_STATE_FAILED);
   EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
   EXPECT_THAT(failed.status().message(),
               HasSubstr("the coordinator restarted and the worker of rank 1 "
-                        "did not register again within 5s"));
+                        "did not register again within 8s"));
   EXPECT_TRUE(AwaitIdleWorkers(3)) << "the others are told to stop";
 }
 

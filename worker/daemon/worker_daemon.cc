@@ -185,7 +185,14 @@ class WorkerDaemon::Task {
     chimera::v1::ReportMetricsResponse response;
     const absl::Status status = FromGrpc(daemon_->stub_->ReportMetrics(
         daemon_->Context().get(), report, &response));
-    if (!status.ok()) CHIMERA_LOG(WARNING) << "reporting metrics: " << status;
+    // Once per outage, not once per step while the coordinator is away.
+    if (!status.ok() && metrics_reached_coordinator_) {
+      CHIMERA_LOG(WARNING) << "reporting metrics: " << status
+                           << "; training goes on, and so do the attempts";
+    } else if (status.ok() && !metrics_reached_coordinator_) {
+      CHIMERA_LOG(INFO) << "reporting metrics again";
+    }
+    metrics_reached_coordinator_ = status.ok();
     record_timeline_ = status.ok() && response.record_timeline();
   }
 
@@ -198,9 +205,10 @@ class WorkerDaemon::Task {
   chimera::v1::TaskState end_state_ ABSL_GUARDED_BY(mutex_) =
       chimera::v1::TASK_STATE_RUNNING;
   std::string end_message_ ABSL_GUARDED_BY(mutex_);
-  // What the coordinator said in its last answer to ReportMetrics; only the
-  // relay thread uses it.
+  // What the coordinator said in its last answer to ReportMetrics, and
+  // whether the last report reached it; only the relay thread uses them.
   bool record_timeline_ = false;
+  bool metrics_reached_coordinator_ = true;
   std::thread relay_;
 };
 
@@ -213,8 +221,14 @@ WorkerDaemon::WorkerDaemon(
       metrics_(std::make_shared<DaemonMetrics>(
           options_.worker_id,
           options_.node.empty() ? resources_.node : options_.node)) {
+  // gRPC backs off up to two minutes between attempts to reach a server
+  // that went away; a restarted coordinator waits for its workers
+  // (--readopt-timeout), so they try again every second.
+  grpc::ChannelArguments arguments;
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+                   static_cast<int>(absl::ToInt64Milliseconds(kReconnectDelay)));
   stub_ = chimera::v1::WorkerService::NewStub(
-      grpc::CreateChannel(options_.coordinator, credentials));
+      grpc::CreateCustomChannel(options_.coordinator, credentials, arguments));
 }
 
 WorkerDaemon::~WorkerDaemon() {

@@ -20,8 +20,6 @@ using chimera::v1::Job;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr absl::Duration kNoWait = absl::ZeroDuration();
-
 chimera::v1::TrainJob Manifest(const std::string& name, int workers,
                                bool fixed = true) {
   chimera::v1::TrainJob job;
@@ -136,7 +134,7 @@ class JobManagerTest : public ::testing::Test {
   std::optional<chimera::v1::Assignment> Next(const std::string& worker) {
     auto incarnation = registry_->Get(worker)->incarnation();
     absl::StatusOr<std::optional<chimera::v1::Assignment>> next =
-        registry_->NextAssignment(worker, incarnation, kNoWait);
+        registry_->TakeAssignment(worker, incarnation);
     EXPECT_TRUE(next.ok()) << next.status();
     return next.ok() ? *next : std::nullopt;
   }

@@ -3,7 +3,6 @@
 #include "coordinator/worker_registry.h"
 
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -14,8 +13,6 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-constexpr absl::Duration kNoWait = absl::ZeroDuration();
 
 class WorkerRegistryTest : public ::testing::Test {
  protected:
@@ -126,7 +123,7 @@ TEST_F(WorkerRegistryTest, StaleIncarnationIsRejected) {
   EXPECT_EQ(stale.code(), absl::StatusCode::kAborted);
   EXPECT_THAT(stale.message(), HasSubstr("was replaced"));
   EXPECT_EQ(registry_.Heartbeat("w1", 11).code(), absl::StatusCode::kAborted);
-  EXPECT_EQ(registry_.NextAssignment("w1", 11, kNoWait).status().code(),
+  EXPECT_EQ(registry_.TakeAssignment("w1", 11).status().code(),
             absl::StatusCode::kAborted);
   EXPECT_EQ(registry_.Get("w1")->incarnation(), 22u);
 }
@@ -141,7 +138,7 @@ TEST_F(WorkerRegistryTest, NewIncarnationReturnsTheLostTaskAndStartsIdle) {
   EXPECT_EQ(lost->rank, 3);
   EXPECT_EQ(StateOf("w1"), chimera::v1::WORKER_STATE_IDLE);
   absl::StatusOr<std::optional<chimera::v1::Assignment>> next =
-      registry_.NextAssignment("w1", 22, kNoWait);
+      registry_.TakeAssignment("w1", 22);
   ASSERT_TRUE(next.ok()) << next.status();
   EXPECT_FALSE(next->has_value()) << "the old incarnation's queue is dropped";
 }
@@ -206,7 +203,7 @@ TEST_F(WorkerRegistryTest, DeadWorkerMustRegisterAgain) {
   const absl::Status status = registry_.Heartbeat("w1", 11);
   EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
   EXPECT_THAT(status.message(), HasSubstr("declared dead"));
-  EXPECT_EQ(registry_.NextAssignment("w1", 11, kNoWait).status().code(),
+  EXPECT_EQ(registry_.TakeAssignment("w1", 11).status().code(),
             absl::StatusCode::kAborted);
   EXPECT_EQ(registry_.Assign("w1", {"job", 1, 0}, std::nullopt).code(),
             absl::StatusCode::kFailedPrecondition);
@@ -269,48 +266,64 @@ TEST_F(WorkerRegistryTest, AssignmentsArriveInTheOrderTheyWereQueued) {
   EXPECT_EQ(registry_.Get("w1")->job_id(), "job") << "Send keeps the task";
   for (const char* expected : {"first", "second"}) {
     absl::StatusOr<std::optional<chimera::v1::Assignment>> next =
-        registry_.NextAssignment("w1", 11, kNoWait);
+        registry_.TakeAssignment("w1", 11);
     ASSERT_TRUE(next.ok()) << next.status();
     ASSERT_TRUE(next->has_value());
     EXPECT_EQ((*next)->stop().job_id(), expected);
   }
   absl::StatusOr<std::optional<chimera::v1::Assignment>> none =
-      registry_.NextAssignment("w1", 11, kNoWait);
+      registry_.TakeAssignment("w1", 11);
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_FALSE(none->has_value());
 }
 
-// A wait the wakeups below end at once; a stream nobody woke would return
-// only when it is over, with the same answer, so the tests check that it
-// returned well before.
-constexpr absl::Duration kLongWait = absl::Seconds(60);
+// Counts how often the registry rang it.
+class CountingDoorbell final : public WorkerRegistry::Doorbell {
+ public:
+  void Ring() override { ++rings; }
+  int rings = 0;
+};
 
-TEST_F(WorkerRegistryTest, AWaitingStreamWakesForItsAssignment) {
+TEST_F(WorkerRegistryTest, AStreamsDoorbellRingsForItsWorkersAssignmentsOnly) {
   MustRegister(Registration("w1", 11));
   MustRegister(Registration("w2", 12));
-  absl::StatusOr<std::optional<chimera::v1::Assignment>> next;
-  const absl::Time start = absl::Now();
-  std::thread stream([&] { next = registry_.NextAssignment("w1", 11, kLongWait); });
-  absl::SleepFor(absl::Milliseconds(50));  // Usually waiting by now.
+  auto doorbell = std::make_shared<CountingDoorbell>();
+  ASSERT_TRUE(registry_.Watch("w1", 11, doorbell).ok());
   registry_.Send("w2", Stop("someone else's"));
+  ASSERT_TRUE(registry_.Assign("w1", {"job", 1, 0}, std::nullopt).ok());
+  EXPECT_EQ(doorbell->rings, 0) << "nothing to send yet";
   registry_.Send("w1", Stop("mine"));
-  stream.join();
-  EXPECT_LT(absl::Now() - start, kLongWait / 2) << "not woken";
-  ASSERT_TRUE(next.ok()) << next.status();
-  ASSERT_TRUE(next->has_value());
-  EXPECT_EQ((*next)->stop().job_id(), "mine");
+  EXPECT_EQ(doorbell->rings, 1);
+  EXPECT_EQ((*registry_.TakeAssignment("w1", 11))->stop().job_id(), "mine");
+
+  registry_.Unwatch("w1", doorbell.get());
+  registry_.Send("w1", Stop("unwatched"));
+  EXPECT_EQ(doorbell->rings, 1) << "a stream that ended is not rung";
 }
 
-TEST_F(WorkerRegistryTest, AWaitingStreamEndsWhenItsIncarnationIsReplaced) {
+TEST_F(WorkerRegistryTest, AStreamsDoorbellRingsWhenItsIncarnationEnds) {
   MustRegister(Registration("w1", 11));
-  absl::StatusOr<std::optional<chimera::v1::Assignment>> next;
-  const absl::Time start = absl::Now();
-  std::thread stream([&] { next = registry_.NextAssignment("w1", 11, kLongWait); });
-  absl::SleepFor(absl::Milliseconds(50));
+  MustRegister(Registration("w2", 12));
+  auto replaced = std::make_shared<CountingDoorbell>();
+  auto dying = std::make_shared<CountingDoorbell>();
+  ASSERT_TRUE(registry_.Watch("w1", 11, replaced).ok());
+  ASSERT_TRUE(registry_.Watch("w2", 12, dying).ok());
   MustRegister(Registration("w1", 22));
-  stream.join();
-  EXPECT_LT(absl::Now() - start, kLongWait / 2) << "not woken";
-  EXPECT_EQ(next.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(replaced->rings, 1);
+  EXPECT_EQ(registry_.TakeAssignment("w1", 11).status().code(), absl::StatusCode::kAborted);
+
+  now_ += absl::Seconds(4);
+  ASSERT_TRUE(registry_.Heartbeat("w1", 22).ok());
+  registry_.ReapDead();
+  EXPECT_EQ(dying->rings, 1);
+  EXPECT_EQ(registry_.TakeAssignment("w2", 12).status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(registry_.Watch("w2", 12, dying).code(), absl::StatusCode::kAborted)
+      << "a dead incarnation cannot watch again";
+
+  auto current = std::make_shared<CountingDoorbell>();
+  ASSERT_TRUE(registry_.Watch("w1", 22, current).ok());
+  registry_.RingAll();
+  EXPECT_EQ(current->rings, 1) << "as the coordinator stops";
 }
 
 TEST_F(WorkerRegistryTest, AssigningWithoutAStartQueuesNothing) {
@@ -318,7 +331,7 @@ TEST_F(WorkerRegistryTest, AssigningWithoutAStartQueuesNothing) {
   ASSERT_TRUE(registry_.Assign("w1", {"job", 1, 1}, std::nullopt).ok());
   EXPECT_EQ(StateOf("w1"), chimera::v1::WORKER_STATE_BUSY);
   absl::StatusOr<std::optional<chimera::v1::Assignment>> next =
-      registry_.NextAssignment("w1", 11, kNoWait);
+      registry_.TakeAssignment("w1", 11);
   ASSERT_TRUE(next.ok()) << next.status();
   EXPECT_FALSE(next->has_value());
 }

@@ -14,9 +14,8 @@
 
 namespace chimera::coordinator {
 
-// WatchAssignments is a callback stream: it holds no thread while it waits
-// (a coordinator has one per worker), and is woken by the registry's
-// doorbell when there is something to send.
+// WatchAssignments is a callback stream (assignment_stream.h): it holds no
+// thread while it waits, and a coordinator has one per worker.
 class WorkerServiceImpl final
     : public chimera::v1::WorkerService::WithCallbackMethod_WatchAssignments<
           chimera::v1::WorkerService::Service> {

@@ -9,7 +9,11 @@
 // `chimera status` (GetJob). Workers declared dead would mean the
 // coordinator fell behind.
 //
-//   coordinator_scale_benchmark [--workers 250,500,1000,2000] [--seconds 20]
+// With --followers, that many users also follow the queued job (`chimera
+// submit` does), each with a WatchJob stream over its own connection.
+//
+//   coordinator_scale_benchmark [--workers 250,500,1000,2000] [--followers 0]
+//                               [--seconds 20]
 //
 // A benchmark: it prints a markdown table (docs/operations.md), never passes
 // or fails on time, and exits 1 only when it cannot set a run up.
@@ -31,6 +35,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "bench/open_streams.h"
 #include "chimera/v1/service.grpc.pb.h"
 #include "client/coordinator_client.h"
 #include "common/status_macros.h"
@@ -113,17 +118,22 @@ ProcessUsage UsageOf(pid_t pid) {
   return usage;
 }
 
-// One simulated worker: its own channel and its assignment stream, read
-// through the shared completion queue.
+// A stub over a connection of its own, as a client on its own host has:
+// channels whose arguments differ share no connection.
+template <typename Service>
+std::unique_ptr<typename Service::Stub> OwnConnection(const std::string& address, int i) {
+  grpc::ChannelArguments arguments;
+  arguments.SetInt("chimera.bench_client", i);
+  return Service::NewStub(
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments));
+}
+
+// One simulated worker: its own connection; its assignment stream is read
+// with every other's (OpenStreams).
 struct SimulatedWorker {
   std::string id;
   uint64_t incarnation = 0;
   std::unique_ptr<chimera::v1::WorkerService::Stub> stub;
-  grpc::ClientContext stream_context;
-  std::unique_ptr<grpc::ClientAsyncReader<chimera::v1::Assignment>> stream;
-  chimera::v1::Assignment received;
-  grpc::Status stream_status;
-  bool finishing = false;
 };
 
 // N simulated workers registered with the coordinator at `address`, each
@@ -138,15 +148,9 @@ class SimulatedWorkers {
       auto worker = std::make_unique<SimulatedWorker>();
       worker->id = absl::StrCat("sim-", i);
       worker->incarnation = absl::Uniform<uint64_t>(random, 1, UINT64_MAX);
-      // A connection of its own, as a worker on its own host has: channels
-      // whose arguments differ share no connection.
-      grpc::ChannelArguments arguments;
-      arguments.SetInt("chimera.simulated_worker", i);
-      worker->stub = chimera::v1::WorkerService::NewStub(grpc::CreateCustomChannel(
-          address, grpc::InsecureChannelCredentials(), arguments));
+      worker->stub = OwnConnection<chimera::v1::WorkerService>(address, i);
       workers->workers_.push_back(std::move(worker));
     }
-    workers->reader_ = std::thread([raw = workers.get()] { raw->ReadStreams(); });
     for (int t = 0; t < kSenderThreads; ++t) {
       workers->senders_.emplace_back([raw = workers.get(), t] { raw->Send(t); });
     }
@@ -157,13 +161,6 @@ class SimulatedWorkers {
   ~SimulatedWorkers() {
     stop_ = true;
     for (std::thread& sender : senders_) sender.join();
-    for (auto& worker : workers_) worker->stream_context.TryCancel();
-    reader_.join();
-    queue_.Shutdown();
-    void* tag;
-    bool ok;
-    while (queue_.Next(&tag, &ok)) {
-    }
   }
 
   Latencies& heartbeat_latencies() { return heartbeats_; }
@@ -199,7 +196,12 @@ class SimulatedWorkers {
       return false;
     }
     ++registered_;
-    OpenStream(worker);
+    chimera::v1::WatchAssignmentsRequest request;
+    request.set_worker_id(worker.id);
+    request.set_incarnation(worker.incarnation);
+    streams_.Open([&](grpc::ClientContext* context, grpc::CompletionQueue* queue) {
+      return worker.stub->PrepareAsyncWatchAssignments(context, request, queue);
+    });
     return true;
   }
 
@@ -225,16 +227,6 @@ class SimulatedWorkers {
     return worker.stub->RegisterWorker(Deadlined().get(), request, &response);
   }
 
-  void OpenStream(SimulatedWorker& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    chimera::v1::WatchAssignmentsRequest request;
-    request.set_worker_id(worker.id);
-    request.set_incarnation(worker.incarnation);
-    worker.stream = worker.stub->PrepareAsyncWatchAssignments(
-        &worker.stream_context, request, &queue_);
-    worker.stream->StartCall(&worker);
-    ++opened_;
-  }
-
   void Heartbeat(const SimulatedWorker& worker) {
     chimera::v1::HeartbeatRequest beat;
     beat.set_worker_id(worker.id);
@@ -246,53 +238,60 @@ class SimulatedWorkers {
     }
   }
 
-  // Keeps a read pending on every open stream until, once the senders have
-  // stopped, each has ended.
-  void ReadStreams() {
-    size_t ended = 0;
-    while (true) {
-      {
-        absl::MutexLock lock(&mutex_);
-        if (stop_ && ended == opened_) return;
-      }
-      void* tag;
-      bool ok;
-      const auto next = queue_.AsyncNext(
-          &tag, &ok, absl::ToChronoTime(absl::Now() + absl::Milliseconds(100)));
-      if (next != grpc::CompletionQueue::GOT_EVENT) continue;
-      auto* worker = static_cast<SimulatedWorker*>(tag);
-      if (worker->finishing) {
-        ++ended;
-      } else if (ok) {
-        worker->stream->Read(&worker->received, worker);
-      } else {
-        worker->finishing = true;
-        worker->stream->Finish(&worker->stream_status, worker);
-      }
-    }
-  }
-
   const absl::Duration period_;
   std::vector<std::unique_ptr<SimulatedWorker>> workers_;
-  grpc::CompletionQueue queue_;
-  std::thread reader_;
+  // After workers_: destroyed first, it ends the streams.
+  OpenStreams<chimera::v1::Assignment> streams_;
   std::vector<std::thread> senders_;
   std::atomic<bool> stop_{false};
   absl::Mutex mutex_;
   size_t registered_ ABSL_GUARDED_BY(mutex_) = 0;
-  size_t opened_ ABSL_GUARDED_BY(mutex_) = 0;
   absl::Status failure_ ABSL_GUARDED_BY(mutex_);
   Latencies heartbeats_;
 };
 
+// Users following the queued job as `chimera submit` does (a WatchJob
+// stream each, over a connection of its own), every one answered.
+class Followers {
+ public:
+  static absl::StatusOr<std::unique_ptr<Followers>> Start(const std::string& address,
+                                                         const std::string& job_id,
+                                                         int count) {
+    auto followers = std::make_unique<Followers>();
+    chimera::v1::WatchJobRequest request;
+    request.set_job_id(job_id);
+    for (int i = 0; i < count; ++i) {
+      chimera::v1::JobService::Stub& stub = *followers->stubs_.emplace_back(
+          OwnConnection<chimera::v1::JobService>(address, -1 - i));
+      followers->streams_.Open([&](grpc::ClientContext* context, grpc::CompletionQueue* queue) {
+        return stub.PrepareAsyncWatchJob(context, request, queue);
+      });
+    }
+    const int answered = followers->streams_.AwaitAnswered(count, kStartDeadline);
+    if (answered < count) {
+      return absl::UnavailableError(absl::StrCat(
+          "only ", answered, " of ", count, " followers had the job's status within ",
+          absl::FormatDuration(kStartDeadline)));
+    }
+    return followers;
+  }
+
+ private:
+  std::vector<std::unique_ptr<chimera::v1::JobService::Stub>> stubs_;
+  // After stubs_: destroyed first, it ends the streams.
+  OpenStreams<chimera::v1::JobEvent> streams_;
+};
+
 struct Flags {
   std::vector<int> workers = {250, 500, 1000, 2000};
+  int followers = 0;
   double seconds = 20;
   double heartbeat_period = 1;
 };
 
 struct Row {
   int workers = 0;
+  int followers = 0;
   double cpu_percent = 0;
   ProcessUsage usage;
   std::vector<absl::Duration> heartbeats, list_workers, get_job;
@@ -374,9 +373,12 @@ absl::StatusOr<Row> Measure(int count, const Flags& flags) {
   std::unique_ptr<SimulatedWorkers> workers = *std::move(started);
   ASSIGN_OR_RETURN(chimera::v1::TrainJob manifest, WaitingJob(count));
   ASSIGN_OR_RETURN(chimera::v1::Job job, client.Submit(manifest));
+  ASSIGN_OR_RETURN(std::unique_ptr<Followers> followers,
+                   Followers::Start(coordinator.address, job.id(), flags.followers));
 
   Row row;
   row.workers = count;
+  row.followers = flags.followers;
   // One heartbeat round to settle, then the measured window.
   absl::SleepFor(period);
   workers->heartbeat_latencies().Take();
@@ -401,6 +403,7 @@ absl::StatusOr<Row> Measure(int count, const Flags& flags) {
   for (const auto& worker : listed) {
     row.dead += worker.state() == chimera::v1::WORKER_STATE_DEAD;
   }
+  followers.reset();
   workers.reset();
   coordinator.process->Signal(SIGTERM);
   coordinator.process->Wait(absl::Seconds(15));
@@ -409,8 +412,8 @@ absl::StatusOr<Row> Measure(int count, const Flags& flags) {
 
 void PrintRow(const Row& row) {
   std::printf(
-      "| %d | %.1f | %d | %.0f | %.2f / %.2f | %.1f / %.1f | %.2f / %.2f | %d |\n",
-      row.workers, row.cpu_percent,
+      "| %d | %d | %.1f | %d | %.0f | %.2f / %.2f | %.1f / %.1f | %.2f / %.2f | %d |\n",
+      row.workers, row.followers, row.cpu_percent,
       row.usage.threads, row.usage.resident_mib,
       QuantileMs(row.heartbeats, 0.5), QuantileMs(row.heartbeats, 0.99),
       QuantileMs(row.list_workers, 0.5), QuantileMs(row.list_workers, 0.99),
@@ -427,13 +430,13 @@ int Run(const Flags& flags) {
   }
   std::printf(
       "Coordinator holding N workers (heartbeat every %g s, one assignment "
-      "stream each, one job queued), measured over %g s; latencies p50 / p99 "
-      "in ms\n\n",
+      "stream each, one job queued, followed by the users shown), measured "
+      "over %g s; latencies p50 / p99 in ms\n\n",
       flags.heartbeat_period, flags.seconds);
   std::printf(
-      "| workers | coordinator CPU %% of a core | threads | RSS MiB | heartbeat "
-      "| ListWorkers | GetJob | declared dead |\n"
-      "|---|---|---|---|---|---|---|---|\n");
+      "| workers | followers | coordinator CPU %% of a core | threads | RSS MiB "
+      "| heartbeat | ListWorkers | GetJob | declared dead |\n"
+      "|---|---|---|---|---|---|---|---|---|\n");
   for (int count : flags.workers) {
     absl::StatusOr<Row> row = Measure(count, flags);
     if (!row.ok()) {
@@ -456,6 +459,10 @@ int main(int argc, char** argv) {
   app.add_option("--workers", flags.workers, "Worker counts to measure")
       ->delimiter(',')
       ->check(CLI::Range(1, 100000));
+  app.add_option("--followers", flags.followers,
+                 "Users following the queued job (a WatchJob stream each)")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
   app.add_option("--seconds", flags.seconds, "Measured window per count")
       ->check(CLI::Range(1.0, 3600.0))
       ->capture_default_str();

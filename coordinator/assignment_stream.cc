@@ -6,6 +6,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "coordinator/doorbell.h"
 #include "coordinator/grpc_util.h"
 
 namespace chimera::coordinator {
@@ -21,7 +22,7 @@ class AssignmentStream final : public grpc::ServerWriteReactor<chimera::v1::Assi
         stopping_(stopping),
         worker_id_(request.worker_id()),
         incarnation_(request.incarnation()),
-        doorbell_(std::make_shared<Doorbell>(this)) {
+        doorbell_(std::make_shared<Doorbell>([this] { Pump(); })) {
     if (!refused.ok()) {
       absl::MutexLock lock(&mutex_);
       FinishLocked(refused);
@@ -60,25 +61,6 @@ class AssignmentStream final : public grpc::ServerWriteReactor<chimera::v1::Assi
   }
 
  private:
-  // Rung by the registry; outlives the stream, which it stops calling once
-  // the stream is done.
-  class Doorbell final : public WorkerRegistry::Doorbell {
-   public:
-    explicit Doorbell(AssignmentStream* stream) : stream_(stream) {}
-    void Ring() override {
-      absl::MutexLock lock(&mutex_);
-      if (stream_ != nullptr) stream_->Pump();
-    }
-    void Detach() {
-      absl::MutexLock lock(&mutex_);
-      stream_ = nullptr;
-    }
-
-   private:
-    absl::Mutex mutex_;
-    AssignmentStream* stream_ ABSL_GUARDED_BY(mutex_);
-  };
-
   // Starts writing the next queued assignment, unless a write is under way;
   // finishes the stream once its incarnation or the coordinator is gone.
   void Pump() {

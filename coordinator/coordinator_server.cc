@@ -90,8 +90,10 @@ void CoordinatorServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   stopping_.Notify();
-  // Assignment streams wait for their doorbell: rung, they see the stop.
+  // Streams and TraceJob calls wait for their doorbell or a job change:
+  // woken, they see the stop.
   if (registry_ != nullptr) registry_->RingAll();
+  if (jobs_ != nullptr) jobs_->WakeWaiters();
   if (loop_.joinable()) loop_.join();
   // Null when Start failed before the server was built.
   if (server_ == nullptr) return;

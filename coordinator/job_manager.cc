@@ -335,9 +335,9 @@ absl::StatusOr<JobManager::JobPage> JobManager::ListPage(JobState state,
 }
 
 absl::StatusOr<std::vector<chimera::v1::StepSummary>> JobManager::Steps(
-    const std::string& id) {
+    const std::string& id, int after) {
   RETURN_IF_ERROR(store_->Get(id).status());
-  return store_->Steps(id);
+  return store_->Steps(id, after);
 }
 
 absl::StatusOr<Job> JobManager::Stop(const std::string& id) {
@@ -1075,6 +1075,11 @@ uint64_t JobManager::WaitForChange(uint64_t seen, absl::Duration wait) const {
   };
   mutex_.AwaitWithTimeout(absl::Condition(&changed), wait);
   return version_;
+}
+
+void JobManager::WakeWaiters() {
+  absl::MutexLock lock(&mutex_);
+  ++version_;
 }
 
 }  // namespace chimera::coordinator

@@ -118,7 +118,9 @@ class JobManager {
   absl::StatusOr<JobPage> ListPage(chimera::v1::JobState state,
                                    int64_t after_seq, int max_jobs,
                                    int64_t max_bytes);
-  absl::StatusOr<std::vector<chimera::v1::StepSummary>> Steps(const std::string& id);
+  // The job's history after step `after` (steps count from 0).
+  absl::StatusOr<std::vector<chimera::v1::StepSummary>> Steps(const std::string& id,
+                                                              int after = -1);
   // PENDING or RUNNING -> STOPPED; FAILED_PRECONDITION once it has ended.
   absl::StatusOr<chimera::v1::Job> Stop(const std::string& id);
   // Ended jobs only; FAILED_PRECONDITION while PENDING or RUNNING.
@@ -171,6 +173,9 @@ class JobManager {
   // until it differs from `seen` or `wait` passes, and returns it.
   uint64_t version() const;
   uint64_t WaitForChange(uint64_t seen, absl::Duration wait) const;
+  // Moves the counter without a change, so that every WaitForChange returns
+  // now (the coordinator is stopping and its waiters should see it).
+  void WakeWaiters();
 
  private:
   // The live part of a RUNNING job.

@@ -12,9 +12,9 @@
 namespace chimera::coordinator {
 namespace {
 
-// How often a WatchJob stream checks whether its client went away while
+// How often a TraceJob call checks whether its client went away while
 // nothing changes.
-constexpr absl::Duration kWatchPollInterval = absl::Milliseconds(500);
+constexpr absl::Duration kTracePollInterval = absl::Milliseconds(500);
 constexpr int kDefaultTopK = 10;
 // ListJobs pages: what a page holds unless asked otherwise, and the most it
 // may; 2 MiB keeps a page of 64 KiB jobs far below any client's message
@@ -37,7 +37,8 @@ JobServiceImpl::JobServiceImpl(JobManager* jobs, WorkerRegistry* workers,
     : jobs_(jobs),
       workers_(workers),
       client_token_(std::move(client_token)),
-      stopping_(stopping) {}
+      stopping_(stopping),
+      followers_(jobs, stopping) {}
 
 grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
                                        const chimera::v1::SubmitJobRequest* request,
@@ -126,37 +127,11 @@ grpc::Status JobServiceImpl::PlanJob(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
-                                      const chimera::v1::WatchJobRequest* request,
-                                      grpc::ServerWriter<chimera::v1::JobEvent>* writer) {
-  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, client_token_));
-  CHIMERA_RETURN_IF_GRPC_ERROR(RequireJobId(request->job_id()));
-  uint64_t version = jobs_->version();
-  size_t steps_sent = 0;
-  std::string last_status;
-  while (!context->IsCancelled() && !stopping_->HasBeenNotified()) {
-    absl::StatusOr<chimera::v1::Job> job = jobs_->Get(request->job_id());
-    if (!job.ok()) return ToGrpcStatus(job.status());
-    absl::StatusOr<std::vector<chimera::v1::StepSummary>> steps =
-        jobs_->Steps(request->job_id());
-    if (!steps.ok()) return ToGrpcStatus(steps.status());
-    for (; steps_sent < steps->size(); ++steps_sent) {
-      chimera::v1::JobEvent event;
-      *event.mutable_step() = (*steps)[steps_sent];
-      if (!writer->Write(event)) return grpc::Status::OK;
-    }
-    const std::string status = job->status().SerializeAsString();
-    if (status != last_status) {
-      chimera::v1::JobEvent event;
-      *event.mutable_status() = job->status();
-      if (!writer->Write(event)) return grpc::Status::OK;
-      last_status = status;
-    }
-    if (IsTerminal(job->status().state())) return grpc::Status::OK;
-    version = jobs_->WaitForChange(version, kWatchPollInterval);
-  }
-  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                      "the coordinator is shutting down or the client went away");
+grpc::ServerWriteReactor<chimera::v1::JobEvent>* JobServiceImpl::WatchJob(
+    grpc::CallbackServerContext* context, const chimera::v1::WatchJobRequest* request) {
+  grpc::Status refused = CheckToken(*context, client_token_);
+  if (refused.ok()) refused = RequireJobId(request->job_id());
+  return followers_.Open(*request, refused);
 }
 
 grpc::Status JobServiceImpl::TraceJob(
@@ -193,7 +168,7 @@ grpc::Status JobServiceImpl::TraceJob(
                           absl::StrCat("no step >= ", *from, " of job ", id,
                                        " was recorded by every rank in time"));
     }
-    jobs_->WaitForChange(version, std::min(kWatchPollInterval, deadline - now));
+    jobs_->WaitForChange(version, std::min(kTracePollInterval, deadline - now));
   }
   return grpc::Status(
       grpc::StatusCode::UNAVAILABLE,

@@ -9,15 +9,21 @@
 #include "absl/synchronization/notification.h"
 
 #include "chimera/v1/service.grpc.pb.h"
+#include "coordinator/job_event_streams.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/worker_registry.h"
 
 namespace chimera::coordinator {
 
-class JobServiceImpl final : public chimera::v1::JobService::Service {
+// WatchJob is a callback stream (job_event_streams.h): a client following a
+// job holds no thread while it waits.
+class JobServiceImpl final
+    : public chimera::v1::JobService::WithCallbackMethod_WatchJob<
+          chimera::v1::JobService::Service> {
  public:
   // `client_token` empty: no authentication (loopback deployments). Streams
-  // end once `stopping` is notified, so the server can shut down promptly.
+  // end once `stopping` is notified and `jobs` wakes its waiters, so the
+  // server can shut down promptly.
   JobServiceImpl(JobManager* jobs, WorkerRegistry* workers, std::string client_token,
                  const absl::Notification* stopping);
 
@@ -36,9 +42,8 @@ class JobServiceImpl final : public chimera::v1::JobService::Service {
                          chimera::v1::DeleteJobResponse* response) override;
   grpc::Status PlanJob(grpc::ServerContext* context, const chimera::v1::PlanJobRequest* request,
                        chimera::v1::PlanJobResponse* response) override;
-  grpc::Status WatchJob(grpc::ServerContext* context,
-                        const chimera::v1::WatchJobRequest* request,
-                        grpc::ServerWriter<chimera::v1::JobEvent>* writer) override;
+  grpc::ServerWriteReactor<chimera::v1::JobEvent>* WatchJob(
+      grpc::CallbackServerContext* context, const chimera::v1::WatchJobRequest* request) override;
   grpc::Status ListWorkers(grpc::ServerContext* context,
                            const chimera::v1::ListWorkersRequest* request,
                            chimera::v1::ListWorkersResponse* response) override;
@@ -53,6 +58,7 @@ class JobServiceImpl final : public chimera::v1::JobService::Service {
   WorkerRegistry* const workers_;
   const std::string client_token_;
   const absl::Notification* const stopping_;
+  JobEventStreams followers_;
 };
 
 }  // namespace chimera::coordinator

@@ -291,11 +291,13 @@ absl::Status JobStore::AppendStep(const std::string& id,
 }
 
 absl::StatusOr<std::vector<chimera::v1::StepSummary>> JobStore::Steps(
-    const std::string& id) {
+    const std::string& id, int after) {
   absl::MutexLock lock(&mutex_);
-  Statement steps(db_, "SELECT summary FROM steps WHERE job_id = ?1 ORDER BY step");
+  Statement steps(db_,
+                  "SELECT summary FROM steps WHERE job_id = ?1 AND step > ?2 ORDER BY step");
   RETURN_IF_ERROR(steps.status());
   steps.Bind(1, id);
+  steps.Bind(2, static_cast<int64_t>(after));
   std::vector<chimera::v1::StepSummary> history;
   while (true) {
     ASSIGN_OR_RETURN(bool row, steps.Step());

@@ -66,8 +66,10 @@ class JobStore {
 
   // Appends one step's summary to the job's history.
   absl::Status AppendStep(const std::string& id, const chimera::v1::StepSummary& step);
-  // The job's history, in step order.
-  absl::StatusOr<std::vector<chimera::v1::StepSummary>> Steps(const std::string& id);
+  // The job's history after step `after` (steps count from 0), in step
+  // order.
+  absl::StatusOr<std::vector<chimera::v1::StepSummary>> Steps(const std::string& id,
+                                                              int after = -1);
 
  private:
   explicit JobStore(sqlite3* db) : db_(db) {}

@@ -16,7 +16,7 @@ absl::Status NoLongerRegistered(const std::string& worker_id, uint64_t incarnati
                                          incarnation, " is no longer registered"));
 }
 
-void RingEach(const std::vector<std::shared_ptr<WorkerRegistry::Doorbell>>& doorbells) {
+void RingEach(const std::vector<std::shared_ptr<Doorbell>>& doorbells) {
   for (const auto& doorbell : doorbells) {
     if (doorbell) doorbell->Ring();
   }

@@ -32,6 +32,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "chimera/v1/service.pb.h"
+#include "coordinator/doorbell.h"
 
 namespace chimera::coordinator {
 
@@ -103,16 +104,11 @@ class WorkerRegistry {
   // The worker has no task any more.
   void Release(const std::string& worker_id);
 
-  // What an assignment stream is told: rung whenever an assignment is
-  // queued for its incarnation, the incarnation ends, or RingAll asks, never
-  // under the registry's lock (Ring may call back into it).
-  class Doorbell {
-   public:
-    virtual ~Doorbell() = default;
-    virtual void Ring() = 0;
-  };
-  // The doorbell of this incarnation's stream, replacing any earlier one;
-  // ABORTED when the incarnation is replaced or dead.
+  // The doorbell of this incarnation's assignment stream, replacing any
+  // earlier one; ABORTED when the incarnation is replaced or dead. It rings
+  // whenever an assignment is queued for the incarnation, the incarnation
+  // ends, or RingAll asks, never under the registry's lock (the stream calls
+  // back into it).
   absl::Status Watch(const std::string& worker_id, uint64_t incarnation,
                      std::shared_ptr<Doorbell> doorbell);
   // Forgets `doorbell` if it is still the worker's.

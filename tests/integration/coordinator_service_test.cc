@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <deque>
+#include <fstream>
 #include <future>
 #include <thread>
 
@@ -76,6 +77,7 @@ class Coordinator {
   }
 
   const std::string& address() const { return address_; }
+  pid_t pid() { return process_.ok() ? process_->process().pid() : -1; }
   chimera::v1::JobService::Stub& jobs() { return *jobs_; }
 
   // Calls `method` with `bytes` as the request, whatever they hold.
@@ -278,6 +280,16 @@ TEST_F(CoordinatorServiceTest, BadRequestsGetTheirCodesAndChangeNothing) {
   stop.set_job_id("no-such-job");
   EXPECT_EQ(coordinator.jobs().StopJob(Context(kClientToken).get(), stop, &ignored).error_code(),
             grpc::StatusCode::NOT_FOUND);
+  chimera::v1::WatchJobRequest follow;
+  follow.set_job_id("no-such-job");
+  for (const auto& [token, code] : {std::pair{kClientToken, grpc::StatusCode::NOT_FOUND},
+                                    std::pair{"wrong-token", grpc::StatusCode::UNAUTHENTICATED}}) {
+    auto context = Context(token);
+    auto events = coordinator.jobs().WatchJob(context.get(), follow);
+    chimera::v1::JobEvent event;
+    EXPECT_FALSE(events->Read(&event));
+    EXPECT_EQ(events->Finish().error_code(), code) << token;
+  }
   // An enum value outside JobState used to list every job.
   chimera::v1::ListJobsRequest list;
   list.set_state(static_cast<chimera::v1::JobState>(99));
@@ -417,6 +429,59 @@ TEST_F(CoordinatorServiceTest, JobRunsThroughRendezvousStepsAndSuccess) {
   ASSERT_EQ(events.size(), 2u);
   EXPECT_TRUE(events[0].has_step());
   EXPECT_EQ(events[1].status().state(), chimera::v1::JOB_STATE_SUCCEEDED);
+}
+
+// How many threads process `pid` runs now (its /proc status), -1 if unknown.
+int ThreadsOf(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string key;
+  while (status >> key) {
+    if (key == "Threads:") {
+      int threads = -1;
+      status >> threads;
+      return threads;
+    }
+  }
+  return -1;
+}
+
+TEST_F(CoordinatorServiceTest, FollowersHoldNoThreadWhileTheyWaitAndAllSeeTheEnd) {
+  Coordinator coordinator(db());
+  absl::StatusOr<chimera::v1::Job> job = coordinator.Submit(Manifest(2));
+  ASSERT_TRUE(job.ok()) << job.status();
+  const int threads_before = ThreadsOf(coordinator.pid());
+  ASSERT_GT(threads_before, 0);
+
+  // With no worker the job stays PENDING: every follower waits.
+  constexpr int kFollowers = 200;
+  struct Follower {
+    std::unique_ptr<grpc::ClientContext> context;
+    std::unique_ptr<grpc::ClientReader<chimera::v1::JobEvent>> events;
+  };
+  std::vector<Follower> followers;
+  chimera::v1::WatchJobRequest watch;
+  watch.set_job_id(job->id());
+  for (int i = 0; i < kFollowers; ++i) {
+    Follower& follower = followers.emplace_back();
+    follower.context = Context(kClientToken);
+    follower.events = coordinator.jobs().WatchJob(follower.context.get(), watch);
+    chimera::v1::JobEvent first;
+    ASSERT_TRUE(follower.events->Read(&first)) << "follower " << i;
+    EXPECT_EQ(first.status().state(), chimera::v1::JOB_STATE_PENDING);
+  }
+  // A thread per stream would add kFollowers.
+  EXPECT_LT(ThreadsOf(coordinator.pid()), threads_before + kFollowers / 10);
+
+  chimera::v1::StopJobRequest stop;
+  stop.set_job_id(job->id());
+  chimera::v1::Job stopped;
+  ASSERT_TRUE(coordinator.jobs().StopJob(Context(kClientToken).get(), stop, &stopped).ok());
+  for (Follower& follower : followers) {
+    chimera::v1::JobEvent event, last;
+    while (follower.events->Read(&event)) last = event;
+    EXPECT_EQ(last.status().state(), chimera::v1::JOB_STATE_STOPPED);
+    EXPECT_TRUE(follower.events->Finish().ok());
+  }
 }
 
 TEST_F(CoordinatorServiceTest, SilentWorkerFailsItsJobNamingItAndTheOtherIsFreed) {

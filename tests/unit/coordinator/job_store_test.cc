@@ -89,6 +89,10 @@ TEST(JobStoreTest, StepsComeBackInStepOrderAndGoWithTheJob) {
   ASSERT_EQ(steps->size(), 3u);
   EXPECT_EQ((*steps)[0].step(), 1);
   EXPECT_DOUBLE_EQ((*steps)[2].loss(), 7.0);
+  auto after_first = store->Steps("a", 1);
+  ASSERT_TRUE(after_first.ok());
+  ASSERT_EQ(after_first->size(), 2u) << "what a follower that saw step 1 still needs";
+  EXPECT_EQ((*after_first)[0].step(), 2);
   ASSERT_TRUE(store->Delete("a").ok());
   EXPECT_TRUE(store->Steps("a")->empty());
 }

@@ -277,53 +277,52 @@ TEST_F(WorkerRegistryTest, AssignmentsArriveInTheOrderTheyWereQueued) {
   EXPECT_FALSE(none->has_value());
 }
 
-// Counts how often the registry rang it.
-class CountingDoorbell final : public WorkerRegistry::Doorbell {
- public:
-  void Ring() override { ++rings; }
+// A doorbell that counts how often the registry rang it.
+struct CountingDoorbell {
   int rings = 0;
+  std::shared_ptr<Doorbell> doorbell = std::make_shared<Doorbell>([this] { ++rings; });
 };
 
 TEST_F(WorkerRegistryTest, AStreamsDoorbellRingsForItsWorkersAssignmentsOnly) {
   MustRegister(Registration("w1", 11));
   MustRegister(Registration("w2", 12));
-  auto doorbell = std::make_shared<CountingDoorbell>();
-  ASSERT_TRUE(registry_.Watch("w1", 11, doorbell).ok());
+  CountingDoorbell stream;
+  ASSERT_TRUE(registry_.Watch("w1", 11, stream.doorbell).ok());
   registry_.Send("w2", Stop("someone else's"));
   ASSERT_TRUE(registry_.Assign("w1", {"job", 1, 0}, std::nullopt).ok());
-  EXPECT_EQ(doorbell->rings, 0) << "nothing to send yet";
+  EXPECT_EQ(stream.rings, 0) << "nothing to send yet";
   registry_.Send("w1", Stop("mine"));
-  EXPECT_EQ(doorbell->rings, 1);
+  EXPECT_EQ(stream.rings, 1);
   EXPECT_EQ((*registry_.TakeAssignment("w1", 11))->stop().job_id(), "mine");
 
-  registry_.Unwatch("w1", doorbell.get());
+  registry_.Unwatch("w1", stream.doorbell.get());
   registry_.Send("w1", Stop("unwatched"));
-  EXPECT_EQ(doorbell->rings, 1) << "a stream that ended is not rung";
+  EXPECT_EQ(stream.rings, 1) << "a stream that ended is not rung";
 }
 
 TEST_F(WorkerRegistryTest, AStreamsDoorbellRingsWhenItsIncarnationEnds) {
   MustRegister(Registration("w1", 11));
   MustRegister(Registration("w2", 12));
-  auto replaced = std::make_shared<CountingDoorbell>();
-  auto dying = std::make_shared<CountingDoorbell>();
-  ASSERT_TRUE(registry_.Watch("w1", 11, replaced).ok());
-  ASSERT_TRUE(registry_.Watch("w2", 12, dying).ok());
+  CountingDoorbell replaced;
+  CountingDoorbell dying;
+  ASSERT_TRUE(registry_.Watch("w1", 11, replaced.doorbell).ok());
+  ASSERT_TRUE(registry_.Watch("w2", 12, dying.doorbell).ok());
   MustRegister(Registration("w1", 22));
-  EXPECT_EQ(replaced->rings, 1);
+  EXPECT_EQ(replaced.rings, 1);
   EXPECT_EQ(registry_.TakeAssignment("w1", 11).status().code(), absl::StatusCode::kAborted);
 
   now_ += absl::Seconds(4);
   ASSERT_TRUE(registry_.Heartbeat("w1", 22).ok());
   registry_.ReapDead();
-  EXPECT_EQ(dying->rings, 1);
+  EXPECT_EQ(dying.rings, 1);
   EXPECT_EQ(registry_.TakeAssignment("w2", 12).status().code(), absl::StatusCode::kAborted);
-  EXPECT_EQ(registry_.Watch("w2", 12, dying).code(), absl::StatusCode::kAborted)
+  EXPECT_EQ(registry_.Watch("w2", 12, dying.doorbell).code(), absl::StatusCode::kAborted)
       << "a dead incarnation cannot watch again";
 
-  auto current = std::make_shared<CountingDoorbell>();
-  ASSERT_TRUE(registry_.Watch("w1", 22, current).ok());
+  CountingDoorbell current;
+  ASSERT_TRUE(registry_.Watch("w1", 22, current.doorbell).ok());
   registry_.RingAll();
-  EXPECT_EQ(current->rings, 1) << "as the coordinator stops";
+  EXPECT_EQ(current.rings, 1) << "as the coordinator stops";
 }
 
 TEST_F(WorkerRegistryTest, AssigningWithoutAStartQueuesNothing) {

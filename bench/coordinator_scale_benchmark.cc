@@ -362,6 +362,13 @@ absl::StatusOr<Row> Measure(int count, const Flags& flags) {
   const std::string log = dir.path() + "/coordinator.log";
   ASSIGN_OR_RETURN(RunningCoordinator coordinator, StartCoordinator(flags, log));
   client::CoordinatorClient& client = *coordinator.client;
+  // The job and its followers first: this measures holding them all, not
+  // thousands of clients connecting at once (on a small machine that storm
+  // delays the workers' first heartbeats past the failure threshold).
+  ASSIGN_OR_RETURN(chimera::v1::TrainJob manifest, WaitingJob(count));
+  ASSIGN_OR_RETURN(chimera::v1::Job job, client.Submit(manifest));
+  ASSIGN_OR_RETURN(std::unique_ptr<Followers> followers,
+                   Followers::Start(coordinator.address, job.id(), flags.followers));
   const absl::Duration period = absl::Seconds(flags.heartbeat_period);
   absl::StatusOr<std::unique_ptr<SimulatedWorkers>> started =
       SimulatedWorkers::Start(coordinator.address, count, period);
@@ -371,10 +378,6 @@ absl::StatusOr<Row> Measure(int count, const Flags& flags) {
                                      "; the coordinator's log ends:\n", TailOf(log)));
   }
   std::unique_ptr<SimulatedWorkers> workers = *std::move(started);
-  ASSIGN_OR_RETURN(chimera::v1::TrainJob manifest, WaitingJob(count));
-  ASSIGN_OR_RETURN(chimera::v1::Job job, client.Submit(manifest));
-  ASSIGN_OR_RETURN(std::unique_ptr<Followers> followers,
-                   Followers::Start(coordinator.address, job.id(), flags.followers));
 
   Row row;
   row.workers = count;

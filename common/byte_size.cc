@@ -12,7 +12,9 @@ std::string FormatBytes(int64_t bytes) {
     value /= 1024;
     ++unit;
   }
-  return absl::StrFormat(unit == 0 ? "%.0f %s" : "%.1f %s", value, units[unit]);
+  // Whole bytes; one decimal for the larger units.
+  const int decimals = unit == 0 ? 0 : 1;
+  return absl::StrFormat("%.*f %s", decimals, value, units[unit]);
 }
 
 }  // namespace chimera

@@ -1,11 +1,13 @@
 #include "jobspec/yaml_message.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
 #include <limits>
 #include <optional>
 #include <set>
+#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -349,34 +351,123 @@ class YamlToJson {
   bool budget_exceeded_ = false;
 };
 
+// "line L, column C: ..." for the first control character YAML does not
+// allow (all but tab, line feed and carriage return, and DEL); nullopt when
+// there is none. Checked before yaml-cpp reads the text: some of them send
+// its scanner into an endless loop (found by the job-file fuzzer).
+std::optional<std::string> FindControlCharacter(absl::string_view yaml) {
+  int line = 1;
+  int column = 1;
+  for (const char c : yaml) {
+    const auto byte = static_cast<unsigned char>(c);
+    if ((byte < 0x20 && c != '\t' && c != '\n' && c != '\r') || byte == 0x7f) {
+      return absl::StrCat("line ", line, ", column ", column, ": control character 0x",
+                          absl::Hex(byte, absl::kZeroPad2), " is not allowed in YAML");
+    }
+    if (c == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return std::nullopt;
+}
+
+// Counts a text's YAML documents, stopping at two. yaml-cpp's LoadAll never
+// returns when a document begins with a stray ',': its parser yields an
+// empty document there forever without reading on (found by the fuzzers).
+// A document that starts where the one before it did is that: the mark
+// where the parser is stuck.
+class DocumentCounter final : public YAML::EventHandler {
+ public:
+  struct Count {
+    int documents = 0;
+    std::optional<YAML::Mark> stuck_at;
+  };
+  // Throws YAML::Exception where the text is not YAML.
+  static Count Of(const std::string& text) {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DocumentCounter counter;
+    while (counter.starts_.size() < 2 && parser.HandleNextDocument(counter)) {
+    }
+    Count count{static_cast<int>(counter.starts_.size()), std::nullopt};
+    if (count.documents == 2 && counter.starts_[0].pos == counter.starts_[1].pos) {
+      count.stuck_at = counter.starts_[0];
+    }
+    return count;
+  }
+
+  void OnDocumentStart(const YAML::Mark& mark) override { starts_.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+ private:
+  std::vector<YAML::Mark> starts_;
+};
+
+std::string AtMark(const YAML::Mark& mark) {
+  return absl::StrCat("line ", mark.line + 1, ", column ", mark.column + 1);
+}
+
 }  // namespace
 
 FieldErrors ParseYamlMessage(absl::string_view yaml,
                              google::protobuf::Message* message) {
   FieldErrors errors;
   message->Clear();
-  std::vector<YAML::Node> documents;
-  try {
-    documents = YAML::LoadAll(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    errors.Add("", absl::StrCat("not valid YAML: line ", e.mark.line + 1,
-                                ", column ", e.mark.column + 1, ": ", e.msg));
+  if (std::optional<std::string> control = FindControlCharacter(yaml)) {
+    errors.Add("", absl::StrCat("not valid YAML: ", *control));
     return errors;
   }
-  if (documents.size() != 1) {
-    errors.Add("", absl::StrCat("expected one YAML document, found ",
-                                documents.size()));
+  const std::string text(yaml);
+  YAML::Node document;
+  try {
+    const DocumentCounter::Count count = DocumentCounter::Of(text);
+    if (count.stuck_at) {
+      errors.Add("", absl::StrCat("not valid YAML: ", AtMark(*count.stuck_at),
+                                  ": a document cannot begin with ','"));
+      return errors;
+    }
+    if (count.documents != 1) {
+      errors.Add("", count.documents == 0
+                         ? "expected one YAML document, found none"
+                         : "expected one YAML document, found more than one");
+      return errors;
+    }
+    document = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    errors.Add("", absl::StrCat("not valid YAML: ", AtMark(e.mark), ": ", e.msg));
     return errors;
   }
   YamlToJson converter(&errors);
   std::optional<Json> json =
-      converter.Message(documents[0], *message->GetDescriptor(), "", 0);
+      converter.Message(document, *message->GetDescriptor(), "", 0);
   if (!errors.empty() || !json) return errors;
 
+  std::string json_text;
+  try {
+    json_text = json->dump();
+  } catch (const Json::type_error&) {
+    // yaml-cpp passes a scalar's bytes on as they are; protobuf strings
+    // are UTF-8, and nlohmann refuses to write anything else.
+    errors.Add("", "holds a string that is not valid UTF-8");
+    return errors;
+  }
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
   const auto status = google::protobuf::util::JsonStringToMessage(
-      json->dump(), message, options);
+      json_text, message, options);
   if (!status.ok()) {
     errors.Add("", absl::StrCat("does not match the schema: ",
                                 status.message().as_string()));

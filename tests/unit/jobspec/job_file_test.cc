@@ -94,7 +94,7 @@ TEST_F(JobFileTest, NestingBeyondTheDepthLimitIsReported) {
 
 TEST_F(JobFileTest, SeveralDocumentsAreAnError) {
   EXPECT_THAT(OnlyError("kind: TrainJob\n---\nkind: TrainJob\n").message,
-              HasSubstr("expected one YAML document, found 2"));
+              HasSubstr("expected one YAML document, found more than one"));
 }
 
 TEST_F(JobFileTest, TopLevelListIsAnError) {

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "chimera/v1/profile.pb.h"
 #include "chimera/v1/service.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -50,6 +51,47 @@ TEST(YamlMessageTest, UnknownEnumValueListsTheValues) {
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors.errors()[0].path, "state");
   EXPECT_THAT(errors.errors()[0].message, HasSubstr("JOB_STATE_SUCCEEDED"));
+}
+
+// Found by the job-file fuzzer: these ended the process (an exception
+// nlohmann throws when writing a string that is not UTF-8).
+TEST(YamlMessageTest, StringsThatAreNotUtf8AreRefused) {
+  for (const std::string yaml : {"metadata: {name: \"a\xff\"}\n", "kind: \"x\xc3\""}) {
+    chimera::v1::TrainJob job;
+    FieldErrors errors = ParseYamlMessage(yaml, &job);
+    ASSERT_EQ(errors.size(), 1u) << yaml;
+    EXPECT_THAT(errors.errors()[0].message, HasSubstr("not valid UTF-8"));
+  }
+}
+
+// Found by the profile fuzzer: yaml-cpp never returned from this text.
+TEST(YamlMessageTest, ControlCharactersAreRefusedNamingWhere) {
+  chimera::v1::ModelProfile profile;
+  FieldErrors errors = ParseYamlMessage(
+      ",piVersion: ciim\x1c" "eon:0\x18\x18\x18\x18\x18\x18\x18\x18\x18\x18\x18"
+      "7\x18\x18\x18\x18\x18" "al0.p",
+      &profile);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors.errors()[0].message,
+              HasSubstr("line 1, column 17: control character 0x1c is not allowed"));
+  EXPECT_TRUE(ParseYamlMessage("kind: a\tb\r\n", &profile).empty()) << "tab and CR are";
+}
+
+// Found by the cluster fuzzer: yaml-cpp's LoadAll never returned from ",".
+TEST(YamlMessageTest, ADocumentBeginningWithACommaIsRefusedNotLoopedOn) {
+  chimera::v1::Plan plan;
+  for (const std::string yaml : {",", "# comment\n ,a"}) {
+    FieldErrors errors = ParseYamlMessage(yaml, &plan);
+    ASSERT_EQ(errors.size(), 1u) << yaml;
+    EXPECT_THAT(errors.errors()[0].message, HasSubstr("cannot begin with ','")) << yaml;
+  }
+  FieldErrors two = ParseYamlMessage("scheme: gpipe\n---\nscheme: 1f1b\n", &plan);
+  ASSERT_EQ(two.size(), 1u);
+  EXPECT_THAT(two.errors()[0].message,
+              HasSubstr("expected one YAML document, found more than one"));
+  FieldErrors none = ParseYamlMessage("", &plan);
+  ASSERT_EQ(none.size(), 1u);
+  EXPECT_THAT(none.errors()[0].message, HasSubstr("found none"));
 }
 
 TEST(YamlMessageTest, BooleansAreStrict) {

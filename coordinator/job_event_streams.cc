@@ -136,11 +136,6 @@ grpc::ServerWriteReactor<chimera::v1::JobEvent>* JobEventStreams::Open(
   return new Stream(this, request, refused);
 }
 
-int JobEventStreams::open_streams() const {
-  absl::MutexLock lock(&mutex_);
-  return static_cast<int>(doorbells_.size());
-}
-
 void JobEventStreams::Add(std::shared_ptr<Doorbell> doorbell) {
   absl::MutexLock lock(&mutex_);
   doorbells_.push_back(std::move(doorbell));

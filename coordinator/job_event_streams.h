@@ -41,9 +41,6 @@ class JobEventStreams {
   grpc::ServerWriteReactor<chimera::v1::JobEvent>* Open(
       const chimera::v1::WatchJobRequest& request, const grpc::Status& refused);
 
-  // How many streams are open (for tests and metrics).
-  int open_streams() const;
-
  private:
   class Stream;
 
@@ -53,7 +50,7 @@ class JobEventStreams {
 
   JobManager* const jobs_;
   const absl::Notification* const stopping_;
-  mutable absl::Mutex mutex_;
+  absl::Mutex mutex_;
   std::vector<std::shared_ptr<Doorbell>> doorbells_ ABSL_GUARDED_BY(mutex_);
   bool closing_ ABSL_GUARDED_BY(mutex_) = false;
   std::thread ringer_;

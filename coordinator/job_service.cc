@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "coordinator/grpc_util.h"
-#include "coordinator/job_states.h"
 
 namespace chimera::coordinator {
 namespace {

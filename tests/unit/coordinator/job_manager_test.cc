@@ -369,8 +369,8 @@ TEST_F(JobManagerTest, StepSummariesArriveOnceEveryRankReported) {
 TEST_F(JobManagerTest, FixedPlanIsPredictedWhenItStarts) {
   Job job = StartRunningJob();
   ASSERT_EQ(manager_->Get(job.id())->plan().scheme(), "chimera");
-  const chimera::v1::Prediction& prediction =
-      manager_->Get(job.id())->plan().prediction();
+  // A copy: a reference into the temporary StatusOr would dangle.
+  const chimera::v1::Prediction prediction = manager_->Get(job.id())->plan().prediction();
   EXPECT_GT(prediction.iteration_seconds(), 0);
   EXPECT_GT(prediction.bubble_ratio(), 0);
 }

@@ -12,7 +12,7 @@ constexpr int64_t kSmallBytes = (1 << 20) * sizeof(double);
 // The process peak is what torch.cuda.max_memory_allocated() would say had
 // nobody reset the peak: a closed window's peak stays in it.
 TEST(DeviceMemoryTest, ProcessPeakKeepsTheHighestOfEveryWindow) {
-  DeviceMemory memory(c10::Device(c10::DeviceType::CPU));
+  DeviceMemory memory{c10::Device(c10::DeviceType::CPU)};
   memory.ResetPeak();
   const int64_t before = memory.current_bytes();
   { at::Tensor big = at::empty({kBigBytes / 8}, at::kDouble); }
@@ -26,7 +26,7 @@ TEST(DeviceMemoryTest, ProcessPeakKeepsTheHighestOfEveryWindow) {
 }
 
 TEST(DeviceMemoryTest, ProcessPeakIsNeverBelowTheWindowPeak) {
-  DeviceMemory memory(c10::Device(c10::DeviceType::CPU));
+  DeviceMemory memory{c10::Device(c10::DeviceType::CPU)};
   memory.ResetPeak();
   at::Tensor held = at::empty({kSmallBytes / 8}, at::kDouble);
   EXPECT_GE(memory.process_peak_bytes(), memory.peak_bytes());

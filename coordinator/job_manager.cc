@@ -253,6 +253,7 @@ chimera::v1::ClusterLinks DefaultLinks() {
   for (chimera::v1::LinkSpec* link : {links.mutable_intra_node(), links.mutable_inter_node()}) {
     link->set_latency_seconds(kDefaultLinkLatencySeconds);
     link->set_bandwidth_bytes_per_second(kDefaultLinkBandwidth);
+    link->set_collective_latency_seconds(kDefaultLinkCollectiveLatencySeconds);
   }
   return links;
 }

@@ -55,9 +55,12 @@
 namespace chimera::coordinator {
 
 // What the planner assumes of every link between workers unless told
-// (chimera-coordinator --link-latency, --link-bandwidth): TCP on one host.
-inline constexpr double kDefaultLinkLatencySeconds = 2e-5;
+// (chimera-coordinator --link-latency, --link-bandwidth,
+// --link-collective-latency): Gloo over TCP on one host, as measured by
+// bench/bubble_benchmark on a 2-core machine.
+inline constexpr double kDefaultLinkLatencySeconds = 1e-4;
 inline constexpr double kDefaultLinkBandwidth = 2e9;
+inline constexpr double kDefaultLinkCollectiveLatencySeconds = 5e-4;
 chimera::v1::ClusterLinks DefaultLinks();
 
 struct JobManagerOptions {

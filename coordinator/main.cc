@@ -39,6 +39,8 @@ struct UnitFlags {
   double forget_dead_workers_after = 600.0;
   double link_bandwidth = chimera::coordinator::kDefaultLinkBandwidth;
   double link_latency = chimera::coordinator::kDefaultLinkLatencySeconds;
+  double link_collective_latency =
+      chimera::coordinator::kDefaultLinkCollectiveLatencySeconds;
 };
 
 // How workers are watched and how jobs are scheduled and planned.
@@ -90,6 +92,11 @@ void AddSchedulingFlags(CLI::App* app,
       ->capture_default_str();
   app->add_option("--link-latency", units->link_latency,
                   "Seconds of latency between workers, assumed when planning")
+      ->check(chimera::kNonNegativeNumber)
+      ->capture_default_str();
+  app->add_option("--link-collective-latency", units->link_collective_latency,
+                  "Seconds each step of an allreduce takes beyond its bytes, "
+                  "assumed when planning (0: --link-latency)")
       ->check(chimera::kNonNegativeNumber)
       ->capture_default_str();
 }
@@ -147,6 +154,7 @@ void ApplyUnitFlags(const UnitFlags& units,
                      options->jobs.links.mutable_inter_node()}) {
     link->set_latency_seconds(units.link_latency);
     link->set_bandwidth_bytes_per_second(units.link_bandwidth);
+    link->set_collective_latency_seconds(units.link_collective_latency);
   }
 }
 

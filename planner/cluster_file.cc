@@ -14,12 +14,18 @@ void CheckPositive(FieldErrors* errors, absl::string_view path, double value) {
   }
 }
 
+void CheckNonNegative(FieldErrors* errors, const std::string& path,
+                      double value) {
+  if (!(value >= 0) || !std::isfinite(value)) {
+    errors->Add(path, absl::StrCat(value, " must be >= 0"));
+  }
+}
+
 void CheckLink(FieldErrors* errors, const std::string& path,
                const chimera::v1::LinkSpec& link) {
-  if (!(link.latency_seconds() >= 0) || !std::isfinite(link.latency_seconds())) {
-    errors->Add(path + ".latencySeconds",
-                absl::StrCat(link.latency_seconds(), " must be >= 0"));
-  }
+  CheckNonNegative(errors, path + ".latencySeconds", link.latency_seconds());
+  CheckNonNegative(errors, path + ".collectiveLatencySeconds",
+                   link.collective_latency_seconds());
   CheckPositive(errors, path + ".bandwidthBytesPerSecond",
                 link.bandwidth_bytes_per_second());
 }

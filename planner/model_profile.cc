@@ -49,6 +49,10 @@ void ValidateLayer(const LayerProfile& layer, const std::string& path,
   if (layer.parameter_bytes() < 0) {
     errors->Add(path + ".parameterBytes", "must be >= 0");
   }
+  if (!(layer.optimizer_seconds() >= 0) || !std::isfinite(layer.optimizer_seconds())) {
+    errors->Add(path + ".optimizerSeconds",
+                absl::StrCat(layer.optimizer_seconds(), " must be >= 0"));
+  }
 }
 
 }  // namespace
@@ -123,6 +127,7 @@ StageProfile ProfileStage(const ModelProfile& profile, BlockRange blocks,
     stage.largest_layer_activation_bytes =
         std::max(stage.largest_layer_activation_bytes, activations);
     stage.parameter_bytes += layer.parameter_bytes();
+    stage.optimizer_seconds += layer.optimizer_seconds();
     stage.boundary_bytes = layer.output_bytes_per_sample() * micro_batch_size;
   };
   if (first) add(profile.layers(0));

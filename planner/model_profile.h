@@ -58,6 +58,8 @@ struct StageProfile {
   // The stage's output (= input of the next stage) per micro-batch.
   int64_t boundary_bytes = 0;
   int64_t parameter_bytes = 0;
+  // One optimizer step over the stage's parameters.
+  double optimizer_seconds = 0;
 };
 
 StageProfile ProfileStage(const chimera::v1::ModelProfile& profile,

@@ -29,7 +29,10 @@ constexpr int kSimulatedWidth = 2;
 double AllreduceSeconds(const chimera::v1::LinkSpec& link, int ranks,
                         double bytes) {
   if (ranks <= 1) return 0;
-  return 2 * std::log2(static_cast<double>(ranks)) * link.latency_seconds() +
+  const double step_latency = link.collective_latency_seconds() > 0
+                                  ? link.collective_latency_seconds()
+                                  : link.latency_seconds();
+  return 2 * std::log2(static_cast<double>(ranks)) * step_latency +
          2.0 * (ranks - 1) / ranks * bytes / link.bandwidth_bytes_per_second();
 }
 
@@ -268,6 +271,7 @@ absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& contex
   for (const StageProfile& stage : inputs.stages) {
     costs.stage_forward.push_back(stage.forward_seconds);
     costs.stage_backward.push_back(stage.backward_seconds);
+    costs.stage_optimizer.push_back(stage.optimizer_seconds);
     costs.activation_bytes = std::max<double>(costs.activation_bytes, stage.boundary_bytes);
   }
   costs.p2p_time = [slots = inputs.slots, intra = cluster.links().intra_node(),

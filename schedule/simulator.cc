@@ -5,6 +5,7 @@
 #include <iterator>
 #include <map>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -143,7 +144,7 @@ class Simulation {
         break;
       }
       case OpKind::kOptimizerStep:
-        end = Compute(r, costs_.optimizer_step, timing);
+        end = Compute(r, OptimizerStep(r), timing);
         break;
       default:  // sends and allreduce begins are posted without waiting
         break;
@@ -213,6 +214,18 @@ class Simulation {
       --in_flight_[rank];
     }
     return cost / parts;
+  }
+
+  // The optimizer step of `rank`: its replicas of one model stage share
+  // their parameters, so each model stage it holds counts once.
+  double OptimizerStep(int rank) const {
+    double cost = costs_.optimizer_step;
+    std::set<int> model_stages;
+    for (const StageRef& ref : schedule_.workers[rank].stages)
+      model_stages.insert(topology_.ModelStage(ref));
+    for (int model_stage : model_stages)
+      cost += StageCost(costs_.stage_optimizer, 0.0, model_stage);
+    return cost;
   }
 
   // When the message a receive consumes arrives.

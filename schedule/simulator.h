@@ -18,7 +18,8 @@
 // link is free (a worker holding several stages allreduces them one after
 // another, as they share its network link), takes Rabenseifner's
 // 2 log2(r) alpha + 2 (r-1)/r beta bytes and overlaps compute; END waits for
-// it (that wait is the exposed allreduce time).
+// it (that wait is the exposed allreduce time). A worker's last op, its
+// optimizer step, costs the step of every model stage it holds.
 //
 // Definition used everywhere: makespan spans the first op start to the last
 // op end across all workers; a worker's idle time is makespan - busy and its
@@ -51,7 +52,11 @@ struct CostModel {
   double allreduce_alpha = 0.0;
   double allreduce_beta = 0.0;
   double gradient_bytes = 0.0;
+  // A worker's optimizer step: `optimizer_step`, plus per model stage it
+  // holds (once, however many replicas of it) `stage_optimizer` where given
+  // (size NumModelStages()).
   double optimizer_step = 0.0;
+  std::vector<double> stage_optimizer;
   // Optional: seconds for one p2p message of `bytes` from rank `from` to
   // rank `to`, where the link depends on where the ranks are placed. Unset:
   // p2p_alpha + p2p_beta * bytes for every pair.

@@ -19,6 +19,7 @@
 #include "worker/model/micro_batch.h"
 #include "worker/runtime/compute_threads.h"
 #include "worker/runtime/host_memory.h"
+#include "worker/runtime/optimizer.h"
 #include "worker/runtime/device_memory.h"
 #include "worker/runtime/task_options.h"
 
@@ -97,6 +98,24 @@ absl::StatusOr<Measurement> Measure(const ProfiledLayer& layer, int64_t samples,
   return measurement;
 }
 
+// Times one optimizer step over LAYER's parameters, whose gradients a
+// measured backward has defined: the median of REPETITIONS steps after one
+// that creates the optimizer's state.
+double MeasureOptimizerStep(const ProfiledLayer& layer,
+                            const OptimizerConfig& config, int repetitions,
+                            c10::Device device) {
+  Optimizer optimizer(config, layer.module->parameters());
+  std::vector<double> seconds;
+  for (int run = 0; run <= repetitions; ++run) {
+    SynchronizeDevice(device);
+    const auto start = std::chrono::steady_clock::now();
+    optimizer.Step();
+    SynchronizeDevice(device);
+    if (run > 0) seconds.push_back(SecondsBetween(start, std::chrono::steady_clock::now()));
+  }
+  return Median(seconds);
+}
+
 // The gradient a following layer would send back: any tensor of the
 // output's shape does (the cost does not depend on its values).
 Pass WithGradient(at::Tensor output) {
@@ -173,6 +192,7 @@ std::vector<ProfiledLayer> BuildLayers(const ModelConfig& config,
 absl::StatusOr<chimera::v1::ModelProfile> ProfileModel(
     const ModelConfig& config, const ProfileOptions& options) {
   RETURN_IF_ERROR(ValidateModelConfig(config));
+  RETURN_IF_ERROR(ValidateOptimizerConfig(options.optimizer));
   if (options.max_micro_batch_size < 1 || options.repetitions < 1 ||
       options.threads < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -210,6 +230,8 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileModel(
       timing->set_forward_seconds(largest.forward_seconds);
       timing->set_backward_seconds(largest.backward_seconds);
     }
+    out->set_optimizer_seconds(MeasureOptimizerStep(
+        layer, options.optimizer, options.repetitions, options.device));
     out->set_activation_bytes_per_sample(largest.retained_bytes / largest_size);
     out->set_output_bytes_per_sample(layer.kind == std::string("head")
                                          ? largest.output_bytes
@@ -230,6 +252,7 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileJob(
   options.threads =
       ThreadsPerWorker(job.spec().resources(), /*workers_on_host=*/1);
   options.seed = job.spec().training().seed();
+  options.optimizer = OptimizerConfigFor(job.spec().training().optimizer());
   options.name = absl::StrCat(job.metadata().name(), "-profile");
   if (job.spec().resources().device() == "gpu") {
     options.device = c10::Device(c10::DeviceType::CUDA,

@@ -24,6 +24,7 @@
 #include "chimera/v1/job.pb.h"
 #include "chimera/v1/profile.pb.h"
 #include "worker/model/model_config.h"
+#include "worker/runtime/optimizer.h"
 
 namespace chimera::worker {
 
@@ -37,6 +38,8 @@ struct ProfileOptions {
   // Where the layers run; a CUDA device must pass CheckDeviceUsable.
   c10::Device device = c10::Device(c10::DeviceType::CPU);
   uint64_t seed = 0;
+  // Whose step is timed per layer (valid, see ValidateOptimizerConfig).
+  OptimizerConfig optimizer;
   // The profile's metadata.name.
   std::string name;
 };

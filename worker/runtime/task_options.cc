@@ -45,16 +45,7 @@ void ReadTraining(const chimera::v1::TrainingSpec& spec, TaskOptions& options,
                   FieldErrors& errors) {
   options.seed = spec.seed();
   options.max_steps = spec.max_steps();
-  const auto& optimizer = spec.optimizer();
-  OptimizerConfig& config = options.optimizer;
-  config.kind =
-      optimizer.name() == "adamw" ? OptimizerKind::kAdamW : OptimizerKind::kSgd;
-  config.lr = optimizer.lr();
-  config.momentum = optimizer.momentum();
-  config.weight_decay = optimizer.weight_decay();
-  config.beta1 = optimizer.beta1() > 0 ? optimizer.beta1() : kDefaultBeta1;
-  config.beta2 = optimizer.beta2() > 0 ? optimizer.beta2() : kDefaultBeta2;
-  config.eps = optimizer.eps() > 0 ? optimizer.eps() : kDefaultEps;
+  options.optimizer = OptimizerConfigFor(spec.optimizer());
 }
 
 void ReadPlan(const chimera::v1::Plan& plan, TaskOptions& options,
@@ -206,6 +197,19 @@ absl::StatusOr<ModelConfig> ModelConfigFor(const chimera::v1::ModelSpec& spec) {
   ReadModel(spec, options, errors);
   if (!errors.empty()) return errors.ToStatus();
   return options.model;
+}
+
+OptimizerConfig OptimizerConfigFor(const chimera::v1::OptimizerSpec& spec) {
+  OptimizerConfig config;
+  config.kind =
+      spec.name() == "adamw" ? OptimizerKind::kAdamW : OptimizerKind::kSgd;
+  config.lr = spec.lr();
+  config.momentum = spec.momentum();
+  config.weight_decay = spec.weight_decay();
+  config.beta1 = spec.beta1() > 0 ? spec.beta1() : kDefaultBeta1;
+  config.beta2 = spec.beta2() > 0 ? spec.beta2() : kDefaultBeta2;
+  config.eps = spec.eps() > 0 ? spec.eps() : kDefaultEps;
+  return config;
 }
 
 ExecutorOptions ExecutorOptionsFor(const TaskOptions& task, int gpu_index) {

@@ -102,6 +102,10 @@ absl::StatusOr<TaskOptions> TaskOptionsFor(const chimera::v1::TrainJob& job,
 // 4 x hidden, vocabulary 256).
 absl::StatusOr<ModelConfig> ModelConfigFor(const chimera::v1::ModelSpec& spec);
 
+// The optimizer of a validated job's spec.training.optimizer (AdamW's
+// betas and eps defaulted where left open).
+OptimizerConfig OptimizerConfigFor(const chimera::v1::OptimizerSpec& spec);
+
 // The executor's options for `task` (timeouts at their defaults); a gpu task
 // computes on CUDA device `gpu_index`.
 ExecutorOptions ExecutorOptionsFor(const TaskOptions& task, int gpu_index = 0);

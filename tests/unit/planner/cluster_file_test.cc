@@ -22,7 +22,7 @@ spec:
   devicesPerNode: 8
   device: {memoryBytes: 1000, peakFlops: 1.0e12}
   links:
-    intraNode: {latencySeconds: 1.0e-6, bandwidthBytesPerSecond: 1.0e11}
+    intraNode: {latencySeconds: 1.0e-6, bandwidthBytesPerSecond: 1.0e11, collectiveLatencySeconds: 2.0e-6}
     interNode: {latencySeconds: 1.0e-5, bandwidthBytesPerSecond: 1.0e10}
 )";
 
@@ -44,6 +44,7 @@ TEST(ClusterFileTest, ParsesEveryField) {
   EXPECT_EQ(cluster.spec().nodes(), 2);
   EXPECT_EQ(cluster.spec().device().memory_bytes(), 1000);
   EXPECT_DOUBLE_EQ(cluster.spec().links().inter_node().bandwidth_bytes_per_second(), 1e10);
+  EXPECT_DOUBLE_EQ(cluster.spec().links().intra_node().collective_latency_seconds(), 2e-6);
 }
 
 TEST(ClusterFileTest, ZeroBandwidthIsNamed) {
@@ -54,6 +55,12 @@ TEST(ClusterFileTest, ZeroBandwidthIsNamed) {
 TEST(ClusterFileTest, NegativeLatencyIsNamed) {
   FieldErrors errors = ParseWith("latencySeconds: 1.0e-6", "latencySeconds: -1");
   EXPECT_THAT(Paths(errors), ElementsAre("spec.links.intraNode.latencySeconds"));
+}
+
+TEST(ClusterFileTest, NegativeCollectiveLatencyIsNamed) {
+  FieldErrors errors = ParseWith("latencySeconds: 1.0e-5,",
+                                 "latencySeconds: 1.0e-5, collectiveLatencySeconds: -1,");
+  EXPECT_THAT(Paths(errors), ElementsAre("spec.links.interNode.collectiveLatencySeconds"));
 }
 
 TEST(ClusterFileTest, SeveralNodesNeedAnInterNodeLink) {

@@ -23,6 +23,7 @@ chimera::v1::LayerProfile Layer(const char* kind, double forward_at_1,
   layer.set_activation_bytes_per_sample(100);
   layer.set_output_bytes_per_sample(10);
   layer.set_parameter_bytes(1000);
+  layer.set_optimizer_seconds(0.25);
   return layer;
 }
 
@@ -53,6 +54,7 @@ TEST(ModelProfileTest, StageAddsEmbeddingAndHeadAtTheEnds) {
   EXPECT_DOUBLE_EQ(first.forward_seconds, 0.5 + 2 * 1.0);
   EXPECT_EQ(first.parameter_bytes, 3000);
   EXPECT_EQ(first.activation_bytes, 300);
+  EXPECT_DOUBLE_EQ(first.optimizer_seconds, 3 * 0.25);
   const StageProfile last = ProfileStage(profile, {2, 2}, false, true, 4);
   EXPECT_DOUBLE_EQ(last.forward_seconds, 2 * 2.0 + 6.0);
   EXPECT_EQ(last.boundary_bytes, 40);
@@ -63,10 +65,12 @@ TEST(ModelProfileTest, RejectsLayersOutOfOrderAndUnsortedTimings) {
   auto profile = Profile(2);
   profile.mutable_layers(1)->set_kind("head");
   profile.mutable_layers(2)->mutable_timings(1)->set_micro_batch_size(1);
+  profile.mutable_layers(3)->set_optimizer_seconds(-1);
   FieldErrors errors = ValidateProfile(profile, 0);
-  ASSERT_EQ(errors.size(), 2u) << errors.ToStatus();
+  ASSERT_EQ(errors.size(), 3u) << errors.ToStatus();
   EXPECT_EQ(errors.errors()[0].path, "layers[1].kind");
   EXPECT_EQ(errors.errors()[1].path, "layers[2].timings[1].microBatchSize");
+  EXPECT_EQ(errors.errors()[2].path, "layers[3].optimizerSeconds");
 }
 
 TEST(ModelProfileTest, BlockCountMustMatchTheJob) {

@@ -87,6 +87,29 @@ TEST(PlanEvaluatorTest, TheFirstStagesAllreduceMovesTheEmbeddingRowsAStepCanUse)
                            link.bandwidth_bytes_per_second());
 }
 
+// Gloo's CPU allreduce pays more per step than a message: the link's
+// collective latency, where it gives one, is each step's alpha; messages
+// keep the link's latency.
+TEST(PlanEvaluatorTest, AllreduceStepsPayTheLinksCollectiveLatency) {
+  const auto job = LargeJob(8, 8, 2);
+  auto cluster = TestCluster(1, 2);
+  auto* link = cluster.mutable_spec()->mutable_links()->mutable_intra_node();
+  link->set_collective_latency_seconds(link->latency_seconds() + 0.5);
+  const auto profile = AnalyticProfile(job.spec().model(), cluster.spec().device());
+  PlanningContext context{job, cluster.spec(), profile};
+  const Candidate candidate = CandidateAt(schedule::Scheme::kChimera, 1, 2, 2, 4);
+  absl::StatusOr<SimulationInputs> inputs = PrepareSimulation(context, candidate);
+  ASSERT_TRUE(inputs.ok()) << inputs.status();
+
+  EXPECT_DOUBLE_EQ(inputs->costs.stage_allreduce[1],
+                   2 * link->collective_latency_seconds() +
+                       inputs->stages[1].parameter_bytes /
+                           link->bandwidth_bytes_per_second());
+  EXPECT_DOUBLE_EQ(inputs->costs.p2p_time(0, 1, 1000),
+                   link->latency_seconds() +
+                       1000 / link->bandwidth_bytes_per_second());
+}
+
 TEST(PlanEvaluatorTest, PredictPlanSimulatesThePlansOwnPartition) {
   const auto job = LargeJob(8, 32, 8);
   const auto cluster = TestCluster(2, 4);

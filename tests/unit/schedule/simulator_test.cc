@@ -173,6 +173,23 @@ TEST(SimulatorTest, AWorkersAllreducesShareItsLink) {
   EXPECT_NEAR(Simulate(s, costs)->makespan, alone + 8, 1e-9);
 }
 
+TEST(SimulatorTest, AWorkersOptimizerStepCoversEveryStageItHolds) {
+  // Chimera D=4: worker w holds model stages w (down) and 3 - w (up).
+  const Schedule s = MustGenerate(Params(Scheme::kChimera, 4, 4));
+  CostModel costs;
+  costs.optimizer_step = 0.5;
+  costs.stage_optimizer = {1, 2, 4, 8};
+  const SimulationResult r = *Simulate(s, costs);
+  for (int w = 0; w < 4; ++w) {
+    const auto& instructions = s.workers[w].instructions;
+    ASSERT_EQ(instructions.back().op, OpKind::kOptimizerStep);
+    const InstructionTiming& step = r.workers[w].timings.back();
+    EXPECT_NEAR(step.end - step.start,
+                0.5 + costs.stage_optimizer[w] + costs.stage_optimizer[3 - w], 1e-9)
+        << "worker " << w;
+  }
+}
+
 TEST(SimulatorTest, EagerSyncStartsTheAllreduceInTheBubble) {
   // Rank 0's stage 3 finishes its gradients mid-iteration: eager sync
   // starts its allreduce then, end sync only after local compute.

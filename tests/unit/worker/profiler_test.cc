@@ -1,5 +1,6 @@
 #include "worker/profile/profiler.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -69,6 +70,21 @@ TEST(ProfilerTest, MeasuredBytesMatchTheLayersShapes) {
             3 * block.output_bytes_per_sample());
   // The head keeps at least its logits.
   EXPECT_GE(head.activation_bytes_per_sample(), 4 * s * v);
+}
+
+TEST(ProfilerTest, TimesTheOptimizerStepOfEveryLayer) {
+  ProfileOptions options = FastOptions();
+  options.optimizer = {.kind = OptimizerKind::kAdamW, .lr = 1e-3};
+  const absl::StatusOr<chimera::v1::ModelProfile> profile =
+      ProfileModel(TinyBert(), options);
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  for (const auto& layer : profile->layers()) {
+    EXPECT_GT(layer.optimizer_seconds(), 0) << layer.kind();
+  }
+
+  options.optimizer.eps = 0;
+  EXPECT_THAT(ProfileModel(TinyBert(), options).status().message(),
+              ::testing::HasSubstr("eps"));
 }
 
 TEST(ProfilerTest, JsonIsReadBackByThePlanner) {

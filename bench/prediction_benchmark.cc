@@ -13,11 +13,13 @@
 //       [--warmup 1]
 //
 // A benchmark: it prints a markdown table (docs/planner.md) and where each
-// measured rank's step went, never passes or fails on accuracy, and exits 1
+// measured rank's step went, and where the simulator, from the measured
+// profile, says it goes, never passes or fails on accuracy, and exits 1
 // only when a job or the cluster cannot be used.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,7 @@
 #include "planner/cluster_file.h"
 #include "planner/plan_evaluator.h"
 #include "planner/plan_params.h"
+#include "schedule/simulator.h"
 #include "worker/profile/profiler.h"
 
 namespace chimera::bench {
@@ -44,16 +47,52 @@ double ErrorPercent(double predicted, double measured) {
   return 100 * (predicted - measured) / measured;
 }
 
-absl::StatusOr<chimera::v1::Prediction> Predict(
-    const chimera::v1::TrainJob& job, const chimera::v1::Cluster& cluster,
-    const chimera::v1::ModelProfile& profile) {
-  const std::optional<chimera::v1::Plan> plan = planner::FixedPlan(job);
+absl::StatusOr<chimera::v1::Plan> PlanOf(const chimera::v1::TrainJob& job) {
+  std::optional<chimera::v1::Plan> plan = planner::FixedPlan(job);
   if (!plan) {
     return absl::InvalidArgumentError(
         "the job must fix spec.parallelism (schedule, pipeline, data, "
         "microBatches) for its plan to be predicted as it runs");
   }
-  return planner::PredictPlan({job, cluster.spec(), profile}, *plan);
+  return *std::move(plan);
+}
+
+absl::StatusOr<chimera::v1::Prediction> Predict(
+    const chimera::v1::TrainJob& job, const chimera::v1::Cluster& cluster,
+    const chimera::v1::ModelProfile& profile) {
+  ASSIGN_OR_RETURN(const chimera::v1::Plan plan, PlanOf(job));
+  return planner::PredictPlan({job, cluster.spec(), profile}, plan);
+}
+
+// Where the simulator says each rank's step goes, by op kind, in the
+// measured breakdown's form: "LABEL predicted rank R: step S s; OP SECONDS".
+absl::StatusOr<std::string> PredictedBreakdown(
+    const std::string& label, const chimera::v1::TrainJob& job,
+    const chimera::v1::Cluster& cluster,
+    const chimera::v1::ModelProfile& profile) {
+  ASSIGN_OR_RETURN(const chimera::v1::Plan plan, PlanOf(job));
+  ASSIGN_OR_RETURN(const planner::Candidate candidate, planner::CandidateOf(plan));
+  ASSIGN_OR_RETURN(const planner::SimulationInputs inputs,
+                   planner::PrepareSimulation({job, cluster.spec(), profile},
+                                              candidate));
+  ASSIGN_OR_RETURN(const schedule::SimulationResult result,
+                   schedule::Simulate(inputs.program, inputs.costs));
+  std::string text;
+  for (const schedule::WorkerResult& worker : result.workers) {
+    const auto& program = inputs.program.workers[worker.rank].instructions;
+    std::map<std::string, double> seconds;
+    for (size_t i = 0; i < program.size(); ++i) {
+      seconds[schedule::OpName(program[i].op)] +=
+          worker.timings[i].end - worker.timings[i].start;
+    }
+    absl::StrAppend(&text, label, " predicted rank ", worker.rank, ": step ",
+                    absl::SixDigits(result.makespan), " s;");
+    for (const auto& [op, total] : seconds) {
+      absl::StrAppend(&text, " ", op, " ", absl::SixDigits(total));
+    }
+    absl::StrAppend(&text, "\n");
+  }
+  return text;
 }
 
 // Prints the job's table row; returns where its ranks' steps went.
@@ -96,7 +135,9 @@ absl::StatusOr<std::string> RunJob(const std::string& path,
       ErrorPercent(from_analytic.iteration_seconds(), real.step_seconds),
       real.bubble_ratio, from_profile.bubble_ratio());
   std::fflush(stdout);
-  return Breakdown(path, run.schedule, measured, flags.warmup);
+  ASSIGN_OR_RETURN(const std::string predicted,
+                   PredictedBreakdown(path, job, cluster, measured_profile));
+  return Breakdown(path, run.schedule, measured, flags.warmup) + predicted;
 }
 
 }  // namespace

@@ -19,8 +19,8 @@
 #include "worker/model/micro_batch.h"
 #include "worker/runtime/compute_threads.h"
 #include "worker/runtime/host_memory.h"
-#include "worker/runtime/optimizer.h"
 #include "worker/runtime/device_memory.h"
+#include "worker/runtime/optimizer.h"
 #include "worker/runtime/task_options.h"
 
 namespace chimera::worker {
@@ -98,13 +98,17 @@ absl::StatusOr<Measurement> Measure(const ProfiledLayer& layer, int64_t samples,
   return measurement;
 }
 
-// Times one optimizer step over LAYER's parameters, whose gradients a
-// measured backward has defined: the median of REPETITIONS steps after one
-// that creates the optimizer's state.
+// Times one optimizer step over LAYER's parameters that a measured backward
+// gave gradients: the median of REPETITIONS steps after one that creates
+// the optimizer's state.
 double MeasureOptimizerStep(const ProfiledLayer& layer,
                             const OptimizerConfig& config, int repetitions,
                             c10::Device device) {
-  Optimizer optimizer(config, layer.module->parameters());
+  std::vector<at::Tensor> trained;
+  for (const at::Tensor& parameter : layer.module->parameters()) {
+    if (parameter.grad().defined()) trained.push_back(parameter);
+  }
+  Optimizer optimizer(config, std::move(trained));
   std::vector<double> seconds;
   for (int run = 0; run <= repetitions; ++run) {
     SynchronizeDevice(device);

@@ -71,6 +71,16 @@ TEST(CoordinatorProcessTest, AStoreItCannotOpenIsExit2WithTheReason) {
   EXPECT_THAT(corrupt.err, HasSubstr("not a database"));
 }
 
+// The harness's own error for a coordinator that ends before it serves says
+// how it ended, so a test failing there is diagnosed from its log.
+TEST(CoordinatorProcessTest, AStartThatEndsEarlySaysTheExitStatusAndWhy) {
+  absl::StatusOr<CoordinatorProcess> ended = CoordinatorProcess::Start(
+      CHIMERA_COORDINATOR_BINARY, {"--db", "/nonexistent-dir/jobs.db"});
+  ASSERT_FALSE(ended.ok());
+  EXPECT_THAT(ended.status().message(), HasSubstr("(exit status 2)"));
+  EXPECT_THAT(ended.status().message(), HasSubstr("'/nonexistent-dir/jobs.db'"));
+}
+
 TEST(CoordinatorProcessTest, ASecondCoordinatorGetsNeitherItsStoreNorItsPort) {
   chimera::testing::TempDir dir;
   const std::string db = dir.path() + "/jobs.db";

@@ -7,16 +7,28 @@
 #include "absl/strings/strip.h"
 
 namespace chimera::testing {
+namespace {
+
+// How long a child whose stdout closed may take to exit.
+constexpr absl::Duration kEndingTimeout = absl::Seconds(5);
+
+}  // namespace
 
 absl::StatusOr<std::string> AwaitAnnouncedAddress(net::ChildProcess& process,
                                                   absl::string_view prefix,
                                                   absl::Duration timeout) {
   absl::StatusOr<std::string> line = process.ReadLine(timeout);
   if (!line.ok()) {
+    std::string ending;
+    if (absl::IsOutOfRange(line.status())) {
+      // Stdout closed: the child is ending, and its exit status and the rest
+      // of its stderr say why.
+      ending = absl::StrCat(" (exit status ", process.Wait(kEndingTimeout), ")");
+    }
     return absl::Status(
         line.status().code(),
         absl::StrCat("no '", prefix, "ADDRESS' line: ", line.status().message(),
-                     "; stderr:\n", process.err()));
+                     ending, "; stderr:\n", process.err()));
   }
   absl::string_view address = *line;
   if (!absl::ConsumePrefix(&address, prefix)) {

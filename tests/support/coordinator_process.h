@@ -29,8 +29,9 @@ inline constexpr absl::Duration kServerStartTimeout = absl::Seconds(30);
 
 // The address a server prints once it serves: the rest of `process`'s next
 // stdout line after `prefix`, such as "listening on " or "metrics on ". An
-// error with that line, or with the process's stderr, if it prints something
-// else, exits, or prints nothing within `timeout`.
+// error with that line, or with the process's stderr (and its exit status
+// where it exited), if it prints something else, exits, or prints nothing
+// within `timeout`.
 absl::StatusOr<std::string> AwaitAnnouncedAddress(
     net::ChildProcess& process, absl::string_view prefix,
     absl::Duration timeout = kServerStartTimeout);

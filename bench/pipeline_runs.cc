@@ -102,6 +102,16 @@ StepFigures FiguresOf(const PipelineMeasurements& measured, int warmup) {
       bubble / (measured_steps * static_cast<double>(measured.ranks.size()))};
 }
 
+std::string OpSecondsLine(const std::string& label, int rank, double step,
+                          const std::map<std::string, double>& seconds) {
+  std::string line = absl::StrCat(label, " rank ", rank, ": step ",
+                                  absl::SixDigits(step), " s;");
+  for (const auto& [op, total] : seconds) {
+    absl::StrAppend(&line, " ", op, " ", absl::SixDigits(total));
+  }
+  return line + "\n";
+}
+
 std::string Breakdown(const std::string& label,
                       const schedule::Schedule& schedule,
                       const PipelineMeasurements& measured, int warmup) {
@@ -118,12 +128,9 @@ std::string Breakdown(const std::string& label,
       }
     }
     const double count = static_cast<double>(steps.size() - warmup);
-    absl::StrAppend(&text, label, " rank ", rank, ": step ",
-                    absl::SixDigits(step / count), " s;");
-    for (const auto& [op, total] : seconds) {
-      absl::StrAppend(&text, " ", op, " ", absl::SixDigits(total / count));
-    }
-    absl::StrAppend(&text, "\n");
+    for (auto& [op, total] : seconds) total /= count;
+    absl::StrAppend(&text, OpSecondsLine(label, static_cast<int>(rank),
+                                         step / count, seconds));
   }
   return text;
 }

@@ -11,6 +11,7 @@
 #define CHIMERA_BENCH_PIPELINE_RUNS_H_
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -70,8 +71,12 @@ struct StepFigures {
 StepFigures FiguresOf(const worker::testing::PipelineMeasurements& measured,
                       int warmup);
 
-// One line per rank: "LABEL rank R: step S s; OP SECONDS ...", the mean
-// seconds per measured step of each op kind.
+// "LABEL rank R: step S s; OP SECONDS ...": one rank's step and the seconds
+// of each op kind in it, as one line.
+std::string OpSecondsLine(const std::string& label, int rank, double step,
+                          const std::map<std::string, double>& seconds);
+
+// One OpSecondsLine per rank, of the mean seconds per measured step.
 std::string Breakdown(const std::string& label,
                       const schedule::Schedule& schedule,
                       const worker::testing::PipelineMeasurements& measured,

@@ -85,12 +85,8 @@ absl::StatusOr<std::string> PredictedBreakdown(
       seconds[schedule::OpName(program[i].op)] +=
           worker.timings[i].end - worker.timings[i].start;
     }
-    absl::StrAppend(&text, label, " predicted rank ", worker.rank, ": step ",
-                    absl::SixDigits(result.makespan), " s;");
-    for (const auto& [op, total] : seconds) {
-      absl::StrAppend(&text, " ", op, " ", absl::SixDigits(total));
-    }
-    absl::StrAppend(&text, "\n");
+    absl::StrAppend(&text, OpSecondsLine(label + " predicted", worker.rank,
+                                         result.makespan, seconds));
   }
   return text;
 }

@@ -146,16 +146,15 @@ std::string DescribeP2p(absl::string_view operation, int peer, int64_t tag);
 // The group named `name` in an implementation's map of the groups this rank
 // belongs to; NOT_FOUND naming the rank and the group otherwise.
 template <typename GroupMap>
-absl::StatusOr<typename GroupMap::mapped_type> FindGroup(const GroupMap& groups,
-                                                         absl::string_view name,
-                                                         int rank) {
+absl::StatusOr<const typename GroupMap::mapped_type*> FindGroup(
+    const GroupMap& groups, absl::string_view name, int rank) {
   const auto it = groups.find(name);
   if (it == groups.end()) {
     return absl::NotFoundError(absl::StrCat(
         "rank ", rank, " is not a member of a communication group named '",
         name, "'"));
   }
-  return it->second;
+  return &it->second;
 }
 
 }  // namespace comm_internal

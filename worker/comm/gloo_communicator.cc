@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/comm/group_allreducer.h"
 #include "worker/comm/torch_error.h"
 
 namespace chimera::worker {
@@ -20,6 +21,7 @@ using ProcessGroup = c10::intrusive_ptr<c10d::ProcessGroupGloo>;
 // Store key prefixes: the point-to-point group and the gradient groups.
 constexpr absl::string_view kWorldPrefix = "chimera/world";
 constexpr absl::string_view kGroupPrefix = "chimera/group/";
+constexpr absl::string_view kSharedMemoryPrefix = "chimera/shm/";
 
 class GlooPendingOp final : public PendingOp {
  public:
@@ -63,6 +65,23 @@ absl::Status CheckCpuTensor(absl::string_view operation,
   return absl::OkStatus();
 }
 
+// A blocking sum over a group's Gloo process group: the reducer's way when
+// the group's members are not all on one host.
+GroupAllReducer::Sum TcpSum(ProcessGroup group, std::string description,
+                            absl::Duration timeout) {
+  return [group = std::move(group), description = std::move(description),
+          timeout](const at::Tensor& tensor) -> absl::Status {
+    std::vector<at::Tensor> tensors = {tensor};
+    try {
+      return GlooPendingOp(group->allreduce(tensors), tensor, description)
+          .Wait(timeout);
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(
+          absl::StrCat(description, " failed: ", TorchErrorMessage(e)));
+    }
+  };
+}
+
 absl::StatusOr<ProcessGroup> JoinProcessGroup(
     const c10::intrusive_ptr<c10d::Store>& store, absl::string_view prefix,
     int rank, int size, const GlooOptions& options) {
@@ -85,11 +104,13 @@ absl::StatusOr<ProcessGroup> JoinProcessGroup(
 class GlooCommunicator final : public Communicator {
  public:
   GlooCommunicator(int rank, int world_size, ProcessGroup world,
-                   std::map<std::string, ProcessGroup, std::less<>> groups)
+                   std::map<std::string, std::unique_ptr<GroupAllReducer>,
+                            std::less<>>
+                       reducers)
       : rank_(rank),
         world_size_(world_size),
         world_(std::move(world)),
-        groups_(std::move(groups)) {}
+        reducers_(std::move(reducers)) {}
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
@@ -109,17 +130,9 @@ class GlooCommunicator final : public Communicator {
   absl::StatusOr<std::unique_ptr<PendingOp>> AllReduceSum(
       const at::Tensor& tensor, absl::string_view group) override {
     RETURN_IF_ERROR(CheckCpuTensor("allreduce", tensor));
-    ASSIGN_OR_RETURN(ProcessGroup process_group,
-                     comm_internal::FindGroup(groups_, group, rank_));
-    const std::string description =
-        absl::StrCat("allreduce in group '", group, "'");
-    std::vector<at::Tensor> tensors = {tensor};
-    try {
-      return Pending(process_group->allreduce(tensors), tensor, description);
-    } catch (const std::exception& e) {
-      return absl::UnavailableError(
-          absl::StrCat(description, " failed: ", TorchErrorMessage(e)));
-    }
+    ASSIGN_OR_RETURN(const std::unique_ptr<GroupAllReducer>* reducer,
+                     comm_internal::FindGroup(reducers_, group, rank_));
+    return (*reducer)->Start(tensor);
   }
 
   absl::Status Barrier(absl::Duration timeout) override {
@@ -167,7 +180,8 @@ class GlooCommunicator final : public Communicator {
   const int rank_;
   const int world_size_;
   const ProcessGroup world_;
-  const std::map<std::string, ProcessGroup, std::less<>> groups_;
+  std::map<std::string, std::unique_ptr<GroupAllReducer>, std::less<>>
+      reducers_;
 };
 
 }  // namespace
@@ -185,20 +199,31 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
   ASSIGN_OR_RETURN(ProcessGroup world,
                    JoinProcessGroup(store, kWorldPrefix, options.rank,
                                     options.world_size, options));
-  std::map<std::string, ProcessGroup, std::less<>> groups;
+  std::map<std::string, std::unique_ptr<GroupAllReducer>, std::less<>>
+      reducers;
   for (const CommGroup& group : options.groups) {
     const auto member =
         std::find(group.ranks.begin(), group.ranks.end(), options.rank);
     if (member == group.ranks.end()) continue;
-    const int group_rank = static_cast<int>(member - group.ranks.begin());
+    GroupAllReducerOptions reducer_options;
+    reducer_options.store = store;
+    reducer_options.key_prefix = absl::StrCat(kSharedMemoryPrefix, group.name);
+    reducer_options.rank = static_cast<int>(member - group.ranks.begin());
+    reducer_options.size = static_cast<int>(group.ranks.size());
+    reducer_options.shared_memory = options.shared_memory;
+    reducer_options.timeout = options.timeout;
+    reducer_options.description =
+        absl::StrCat("allreduce in group '", group.name, "'");
     ASSIGN_OR_RETURN(
-        groups[group.name],
+        ProcessGroup process_group,
         JoinProcessGroup(store, absl::StrCat(kGroupPrefix, group.name),
-                         group_rank, static_cast<int>(group.ranks.size()),
-                         options));
+                         reducer_options.rank, reducer_options.size, options));
+    reducers[group.name] = std::make_unique<GroupAllReducer>(
+        reducer_options, TcpSum(std::move(process_group),
+                                reducer_options.description, options.timeout));
   }
   return std::make_unique<GlooCommunicator>(
-      options.rank, options.world_size, std::move(world), std::move(groups));
+      options.rank, options.world_size, std::move(world), std::move(reducers));
 }
 
 }  // namespace chimera::worker

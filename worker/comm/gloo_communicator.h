@@ -1,9 +1,11 @@
 // The CPU communicator: LibTorch's c10d::ProcessGroupGloo over TCP. One
 // process group of all ranks carries point-to-point transfers (Gloo matches
-// them by peer and tag, in any order); one more group per gradient group this
-// rank belongs to carries that group's allreduces, so allreduces of different
-// stages proceed independently. Every group rendezvouses through the same
-// store under its own key prefix, with group-local ranks.
+// them by peer and tag, in any order). Each gradient group this rank belongs
+// to has its own allreducer thread (group_allreducer.h), so allreduces of
+// different stages proceed independently: it sums through shared memory when
+// all of the group's members run on one host, else over the group's own Gloo
+// process group. Every group rendezvouses through the same store under its
+// own key prefix, with group-local ranks.
 //
 //   GlooOptions options;
 //   options.rank = rank;
@@ -39,6 +41,9 @@ struct GlooOptions {
   // Bounds joining the groups and any one operation inside Gloo, whatever
   // Wait() is given, and so how long a failed job's teardown can block.
   absl::Duration timeout = kDefaultCollectiveTimeout;
+  // False: this rank declines shared-memory allreduce, and so every group it
+  // is in sums over TCP.
+  bool shared_memory = true;
 };
 
 // INVALID_ARGUMENT for a bad rank, world size or group list; UNAVAILABLE

@@ -187,8 +187,9 @@ class NcclCommunicator final : public Communicator {
   absl::StatusOr<std::unique_ptr<PendingOp>> AllReduceSum(
       const at::Tensor& tensor, absl::string_view group) override {
     RETURN_IF_ERROR(CheckTensor("allreduce", tensor));
-    ASSIGN_OR_RETURN(const Channel channel,
+    ASSIGN_OR_RETURN(const Channel* channel_in_group,
                      comm_internal::FindGroup(groups_, group, options_.rank));
+    const Channel channel = *channel_in_group;
     ASSIGN_OR_RETURN(const ncclDataType_t type, NcclType(tensor));
     return Enqueue(channel, tensor,
                    absl::StrCat("allreduce in group '", group, "'"), [&] {

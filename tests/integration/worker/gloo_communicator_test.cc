@@ -34,12 +34,14 @@ constexpr absl::Duration kShortTimeout = absl::Seconds(2);
 
 absl::StatusOr<std::unique_ptr<Communicator>> Connect(
     int rank, int world_size, TcpRendezvous& rendezvous,
-    std::vector<CommGroup> groups = {}, absl::Duration timeout = kOpTimeout) {
+    std::vector<CommGroup> groups = {}, absl::Duration timeout = kOpTimeout,
+    bool shared_memory = true) {
   GlooOptions options;
   options.rank = rank;
   options.world_size = world_size;
   options.groups = std::move(groups);
   options.timeout = timeout;
+  options.shared_memory = shared_memory;
   return CreateGlooCommunicator(rendezvous, options);
 }
 
@@ -98,34 +100,48 @@ TEST(GlooCommunicatorTest, TaggedTransfersInFlightMatchOutOfOrder) {
 }
 
 // Two pair groups allreduce at the same time, then the group of all four.
+absl::Status SumWithinGroups(int rank, TcpRendezvous& rendezvous,
+                             bool shared_memory) {
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Communicator> comm,
+      Connect(rank, 4, rendezvous,
+              {{"even", {0, 2}}, {"odd", {1, 3}}, {"all", {0, 1, 2, 3}}},
+              kOpTimeout, shared_memory));
+  const at::Tensor pair = at::full({1000}, rank + 1.0, at::kDouble);
+  const at::Tensor all = at::full({3, 5}, rank + 1.0, at::kFloat);
+  ASSIGN_OR_RETURN(auto pair_op,
+                   comm->AllReduceSum(pair, rank % 2 ? "odd" : "even"));
+  ASSIGN_OR_RETURN(auto all_op, comm->AllReduceSum(all, "all"));
+  RETURN_IF_ERROR(pair_op->Wait(kOpTimeout));
+  RETURN_IF_ERROR(all_op->Wait(kOpTimeout));
+  // even: 1 + 3, odd: 2 + 4; all: 1 + 2 + 3 + 4.
+  RETURN_IF_ERROR(
+      ExpectFilledWith(pair, rank % 2 ? 6.0 : 4.0, "pair group sum"));
+  RETURN_IF_ERROR(ExpectFilledWith(all, 10.0, "all-ranks sum"));
+  const auto stranger = comm->AllReduceSum(pair, rank % 2 ? "even" : "odd");
+  if (stranger.status().code() != absl::StatusCode::kNotFound) {
+    return absl::InternalError(
+        absl::StrCat("allreduce in a group without this rank: ",
+                     stranger.status().ToString()));
+  }
+  return comm->Barrier(kOpTimeout);
+}
+
+// All four ranks share this host, so every group sums in shared memory.
 TEST(GlooCommunicatorTest, AllReduceSumsWithinEachGroupOnly) {
   ExpectAllRanksSucceeded(RunForkedRanks(
-      4, kTestDeadline,
-      [](int rank, TcpRendezvous& rendezvous) -> absl::Status {
-        ASSIGN_OR_RETURN(
-            std::unique_ptr<Communicator> comm,
-            Connect(
-                rank, 4, rendezvous,
-                {{"even", {0, 2}}, {"odd", {1, 3}}, {"all", {0, 1, 2, 3}}}));
-        const at::Tensor pair = at::full({1000}, rank + 1.0, at::kDouble);
-        const at::Tensor all = at::full({3, 5}, rank + 1.0, at::kFloat);
-        ASSIGN_OR_RETURN(auto pair_op,
-                         comm->AllReduceSum(pair, rank % 2 ? "odd" : "even"));
-        ASSIGN_OR_RETURN(auto all_op, comm->AllReduceSum(all, "all"));
-        RETURN_IF_ERROR(pair_op->Wait(kOpTimeout));
-        RETURN_IF_ERROR(all_op->Wait(kOpTimeout));
-        // even: 1 + 3, odd: 2 + 4; all: 1 + 2 + 3 + 4.
-        RETURN_IF_ERROR(
-            ExpectFilledWith(pair, rank % 2 ? 6.0 : 4.0, "pair group sum"));
-        RETURN_IF_ERROR(ExpectFilledWith(all, 10.0, "all-ranks sum"));
-        const auto stranger =
-            comm->AllReduceSum(pair, rank % 2 ? "even" : "odd");
-        if (stranger.status().code() != absl::StatusCode::kNotFound) {
-          return absl::InternalError(
-              absl::StrCat("allreduce in a group without this rank: ",
-                           stranger.status().ToString()));
-        }
-        return comm->Barrier(kOpTimeout);
+      4, kTestDeadline, [](int rank, TcpRendezvous& rendezvous) {
+        return SumWithinGroups(rank, rendezvous, /*shared_memory=*/true);
+      }));
+}
+
+// Rank 3 declines shared memory: groups "odd" and "all" sum over Gloo's TCP,
+// "even" still in shared memory, each correctly.
+TEST(GlooCommunicatorTest, GroupsWithARankThatDeclinesSharedMemorySumOverTcp) {
+  ExpectAllRanksSucceeded(RunForkedRanks(
+      4, kTestDeadline, [](int rank, TcpRendezvous& rendezvous) {
+        return SumWithinGroups(rank, rendezvous,
+                               /*shared_memory=*/rank != 3);
       }));
 }
 

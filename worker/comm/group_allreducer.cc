@@ -1,0 +1,147 @@
+#include "worker/comm/group_allreducer.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace chimera::worker {
+namespace comm_internal {
+
+struct QueuedSum {
+  at::Tensor tensor;
+  absl::Mutex mu;
+  bool done ABSL_GUARDED_BY(mu) = false;
+  absl::Status status ABSL_GUARDED_BY(mu);
+
+  void Complete(absl::Status result) {
+    absl::MutexLock lock(&mu);
+    status = std::move(result);
+    done = true;
+  }
+};
+
+}  // namespace comm_internal
+namespace {
+
+using comm_internal::QueuedSum;
+
+class QueuedAllReduce final : public PendingOp {
+ public:
+  QueuedAllReduce(std::shared_ptr<QueuedSum> job,
+                  std::string description)
+      : job_(std::move(job)), description_(std::move(description)) {}
+
+  absl::Status Wait(absl::Duration timeout) override {
+    absl::MutexLock lock(&job_->mu);
+    const bool& done = job_->done;
+    if (!job_->mu.AwaitWithTimeout(absl::Condition(&done), timeout)) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          description_, " did not finish within ",
+          absl::FormatDuration(timeout)));
+    }
+    return job_->status;
+  }
+
+ private:
+  std::shared_ptr<QueuedSum> job_;
+  std::string description_;
+};
+
+}  // namespace
+
+GroupAllReducer::GroupAllReducer(GroupAllReducerOptions options, Sum tcp_sum)
+    : options_(std::move(options)),
+      tcp_sum_(std::move(tcp_sum)),
+      tcp_only_(options_.size == 1),
+      thread_([this] { Run(); }) {}
+
+GroupAllReducer::~GroupAllReducer() {
+  cancelled_.store(true);
+  {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(nullptr);  // wakes the thread and ends it
+  }
+  thread_.join();
+}
+
+std::unique_ptr<PendingOp> GroupAllReducer::Start(at::Tensor tensor) {
+  auto job = std::make_shared<Job>();
+  job->tensor = std::move(tensor);
+  {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(job);
+  }
+  return std::make_unique<QueuedAllReduce>(std::move(job),
+                                           options_.description);
+}
+
+void GroupAllReducer::Run() {
+  for (;;) {
+    std::shared_ptr<Job> job;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](std::deque<std::shared_ptr<Job>>* queue) {
+            return !queue->empty();
+          },
+          &queue_));
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    if (job == nullptr) break;
+    if (cancelled_.load()) {
+      job->Complete(absl::CancelledError(
+          absl::StrCat(options_.description, " cancelled")));
+      continue;
+    }
+    absl::Status status = Reduce(job->tensor);
+    if (!status.ok()) {
+      status = absl::Status(status.code(), absl::StrCat(options_.description,
+                                                        " failed: ",
+                                                        status.message()));
+    }
+    job->Complete(std::move(status));
+  }
+  // Whatever was queued behind the end marker.
+  absl::MutexLock lock(&mu_);
+  for (const auto& job : queue_) {
+    if (job != nullptr) {
+      job->Complete(absl::CancelledError(
+          absl::StrCat(options_.description, " cancelled")));
+    }
+  }
+}
+
+absl::Status GroupAllReducer::Reduce(const at::Tensor& tensor) {
+  RETURN_IF_ERROR(PrepareSharedMemory(tensor.nbytes()));
+  if (tcp_only_) return tcp_sum_(tensor);
+  return shared_->Sum(tensor, options_.timeout);
+}
+
+absl::Status GroupAllReducer::PrepareSharedMemory(size_t bytes) {
+  if (tcp_only_ || (shared_ != nullptr && shared_->capacity() >= bytes)) {
+    return absl::OkStatus();
+  }
+  // Each attempt rendezvouses under keys of its own: the members make the
+  // same calls in the same order, so they agree on the count.
+  SharedMemoryOptions shared_options;
+  shared_options.enabled = options_.shared_memory;
+  shared_options.timeout = options_.timeout;
+  shared_options.cancelled = &cancelled_;
+  shared_.reset();
+  absl::StatusOr<std::unique_ptr<SharedMemoryAllReduce>> joined =
+      SharedMemoryAllReduce::Join(
+          options_.store, absl::StrCat(options_.key_prefix, "/", joins_++),
+          options_.rank, options_.size, bytes, shared_options);
+  if (absl::IsFailedPrecondition(joined.status())) {
+    tcp_only_ = true;
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(joined.status());
+  shared_ = std::move(*joined);
+  shared_memory_in_use_.store(true);
+  return absl::OkStatus();
+}
+
+}  // namespace chimera::worker

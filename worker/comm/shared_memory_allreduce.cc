@@ -1,0 +1,310 @@
+#include "worker/comm/shared_memory_allreduce.h"
+
+#include <ATen/ATen.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+#include <optional>
+#include <random>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "worker/comm/torch_error.h"
+
+namespace chimera::worker {
+namespace {
+
+// The start of every segment; the tensor's bytes follow at kHeaderBytes.
+struct SegmentHeader {
+  uint64_t token;  // proves a peer mapped the segment its owner published
+  std::atomic<uint32_t> phase;  // 3 per finished Sum
+};
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
+constexpr size_t kHeaderBytes = 64;
+static_assert(sizeof(SegmentHeader) <= kHeaderBytes);
+
+// How often a blocked wait looks at the cancellation flag.
+constexpr absl::Duration kWaitSlice = absl::Milliseconds(100);
+// How often the rendezvous asks the store for a member's key.
+constexpr absl::Duration kStorePollInterval = absl::Milliseconds(5);
+
+// A member's verdict when it mapped every segment; an offer that starts
+// with kNoOffer says why the member has no segment.
+constexpr char kAccepted[] = "ok";
+constexpr char kNoOffer[] = "!";
+
+SegmentHeader& HeaderOf(const SharedMemorySegment& segment) {
+  return *static_cast<SegmentHeader*>(segment.data());
+}
+
+uint32_t* FutexWord(std::atomic<uint32_t>& word) {
+  return reinterpret_cast<uint32_t*>(&word);
+}
+
+// Sleeps while `word` still holds `seen`, at most `timeout`.
+void FutexWait(std::atomic<uint32_t>& word, uint32_t seen,
+               absl::Duration timeout) {
+  const timespec relative = absl::ToTimespec(timeout);
+  syscall(SYS_futex, FutexWord(word), FUTEX_WAIT, seen, &relative, nullptr, 0);
+}
+
+void FutexWakeAll(std::atomic<uint32_t>& word) {
+  syscall(SYS_futex, FutexWord(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+bool Reached(uint32_t phase, uint32_t target) {
+  return static_cast<int32_t>(phase - target) >= 0;  // survives wrap-around
+}
+
+absl::Status StoreSet(c10d::Store& store, const std::string& key,
+                      const std::string& value) {
+  try {
+    store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
+    return absl::OkStatus();
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot write '", key, "' to the rendezvous store: ",
+        TorchErrorMessage(e)));
+  }
+}
+
+// Polls, so that a cancelled rendezvous ends at once instead of when the
+// store's wait would.
+absl::StatusOr<std::string> StoreGet(c10d::Store& store, const std::string& key,
+                                     const SharedMemoryOptions& options) {
+  const absl::Time deadline = absl::Now() + options.timeout;
+  try {
+    while (!store.check({key})) {
+      if (options.cancelled != nullptr && options.cancelled->load()) {
+        return absl::CancelledError("shared-memory rendezvous cancelled");
+      }
+      if (absl::Now() >= deadline) {
+        return absl::UnavailableError(
+            absl::StrCat("no '", key, "' in the rendezvous store within ",
+                         absl::FormatDuration(options.timeout)));
+      }
+      absl::SleepFor(kStorePollInterval);
+    }
+    const std::vector<uint8_t> value = store.get(key);
+    return std::string(value.begin(), value.end());
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot read '", key, "' from the rendezvous store: ",
+        TorchErrorMessage(e)));
+  }
+}
+
+uint64_t RandomToken() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ device();
+}
+
+// This member's segment, its token written, or why there is none.
+absl::StatusOr<SharedMemorySegment> CreateOwnSegment(
+    int rank, size_t bytes, const SharedMemoryOptions& options,
+    uint64_t token) {
+  if (!options.enabled) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("member ", rank, " does not use shared memory"));
+  }
+  ASSIGN_OR_RETURN(SharedMemorySegment segment,
+                   SharedMemorySegment::Create(RandomSegmentName(), bytes));
+  HeaderOf(segment).token = token;
+  return segment;
+}
+
+// Maps the segment member `member` offered as "NAME TOKEN" (or "!WHY NOT").
+absl::StatusOr<SharedMemorySegment> OpenPeerSegment(int member,
+                                                    const std::string& offer,
+                                                    size_t bytes) {
+  if (absl::StartsWith(offer, kNoOffer)) {
+    return absl::FailedPreconditionError(offer.substr(1));
+  }
+  const std::vector<std::string> fields = absl::StrSplit(offer, ' ');
+  uint64_t token = 0;
+  if (fields.size() != 2 || !absl::SimpleAtoi(fields[1], &token)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "member ", member, " offered a malformed segment '", offer, "'"));
+  }
+  ASSIGN_OR_RETURN(SharedMemorySegment segment,
+                   SharedMemorySegment::Open(fields[0], bytes));
+  if (HeaderOf(segment).token != token) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shared memory ", fields[0], " is not member ", member, "'s"));
+  }
+  return segment;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SharedMemoryAllReduce>>
+SharedMemoryAllReduce::Join(const c10::intrusive_ptr<c10d::Store>& store,
+                            const std::string& key_prefix, int rank, int size,
+                            size_t capacity_bytes,
+                            const SharedMemoryOptions& options) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "member ", rank, " of a group of ", size, "; need 0 <= member < size"));
+  }
+  const auto offer_key = [&](int member) {
+    return absl::StrCat(key_prefix, "/offer/", member);
+  };
+  const auto verdict_key = [&](int member) {
+    return absl::StrCat(key_prefix, "/verdict/", member);
+  };
+  const size_t bytes = kHeaderBytes + capacity_bytes;
+  const uint64_t token = RandomToken();
+
+  // Offer a segment, map every other member's, then agree: the group uses
+  // shared memory only when every member mapped every segment.
+  std::vector<std::optional<SharedMemorySegment>> segments(size);
+  absl::Status problem = absl::OkStatus();
+  absl::StatusOr<SharedMemorySegment> own =
+      CreateOwnSegment(rank, bytes, options, token);
+  if (own.ok()) {
+    RETURN_IF_ERROR(StoreSet(*store, offer_key(rank),
+                             absl::StrCat(own->name(), " ", token)));
+    segments[rank] = std::move(*own);
+  } else {
+    problem = own.status();
+    RETURN_IF_ERROR(StoreSet(*store, offer_key(rank),
+                             absl::StrCat(kNoOffer, problem.message())));
+  }
+  for (int member = 0; member < size; ++member) {
+    if (member == rank) continue;
+    ASSIGN_OR_RETURN(const std::string offer,
+                     StoreGet(*store, offer_key(member), options));
+    if (!problem.ok()) continue;
+    absl::StatusOr<SharedMemorySegment> peer =
+        OpenPeerSegment(member, offer, bytes);
+    if (peer.ok()) {
+      segments[member] = std::move(*peer);
+    } else {
+      problem = peer.status();
+    }
+  }
+  RETURN_IF_ERROR(StoreSet(*store, verdict_key(rank),
+                           problem.ok() ? std::string(kAccepted)
+                                        : std::string(problem.message())));
+  for (int member = 0; member < size; ++member) {
+    if (member == rank) continue;
+    ASSIGN_OR_RETURN(const std::string verdict,
+                     StoreGet(*store, verdict_key(member), options));
+    if (problem.ok() && verdict != kAccepted) {
+      problem = absl::FailedPreconditionError(verdict);
+    }
+  }
+  // Every member has mapped or given up on this segment: drop its name.
+  if (segments[rank]) segments[rank]->Unlink();
+  if (!problem.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no shared memory among the group's ",
+                     size, " members: ", problem.message()));
+  }
+  std::vector<SharedMemorySegment> mapped;
+  mapped.reserve(size);
+  for (auto& segment : segments) mapped.push_back(std::move(*segment));
+  return std::unique_ptr<SharedMemoryAllReduce>(new SharedMemoryAllReduce(
+      rank, std::move(mapped), capacity_bytes, options.cancelled));
+}
+
+SharedMemoryAllReduce::SharedMemoryAllReduce(
+    int rank, std::vector<SharedMemorySegment> segments, size_t capacity,
+    const std::atomic<bool>* cancelled)
+    : rank_(rank),
+      segments_(std::move(segments)),
+      capacity_(capacity),
+      cancelled_(cancelled) {}
+
+absl::Status SharedMemoryAllReduce::Sum(const at::Tensor& tensor,
+                                        absl::Duration timeout) {
+  if (!tensor.defined() || !tensor.device().is_cpu() ||
+      !tensor.is_contiguous() || tensor.is_sparse() ||
+      tensor.nbytes() > capacity_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shared-memory allreduce needs a dense, contiguous CPU tensor of at "
+        "most ",
+        capacity_, " bytes; got ",
+        tensor.defined() ? tensor.toString() : "an undefined tensor"));
+  }
+  const int size = static_cast<int>(segments_.size());
+  if (size == 1 || tensor.numel() == 0) return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + timeout;
+  const at::Tensor flat = tensor.view({-1});
+  const int64_t numel = flat.numel();
+  // Member m sums and publishes slice m.
+  const auto slice = [&](const at::Tensor& whole, int m) {
+    const int64_t begin = numel * m / size;
+    return whole.narrow(0, begin, numel * (m + 1) / size - begin);
+  };
+  const uint32_t base = 3 * sums_done_;
+
+  // Nobody reads this member's segment any more once all finished the last
+  // Sum.
+  RETURN_IF_ERROR(AwaitPhase(base, deadline, "the end of the previous sum"));
+  View(rank_, flat).copy_(flat);
+  PublishPhase(base + 1);
+
+  RETURN_IF_ERROR(AwaitPhase(base + 1, deadline, "this sum"));
+  at::Tensor own_slice = slice(flat, rank_);
+  at::add_out(own_slice, slice(View(0, flat), rank_),
+              slice(View(1, flat), rank_));
+  for (int m = 2; m < size; ++m) own_slice.add_(slice(View(m, flat), rank_));
+  slice(View(rank_, flat), rank_).copy_(own_slice);
+  PublishPhase(base + 2);
+
+  RETURN_IF_ERROR(AwaitPhase(base + 2, deadline, "the summed slices"));
+  for (int m = 0; m < size; ++m) {
+    if (m != rank_) slice(flat, m).copy_(slice(View(m, flat), m));
+  }
+  PublishPhase(base + 3);
+  ++sums_done_;
+  return absl::OkStatus();
+}
+
+absl::Status SharedMemoryAllReduce::AwaitPhase(uint32_t phase,
+                                               absl::Time deadline,
+                                               const char* what) const {
+  for (int m = 0; m < static_cast<int>(segments_.size()); ++m) {
+    if (m == rank_) continue;
+    std::atomic<uint32_t>& word = HeaderOf(segments_[m]).phase;
+    for (uint32_t seen = word.load(std::memory_order_acquire);
+         !Reached(seen, phase); seen = word.load(std::memory_order_acquire)) {
+      if (cancelled_ != nullptr && cancelled_->load()) {
+        return absl::CancelledError("shared-memory allreduce cancelled");
+      }
+      const absl::Duration left = deadline - absl::Now();
+      if (left <= absl::ZeroDuration()) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("member ", m, " of the group did not reach ", what,
+                         " in time"));
+      }
+      FutexWait(word, seen, std::min(left, kWaitSlice));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void SharedMemoryAllReduce::PublishPhase(uint32_t phase) {
+  std::atomic<uint32_t>& word = HeaderOf(segments_[rank_]).phase;
+  word.store(phase, std::memory_order_release);
+  FutexWakeAll(word);
+}
+
+at::Tensor SharedMemoryAllReduce::View(int member,
+                                       const at::Tensor& like) const {
+  return at::from_blob(
+      static_cast<char*>(segments_[member].data()) + kHeaderBytes,
+      {like.numel()}, at::TensorOptions().dtype(like.scalar_type()));
+}
+
+}  // namespace chimera::worker

@@ -6,8 +6,9 @@
 // to schedule::Simulate and prints, per worker, the measured bubble ratio
 // (bubble / step time, mean over the measured steps) next to the simulated
 // one (idle / makespan). The simulation is given the measured optimizer step
-// and, in a second column, the transfers and allreduces as well: Gloo on
-// loopback, measured first between two forked ranks (a ping-pong and a
+// and, in a second column, the transfers and allreduces as well: messages
+// over Gloo on loopback and allreduces through shared memory, as the ranks
+// make them, measured first between two forked ranks (a ping-pong and a
 // two-rank allreduce at two sizes, fitted to α + β·bytes), with each
 // micro-batch's activation bytes and each model stage's gradient bytes.
 //
@@ -71,7 +72,8 @@ ModelConfig BenchGpt() {
   return config;
 }
 
-// What one message and one allreduce cost on loopback Gloo, as α + β·bytes,
+// What one message (Gloo on loopback) and one allreduce (shared memory) cost
+// between two ranks of this machine, as α + β·bytes,
 // and what each transformer block's parameters weigh.
 struct LinkCosts {
   double p2p_alpha = 0;
@@ -376,9 +378,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf(
-      "loopback Gloo: message %.1f us + %.3f ns/byte, two-rank allreduce %.1f "
-      "us + %.3f "
-      "ns/byte\n",
+      "loopback Gloo message %.1f us + %.3f ns/byte, two-rank shared-memory "
+      "allreduce %.1f us + %.3f ns/byte\n",
       1e6 * links->p2p_alpha, 1e9 * links->p2p_beta,
       1e6 * links->allreduce_alpha, 1e9 * links->allreduce_beta);
   int exit_code = 0;

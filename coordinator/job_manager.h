@@ -56,11 +56,12 @@ namespace chimera::coordinator {
 
 // What the planner assumes of every link between workers unless told
 // (chimera-coordinator --link-latency, --link-bandwidth,
-// --link-collective-latency): Gloo over TCP on one host, as measured by
+// --link-collective-latency): workers on one host, messages over Gloo's
+// TCP and allreduces through shared memory, as measured by
 // bench/bubble_benchmark on a 2-core machine.
 inline constexpr double kDefaultLinkLatencySeconds = 1e-4;
 inline constexpr double kDefaultLinkBandwidth = 2e9;
-inline constexpr double kDefaultLinkCollectiveLatencySeconds = 5e-4;
+inline constexpr double kDefaultLinkCollectiveLatencySeconds = 2.5e-5;
 chimera::v1::ClusterLinks DefaultLinks();
 
 struct JobManagerOptions {

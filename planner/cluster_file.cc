@@ -52,6 +52,8 @@ FieldErrors ValidateCluster(const chimera::v1::Cluster& cluster) {
     errors.Add("spec.device.coresPerNode",
                absl::StrCat(spec.device().cores_per_node(), " must be >= 0"));
   }
+  CheckNonNegative(&errors, "spec.device.coRunningSlowdown",
+                   spec.device().co_running_slowdown());
   CheckLink(&errors, "spec.links.intraNode", spec.links().intra_node());
   if (spec.nodes() > 1 || spec.links().has_inter_node()) {
     CheckLink(&errors, "spec.links.interNode", spec.links().inter_node());

@@ -213,9 +213,11 @@ std::string DescribePlan(const chimera::v1::Plan& plan) {
 namespace {
 
 // Where CPU workers share their nodes' cores, the simulated ranks get their
-// share of them: the replicas left out of the simulation use the rest.
-void ShareCores(int cores_per_node, SimulationInputs& inputs) {
-  if (cores_per_node <= 0) return;
+// share of them (the replicas left out of the simulation use the rest), and
+// slow each other down as the device says.
+void ShareNodes(const chimera::v1::DeviceSpec& device, SimulationInputs& inputs) {
+  const int cores_per_node = device.cores_per_node();
+  if (cores_per_node <= 0 && device.co_running_slowdown() <= 0) return;
   const int simulated = static_cast<int>(inputs.program.workers.size());
   std::map<int, int> all_ranks, simulated_ranks;
   for (size_t rank = 0; rank < inputs.slots.size(); ++rank) {
@@ -224,10 +226,13 @@ void ShareCores(int cores_per_node, SimulationInputs& inputs) {
   }
   int cores = cores_per_node;
   for (const auto& [node, ranks] : simulated_ranks) {
-    cores = std::min(cores, std::max(1, cores_per_node * ranks / all_ranks[node]));
+    if (cores_per_node > 0) {
+      cores = std::min(cores, std::max(1, cores_per_node * ranks / all_ranks[node]));
+    }
   }
   schedule::CostModel& costs = inputs.costs;
   costs.cores_per_node = cores;
+  costs.co_running_slowdown = device.co_running_slowdown();
   for (int rank = 0; rank < simulated; ++rank) {
     costs.node_of_rank.push_back(inputs.slots[rank].node);
   }
@@ -281,7 +286,7 @@ absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& contex
     return link.latency_seconds() + bytes / link.bandwidth_bytes_per_second();
   };
   costs.stage_allreduce = StageAllreduceSeconds(context, inputs, candidate);
-  ShareCores(cluster.device().cores_per_node(), inputs);
+  ShareNodes(cluster.device(), inputs);
   return inputs;
 }
 

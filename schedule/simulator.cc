@@ -18,6 +18,19 @@ namespace {
 
 constexpr InstructionId kNoPredecessor{-1, 0};
 
+// How often the programs are timed again, at most, for co-running ops'
+// stretches to settle, and when they count as settled.
+constexpr int kMaxCoRunningPasses = 8;
+constexpr double kStretchTolerance = 1e-4;
+
+// Per rank and instruction, the factor its compute cost runs longer by
+// (empty: 1 for every instruction).
+using Stretches = std::vector<std::vector<double>>;
+
+bool IsComputing(OpKind op) {
+  return IsCompute(op) || op == OpKind::kOptimizerStep;
+}
+
 double StageCost(const std::vector<double>& per_stage, double fallback,
                  int model_stage) {
   return model_stage < static_cast<int>(per_stage.size())
@@ -85,10 +98,12 @@ std::optional<CorePool> SharedCores(const CostModel& costs, int num_workers) {
 // programs, then the summary over all of them.
 class Simulation {
  public:
-  Simulation(const Schedule& schedule, const CostModel& costs)
+  Simulation(const Schedule& schedule, const CostModel& costs,
+             const Stretches& stretches)
       : schedule_(schedule),
         topology_(schedule.topology),
         costs_(costs),
+        stretches_(stretches),
         num_workers_(static_cast<int>(schedule.workers.size())),
         pred_(num_workers_),
         now_(num_workers_, 0.0),
@@ -119,10 +134,10 @@ class Simulation {
     const int model_stage = topology_.ModelStage({inst.chunk, inst.stage});
     switch (inst.op) {
       case OpKind::kForward:
-        end = Compute(r, Forward(r, inst, model_stage), timing);
+        end = Compute(step, Forward(r, inst, model_stage), timing);
         break;
       case OpKind::kBackward:
-        end = Compute(r, Backward(r, inst, model_stage), timing);
+        end = Compute(step, Backward(r, inst, model_stage), timing);
         break;
       case OpKind::kRecvAct:
       case OpKind::kRecvGrad: {
@@ -144,14 +159,12 @@ class Simulation {
         break;
       }
       case OpKind::kOptimizerStep:
-        end = Compute(r, OptimizerStep(r), timing);
+        end = Compute(step, OptimizerStep(r), timing);
         break;
       default:  // sends and allreduce begins are posted without waiting
         break;
     }
-    if (IsCompute(inst.op) || inst.op == OpKind::kOptimizerStep) {
-      worker.busy += end - timing.start;
-    }
+    if (IsComputing(inst.op)) worker.busy += end - timing.start;
     timing.end = end;
     now_[r] = end;
   }
@@ -177,11 +190,15 @@ class Simulation {
            mb;
   }
 
-  // When a compute op of `cost` ready at `timing.start` on `rank` ends; it
-  // starts later (`timing.start` moves) where it waits for a shared core.
-  double Compute(int rank, double cost, InstructionTiming& timing) {
+  // When the compute op of `step`, of `cost` and ready at `timing.start`,
+  // ends: stretched where it co-runs, and started later (`timing.start`
+  // moves) where it waits for a shared core.
+  double Compute(const ExecutionStep& step, double cost,
+                 InstructionTiming& timing) {
+    if (!stretches_.empty()) cost *= stretches_[step.rank][step.index];
     if (cores_) {
-      timing.start = cores_->Reserve(costs_.node_of_rank[rank], timing.start, cost);
+      timing.start = cores_->Reserve(costs_.node_of_rank[step.rank],
+                                     timing.start, cost);
     }
     return timing.start + cost;
   }
@@ -313,6 +330,7 @@ class Simulation {
   const Schedule& schedule_;
   const Topology& topology_;
   const CostModel& costs_;
+  const Stretches& stretches_;
   const int num_workers_;
   SimulationResult result_;
   // Per instruction, the one whose end bounds its start.
@@ -335,6 +353,90 @@ class Simulation {
   std::optional<CorePool> cores_;
 };
 
+// Whether some node holds several ranks that slow each other down.
+bool RanksCoRun(const CostModel& costs, int num_workers) {
+  if (costs.co_running_slowdown <= 0 ||
+      static_cast<int>(costs.node_of_rank.size()) < num_workers) {
+    return false;
+  }
+  std::set<int> nodes;
+  for (int r = 0; r < num_workers; ++r) {
+    if (!nodes.insert(costs.node_of_rank[r]).second) return true;
+  }
+  return false;
+}
+
+// How long the sorted, disjoint `intervals` cover of [begin, end).
+double Overlap(const std::vector<InstructionTiming>& intervals, double begin,
+               double end) {
+  auto it = std::upper_bound(
+      intervals.begin(), intervals.end(), begin,
+      [](double t, const InstructionTiming& i) { return t < i.end; });
+  double covered = 0.0;
+  for (; it != intervals.end() && it->start < end; ++it) {
+    covered += std::min(end, it->end) - std::max(begin, it->start);
+  }
+  return covered;
+}
+
+// The stretch every compute op of `result` implies: 1 + slowdown times the
+// mean number of other ranks of its node computing while it ran.
+Stretches CoRunningStretches(const Schedule& schedule, const CostModel& costs,
+                             const SimulationResult& result) {
+  const int num_workers = static_cast<int>(schedule.workers.size());
+  // Each rank's compute, in program order: sorted and disjoint.
+  std::vector<std::vector<InstructionTiming>> computing(num_workers);
+  for (int r = 0; r < num_workers; ++r) {
+    const auto& program = schedule.workers[r].instructions;
+    for (size_t i = 0; i < program.size(); ++i) {
+      if (IsComputing(program[i].op)) {
+        computing[r].push_back(result.workers[r].timings[i]);
+      }
+    }
+  }
+  Stretches stretches(num_workers);
+  for (int r = 0; r < num_workers; ++r) {
+    const auto& program = schedule.workers[r].instructions;
+    stretches[r].assign(program.size(), 1.0);
+    for (size_t i = 0; i < program.size(); ++i) {
+      const InstructionTiming& own = result.workers[r].timings[i];
+      if (!IsComputing(program[i].op) || own.end <= own.start) continue;
+      double others = 0.0;
+      for (int q = 0; q < num_workers; ++q) {
+        if (q != r && costs.node_of_rank[q] == costs.node_of_rank[r]) {
+          others += Overlap(computing[q], own.start, own.end);
+        }
+      }
+      stretches[r][i] += costs.co_running_slowdown * others / (own.end - own.start);
+    }
+  }
+  return stretches;
+}
+
+// The largest difference between two stretches of one instruction.
+double LargestChange(const Stretches& before, const Stretches& after) {
+  double largest = 0.0;
+  for (size_t r = 0; r < after.size(); ++r) {
+    for (size_t i = 0; i < after[r].size(); ++i) {
+      const double old = before.empty() ? 1.0 : before[r][i];
+      largest = std::max(largest, std::abs(after[r][i] - old));
+    }
+  }
+  return largest;
+}
+
+absl::StatusOr<SimulationResult> SimulateOnce(const Schedule& schedule,
+                                              const CostModel& costs,
+                                              const Stretches& stretches) {
+  Simulation simulation(schedule, costs, stretches);
+  JointExecution execution(schedule);
+  RETURN_IF_ERROR(execution.Run([&simulation](const ExecutionStep& step) {
+    simulation.Step(step);
+    return absl::OkStatus();
+  }));
+  return simulation.Finish();
+}
+
 }  // namespace
 
 double BubbleRatio(double idle_seconds, double step_seconds) {
@@ -350,13 +452,29 @@ double AllreduceTime(const CostModel& costs, int ranks) {
 
 absl::StatusOr<SimulationResult> Simulate(const Schedule& schedule,
                                           const CostModel& costs) {
-  Simulation simulation(schedule, costs);
-  JointExecution execution(schedule);
-  RETURN_IF_ERROR(execution.Run([&simulation](const ExecutionStep& step) {
-    simulation.Step(step);
-    return absl::OkStatus();
-  }));
-  return simulation.Finish();
+  Stretches stretches;
+  ASSIGN_OR_RETURN(SimulationResult result,
+                   SimulateOnce(schedule, costs, stretches));
+  if (!RanksCoRun(costs, static_cast<int>(schedule.workers.size()))) {
+    return result;
+  }
+  // Stretching an op moves the overlaps that stretched it: time again until
+  // they agree, halving each change after the first so that ops which push
+  // each other apart settle in between.
+  for (int pass = 1; pass < kMaxCoRunningPasses; ++pass) {
+    Stretches implied = CoRunningStretches(schedule, costs, result);
+    if (LargestChange(stretches, implied) < kStretchTolerance) break;
+    if (!stretches.empty()) {
+      for (size_t r = 0; r < implied.size(); ++r) {
+        for (size_t i = 0; i < implied[r].size(); ++i) {
+          implied[r][i] = 0.5 * (implied[r][i] + stretches[r][i]);
+        }
+      }
+    }
+    stretches = std::move(implied);
+    ASSIGN_OR_RETURN(result, SimulateOnce(schedule, costs, stretches));
+  }
+  return result;
 }
 
 }  // namespace chimera::schedule

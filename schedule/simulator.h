@@ -13,7 +13,10 @@
 // with recomputation. A send is posted without stalling its worker and
 // arrives alpha + beta * bytes later; a receive waits for the arrival.
 // Where ranks share a node's cores, a compute op also waits for a core that
-// is free for its whole duration (handed out in the order ops are timed).
+// is free for its whole duration (handed out in the order ops are timed),
+// and where they share its caches and memory bus it runs longer for every
+// other rank of the node computing meanwhile (found by timing the programs
+// again until every op's stretch agrees with the overlaps it produces).
 // An allreduce starts once every group member has begun it and each member's
 // link is free (a worker holding several stages allreduces them one after
 // another, as they share its network link), takes Rabenseifner's
@@ -72,6 +75,11 @@ struct CostModel {
   // own.
   std::vector<int> node_of_rank;
   int cores_per_node = 0;
+  // With node_of_rank: a compute op (forward, backward, optimizer step) of
+  // cost c takes c * (1 + co_running_slowdown * m), where m is how many
+  // other ranks of its node compute, on average, while it runs. 0: ranks
+  // compute independently.
+  double co_running_slowdown = 0.0;
 };
 
 // The share of a step a worker spent not computing, 0 for an empty step.

@@ -20,7 +20,7 @@ metadata: {name: test}
 spec:
   nodes: 2
   devicesPerNode: 8
-  device: {memoryBytes: 1000, peakFlops: 1.0e12}
+  device: {memoryBytes: 1000, peakFlops: 1.0e12, coresPerNode: 16, coRunningSlowdown: 0.25}
   links:
     intraNode: {latencySeconds: 1.0e-6, bandwidthBytesPerSecond: 1.0e11, collectiveLatencySeconds: 2.0e-6}
     interNode: {latencySeconds: 1.0e-5, bandwidthBytesPerSecond: 1.0e10}
@@ -45,6 +45,8 @@ TEST(ClusterFileTest, ParsesEveryField) {
   EXPECT_EQ(cluster.spec().device().memory_bytes(), 1000);
   EXPECT_DOUBLE_EQ(cluster.spec().links().inter_node().bandwidth_bytes_per_second(), 1e10);
   EXPECT_DOUBLE_EQ(cluster.spec().links().intra_node().collective_latency_seconds(), 2e-6);
+  EXPECT_EQ(cluster.spec().device().cores_per_node(), 16);
+  EXPECT_DOUBLE_EQ(cluster.spec().device().co_running_slowdown(), 0.25);
 }
 
 TEST(ClusterFileTest, ZeroBandwidthIsNamed) {
@@ -61,6 +63,11 @@ TEST(ClusterFileTest, NegativeCollectiveLatencyIsNamed) {
   FieldErrors errors = ParseWith("latencySeconds: 1.0e-5,",
                                  "latencySeconds: 1.0e-5, collectiveLatencySeconds: -1,");
   EXPECT_THAT(Paths(errors), ElementsAre("spec.links.interNode.collectiveLatencySeconds"));
+}
+
+TEST(ClusterFileTest, NegativeCoRunningSlowdownIsNamed) {
+  FieldErrors errors = ParseWith("coRunningSlowdown: 0.25", "coRunningSlowdown: -0.1");
+  EXPECT_THAT(Paths(errors), ElementsAre("spec.device.coRunningSlowdown"));
 }
 
 TEST(ClusterFileTest, SeveralNodesNeedAnInterNodeLink) {

@@ -160,6 +160,68 @@ TEST(SimulatorTest, RanksSharingACoreComputeOneAtATime) {
   EXPECT_NEAR(Simulate(s, costs)->makespan, 3, 1e-9);
 }
 
+TEST(SimulatorTest, RanksComputingAtOnceOnANodeSlowEachOtherDown) {
+  // Two data-parallel replicas of one stage compute side by side.
+  ScheduleParams params = Params(Scheme::kGpipe, 1, 1);
+  params.width = 2;
+  const Schedule s = MustGenerate(params);
+  CostModel costs;
+  costs.co_running_slowdown = 0.2;
+  // Without nodes, or on nodes of their own, nothing changes.
+  EXPECT_NEAR(Simulate(s, costs)->makespan, 3, 1e-9);
+  costs.node_of_rank = {0, 1};
+  EXPECT_NEAR(Simulate(s, costs)->makespan, 3, 1e-9);
+  costs.node_of_rank = {0, 0};
+  const SimulationResult shared = *Simulate(s, costs);
+  EXPECT_NEAR(shared.makespan, 3 * 1.2, 1e-9);
+  EXPECT_NEAR(shared.workers[0].busy, 3 * 1.2, 1e-9);
+}
+
+TEST(SimulatorTest, RanksTakingTurnsOnANodeRunAtFullSpeed) {
+  // GPipe D=2, N=1: the two ranks never compute at the same time.
+  const Schedule s = MustGenerate(Params(Scheme::kGpipe, 2, 1));
+  CostModel costs;
+  costs.node_of_rank = {0, 0};
+  costs.co_running_slowdown = 0.5;
+  EXPECT_NEAR(Simulate(s, costs)->makespan, 2 * (1 + 2), 1e-9);
+}
+
+TEST(SimulatorTest, EveryCoRunningOpIsStretchedByTheOverlapItEndsUpWith) {
+  // Chimera D=4 on one node: ops overlap partly, and stretching them moves
+  // the overlaps; the result must be self-consistent.
+  const Schedule s = MustGenerate(Params(Scheme::kChimera, 4, 4));
+  CostModel costs;
+  costs.forward = 1;
+  costs.backward = 2;
+  costs.node_of_rank = {0, 0, 0, 0};
+  costs.co_running_slowdown = 0.1;
+  const SimulationResult alone = MustSimulate(s);
+  const SimulationResult r = *Simulate(s, costs);
+  EXPECT_GT(r.makespan, alone.makespan);
+  EXPECT_LT(r.makespan, alone.makespan * (1 + 3 * 0.1));
+  for (int w = 0; w < 4; ++w) {
+    const auto& program = s.workers[w].instructions;
+    for (size_t i = 0; i < program.size(); ++i) {
+      if (!IsCompute(program[i].op)) continue;
+      const InstructionTiming& own = r.workers[w].timings[i];
+      double others = 0;
+      for (int q = 0; q < 4; ++q) {
+        if (q == w) continue;
+        for (size_t j = 0; j < s.workers[q].instructions.size(); ++j) {
+          if (!IsCompute(s.workers[q].instructions[j].op)) continue;
+          const InstructionTiming& other = r.workers[q].timings[j];
+          others += std::max(0.0, std::min(own.end, other.end) -
+                                      std::max(own.start, other.start));
+        }
+      }
+      const double cost = program[i].op == OpKind::kForward ? 1 : 2;
+      const double duration = own.end - own.start;
+      EXPECT_NEAR(duration, cost * (1 + 0.1 * others / duration), 0.01)
+          << "worker " << w << " instruction " << i;
+    }
+  }
+}
+
 TEST(SimulatorTest, AWorkersAllreducesShareItsLink) {
   // Chimera D=2: each rank holds both stages, whose allreduces (4 s each)
   // run one after the other.

@@ -399,7 +399,10 @@ chimera::v1::Cluster JobManager::ClusterOf(
   spec->set_devices_per_node(devices_per_node);
   spec->mutable_device()->set_memory_bytes(memory);
   spec->mutable_device()->set_peak_flops(options_.device_peak_flops);
-  if (device_kind == "cpu") spec->mutable_device()->set_cores_per_node(cores.value_or(0));
+  if (device_kind == "cpu") {
+    spec->mutable_device()->set_cores_per_node(cores.value_or(0));
+    spec->mutable_device()->set_co_running_slowdown(options_.cpu_co_running_slowdown);
+  }
   *spec->mutable_links() = options_.links;
   return cluster;
 }

@@ -72,6 +72,10 @@ struct JobManagerOptions {
   // leaves its parallelism open (memory comes from the workers' reports).
   double device_peak_flops = 1e11;
   chimera::v1::ClusterLinks links = DefaultLinks();
+  // CPU workers of one host: how much longer a compute op runs for each
+  // other worker of the host computing at the same time (a cluster file's
+  // coRunningSlowdown, docs/planner.md).
+  double cpu_co_running_slowdown = 0;
   // Rank 0 must report its rendezvous store within this long.
   absl::Duration rendezvous_timeout = absl::Seconds(60);
   // Told to workers: joining the store and every collective.

@@ -99,6 +99,12 @@ void AddSchedulingFlags(CLI::App* app,
                   "assumed when planning (0: --link-latency)")
       ->check(chimera::kNonNegativeNumber)
       ->capture_default_str();
+  app->add_option("--co-running-slowdown", options->jobs.cpu_co_running_slowdown,
+                  "How much longer a CPU worker computes for each other worker "
+                  "of its host computing at once, assumed when planning "
+                  "(bench/throughput_benchmark: 2 / P-process scaling - 1)")
+      ->check(chimera::kNonNegativeNumber)
+      ->capture_default_str();
 }
 
 // Who may call, over what, and where /metrics is served.

@@ -397,6 +397,21 @@ TEST_F(JobManagerTest, KnobsTheJobLeavesOpenAreThePlannersChoice) {
   }
 }
 
+TEST_F(JobManagerTest, CpuWorkersThatSlowEachOtherDownArePlannedSlower) {
+  AddWorkers(4);
+  const chimera::v1::TrainJob manifest = Manifest("co-running", 4);
+  absl::StatusOr<std::vector<chimera::v1::Plan>> alone = manager_->Plans(manifest, 1);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  options_.cpu_co_running_slowdown = 0.5;
+  RestartCoordinator();
+  AddWorkers(4);
+  absl::StatusOr<std::vector<chimera::v1::Plan>> slowed = manager_->Plans(manifest, 1);
+  ASSERT_TRUE(slowed.ok()) << slowed.status();
+  // Chimera's ranks compute at the same time for most of a step.
+  EXPECT_GT(slowed->front().prediction().iteration_seconds(),
+            1.1 * alone->front().prediction().iteration_seconds());
+}
+
 TEST_F(JobManagerTest, RequestsAreServedWhileAJobsPlanIsSearched) {
   AddWorkers(8);
   // Many layers and everything left open: a search of a good fraction of a

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/match.h"
 
@@ -11,13 +13,24 @@ namespace {
 
 constexpr size_t kBytes = 1 << 16;
 
-TEST(SharedMemoryTest, ASegmentOpenedByNameSharesItsBytes) {
-  absl::StatusOr<SharedMemorySegment> created =
-      SharedMemorySegment::Create(RandomSegmentName(), kBytes);
-  ASSERT_TRUE(created.ok()) << created.status();
-  absl::StatusOr<SharedMemorySegment> opened =
-      SharedMemorySegment::Open(created->name(), kBytes);
-  ASSERT_TRUE(opened.ok()) << opened.status();
+// A new segment and a second mapping of it, opened by its name.
+class SharedMemoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<SharedMemorySegment> segment =
+        SharedMemorySegment::Create(RandomSegmentName(), kBytes);
+    ASSERT_TRUE(segment.ok()) << segment.status();
+    created = std::move(*segment);
+    segment = SharedMemorySegment::Open(created->name(), kBytes);
+    ASSERT_TRUE(segment.ok()) << segment.status();
+    opened = std::move(*segment);
+  }
+
+  std::optional<SharedMemorySegment> created;
+  std::optional<SharedMemorySegment> opened;
+};
+
+TEST_F(SharedMemoryTest, ASegmentOpenedByNameSharesItsBytes) {
   EXPECT_NE(created->data(), opened->data());
   std::memcpy(created->data(), "chimera", 8);
   EXPECT_STREQ(static_cast<const char*>(opened->data()), "chimera");
@@ -25,13 +38,7 @@ TEST(SharedMemoryTest, ASegmentOpenedByNameSharesItsBytes) {
       << "a new segment is zero-filled";
 }
 
-TEST(SharedMemoryTest, AnUnlinkedNameIsGoneButItsMappingsStay) {
-  absl::StatusOr<SharedMemorySegment> created =
-      SharedMemorySegment::Create(RandomSegmentName(), kBytes);
-  ASSERT_TRUE(created.ok()) << created.status();
-  absl::StatusOr<SharedMemorySegment> opened =
-      SharedMemorySegment::Open(created->name(), kBytes);
-  ASSERT_TRUE(opened.ok()) << opened.status();
+TEST_F(SharedMemoryTest, AnUnlinkedNameIsGoneButItsMappingsStay) {
   created->Unlink();
   EXPECT_EQ(SharedMemorySegment::Open(created->name(), kBytes).status().code(),
             absl::StatusCode::kNotFound);
@@ -39,7 +46,7 @@ TEST(SharedMemoryTest, AnUnlinkedNameIsGoneButItsMappingsStay) {
   EXPECT_EQ(static_cast<const char*>(opened->data())[7], 42);
 }
 
-TEST(SharedMemoryTest, TheCreatorsSegmentIsUnlinkedWhenItGoes) {
+TEST(SharedMemorySegmentTest, TheCreatorsSegmentIsUnlinkedWhenItGoes) {
   std::string name;
   {
     absl::StatusOr<SharedMemorySegment> created =
@@ -54,10 +61,7 @@ TEST(SharedMemoryTest, TheCreatorsSegmentIsUnlinkedWhenItGoes) {
             absl::StatusCode::kNotFound);
 }
 
-TEST(SharedMemoryTest, BadRequestsSayWhatIsWrong) {
-  absl::StatusOr<SharedMemorySegment> created =
-      SharedMemorySegment::Create(RandomSegmentName(), kBytes);
-  ASSERT_TRUE(created.ok()) << created.status();
+TEST_F(SharedMemoryTest, BadRequestsSayWhatIsWrong) {
   EXPECT_EQ(SharedMemorySegment::Create(created->name(), kBytes).status().code(),
             absl::StatusCode::kAlreadyExists);
   const absl::Status wrong_size =

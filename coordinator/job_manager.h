@@ -61,7 +61,7 @@ namespace chimera::coordinator {
 // bench/bubble_benchmark on a 2-core machine.
 inline constexpr double kDefaultLinkLatencySeconds = 1e-4;
 inline constexpr double kDefaultLinkBandwidth = 2e9;
-inline constexpr double kDefaultLinkCollectiveLatencySeconds = 2.5e-5;
+inline constexpr double kDefaultLinkCollectiveLatencySeconds = 5e-5;
 chimera::v1::ClusterLinks DefaultLinks();
 
 struct JobManagerOptions {

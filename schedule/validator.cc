@@ -98,6 +98,42 @@ absl::Status CheckTopology(const Topology& topology) {
   return absl::OkStatus();
 }
 
+// What validating allocates and walks grows with the topology's sizes, while
+// a schedule read from a file may claim any: refuse sizes its programs cannot
+// cover before building anything of that size. Every stage replica must be
+// held by a program, and every micro-batch must pass forward through at
+// least `depth` stages of each data-parallel replica.
+absl::Status CheckProgramsCoverTopology(const Schedule& schedule) {
+  const Topology& topology = schedule.topology;
+  int64_t held = 0;
+  int64_t forwards = 0;
+  for (const WorkerProgram& w : schedule.workers) {
+    held += static_cast<int64_t>(w.stages.size());
+    for (const Instruction& inst : w.instructions) {
+      if (inst.op == OpKind::kForward) {
+        forwards += static_cast<int64_t>(inst.micro_batches.size());
+      }
+    }
+  }
+  const int64_t replicas = int64_t{topology.width} * topology.num_chunks *
+                           topology.depth;
+  if (replicas > held) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "width ", topology.width, " x chunks ", topology.num_chunks,
+        " x depth ", topology.depth, " = ", replicas,
+        " stage replicas, but the programs hold only ", held));
+  }
+  const int64_t needed =
+      int64_t{topology.width} * topology.depth * topology.micro_batches;
+  if (needed > forwards) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "width ", topology.width, " x depth ", topology.depth, " x ",
+        topology.micro_batches, " micro-batches needs at least ", needed,
+        " forwards, but the programs run only ", forwards));
+  }
+  return absl::OkStatus();
+}
+
 bool InRange(const Topology& topology, StageRef ref) {
   return ref.chunk >= 0 && ref.chunk < topology.num_chunks && ref.stage >= 0 &&
          ref.stage < topology.depth;
@@ -763,6 +799,7 @@ class Validator {
 
 absl::Status ValidateSchedule(const Schedule& schedule) {
   RETURN_IF_ERROR(CheckTopology(schedule.topology));
+  RETURN_IF_ERROR(CheckProgramsCoverTopology(schedule));
   ASSIGN_OR_RETURN(const StageOwners owners, StageOwners::Of(schedule));
   return Validator(schedule, owners).Run();
 }

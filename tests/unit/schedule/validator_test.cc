@@ -31,6 +31,24 @@ TEST(ValidatorTest, DroppedReceiveIsRejectedNamingTheUnmatchedSend) {
   EXPECT_THAT(status.message(), HasSubstr("from rank 1 to rank 2"));
 }
 
+TEST(ValidatorTest, SizesTheProgramsCannotCoverAreRefusedBeforeAnythingOfThatSize) {
+  // As a schedule file may claim: millions of chunks or micro-batches for a
+  // handful of instructions (the CSV fuzzer's find: validating such a
+  // schedule walked every claimed stage replica for over 20 s).
+  Schedule chunks = MustGenerate(Params(Scheme::kGpipe, 2, 2));
+  chunks.topology.num_chunks = 6666661;
+  absl::Status status = ValidateSchedule(chunks);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              HasSubstr("13333322 stage replicas, but the programs hold only 2"));
+
+  Schedule micro_batches = MustGenerate(Params(Scheme::kChimera, 4, 4));
+  micro_batches.topology.micro_batches = 1 << 30;
+  status = ValidateSchedule(micro_batches);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("but the programs run only 16"));
+}
+
 TEST(ValidatorTest, SwappedReceivesThatDeadlockAreRejectedWithTheCycle) {
   // Rank 0 first waits for a gradient that rank 1 can only send after the
   // activations rank 0 has not sent yet.

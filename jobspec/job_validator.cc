@@ -1,6 +1,7 @@
 #include "jobspec/job_validator.h"
 
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <initializer_list>
 #include <string>
@@ -296,12 +297,19 @@ void CheckBatchArithmetic(const chimera::v1::JobSpec& spec,
   if (global <= 0) return;
   std::vector<std::string> factors;
   int64_t product = 1;
+  // Multiplying stops once the product passes the global batch: three int32
+  // factors can overflow even 64 bits.
+  bool larger = false;
   int given = 0;
   auto use = [&](bool present, int64_t value, absl::string_view name) {
     if (!present || value <= 0) return;
     factors.push_back(absl::StrCat(name, " (", value, ")"));
-    product *= value;
     ++given;
+    if (larger || product > global / value) {
+      larger = true;
+      return;
+    }
+    product *= value;
   };
   use(parallelism.has_data(), parallelism.data(), "data");
   use(true, spec.training().micro_batch_size(), "microBatchSize");
@@ -309,7 +317,11 @@ void CheckBatchArithmetic(const chimera::v1::JobSpec& spec,
       "microBatches");
   if (given == 0) return;
   const std::string made = absl::StrJoin(factors, " x ");
-  if (given == 3 && product != global) {
+  if (larger) {
+    errors->Add("spec.training.globalBatchSize",
+                absl::StrCat(global, " cannot be made from ", made,
+                             ": their product is larger"));
+  } else if (given == 3 && product != global) {
     errors->Add("spec.training.globalBatchSize",
                 absl::StrCat(global, " cannot be made from ", made, " = ",
                              product));
@@ -329,12 +341,13 @@ void CheckParallelism(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
       schedule::ScheduleParamsFromSpec(parallelism, spec.training(), &fixed));
   const int num_layers = spec.model().num_layers();
   const int chunks = fixed.params.chunks;
+  // In 64 bits: both factors are the spec's, of any size.
+  const int64_t stages = int64_t{fixed.params.depth} * chunks;
   if (fixed.Gives(schedule::ScheduleParam::kDepth) && num_layers > 0 &&
-      fixed.params.depth * chunks > num_layers) {
+      stages > num_layers) {
     errors->Add("spec.parallelism.pipeline",
                 absl::StrCat(fixed.params.depth,
-                             chunks > 1 ? absl::StrCat(" x ", chunks, " chunks = ",
-                                                       fixed.params.depth * chunks)
+                             chunks > 1 ? absl::StrCat(" x ", chunks, " chunks = ", stages)
                                         : "",
                              " stages need at least as many layers; "
                              "spec.model.numLayers is ",
@@ -357,12 +370,12 @@ void CheckResources(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
   if (workers <= 0) return;
   const bool has_depth = parallelism.has_pipeline() && parallelism.pipeline() > 0;
   const bool has_width = parallelism.has_data() && parallelism.data() > 0;
-  if (has_depth && has_width &&
-      workers != parallelism.pipeline() * parallelism.data()) {
+  const int64_t pipeline_x_data = int64_t{parallelism.pipeline()} * parallelism.data();
+  if (has_depth && has_width && workers != pipeline_x_data) {
     check.Fail("workers", absl::StrCat(workers, " must equal data (",
                                        parallelism.data(), ") x pipeline (",
                                        parallelism.pipeline(), ") = ",
-                                       parallelism.pipeline() * parallelism.data()));
+                                       pipeline_x_data));
   } else if (has_depth && !has_width && workers % parallelism.pipeline() != 0) {
     check.Fail("workers", absl::StrCat(workers, " is not a multiple of pipeline (",
                                        parallelism.pipeline(), ")"));

@@ -1,5 +1,6 @@
 #include "schedule/csv_io.h"
 
+#include <cstdint>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -60,9 +61,11 @@ absl::StatusOr<Topology> ParseTopology(absl::string_view text) {
       return LineError(1, absl::StrCat(kv.first, " ", *field, " must be >= 1"));
     }
   }
-  if (topology.NumWorkers() > kMaxRanks) {
-    return LineError(1, absl::StrCat("width x depth = ", topology.NumWorkers(),
-                                     " exceeds ", kMaxRanks, " ranks"));
+  // In 64 bits: the header may give any sizes.
+  const int64_t ranks = int64_t{topology.width} * topology.depth;
+  if (ranks > kMaxRanks) {
+    return LineError(1, absl::StrCat("width x depth = ", ranks, " exceeds ",
+                                     kMaxRanks, " ranks"));
   }
   return topology;
 }

@@ -1,5 +1,7 @@
 #include "schedule/params_proto.h"
 
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -108,12 +110,15 @@ void ReadSpec(const ParallelismSpec& spec, const TrainingSpec& training,
 
 // With data fixed, a micro-batch size fixes the micro-batches too.
 void DeriveMicroBatches(const TrainingSpec& training, SpecParams& out) {
-  const int per_replica_batch = out.params.width * training.micro_batch_size();
+  // In 64 bits: both factors are the spec's, of any size.
+  const int64_t per_replica_batch =
+      int64_t{out.params.width} * training.micro_batch_size();
   if (out.Gives(ScheduleParam::kMicroBatches) || !out.Gives(ScheduleParam::kWidth) ||
       per_replica_batch <= 0 || training.global_batch_size() % per_replica_batch != 0) {
     return;
   }
-  out.params.micro_batches = training.global_batch_size() / per_replica_batch;
+  out.params.micro_batches =
+      static_cast<int>(training.global_batch_size() / per_replica_batch);
   out.given.insert(ScheduleParam::kMicroBatches);
 }
 

@@ -216,6 +216,34 @@ TEST_F(JobValidatorTest, GlobalBatchMustBeAMultipleOfTheGivenFactors) {
               HasSubstr("18 is not a multiple of data (2) x microBatchSize (2) = 4"));
 }
 
+TEST_F(JobValidatorTest, SizesWhoseProductsOverflowAreRefusedByTheirNumbers) {
+  // The coordinator fuzzer's find: data x microBatchSize overflowed an int
+  // (under UBSan, the process ended). Every product of the spec's sizes is
+  // taken in 64 bits, and the batch's three factors stop at the global batch.
+  const std::string yaml = absl::StrReplaceAll(
+      JobWith("    pipeline: 4\n    data: 2\n    microBatches: 4\n",
+              "    pipeline: 2147483646\n    data: 2147483647\n"
+              "    microBatches: 2147483647\n"),
+      {{"microBatchSize: 2", "microBatchSize: 2147483647"}});
+  FieldErrors errors = Validate(yaml);
+  EXPECT_THAT(Paths(errors), ::testing::Contains("spec.training.globalBatchSize"));
+  EXPECT_THAT(Paths(errors), ::testing::Contains("spec.parallelism.pipeline"));
+  EXPECT_THAT(Paths(errors), ::testing::Contains("spec.resources.workers"));
+  EXPECT_THAT(errors.ToStatus().message(),
+              HasSubstr("16 cannot be made from data (2147483647) x microBatchSize "
+                        "(2147483647) x microBatches (2147483647): their product is "
+                        "larger"));
+  EXPECT_THAT(errors.ToStatus().message(),
+              HasSubstr("8 must equal data (2147483647) x pipeline (2147483646) = "
+                        "4611686011984936962"));
+
+  // Without microBatches, data x microBatchSize would derive them.
+  errors = Validate(absl::StrReplaceAll(
+      JobWith("    data: 2\n    microBatches: 4\n", "    data: 65\n"),
+      {{"microBatchSize: 2", "microBatchSize: -148484967"}}));
+  EXPECT_THAT(Paths(errors), ::testing::Contains("spec.training.microBatchSize"));
+}
+
 TEST_F(JobValidatorTest, WorkersMayBeLeftOpen) {
   EXPECT_TRUE(Validate(JobWith("    workers: 8\n", "")).empty());
   EXPECT_TRUE(Validate(JobWith("workers: 8", "workers: 0")).empty());

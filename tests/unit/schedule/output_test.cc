@@ -116,6 +116,12 @@ TEST(CsvTest, MalformedLinesNameTheLineAndField) {
       "5,FORWARD,0,0,0,,,,\n";
   EXPECT_THAT(std::string(ReadScheduleCsv(bad_rank).status().message()),
               HasSubstr("csv line 3: rank 5 outside [0, 1)"));
+  // Sizes whose product overflows an int are refused by their product.
+  const char* too_many_ranks =
+      "# chimera-schedule depth=2147483647 width=2147483647 micro_batches=1 "
+      "chunks=1 layout=chained\n";
+  EXPECT_THAT(std::string(ReadScheduleCsv(too_many_ranks).status().message()),
+              HasSubstr("width x depth = 4611686014132420609 exceeds 65536 ranks"));
 }
 
 TEST(ParamErrorMessageTest, InvalidParametersNameTheParameter) {

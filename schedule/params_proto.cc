@@ -25,11 +25,12 @@ class SpecReader {
     errors_->Add(name_(param), message);
   }
 
-  // An integer the spec may leave out, at least `min`.
+  // An integer the spec may leave out, in [min, kMaxScheduleSize].
   void Int(ScheduleParam param, bool present, int value, int min, int* field) {
     if (!present) return;
-    if (value < min) {
-      Fail(param, absl::StrCat(value, " must be >= ", min));
+    if (value < min || value > kMaxScheduleSize) {
+      Fail(param, absl::StrCat(value, " must be in [", min, ", ",
+                               kMaxScheduleSize, "]"));
       return;
     }
     *field = value;

@@ -187,6 +187,17 @@ std::vector<ScheduleParamError> SizeErrors(const ScheduleParams& params) {
     errors.push_back(
         {ScheduleParam::kWidth, absl::StrCat(params.width, " must be >= 1")});
   }
+  // Derived ones too: a global batch of a billion makes a billion
+  // micro-batches of one sample.
+  for (const auto& [param, value] :
+       {std::pair{ScheduleParam::kDepth, d},
+        std::pair{ScheduleParam::kMicroBatches, params.micro_batches},
+        std::pair{ScheduleParam::kWidth, params.width},
+        std::pair{ScheduleParam::kChunks, params.chunks}}) {
+    if (value > kMaxScheduleSize) {
+      errors.push_back({param, absl::StrCat(value, " must be <= ", kMaxScheduleSize)});
+    }
+  }
   if (params.backward_slots < 1 || params.backward_slots > 8) {
     errors.push_back(
         {ScheduleParam::kBackwardSlots,

@@ -48,6 +48,12 @@ enum class WarmupPolicy { kPa, kPb };
 // the end of local compute.
 enum class Sync { kEager, kEagerAll, kEnd };
 
+// The largest depth, width, micro-batch count, chunk count or other knob a
+// schedule may have: far beyond any cluster's, and small enough that the
+// products the engine forms of two of them (W x D ranks, 2D, D x chunks)
+// stay inside an int.
+inline constexpr int kMaxScheduleSize = 1 << 15;
+
 struct ScheduleParams {
   Scheme scheme = Scheme::kOneFOneB;
   // Pipeline depth D (stages per pipeline).

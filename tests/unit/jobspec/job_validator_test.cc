@@ -236,6 +236,8 @@ TEST_F(JobValidatorTest, SizesWhoseProductsOverflowAreRefusedByTheirNumbers) {
   EXPECT_THAT(errors.ToStatus().message(),
               HasSubstr("8 must equal data (2147483647) x pipeline (2147483646) = "
                         "4611686011984936962"));
+  EXPECT_THAT(errors.ToStatus().message(),
+              HasSubstr("spec.parallelism.pipeline: 2147483646 must be in [1, 32768]"));
 
   // Without microBatches, data x microBatchSize would derive them.
   errors = Validate(absl::StrReplaceAll(

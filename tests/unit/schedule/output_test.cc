@@ -124,6 +124,14 @@ TEST(CsvTest, MalformedLinesNameTheLineAndField) {
               HasSubstr("width x depth = 4611686014132420609 exceeds 65536 ranks"));
 }
 
+TEST(ParamErrorMessageTest, SizesBeyondTheEnginesBoundAreRefused) {
+  // A billion micro-batches (a global batch of a billion samples of one)
+  // would be generated op by op.
+  ScheduleParams params = Params(Scheme::kOneFOneB, 4, 1 << 30);
+  EXPECT_THAT(std::string(GenerateSchedule(params).status().message()),
+              HasSubstr("micro-batches: 1073741824 must be <= 32768"));
+}
+
 TEST(ParamErrorMessageTest, InvalidParametersNameTheParameter) {
   ScheduleParams params = Params(Scheme::kChimera, 6, 6);
   params.pipelines = 4;

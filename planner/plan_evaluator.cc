@@ -225,8 +225,8 @@ void ShareNodes(const chimera::v1::DeviceSpec& device, SimulationInputs& inputs)
     if (static_cast<int>(rank) < simulated) ++simulated_ranks[inputs.slots[rank].node];
   }
   int cores = cores_per_node;
-  for (const auto& [node, ranks] : simulated_ranks) {
-    if (cores_per_node > 0) {
+  if (cores_per_node > 0) {
+    for (const auto& [node, ranks] : simulated_ranks) {
       cores = std::min(cores, std::max(1, cores_per_node * ranks / all_ranks[node]));
     }
   }

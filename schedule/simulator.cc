@@ -425,6 +425,16 @@ double LargestChange(const Stretches& before, const Stretches& after) {
   return largest;
 }
 
+// Moves `implied` halfway back towards `before` (empty: nothing to move to).
+void HalfwayFrom(const Stretches& before, Stretches& implied) {
+  if (before.empty()) return;
+  for (size_t r = 0; r < implied.size(); ++r) {
+    for (size_t i = 0; i < implied[r].size(); ++i) {
+      implied[r][i] = 0.5 * (implied[r][i] + before[r][i]);
+    }
+  }
+}
+
 absl::StatusOr<SimulationResult> SimulateOnce(const Schedule& schedule,
                                               const CostModel& costs,
                                               const Stretches& stretches) {
@@ -464,13 +474,7 @@ absl::StatusOr<SimulationResult> Simulate(const Schedule& schedule,
   for (int pass = 1; pass < kMaxCoRunningPasses; ++pass) {
     Stretches implied = CoRunningStretches(schedule, costs, result);
     if (LargestChange(stretches, implied) < kStretchTolerance) break;
-    if (!stretches.empty()) {
-      for (size_t r = 0; r < implied.size(); ++r) {
-        for (size_t i = 0; i < implied[r].size(); ++i) {
-          implied[r][i] = 0.5 * (implied[r][i] + stretches[r][i]);
-        }
-      }
-    }
+    HalfwayFrom(stretches, implied);
     stretches = std::move(implied);
     ASSIGN_OR_RETURN(result, SimulateOnce(schedule, costs, stretches));
   }

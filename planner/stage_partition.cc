@@ -1,6 +1,6 @@
 #include "planner/stage_partition.h"
 
-#include <cmath>
+#include <algorithm>
 #include <limits>
 
 namespace chimera::planner {
@@ -23,17 +23,26 @@ class RangeTimer {
     head_ = CostAt(profile.layers(blocks + 1), micro_batch_size);
   }
 
+  StageTime Time(const BlockRange& range, bool first, bool last) const {
+    const int end = range.first_block + range.num_blocks;
+    StageTime time{forward_[end] - forward_[range.first_block],
+                   backward_[end] - backward_[range.first_block]};
+    if (first) {
+      time.forward += embedding_.forward_seconds;
+      time.backward += embedding_.backward_seconds;
+    }
+    if (last) {
+      time.forward += head_.forward_seconds;
+      time.backward += head_.backward_seconds;
+    }
+    return time;
+  }
+
   std::vector<StageTime> Times(const std::vector<BlockRange>& ranges) const {
     std::vector<StageTime> times;
-    for (const BlockRange& range : ranges) {
-      const int end = range.first_block + range.num_blocks;
-      times.push_back({forward_[end] - forward_[range.first_block],
-                       backward_[end] - backward_[range.first_block]});
+    for (size_t s = 0; s < ranges.size(); ++s) {
+      times.push_back(Time(ranges[s], s == 0, s + 1 == ranges.size()));
     }
-    times.front().forward += embedding_.forward_seconds;
-    times.front().backward += embedding_.backward_seconds;
-    times.back().forward += head_.forward_seconds;
-    times.back().backward += head_.backward_seconds;
     return times;
   }
 
@@ -42,38 +51,16 @@ class RangeTimer {
   LayerCost embedding_, head_;
 };
 
-// DAPPLE Algorithm 1: walk from the last stage towards the first and move
-// the pivot to stage s when s's steady phase outlasts the current pivot's
-// plus everything between them.
-int PivotStage(const std::vector<StageTime>& stages, int micro_batches) {
-  const int last = static_cast<int>(stages.size()) - 1;
-  int pivot = last;
-  for (int s = last - 1; s >= 0; --s) {
-    const double candidate =
-        (micro_batches - 1) * (stages[s].forward + stages[s].backward);
-    double current =
-        (micro_batches - 1) * (stages[pivot].forward + stages[pivot].backward);
-    for (int between = s + 1; between < pivot; ++between) {
-      current += stages[between].forward + stages[between].backward;
-    }
-    if (candidate > current) pivot = s;
-  }
-  return pivot;
-}
-
 }  // namespace
 
 double PipelineLatency(const std::vector<StageTime>& stages, int micro_batches) {
-  const int pivot = PivotStage(stages, micro_batches);
-  double warmup = 0;
-  for (int s = 0; s <= pivot; ++s) warmup += stages[s].forward;
-  const double steady =
-      (micro_batches - 1) * (stages[pivot].forward + stages[pivot].backward);
-  // Stages after the pivot finish their last backward before the pivot's;
-  // those before it still have to run theirs.
-  double ending = 0;
-  for (int s = 0; s <= pivot; ++s) ending += stages[s].backward;
-  return warmup + steady + ending;
+  double one_micro_batch = 0;
+  double slowest = 0;
+  for (const StageTime& stage : stages) {
+    one_micro_batch += stage.forward + stage.backward;
+    slowest = std::max(slowest, stage.forward + stage.backward);
+  }
+  return one_micro_batch + (micro_batches - 1) * slowest;
 }
 
 std::vector<BlockRange> EvenPartition(int num_blocks, int num_stages) {
@@ -92,48 +79,47 @@ std::vector<BlockRange> BalancedPartition(
     int micro_batch_size, int micro_batches) {
   const int num_blocks = NumBlocks(profile);
   const RangeTimer timer(profile, micro_batch_size);
-  std::vector<BlockRange> best = EvenPartition(num_blocks, num_stages);
-  double best_latency = PipelineLatency(timer.Times(best), micro_batches);
-  if (num_stages == 1) return best;
+  const std::vector<BlockRange> even = EvenPartition(num_blocks, num_stages);
+  if (num_stages == 1) return even;
 
-  // DAPPLE's formula 4 for a fixed stage count: plan[k][j] is the best split
-  // of blocks [0, j) into k stages, judged with the remaining blocks as one
-  // last stage; each step splits that last stage once more.
-  struct Partial {
-    std::vector<BlockRange> stages;
-    double latency = std::numeric_limits<double>::infinity();
+  // Every split runs the same work once per micro-batch, so the fastest is
+  // the one whose slowest stage is fastest: slowest[k][j] is that stage's
+  // time over the splits of blocks [0, j) into k + 1 stages, and start[k][j]
+  // where the last of them begins.
+  const auto stage_seconds = [&](int begin, int end, int k) {
+    const StageTime time =
+        timer.Time({begin, end - begin}, k == 0, k + 1 == num_stages);
+    return time.forward + time.backward;
   };
-  auto judge = [&](std::vector<BlockRange> stages, int end) {
-    stages.push_back({end, num_blocks - end});
-    return PipelineLatency(timer.Times(stages), micro_batches);
-  };
-  std::vector<std::vector<Partial>> plan(
-      num_stages, std::vector<Partial>(num_blocks + 1));
-  plan[0][0].latency = 0;
-  for (int k = 0; k + 1 < num_stages; ++k) {
-    for (int j = k; j <= num_blocks; ++j) {
-      if (!std::isfinite(plan[k][j].latency)) continue;
-      // Leave at least one block for every stage still to come.
-      for (int next = j + 1; next + (num_stages - k - 1) <= num_blocks; ++next) {
-        std::vector<BlockRange> stages = plan[k][j].stages;
-        stages.push_back({j, next - j});
-        const double latency = judge(stages, next);
-        Partial& slot = plan[k + 1][next];
-        if (latency < slot.latency) slot = {std::move(stages), latency};
+  const double kNone = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> slowest(
+      num_stages, std::vector<double>(num_blocks + 1, kNone));
+  std::vector<std::vector<int>> start(num_stages,
+                                      std::vector<int>(num_blocks + 1, 0));
+  for (int j = 1; j <= num_blocks; ++j) slowest[0][j] = stage_seconds(0, j, 0);
+  for (int k = 1; k < num_stages; ++k) {
+    for (int j = k + 1; j <= num_blocks; ++j) {
+      for (int begin = k; begin < j; ++begin) {
+        const double candidate =
+            std::max(slowest[k - 1][begin], stage_seconds(begin, j, k));
+        if (candidate < slowest[k][j]) {
+          slowest[k][j] = candidate;
+          start[k][j] = begin;
+        }
       }
     }
   }
-  for (int j = num_stages - 1; j < num_blocks; ++j) {
-    const Partial& partial = plan[num_stages - 1][j];
-    if (!std::isfinite(partial.latency)) continue;
-    const double latency = judge(partial.stages, j);
-    if (latency < best_latency) {
-      best = partial.stages;
-      best.push_back({j, num_blocks - j});
-      best_latency = latency;
-    }
+  std::vector<BlockRange> best(num_stages);
+  for (int k = num_stages - 1, end = num_blocks; k >= 0; --k) {
+    const int begin = start[k][end];
+    best[k] = {begin, end - begin};
+    end = begin;
   }
-  return best;
+  // Keep the even split whenever it is as fast.
+  return PipelineLatency(timer.Times(best), micro_batches) <
+                 PipelineLatency(timer.Times(even), micro_batches)
+             ? best
+             : even;
 }
 
 const std::vector<BlockRange>& PartitionCache::Get(int num_stages,

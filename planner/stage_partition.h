@@ -2,10 +2,10 @@
 //
 // Blocks are equal, but the first stage also runs the embedding and the last
 // the head (final norm, vocabulary projection and loss), so an even split
-// can leave the end stages slower. BalancedPartition searches contiguous
-// splits with DAPPLE's dynamic program, scoring each with DAPPLE's
-// pivot-stage pipeline latency (eq. 1-3), and keeps the even split whenever
-// it is as fast.
+// can leave the end stages slower. BalancedPartition finds the contiguous
+// split whose slowest stage is fastest (a dynamic program over split points,
+// as DAPPLE's planner searches them) and keeps the even split whenever it is
+// as fast.
 //
 //   std::vector<BlockRange> stages = BalancedPartition(profile, 4, 8, 16);
 #ifndef CHIMERA_PLANNER_STAGE_PARTITION_H_
@@ -25,10 +25,14 @@ struct StageTime {
   double backward = 0;
 };
 
-// DAPPLE eq. 1-3 for M micro-batches: warm-up (forwards up to the pivot
-// stage Q), steady phase (M - 1 forward+backward pairs of Q) and ending
-// phase (backwards from Q back to stage 0), with Q chosen by DAPPLE's
-// Algorithm 1. Allreduce is not part of it: the simulator models that.
+// A synchronous pipeline's latency for M micro-batches: one micro-batch
+// through every stage and back, then M - 1 more through the slowest stage,
+// sum(F_s + B_s) + (M - 1) max(F_s + B_s). It is the 1F1B makespan when
+// messages are free and stages equal; otherwise it is above it by the part
+// of the first round trip that 1F1B's warm-up forwards hide. DAPPLE's
+// pivot-stage formula (eq. 1-3) leaves out the round trip through the stages
+// after its pivot, which a split search then exploits. Allreduce is not part
+// of it: the simulator models that.
 double PipelineLatency(const std::vector<StageTime>& stages, int micro_batches);
 
 // `num_stages` contiguous ranges covering `num_blocks` blocks, each of
@@ -38,6 +42,7 @@ std::vector<BlockRange> EvenPartition(int num_blocks, int num_stages);
 
 // The split of the profile's blocks into `num_stages` stages with the
 // lowest PipelineLatency at `micro_batch_size` x `micro_batches`.
+// O(num_stages x blocks^2).
 std::vector<BlockRange> BalancedPartition(
     const chimera::v1::ModelProfile& profile, int num_stages,
     int micro_batch_size, int micro_batches);

@@ -156,11 +156,12 @@ class JointRun {
     return true;
   }
 
-  void BeginAllreduce(const ExecutionStep& step) {
+  void BeginAllreduce(ExecutionStep& step) {
     const int m = ModelStageOf(*step.inst);
     if (!IsModelStage(m)) return;
     begins_[m].push_back({step.rank, step.index});
     if (begins_[m].size() >= holders_[m].size()) {
+      step.group_begins = &begins_[m];
       for (int waiter : end_waiters_[m]) Wake(waiter);
       end_waiters_[m].clear();
     }

@@ -71,7 +71,8 @@ struct ExecutionStep {
   const Instruction* inst = nullptr;
   // RECV_*: the send it consumes.
   std::optional<InstructionId> matched_send;
-  // ALLREDUCE_END: the BEGIN of every member of the group, this one included.
+  // ALLREDUCE_END, and the ALLREDUCE_BEGIN that completes its group: the
+  // BEGIN of every member of the group.
   const std::vector<InstructionId>* group_begins = nullptr;
 };
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -167,6 +168,11 @@ class Simulation {
     if (IsComputing(inst.op)) worker.busy += end - timing.start;
     timing.end = end;
     now_[r] = end;
+    if (inst.op == OpKind::kAllreduceBegin && step.group_begins != nullptr) {
+      begun_allreduces_.emplace(
+          std::make_pair(LastBegin(*step.group_begins).first, model_stage),
+          step.group_begins);
+    }
   }
 
   // Once every step has run.
@@ -257,46 +263,66 @@ class Simulation {
     return result_.workers[send.rank].timings[send.index].end + transfer;
   }
 
-  // When the allreduce an ALLREDUCE_END waits for finishes: it starts once
-  // the group's last member has begun it, which is returned in `last`, and
-  // every member's link has finished the allreduces it took on before. The
-  // first END of a group to run fixes its timing for all members.
+  // When the allreduce an ALLREDUCE_END waits for finishes; `last` is set to
+  // the BEGIN that started it. The first END of a group to run fixes its
+  // timing for all members.
   double AllreduceFinish(const ExecutionStep& step, int model_stage,
                          InstructionId& last) {
-    if (auto it = allreduces_.find(model_stage); it != allreduces_.end()) {
-      last = it->second.last;
-      return it->second.finish;
-    }
-    double started = 0.0;
-    for (const InstructionId& begin : *step.group_begins) {
-      double posted = result_.workers[begin.rank].timings[begin.index].end;
-      if (last.rank < 0 || posted > started) {
-        started = posted;
-        last = begin;
+    auto timed = allreduces_.find(model_stage);
+    if (timed == allreduces_.end()) {
+      // Allreduces take their members' links in the order they begin, not
+      // in the order programs wait for them: one begun eagerly during the
+      // backward pass goes before one a program waits for first.
+      const double begun = LastBegin(*step.group_begins).first;
+      while (!begun_allreduces_.empty() &&
+             begun_allreduces_.begin()->first < std::make_pair(begun, model_stage)) {
+        const auto [key, begins] = *begun_allreduces_.begin();
+        begun_allreduces_.erase(begun_allreduces_.begin());
+        TimeAllreduce(*begins, key.second);
       }
+      begun_allreduces_.erase({begun, model_stage});
+      TimeAllreduce(*step.group_begins, model_stage);
+      timed = allreduces_.find(model_stage);
     }
-    for (const InstructionId& begin : *step.group_begins) {
+    last = timed->second.last;
+    return timed->second.finish;
+  }
+
+  // The latest BEGIN of a group: when it was posted, and which.
+  std::pair<double, InstructionId> LastBegin(
+      const std::vector<InstructionId>& begins) const {
+    std::pair<double, InstructionId> last{0.0, kNoPredecessor};
+    for (const InstructionId& begin : begins) {
+      const double posted = result_.workers[begin.rank].timings[begin.index].end;
+      if (last.second.rank < 0 || posted > last.first) last = {posted, begin};
+    }
+    return last;
+  }
+
+  // Times the allreduce of `model_stage`: it starts once the group's last
+  // member has begun it and every member's link has finished the
+  // allreduces it took on before.
+  void TimeAllreduce(const std::vector<InstructionId>& begins, int model_stage) {
+    auto [started, last] = LastBegin(begins);
+    for (const InstructionId& begin : begins) {
       started = std::max(started, link_free_[begin.rank]);
     }
     const double duration = StageCost(
         costs_.stage_allreduce,
-        AllreduceTime(costs_, static_cast<int>(step.group_begins->size())),
-        model_stage);
+        AllreduceTime(costs_, static_cast<int>(begins.size())), model_stage);
     // On shared cores the copies and sums of an allreduce take a core of
     // every member for as long as it runs.
     if (cores_) {
       double on_cores = started;
-      for (const InstructionId& begin : *step.group_begins) {
+      for (const InstructionId& begin : begins) {
         on_cores = std::max(
             on_cores, cores_->Reserve(costs_.node_of_rank[begin.rank], started, duration));
       }
       started = on_cores;
     }
     const double finish = started + duration;
-    for (const InstructionId& begin : *step.group_begins)
-      link_free_[begin.rank] = finish;
+    for (const InstructionId& begin : begins) link_free_[begin.rank] = finish;
     allreduces_[model_stage] = {finish, last};
-    return finish;
   }
 
   // Sets the makespan; returns the op that ends last.
@@ -349,6 +375,10 @@ class Simulation {
   };
   // Per model stage, its iteration's one allreduce once timed.
   absl::flat_hash_map<int, TimedAllreduce> allreduces_;
+  // Allreduces every member has begun and none has waited for yet, by when
+  // they began (then model stage): their group's BEGINs.
+  std::map<std::pair<double, int>, const std::vector<InstructionId>*>
+      begun_allreduces_;
   // Set where some node has more ranks than cores.
   std::optional<CorePool> cores_;
 };

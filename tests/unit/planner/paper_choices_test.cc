@@ -2,9 +2,11 @@
 // cluster files written from its hardware: examples/paper/*.yaml on
 // examples/clusters/piz-daint.yaml and v100-4x8.yaml. Each holds across the
 // range of the interconnect's bandwidth the cluster file argues for (Gloo's
-// few GB/s up to Aries' 10 GB/s injection bandwidth), so none rests on one
-// guessed figure. Where the planner disagrees with the paper, docs/planner.md
-// says so and why.
+// TCP at 8 GB/s up to Aries' 10 GB/s, each in series with the copies through
+// host memory), so none rests on one figure. Chimera is the paper's: two
+// pipelines (its section 3.6 default; the planner's wider search is in
+// docs/planner.md). Where the planner disagrees with the paper,
+// docs/planner.md says so and why.
 #include <string>
 
 #include "gmock/gmock.h"
@@ -36,6 +38,8 @@ chimera::v1::Cluster Cluster(const std::string& path) {
   return cluster;
 }
 
+constexpr int kPapersPipelines = 2;
+
 // Piz Daint with its inter-node bandwidth replaced.
 chimera::v1::Cluster PizDaint(double inter_node_bandwidth) {
   chimera::v1::Cluster cluster = Cluster("clusters/piz-daint.yaml");
@@ -47,7 +51,8 @@ chimera::v1::Cluster PizDaint(double inter_node_bandwidth) {
 }
 
 // The best plan of `scheme` for `job` (its other choices left open), with
-// W x D fixed to `width` x `depth` where they are > 0.
+// W x D fixed to `width` x `depth` where they are > 0; Chimera with the
+// paper's two pipelines.
 chimera::v1::Plan BestOf(chimera::v1::TrainJob job,
                          const chimera::v1::Cluster& cluster,
                          const std::string& scheme, int width = 0,
@@ -56,6 +61,7 @@ chimera::v1::Plan BestOf(chimera::v1::TrainJob job,
   parallelism->set_schedule(scheme);
   if (width > 0) parallelism->set_data(width);
   if (depth > 0) parallelism->set_pipeline(depth);
+  if (scheme == "chimera") parallelism->set_pipelines(kPapersPipelines);
   const auto profile =
       AnalyticProfile(job.spec().model(), cluster.spec().device());
   absl::StatusOr<SearchResult> result =
@@ -71,14 +77,13 @@ double Throughput(const chimera::v1::Plan& plan) {
 class PizDaintTest : public ::testing::TestWithParam<double> {};
 
 INSTANTIATE_TEST_SUITE_P(InterNodeBandwidth, PizDaintTest,
-                         ::testing::Values(3e9, 1e10), [](const auto& info) {
-                           return info.param == 3e9 ? "Gloo3GBps"
-                                                    : "Aries10GBps";
+                         ::testing::Values(4.8e9, 5.45e9), [](const auto& info) {
+                           return info.param == 4.8e9 ? "Tcp8GBpsThroughHost"
+                                                      : "Aries10GBpsThroughHost";
                          });
 
 // Fig. 13 and 15: GPT-2 on 512 nodes. The paper's model picks W=16 D=32,
-// its measurements W=64 D=8 (1.7 % faster); two pipelines fit at D=8
-// without recomputation, which 1F1B and GPipe need at D=2 and 4.
+// its measurements W=64 D=8 (1.7 % faster).
 TEST_P(PizDaintTest, Gpt2On512NodesChimeraChoosesW64D8OrWithinTwoPercentOfIt) {
   const chimera::v1::TrainJob job = Job("paper/gpt2-64.yaml");
   const chimera::v1::Cluster cluster = PizDaint(GetParam());
@@ -87,20 +92,22 @@ TEST_P(PizDaintTest, Gpt2On512NodesChimeraChoosesW64D8OrWithinTwoPercentOfIt) {
       BestOf(job, cluster, "chimera", 64, 8);
   EXPECT_GE(Throughput(measured_best), 0.98 * Throughput(best))
       << DescribePlan(best);
-  EXPECT_FALSE(measured_best.recompute());
-  EXPECT_TRUE(BestOf(job, cluster, "1f1b", 128, 4).recompute());
   for (const char* baseline : {"1f1b", "gpipe", "gems"}) {
     EXPECT_GT(Throughput(best), Throughput(BestOf(job, cluster, baseline)))
         << baseline;
   }
 }
 
-// Fig. 13 and 14: Bert-48 on 32 nodes, B^ = 256; Chimera beats every
-// synchronous baseline.
-TEST_P(PizDaintTest, Bert48On32NodesChimeraRanksAboveEverySynchronousBaseline) {
+// Fig. 13 and 14: Bert-48 on 32 nodes, B^ = 256. The paper's model and its
+// measurements choose W=8 D=4 B=8 N=4, and Chimera beats every synchronous
+// baseline.
+TEST_P(PizDaintTest, Bert48On32NodesChimeraChoosesW8D4AboveEverySynchronousBaseline) {
   const chimera::v1::TrainJob job = Job("paper/bert-48.yaml");
   const chimera::v1::Cluster cluster = PizDaint(GetParam());
   const chimera::v1::Plan best = BestOf(job, cluster, "chimera");
+  EXPECT_EQ(best.width(), 8) << DescribePlan(best);
+  EXPECT_EQ(best.depth(), 4) << DescribePlan(best);
+  EXPECT_EQ(best.micro_batch_size(), 8) << DescribePlan(best);
   for (const char* baseline : {"1f1b", "gpipe", "gems"}) {
     EXPECT_GT(Throughput(best), Throughput(BestOf(job, cluster, baseline)))
         << baseline;

@@ -1,5 +1,7 @@
 #include "planner/stage_partition.h"
 
+#include <algorithm>
+
 #include "gtest/gtest.h"
 #include "planner/analytic_profile.h"
 #include "schedule/generator.h"
@@ -90,6 +92,28 @@ TEST(StagePartitionTest, HeavyHeadLeavesTheLastStageFewerBlocks) {
     return PipelineLatency(times, 16);
   };
   EXPECT_LT(latency(balanced), latency(EvenPartition(16, 4)));
+}
+
+TEST(StagePartitionTest, NoStageIsSlowerThanAnEvenShareAndOneBlock) {
+  // Bert-48's shape (the split DAPPLE's latency chose: 16, 16, 1, 15).
+  chimera::v1::ModelSpec model = testing::LargeJob(48, 64, 4).spec().model();
+  model.set_hidden_size(1024);
+  model.set_num_heads(16);
+  model.set_seq_length(128);
+  const chimera::v1::ModelProfile profile =
+      AnalyticProfile(model, testing::TestCluster(1, 4).spec().device());
+  const std::vector<BlockRange> stages = BalancedPartition(profile, 4, 8, 4);
+  ASSERT_EQ(stages.size(), 4u);
+  double total = 0, slowest = 0;
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const StageProfile stage =
+        ProfileStage(profile, stages[s], s == 0, s + 1 == stages.size(), 8);
+    total += stage.forward_seconds + stage.backward_seconds;
+    slowest = std::max(slowest, stage.forward_seconds + stage.backward_seconds);
+  }
+  const StageProfile one =
+      ProfileStage(profile, {1, 1}, /*first=*/false, /*last=*/false, 8);
+  EXPECT_LE(slowest, total / 4 + one.forward_seconds + one.backward_seconds);
 }
 
 TEST(StagePartitionTest, EvenSplitIsKeptWhenLayersAreEqual) {

@@ -272,6 +272,21 @@ TEST(SimulatorTest, EagerSyncStartsTheAllreduceInTheBubble) {
   EXPECT_NEAR(begin_time(Sync::kEnd), 16, 1e-9);
 }
 
+TEST(SimulatorTest, AnEagerAllreduceTakesTheLinkBeforeOneBegunLater) {
+  // Chimera D=4, eager sync: rank 0 begins stage 3's allreduce in its
+  // bubble and stage 0's at the end, but its program waits for stage 0's
+  // first. Stage 3's runs when it began, hidden; only stage 0's is exposed.
+  ScheduleParams params = Params(Scheme::kChimera, 4, 4);
+  params.sync = Sync::kEager;
+  const Schedule s = MustGenerate(params);
+  CostModel costs;
+  const double alone = Simulate(s, costs)->makespan;
+  costs.stage_allreduce = {1, 1, 1, 1};
+  const SimulationResult r = *Simulate(s, costs);
+  EXPECT_NEAR(r.workers[0].exposed_allreduce, 1, 1e-9);
+  EXPECT_NEAR(r.makespan, alone + 1, 1e-9);
+}
+
 TEST(SimulatorTest, CriticalPathAccountsForTheMakespanWithoutCommunication) {
   for (Scheme scheme : {Scheme::kGpipe, Scheme::kOneFOneB, Scheme::kChimera}) {
     SimulationResult r = MustSimulate(MustGenerate(Params(scheme, 4, 8)));

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -135,7 +136,7 @@ class JointRun {
     const std::optional<MessageKey> key =
         MessageKeyOf(schedule_.topology, step.rank, *step.inst);
     if (!key) return;
-    posted_[*key].push_back({step.rank, step.index});
+    posted_[*key].ids.push_back({step.rank, step.index});
     auto waiter = recv_waiter_.find(*key);
     if (waiter != recv_waiter_.end()) {
       Wake(waiter->second);
@@ -147,12 +148,13 @@ class JointRun {
     const std::optional<MessageKey> key =
         MessageKeyOf(schedule_.topology, step.rank, *step.inst);
     auto it = key ? posted_.find(*key) : posted_.end();
-    if (it == posted_.end() || it->second.empty()) {
+    if (it == posted_.end()) {
       if (key) recv_waiter_[*key] = step.rank;
       return false;
     }
-    step.matched_send = it->second.front();
-    it->second.pop_front();
+    PostedSends& sends = it->second;
+    step.matched_send = sends.ids[sends.next++];
+    if (sends.next == sends.ids.size()) posted_.erase(it);
     return true;
   }
 
@@ -255,7 +257,14 @@ class JointRun {
   const std::vector<std::vector<int>>& holders_;
   const int num_workers_;
   std::vector<size_t> pc_;
-  absl::flat_hash_map<MessageKey, std::deque<InstructionId>> posted_;
+  // Sends posted and not yet received, per message key, in posting order:
+  // nearly always one, so kept inline (a deque allocated a block per key,
+  // which made simulating tens of thousands of micro-batches slow).
+  struct PostedSends {
+    absl::InlinedVector<InstructionId, 1> ids;
+    size_t next = 0;
+  };
+  absl::flat_hash_map<MessageKey, PostedSends> posted_;
   std::vector<std::vector<InstructionId>> begins_;
   // Ranks blocked on ALLREDUCE_END per model stage, to wake on BEGIN.
   std::vector<std::vector<int>> end_waiters_;

@@ -85,7 +85,9 @@ std::vector<BlockRange> BalancedPartition(
   // Every split runs the same work once per micro-batch, so the fastest is
   // the one whose slowest stage is fastest: slowest[k][j] is that stage's
   // time over the splits of blocks [0, j) into k + 1 stages, and start[k][j]
-  // where the last of them begins.
+  // where the last of them begins. The earlier stages' part grows with that
+  // start and the last stage's shrinks, so the best start is where they
+  // cross, and it only moves right as j grows: O(stages x blocks).
   const auto stage_seconds = [&](int begin, int end, int k) {
     const StageTime time =
         timer.Time({begin, end - begin}, k == 0, k + 1 == num_stages);
@@ -98,15 +100,16 @@ std::vector<BlockRange> BalancedPartition(
                                       std::vector<int>(num_blocks + 1, 0));
   for (int j = 1; j <= num_blocks; ++j) slowest[0][j] = stage_seconds(0, j, 0);
   for (int k = 1; k < num_stages; ++k) {
+    const auto split_at = [&](int begin, int j) {
+      return std::max(slowest[k - 1][begin], stage_seconds(begin, j, k));
+    };
+    int begin = k;
     for (int j = k + 1; j <= num_blocks; ++j) {
-      for (int begin = k; begin < j; ++begin) {
-        const double candidate =
-            std::max(slowest[k - 1][begin], stage_seconds(begin, j, k));
-        if (candidate < slowest[k][j]) {
-          slowest[k][j] = candidate;
-          start[k][j] = begin;
-        }
+      while (begin + 1 < j && split_at(begin + 1, j) <= split_at(begin, j)) {
+        ++begin;
       }
+      slowest[k][j] = split_at(begin, j);
+      start[k][j] = begin;
     }
   }
   std::vector<BlockRange> best(num_stages);

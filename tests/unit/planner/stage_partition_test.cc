@@ -1,6 +1,8 @@
 #include "planner/stage_partition.h"
 
 #include <algorithm>
+#include <limits>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "planner/analytic_profile.h"
@@ -114,6 +116,72 @@ TEST(StagePartitionTest, NoStageIsSlowerThanAnEvenShareAndOneBlock) {
   const StageProfile one =
       ProfileStage(profile, {1, 1}, /*first=*/false, /*last=*/false, 8);
   EXPECT_LE(slowest, total / 4 + one.forward_seconds + one.backward_seconds);
+}
+
+// Layers of unequal cost, as a measured profile has them.
+chimera::v1::ModelProfile ProfileOf(const std::vector<double>& forward_seconds) {
+  chimera::v1::ModelProfile profile;
+  for (size_t i = 0; i < forward_seconds.size(); ++i) {
+    chimera::v1::LayerProfile* layer = profile.add_layers();
+    layer->set_kind(i == 0                              ? "embedding"
+                    : i + 1 == forward_seconds.size() ? "head"
+                                                        : "block");
+    chimera::v1::LayerTiming* timing = layer->add_timings();
+    timing->set_micro_batch_size(1);
+    timing->set_forward_seconds(forward_seconds[i]);
+    timing->set_backward_seconds(2 * forward_seconds[i]);
+  }
+  return profile;
+}
+
+// The slowest stage of the best of every split, tried one by one.
+double SlowestStageOfTheBestSplit(const chimera::v1::ModelProfile& profile,
+                                  int num_stages) {
+  const int blocks = NumBlocks(profile);
+  double best = std::numeric_limits<double>::infinity();
+  // Split points as a bit mask over the gaps between blocks.
+  for (int mask = 0; mask < (1 << (blocks - 1)); ++mask) {
+    if (__builtin_popcount(mask) != num_stages - 1) continue;
+    std::vector<BlockRange> ranges;
+    int first = 0;
+    for (int gap = 0; gap < blocks - 1; ++gap) {
+      if (mask & (1 << gap)) {
+        ranges.push_back({first, gap + 1 - first});
+        first = gap + 1;
+      }
+    }
+    ranges.push_back({first, blocks - first});
+    double slowest = 0;
+    for (size_t s = 0; s < ranges.size(); ++s) {
+      const StageProfile stage =
+          ProfileStage(profile, ranges[s], s == 0, s + 1 == ranges.size(), 1);
+      slowest = std::max(slowest, stage.forward_seconds + stage.backward_seconds);
+    }
+    best = std::min(best, slowest);
+  }
+  return best;
+}
+
+TEST(StagePartitionTest, FindsTheSplitWithTheFastestSlowestStage) {
+  const std::vector<std::vector<double>> models = {
+      {0.5, 3, 1, 4, 1, 5, 9, 2, 6, 0.5},
+      {2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0.1},
+      {0.1, 1, 8, 1, 1, 1, 7, 1, 2, 3},
+      {0, 5, 5, 5, 5, 1, 1, 1, 1, 9}};
+  for (const std::vector<double>& layers : models) {
+    const chimera::v1::ModelProfile profile = ProfileOf(layers);
+    for (int stages = 2; stages <= 5; ++stages) {
+      double slowest = 0;
+      const std::vector<BlockRange> split = BalancedPartition(profile, stages, 1, 8);
+      for (size_t s = 0; s < split.size(); ++s) {
+        const StageProfile stage =
+            ProfileStage(profile, split[s], s == 0, s + 1 == split.size(), 1);
+        slowest = std::max(slowest, stage.forward_seconds + stage.backward_seconds);
+      }
+      EXPECT_DOUBLE_EQ(slowest, SlowestStageOfTheBestSplit(profile, stages))
+          << stages << " stages of model " << &layers - models.data();
+    }
+  }
 }
 
 TEST(StagePartitionTest, EvenSplitIsKeptWhenLayersAreEqual) {

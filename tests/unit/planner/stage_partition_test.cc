@@ -13,6 +13,37 @@
 namespace chimera::planner {
 namespace {
 
+// Each stage's forward and backward time when `profile`'s blocks are split
+// into `ranges` at micro-batch size `b`.
+std::vector<StageTime> StageTimes(const chimera::v1::ModelProfile& profile,
+                                  const std::vector<BlockRange>& ranges, int b) {
+  std::vector<StageTime> times;
+  for (size_t s = 0; s < ranges.size(); ++s) {
+    const StageProfile stage =
+        ProfileStage(profile, ranges[s], s == 0, s + 1 == ranges.size(), b);
+    times.push_back({stage.forward_seconds, stage.backward_seconds});
+  }
+  return times;
+}
+
+double SlowestStage(const std::vector<StageTime>& times) {
+  double slowest = 0;
+  for (const StageTime& time : times) {
+    slowest = std::max(slowest, time.forward + time.backward);
+  }
+  return slowest;
+}
+
+// The analytic profile of a transformer of `layers` blocks, hidden size
+// `hidden` and `heads` heads over 128 tokens, with a 30522-token vocabulary.
+chimera::v1::ModelProfile TransformerProfile(int layers, int hidden, int heads) {
+  chimera::v1::ModelSpec model = testing::LargeJob(layers, 64, 4).spec().model();
+  model.set_hidden_size(hidden);
+  model.set_num_heads(heads);
+  model.set_seq_length(128);
+  return AnalyticProfile(model, testing::TestCluster(1, 4).spec().device());
+}
+
 TEST(StagePartitionTest, EvenPartitionGivesTheFirstStagesTheRemainder) {
   std::vector<BlockRange> ranges = EvenPartition(10, 4);
   ASSERT_EQ(ranges.size(), 4u);
@@ -72,50 +103,27 @@ TEST(StagePartitionTest, StagesAfterTheSlowestStillDelayTheIteration) {
 
 TEST(StagePartitionTest, HeavyHeadLeavesTheLastStageFewerBlocks) {
   // A 30522-token vocabulary makes the head as costly as several blocks.
-  chimera::v1::ModelSpec model = testing::LargeJob(16, 64, 4).spec().model();
-  model.set_hidden_size(256);
-  model.set_num_heads(4);
-  model.set_seq_length(128);
-  const chimera::v1::ModelProfile profile =
-      AnalyticProfile(model, testing::TestCluster(1, 4).spec().device());
+  const chimera::v1::ModelProfile profile = TransformerProfile(16, 256, 4);
   const std::vector<BlockRange> balanced = BalancedPartition(profile, 4, 8, 16);
   ASSERT_EQ(balanced.size(), 4u);
   EXPECT_LT(balanced[3].num_blocks, 4);
   int total = 0;
   for (const BlockRange& range : balanced) total += range.num_blocks;
   EXPECT_EQ(total, 16);
-  const auto latency = [&](const std::vector<BlockRange>& ranges) {
-    std::vector<StageTime> times;
-    for (size_t s = 0; s < ranges.size(); ++s) {
-      const StageProfile stage =
-          ProfileStage(profile, ranges[s], s == 0, s + 1 == ranges.size(), 8);
-      times.push_back({stage.forward_seconds, stage.backward_seconds});
-    }
-    return PipelineLatency(times, 16);
-  };
-  EXPECT_LT(latency(balanced), latency(EvenPartition(16, 4)));
+  EXPECT_LT(PipelineLatency(StageTimes(profile, balanced, 8), 16),
+            PipelineLatency(StageTimes(profile, EvenPartition(16, 4), 8), 16));
 }
 
 TEST(StagePartitionTest, NoStageIsSlowerThanAnEvenShareAndOneBlock) {
   // Bert-48's shape (the split DAPPLE's latency chose: 16, 16, 1, 15).
-  chimera::v1::ModelSpec model = testing::LargeJob(48, 64, 4).spec().model();
-  model.set_hidden_size(1024);
-  model.set_num_heads(16);
-  model.set_seq_length(128);
-  const chimera::v1::ModelProfile profile =
-      AnalyticProfile(model, testing::TestCluster(1, 4).spec().device());
-  const std::vector<BlockRange> stages = BalancedPartition(profile, 4, 8, 4);
-  ASSERT_EQ(stages.size(), 4u);
-  double total = 0, slowest = 0;
-  for (size_t s = 0; s < stages.size(); ++s) {
-    const StageProfile stage =
-        ProfileStage(profile, stages[s], s == 0, s + 1 == stages.size(), 8);
-    total += stage.forward_seconds + stage.backward_seconds;
-    slowest = std::max(slowest, stage.forward_seconds + stage.backward_seconds);
-  }
-  const StageProfile one =
-      ProfileStage(profile, {1, 1}, /*first=*/false, /*last=*/false, 8);
-  EXPECT_LE(slowest, total / 4 + one.forward_seconds + one.backward_seconds);
+  const chimera::v1::ModelProfile profile = TransformerProfile(48, 1024, 16);
+  const std::vector<StageTime> times =
+      StageTimes(profile, BalancedPartition(profile, 4, 8, 4), 8);
+  ASSERT_EQ(times.size(), 4u);
+  double total = 0;
+  for (const StageTime& time : times) total += time.forward + time.backward;
+  const StageTime block = StageTimes(profile, {{0, 1}, {1, 1}, {2, 1}}, 8)[1];
+  EXPECT_LE(SlowestStage(times), total / 4 + block.forward + block.backward);
 }
 
 // Layers of unequal cost, as a measured profile has them.
@@ -151,12 +159,7 @@ double SlowestStageOfTheBestSplit(const chimera::v1::ModelProfile& profile,
       }
     }
     ranges.push_back({first, blocks - first});
-    double slowest = 0;
-    for (size_t s = 0; s < ranges.size(); ++s) {
-      const StageProfile stage =
-          ProfileStage(profile, ranges[s], s == 0, s + 1 == ranges.size(), 1);
-      slowest = std::max(slowest, stage.forward_seconds + stage.backward_seconds);
-    }
+    const double slowest = SlowestStage(StageTimes(profile, ranges, 1));
     best = std::min(best, slowest);
   }
   return best;
@@ -171,13 +174,8 @@ TEST(StagePartitionTest, FindsTheSplitWithTheFastestSlowestStage) {
   for (const std::vector<double>& layers : models) {
     const chimera::v1::ModelProfile profile = ProfileOf(layers);
     for (int stages = 2; stages <= 5; ++stages) {
-      double slowest = 0;
-      const std::vector<BlockRange> split = BalancedPartition(profile, stages, 1, 8);
-      for (size_t s = 0; s < split.size(); ++s) {
-        const StageProfile stage =
-            ProfileStage(profile, split[s], s == 0, s + 1 == split.size(), 1);
-        slowest = std::max(slowest, stage.forward_seconds + stage.backward_seconds);
-      }
+      const double slowest =
+          SlowestStage(StageTimes(profile, BalancedPartition(profile, stages, 1, 8), 1));
       EXPECT_DOUBLE_EQ(slowest, SlowestStageOfTheBestSplit(profile, stages))
           << stages << " stages of model " << &layers - models.data();
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 namespace chimera::planner {
 namespace {
@@ -38,6 +39,12 @@ class RangeTimer {
     return time;
   }
 
+  // Forward plus backward of blocks [begin, end) as a stage.
+  double Seconds(int begin, int end, bool first, bool last) const {
+    const StageTime time = Time({begin, end - begin}, first, last);
+    return time.forward + time.backward;
+  }
+
   std::vector<StageTime> Times(const std::vector<BlockRange>& ranges) const {
     std::vector<StageTime> times;
     for (size_t s = 0; s < ranges.size(); ++s) {
@@ -50,6 +57,74 @@ class RangeTimer {
   std::vector<double> forward_, backward_;
   LayerCost embedding_, head_;
 };
+
+// The time of the fastest slowest stage over the splits of the timer's
+// blocks into `num_stages` stages. slowest[j] is that time for blocks
+// [0, j) in the stages so far; a new last stage starting at `begin` makes
+// it max(previous[begin], its own time). The first part grows with
+// `begin` and the second shrinks, so the best start is where they cross,
+// and it only moves right as j grows: O(stages x blocks).
+double FastestSlowestStage(const RangeTimer& timer, int num_stages,
+                           int num_blocks) {
+  std::vector<double> slowest(num_blocks + 1);
+  for (int j = 1; j <= num_blocks; ++j) {
+    slowest[j] = timer.Seconds(0, j, true, num_stages == 1);
+  }
+  for (int k = 1; k < num_stages; ++k) {
+    const std::vector<double> previous = std::move(slowest);
+    slowest.assign(num_blocks + 1, std::numeric_limits<double>::infinity());
+    const bool last = k + 1 == num_stages;
+    const auto split_at = [&](int begin, int j) {
+      return std::max(previous[begin], timer.Seconds(begin, j, false, last));
+    };
+    int begin = k;
+    for (int j = k + 1; j <= num_blocks; ++j) {
+      while (begin + 1 < j && split_at(begin + 1, j) <= split_at(begin, j)) {
+        ++begin;
+      }
+      slowest[j] = split_at(begin, j);
+    }
+  }
+  return slowest[num_blocks];
+}
+
+// Among the splits into `num_stages` stages of at most `limit` seconds each,
+// the most even one: the least sum of squared stage times (many splits share
+// the fastest slowest stage; an uneven one would, say, give one of
+// Chimera's workers two long stages and another two short). squares[k][j]
+// is that sum for blocks [0, j) in k + 1 stages, start[k][j] where the
+// last of them begins; a stage over `limit` ends the search for its start.
+std::vector<BlockRange> MostEvenSplit(const RangeTimer& timer, int num_stages,
+                                      int num_blocks, double limit) {
+  const double kNone = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> squares(
+      num_stages, std::vector<double>(num_blocks + 1, kNone));
+  std::vector<std::vector<int>> start(num_stages,
+                                      std::vector<int>(num_blocks + 1, 0));
+  for (int j = 1; j <= num_blocks; ++j) {
+    const double seconds = timer.Seconds(0, j, true, num_stages == 1);
+    if (seconds <= limit) squares[0][j] = seconds * seconds;
+  }
+  for (int k = 1; k < num_stages; ++k) {
+    const bool last = k + 1 == num_stages;
+    for (int j = k + 1; j <= num_blocks; ++j) {
+      for (int begin = j - 1; begin >= k; --begin) {
+        const double seconds = timer.Seconds(begin, j, false, last);
+        if (seconds > limit) break;
+        if (squares[k - 1][begin] + seconds * seconds < squares[k][j]) {
+          squares[k][j] = squares[k - 1][begin] + seconds * seconds;
+          start[k][j] = begin;
+        }
+      }
+    }
+  }
+  std::vector<BlockRange> split(num_stages);
+  for (int k = num_stages - 1, end = num_blocks; k >= 0; --k) {
+    split[k] = {start[k][end], end - start[k][end]};
+    end = start[k][end];
+  }
+  return split;
+}
 
 }  // namespace
 
@@ -81,43 +156,11 @@ std::vector<BlockRange> BalancedPartition(
   const RangeTimer timer(profile, micro_batch_size);
   const std::vector<BlockRange> even = EvenPartition(num_blocks, num_stages);
   if (num_stages == 1) return even;
-
   // Every split runs the same work once per micro-batch, so the fastest is
-  // the one whose slowest stage is fastest: slowest[k][j] is that stage's
-  // time over the splits of blocks [0, j) into k + 1 stages, and start[k][j]
-  // where the last of them begins. The earlier stages' part grows with that
-  // start and the last stage's shrinks, so the best start is where they
-  // cross, and it only moves right as j grows: O(stages x blocks).
-  const auto stage_seconds = [&](int begin, int end, int k) {
-    const StageTime time =
-        timer.Time({begin, end - begin}, k == 0, k + 1 == num_stages);
-    return time.forward + time.backward;
-  };
-  const double kNone = std::numeric_limits<double>::infinity();
-  std::vector<std::vector<double>> slowest(
-      num_stages, std::vector<double>(num_blocks + 1, kNone));
-  std::vector<std::vector<int>> start(num_stages,
-                                      std::vector<int>(num_blocks + 1, 0));
-  for (int j = 1; j <= num_blocks; ++j) slowest[0][j] = stage_seconds(0, j, 0);
-  for (int k = 1; k < num_stages; ++k) {
-    const auto split_at = [&](int begin, int j) {
-      return std::max(slowest[k - 1][begin], stage_seconds(begin, j, k));
-    };
-    int begin = k;
-    for (int j = k + 1; j <= num_blocks; ++j) {
-      while (begin + 1 < j && split_at(begin + 1, j) <= split_at(begin, j)) {
-        ++begin;
-      }
-      slowest[k][j] = split_at(begin, j);
-      start[k][j] = begin;
-    }
-  }
-  std::vector<BlockRange> best(num_stages);
-  for (int k = num_stages - 1, end = num_blocks; k >= 0; --k) {
-    const int begin = start[k][end];
-    best[k] = {begin, end - begin};
-    end = begin;
-  }
+  // one whose slowest stage is fastest; of those, the most even.
+  const double slowest = FastestSlowestStage(timer, num_stages, num_blocks);
+  const std::vector<BlockRange> best =
+      MostEvenSplit(timer, num_stages, num_blocks, slowest * (1 + 1e-9));
   // Keep the even split whenever it is as fast.
   return PipelineLatency(timer.Times(best), micro_batches) <
                  PipelineLatency(timer.Times(even), micro_batches)

@@ -42,7 +42,7 @@ std::vector<BlockRange> EvenPartition(int num_blocks, int num_stages);
 
 // The split of the profile's blocks into `num_stages` stages with the
 // lowest PipelineLatency at `micro_batch_size` x `micro_batches`.
-// O(num_stages x blocks).
+// O(num_stages x blocks x the most blocks a stage of that split holds).
 std::vector<BlockRange> BalancedPartition(
     const chimera::v1::ModelProfile& profile, int num_stages,
     int micro_batch_size, int micro_batches);

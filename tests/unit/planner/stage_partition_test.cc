@@ -182,6 +182,21 @@ TEST(StagePartitionTest, FindsTheSplitWithTheFastestSlowestStage) {
   }
 }
 
+TEST(StagePartitionTest, OfTheSplitsWithTheFastestSlowestStageTheMostEvenIsTaken) {
+  // Eight equal blocks and a head worth two: the last stage takes one block,
+  // and the other seven fit three stages of at most three in six ways. The
+  // even ones (2, 2, 3 in any order) leave no stage a single block.
+  const chimera::v1::ModelProfile profile =
+      ProfileOf({0, 1, 1, 1, 1, 1, 1, 1, 1, 2});
+  const std::vector<BlockRange> split = BalancedPartition(profile, 4, 1, 4);
+  ASSERT_EQ(split.size(), 4u);
+  EXPECT_EQ(split[3].num_blocks, 1);
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_GE(split[s].num_blocks, 2) << s;
+    EXPECT_LE(split[s].num_blocks, 3) << s;
+  }
+}
+
 TEST(StagePartitionTest, EvenSplitIsKeptWhenLayersAreEqual) {
   chimera::v1::ModelSpec model = testing::LargeJob(8, 64, 4).spec().model();
   model.set_vocab_size(1);  // A negligible head and embedding.

@@ -90,29 +90,30 @@ double FastestSlowestStage(const RangeTimer& timer, int num_stages,
 
 // Among the splits into `num_stages` stages of at most `limit` seconds each,
 // the most even one: the least sum of squared stage times (many splits share
-// the fastest slowest stage; an uneven one would, say, give one of
-// Chimera's workers two long stages and another two short). squares[k][j]
-// is that sum for blocks [0, j) in k + 1 stages, start[k][j] where the
-// last of them begins; a stage over `limit` ends the search for its start.
+// the fastest slowest stage, some with nearly empty stages). squares[j] is
+// that sum for blocks [0, j) in the stages so far, start[k][j] where the
+// last of k + 1 stages begins; a stage over `limit` ends the search for its
+// start.
 std::vector<BlockRange> MostEvenSplit(const RangeTimer& timer, int num_stages,
                                       int num_blocks, double limit) {
   const double kNone = std::numeric_limits<double>::infinity();
-  std::vector<std::vector<double>> squares(
-      num_stages, std::vector<double>(num_blocks + 1, kNone));
+  std::vector<double> squares(num_blocks + 1, kNone);
   std::vector<std::vector<int>> start(num_stages,
                                       std::vector<int>(num_blocks + 1, 0));
   for (int j = 1; j <= num_blocks; ++j) {
     const double seconds = timer.Seconds(0, j, true, num_stages == 1);
-    if (seconds <= limit) squares[0][j] = seconds * seconds;
+    if (seconds <= limit) squares[j] = seconds * seconds;
   }
   for (int k = 1; k < num_stages; ++k) {
+    const std::vector<double> previous = std::move(squares);
+    squares.assign(num_blocks + 1, kNone);
     const bool last = k + 1 == num_stages;
     for (int j = k + 1; j <= num_blocks; ++j) {
       for (int begin = j - 1; begin >= k; --begin) {
         const double seconds = timer.Seconds(begin, j, false, last);
         if (seconds > limit) break;
-        if (squares[k - 1][begin] + seconds * seconds < squares[k][j]) {
-          squares[k][j] = squares[k - 1][begin] + seconds * seconds;
+        if (previous[begin] + seconds * seconds < squares[j]) {
+          squares[j] = previous[begin] + seconds * seconds;
           start[k][j] = begin;
         }
       }

@@ -19,7 +19,8 @@
 // again until every op's stretch agrees with the overlaps it produces).
 // An allreduce starts once every group member has begun it and each member's
 // link is free (a worker holding several stages allreduces them one after
-// another, as they share its network link), takes Rabenseifner's
+// another, in the order their groups began them, as they share its network
+// link), takes Rabenseifner's
 // 2 log2(r) alpha + 2 (r-1)/r beta bytes and overlaps compute; END waits for
 // it (that wait is the exposed allreduce time). A worker's last op, its
 // optimizer step, costs the step of every model stage it holds.

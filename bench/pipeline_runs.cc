@@ -1,10 +1,7 @@
 #include "bench/pipeline_runs.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <utility>
 #include <vector>
@@ -23,19 +20,7 @@ using worker::testing::PipelineMeasurements;
 constexpr absl::Duration kOpTimeout = absl::Minutes(2);
 
 void RestartWithSingleThreadedPools(char** argv) {
-  const std::map<std::string, std::string> environment =
-      worker::ComputeThreadsEnvironment(1);
-  const bool has_it = std::all_of(
-      environment.begin(), environment.end(), [](const auto& variable) {
-        const char* value = std::getenv(variable.first.c_str());
-        return value != nullptr && variable.second == value;
-      });
-  if (has_it) return;
-  for (const auto& [name, value] : environment) {
-    ::setenv(name.c_str(), value.c_str(), /*overwrite=*/1);
-  }
-  ::execv("/proc/self/exe", argv);
-  std::perror("cannot restart with single-threaded pools; measuring as is");
+  worker::RestartWithEnvironment(worker::ComputeThreadsEnvironment(1), argv);
 }
 
 void AddRunFlags(CLI::App& app, RunFlags& flags) {

@@ -45,6 +45,7 @@
 #include "worker/daemon/task_process.h"
 #include "worker/daemon/worker_daemon.h"
 #include "worker/profile/profiler.h"
+#include "worker/runtime/compute_threads.h"
 #include "worker/runtime/task_options.h"
 #include "worker/standalone/standalone.h"
 
@@ -348,6 +349,12 @@ int main(int argc, char** argv) {
   }
   flags.gpu = gpu;
   daemon.gpu = std::max(gpu, 0);
+  if (!task_file.empty() || standalone || profile) {
+    // These modes compute in this process: with OpenMP threads that sleep
+    // when idle (a task process has that from its daemon already).
+    chimera::worker::RestartWithEnvironment(
+        chimera::worker::OpenMpWaitEnvironment(), argv);
+  }
   if (!task_file.empty()) {
     // The daemon passes its own canonical roots.
     const chimera::worker::WorkerRoots roots{flags.data_root,

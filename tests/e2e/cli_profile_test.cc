@@ -1,7 +1,13 @@
 // `chimera-worker --profile` as a user runs it, and `chimera plan` reading the
 // profile it writes.
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
+
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -12,6 +18,7 @@
 namespace chimera {
 namespace {
 
+using ::chimera::testing::ChildProcess;
 using ::chimera::testing::JobYaml;
 using ::chimera::testing::ProcessResult;
 using ::chimera::testing::RunProcess;
@@ -54,6 +61,36 @@ TEST(CliProfileTest, ProfileWritesJsonToStdoutByDefault) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("\"kind\": \"ModelProfile\""));
   EXPECT_THAT(r.out, HasSubstr("\"source\": \"measured\""));
+}
+
+// The environment a running process started with, or last exec'd with.
+std::vector<std::string> EnvironmentOf(pid_t pid) {
+  std::ifstream file("/proc/" + std::to_string(pid) + "/environ");
+  const std::string text((std::istreambuf_iterator<char>(file)),
+                         std::istreambuf_iterator<char>());
+  return absl::StrSplit(text, '\0', absl::SkipEmpty());
+}
+
+// LibTorch's OpenMP threads and OpenBLAS's spin against each other unless
+// OpenMP's idle threads sleep, which its runtime reads only when it loads:
+// a worker started without it starts itself again with it, before it
+// measures anything (compute_threads.h has the figures).
+TEST(CliProfileTest, ProfilesWithOpenMpThreadsThatSleepWhenIdle) {
+  ASSERT_EQ(::unsetenv("OMP_WAIT_POLICY"), 0);
+  const chimera::testing::TempDir dir;
+  ChildProcess worker({CHIMERA_WORKER_BINARY, "--profile", "--job",
+                       dir.WriteFile("job.yaml", ProfiledJobYaml()), "--out",
+                       dir.path() + "/profile.json"});
+  ASSERT_TRUE(worker.started());
+  bool passive = false;
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(30);
+       !passive && absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(2))) {
+    for (const std::string& variable : EnvironmentOf(worker.pid())) {
+      passive = passive || variable == "OMP_WAIT_POLICY=passive";
+    }
+  }
+  EXPECT_TRUE(passive) << "the profiling worker never ran with it";
+  EXPECT_EQ(worker.Wait(absl::Seconds(60)), 0) << worker.err();
 }
 
 TEST(CliProfileTest, ProfileWithoutAJobExitsTwo) {

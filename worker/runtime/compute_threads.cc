@@ -3,6 +3,11 @@
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 #include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 namespace chimera::worker {
 namespace {
@@ -35,9 +40,30 @@ void LimitComputeThreads(int threads) {
 
 std::map<std::string, std::string> ComputeThreadsEnvironment(int threads) {
   const std::string count = std::to_string(threads);
-  return {{"OPENBLAS_NUM_THREADS", count},
-          {"OMP_NUM_THREADS", count},
-          {"MKL_NUM_THREADS", count}};
+  std::map<std::string, std::string> environment = OpenMpWaitEnvironment();
+  environment.insert({{"OPENBLAS_NUM_THREADS", count},
+                      {"OMP_NUM_THREADS", count},
+                      {"MKL_NUM_THREADS", count}});
+  return environment;
+}
+
+std::map<std::string, std::string> OpenMpWaitEnvironment() {
+  return {{"OMP_WAIT_POLICY", "passive"}};
+}
+
+void RestartWithEnvironment(const std::map<std::string, std::string>& environment,
+                            char** argv) {
+  const bool has_it = std::all_of(
+      environment.begin(), environment.end(), [](const auto& variable) {
+        const char* value = std::getenv(variable.first.c_str());
+        return value != nullptr && variable.second == value;
+      });
+  if (has_it) return;
+  for (const auto& [name, value] : environment) {
+    ::setenv(name.c_str(), value.c_str(), /*overwrite=*/1);
+  }
+  ::execv("/proc/self/exe", argv);
+  std::perror("cannot restart with the compute environment; going on as is");
 }
 
 std::optional<int> BlasThreads() {

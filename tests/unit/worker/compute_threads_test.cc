@@ -48,13 +48,14 @@ TEST(ComputeThreadsTest, ProductsTakeAtMostOneCoreWhenLimitedToOneThread) {
 }
 
 // What the daemon gives a task process, so OpenBLAS sizes its pool right when
-// it loads.
+// it loads and idle OpenMP threads sleep instead of spinning against it.
 TEST(ComputeThreadsTest, EnvironmentSizesEveryPoolOfAProcessToStart) {
   const std::map<std::string, std::string> environment =
       ComputeThreadsEnvironment(3);
   EXPECT_EQ(environment.at("OPENBLAS_NUM_THREADS"), "3");
   EXPECT_EQ(environment.at("OMP_NUM_THREADS"), "3");
   EXPECT_EQ(environment.at("MKL_NUM_THREADS"), "3");
+  EXPECT_EQ(environment.at("OMP_WAIT_POLICY"), "passive");
 }
 
 }  // namespace

@@ -1,0 +1,64 @@
+#include "client/job_output.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace chimera::client {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A planned Chimera job of two ranks, predicted at 0.2 s a step with ranks
+// idle 10 and 30 % of it, before its first step.
+chimera::v1::Job PlannedJob() {
+  chimera::v1::Job job;
+  job.set_id("gpt-chimera-1a2b3c4d");
+  job.mutable_status()->set_state(chimera::v1::JOB_STATE_RUNNING);
+  chimera::v1::Plan& plan = *job.mutable_plan();
+  plan.set_scheme("chimera");
+  plan.set_width(1);
+  plan.set_depth(2);
+  plan.set_micro_batch_size(4);
+  plan.set_micro_batches(2);
+  plan.set_pipelines(2);
+  plan.mutable_prediction()->set_iteration_seconds(0.2);
+  plan.mutable_prediction()->set_bubble_ratio(0.2);
+  plan.mutable_prediction()->add_rank_bubble_ratios(0.1);
+  plan.mutable_prediction()->add_rank_bubble_ratios(0.3);
+  return job;
+}
+
+TEST(JobOutputTest, DescribeShowsThePlanAndItsPredictionBeforeTheFirstStep) {
+  const std::string page = FormatJobDescription(PlannedJob());
+  EXPECT_THAT(page, HasSubstr("plan: chimera, W=1 D=2, micro-batch 4 x 2, pipelines 2"));
+  EXPECT_THAT(page, HasSubstr("predicted: step 0.200 s, bubble 0.200\n"));
+  EXPECT_THAT(page, Not(HasSubstr("measured")));
+}
+
+TEST(JobOutputTest, DescribePutsTheMeasuredStepAndEachRanksBubbleBesideThePrediction) {
+  chimera::v1::Job job = PlannedJob();
+  chimera::v1::StepSummary& last = *job.mutable_status()->mutable_last_step();
+  last.set_step(4);
+  last.set_step_seconds(0.25);
+  last.set_bubble_ratio(0.35);
+  for (int rank : {0, 1, 2}) {
+    chimera::v1::WorkerSummary& worker = *job.add_workers();
+    worker.set_rank(rank);
+    worker.set_worker_id("w" + std::to_string(rank));
+    worker.set_bubble_ratio(0.4 + 0.1 * rank);
+  }
+  const std::string page = FormatJobDescription(job);
+  EXPECT_THAT(page, HasSubstr("predicted: step 0.200 s, bubble 0.200; measured (step 5): "
+                              "step 0.250 s, bubble 0.350 (+25.0%)"));
+  EXPECT_THAT(page, HasSubstr("PREDICTED"));
+  EXPECT_THAT(page, HasSubstr("0     w0                   0.400    0.100"));
+  EXPECT_THAT(page, HasSubstr("1     w1                   0.500    0.300"));
+  // A rank the prediction does not cover (a replica it left out) says so.
+  EXPECT_THAT(page, HasSubstr("2     w2                   0.600    -"));
+}
+
+}  // namespace
+}  // namespace chimera::client

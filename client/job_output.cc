@@ -138,10 +138,6 @@ std::string FormatJobStatus(const chimera::v1::Job& job) {
   return out;
 }
 
-namespace {
-
-// "predicted: step 0.063 s, bubble 0.029; measured (step 50): step 0.071 s,
-// bubble 0.052 (+12.7%)", or only the prediction before the first step.
 std::string FormatPredictedAgainstMeasured(const chimera::v1::Job& job) {
   const chimera::v1::Prediction& predicted = job.plan().prediction();
   if (predicted.iteration_seconds() <= 0) return "";
@@ -156,7 +152,10 @@ std::string FormatPredictedAgainstMeasured(const chimera::v1::Job& job) {
   return line + "\n";
 }
 
-}  // namespace
+std::string FormatPredictedBubble(const chimera::v1::Job& job, int rank) {
+  const auto& predicted = job.plan().prediction().rank_bubble_ratios();
+  return rank >= 0 && rank < predicted.size() ? absl::StrFormat("%.3f", predicted[rank]) : "-";
+}
 
 std::string FormatJobDescription(const chimera::v1::Job& job) {
   std::string out = FormatJobStatus(job);
@@ -187,17 +186,15 @@ std::string FormatJobDescription(const chimera::v1::Job& job) {
     }
   }
   if (!job.workers().empty()) {
-    const auto& predicted = plan.prediction().rank_bubble_ratios();
     absl::StrAppendFormat(
         &out, "\n%-5s %-20s %-8s %-10s %-11s %-10s %-10s %-10s %-12s %s\n", "RANK",
         "WORKER", "BUBBLE", "PREDICTED", "PEAK MEMORY", "WEIGHTS", "GRADIENTS", "OPTIMIZER",
         "ACTIVATIONS", "BUSY (s)");
     for (const auto& worker : job.workers()) {
-      const bool has_prediction = worker.rank() >= 0 && worker.rank() < predicted.size();
       absl::StrAppendFormat(
           &out, "%-5d %-20s %-8.3f %-10s %-11s %-10s %-10s %-10s %-12s %.3f\n",
           worker.rank(), worker.worker_id(), worker.bubble_ratio(),
-          has_prediction ? absl::StrFormat("%.3f", predicted[worker.rank()]) : "-",
+          FormatPredictedBubble(job, worker.rank()),
           FormatBytes(worker.peak_memory_bytes()),
           FormatBytes(worker.weights_bytes()),
           FormatBytes(worker.gradients_bytes()),

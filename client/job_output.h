@@ -23,6 +23,13 @@ std::string ProgressBar(int done, int total, double seconds_per_step);
 std::string FormatJobTable(const std::vector<chimera::v1::Job>& jobs, bool wide = false);
 std::string FormatJobStatus(const chimera::v1::Job& job);
 std::string FormatJobDescription(const chimera::v1::Job& job);
+// "predicted: step 0.063 s, bubble 0.029; measured (step 50): step 0.071 s,
+// bubble 0.052 (+12.7%)" and a newline, only the prediction before the first
+// step, nothing for a job without one.
+std::string FormatPredictedAgainstMeasured(const chimera::v1::Job& job);
+// The bubble ratio the plan predicts for `rank`, "0.214", or "-" where the
+// prediction has none for it (a data-parallel replica it did not simulate).
+std::string FormatPredictedBubble(const chimera::v1::Job& job, int rank);
 // `wide` adds host, devices, incarnation and last heartbeat.
 std::string FormatWorkerTable(const std::vector<chimera::v1::WorkerInfo>& workers,
                               bool wide = false);

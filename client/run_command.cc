@@ -175,14 +175,16 @@ void PrintSummary(const chimera::v1::Job& job, const std::vector<chimera::v1::St
                                  steps.front().loss(), steps.back().loss(),
                                  samples_per_second / steps.size());
   }
-  std::cout << "\n";
+  std::cout << "\n" << FormatPredictedAgainstMeasured(job);
   if (!job.workers().empty()) {
     std::cout << "per rank, in the last step:\n";
-    std::cout << absl::StrFormat("%-5s %-10s %-8s %s\n", "RANK", "WORKER", "BUBBLE",
-                                 "PEAK MEMORY");
+    std::cout << absl::StrFormat("%-5s %-10s %-8s %-10s %s\n", "RANK", "WORKER", "BUBBLE",
+                                 "PREDICTED", "PEAK MEMORY");
     for (const auto& worker : job.workers()) {
-      std::cout << absl::StrFormat("%-5d %-10s %-8.3f %s\n", worker.rank(), worker.worker_id(),
-                                   worker.bubble_ratio(), FormatBytes(worker.peak_memory_bytes()));
+      std::cout << absl::StrFormat("%-5d %-10s %-8.3f %-10s %s\n", worker.rank(),
+                                   worker.worker_id(), worker.bubble_ratio(),
+                                   FormatPredictedBubble(job, worker.rank()),
+                                   FormatBytes(worker.peak_memory_bytes()));
     }
   }
 }

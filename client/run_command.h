@@ -1,8 +1,9 @@
 // `chimera run -f job.yaml`: the whole system on this machine. Starts an
 // embedded coordinator on loopback and the local worker processes the job
 // needs (chimera-worker daemons, CPU + Gloo), submits the job, follows it,
-// prints a summary (steps, final loss, throughput, bubble ratio and peak
-// memory per worker), stops every process it started — also on Ctrl-C or
+// prints a summary (steps, final loss, throughput, the last step's time and
+// bubble beside the predicted ones, and each worker's bubble ratio, its
+// predicted one and its peak memory), stops every process it started — also on Ctrl-C or
 // when its output is closed, which stop the job — and exits with the job's
 // outcome (0 succeeded, 1 failed or stopped, 2 bad job file, 130
 // interrupted, 141 output closed). With --trace FILE it also writes one step's measured

@@ -62,6 +62,9 @@ TEST(CliRunTest, TrainsTheExampleJobAndCleansUp) {
   EXPECT_THAT(run.out, HasSubstr("step 20/20"));
   EXPECT_THAT(run.out, HasSubstr("SUCCEEDED"));
   EXPECT_THAT(run.out, HasSubstr("per rank, in the last step:"));
+  // The summary sets the last step's measurement beside the prediction.
+  EXPECT_THAT(run.out.substr(run.out.find("SUCCEEDED")),
+              HasSubstr("; measured (step 20): step "));
   // "coordinator on 127.0.0.1:PORT, 4 local workers, logs in DIR"
   const std::string banner = run.out.substr(0, run.out.find('\n'));
   EXPECT_FALSE(std::filesystem::exists(banner.substr(banner.rfind(' ') + 1)))

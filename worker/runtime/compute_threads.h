@@ -31,7 +31,7 @@ std::map<std::string, std::string> ComputeThreadsEnvironment(int threads);
 // same cores, and with OpenMP's default the idle threads of one spin while
 // the other's wait for a core: on a 2-core VM, with two threads, a BERT
 // block took 2.3 times as long (46 against 20 ms forward), a one-worker
-// BERT job trained at 4.1 against 6.6 samples/s, and the first block of a
+// BERT job trained at 3.8 against 6.2-6.5 samples/s, and the first block of a
 // small model's profile took 10-50 ms instead of 0.2 in 10 of 12 profiles.
 // The OpenMP runtime reads it once, when it loads.
 std::map<std::string, std::string> OpenMpWaitEnvironment();

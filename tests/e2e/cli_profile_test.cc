@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/subprocess.h"
@@ -85,9 +85,8 @@ TEST(CliProfileTest, ProfilesWithOpenMpThreadsThatSleepWhenIdle) {
   bool passive = false;
   for (const absl::Time deadline = absl::Now() + absl::Seconds(30);
        !passive && absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(2))) {
-    for (const std::string& variable : EnvironmentOf(worker.pid())) {
-      passive = passive || variable == "OMP_WAIT_POLICY=passive";
-    }
+    passive = absl::c_linear_search(EnvironmentOf(worker.pid()),
+                                    "OMP_WAIT_POLICY=passive");
   }
   EXPECT_TRUE(passive) << "the profiling worker never ran with it";
   EXPECT_EQ(worker.Wait(absl::Seconds(60)), 0) << worker.err();

@@ -2,7 +2,10 @@
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "worker/comm/torch_error.h"
 
@@ -59,6 +62,35 @@ TcpRendezvous::TcpRendezvous(c10::intrusive_ptr<c10d::Store> store, int port)
     : store_(std::move(store)), port_(port) {}
 
 TcpRendezvous::~TcpRendezvous() = default;
+
+absl::Status TcpRendezvous::Set(const std::string& key,
+                                const std::string& value) {
+  try {
+    store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+    return absl::OkStatus();
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot publish '", key, "' in the rendezvous store: ",
+        TorchErrorMessage(e)));
+  }
+}
+
+absl::StatusOr<std::string> TcpRendezvous::Get(const std::string& key) {
+  try {
+    const std::vector<uint8_t> value = store_->get(key);
+    return std::string(value.begin(), value.end());
+  } catch (const std::exception& e) {
+    const std::string message = TorchErrorMessage(e);
+    const std::string what =
+        absl::StrCat("no rank published '", key,
+                     "' in the rendezvous store: ", message);
+    // c10d reports a wait that ran out as "Socket Timeout" or "timeout".
+    if (absl::StrContains(absl::AsciiStrToLower(message), "timeout")) {
+      return absl::DeadlineExceededError(what);
+    }
+    return absl::UnavailableError(what);
+  }
+}
 
 c10::intrusive_ptr<c10d::Store> TcpRendezvous::store() const { return store_; }
 

@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "worker/comm/communicator.h"
@@ -48,6 +49,14 @@ class TcpRendezvous {
 
   // The port the store is served on.
   int port() const { return port_; }
+
+  // Publishes `value` under `key` for every rank. UNAVAILABLE when the store
+  // cannot be reached.
+  absl::Status Set(const std::string& key, const std::string& value);
+  // The value under `key`, waiting until some rank sets it, at most the
+  // store's timeout. DEADLINE_EXCEEDED when none does, UNAVAILABLE when the
+  // store cannot be reached.
+  absl::StatusOr<std::string> Get(const std::string& key);
 
   // The store, for communicators to build process groups on. It outlives the
   // rendezvous as long as a communicator holds it.

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
@@ -59,8 +60,8 @@ class EventWriter : public TaskObserver {
  public:
   explicit EventWriter(std::ostream& events) : events_(events) {}
 
-  void OnStoreReady(const std::string& address) override {
-    events_ << kReadyEvent << " " << address << std::endl;
+  void OnStoreReady(const std::string& address, int64_t first_step) override {
+    events_ << kReadyEvent << " " << address << " " << first_step << std::endl;
   }
 
   absl::Status OnStep(const StepMetrics& metrics, Communicator&) override {
@@ -135,7 +136,7 @@ absl::Status Run(const std::string& task_file, const std::string& host,
   if (task.rendezvous().timeout_ms() > 0) {
     options.timeout = absl::Milliseconds(task.rendezvous().timeout_ms());
   }
-  options.first_step = task.start_step();
+  options.recorded_checkpoint_step = task.start_step();
   options.attempt = task.attempt();
   options.last_step = options.task.max_steps;
   EventWriter writer(events);
@@ -151,7 +152,8 @@ int RunTaskProcess(const std::string& task_file, const std::string& host,
   if (status.ok()) return 0;
   std::string message(status.message());
   std::replace(message.begin(), message.end(), '\n', ' ');
-  events << kFailedEvent << " " << message << std::endl;
+  events << kFailedEvent << " " << static_cast<int>(status.code()) << " "
+         << message << std::endl;
   return 1;
 }
 
@@ -162,7 +164,14 @@ absl::StatusOr<TaskEvent> ParseTaskEvent(absl::string_view line) {
   const absl::string_view rest =
       space == absl::string_view::npos ? "" : line.substr(space + 1);
   if (event.kind == kReadyEvent) {
-    event.store_address = std::string(rest);
+    const std::vector<std::string> words =
+        absl::StrSplit(rest, ' ', absl::SkipEmpty());
+    if (words.size() != 2 || !absl::SimpleAtoi(words[1], &event.first_step) ||
+        event.first_step < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("malformed ready event: ", line));
+    }
+    event.store_address = words[0];
   } else if (event.kind == kStepEvent) {
     google::protobuf::util::JsonParseOptions options;
     if (!google::protobuf::util::JsonStringToMessage(std::string(rest),
@@ -172,7 +181,16 @@ absl::StatusOr<TaskEvent> ParseTaskEvent(absl::string_view line) {
           absl::StrCat("malformed step event: ", line));
     }
   } else if (event.kind == kFailedEvent) {
-    event.message = std::string(rest);
+    const size_t space = rest.find(' ');
+    int code = 0;
+    if (!absl::SimpleAtoi(rest.substr(0, space), &code) || code <= 0 ||
+        code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("malformed failed event: ", line));
+    }
+    event.failure = absl::Status(
+        static_cast<absl::StatusCode>(code),
+        space == absl::string_view::npos ? "" : rest.substr(space + 1));
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown task event: ", line));

@@ -6,9 +6,11 @@
 // `chimera-worker --run-task FILE --host HOST --data-root DIR
 // --checkpoint-root DIR`; the child reports on stdout,
 // one event per line:
-//   ready HOST:PORT          rank 0's rendezvous store is up
+//   ready HOST:PORT STEP     rank 0's rendezvous store is up; every rank
+//                            starts at STEP (the latest complete checkpoint)
 //   step {WorkerStepMetrics as one-line JSON, with its timeline}
-//   failed MESSAGE           why it fails (then exit status 1)
+//   failed CODE MESSAGE      why it fails, with its absl::StatusCode as a
+//                            number (then exit status 1)
 // It exits 0 when every step is done. Stopping it is SIGTERM: a stopped
 // job's half-done step is worth nothing, so it ends at once.
 #ifndef CHIMERA_WORKER_DAEMON_TASK_PROCESS_H_
@@ -17,6 +19,7 @@
 #include <ostream>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "chimera/v1/service.pb.h"
@@ -38,8 +41,9 @@ int RunTaskProcess(const std::string& task_file, const std::string& host,
 struct TaskEvent {
   std::string kind;
   std::string store_address;               // ready
+  int64_t first_step = 0;                  // ready
   chimera::v1::WorkerStepMetrics metrics;  // step
-  std::string message;                     // failed
+  absl::Status failure;                    // failed
 };
 absl::StatusOr<TaskEvent> ParseTaskEvent(absl::string_view line);
 

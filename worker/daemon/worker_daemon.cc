@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "net/child_process.h"
 #include "worker/daemon/local_devices.h"
+#include "worker/daemon/task_exit.h"
 #include "worker/daemon/task_process.h"
 #include "worker/runtime/compute_threads.h"
 #include "worker/runtime/task_options.h"
@@ -98,17 +100,20 @@ class WorkerDaemon::Task {
     absl::MutexLock lock(&mutex_);
     held.set_state(end_state_);
     held.set_message(HeldMessage(end_message_));
+    held.set_retryable(end_retryable_);
     return held;
   }
 
  private:
   void Report(chimera::v1::TaskState state, const std::string& address,
-              const std::string& message) {
+              const std::string& message, int64_t first_step = 0,
+              bool retryable = false) {
     if (state != chimera::v1::TASK_STATE_READY) {
       // Kept for a registration, should the coordinator be away now.
       absl::MutexLock lock(&mutex_);
       end_state_ = state;
       end_message_ = message;
+      end_retryable_ = retryable;
     }
     chimera::v1::ReportTaskStateRequest report;
     report.set_worker_id(daemon_->options_.worker_id);
@@ -119,6 +124,8 @@ class WorkerDaemon::Task {
     report.set_state(state);
     report.set_store_address(address);
     report.set_message(message);
+    report.set_first_step(static_cast<int32_t>(first_step));
+    report.set_retryable(retryable);
     chimera::v1::ReportTaskStateResponse ignored;
     const absl::Status status = FromGrpc(daemon_->stub_->ReportTaskState(
         daemon_->Context().get(), report, &ignored));
@@ -127,7 +134,7 @@ class WorkerDaemon::Task {
   }
 
   void Relay() {
-    std::string failure;
+    std::optional<absl::Status> failure;
     absl::Time stop_sent = absl::InfiniteFuture();
     while (true) {
       if (stop_requested_ && stop_sent == absl::InfiniteFuture()) {
@@ -142,11 +149,12 @@ class WorkerDaemon::Task {
       if (!event.ok()) {
         CHIMERA_LOG(WARNING) << event.status();
       } else if (event->kind == kReadyEvent) {
-        Report(chimera::v1::TASK_STATE_READY, event->store_address, "");
+        Report(chimera::v1::TASK_STATE_READY, event->store_address, "",
+               event->first_step);
       } else if (event->kind == kStepEvent) {
         ReportStep(event->metrics);
       } else {
-        failure = event->message;
+        failure = event->failure;
       }
     }
     const int code = process_->Wait(kStopGrace);
@@ -161,10 +169,12 @@ class WorkerDaemon::Task {
       Report(chimera::v1::TASK_STATE_SUCCEEDED, "", "");
     } else {
       daemon_->metrics_->TaskEnded("failed");
-      Report(chimera::v1::TASK_STATE_FAILED, "",
-             failure.empty()
-                 ? absl::StrCat("task process exited with status ", code)
-                 : failure);
+      const std::optional<int64_t> oom_kills = CgroupOomKills();
+      const TaskExit exit = DescribeTaskExit(
+          code, failure,
+          oom_kills && oom_kills_before_ && *oom_kills > *oom_kills_before_);
+      Report(chimera::v1::TASK_STATE_FAILED, "", exit.message,
+             /*first_step=*/0, exit.retryable);
     }
     CHIMERA_LOG(INFO) << "task " << start_.job_id() << " rank "
                       << start_.program().rank() << " ended with status "
@@ -205,6 +215,10 @@ class WorkerDaemon::Task {
   chimera::v1::TaskState end_state_ ABSL_GUARDED_BY(mutex_) =
       chimera::v1::TASK_STATE_RUNNING;
   std::string end_message_ ABSL_GUARDED_BY(mutex_);
+  bool end_retryable_ ABSL_GUARDED_BY(mutex_) = false;
+  // The cgroup's OOM kills when the task started, to tell whether the
+  // kernel killed it for memory.
+  const std::optional<int64_t> oom_kills_before_ = CgroupOomKills();
   // What the coordinator said in its last answer to ReportMetrics, and
   // whether the last report reached it; only the relay thread uses them.
   bool record_timeline_ = false;

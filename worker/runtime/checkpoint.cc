@@ -1,26 +1,21 @@
 #include "worker/runtime/checkpoint.h"
 
 #include <ATen/ATen.h>
-#include <fcntl.h>
 #include <torch/csrc/jit/serialization/pickle.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <map>
+#include <limits>
 #include <optional>
 #include <set>
 #include <utility>
 
-#include "absl/strings/match.h"
+#include "absl/random/random.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/file_reader.h"
 #include "common/status_macros.h"
 #include "worker/comm/torch_error.h"
 #include "worker/runtime/program_executor.h"
@@ -37,7 +32,7 @@ constexpr char kParameter[] = "parameter/";
 constexpr char kFirstMoment[] = "first_moment/";
 constexpr char kSecondMoment[] = "second_moment/";
 constexpr char kOptimizerSteps[] = "optimizer_steps";
-// The job attempt that claimed the directory last, in decimal.
+// The last claim of the directory: its attempt, in decimal, and token.
 constexpr char kAttemptFile[] = "attempt";
 
 using TensorDict = c10::Dict<std::string, at::Tensor>;
@@ -77,55 +72,6 @@ StageState FromDict(const TensorDict& dict, const StageState& like) {
   return state;
 }
 
-absl::Status ErrnoError(absl::string_view what, const std::string& path) {
-  return absl::InternalError(
-      absl::StrCat(what, " '", path, "': ", std::strerror(errno)));
-}
-
-// Writes `bytes` to `path` so that the file appears whole or not at all, and
-// stays after a crash of the machine: a synced temporary file renamed into
-// place, then the directory synced so the rename is durable too.
-absl::Status WriteDurably(const std::string& path,
-                          const std::vector<char>& bytes) {
-  // Unique per process: a task of an earlier attempt may still be ending.
-  const std::string temporary = absl::StrCat(path, ".tmp-", getpid());
-  const int fd =
-      open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("cannot create checkpoint file", temporary);
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const absl::Status error =
-          ErrnoError("cannot write checkpoint file", temporary);
-      close(fd);
-      return error;
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0) {
-    const absl::Status error =
-        ErrnoError("cannot sync checkpoint file", temporary);
-    close(fd);
-    return error;
-  }
-  close(fd);
-  if (rename(temporary.c_str(), path.c_str()) != 0) {
-    return ErrnoError(absl::StrCat("cannot rename '", temporary, "' to"), path);
-  }
-  const std::string directory =
-      std::filesystem::path(path).parent_path().string();
-  const int dir_fd =
-      open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0)
-    return ErrnoError("cannot open checkpoint directory", directory);
-  const bool synced = fsync(dir_fd) == 0;
-  close(dir_fd);
-  if (!synced) return ErrnoError("cannot sync checkpoint directory", directory);
-  return absl::OkStatus();
-}
-
 // "blocks-<B>-<E>.pt" -> [B, E); nullopt for any other name (temporary
 // files among them).
 std::optional<LayerRange> ParseStageFileName(absl::string_view name) {
@@ -155,22 +101,30 @@ bool Overlap(LayerRange a, LayerRange b) {
   return a.begin < b.end && b.begin < a.end;
 }
 
-absl::StatusOr<TensorDict> ReadDict(const std::string& path) {
-  ASSIGN_OR_RETURN(const uint64_t size, RegularFileSize(path));
-  ASSIGN_OR_RETURN(const std::string bytes, ReadFilePrefix(path, size));
+absl::StatusOr<TensorDict> ReadDict(const Directory& step,
+                                    const std::string& name) {
+  ASSIGN_OR_RETURN(const std::string bytes,
+                   step.ReadFile(name, std::numeric_limits<uint64_t>::max()));
   try {
     const c10::IValue value =
         torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
     if (!value.isGenericDict()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("checkpoint file '", path, "' holds no dictionary"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint file ", step.Describe(name), " holds no dictionary"));
     }
     return c10::impl::toTypedDict<std::string, at::Tensor>(
         value.toGenericDict());
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot read checkpoint file '", path, "': ", TorchErrorMessage(e)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read checkpoint file ", step.Describe(name), ": ",
+                     TorchErrorMessage(e)));
   }
+}
+
+std::string StepName(int64_t step) { return absl::StrCat("step-", step); }
+
+std::string StageFileName(LayerRange blocks) {
+  return absl::StrCat("blocks-", blocks.begin, "-", blocks.end, ".pt");
 }
 
 }  // namespace
@@ -191,63 +145,75 @@ std::vector<int> StagesWrittenBy(const schedule::Schedule& schedule, int rank) {
   return {written.begin(), written.end()};
 }
 
-CheckpointDir::CheckpointDir(std::string root, int64_t attempt)
-    : root_(std::move(root)), attempt_(attempt) {}
+CheckpointDir::CheckpointDir(Directory directory, int64_t attempt)
+    : directory_(std::move(directory)), attempt_(attempt) {}
 
-absl::StatusOr<int64_t> CheckpointDir::ClaimedAttempt() const {
-  const std::string path = absl::StrCat(root_, "/", kAttemptFile);
-  if (!std::filesystem::exists(path)) return 0;
-  ASSIGN_OR_RETURN(const std::string text, ReadFilePrefix(path, 32));
-  int64_t attempt = 0;
-  if (!absl::SimpleAtoi(text, &attempt)) {
-    return absl::DataLossError(
-        absl::StrCat("'", path, "' holds no attempt number"));
+absl::StatusOr<CheckpointDir> CheckpointDir::Open(const Directory& root,
+                                                  absl::string_view path,
+                                                  int64_t attempt,
+                                                  bool create) {
+  ASSIGN_OR_RETURN(Directory directory, root.Open(path, create));
+  return CheckpointDir(std::move(directory), attempt);
+}
+
+absl::StatusOr<CheckpointDir::ClaimRecord> CheckpointDir::LastClaim() const {
+  absl::StatusOr<std::string> text = directory_.ReadFile(kAttemptFile, 256);
+  if (absl::IsNotFound(text.status())) return ClaimRecord{};
+  if (!text.ok()) return text.status();
+  const std::vector<std::string> words =
+      absl::StrSplit(*text, absl::ByAnyChar(" \n"), absl::SkipEmpty());
+  ClaimRecord claim;
+  if (words.empty() || !absl::SimpleAtoi(words[0], &claim.attempt)) {
+    return absl::DataLossError(absl::StrCat(
+        directory_.Describe(kAttemptFile), " holds no attempt number"));
   }
-  return attempt;
+  if (words.size() > 1) claim.token = words[1];
+  return claim;
 }
 
 absl::Status CheckpointDir::CheckNotSuperseded() const {
-  ASSIGN_OR_RETURN(const int64_t claimed, ClaimedAttempt());
-  if (claimed > attempt_) {
+  ASSIGN_OR_RETURN(const ClaimRecord claim, LastClaim());
+  if (claim.attempt > attempt_) {
     return absl::AbortedError(absl::StrCat(
-        "attempt ", claimed, " of this job has replaced attempt ", attempt_,
-        ", which stops writing checkpoints to '", root_, "'"));
+        "attempt ", claim.attempt, " of this job has replaced attempt ",
+        attempt_, ", which stops writing checkpoints to ", directory_.Describe("")));
   }
   return absl::OkStatus();
 }
 
-absl::Status CheckpointDir::Claim() const {
+absl::StatusOr<std::string> CheckpointDir::Claim() const {
   RETURN_IF_ERROR(CheckNotSuperseded());
-  std::error_code error;
-  std::filesystem::create_directories(root_, error);
-  if (error) {
-    return absl::InternalError(absl::StrCat(
-        "cannot create checkpoint directory '", root_, "': ", error.message()));
+  const std::string token =
+      absl::StrFormat("%016x", absl::Uniform<uint64_t>(absl::BitGen()));
+  RETURN_IF_ERROR(directory_.WriteFileDurably(
+      kAttemptFile, absl::StrCat(attempt_, " ", token, "\n")));
+  return token;
+}
+
+absl::Status CheckpointDir::CheckClaim(absl::string_view token) const {
+  ASSIGN_OR_RETURN(const ClaimRecord claim, LastClaim());
+  if (claim.attempt > attempt_) return CheckNotSuperseded();
+  if (claim.attempt != attempt_ || claim.token != token) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this worker does not see the checkpoints rank 0 claimed in ",
+        directory_.Describe(""),
+        ": every worker's --checkpoint-root must be the same shared file "
+        "system for a job with spec.training.checkpointEvery"));
   }
-  const std::string number = absl::StrCat(attempt_);
-  return WriteDurably(absl::StrCat(root_, "/", kAttemptFile),
-                      std::vector<char>(number.begin(), number.end()));
-}
-
-std::string CheckpointDir::StepPath(int64_t step) const {
-  return absl::StrCat(root_, "/step-", step);
-}
-
-std::string CheckpointDir::StagePath(int64_t step, LayerRange blocks) const {
-  return absl::StrCat(StepPath(step), "/blocks-", blocks.begin, "-", blocks.end,
-                      ".pt");
+  return absl::OkStatus();
 }
 
 std::vector<CheckpointDir::StageFile> CheckpointDir::StageFiles(
     int64_t step) const {
   std::vector<StageFile> files;
-  std::error_code error;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(StepPath(step), error)) {
-    const std::optional<LayerRange> blocks =
-        ParseStageFileName(entry.path().filename().string());
-    if (blocks && entry.is_regular_file(error)) {
-      files.push_back({*blocks, entry.path().string()});
+  absl::StatusOr<Directory> step_dir = directory_.Open(StepName(step), false);
+  if (!step_dir.ok()) return files;
+  absl::StatusOr<std::vector<Directory::Entry>> entries = step_dir->List();
+  if (!entries.ok()) return files;
+  for (const Directory::Entry& entry : *entries) {
+    const std::optional<LayerRange> blocks = ParseStageFileName(entry.name);
+    if (blocks && entry.type == Directory::Entry::Type::kRegularFile) {
+      files.push_back({*blocks, entry.name});
     }
   }
   std::sort(files.begin(), files.end(),
@@ -259,12 +225,13 @@ std::vector<CheckpointDir::StageFile> CheckpointDir::StageFiles(
 
 absl::Status CheckpointDir::CheckComplete(int64_t step,
                                           int64_t num_layers) const {
+  const std::string shown = directory_.Describe(StepName(step));
   int64_t next = 0;
   for (const StageFile& file : StageFiles(step)) {
     if (file.blocks.begin != next) {
       return absl::FailedPreconditionError(
-          absl::StrCat("checkpoint of step ", step, " in '", StepPath(step),
-                       "' is incomplete: ",
+          absl::StrCat("checkpoint of step ", step, " in ", shown,
+                       " is incomplete: ",
                        file.blocks.begin > next ? "no file holds block "
                                                 : "two files hold block ",
                        std::min(next, file.blocks.begin)));
@@ -272,34 +239,31 @@ absl::Status CheckpointDir::CheckComplete(int64_t step,
     next = file.blocks.end;
   }
   if (next != num_layers) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint of step ", step, " in '", StepPath(step),
-        "' is incomplete: no file holds block ", next, " of ", num_layers));
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint of step ", step, " in ", shown,
+                     " is incomplete: no file holds block ", next, " of ",
+                     num_layers));
   }
   return absl::OkStatus();
 }
 
 std::optional<int64_t> CheckpointDir::LatestComplete(int64_t num_layers) const {
-  std::optional<int64_t> latest;
-  for (int64_t step : Steps()) {
-    if ((!latest || step > *latest) && CheckComplete(step, num_layers).ok())
-      latest = step;
+  const std::vector<int64_t> steps = Steps();
+  for (auto step = steps.rbegin(); step != steps.rend(); ++step) {
+    if (CheckComplete(*step, num_layers).ok()) return *step;
   }
-  return latest;
+  return std::nullopt;
 }
 
 absl::Status CheckpointDir::Save(const ProgramExecutor& executor, int64_t step,
                                  const std::vector<int>& model_stages) const {
   RETURN_IF_ERROR(CheckNotSuperseded());
   if (model_stages.empty()) return absl::OkStatus();
-  std::error_code error;
-  std::filesystem::create_directories(StepPath(step), error);
-  if (error) {
-    return absl::InternalError(
-        absl::StrCat("cannot create checkpoint directory '", StepPath(step),
-                     "': ", error.message()));
-  }
+  ASSIGN_OR_RETURN(const Directory step_dir,
+                   directory_.Open(StepName(step), /*create=*/true));
+  const std::vector<StageFile> present = StageFiles(step);
   for (int model_stage : model_stages) {
+    const LayerRange blocks = executor.options().partition[model_stage];
     ASSIGN_OR_RETURN(const StageState state, executor.ExportStage(model_stage));
     std::vector<char> bytes;
     try {
@@ -309,8 +273,16 @@ absl::Status CheckpointDir::Save(const ProgramExecutor& executor, int64_t step,
                                               model_stage, ": ",
                                               TorchErrorMessage(e)));
     }
-    RETURN_IF_ERROR(WriteDurably(
-        StagePath(step, executor.options().partition[model_stage]), bytes));
+    // What an earlier attempt under another partition left of these
+    // blocks would make the step hold them twice.
+    for (const StageFile& file : present) {
+      if (Overlap(file.blocks, blocks) &&
+          file.name != StageFileName(blocks)) {
+        RETURN_IF_ERROR(step_dir.Remove(file.name));
+      }
+    }
+    RETURN_IF_ERROR(step_dir.WriteFileDurably(
+        StageFileName(blocks), absl::string_view(bytes.data(), bytes.size())));
   }
   return absl::OkStatus();
 }
@@ -318,17 +290,19 @@ absl::Status CheckpointDir::Save(const ProgramExecutor& executor, int64_t step,
 absl::Status CheckpointDir::Load(ProgramExecutor& executor,
                                  int64_t step) const {
   RETURN_IF_ERROR(CheckComplete(step, executor.options().model.num_layers));
+  ASSIGN_OR_RETURN(const Directory step_dir,
+                   directory_.Open(StepName(step), /*create=*/false));
   const std::vector<StageFile> files = StageFiles(step);
   for (int model_stage : executor.model_stages()) {
     const LayerRange held = executor.options().partition[model_stage];
     // The files holding the stage's blocks, merged by parameter name.
     TensorDict merged;
-    std::vector<std::string> paths;
+    std::vector<std::string> shown;
     for (const StageFile& file : files) {
       if (!Overlap(file.blocks, held)) continue;
-      ASSIGN_OR_RETURN(const TensorDict dict, ReadDict(file.path));
+      ASSIGN_OR_RETURN(const TensorDict dict, ReadDict(step_dir, file.name));
       for (const auto& entry : dict) merged.insert(entry.key(), entry.value());
-      paths.push_back(file.path);
+      shown.push_back(step_dir.Describe(file.name));
     }
     ASSIGN_OR_RETURN(const StageState current,
                      executor.ExportStage(model_stage));
@@ -336,8 +310,8 @@ absl::Status CheckpointDir::Load(ProgramExecutor& executor,
         executor.ImportStage(model_stage, FromDict(merged, current));
     if (!imported.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("checkpoint file '", absl::StrJoin(paths, "', '"),
-                       "': ", imported.message()));
+          absl::StrCat("checkpoint file ", absl::StrJoin(shown, ", "), ": ",
+                       imported.message()));
     }
   }
   return absl::OkStatus();
@@ -345,46 +319,47 @@ absl::Status CheckpointDir::Load(ProgramExecutor& executor,
 
 std::vector<int64_t> CheckpointDir::Steps() const {
   std::vector<int64_t> steps;
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(root_, error)) {
-    const std::optional<int64_t> step =
-        ParseStepDirName(entry.path().filename().string());
-    if (step) steps.push_back(*step);
+  absl::StatusOr<std::vector<Directory::Entry>> entries = directory_.List();
+  if (!entries.ok()) return steps;
+  for (const Directory::Entry& entry : *entries) {
+    const std::optional<int64_t> step = ParseStepDirName(entry.name);
+    if (step && entry.type == Directory::Entry::Type::kDirectory) {
+      steps.push_back(*step);
+    }
   }
+  std::sort(steps.begin(), steps.end());
   return steps;
 }
 
-absl::Status CheckpointDir::RemoveStep(int64_t step) const {
-  // Every rank prunes the shared directory, so another may be deleting the
-  // same files: an entry that vanishes under remove_all is its doing, not an
-  // error. Each try removes what is left, until nothing is.
-  constexpr int kTries = 100;
-  std::error_code error;
-  for (int attempt = 0; attempt < kTries; ++attempt) {
-    std::filesystem::remove_all(StepPath(step), error);
-    if (error != std::errc::no_such_file_or_directory) break;
-  }
-  if (error) {
-    return absl::InternalError(absl::StrCat(
-        "cannot delete checkpoint '", StepPath(step), "': ", error.message()));
+absl::Status CheckpointDir::RemoveSteps(
+    const std::vector<int64_t>& steps) const {
+  RETURN_IF_ERROR(CheckNotSuperseded());
+  for (int64_t step : steps) {
+    RETURN_IF_ERROR(directory_.Remove(StepName(step)));
   }
   return absl::OkStatus();
 }
 
-absl::Status CheckpointDir::RemoveStepsBefore(int64_t step) const {
-  RETURN_IF_ERROR(CheckNotSuperseded());
-  for (int64_t old : Steps()) {
-    if (old < step) RETURN_IF_ERROR(RemoveStep(old));
+absl::Status CheckpointDir::Prune(int64_t num_layers) const {
+  const std::vector<int64_t> steps = Steps();
+  std::vector<int64_t> complete;
+  for (int64_t step : steps) {
+    if (CheckComplete(step, num_layers).ok()) complete.push_back(step);
   }
-  return absl::OkStatus();
+  if (complete.empty()) return absl::OkStatus();
+  const int64_t latest = complete.back();
+  const std::optional<int64_t> kept =
+      complete.size() > 1 ? std::optional<int64_t>(complete.end()[-2])
+                          : std::nullopt;
+  std::vector<int64_t> superseded;
+  for (int64_t step : steps) {
+    if (step < latest && step != kept) superseded.push_back(step);
+  }
+  return RemoveSteps(superseded);
 }
 
-absl::Status CheckpointDir::RemoveStepsAfter(int64_t step) const {
-  RETURN_IF_ERROR(CheckNotSuperseded());
-  for (int64_t newer : Steps()) {
-    if (newer > step) RETURN_IF_ERROR(RemoveStep(newer));
-  }
-  return absl::OkStatus();
+absl::Status CheckpointDir::RemoveAllSteps() const {
+  return RemoveSteps(Steps());
 }
 
 }  // namespace chimera::worker

@@ -4,32 +4,45 @@
 // when it restarts with another partition of the model (a new plan).
 //
 // Layout, under the job's own directory (spec.training.checkpointDir/<job>):
+//   attempt                      "<attempt> <claim token>" of the last claim
 //   step-<S>/blocks-<B>-<E>.pt   blocks [B, E) after S optimizer steps
 // A file holds one model stage, named by its transformer blocks (the first
 // stage also holds the embedding, the last the final norm and head), so any
 // partition can find its parameters in the files of any other. A file is
 // written under a temporary name, synced and renamed into place, so that it
-// exists only once it is whole and durable; step S is complete when its
-// files' blocks tile the model. Each model stage is written by one rank only,
-// the lowest that holds a replica of it (after an optimizer step all
-// replicas are identical); every rank loads the stages it holds.
+// exists only once it is whole and durable. Whether step S is complete is
+// decided from the files alone: its files' blocks tile the model. Each model
+// stage is written by one rank only, the lowest that holds a replica of it
+// (after an optimizer step all replicas are identical); every rank loads the
+// stages it holds.
 //
-// Attempts are fenced: the coordinator may restart a job (attempt A + 1)
-// while tasks of attempt A still run, e.g. after the coordinator itself
-// restarted. Each attempt claims the directory first (Claim writes its
-// number to `attempt`); from then on Save and the Remove* calls of an
-// earlier attempt are refused, so it can neither prune the checkpoint the
-// new attempt resumes from nor write steps past it.
+// The guarantees (docs/operations.md#checkpoints-and-restarts):
+//   - a resume starts from the latest complete step on disk and deletes
+//     nothing;
+//   - a complete step is deleted only once two newer steps are complete
+//     (the directory keeps the last two), together with the incomplete steps
+//     older than the latest complete one;
+//   - attempts are fenced: the coordinator may restart a job (attempt A + 1)
+//     while tasks of attempt A still run, e.g. after the coordinator itself
+//     restarted. Rank 0 of each attempt claims the directory first; from then
+//     on Save and Prune of an earlier attempt are refused, so it can neither
+//     prune what the new attempt resumes from nor write past it. A file an
+//     earlier attempt's task still managed to write into a step the new
+//     attempt writes, under another partition, is replaced by Save.
 //
-//   CheckpointDir checkpoints(options.task.checkpoint_dir, attempt);
-//   // before the first step of a task that starts at step s0:
-//   RETURN_IF_ERROR(checkpoints.Claim());
-//   RETURN_IF_ERROR(checkpoints.RemoveStepsAfter(s0));
-//   if (s0 > 0) RETURN_IF_ERROR(checkpoints.Load(*executor, s0));
+//   ASSIGN_OR_RETURN(CheckpointDir checkpoints,
+//                    CheckpointDir::Open(root, "ckpt/job-1", attempt));
+//   // rank 0, before the first step:
+//   ASSIGN_OR_RETURN(std::string claim, checkpoints.Claim());
+//   const int64_t first = checkpoints.LatestComplete(num_layers).value_or(0);
+//   // every other rank, told `claim` and `first` by rank 0:
+//   RETURN_IF_ERROR(checkpoints.CheckClaim(claim));
+//   // every rank:
+//   if (first > 0) RETURN_IF_ERROR(checkpoints.Load(*executor, first));
 //   // after step s, when (s + 1) % every == 0:
 //   RETURN_IF_ERROR(checkpoints.Save(*executor, s + 1,
 //                                    StagesWrittenBy(schedule, rank)));
-//   checkpoints.RemoveStepsBefore(s + 1 - every);
+//   RETURN_IF_ERROR(checkpoints.Prune(num_layers));
 #ifndef CHIMERA_WORKER_RUNTIME_CHECKPOINT_H_
 #define CHIMERA_WORKER_RUNTIME_CHECKPOINT_H_
 
@@ -40,6 +53,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/directory.h"
 #include "schedule/program.h"
 #include "worker/model/model_config.h"
 
@@ -53,17 +68,24 @@ std::vector<int> StagesWrittenBy(const schedule::Schedule& schedule, int rank);
 
 class CheckpointDir {
  public:
-  // `root`: the job's own checkpoint directory (created by Claim or the
-  // first save); `attempt`: the job attempt that writes (0 for a run
-  // without a coordinator).
-  explicit CheckpointDir(std::string root, int64_t attempt = 0);
+  // The job's checkpoint directory `path` beneath `root` (see Directory:
+  // no symbolic link leads out of the root, now or later), created when
+  // `create`; `attempt`: the job attempt that writes (0 for a run without a
+  // coordinator). NOT_FOUND when it does not exist and is not created.
+  static absl::StatusOr<CheckpointDir> Open(const Directory& root,
+                                            absl::string_view path,
+                                            int64_t attempt, bool create);
 
-  // Claims the directory for this attempt. ABORTED when a later attempt
-  // already has; INTERNAL naming the path when it cannot be written.
-  absl::Status Claim() const;
-
-  std::string StepPath(int64_t step) const;
-  std::string StagePath(int64_t step, LayerRange blocks) const;
+  // Claims the directory for this attempt and returns the claim's token,
+  // which tells this claim apart from any other. ABORTED when a later
+  // attempt already has; the write's error naming the file otherwise.
+  absl::StatusOr<std::string> Claim() const;
+  // OK when the directory's last claim is this attempt's with `token`:
+  // this process sees the directory the claiming rank wrote to. ABORTED
+  // when a later attempt has claimed it; FAILED_PRECONDITION when it holds
+  // another claim or none (the ranks' checkpoint roots are not one shared
+  // file system).
+  absl::Status CheckClaim(absl::string_view token) const;
 
   // OK when the files of `step` tile blocks [0, num_layers); otherwise
   // FAILED_PRECONDITION saying which blocks are missing or overlap.
@@ -73,45 +95,58 @@ class CheckpointDir {
   std::optional<int64_t> LatestComplete(int64_t num_layers) const;
 
   // Writes the model stages `model_stages` of `executor` as checkpoint
-  // `step` (the optimizer steps done). Call between steps. INTERNAL naming
-  // the path when a file cannot be written; NOT_FOUND for a stage the
-  // executor does not hold; ABORTED once a later attempt has claimed the
-  // directory (then nothing is written).
+  // `step` (the optimizer steps done), replacing any file of the step that
+  // holds some of their blocks under another partition. Call between steps.
+  // RESOURCE_EXHAUSTED when the disk is full, INTERNAL naming the file when
+  // it cannot be written otherwise (no temporary file is left either way);
+  // NOT_FOUND for a stage the executor does not hold; ABORTED once a later
+  // attempt has claimed the directory (then nothing is written).
   absl::Status Save(const ProgramExecutor& executor, int64_t step,
                     const std::vector<int>& model_stages) const;
 
   // Restores every model stage `executor` holds from checkpoint `step`,
   // whatever partition wrote it. FAILED_PRECONDITION when the step is not
-  // complete (then nothing is loaded); INVALID_ARGUMENT naming the path when
-  // a file is unreadable or does not fit the executor's model.
+  // complete (then nothing is loaded); INVALID_ARGUMENT naming the file when
+  // it is unreadable or does not fit the executor's model.
   absl::Status Load(ProgramExecutor& executor, int64_t step) const;
 
-  // Deletes the checkpoints of steps before `step` (superseded: a later
-  // one is complete), and of steps after `step` (left by an attempt that
-  // failed after it; a restart from `step` writes them again, maybe with
-  // another partition). INTERNAL naming the path when one cannot be
-  // deleted; ABORTED, deleting nothing, once a later attempt has claimed
-  // the directory.
-  absl::Status RemoveStepsBefore(int64_t step) const;
-  absl::Status RemoveStepsAfter(int64_t step) const;
+  // Deletes the steps the last two complete ones supersede: every step
+  // older than the latest complete one except the complete one before it.
+  // Steps after the latest complete one (being written) stay. INTERNAL
+  // naming the step when one cannot be deleted; ABORTED, deleting nothing,
+  // once a later attempt has claimed the directory.
+  absl::Status Prune(int64_t num_layers) const;
+
+  // Removes every step (a run that starts over, without a coordinator).
+  // Errors as Prune's.
+  absl::Status RemoveAllSteps() const;
+
+  // The steps that have a directory, in increasing order.
+  std::vector<int64_t> Steps() const;
+  // The directory's path relative to the root, for messages.
+  const std::string& path() const { return directory_.path(); }
 
  private:
+  CheckpointDir(Directory directory, int64_t attempt);
+
   struct StageFile {
     LayerRange blocks;
-    std::string path;
+    std::string name;
   };
   // The finished stage files of `step`, by first block.
   std::vector<StageFile> StageFiles(int64_t step) const;
-  // The steps that have a directory.
-  std::vector<int64_t> Steps() const;
-  absl::Status RemoveStep(int64_t step) const;
+  // The last claim: attempt 0 and no token when none was made.
+  struct ClaimRecord {
+    int64_t attempt = 0;
+    std::string token;
+  };
+  absl::StatusOr<ClaimRecord> LastClaim() const;
   // ABORTED when a later attempt than this one has claimed the directory.
   absl::Status CheckNotSuperseded() const;
-  // The attempt that claimed the directory last (0 when none has).
-  absl::StatusOr<int64_t> ClaimedAttempt() const;
+  absl::Status RemoveSteps(const std::vector<int64_t>& steps) const;
 
-  const std::string root_;
-  const int64_t attempt_;
+  Directory directory_;
+  int64_t attempt_;
 };
 
 }  // namespace chimera::worker

@@ -99,14 +99,18 @@ void ReadPaths(const chimera::v1::JobSpec& spec, const WorkerRoots& roots,
   }
   const chimera::v1::TrainingSpec& training = spec.training();
   if (training.checkpoint_every() <= 0) return;
-  absl::StatusOr<std::string> directory = ResolveUnderRoot(
-      roots.checkpoints, absl::StrCat(training.checkpoint_dir(), "/", job_id));
-  if (directory.ok()) {
-    options.checkpoint_every = training.checkpoint_every();
-    options.checkpoint_dir = *std::move(directory);
-  } else {
-    errors.Add("spec.training.checkpointDir", directory.status().message());
+  // Only its text is checked here: the directory is opened beneath the root
+  // when the task starts, where no link can lead it out (CheckpointDir).
+  const std::string directory =
+      absl::StrCat(training.checkpoint_dir(), "/", job_id);
+  if (const absl::Status relative = CheckRootRelative(directory);
+      !relative.ok()) {
+    errors.Add("spec.training.checkpointDir", relative.message());
+    return;
   }
+  options.checkpoint_every = training.checkpoint_every();
+  options.checkpoint_root = roots.checkpoints;
+  options.checkpoint_dir = directory;
 }
 
 }  // namespace

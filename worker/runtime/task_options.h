@@ -43,10 +43,12 @@ struct TaskOptions {
   // spec.resources.device is "gpu": the stages compute on a CUDA GPU and the
   // ranks talk over NCCL (Gloo and the CPU otherwise).
   bool gpu = false;
-  // Save a checkpoint every this many steps (0: never) under checkpoint_dir,
-  // this job's own directory:
-  // <checkpoint root>/<spec.training.checkpointDir>/<job id>.
+  // Save a checkpoint every this many steps (0: never) in this job's own
+  // directory <spec.training.checkpointDir>/<job id>, checkpoint_dir,
+  // relative to checkpoint_root (the worker's --checkpoint-root), beneath
+  // which it is opened (common/directory.h).
   int64_t checkpoint_every = 0;
+  std::string checkpoint_root;
   std::string checkpoint_dir;
 };
 

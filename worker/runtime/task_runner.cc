@@ -1,10 +1,16 @@
 #include "worker/runtime/task_runner.h"
 
+#include <cmath>
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/directory.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "worker/comm/gloo_communicator.h"
@@ -67,6 +73,130 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(
 #endif
 }
 
+// Where rank 0 publishes the first step and its claim of the checkpoints.
+constexpr char kFirstStepKey[] = "chimera/first_step";
+
+// What rank 0 decides before the others start: the step every rank starts
+// from, and the token of its claim of the job's checkpoint directory (empty
+// when the job takes no checkpoints).
+struct StartPoint {
+  int64_t first_step = 0;
+  std::string claim;
+};
+
+std::string Encode(const StartPoint& start) {
+  return absl::StrCat(start.first_step, " ", start.claim);
+}
+
+absl::StatusOr<StartPoint> Decode(absl::string_view text) {
+  const std::vector<std::string> words =
+      absl::StrSplit(text, ' ', absl::SkipEmpty());
+  StartPoint start;
+  if (words.empty() || words.size() > 2 ||
+      !absl::SimpleAtoi(words[0], &start.first_step) ||
+      start.first_step < 0) {
+    return absl::InternalError(
+        absl::StrCat("rank 0 published a malformed first step '", text, "'"));
+  }
+  if (words.size() == 2) start.claim = words[1];
+  return start;
+}
+
+// The job's checkpoint directory: created by rank 0, found by the others.
+absl::StatusOr<CheckpointDir> OpenCheckpoints(const TaskRunOptions& options,
+                                              bool create) {
+  ASSIGN_OR_RETURN(const Directory root,
+                   Directory::OpenRoot(options.task.checkpoint_root));
+  absl::StatusOr<CheckpointDir> checkpoints = CheckpointDir::Open(
+      root, options.task.checkpoint_dir, options.attempt, create);
+  if (checkpoints.ok()) return checkpoints;
+  if (!create && absl::IsNotFound(checkpoints.status())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", options.rank, " does not see the checkpoint directory '",
+        options.task.checkpoint_dir,
+        "' that rank 0 created: every worker's --checkpoint-root must be the "
+        "same shared file system for a job with "
+        "spec.training.checkpointEvery"));
+  }
+  return absl::Status(checkpoints.status().code(),
+                      absl::StrCat("spec.training.checkpointDir: ",
+                                   checkpoints.status().message()));
+}
+
+// Rank 0, before any other rank starts: claims the job's checkpoints for
+// this attempt, so that no task of an earlier one writes or prunes any
+// more, and picks the first step from what is complete on disk.
+absl::StatusOr<StartPoint> ChooseStart(const TaskRunOptions& options,
+                                       const CheckpointDir& checkpoints) {
+  StartPoint start;
+  ASSIGN_OR_RETURN(start.claim, checkpoints.Claim());
+  if (options.start_over) {
+    RETURN_IF_ERROR(checkpoints.RemoveAllSteps());
+    return start;
+  }
+  start.first_step =
+      checkpoints.LatestComplete(options.task.model.num_layers).value_or(0);
+  if (start.first_step < options.recorded_checkpoint_step) {
+    CHIMERA_LOG(WARNING)
+        << "the coordinator saw the checkpoint of step "
+        << options.recorded_checkpoint_step << " complete, but '"
+        << checkpoints.path() << "' holds "
+        << (start.first_step > 0
+                ? absl::StrCat("none later than step ", start.first_step)
+                : std::string("no complete checkpoint"))
+        << ": its files were lost; resuming from step " << start.first_step;
+  } else if (start.first_step > 0) {
+    CHIMERA_LOG(INFO) << "resuming from step " << start.first_step
+                      << ", the latest complete checkpoint in '"
+                      << checkpoints.path() << "'";
+  }
+  return start;
+}
+
+// Every rank's start point and, where the job takes checkpoints, its view of
+// the checkpoint directory: rank 0 decides and publishes both in the store
+// (before the observer hears of it); the others read them and check that
+// they see rank 0's claim.
+struct Started {
+  StartPoint start;
+  std::optional<CheckpointDir> checkpoints;
+  std::unique_ptr<TcpRendezvous> rendezvous;
+};
+
+absl::StatusOr<Started> Rendezvous(const TaskRunOptions& options,
+                                   TaskObserver& observer) {
+  Started started;
+  const bool checkpointing = !options.task.checkpoint_dir.empty();
+  const int world = static_cast<int>(options.schedule.workers.size());
+  if (options.rank == 0) {
+    if (checkpointing) {
+      ASSIGN_OR_RETURN(started.checkpoints, OpenCheckpoints(options, true));
+      ASSIGN_OR_RETURN(started.start,
+                       ChooseStart(options, *started.checkpoints));
+    }
+    ASSIGN_OR_RETURN(started.rendezvous,
+                     TcpRendezvous::Host(options.host, options.store_port,
+                                         world, options.timeout));
+    RETURN_IF_ERROR(
+        started.rendezvous->Set(kFirstStepKey, Encode(started.start)));
+    observer.OnStoreReady(
+        absl::StrCat(options.host, ":", started.rendezvous->port()),
+        started.start.first_step);
+    return started;
+  }
+  ASSIGN_OR_RETURN(started.rendezvous,
+                   TcpRendezvous::Join(options.store_host, options.store_port,
+                                       options.timeout));
+  ASSIGN_OR_RETURN(const std::string published,
+                   started.rendezvous->Get(kFirstStepKey));
+  ASSIGN_OR_RETURN(started.start, Decode(published));
+  if (checkpointing) {
+    ASSIGN_OR_RETURN(started.checkpoints, OpenCheckpoints(options, false));
+    RETURN_IF_ERROR(started.checkpoints->CheckClaim(started.start.claim));
+  }
+  return started;
+}
+
 }  // namespace
 
 absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
@@ -76,29 +206,9 @@ absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
       ExecutorOptionsFor(options.task, options.gpu_index);
   // Before the rendezvous: the other ranks need not wait to learn this.
   RETURN_IF_ERROR(CheckDeviceUsable(executor_options.device));
-  const CheckpointDir checkpoints(options.task.checkpoint_dir,
-                                  options.attempt);
-  if (!options.task.checkpoint_dir.empty()) {
-    // Before the rendezvous, so that no rank can have written a step of its
-    // own yet: what lies past the first step is from an attempt that failed,
-    // whose tasks (if any still run) may write no more.
-    RETURN_IF_ERROR(checkpoints.Claim());
-    RETURN_IF_ERROR(checkpoints.RemoveStepsAfter(options.first_step));
-  }
-  const int world = static_cast<int>(options.schedule.workers.size());
-  std::unique_ptr<TcpRendezvous> rendezvous;
-  if (options.rank == 0) {
-    ASSIGN_OR_RETURN(
-        rendezvous, TcpRendezvous::Host(options.host, options.store_port, world,
-                                        options.timeout));
-    observer.OnStoreReady(absl::StrCat(options.host, ":", rendezvous->port()));
-  } else {
-    ASSIGN_OR_RETURN(rendezvous,
-                     TcpRendezvous::Join(options.store_host, options.store_port,
-                                         options.timeout));
-  }
+  ASSIGN_OR_RETURN(Started started, Rendezvous(options, observer));
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
-                   Connect(options, *rendezvous));
+                   Connect(options, *started.rendezvous));
   ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data,
                    DataSource::Open(options.task.data));
 
@@ -106,30 +216,32 @@ absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
       std::unique_ptr<ProgramExecutor> executor,
       ProgramExecutor::Create(options.schedule, options.rank, executor_options,
                               *data, comm.get()));
-  if (options.first_step > 0) {
-    if (options.task.checkpoint_dir.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("the task starts at step ", options.first_step,
-                       " but the job has no checkpoints "
-                       "(spec.training.checkpointEvery is 0)"));
-    }
-    RETURN_IF_ERROR(checkpoints.Load(*executor, options.first_step));
+  const int64_t first_step = started.start.first_step;
+  if (first_step > 0) {
+    RETURN_IF_ERROR(started.checkpoints->Load(*executor, first_step));
   }
   const std::vector<int> written =
       StagesWrittenBy(options.schedule, options.rank);
   const int64_t every = options.task.checkpoint_every;
-  for (int64_t step = options.first_step; step < options.last_step; ++step) {
+  for (int64_t step = first_step; step < options.last_step; ++step) {
     ASSIGN_OR_RETURN(StepMetrics metrics, executor->RunStep(step));
+    // Before its checkpoint: a diverged model is not worth keeping.
+    if (metrics.has_loss && !std::isfinite(metrics.loss)) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "step ", step, ": the training loss is ", metrics.loss, " on rank ",
+          options.rank,
+          " (it computes a last stage): training diverged; lower "
+          "spec.training.optimizer.lr or check the data"));
+    }
     // After the optimizer step every replica of a stage is the same, so its
     // writer alone saves it.
     if (every > 0 && (step + 1) % every == 0) {
-      RETURN_IF_ERROR(checkpoints.Save(*executor, step + 1, written));
+      RETURN_IF_ERROR(started.checkpoints->Save(*executor, step + 1, written));
       metrics.checkpoint_step = step + 1;
-      // Every rank saved step + 1 - every before it could start this step,
-      // so that one is complete and anything older is superseded. Keeping
-      // two covers a crash before this one is complete.
+      // Whichever rank completes the step prunes what it supersedes; the
+      // others find it incomplete and leave everything.
       if (const absl::Status pruned =
-              checkpoints.RemoveStepsBefore(step + 1 - every);
+              started.checkpoints->Prune(options.task.model.num_layers);
           !pruned.ok()) {
         CHIMERA_LOG(WARNING) << "rank " << options.rank << ": " << pruned;
       }

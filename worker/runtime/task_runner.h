@@ -4,13 +4,15 @@
 // communicator (Gloo, or NCCL for a gpu task) with the schedule's gradient
 // groups, opens the data,
 // builds its executor and runs the steps, telling an observer about each.
-// A task that starts past step 0 first loads the checkpoint of its first
-// step; every spec.training.checkpointEvery steps each rank writes the model
-// stages it is the writer of (checkpoint.h). The job's directory keeps the
-// last two checkpoints; a task claims it for its attempt and drops those
-// past its first step (left by a failed attempt) before it starts.
-// Standalone mode and the daemon's task process differ only in their
-// observers.
+// Where the job takes checkpoints, rank 0 claims the job's directory for its
+// attempt before it hosts the store and chooses the first step: the latest
+// complete checkpoint on disk (checkpoint.h), which it publishes in the
+// store with its claim; every other rank checks that it sees that claim (the
+// checkpoint roots are one shared file system) and all load that step.
+// Every spec.training.checkpointEvery steps each rank writes the model
+// stages it is the writer of, then prunes what the last two complete
+// checkpoints supersede. Standalone mode and the daemon's task process
+// differ only in their observers.
 //
 //   class Printer : public TaskObserver { ... };
 //   Printer printer;
@@ -51,10 +53,15 @@ struct TaskRunOptions {
   int store_port = 0;
   // Joining the store, building the groups, and every collective.
   absl::Duration timeout = kDefaultCollectiveTimeout;
-  // Steps [first_step, last_step); first_step > 0 resumes from the complete
-  // checkpoint of that step in task.checkpoint_dir.
-  int64_t first_step = 0;
+  // Runs steps [first, last_step), where first is the latest complete
+  // checkpoint in task.checkpoint_dir (0 when there is none or the job takes
+  // no checkpoints), or 0 after deleting every checkpoint when `start_over`.
+  bool start_over = false;
   int64_t last_step = 0;
+  // The checkpoint the coordinator last saw complete (0: none). The disk
+  // decides; a first step before it means checkpoints were lost, which is
+  // logged.
+  int64_t recorded_checkpoint_step = 0;
   // The coordinator's attempt of the job (0 without one): checkpoints of an
   // earlier attempt's tasks are fenced off (CheckpointDir::Claim).
   int64_t attempt = 0;
@@ -65,8 +72,9 @@ struct TaskRunOptions {
 class TaskObserver {
  public:
   virtual ~TaskObserver() = default;
-  // Rank 0 only: the store is up at host:port.
-  virtual void OnStoreReady(const std::string& address) {}
+  // Rank 0 only: the store is up at host:port, and every rank starts at
+  // `first_step`.
+  virtual void OnStoreReady(const std::string& address, int64_t first_step) {}
   // After every step; an error ends the task with it.
   virtual absl::Status OnStep(const StepMetrics& metrics,
                               Communicator& comm) = 0;

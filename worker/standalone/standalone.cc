@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/directory.h"
 #include "common/field_errors.h"
 #include "common/status_macros.h"
 #include "jobspec/job_file.h"
@@ -104,6 +106,17 @@ absl::StatusOr<GpuTransport> ParseGpuTransport(const std::string& name) {
       absl::StrCat("--gpu-transport is '", name, "'; use nccl or gloo"));
 }
 
+// The latest complete checkpoint of `task`'s job; none when its directory
+// does not exist or cannot be opened (RunTask says why, should it matter).
+std::optional<int64_t> LatestCheckpoint(const TaskOptions& task) {
+  absl::StatusOr<Directory> root = Directory::OpenRoot(task.checkpoint_root);
+  if (!root.ok()) return std::nullopt;
+  absl::StatusOr<CheckpointDir> checkpoints = CheckpointDir::Open(
+      *root, task.checkpoint_dir, /*attempt=*/0, /*create=*/false);
+  if (!checkpoints.ok()) return std::nullopt;
+  return checkpoints->LatestComplete(task.model.num_layers);
+}
+
 }  // namespace
 
 absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags) {
@@ -150,9 +163,7 @@ absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags) {
           "--resume: the job writes no checkpoints "
           "(spec.training.checkpointEvery is 0)");
     }
-    const std::optional<int64_t> latest =
-        CheckpointDir(run.task.checkpoint_dir)
-            .LatestComplete(run.task.model.num_layers);
+    const std::optional<int64_t> latest = LatestCheckpoint(run.task);
     if (!latest) {
       return absl::FailedPreconditionError(
           absl::StrCat("--resume: no complete checkpoint in '",
@@ -164,7 +175,7 @@ absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags) {
                        "; the run ends at step ", run.steps,
                        " (--steps, spec.training.maxSteps)"));
     }
-    run.first_step = *latest;
+    run.resume = true;
   }
   return run;
 }
@@ -295,7 +306,7 @@ absl::Status RunStandalone(const StandaloneRun& run, std::ostream& out) {
   options.gpu_transport = run.gpu_transport;
   options.store_host = run.store_host;
   options.store_port = run.store_port;
-  options.first_step = run.first_step;
+  options.start_over = !run.resume;
   options.last_step = run.steps;
   CommGroup& everyone = options.extra_groups.emplace_back();
   everyone.name = kSummaryGroup;

@@ -58,8 +58,9 @@ struct StandaloneRun {
   int gpu_index = 0;
   GpuTransport gpu_transport = GpuTransport::kNccl;
   int64_t steps = 0;
-  // The first step to run: 0, or the checkpoint step resumed from.
-  int64_t first_step = 0;
+  // Continue from the job's latest complete checkpoint; false: start at
+  // step 0, deleting the job's checkpoints.
+  bool resume = false;
   // The rank that prints the per-step lines.
   int reporting_rank = 0;
 };

@@ -2,7 +2,9 @@
 // loopback, one line per step from the rank holding the last stage, and
 // exit code 2 with the offending flag or field named for bad input.
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -131,6 +133,35 @@ TEST(StandaloneProcessTest, TwoRanksTrainAndTheLastStagePrintsEachStep) {
       EXPECT_GE(process_peak, peak) << "rank " << rank << ": " << lines[step];
     }
   }
+}
+
+// A loss that went nan from the second step on ended SUCCEEDED. Training
+// stops at the first non-finite loss, naming the step and the rank.
+TEST(StandaloneProcessTest, ADivergingRunStopsAtTheFirstNonFiniteLossNamingIt) {
+  const TempDir dir;
+  chimera::v1::TrainJob diverging = StandaloneJob();
+  diverging.mutable_spec()->mutable_training()->mutable_optimizer()->set_lr(
+      1e300);
+  const std::string job = dir.WriteFile("job.yaml", JobYaml(diverging));
+  const std::string store = absl::StrCat("127.0.0.1:", FreePort());
+  std::vector<std::unique_ptr<net::ChildProcess>> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.push_back(
+        std::make_unique<net::ChildProcess>(WorkerArgs(job, rank, 2, store)));
+  }
+  // The last stage is rank 1's: it sees the loss. Rank 0 would wait for it
+  // until its collective timeout; a coordinator would stop it at once.
+  EXPECT_EQ(ranks[1]->Wait(kRunTimeout), 1);
+  ranks[0]->Signal(SIGTERM);
+  EXPECT_TRUE(absl::StrContains(ranks[1]->err(), ": the training loss is "))
+      << ranks[1]->err();
+  EXPECT_TRUE(absl::StrContains(ranks[1]->err(), "on rank 1"))
+      << ranks[1]->err();
+  EXPECT_TRUE(absl::StrContains(ranks[1]->err(), "training diverged"))
+      << ranks[1]->err();
+  EXPECT_LT(std::count(ranks[1]->out().begin(), ranks[1]->out().end(), '\n'),
+            4)
+      << "it trained on after the loss went non-finite";
 }
 
 // Runs `world` ranks of `job` with `extra` flags; the reporting rank's lines

@@ -1,9 +1,13 @@
 // Checkpoints of an executor's model stages on disk: what is saved comes back
 // bit-exactly and training continues as if it had never stopped; incomplete
-// or foreign checkpoints are refused; old and abandoned steps are removed,
-// also by two ranks at once;
-// each model stage has one writer. Loading under another partition:
-// tests/integration/worker/standalone_process_test.cc.
+// or foreign checkpoints are refused; completeness comes from the files
+// alone; only what the last two complete steps supersede is pruned, also by
+// two ranks at once; a replaced attempt can neither write nor prune; a
+// claim tells ranks that share the directory from ranks that do not; no
+// link leads a save or prune out of the root; each model stage has one
+// writer. Loading under another partition:
+// tests/integration/worker/standalone_process_test.cc; resuming jobs:
+// tests/integration/daemon_test.cc and checkpoint_chaos_test.cc.
 #include "worker/runtime/checkpoint.h"
 
 #include <ATen/ATen.h>
@@ -15,6 +19,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/directory.h"
 #include "schedule/generator.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/worker/test_models.h"
@@ -24,6 +29,7 @@ namespace chimera::worker {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // GPipe on one worker: the whole model is model stage 0.
 schedule::Schedule OneWorker() {
@@ -62,7 +68,33 @@ class CheckpointTest : public ::testing::Test {
     return Executor(kind, config_);
   }
 
+  // The job's directory "ck" under the test's root, for `attempt`.
+  CheckpointDir Checkpoints(int64_t attempt = 0) const {
+    absl::StatusOr<CheckpointDir> checkpoints =
+        CheckpointDir::Open(Root(), "ck", attempt, /*create=*/true);
+    EXPECT_TRUE(checkpoints.ok()) << checkpoints.status();
+    return *std::move(checkpoints);
+  }
+  Directory Root() const { return Directory::OpenRoot(dir_.path()).value(); }
+
+  std::string StepPath(int64_t step) const {
+    return absl::StrCat(dir_.path(), "/ck/step-", step);
+  }
+  std::string StagePath(int64_t step, LayerRange blocks) const {
+    return absl::StrCat(StepPath(step), "/blocks-", blocks.begin, "-",
+                        blocks.end, ".pt");
+  }
+  // Which of steps [1, last] have a directory.
+  std::vector<bool> StepsPresent(int64_t last) const {
+    std::vector<bool> present;
+    for (int64_t step = 1; step <= last; ++step) {
+      present.push_back(std::filesystem::exists(StepPath(step)));
+    }
+    return present;
+  }
+
   const ModelConfig config_;
+  const int64_t layers_ = config_.num_layers;
   const schedule::Schedule schedule_ = OneWorker();
   std::unique_ptr<DataSource> data_;
   chimera::testing::TempDir dir_;
@@ -92,8 +124,9 @@ TEST_F(CheckpointTest,
        SavedStageLoadsBitExactlyAndTrainingContinuesIdentically) {
   for (OptimizerKind kind : {OptimizerKind::kAdamW, OptimizerKind::kSgd}) {
     SCOPED_TRACE(kind == OptimizerKind::kAdamW ? "adamw" : "sgd");
-    const CheckpointDir checkpoints(
-        dir_.path() + (kind == OptimizerKind::kAdamW ? "/a" : "/s"));
+    const CheckpointDir checkpoints =
+        *CheckpointDir::Open(Root(), kind == OptimizerKind::kAdamW ? "a" : "s",
+                             0, /*create=*/true);
     auto trained = Executor(kind);
     for (int64_t step = 0; step < 2; ++step)
       ASSERT_TRUE(trained->RunStep(step).ok());
@@ -120,119 +153,210 @@ TEST_F(CheckpointTest,
 }
 
 TEST_F(CheckpointTest, IncompleteStepIsNotCompleteAndIsNotLoaded) {
-  const CheckpointDir checkpoints(dir_.path());
-  const int64_t layers = config_.num_layers;
+  const CheckpointDir checkpoints = Checkpoints();
   auto executor = Executor(OptimizerKind::kAdamW);
   ASSERT_TRUE(executor->RunStep(0).ok());
   ASSERT_TRUE(checkpoints.Save(*executor, 1, {0}).ok());
-  EXPECT_TRUE(checkpoints.CheckComplete(1, layers).ok());
-  const std::string whole = checkpoints.StagePath(1, {0, layers});
+  EXPECT_TRUE(checkpoints.CheckComplete(1, layers_).ok());
+  const std::string whole = StagePath(1, {0, layers_});
 
   // Step 2: only the first block of a two-stage partition was written.
-  std::filesystem::create_directories(checkpoints.StepPath(2));
-  std::filesystem::copy_file(whole, checkpoints.StagePath(2, {0, 1}));
-  const absl::Status partial = checkpoints.CheckComplete(2, layers);
+  std::filesystem::create_directories(StepPath(2));
+  std::filesystem::copy_file(whole, StagePath(2, {0, 1}));
+  const absl::Status partial = checkpoints.CheckComplete(2, layers_);
   EXPECT_EQ(partial.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(partial.message(), HasSubstr("no file holds block 1"));
+  EXPECT_THAT(partial.message(), HasSubstr("'ck/step-2'"));
+  EXPECT_THAT(partial.message(), Not(HasSubstr(dir_.path())));
   EXPECT_EQ(checkpoints.Load(*executor, 2).code(),
             absl::StatusCode::kFailedPrecondition);
   // Step 1 plus a file of another partition: blocks held twice.
-  std::filesystem::copy_file(whole, checkpoints.StagePath(1, {1, 2}));
-  EXPECT_THAT(checkpoints.CheckComplete(1, layers).message(),
+  std::filesystem::copy_file(whole, StagePath(1, {1, 2}));
+  EXPECT_THAT(checkpoints.CheckComplete(1, layers_).message(),
               HasSubstr("two files hold block 1"));
-  std::filesystem::remove(checkpoints.StagePath(1, {1, 2}));
-  // A stage file still being written (killed mid-write) does not count.
-  std::filesystem::create_directories(checkpoints.StepPath(3));
-  std::filesystem::copy_file(
-      whole, checkpoints.StagePath(3, {0, layers}) + ".tmp-1234");
-  EXPECT_FALSE(checkpoints.CheckComplete(3, layers).ok());
-  EXPECT_FALSE(checkpoints.CheckComplete(4, layers).ok());
-  EXPECT_EQ(checkpoints.LatestComplete(layers), 1);
-  EXPECT_EQ(CheckpointDir(dir_.path() + "/none").LatestComplete(layers),
+  std::filesystem::remove(StagePath(1, {1, 2}));
+  // A stage file still being written (killed mid-write) does not count, nor
+  // does a link where a file belongs.
+  std::filesystem::create_directories(StepPath(3));
+  std::filesystem::copy_file(whole, StagePath(3, {0, layers_}) + ".tmp-1234");
+  EXPECT_FALSE(checkpoints.CheckComplete(3, layers_).ok());
+  std::filesystem::create_directories(StepPath(5));
+  std::filesystem::create_symlink(whole, StagePath(5, {0, layers_}));
+  EXPECT_FALSE(checkpoints.CheckComplete(5, layers_).ok());
+  EXPECT_FALSE(checkpoints.CheckComplete(4, layers_).ok());
+  EXPECT_EQ(checkpoints.LatestComplete(layers_), 1);
+  EXPECT_EQ(CheckpointDir::Open(Root(), "none", 0, true)->LatestComplete(layers_),
             std::nullopt);
 }
 
-TEST_F(CheckpointTest, OldAndAbandonedStepsAreRemoved) {
-  const CheckpointDir checkpoints(dir_.path());
+// The data loss of a restart: the coordinator believed step 2 was the
+// latest checkpoint while the tasks had written steps 6 and 8 and pruned
+// step 2; the new attempt deleted what lay past step 2 and had nothing left.
+// Completeness now comes from the files: the latest complete step is found
+// whatever anyone remembers, and nothing is pruned until two newer steps are
+// complete.
+TEST_F(CheckpointTest, TheLatestCompleteStepIsFoundOnDiskAndKeptUntilTwoNewerAre) {
+  const CheckpointDir checkpoints = Checkpoints();
   auto executor = Executor(OptimizerKind::kSgd);
-  for (int64_t step = 1; step <= 4; ++step) {
+  for (int64_t step : {6, 8}) {
     ASSERT_TRUE(checkpoints.Save(*executor, step, {0}).ok());
+    ASSERT_TRUE(checkpoints.Prune(layers_).ok());
   }
-  const auto remaining = [&] {
-    std::vector<bool> exists;
-    for (int64_t step = 1; step <= 4; ++step) {
-      exists.push_back(std::filesystem::exists(checkpoints.StepPath(step)));
-    }
-    return exists;
-  };
-  ASSERT_TRUE(checkpoints.RemoveStepsBefore(3).ok());
-  EXPECT_EQ(remaining(), (std::vector<bool>{false, false, true, true}));
-  ASSERT_TRUE(checkpoints.RemoveStepsAfter(3).ok());
-  EXPECT_EQ(remaining(), (std::vector<bool>{false, false, true, false}));
-  EXPECT_TRUE(checkpoints.Load(*executor, 3).ok());
+  // Step 10 is being written (one of two stages so far).
+  std::filesystem::create_directories(StepPath(10));
+  std::filesystem::copy_file(StagePath(8, {0, layers_}),
+                             StagePath(10, {0, 1}));
+  EXPECT_EQ(checkpoints.LatestComplete(layers_), 8);
+  ASSERT_TRUE(checkpoints.Prune(layers_).ok());
+  EXPECT_EQ(checkpoints.Steps(), (std::vector<int64_t>{6, 8, 10}));
+  EXPECT_TRUE(checkpoints.Load(*executor, 8).ok());
 }
 
-// The data loss a coordinator restart caused: attempt 1's tasks kept
-// training after the coordinator restarted the job as attempt 2 from step 4,
-// wrote step 8 and pruned step 4, and attempt 2 then had nothing to resume
-// from. Once attempt 2 has claimed the directory, attempt 1 writes and
-// deletes nothing, and step 4 stays loadable.
+TEST_F(CheckpointTest, PruningKeepsTheLastTwoCompleteStepsAndWhatIsNewer) {
+  const CheckpointDir checkpoints = Checkpoints();
+  auto executor = Executor(OptimizerKind::kSgd);
+  for (int64_t step : {1, 3, 4, 5}) {
+    ASSERT_TRUE(checkpoints.Save(*executor, step, {0}).ok());
+  }
+  // Step 2: a stage of an attempt that failed before completing it; step 6:
+  // the next one, still being written.
+  for (int64_t step : {2, 6}) {
+    std::filesystem::create_directories(StepPath(step));
+    std::filesystem::copy_file(StagePath(1, {0, layers_}),
+                               StagePath(step, {0, 1}));
+  }
+  ASSERT_TRUE(checkpoints.Prune(layers_).ok());
+  EXPECT_EQ(StepsPresent(6),
+            (std::vector<bool>{false, false, false, true, true, true}));
+  EXPECT_TRUE(checkpoints.Load(*executor, 4).ok());
+  EXPECT_TRUE(checkpoints.Load(*executor, 5).ok());
+}
+
+TEST_F(CheckpointTest, SavingReplacesAnotherPartitionsFilesOfTheSameBlocks) {
+  // An attempt that ran two stages left half of step 2; this one holds the
+  // whole model: its file would otherwise hold blocks a stale file holds.
+  const CheckpointDir checkpoints = Checkpoints();
+  auto executor = Executor(OptimizerKind::kSgd);
+  ASSERT_TRUE(checkpoints.Save(*executor, 1, {0}).ok());
+  std::filesystem::create_directories(StepPath(2));
+  std::filesystem::copy_file(StagePath(1, {0, layers_}), StagePath(2, {0, 1}));
+  std::filesystem::copy_file(StagePath(1, {0, layers_}),
+                             StagePath(2, {1, layers_}));
+  ASSERT_TRUE(checkpoints.Save(*executor, 2, {0}).ok());
+  EXPECT_TRUE(checkpoints.CheckComplete(2, layers_).ok());
+  EXPECT_FALSE(std::filesystem::exists(StagePath(2, {0, 1})));
+  EXPECT_FALSE(std::filesystem::exists(StagePath(2, {1, layers_})));
+  EXPECT_TRUE(checkpoints.Load(*executor, 2).ok());
+}
+
+// attempt 1's tasks kept training after the coordinator restarted the job
+// as attempt 2. Once attempt 2 has claimed the directory, attempt 1 writes
+// and deletes nothing.
 TEST_F(CheckpointTest, AReplacedAttemptCanNeitherWriteNorPruneAfterTheNewOneClaims) {
-  const CheckpointDir first(dir_.path(), 1);
-  const CheckpointDir second(dir_.path(), 2);
+  const CheckpointDir first = Checkpoints(1);
+  const CheckpointDir second = Checkpoints(2);
   auto executor = Executor(OptimizerKind::kSgd);
   ASSERT_TRUE(first.Claim().ok());
-  ASSERT_TRUE(first.Save(*executor, 2, {0}).ok());
-  ASSERT_TRUE(first.Save(*executor, 4, {0}).ok());
+  for (int64_t step : {2, 4, 6}) {
+    ASSERT_TRUE(first.Save(*executor, step, {0}).ok());
+  }
 
   ASSERT_TRUE(second.Claim().ok());
-  const absl::Status save = first.Save(*executor, 6, {0});
+  const absl::Status save = first.Save(*executor, 8, {0});
   EXPECT_EQ(save.code(), absl::StatusCode::kAborted);
   EXPECT_THAT(save.message(), HasSubstr("attempt 2 of this job has replaced attempt 1"));
-  EXPECT_FALSE(std::filesystem::exists(first.StepPath(6)));
-  EXPECT_EQ(first.RemoveStepsBefore(6).code(), absl::StatusCode::kAborted);
-  EXPECT_EQ(first.RemoveStepsAfter(0).code(), absl::StatusCode::kAborted);
-  EXPECT_EQ(first.Claim().code(), absl::StatusCode::kAborted);
+  EXPECT_FALSE(std::filesystem::exists(StepPath(8)));
+  EXPECT_EQ(first.Prune(layers_).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(first.RemoveAllSteps().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(first.Claim().status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(StepsPresent(6),
+            (std::vector<bool>{false, true, false, true, false, true}));
 
-  EXPECT_TRUE(second.Load(*executor, 4).ok());
-  EXPECT_TRUE(second.Load(*executor, 2).ok());
   // The new attempt itself goes on as usual, as do later claims by itself.
+  EXPECT_EQ(second.LatestComplete(layers_), 6);
   ASSERT_TRUE(second.Claim().ok());
-  EXPECT_TRUE(second.Save(*executor, 6, {0}).ok());
-  EXPECT_TRUE(second.RemoveStepsBefore(4).ok());
-  EXPECT_FALSE(std::filesystem::exists(second.StepPath(2)));
+  EXPECT_TRUE(second.Save(*executor, 8, {0}).ok());
+  EXPECT_TRUE(second.Prune(layers_).ok());
+  EXPECT_EQ(second.Steps(), (std::vector<int64_t>{6, 8}));
+}
+
+TEST_F(CheckpointTest, AClaimIsSeenOnlyWhereTheDirectoryIsShared) {
+  const CheckpointDir rank0 = Checkpoints(3);
+  absl::StatusOr<std::string> claim = rank0.Claim();
+  ASSERT_TRUE(claim.ok()) << claim.status();
+  // A rank on the same file system sees the claim.
+  EXPECT_TRUE(Checkpoints(3).CheckClaim(*claim).ok());
+
+  // A rank whose root is another directory with the same path in it (its
+  // own, unshared volume, maybe with an earlier claim) does not.
+  const chimera::testing::TempDir elsewhere;
+  const Directory other_root = Directory::OpenRoot(elsewhere.path()).value();
+  const CheckpointDir unshared =
+      *CheckpointDir::Open(other_root, "ck", 3, /*create=*/true);
+  const absl::Status unclaimed = unshared.CheckClaim(*claim);
+  EXPECT_EQ(unclaimed.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(unclaimed.message(), HasSubstr("--checkpoint-root"));
+  ASSERT_TRUE(unshared.Claim().ok());
+  EXPECT_EQ(unshared.CheckClaim(*claim).code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  // Once a later attempt claims the shared one, the claim is superseded.
+  ASSERT_TRUE(Checkpoints(4).Claim().ok());
+  EXPECT_EQ(Checkpoints(3).CheckClaim(*claim).code(),
+            absl::StatusCode::kAborted);
 }
 
 TEST_F(CheckpointTest, RanksPruningTheSameStepsAtOnceBothSucceed) {
-  // Every rank of a job prunes the shared directory before its rendezvous,
-  // so two may delete the same files at the same moment.
-  const CheckpointDir checkpoints(dir_.path());
+  // Every rank prunes after each checkpoint, so two may delete the same
+  // files at the same moment.
+  const CheckpointDir checkpoints = Checkpoints();
+  auto executor = Executor(OptimizerKind::kSgd);
+  ASSERT_TRUE(checkpoints.Save(*executor, 5, {0}).ok());
+  ASSERT_TRUE(checkpoints.Save(*executor, 6, {0}).ok());
   for (int round = 0; round < 10; ++round) {
     for (int64_t step = 1; step <= 4; ++step) {
-      const std::string path = checkpoints.StepPath(step);
-      std::filesystem::create_directories(path);
+      std::filesystem::create_directories(StepPath(step));
       for (int file = 0; file < 50; ++file) {
-        std::ofstream(
-            absl::StrCat(path, "/blocks-", file, "-", file + 1, ".pt"))
-            << "x";
+        std::ofstream(StagePath(step, {file, file + 1})) << "x";
       }
     }
     absl::Status first;
     absl::Status second;
-    std::thread other([&] { second = checkpoints.RemoveStepsAfter(0); });
-    first = checkpoints.RemoveStepsAfter(0);
+    std::thread other([&] { second = checkpoints.Prune(layers_); });
+    first = checkpoints.Prune(layers_);
     other.join();
     ASSERT_TRUE(first.ok()) << "round " << round << ": " << first;
     ASSERT_TRUE(second.ok()) << "round " << round << ": " << second;
-    for (int64_t step = 1; step <= 4; ++step) {
-      ASSERT_FALSE(std::filesystem::exists(checkpoints.StepPath(step)))
-          << "round " << round << " step " << step;
-    }
+    ASSERT_EQ(checkpoints.Steps(), (std::vector<int64_t>{5, 6}))
+        << "round " << round;
   }
 }
 
+TEST_F(CheckpointTest, ADirectorySwappedForALinkOutOfTheRootReceivesNothing) {
+  const chimera::testing::TempDir outside;
+  const CheckpointDir checkpoints = Checkpoints();
+  auto executor = Executor(OptimizerKind::kSgd);
+  ASSERT_TRUE(checkpoints.Save(*executor, 1, {0}).ok());
+  // After the job started, its directory is moved aside and a link to a
+  // directory outside the root takes its name.
+  std::filesystem::rename(dir_.path() + "/ck", dir_.path() + "/moved");
+  std::filesystem::create_directory_symlink(outside.path(), dir_.path() + "/ck");
+  std::filesystem::create_directories(outside.path() + "/step-0");
+  for (int64_t step : {2, 3, 4}) {
+    ASSERT_TRUE(checkpoints.Save(*executor, step, {0}).ok());
+    ASSERT_TRUE(checkpoints.Prune(layers_).ok());
+  }
+  EXPECT_TRUE(std::filesystem::exists(outside.path() + "/step-0"))
+      << "a prune reached outside the root";
+  EXPECT_FALSE(std::filesystem::exists(outside.path() + "/step-4"));
+  EXPECT_TRUE(std::filesystem::exists(dir_.path() + "/moved/step-4"));
+  // Opened afresh by its name, the link is refused.
+  EXPECT_EQ(CheckpointDir::Open(Root(), "ck", 0, true).status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
 TEST_F(CheckpointTest, CheckpointOfAnotherModelIsRefusedNamingTheFile) {
-  const CheckpointDir checkpoints(dir_.path());
+  const CheckpointDir checkpoints = Checkpoints();
   ModelConfig wider = config_;
   wider.ffn_size = 48;
   auto other = Executor(OptimizerKind::kAdamW, wider);
@@ -245,7 +369,7 @@ TEST_F(CheckpointTest, CheckpointOfAnotherModelIsRefusedNamingTheFile) {
   const absl::Status loaded = checkpoints.Load(*executor, 1);
   EXPECT_EQ(loaded.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(loaded.message(),
-              HasSubstr(checkpoints.StagePath(1, {0, config_.num_layers})));
+              HasSubstr(absl::StrCat("'ck/step-1/blocks-0-", layers_, ".pt'")));
   EXPECT_THAT(loaded.message(), HasSubstr("[40, 16]"));
   for (size_t i = 0; i < copies.size(); ++i) {
     EXPECT_TRUE(at::equal(copies[i], before.parameters[i].second))
@@ -254,14 +378,14 @@ TEST_F(CheckpointTest, CheckpointOfAnotherModelIsRefusedNamingTheFile) {
 }
 
 TEST_F(CheckpointTest, UnreadableFileIsInvalidArgumentNamingIt) {
-  const CheckpointDir checkpoints(dir_.path());
-  std::filesystem::create_directories(checkpoints.StepPath(1));
-  const std::string path = checkpoints.StagePath(1, {0, config_.num_layers});
-  dir_.WriteFile(path.substr(dir_.path().size() + 1), "not a checkpoint");
+  const CheckpointDir checkpoints = Checkpoints();
+  std::filesystem::create_directories(StepPath(1));
+  std::ofstream(StagePath(1, {0, layers_})) << "not a checkpoint";
   auto executor = Executor(OptimizerKind::kSgd);
   const absl::Status loaded = checkpoints.Load(*executor, 1);
   EXPECT_EQ(loaded.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(loaded.message(), HasSubstr(path));
+  EXPECT_THAT(loaded.message(),
+              HasSubstr(absl::StrCat("'ck/step-1/blocks-0-", layers_, ".pt'")));
 }
 
 TEST(StagesWrittenByTest, EachModelStageHasOneWriterTheLowestRankHoldingIt) {

@@ -121,8 +121,10 @@ TEST(TaskOptionsTest, PathsResolveUnderTheWorkersRoots) {
                                      *WorkerRootsFrom(data.path(), checkpoints.path()));
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->task.data.path, std::filesystem::canonical(data.path()).string() + "/corpus.txt");
-  EXPECT_EQ(run->task.checkpoint_dir,
-            std::filesystem::canonical(checkpoints.path()).string() + "/runs/tiny");
+  // Opened beneath the root when the task starts (CheckpointDir).
+  EXPECT_EQ(run->task.checkpoint_root,
+            std::filesystem::canonical(checkpoints.path()).string());
+  EXPECT_EQ(run->task.checkpoint_dir, "runs/tiny");
 }
 
 // What the job file's text cannot show: a link inside the data root to a

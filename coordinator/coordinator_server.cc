@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator_metrics.h"
@@ -83,7 +84,16 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
 }
 
 void CoordinatorServer::RunLoop(absl::Duration period) {
-  while (!stopping_.WaitForNotificationWithTimeout(period)) jobs_->Tick();
+  absl::Time ticked = MonotonicNow();
+  while (!stopping_.WaitForNotificationWithTimeout(period)) {
+    // The loop wakes every `period`; waking much later means the whole
+    // process stood still (SIGSTOP, a paused VM, a starved CPU), and so did
+    // its gRPC threads, which heard no heartbeat meanwhile.
+    const absl::Duration asleep = MonotonicNow() - ticked;
+    if (asleep > kStalledLoopFactor * period) jobs_->ExcuseStall(asleep - period);
+    jobs_->Tick();
+    ticked = MonotonicNow();
+  }
 }
 
 void CoordinatorServer::Shutdown() {

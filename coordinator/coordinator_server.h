@@ -48,6 +48,10 @@ struct CoordinatorOptions {
   std::string metrics_listen;
 };
 
+// A background loop that wakes this many periods late was stalled with the
+// whole process (JobManager::ExcuseStall).
+inline constexpr int kStalledLoopFactor = 2;
+
 class CoordinatorServer {
  public:
   // INVALID_ARGUMENT for a bad address or a non-loopback one without

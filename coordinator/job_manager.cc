@@ -148,12 +148,11 @@ void SetWorkerSummaries(
 }  // namespace
 
 JobManager::JobManager(JobStore* store, WorkerRegistry* workers,
-                       JobManagerOptions options,
-                       std::function<absl::Time()> now)
+                       JobManagerOptions options, Clock clock)
     : store_(store),
       workers_(workers),
       options_(std::move(options)),
-      now_(std::move(now)) {}
+      clock_(std::move(clock)) {}
 
 absl::Status JobManager::SaveLocked(const Job& job) {
   RETURN_IF_ERROR(store_->Put(job));
@@ -177,7 +176,7 @@ absl::Status JobManager::Recover() {
     Run run = NewRunLocked(job, job.plan(), ranks);
     run.worker_of_rank.assign(ranks, "");
     run.rendezvous_done = true;
-    run.readopt_by = now_() + options_.readopt_timeout;
+    run.readopt_by = clock_.monotonic() + options_.readopt_timeout;
     runs_[job.id()] = std::move(run);
     CHIMERA_LOG(INFO) << "job " << job.id() << " was running: waiting up to "
                       << absl::FormatDuration(options_.readopt_timeout)
@@ -216,9 +215,9 @@ bool JobManager::Adopt(const std::string& worker_id,
                       << ": every rank is back; it goes on";
   }
   if (running) return true;
-  const absl::Status ended = RankEndedLocked(task.job_id(), &run, rank,
-                                             worker_id, task.state(),
-                                             task.message());
+  const absl::Status ended =
+      RankEndedLocked(task.job_id(), &run, rank, worker_id,
+                      {task.state(), task.message(), task.retryable()});
   if (!ended.ok()) CHIMERA_LOG(ERROR) << ended;
   return false;
 }
@@ -227,7 +226,7 @@ void JobManager::GiveUpUnadoptedRunsLocked() {
   // Collected first: restarting or failing erases from runs_.
   std::vector<std::pair<std::string, std::string>> abandoned;
   for (const auto& [id, run] : runs_) {
-    if (now_() < run.readopt_by) continue;
+    if (clock_.monotonic() < run.readopt_by) continue;
     std::vector<int> missing;
     for (size_t rank = 0; rank < run.worker_of_rank.size(); ++rank) {
       if (run.worker_of_rank[rank].empty()) missing.push_back(rank);
@@ -276,7 +275,7 @@ absl::StatusOr<Job> JobManager::Submit(const chimera::v1::TrainJob& manifest) {
   } while (store_->Get(job.id()).ok());
   *job.mutable_manifest() = manifest;
   job.mutable_status()->set_state(chimera::v1::JOB_STATE_PENDING);
-  job.mutable_status()->set_submit_time(UnixSeconds(now_()));
+  job.mutable_status()->set_submit_time(UnixSeconds(clock_.wall()));
   RETURN_IF_ERROR(SaveLocked(job));
   CHIMERA_LOG(INFO) << "job " << job.id() << " submitted ("
                     << (needed > 0 ? absl::StrCat(needed) : "all idle")
@@ -356,7 +355,7 @@ absl::StatusOr<Job> JobManager::Stop(const std::string& id) {
   }
   job.mutable_status()->set_state(chimera::v1::JOB_STATE_STOPPED);
   job.mutable_status()->set_message("stopped on request before it started");
-  job.mutable_status()->set_end_time(UnixSeconds(now_()));
+  job.mutable_status()->set_end_time(UnixSeconds(clock_.wall()));
   RETURN_IF_ERROR(SaveLocked(job));
   return job;
 }
@@ -445,32 +444,15 @@ absl::StatusOr<std::vector<chimera::v1::Plan>> JobManager::SearchPlans(
 }
 
 absl::StatusOr<chimera::v1::Plan> JobManager::PlanFor(
-    const Job& job, const std::vector<std::string>& worker_ids) const {
+    const Job& job, const std::vector<std::string>& worker_ids,
+    const std::function<bool()>& cancelled) const {
   // What the job leaves open, the planner chooses for these workers, also
-  // where the job fixes scheme, pipeline and data.
-  absl::StatusOr<std::vector<chimera::v1::Plan>> searched =
-      SearchPlans(job.manifest(), worker_ids, 1);
-  if (searched.ok()) return std::move(searched->front());
-  std::optional<chimera::v1::Plan> fixed = planner::FixedPlan(job.manifest());
-  if (!fixed) return searched.status();
-  // The job fixes its schedule: it runs as asked although the model sees no
-  // fitting variant (its memory model is an estimate; a worker that runs
-  // out of memory fails the job by name).
-  CHIMERA_LOG(WARNING) << "job " << job.id() << " runs the plan it fixes with "
-                       << "default knobs: " << searched.status().message();
-  chimera::v1::Plan plan = *std::move(fixed);
-  const chimera::v1::Cluster cluster = ClusterOf(worker_ids, DeviceKindOf(job.manifest()));
-  const auto profile = planner::AnalyticProfile(job.manifest().spec().model(),
-                                                cluster.spec().device());
-  absl::StatusOr<chimera::v1::Prediction> prediction =
-      planner::PredictPlan({job.manifest(), cluster.spec(), profile}, plan);
-  if (prediction.ok()) {
-    *plan.mutable_prediction() = *std::move(prediction);
-  } else {
-    CHIMERA_LOG(WARNING) << "job " << job.id() << " runs without a prediction: "
-                         << prediction.status();
-  }
-  return plan;
+  // where the job fixes scheme, pipeline and data. Where no variant fits in
+  // the workers' memory the search says so, naming it, and the job fails
+  // before any worker allocates (rather than by running out of memory).
+  ASSIGN_OR_RETURN(std::vector<chimera::v1::Plan> searched,
+                   SearchPlans(job.manifest(), worker_ids, 1, cancelled));
+  return std::move(searched.front());
 }
 
 absl::Status JobManager::StartLocked(Job job,
@@ -482,18 +464,23 @@ absl::Status JobManager::StartLocked(Job job,
       PlaceOnWorkers(*workers_, chosen, DeviceKindOf(job.manifest()), &plan));
   // A restart keeps the first start: the deadline counts from it.
   if (job.status().start_time() == 0) {
-    job.mutable_status()->set_start_time(UnixSeconds(now_()));
+    job.mutable_status()->set_start_time(UnixSeconds(clock_.wall()));
   }
   ASSIGN_OR_RETURN(Run run,
                    AssignTasksLocked(job, plan, std::move(programs), chosen));
+  chimera::v1::Assignment first = std::move(run.held_starts.front());
   runs_[job.id()] = std::move(run);
   *job.mutable_plan() = plan;
   job.mutable_status()->set_state(chimera::v1::JOB_STATE_RUNNING);
   job.mutable_status()->clear_message();
+  // Recorded before any worker hears of it: what the store cannot record
+  // does not start.
+  RETURN_IF_ERROR(SaveLocked(job));
+  workers_->Send(chosen.front(), std::move(first));
   CHIMERA_LOG(INFO) << "job " << job.id() << " started on " << chosen.size()
                     << " workers (" << plan.scheme() << " W=" << plan.width()
                     << " D=" << plan.depth() << ")";
-  return SaveLocked(job);
+  return absl::OkStatus();
 }
 
 JobManager::Run JobManager::NewRunLocked(const Job& job,
@@ -502,16 +489,18 @@ JobManager::Run JobManager::NewRunLocked(const Job& job,
   Run run;
   run.attempt = job.status().restarts() + 1;
   run.traces = TraceCollector(ranks);
-  run.started = now_();
+  run.started = clock_.monotonic();
   run.rank_done.assign(ranks, false);
-  run.last_progress.assign(ranks, now_());
+  run.last_progress.assign(ranks, clock_.monotonic());
   run.predicted_step = absl::Seconds(plan.prediction().iteration_seconds());
   run.max_steps = job.manifest().spec().training().max_steps();
   run.deadline_seconds =
       job.manifest().spec().run_policy().active_deadline_seconds();
   if (run.deadline_seconds > 0) {
-    run.deadline = absl::FromUnixMicros(
-                       static_cast<int64_t>(job.status().start_time() * 1e6)) +
+    // Counted from the first start, a wall time, on the monotonic clock.
+    const absl::Time first_start = absl::FromUnixMicros(
+        static_cast<int64_t>(job.status().start_time() * 1e6));
+    run.deadline = clock_.monotonic() + (first_start - clock_.wall()) +
                    absl::Seconds(run.deadline_seconds);
   }
   return run;
@@ -535,15 +524,19 @@ absl::StatusOr<JobManager::Run> JobManager::AssignTasksLocked(
     start->mutable_rendezvous()->set_timeout_ms(
         absl::ToInt64Milliseconds(options_.collective_timeout));
     const TaskRef task{job.id(), run.attempt, static_cast<int>(rank)};
-    if (rank == 0) {
-      RETURN_IF_ERROR(
-          workers_->Assign(chosen[rank], task, std::move(assignment)));
-    } else {
-      RETURN_IF_ERROR(workers_->Assign(chosen[rank], task, std::nullopt));
-      run.held_starts.push_back(std::move(assignment));
-    }
+    RETURN_IF_ERROR(workers_->Assign(chosen[rank], task, std::nullopt));
+    run.held_starts.push_back(std::move(assignment));
   }
   return run;
+}
+
+void JobManager::WithdrawRunLocked(const std::string& id) {
+  auto it = runs_.find(id);
+  if (it == runs_.end()) return;
+  for (const std::string& worker : it->second.worker_of_rank) {
+    if (!worker.empty()) workers_->Release(worker);
+  }
+  runs_.erase(it);
 }
 
 void JobManager::StopRunLocked(const std::string& id) {
@@ -576,7 +569,7 @@ absl::Status JobManager::EndLocked(const std::string& id, JobState state,
   ASSIGN_OR_RETURN(Job job, store_->Get(id));
   job.mutable_status()->set_state(state);
   job.mutable_status()->set_message(message);
-  job.mutable_status()->set_end_time(UnixSeconds(now_()));
+  job.mutable_status()->set_end_time(UnixSeconds(clock_.wall()));
   // Its ranks ran every step, also those whose reports were lost while a
   // coordinator restarted.
   if (state == chimera::v1::JOB_STATE_SUCCEEDED) {
@@ -649,12 +642,32 @@ absl::Status JobManager::RestartLocked(Job job, const std::string& cause) {
   // Planned again for the workers it gets next (its checkpoint loads under
   // any partition).
   job.clear_plan();
-  status.set_message(
-      absl::StrCat(cause, "; restarting from step ", status.checkpoint_step(),
-                   " (restart ", status.restarts(), " of ",
-                   job.manifest().spec().run_policy().backoff_limit(), ")"));
+  const bool checkpoints =
+      job.manifest().spec().training().checkpoint_every() > 0;
+  status.set_message(absl::StrCat(
+      cause, "; restarting from ",
+      checkpoints
+          ? absl::StrCat("its latest complete checkpoint (step ",
+                         status.checkpoint_step(), " or later)")
+          : "step 0 (it takes no checkpoints)",
+      " (restart ", status.restarts(), " of ",
+      job.manifest().spec().run_policy().backoff_limit(), ")"));
   CHIMERA_LOG(WARNING) << "job " << job.id() << ": " << status.message();
   return SaveLocked(job);
+}
+
+void JobManager::ExcuseStall(absl::Duration stall) {
+  absl::MutexLock lock(&mutex_);
+  workers_->ExcuseSilence(stall);
+  for (auto& [id, run] : runs_) {
+    for (absl::Time& progress : run.last_progress) progress += stall;
+    run.started += stall;
+    run.fail_by += stall;
+    run.readopt_by += stall;
+  }
+  CHIMERA_LOG(WARNING) << "the coordinator was stalled for "
+                       << absl::FormatDuration(stall)
+                       << "; no worker or job is blamed for that silence";
 }
 
 void JobManager::Tick() {
@@ -681,33 +694,48 @@ void JobManager::ReapDeadWorkersLocked() {
 }
 
 void JobManager::FailOverdueRunsLocked() {
-  // Collected first: EndLocked erases from runs_.
-  std::vector<std::pair<std::string, std::string>> failed;
+  // Collected first: ending or restarting a run erases it from runs_.
+  struct Overdue {
+    std::string id;
+    std::string message;
+    bool retryable;
+  };
+  std::vector<Overdue> overdue;
   for (const auto& [id, run] : runs_) {
     // While ranks are missing after a coordinator restart the run waits for
     // them (readopt_timeout at most): their peers' failures on the broken
     // connections would blame the wrong ranks.
     if (run.readopt_by != absl::InfiniteFuture()) continue;
-    if (run.failure && now_() >= run.fail_by) {
-      failed.push_back({id, *run.failure});
+    if (run.failure && clock_.monotonic() >= run.fail_by) {
+      overdue.push_back({id, *run.failure, run.failure_retryable});
     } else if (!run.rendezvous_done &&
-               now_() - run.started > options_.rendezvous_timeout) {
-      failed.push_back(
+               clock_.monotonic() - run.started > options_.rendezvous_timeout) {
+      overdue.push_back(
           {id,
            absl::StrCat("rank 0 did not report its rendezvous store within ",
-                        absl::FormatDuration(options_.rendezvous_timeout))});
-    } else if (now_() >= run.deadline) {
-      failed.push_back(
-          {id, absl::StrCat("still running ", run.deadline_seconds,
-                            " s after its start, its "
-                            "spec.runPolicy.activeDeadlineSeconds")});
+                        absl::FormatDuration(options_.rendezvous_timeout)),
+           true});
+    } else if (clock_.monotonic() >= run.deadline) {
+      overdue.push_back(
+          {id,
+           absl::StrCat("still running ", run.deadline_seconds,
+                        " s after its start, its "
+                        "spec.runPolicy.activeDeadlineSeconds"),
+           false});
     } else if (std::optional<std::string> stalled = StalledRanksLocked(run)) {
-      failed.push_back({id, *std::move(stalled)});
+      overdue.push_back({id, *std::move(stalled), true});
     }
   }
-  for (const auto& [id, message] : failed) {
-    const absl::Status status =
-        EndLocked(id, chimera::v1::JOB_STATE_FAILED, message);
+  for (const Overdue& run : overdue) {
+    absl::Status status;
+    if (run.retryable) {
+      absl::StatusOr<Job> job = store_->Get(run.id);
+      status = job.ok() ? RestartOrFailLocked(*std::move(job), run.message,
+                                              run.message)
+                        : job.status();
+    } else {
+      status = EndLocked(run.id, chimera::v1::JOB_STATE_FAILED, run.message);
+    }
     if (!status.ok()) CHIMERA_LOG(ERROR) << status;
   }
 }
@@ -718,7 +746,7 @@ std::optional<std::string> JobManager::StalledRanksLocked(const Run& run) const 
       std::max(options_.progress_timeout, kStallFactor * run.predicted_step);
   std::vector<std::string> stalled;
   for (size_t rank = 0; rank < run.last_progress.size(); ++rank) {
-    if (!run.rank_done[rank] && now_() - run.last_progress[rank] > bound) {
+    if (!run.rank_done[rank] && clock_.monotonic() - run.last_progress[rank] > bound) {
       stalled.push_back(absl::StrCat("rank ", rank, " on worker ",
                                      run.worker_of_rank[rank]));
     }
@@ -738,14 +766,33 @@ void JobManager::StartQueuedJobs() {
     std::optional<QueuedStart> next;
     {
       absl::MutexLock lock(&mutex_);
+      // The store was full at the last try: nothing can be recorded.
+      if (clock_.monotonic() < next_start_try_) return;
       next = NextStartLocked();
     }
     if (!next || !tried.insert(next->job.id()).second) return;
-    absl::StatusOr<chimera::v1::Plan> plan = PlanFor(next->job, next->workers);
+    // The job and the workers it would take: the same head with other
+    // workers is planned anew.
+    const std::string key =
+        absl::StrCat(next->job.id(), " ", absl::StrJoin(next->workers, ","));
+    planner_.Start(key, [this, job = next->job, workers = next->workers](
+                            const std::function<bool()>& cancelled) {
+      return PlanFor(job, workers, cancelled);
+    });
+    std::optional<absl::StatusOr<chimera::v1::Plan>> plan =
+        planner_.Take(key, options_.plan_wait);
     absl::MutexLock lock(&mutex_);
+    if (!plan) {
+      // Still searching: the queue behind it waits (first in, first out).
+      SayPendingLocked(next->job,
+                       absl::StrCat("planning for ", next->workers.size(),
+                                    " idle ", DeviceKindOf(next->job.manifest()),
+                                    " workers"));
+      return;
+    }
     // Stopped, or its workers taken or lost, while it was planned.
     if (!StillStartableLocked(*next)) continue;
-    if (!FinishStartLocked(*std::move(next), std::move(plan))) return;
+    if (!FinishStartLocked(*std::move(next), *std::move(plan))) return;
   }
 }
 
@@ -781,12 +828,18 @@ bool JobManager::FinishStartLocked(QueuedStart start,
                               *std::move(plan))
                 : plan.status();
   if (absl::IsResourceExhausted(started)) {
-    // The store is full: the job stays queued, its tasks withdrawn, until
-    // there is room to record that it runs.
-    StopRunLocked(id);
-    CHIMERA_LOG(ERROR) << "job " << id << " waits: " << started;
+    // The store is full: the job stays queued, its workers free (none heard
+    // of it), and starts are tried again after a growing pause.
+    WithdrawRunLocked(id);
+    start_backoff_ = std::min(std::max(2 * start_backoff_, kMinStartBackoff),
+                              kMaxStartBackoff);
+    next_start_try_ = clock_.monotonic() + start_backoff_;
+    CHIMERA_LOG(ERROR) << "job " << id << " waits: " << started
+                       << "; trying again in "
+                       << absl::FormatDuration(start_backoff_);
     return false;
   }
+  start_backoff_ = absl::ZeroDuration();
   if (!started.ok()) {
     const absl::Status ended =
         EndLocked(id, chimera::v1::JOB_STATE_FAILED,
@@ -809,15 +862,20 @@ void JobManager::SayWhyPendingLocked(Job job) {
     if (worker.state() == chimera::v1::WORKER_STATE_IDLE) ++idle;
   }
   const int needed = planner::MinimumWorkers(job.manifest());
-  const std::string reason =
-      absl::StrCat(kWaiting, "needs ", needed, " idle ", device, " worker",
-                   needed == 1 ? "" : "s", " (", registered, " registered, ",
-                   registered - idle, " busy)");
+  SayPendingLocked(std::move(job),
+                   absl::StrCat("needs ", needed, " idle ", device, " worker",
+                                needed == 1 ? "" : "s", " (", registered,
+                                " registered, ", registered - idle, " busy)"));
+}
+
+void JobManager::SayPendingLocked(Job job, absl::string_view reason) {
   // A restarted job's message says why it restarted: the reason follows it.
   const std::string& message = job.status().message();
   absl::string_view cause = absl::string_view(message).substr(0, message.find(kWaiting));
   absl::ConsumeSuffix(&cause, "; ");
-  std::string updated = cause.empty() ? reason : absl::StrCat(cause, "; ", reason);
+  std::string updated = cause.empty()
+                            ? absl::StrCat(kWaiting, reason)
+                            : absl::StrCat(cause, "; ", kWaiting, reason);
   if (updated == message) return;
   job.mutable_status()->set_message(std::move(updated));
   if (absl::Status saved = SaveLocked(job); !saved.ok()) CHIMERA_LOG(ERROR) << saved;
@@ -878,23 +936,25 @@ absl::Status JobManager::OnTaskState(
             "READY comes from rank 0 and carries the store address");
       }
       RETURN_IF_ERROR(CheckStoreOnWorkerLocked(report));
-      for (size_t i = 0; i < run->held_starts.size(); ++i) {
-        chimera::v1::Assignment& start = run->held_starts[i];
+      RETURN_IF_ERROR(RecordFirstStepLocked(report.job_id(), report.first_step()));
+      // Rank 0's own start went out when the run began.
+      for (size_t rank = 1; rank < run->held_starts.size(); ++rank) {
+        chimera::v1::Assignment& start = run->held_starts[rank];
         start.mutable_start()->mutable_rendezvous()->set_store_address(
             report.store_address());
-        workers_->Send(run->worker_of_rank[i + 1], std::move(start));
+        workers_->Send(run->worker_of_rank[rank], std::move(start));
       }
       run->held_starts.clear();
       run->rendezvous_done = true;
-      run->last_progress.assign(run->worker_of_rank.size(), now_());
+      run->last_progress.assign(run->worker_of_rank.size(), clock_.monotonic());
       return absl::OkStatus();
     }
     case chimera::v1::TASK_STATE_SUCCEEDED:
     case chimera::v1::TASK_STATE_FAILED:
     case chimera::v1::TASK_STATE_STOPPED:
-      return RankEndedLocked(report.job_id(), run, report.rank(),
-                             report.worker_id(), report.state(),
-                             report.message());
+      return RankEndedLocked(
+          report.job_id(), run, report.rank(), report.worker_id(),
+          {report.state(), report.message(), report.retryable()});
     default:
       return absl::InvalidArgumentError(
           "state must be READY, SUCCEEDED, FAILED or STOPPED");
@@ -903,25 +963,52 @@ absl::Status JobManager::OnTaskState(
 
 absl::Status JobManager::RankEndedLocked(const std::string& job_id, Run* run,
                                          int rank, const std::string& worker_id,
-                                         chimera::v1::TaskState state,
-                                         const std::string& message) {
+                                         const RankEnd& end) {
   run->rank_done[rank] = true;
   workers_->Release(worker_id);
-  if (state == chimera::v1::TASK_STATE_SUCCEEDED) {
+  if (end.state == chimera::v1::TASK_STATE_SUCCEEDED) {
     if (absl::c_all_of(run->rank_done, [](bool done) { return done; })) {
       return EndLocked(job_id, chimera::v1::JOB_STATE_SUCCEEDED, "");
     }
     return absl::OkStatus();
   }
-  if (!run->failure) {
-    run->failure = absl::StrCat(
-        "rank ", rank, " on worker ", worker_id,
-        state == chimera::v1::TASK_STATE_STOPPED ? " stopped on its own"
-                                                 : " failed",
-        message.empty() ? "" : ": ", message);
-    run->fail_by = now_() + workers_->policy().DeadAfter();
+  const bool retryable =
+      end.state == chimera::v1::TASK_STATE_FAILED && end.retryable;
+  const bool first = !run->failure;
+  if (!first && (retryable || !run->failure_retryable)) {
+    return absl::OkStatus();
   }
+  run->failure = absl::StrCat(
+      "rank ", rank, " on worker ", worker_id,
+      end.state == chimera::v1::TASK_STATE_STOPPED ? " stopped on its own"
+                                                   : " failed",
+      end.message.empty() ? "" : ": ", end.message);
+  run->failure_retryable = retryable;
+  if (first) run->fail_by = clock_.monotonic() + workers_->policy().DeadAfter();
   return absl::OkStatus();
+}
+
+absl::Status JobManager::RecordFirstStepLocked(const std::string& job_id,
+                                               int first_step) {
+  ASSIGN_OR_RETURN(Job job, store_->Get(job_id));
+  const int max_steps = job.manifest().spec().training().max_steps();
+  if (first_step < 0 || first_step > max_steps) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "first_step: ", first_step, " is outside the job's steps [0, ",
+        max_steps, "]"));
+  }
+  chimera::v1::JobStatus& status = *job.mutable_status();
+  if (status.completed_steps() == first_step &&
+      status.checkpoint_step() == first_step) {
+    return absl::OkStatus();
+  }
+  CHIMERA_LOG(INFO) << "job " << job_id << " starts at step " << first_step
+                    << ", its latest complete checkpoint on disk (the "
+                       "coordinator had seen step "
+                    << status.checkpoint_step() << ")";
+  status.set_completed_steps(first_step);
+  status.set_checkpoint_step(first_step);
+  return SaveLocked(job);
 }
 
 absl::Status JobManager::OnMetrics(
@@ -942,7 +1029,7 @@ absl::Status JobManager::OnMetrics(
         absl::StrCat("metrics.step: ", step, " is outside the job's steps [0, ",
                      run->max_steps, ")"));
   }
-  run->last_progress[report.rank()] = now_();
+  run->last_progress[report.rank()] = clock_.monotonic();
   // Timelines are wanted while a waiting TraceJob's step has not been
   // recorded; once every waiter's is, recording stops, so that the step a
   // waiter asked for is not replaced by a later one before it reads it.
@@ -967,7 +1054,7 @@ absl::Status JobManager::CompleteStepLocked(const std::string& job_id, int step,
   const std::map<int, chimera::v1::WorkerStepMetrics>& ranks = run->steps[step];
   ASSIGN_OR_RETURN(Job job, store_->Get(job_id));
   chimera::v1::StepSummary summary = Summarize(step, job.manifest(), ranks);
-  summary.set_end_time(UnixSeconds(now_()));
+  summary.set_end_time(UnixSeconds(clock_.wall()));
   RETURN_IF_ERROR(store_->AppendStep(job.id(), summary));
   *job.mutable_status()->mutable_last_step() = summary;
   job.mutable_status()->set_completed_steps(step + 1);

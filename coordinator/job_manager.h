@@ -5,13 +5,17 @@
 //                 │  └──(a worker died, restarts left)─────┤  │     a worker died)
 //                 └────────────(Stop)──────► STOPPED ◄──────┘
 //
-// A job whose worker dies is restarted while status.restarts is below its
-// spec.runPolicy.backoffLimit: back to PENDING (it keeps its place in the
-// queue, being older than what was submitted after it), then started on any
-// idle workers with the next attempt number, from status.checkpoint_step,
-// the latest checkpoint every rank reported writing (0: from the start). It
-// keeps its plan: the checkpoint holds the plan's model stages, and the
-// spec fixes the worker count. A rank that fails on its own fails the job.
+// A job whose run is lost in a way a retry may cure is restarted while
+// status.restarts is below its spec.runPolicy.backoffLimit: a worker died,
+// a task failed retryably (its process killed or crashed, a full disk, a
+// lost peer or store: ReportTaskState's retryable), a rank stalled or rank
+// 0 missed the rendezvous. Back to PENDING (it keeps its place in the queue,
+// being older than what was submitted after it), then started on any idle
+// workers with the next attempt number and planned again for them. Its rank
+// 0 resumes from the latest complete checkpoint on disk and reports that
+// step with READY; status.checkpoint_step, the latest every rank reported
+// writing, only says where it will start at least. A rank failing with an
+// error of its own (bad data, a non-finite loss) fails the job.
 //
 // Jobs start in submission order (FIFO; the head of the queue waits for
 // enough idle workers, nothing overtakes it). A job whose spec fixes its
@@ -48,6 +52,8 @@
 #include "absl/time/time.h"
 #include "chimera/v1/cluster.pb.h"
 #include "chimera/v1/service.pb.h"
+#include "common/clock.h"
+#include "coordinator/background_planner.h"
 #include "coordinator/job_store.h"
 #include "coordinator/trace_collector.h"
 #include "coordinator/worker_registry.h"
@@ -85,6 +91,13 @@ struct JobManagerOptions {
   // stalled (a stopped process, a stuck collective or GPU): its job fails
   // naming it, long before a peer's receive would time out.
   absl::Duration progress_timeout = absl::Seconds(60);
+  // The longest a queued job's plan is searched before the job fails,
+  // saying so (chimera-coordinator --planning-timeout).
+  absl::Duration planning_timeout = absl::Seconds(10);
+  // How long each tick waits for a plan search before it moves on (the
+  // search goes on in the background): most searches end within it, so a
+  // job starts in the tick that queued it. Tests set it infinite.
+  absl::Duration plan_wait = absl::Milliseconds(100);
   // After a coordinator restart, how long a job found RUNNING waits for its
   // workers to register again with its tasks: they notice the restart at
   // their next heartbeat.
@@ -94,11 +107,16 @@ struct JobManagerOptions {
 // How many predicted step times a rank may go without reporting a step.
 inline constexpr double kStallFactor = 10;
 
+// The pause between tries to start queued jobs while the store is full.
+inline constexpr absl::Duration kMinStartBackoff = absl::Seconds(1);
+inline constexpr absl::Duration kMaxStartBackoff = absl::Seconds(60);
+
 class JobManager {
  public:
-  // `now` is the clock (tests pass a fake one).
+  // Times users see come from `clock`'s wall clock, every timeout from its
+  // monotonic clock (tests pass a fake one).
   JobManager(JobStore* store, WorkerRegistry* workers, JobManagerOptions options,
-             std::function<absl::Time()> now = absl::Now);
+             Clock clock = {});
 
   // Jobs a previous coordinator left RUNNING wait readopt_timeout for their
   // workers (Adopt); PENDING jobs stay queued.
@@ -145,6 +163,13 @@ class JobManager {
   // starts queued jobs whose workers are free.
   void Tick();
 
+  // The coordinator itself was stalled for `stall` (stopped, or starved of
+  // CPU; its background loop measures it): the silence of workers and ranks
+  // meanwhile is its own, so every liveness and progress timer, and the
+  // rendezvous and held-failure timers, move `stall` later. The job's
+  // activeDeadlineSeconds does not: it is wall time.
+  void ExcuseStall(absl::Duration stall);
+
   // A worker went away with a task (missed heartbeats, or registered again
   // as a new incarnation): its job fails, naming it, or restarts.
   void OnWorkerLost(const std::string& worker_id, const TaskRef& task,
@@ -190,7 +215,8 @@ class JobManager {
   struct Run {
     int attempt = 0;
     std::vector<std::string> worker_of_rank;
-    // Start tasks of ranks 1.. held until rank 0 reports its store.
+    // Every rank's start task, by rank: rank 0's goes out once the run is
+    // recorded, the others' once rank 0 reports its store.
     std::vector<chimera::v1::Assignment> held_starts;
     absl::Time started;
     // spec.runPolicy.activeDeadlineSeconds (0: none) after the job's first
@@ -212,8 +238,13 @@ class JobManager {
     absl::Time readopt_by = absl::InfiniteFuture();
     // The first rank failure, held back for one heartbeat timeout: when a
     // worker dies, its peers fail on the broken connection before its
-    // heartbeats are missed, and the job should name the dead worker.
+    // heartbeats are missed, and the job should name the dead worker. A
+    // failure that would recur replaces one that might not: a rank's own
+    // error is the cause of its peers' lost connections.
     std::optional<std::string> failure;
+    // Every failure held so far may pass on a retry: the job restarts
+    // rather than fails while spec.runPolicy.backoffLimit allows.
+    bool failure_retryable = true;
     absl::Time fail_by;
     // Timelines the ranks send while someone traces the job.
     TraceCollector traces{0};
@@ -238,18 +269,31 @@ class JobManager {
   Run NewRunLocked(const chimera::v1::Job& job, const chimera::v1::Plan& plan,
                    int ranks) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Rank `rank` of `run` (on `worker_id`) ended in `state`, SUCCEEDED or
-  // not: frees its worker; the last success ends the job SUCCEEDED, the first
-  // failure is held back as `run.failure`.
+  // Rank `rank` of `run` (on `worker_id`) ended, SUCCEEDED or not: frees its
+  // worker; the last success ends the job SUCCEEDED, a failure is held back
+  // as `run.failure`.
+  struct RankEnd {
+    chimera::v1::TaskState state;
+    std::string message;
+    // A FAILED task that may pass when run again.
+    bool retryable = false;
+  };
   absl::Status RankEndedLocked(const std::string& job_id, Run* run, int rank,
                                const std::string& worker_id,
-                               chimera::v1::TaskState state,
-                               const std::string& message)
+                               const RankEnd& end)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Rank 0 found the latest complete checkpoint at `first_step`: the job's
+  // progress and checkpoint are that step's, whatever it saw before.
+  absl::Status RecordFirstStepLocked(const std::string& job_id,
+                                     int first_step)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Starts pending jobs in submission order while the head of the queue
   // finds enough idle workers; one that cannot start fails. Each job's plan
-  // is searched outside mutex_ (a search can take seconds, and no RPC may
-  // wait for it); its start is then checked again under it.
+  // is searched by planner_, outside mutex_ and off the caller's thread (a
+  // search can take seconds, and neither an RPC nor the liveness checks may
+  // wait for it): a search that has not ended within options_.plan_wait
+  // leaves the head waiting, "planning", until a later call finds it done.
+  // The start is then checked again under mutex_.
   void StartQueuedJobs() ABSL_LOCKS_EXCLUDED(mutex_);
   // The head of the queue with the idle workers it would start on; none
   // (after saying why the head waits) when it must wait or nothing is queued.
@@ -270,6 +314,10 @@ class JobManager {
   // Says in a pending job's message what it waits for ("needs 8 idle cpu
   // workers (4 registered, 2 busy)"), stored when that changes.
   void SayWhyPendingLocked(chimera::v1::Job job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Sets a pending job's message to "waiting: <reason>", after the cause of
+  // its restart if it has one; stored when that changes.
+  void SayPendingLocked(chimera::v1::Job job, absl::string_view reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Idle workers offering the job's device, in registration order, as many
   // as it can use (none: it must wait). Under mutex_ so that no
   // other start takes them before they are assigned.
@@ -278,26 +326,30 @@ class JobManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   // Places `job`'s ranks of `plan` on `idle` (rank i on idle[i]), assigns
-  // them their tasks and stores it RUNNING.
+  // them their tasks, stores it RUNNING and then sends rank 0 its start;
+  // the store's error (nothing sent) when it cannot record it.
   absl::Status StartLocked(chimera::v1::Job job, const std::vector<std::string>& idle,
                            chimera::v1::Plan plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The run of `job`'s next attempt on `workers`: every rank's task is
-  // recorded with its worker and rank 0's start queued; the other starts are
-  // held in the run until rank 0 reports its store.
+  // recorded with its worker, and every start held in the run (none sent).
   absl::StatusOr<Run> AssignTasksLocked(
       const chimera::v1::Job& job, const chimera::v1::Plan& plan,
       std::vector<chimera::v1::WorkerProgram> programs,
       const std::vector<std::string>& workers)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // The plan `job` runs on `workers`: what it leaves open searched, or, where
-  // nothing is predicted to fit, the plan it fixes. Reads no state mutex_
-  // guards.
-  absl::StatusOr<chimera::v1::Plan> PlanFor(const chimera::v1::Job& job,
-                                            const std::vector<std::string>& workers) const;
+  // The plan `job` runs on `workers`, what it leaves open searched;
+  // FAILED_PRECONDITION naming the memory where no variant fits, CANCELLED
+  // once `cancelled` says so. Reads no state mutex_ guards (it runs on the
+  // planner's thread).
+  absl::StatusOr<chimera::v1::Plan> PlanFor(
+      const chimera::v1::Job& job, const std::vector<std::string>& workers,
+      const std::function<bool()>& cancelled) const;
   // Ends a RUNNING job: tells its workers to stop, frees them, stores the
   // final state.
   absl::Status EndLocked(const std::string& id, chimera::v1::JobState state,
                          const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Frees the workers of a run none of them heard of yet and forgets it.
+  void WithdrawRunLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Tells a running job's workers to stop and frees them; its state is the
   // caller's to set.
   void StopRunLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -357,7 +409,7 @@ class JobManager {
   JobStore* const store_;
   WorkerRegistry* const workers_;
   const JobManagerOptions options_;
-  const std::function<absl::Time()> now_;
+  const Clock clock_;
   mutable absl::Mutex mutex_;
   std::map<std::string, Run> runs_ ABSL_GUARDED_BY(mutex_);
   // Per job someone traces, the first step each waiting TraceJob accepts.
@@ -371,6 +423,12 @@ class JobManager {
   // Get and List show them so, and every Tick saves them again.
   std::map<std::string, chimera::v1::Job> unsaved_ends_ ABSL_GUARDED_BY(mutex_);
   uint64_t version_ ABSL_GUARDED_BY(mutex_) = 0;
+  // While the store is full, starts are tried again after a pause that
+  // doubles each time (kMinStartBackoff to kMaxStartBackoff).
+  absl::Duration start_backoff_ ABSL_GUARDED_BY(mutex_);
+  absl::Time next_start_try_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
+  // Last: its thread calls PlanFor, so it stops before the rest goes.
+  BackgroundPlanner planner_{options_.planning_timeout};
 };
 
 }  // namespace chimera::coordinator

@@ -36,6 +36,7 @@ struct UnitFlags {
   double rendezvous_timeout = 60.0;
   double progress_timeout = 60.0;
   double readopt_timeout = 15.0;
+  double planning_timeout = 10.0;
   double forget_dead_workers_after = 600.0;
   double link_bandwidth = chimera::coordinator::kDefaultLinkBandwidth;
   double link_latency = chimera::coordinator::kDefaultLinkLatencySeconds;
@@ -83,6 +84,12 @@ void AddSchedulingFlags(CLI::App* app,
                   "Seconds a job found running at start waits for its "
                   "workers to register again with its tasks before it "
                   "restarts or fails naming the ranks that did not")
+      ->check(chimera::kPositiveNumber)
+      ->capture_default_str();
+  app->add_option("--planning-timeout", units->planning_timeout,
+                  "Seconds the plan of a queued job may be searched before "
+                  "the job fails saying so; the search runs beside the "
+                  "liveness checks, never in their way")
       ->check(chimera::kPositiveNumber)
       ->capture_default_str();
   app->add_option("--link-bandwidth", units->link_bandwidth,
@@ -156,6 +163,7 @@ void ApplyUnitFlags(const UnitFlags& units,
   options->jobs.rendezvous_timeout = absl::Seconds(units.rendezvous_timeout);
   options->jobs.progress_timeout = absl::Seconds(units.progress_timeout);
   options->jobs.readopt_timeout = absl::Seconds(units.readopt_timeout);
+  options->jobs.planning_timeout = absl::Seconds(units.planning_timeout);
   for (auto* link : {options->jobs.links.mutable_intra_node(),
                      options->jobs.links.mutable_inter_node()}) {
     link->set_latency_seconds(units.link_latency);

@@ -24,8 +24,8 @@ void RingEach(const std::vector<std::shared_ptr<Doorbell>>& doorbells) {
 
 }  // namespace
 
-WorkerRegistry::WorkerRegistry(HeartbeatPolicy policy, std::function<absl::Time()> now)
-    : policy_(policy), now_(std::move(now)) {}
+WorkerRegistry::WorkerRegistry(HeartbeatPolicy policy, Clock clock)
+    : policy_(policy), clock_(std::move(clock)) {}
 
 absl::StatusOr<std::optional<TaskRef>> WorkerRegistry::Register(
     const chimera::v1::RegisterWorkerRequest& request) {
@@ -60,7 +60,8 @@ absl::StatusOr<std::optional<TaskRef>> WorkerRegistry::Admit(
     }
   }
   worker.registration = request;
-  worker.last_heartbeat = now_();
+  worker.last_heartbeat = clock_.monotonic();
+  worker.last_heartbeat_wall = clock_.wall();
   worker.dead = false;
   worker.task.reset();
   worker.queue.clear();
@@ -88,8 +89,20 @@ absl::Status WorkerRegistry::Heartbeat(const std::string& worker_id,
   absl::Status status = CheckIncarnation(worker_id, incarnation);
   if (!status.ok()) return status;
   absl::MutexLock lock(&mutex_);
-  workers_[worker_id].last_heartbeat = now_();
+  Worker& worker = workers_[worker_id];
+  worker.last_heartbeat = clock_.monotonic();
+  worker.last_heartbeat_wall = clock_.wall();
   return absl::OkStatus();
+}
+
+void WorkerRegistry::ExcuseSilence(absl::Duration stall) {
+  absl::MutexLock lock(&mutex_);
+  const absl::Time now = clock_.monotonic();
+  for (auto& [id, worker] : workers_) {
+    if (!worker.dead) {
+      worker.last_heartbeat = std::min(now, worker.last_heartbeat + stall);
+    }
+  }
 }
 
 std::vector<DeadWorker> WorkerRegistry::ReapDead() {
@@ -102,7 +115,7 @@ std::vector<DeadWorker> WorkerRegistry::ReapDead() {
 std::vector<DeadWorker> WorkerRegistry::MarkDeadAndForget(
     std::vector<std::shared_ptr<Doorbell>>& ended_streams) {
   absl::MutexLock lock(&mutex_);
-  const absl::Time deadline = now_() - policy_.DeadAfter();
+  const absl::Time deadline = clock_.monotonic() - policy_.DeadAfter();
   const absl::Time forgotten = deadline - policy_.forget_dead_after;
   std::vector<DeadWorker> dead;
   for (auto it = workers_.begin(); it != workers_.end();) {
@@ -154,7 +167,8 @@ chimera::v1::WorkerInfo WorkerRegistry::InfoLocked(const Worker& worker) const {
     info.set_job_id(worker.task->job_id);
     info.set_rank(worker.task->rank);
   }
-  info.set_last_heartbeat_time(absl::ToDoubleSeconds(worker.last_heartbeat - absl::UnixEpoch()));
+  info.set_last_heartbeat_time(
+      absl::ToDoubleSeconds(worker.last_heartbeat_wall - absl::UnixEpoch()));
   return info;
 }
 

@@ -32,6 +32,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "chimera/v1/service.pb.h"
+#include "common/clock.h"
 #include "coordinator/doorbell.h"
 
 namespace chimera::coordinator {
@@ -66,8 +67,8 @@ struct DeadWorker {
 
 class WorkerRegistry {
  public:
-  explicit WorkerRegistry(HeartbeatPolicy policy,
-                          std::function<absl::Time()> now = absl::Now);
+  // Liveness is judged on `clock`'s monotonic clock.
+  explicit WorkerRegistry(HeartbeatPolicy policy, Clock clock = {});
 
   const HeartbeatPolicy& policy() const { return policy_; }
 
@@ -82,6 +83,12 @@ class WorkerRegistry {
   absl::Status Heartbeat(const std::string& worker_id, uint64_t incarnation);
   absl::Status CheckIncarnation(const std::string& worker_id,
                                 uint64_t incarnation) const;
+
+  // The coordinator itself was stalled for `stall` (stopped, or starved of
+  // CPU): no heartbeat could be heard meanwhile, so that silence counts
+  // against no worker. Each live worker's last heartbeat moves `stall` later
+  // (never past now).
+  void ExcuseSilence(absl::Duration stall);
 
   // Marks workers without a recent heartbeat dead and returns those newly
   // dead; their tasks are cleared and their assignment queues closed.
@@ -124,7 +131,9 @@ class WorkerRegistry {
  private:
   struct Worker {
     chimera::v1::RegisterWorkerRequest registration;
+    // On the monotonic clock, for liveness; on the wall clock, for users.
     absl::Time last_heartbeat;
+    absl::Time last_heartbeat_wall;
     bool dead = false;
     std::optional<TaskRef> task;
     std::deque<chimera::v1::Assignment> queue;
@@ -149,7 +158,7 @@ class WorkerRegistry {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const HeartbeatPolicy policy_;
-  const std::function<absl::Time()> now_;
+  const Clock clock_;
   mutable absl::Mutex mutex_;
   std::map<std::string, Worker> workers_ ABSL_GUARDED_BY(mutex_);
   uint64_t next_sequence_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -59,12 +59,11 @@ chimera::v1::TrainJob Manifest(int workers, bool valid = true) {
 // test's client of its JobService.
 class Coordinator {
  public:
-  explicit Coordinator(const std::string& db)
+  explicit Coordinator(const std::string& db,
+                       const std::vector<std::string>& more_flags = {},
+                       int max_workers = 8)
       : process_(CoordinatorProcess::Start(
-            CHIMERA_COORDINATOR_BINARY,
-            {"--db", db, "--heartbeat-period", "0.2",
-             "--heartbeat-failure-threshold", "3", "--max-workers", "8",
-             "--client-token", kClientToken, "--worker-token", kWorkerToken})) {
+            CHIMERA_COORDINATOR_BINARY, Flags(db, more_flags, max_workers))) {
     EXPECT_TRUE(process_.ok()) << process_.status();
     address_ = process_.ok() ? process_->address() : "";
     channel_ = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
@@ -76,8 +75,34 @@ class Coordinator {
     }
   }
 
+  static std::vector<std::string> Flags(const std::string& db,
+                                        const std::vector<std::string>& more,
+                                        int max_workers) {
+    std::vector<std::string> flags = {
+        "--db", db, "--heartbeat-period", "0.2",
+        "--heartbeat-failure-threshold", "3", "--max-workers",
+        std::to_string(max_workers), "--client-token", kClientToken,
+        "--worker-token", kWorkerToken};
+    flags.insert(flags.end(), more.begin(), more.end());
+    return flags;
+  }
+
   const std::string& address() const { return address_; }
   pid_t pid() { return process_.ok() ? process_->process().pid() : -1; }
+  // SIGTERM, then its exit status once it exited (killed after `timeout`).
+  int Stop(absl::Duration timeout) { return process_->Stop(timeout); }
+
+  // The worker's state as ListWorkers shows it; UNSPECIFIED when unlisted.
+  chimera::v1::WorkerState WorkerState(const std::string& id) {
+    chimera::v1::ListWorkersResponse response;
+    const grpc::Status status = jobs_->ListWorkers(
+        Context(kClientToken).get(), chimera::v1::ListWorkersRequest(), &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    for (const auto& worker : response.workers()) {
+      if (worker.worker_id() == id) return worker.state();
+    }
+    return chimera::v1::WORKER_STATE_UNSPECIFIED;
+  }
   chimera::v1::JobService::Stub& jobs() { return *jobs_; }
 
   // Calls `method` with `bytes` as the request, whatever they hold.
@@ -121,6 +146,18 @@ class Coordinator {
         jobs_->ListJobs(Context(kClientToken).get(), chimera::v1::ListJobsRequest(), &response);
     EXPECT_TRUE(status.ok()) << status.error_message();
     return response.jobs_size();
+  }
+
+  // Polls until the job's message holds `text` or the timeout passes.
+  chimera::v1::Job AwaitMessage(const std::string& id, const std::string& text) {
+    const absl::Time deadline = absl::Now() + kEventTimeout;
+    chimera::v1::Job job = Get(id);
+    while (!absl::StrContains(job.status().message(), text) &&
+           absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(50));
+      job = Get(id);
+    }
+    return job;
   }
 
   // Polls until the job reaches `state` or the timeout passes.
@@ -307,6 +344,53 @@ TEST_F(CoordinatorServiceTest, BadRequestsGetTheirCodesAndChangeNothing) {
   EXPECT_THAT(garbage.error_message(),
               HasSubstr("not a valid message of /chimera.v1.JobService/SubmitJob"));
   EXPECT_EQ(coordinator.JobCount(), before);
+}
+
+// Planning a job of 10,000 layers with its parallelism left open takes the
+// planner long on 16 workers. It runs beside the loop that declares workers
+// dead, which never waits for it, and it gives up within its budget, saying
+// so; SIGTERM ends the coordinator at once, search or not.
+TEST_F(CoordinatorServiceTest, PlanningAHugeJobBlindsNothingAndGivesUpInItsBudget) {
+  // 16 workers to plan for, and one more, which dies while they are.
+  constexpr int kWorkers = 17;
+  Coordinator coordinator(db(), {"--planning-timeout", "4"}, kWorkers);
+  std::vector<std::unique_ptr<FakeWorker>> workers;
+  for (int i = 0; i < kWorkers; ++i) {
+    workers.push_back(
+        std::make_unique<FakeWorker>(coordinator.address(), absl::StrCat("w", i)));
+  }
+  chimera::v1::TrainJob huge = Manifest(kWorkers - 1);
+  huge.mutable_spec()->mutable_model()->set_num_layers(10000);
+  // 528 candidates, about 10 s of search on this machine.
+  huge.mutable_spec()->mutable_training()->set_global_batch_size(256);
+  huge.mutable_spec()->mutable_training()->clear_micro_batch_size();
+  huge.mutable_spec()->clear_parallelism();
+  absl::StatusOr<chimera::v1::Job> job = coordinator.Submit(huge);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const chimera::v1::Job planning = coordinator.AwaitMessage(job->id(), "planning");
+  ASSERT_THAT(planning.status().message(), HasSubstr("waiting: planning for 16 idle"));
+
+  // 0.6 s of silence kills a worker: the loop notices while the search runs.
+  workers[16]->GoSilent();
+  const absl::Time silent = absl::Now();
+  while (coordinator.WorkerState("w16") != chimera::v1::WORKER_STATE_DEAD &&
+         absl::Now() - silent < kEventTimeout) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(coordinator.WorkerState("w16"), chimera::v1::WORKER_STATE_DEAD);
+  EXPECT_LT(absl::Now() - silent, absl::Seconds(3))
+      << "the dead worker was noticed late: something held up the loop";
+
+  const chimera::v1::Job failed =
+      coordinator.AwaitState(job->id(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_THAT(failed.status().message(), HasSubstr("planning gave up after 4s"));
+
+  // Another search is under way (the workers changed); SIGTERM ends it.
+  ASSERT_TRUE(coordinator.Submit(huge).ok());
+  const absl::Time asked = absl::Now();
+  EXPECT_EQ(coordinator.Stop(absl::Seconds(30)), 0);
+  EXPECT_LT(absl::Now() - asked, absl::Seconds(5));
 }
 
 TEST_F(CoordinatorServiceTest, ListJobsPagesThroughEveryJobOnceInSubmissionOrder) {

@@ -68,16 +68,19 @@ class JobManagerTest : public ::testing::Test {
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
     options_.max_workers = 8;
+    // Every tick waits for its plan search: jobs start in the tick that
+    // queued them, as the tests expect.
+    options_.plan_wait = absl::InfiniteDuration();
     options_.links.mutable_intra_node()->set_bandwidth_bytes_per_second(1e9);
     options_.links.mutable_inter_node()->set_bandwidth_bytes_per_second(1e9);
     manager_ = std::make_unique<JobManager>(store_.get(), registry_.get(),
-                                            options_, [this] { return now_; });
+                                            options_, Clock::Fake([this] { return now_; }));
   }
 
   std::unique_ptr<WorkerRegistry> NewRegistry() {
     return std::make_unique<WorkerRegistry>(
         HeartbeatPolicy{.period = absl::Seconds(1), .failure_threshold = 3},
-        [this] { return now_; });
+        Clock::Fake([this] { return now_; }));
   }
 
   // A new coordinator on the same store: it knows no worker yet.
@@ -85,7 +88,7 @@ class JobManagerTest : public ::testing::Test {
     manager_.reset();
     registry_ = NewRegistry();
     manager_ = std::make_unique<JobManager>(store_.get(), registry_.get(),
-                                            options_, [this] { return now_; });
+                                            options_, Clock::Fake([this] { return now_; }));
     ASSERT_TRUE(manager_->Recover().ok());
   }
 
@@ -605,7 +608,8 @@ TEST_F(JobManagerTest,
   EXPECT_EQ(pending.status().completed_steps(), 2);
   EXPECT_THAT(pending.status().message(), HasSubstr("worker w3 (rank 3)"));
   EXPECT_THAT(pending.status().message(),
-              HasSubstr("restarting from step 2 (restart 1 of 1)"));
+              HasSubstr("restarting from its latest complete checkpoint "
+                        "(step 2 or later) (restart 1 of 1)"));
   for (const char* w : {"w0", "w1", "w2"})
     EXPECT_TRUE(Next(w)->has_stop()) << w;
   EXPECT_EQ(registry_->IdleWorkers().size(), 3u);
@@ -661,6 +665,116 @@ TEST_F(JobManagerTest, RankFailingOnItsOwnFailsTheJobDespiteRestartsLeft) {
   EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
   EXPECT_EQ(failed.status().restarts(), 0);
   EXPECT_THAT(failed.status().message(), HasSubstr("out of memory"));
+}
+
+// How a task of the first attempt on w<rank> failed, as its daemon reports.
+chimera::v1::ReportTaskStateRequest Failure(const Job& job, int rank,
+                                            const std::string& message,
+                                            bool retryable) {
+  chimera::v1::ReportTaskStateRequest report;
+  report.set_worker_id(absl::StrCat("w", rank));
+  report.set_incarnation(100 + rank);
+  report.set_job_id(job.id());
+  report.set_attempt(1);
+  report.set_rank(rank);
+  report.set_state(chimera::v1::TASK_STATE_FAILED);
+  report.set_message(message);
+  report.set_retryable(retryable);
+  return report;
+}
+
+TEST_F(JobManagerTest, AKilledTaskRestartsTheJobWhileRestartsAreLeft) {
+  Job job = StartRunningJob(RestartableManifest(1));
+  ASSERT_TRUE(manager_
+                  ->OnTaskState(Failure(
+                      job, 2, "task process killed by signal 9 (SIGKILL)", true))
+                  .ok());
+  ASSERT_TRUE(manager_
+                  ->OnTaskState(Failure(
+                      job, 1, "recv from rank 2: Connection closed", true))
+                  .ok());
+  PassHeartbeatTimeout();
+  // Restarted at once on the same four workers, all of them idle again.
+  const Job restarted = *manager_->Get(job.id());
+  EXPECT_EQ(restarted.status().state(), chimera::v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(restarted.status().restarts(), 1);
+  std::optional<chimera::v1::Assignment> stop = Next("w0");
+  ASSERT_TRUE(stop.has_value() && stop->has_stop());
+  std::optional<chimera::v1::Assignment> start = Next("w0");
+  ASSERT_TRUE(start.has_value() && start->has_start());
+  EXPECT_EQ(start->start().attempt(), 2);
+
+  // Once the restarts are used up, the same failure fails the job, by name.
+  chimera::v1::ReportTaskStateRequest again =
+      Failure(job, 0, "task process killed by signal 9 (SIGKILL)", true);
+  again.set_attempt(2);
+  ASSERT_TRUE(manager_->OnTaskState(again).ok());
+  PassHeartbeatTimeout();
+  const Job failed = *manager_->Get(job.id());
+  EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_THAT(failed.status().message(),
+              HasSubstr("rank 0 on worker w0 failed: task process killed by "
+                        "signal 9 (SIGKILL)"));
+}
+
+TEST_F(JobManagerTest, ARanksOwnErrorFailsTheJobThoughItsPeersFailedRetryably) {
+  Job job = StartRunningJob(RestartableManifest(1));
+  ASSERT_TRUE(manager_
+                  ->OnTaskState(Failure(
+                      job, 1, "recv from rank 2: Connection closed", true))
+                  .ok());
+  ASSERT_TRUE(
+      manager_->OnTaskState(Failure(job, 2, "data file is binary", false)).ok());
+  ASSERT_TRUE(manager_
+                  ->OnTaskState(Failure(
+                      job, 3, "recv from rank 2: Connection closed", true))
+                  .ok());
+  PassHeartbeatTimeout();
+  Job failed = *manager_->Get(job.id());
+  EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_EQ(failed.status().restarts(), 0);
+  EXPECT_THAT(failed.status().message(),
+              HasSubstr("rank 2 on worker w2 failed: data file is binary"));
+}
+
+// A coordinator that stood still longer than any timeout (SIGSTOP, a paused
+// VM) blames nobody for the silence: no worker is dead, no rank stalled.
+TEST_F(JobManagerTest, AStalledCoordinatorBlamesNoWorkerAndNoRankForItsSilence) {
+  Job job = StartRunningJob(RestartableManifest(0));
+  ReportStep(job, 0, 0);
+  now_ += options_.progress_timeout + absl::Seconds(10);
+  manager_->ExcuseStall(options_.progress_timeout + absl::Seconds(10));
+  manager_->Tick();
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
+  for (const char* w : {"w0", "w1", "w2", "w3"}) {
+    EXPECT_EQ(registry_->Get(w)->state(), chimera::v1::WORKER_STATE_BUSY) << w;
+  }
+  // Silence after the stall still counts.
+  PassHeartbeatTimeout("w3");
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_FAILED);
+}
+
+TEST_F(JobManagerTest, TheNextAttemptStartsWhereRankZeroFoundTheLatestCheckpoint) {
+  Job job = StartSecondAttempt();
+  ASSERT_EQ(manager_->Get(job.id())->status().checkpoint_step(), 0);
+  ASSERT_TRUE(Next("w0").has_value());
+  chimera::v1::ReportTaskStateRequest ready;
+  ready.set_worker_id("w0");
+  ready.set_incarnation(100);
+  ready.set_job_id(job.id());
+  ready.set_attempt(2);
+  ready.set_rank(0);
+  ready.set_state(chimera::v1::TASK_STATE_READY);
+  ready.set_store_address("host:1234");
+  ready.set_first_step(11);
+  EXPECT_EQ(manager_->OnTaskState(ready).code(),
+            absl::StatusCode::kInvalidArgument)
+      << "a step past the job's 10";
+  ready.set_first_step(8);
+  ASSERT_TRUE(manager_->OnTaskState(ready).ok());
+  const Job resumed = *manager_->Get(job.id());
+  EXPECT_EQ(resumed.status().checkpoint_step(), 8);
+  EXPECT_EQ(resumed.status().completed_steps(), 8);
 }
 
 TEST_F(JobManagerTest, StoppingARunningJobStopsItsWorkersOnce) {
@@ -863,7 +977,8 @@ TEST_F(JobManagerTest,
   EXPECT_THAT(pending.status().message(),
               HasSubstr("the coordinator restarted and the worker of rank 3 "
                         "did not register again within 15s; restarting from "
-                        "step 2 (restart 1 of 1)"));
+                        "its latest complete checkpoint (step 2 or later) "
+                        "(restart 1 of 1)"));
 }
 
 TEST_F(JobManagerTest, RestartedJobWithOpenParallelismIsPlannedAgain) {
@@ -886,8 +1001,9 @@ TEST_F(JobManagerTest, RestartedJobWithOpenParallelismIsPlannedAgain) {
 TEST_F(JobManagerTest, MissingRendezvousFailsTheJob) {
   JobManagerOptions options;
   options.rendezvous_timeout = absl::ZeroDuration();
+  options.plan_wait = absl::InfiniteDuration();
   JobManager impatient(store_.get(), registry_.get(), options,
-                       [this] { return now_; });
+                       Clock::Fake([this] { return now_; }));
   AddWorkers(2);
   absl::StatusOr<Job> job = impatient.Submit(Manifest("rdv", 2));
   ASSERT_TRUE(job.ok());
@@ -990,6 +1106,62 @@ TEST_F(JobManagerTest, AnEndTheFullStoreRefusedIsShownAndRecordedOnceThereIsRoom
   const Job recorded = *store_->Get(job.id());
   EXPECT_EQ(recorded.status().state(), chimera::v1::JOB_STATE_FAILED);
   EXPECT_THAT(recorded.status().message(), HasSubstr("xxxx"));
+}
+
+// A job fixing a plan that no variant of fits in its workers' memory was
+// started anyway "with default knobs", for its workers to run out of memory.
+// It fails before any worker hears of it, naming the memory.
+TEST_F(JobManagerTest, AFixedPlanThatCannotFitFailsAtStartNamingTheMemory) {
+  AddWorkers(4);
+  chimera::v1::TrainJob huge = Manifest("huge", 4);
+  huge.mutable_spec()->mutable_model()->set_hidden_size(16384);
+  huge.mutable_spec()->mutable_model()->set_num_heads(128);
+  huge.mutable_spec()->mutable_model()->set_num_layers(96);
+  Job job = MustSubmit(huge);
+  manager_->Tick();
+  const Job failed = *manager_->Get(job.id());
+  EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_THAT(failed.status().message(),
+              HasSubstr("could not start: no plan fits in 8589934592 bytes"));
+  for (const char* w : {"w0", "w1", "w2", "w3"}) {
+    EXPECT_FALSE(Next(w).has_value()) << w;
+  }
+}
+
+// A full store made the head of the queue start and stop twice a second:
+// its rank 0 was sent the start before the store refused to record it. Now
+// nothing is sent until the start is recorded, and tries back off.
+TEST_F(JobManagerTest, AStartTheFullStoreRefusedIsSentToNoWorkerAndTriedLess) {
+  AddWorkers(4);
+  ASSERT_TRUE(store_->LimitSize(1).ok());  // No more room from here on.
+  absl::Status full;
+  std::vector<Job> queued;
+  for (int i = 0; i < 1000 && full.ok(); ++i) {
+    absl::StatusOr<Job> job =
+        manager_->Submit(Manifest(absl::StrCat("queued-", i), 4));
+    full = job.status();
+    if (job.ok()) queued.push_back(*job);
+  }
+  ASSERT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  ASSERT_FALSE(queued.empty());
+  for (int tick = 0; tick < 5; ++tick) {
+    manager_->Tick();
+    now_ += absl::Milliseconds(500);
+  }
+  for (const char* w : {"w0", "w1", "w2", "w3"}) {
+    EXPECT_FALSE(Next(w).has_value()) << w << " heard of a job never recorded";
+    EXPECT_EQ(registry_->Get(w)->state(), chimera::v1::WORKER_STATE_IDLE) << w;
+  }
+  EXPECT_EQ(StateOf(queued.front()), chimera::v1::JOB_STATE_PENDING);
+
+  // Room again: the head starts, at the next try after the pause.
+  ASSERT_TRUE(store_->LimitSize(0).ok());
+  manager_->Tick();
+  EXPECT_EQ(StateOf(queued.front()), chimera::v1::JOB_STATE_PENDING)
+      << "tried again before its pause was over";
+  PassHeartbeatTimeout();  // 4 s on: past the 2 s pause.
+  EXPECT_EQ(StateOf(queued.front()), chimera::v1::JOB_STATE_RUNNING);
+  EXPECT_TRUE(Next("w0").has_value());
 }
 
 // A plan search for a large job took minutes with the manager's lock held,

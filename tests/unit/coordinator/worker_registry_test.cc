@@ -18,7 +18,7 @@ class WorkerRegistryTest : public ::testing::Test {
  protected:
   WorkerRegistryTest()
       : registry_({.period = absl::Seconds(1), .failure_threshold = 3},
-                  [this] { return now_; }) {}
+                  Clock::Fake([this] { return now_; })) {}
 
   static chimera::v1::RegisterWorkerRequest Registration(const std::string& id,
                                                          uint64_t incarnation) {
@@ -169,6 +169,24 @@ TEST_F(WorkerRegistryTest, SilentWorkerDiesOnlyAfterThePolicysThreshold) {
   now_ += absl::Milliseconds(1);
   EXPECT_THAT(Reap(), ElementsAre("w1"));
   EXPECT_EQ(StateOf("w1"), chimera::v1::WORKER_STATE_DEAD);
+}
+
+// The coordinator stood still for 12 s (SIGSTOP): every worker's silence
+// then was its own doing. Only silence after it counts.
+TEST_F(WorkerRegistryTest, SilenceDuringTheCoordinatorsOwnStallIsExcused) {
+  MustRegister(Registration("w1", 11));
+  MustRegister(Registration("w2", 12));
+  now_ += absl::Seconds(2);
+  ASSERT_TRUE(registry_.Heartbeat("w2", 12).ok());
+  now_ += absl::Seconds(12);
+  registry_.ExcuseSilence(absl::Seconds(12));
+  EXPECT_TRUE(Reap().empty());
+  // w1 was silent 2 s before the stall: 1 s more and it is dead; w2 has its
+  // full 3 s.
+  now_ += absl::Milliseconds(1001);
+  EXPECT_THAT(Reap(), ElementsAre("w1"));
+  now_ += absl::Seconds(2);
+  EXPECT_THAT(Reap(), ElementsAre("w2"));
 }
 
 TEST_F(WorkerRegistryTest, HeartbeatsKeepAWorkerAlive) {

@@ -9,120 +9,22 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "client/coordinator_client.h"
-#include "coordinator/job_states.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "jobspec/job_file.h"
-#include "tests/support/coordinator_process.h"
+#include "tests/support/local_cluster.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
 namespace chimera {
 namespace {
 
-using ::chimera::testing::ChildProcess;
-using ::chimera::testing::CoordinatorProcess;
+using ::chimera::testing::Ended;
+using ::chimera::testing::LocalClusterTest;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr absl::Duration kStartTimeout = absl::Seconds(30);
-constexpr absl::Duration kJobTimeout = absl::Seconds(180);
-// Heartbeats every 0.5 s, dead after 6 missed: 3 s, with room for a busy
-// 2-core machine (a tighter limit declared loaded workers dead).
-constexpr char kHeartbeatPeriod[] = "0.5";
-constexpr char kFailureThreshold[] = "6";
-
-bool Ended(const chimera::v1::Job& job) {
-  return coordinator::IsTerminal(job.status().state());
-}
-
-class DaemonTest : public ::testing::Test {
+class DaemonTest : public LocalClusterTest {
  protected:
-  void StartCoordinator(const std::string& listen = "127.0.0.1:0",
-                        const std::vector<std::string>& more_flags = {}) {
-    std::vector<std::string> flags = {
-        "--db", dir_.path() + "/jobs.db", "--heartbeat-period",
-        kHeartbeatPeriod, "--heartbeat-failure-threshold", kFailureThreshold};
-    flags.insert(flags.end(), more_flags.begin(), more_flags.end());
-    absl::StatusOr<CoordinatorProcess> coordinator = CoordinatorProcess::Start(
-        CHIMERA_COORDINATOR_BINARY, flags, listen);
-    ASSERT_TRUE(coordinator.ok()) << coordinator.status();
-    coordinator_ = *std::move(coordinator);
-    client::ConnectionOptions options;
-    options.address = coordinator_->address();
-    client_ = *client::CoordinatorClient::Connect(options);
-  }
-
-  void StopCoordinator() { EXPECT_EQ(coordinator_->Stop(), 0); }
-
-  // Workers reading data under `data_root` (the example corpus by default)
-  // and writing checkpoints under the test's directory.
-  void StartWorkers(int count,
-                    const std::string& data_root = CHIMERA_SOURCE_DIR) {
-    for (int i = 0; i < count; ++i) {
-      const int index = static_cast<int>(workers_.size());
-      workers_.push_back(std::make_unique<net::ChildProcess>(
-          std::vector<std::string>{
-              CHIMERA_WORKER_BINARY, "--coordinator", coordinator_->address(),
-              "--worker-id", absl::StrCat("w", index), "--work-dir",
-              absl::StrCat(dir_.path(), "/w", index), "--data-root", data_root,
-              "--checkpoint-root", dir_.path()},
-          "", absl::StrCat(dir_.path(), "/w", index, ".log")));
-    }
-  }
-
-  // Polls until `predicate` holds for the job or the timeout passes.
-  template <typename Predicate>
-  chimera::v1::Job AwaitJob(const std::string& id, Predicate predicate,
-                            absl::Duration timeout = kJobTimeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    absl::StatusOr<chimera::v1::Job> job = client_->Get(id);
-    while ((!job.ok() || !predicate(*job)) && absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(100));
-      job = client_->Get(id);
-    }
-    EXPECT_TRUE(job.ok()) << job.status();
-    return job.ok() ? *job : chimera::v1::Job{};
-  }
-
-  chimera::v1::Job AwaitState(const std::string& id,
-                              chimera::v1::JobState state) {
-    return AwaitJob(
-        id, [state](const auto& job) { return job.status().state() == state; });
-  }
-
-  // Waits until `count` workers are registered and idle.
-  bool AwaitIdleWorkers(int count) {
-    const absl::Time deadline = absl::Now() + kStartTimeout;
-    while (absl::Now() < deadline) {
-      absl::StatusOr<std::vector<chimera::v1::WorkerInfo>> workers =
-          client_->Workers();
-      int idle = 0;
-      if (workers.ok()) {
-        for (const auto& worker : *workers) {
-          idle += worker.state() == chimera::v1::WORKER_STATE_IDLE;
-        }
-      }
-      if (idle >= count) return true;
-      absl::SleepFor(absl::Milliseconds(100));
-    }
-    return false;
-  }
-
-  // The id of the worker running `rank` of job `id`; empty if none is.
-  std::string WorkerOfRank(const std::string& id, int rank) {
-    const absl::StatusOr<std::vector<chimera::v1::WorkerInfo>> workers =
-        client_->Workers();
-    EXPECT_TRUE(workers.ok()) << workers.status();
-    if (!workers.ok()) return "";
-    for (const auto& worker : *workers) {
-      if (worker.job_id() == id && worker.rank() == rank)
-        return worker.worker_id();
-    }
-    return "";
-  }
-
   // The example Chimera job, submitted with more steps than any test waits
   // for, as it is once two of them are done (or it ended).
   chimera::v1::Job LongJobPastItsSecondStep() {
@@ -133,41 +35,6 @@ class DaemonTest : public ::testing::Test {
       return j.status().completed_steps() >= 2 || Ended(j);
     });
   }
-
-  // kill -9 the coordinator; returns the address it served on.
-  std::string KillCoordinator() {
-    const std::string address = coordinator_->address();
-    coordinator_->process().Signal(SIGKILL);
-    coordinator_->process().Wait(absl::Seconds(10));
-    return address;
-  }
-
-  // The example Chimera job (D = 4) with `steps` steps.
-  chimera::v1::TrainJob ChimeraJob(int steps) {
-    absl::StatusOr<chimera::v1::TrainJob> job = jobspec::LoadJobFile(
-        std::string(CHIMERA_SOURCE_DIR) + "/examples/chimera.yaml",
-        {.check_data_files = false});
-    EXPECT_TRUE(job.ok()) << job.status();
-    job->mutable_spec()->mutable_training()->set_max_steps(steps);
-    return *job;
-  }
-
-  // The example's model on two 1F1B stages.
-  chimera::v1::TrainJob TwoStageJob(int steps) {
-    chimera::v1::TrainJob job = ChimeraJob(steps);
-    chimera::v1::JobSpec& spec = *job.mutable_spec();
-    spec.mutable_parallelism()->set_schedule("1f1b");
-    spec.mutable_parallelism()->set_pipeline(2);
-    spec.mutable_parallelism()->set_micro_batches(2);
-    spec.mutable_training()->set_global_batch_size(4);
-    spec.mutable_resources()->set_workers(2);
-    return job;
-  }
-
-  chimera::testing::TempDir dir_;
-  std::optional<CoordinatorProcess> coordinator_;
-  std::unique_ptr<client::CoordinatorClient> client_;
-  std::vector<std::unique_ptr<net::ChildProcess>> workers_;
 };
 
 TEST_F(DaemonTest, CoordinatorAddressWithoutPortOrAsAUrlIsBadInput) {
@@ -271,16 +138,15 @@ TEST_F(DaemonTest, KilledWorkerFailsTheJobNamingItAndTheOthersTakeTheNextJob) {
   });
   ASSERT_GE(running.status().completed_steps(), 2);
   // kill -9 the worker running rank 2.
-  const std::string victim = WorkerOfRank(job->id(), 2);
-  ASSERT_FALSE(victim.empty());
-  const int index = std::stoi(victim.substr(1));
+  const int victim = WorkerOfRank(job->id(), 2);
+  ASSERT_GE(victim, 0);
   const absl::Time killed = absl::Now();
-  workers_[index]->Signal(SIGKILL);
+  Worker(victim).Signal(SIGKILL);
   chimera::v1::Job failed =
       AwaitState(job->id(), chimera::v1::JOB_STATE_FAILED);
   EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
   EXPECT_THAT(failed.status().message(),
-              HasSubstr(absl::StrCat("worker ", victim, " ")));
+              HasSubstr(absl::StrCat("worker w", victim, " ")));
   // Heartbeat timeout (3 s) plus the coordinator's loop and our polling.
   EXPECT_LT(absl::Now() - killed, absl::Seconds(10));
 
@@ -316,16 +182,16 @@ TEST_F(DaemonTest,
       << "the job ended before the kill";
 
   // kill -9 the worker running rank 2: the job goes on without it.
-  const std::string victim = WorkerOfRank(job->id(), 2);
-  ASSERT_FALSE(victim.empty());
-  workers_[std::stoi(victim.substr(1))]->Signal(SIGKILL);
+  const int victim = WorkerOfRank(job->id(), 2);
+  ASSERT_GE(victim, 0);
+  Worker(victim).Signal(SIGKILL);
   const chimera::v1::Job done = AwaitJob(job->id(), Ended);
   ASSERT_EQ(done.status().state(), chimera::v1::JOB_STATE_SUCCEEDED)
       << done.status().message();
   EXPECT_EQ(done.status().restarts(), 1);
   EXPECT_EQ(done.status().completed_steps(), kSteps);
   for (const auto& worker : done.workers())
-    EXPECT_NE(worker.worker_id(), victim);
+    EXPECT_NE(worker.worker_id(), absl::StrCat("w", victim));
   // Checkpoints go to <checkpoint root>/<checkpointDir>/<job id>, one file
   // per model stage of the plan (its last stage here); the last two are
   // kept.
@@ -352,20 +218,8 @@ TEST_F(DaemonTest,
                 .status()
                 .state(),
             chimera::v1::JOB_STATE_SUCCEEDED);
-  const auto losses = [this](const std::string& id) {
-    std::map<int, double> by_step;
-    EXPECT_TRUE(client_
-                    ->Watch(id, false,
-                            [&by_step](const chimera::v1::JobEvent& event) {
-                              if (event.has_step())
-                                by_step[event.step().step()] =
-                                    event.step().loss();
-                            })
-                    .ok());
-    return by_step;
-  };
-  const std::map<int, double> resumed = losses(job->id());
-  const std::map<int, double> uninterrupted = losses(reference->id());
+  const std::map<int, double> resumed = Losses(job->id());
+  const std::map<int, double> uninterrupted = Losses(reference->id());
   ASSERT_EQ(resumed.size(), static_cast<size_t>(kSteps));
   ASSERT_EQ(uninterrupted.size(), static_cast<size_t>(kSteps));
   for (const auto& [step, loss] : uninterrupted) {
@@ -411,11 +265,46 @@ TEST_F(DaemonTest, KilledCoordinatorsRunningJobGoesOnAsTheSameAttempt) {
   EXPECT_GT(after.status().completed_steps(), steps_before + 3);
   EXPECT_EQ(after.status().restarts(), 0);
   for (int rank = 0; rank < 4; ++rank) {
-    EXPECT_EQ(WorkerOfRank(before.id(), rank), before.workers(rank).worker_id())
+    EXPECT_EQ(absl::StrCat("w", WorkerOfRank(before.id(), rank)),
+              before.workers(rank).worker_id())
         << "rank " << rank << " kept its worker";
   }
   ASSERT_TRUE(client_->Stop(before.id()).ok());
   EXPECT_TRUE(AwaitIdleWorkers(4));
+}
+
+// SIGSTOP of the coordinator for four times the heartbeat timeout: at the
+// instant it resumes, every worker's last heartbeat is old, through no fault
+// of theirs. The job goes on as if nothing happened.
+TEST_F(DaemonTest, APausedCoordinatorBlamesNoWorkerForItsOwnSilence) {
+  constexpr absl::Duration kPause = absl::Seconds(12);
+  StartCoordinator();
+  StartWorkers(4);
+  const chimera::v1::Job before = LongJobPastItsSecondStep();
+  ASSERT_EQ(before.status().state(), chimera::v1::JOB_STATE_RUNNING)
+      << before.status().message();
+  coordinator_->process().Signal(SIGSTOP);
+  absl::SleepFor(kPause);  // The fault itself, not a wait for anything.
+  coordinator_->process().Signal(SIGCONT);
+
+  const int64_t steps_before = before.status().completed_steps();
+  const chimera::v1::Job after = AwaitJob(
+      before.id(),
+      [steps_before](const auto& j) {
+        return j.status().completed_steps() > steps_before + 20 || Ended(j);
+      },
+      absl::Seconds(60));
+  EXPECT_EQ(after.status().state(), chimera::v1::JOB_STATE_RUNNING)
+      << after.status().message();
+  EXPECT_EQ(after.status().restarts(), 0);
+  const absl::StatusOr<std::vector<chimera::v1::WorkerInfo>> workers =
+      client_->Workers();
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  for (const auto& worker : *workers) {
+    EXPECT_EQ(worker.state(), chimera::v1::WORKER_STATE_BUSY)
+        << worker.worker_id();
+  }
+  ASSERT_TRUE(client_->Stop(before.id()).ok());
 }
 
 TEST_F(DaemonTest, JobWhoseWorkerDiedWithTheCoordinatorFailsNamingItsRank) {
@@ -425,9 +314,9 @@ TEST_F(DaemonTest, JobWhoseWorkerDiedWithTheCoordinatorFailsNamingItsRank) {
   ASSERT_EQ(before.status().state(), chimera::v1::JOB_STATE_RUNNING)
       << before.status().message();
   // The coordinator and the worker of rank 1 go down together.
-  const std::string victim = WorkerOfRank(before.id(), 1);
-  ASSERT_FALSE(victim.empty());
-  workers_[std::stoi(victim.substr(1))]->Signal(SIGKILL);
+  const int victim = WorkerOfRank(before.id(), 1);
+  ASSERT_GE(victim, 0);
+  Worker(victim).Signal(SIGKILL);
   StartCoordinator(KillCoordinator(), {"--readopt-timeout", "8"});
 
   const chimera::v1::Job failed =

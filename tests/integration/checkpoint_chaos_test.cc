@@ -1,0 +1,269 @@
+// Faults must not lose training. A job with checkpoints and restarts left
+// survives, in one run, a coordinator killed while its workers train on, a
+// daemon killed with its task meanwhile, and a task killed later; a daemon
+// stopped (SIGSTOP) while its task writes checkpoints the coordinator never
+// hears of. Each time the job resumes from the latest complete checkpoint on
+// disk, no complete checkpoint is ever lost (the latest one on disk never
+// goes back, watched throughout), and the job ends SUCCEEDED with the final
+// weights of an uninterrupted run (float64, within 1e-9).
+#include <ATen/ATen.h>
+#include <signal.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/directory.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/local_cluster.h"
+#include "worker/runtime/checkpoint.h"
+
+namespace chimera {
+namespace {
+
+using ::chimera::testing::Ended;
+using ::chimera::testing::LocalClusterTest;
+
+constexpr int kEvery = 10;
+constexpr absl::Duration kWatchInterval = absl::Milliseconds(20);
+
+// Watches a job's checkpoint directory from the side, as an operator's
+// backup script would, and remembers whether the latest complete step ever
+// went back: a complete checkpoint lost.
+class CheckpointWatcher {
+ public:
+  CheckpointWatcher(const std::string& root, const std::string& job_dir,
+                    int num_layers)
+      : thread_([=] { Watch(root, job_dir, num_layers); }) {}
+  ~CheckpointWatcher() {
+    stop_ = true;
+    thread_.join();
+  }
+
+  int64_t latest() const {
+    absl::MutexLock lock(&mutex_);
+    return latest_;
+  }
+  std::string losses() const {
+    absl::MutexLock lock(&mutex_);
+    return losses_;
+  }
+  // Waits until the latest complete step is at least `step`.
+  bool AwaitLatest(int64_t step, absl::Duration timeout) const {
+    absl::MutexLock lock(&mutex_);
+    auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+      return latest_ >= step;
+    };
+    return mutex_.AwaitWithTimeout(absl::Condition(&reached), timeout);
+  }
+
+ private:
+  void Watch(const std::string& root, const std::string& job_dir,
+             int num_layers) {
+    while (!stop_) {
+      absl::StatusOr<Directory> opened = Directory::OpenRoot(root);
+      absl::StatusOr<worker::CheckpointDir> checkpoints =
+          opened.ok() ? worker::CheckpointDir::Open(*opened, job_dir, 0, false)
+                      : opened.status();
+      const int64_t seen =
+          checkpoints.ok() ? checkpoints->LatestComplete(num_layers).value_or(0)
+                           : 0;
+      {
+        absl::MutexLock lock(&mutex_);
+        if (seen < latest_ && losses_.empty()) {
+          losses_ = absl::StrCat("the latest complete checkpoint was step ",
+                                  latest_, ", then step ", seen);
+        }
+        latest_ = std::max(latest_, seen);
+      }
+      absl::SleepFor(kWatchInterval);
+    }
+  }
+
+  mutable absl::Mutex mutex_;
+  int64_t latest_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::string losses_ ABSL_GUARDED_BY(mutex_);
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// Every tensor of checkpoint `step` of the job whose directory is `dir`, by
+// its key in the stage files.
+std::map<std::string, at::Tensor> Weights(const std::string& dir,
+                                          int64_t step) {
+  std::map<std::string, at::Tensor> weights;
+  const std::string step_dir = absl::StrCat(dir, "/step-", step);
+  for (const auto& entry : std::filesystem::directory_iterator(step_dir)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::vector<char> bytes{std::istreambuf_iterator<char>(in), {}};
+    const c10::IValue value = torch::jit::pickle_load(bytes);
+    for (const auto& item : value.toGenericDict()) {
+      weights[item.key().toStringRef()] = item.value().toTensor();
+    }
+  }
+  return weights;
+}
+
+void ExpectSameWeights(const std::string& dir, const std::string& reference,
+                       int64_t step) {
+  const auto resumed = Weights(dir, step);
+  const auto uninterrupted = Weights(reference, step);
+  ASSERT_FALSE(uninterrupted.empty());
+  ASSERT_EQ(resumed.size(), uninterrupted.size());
+  for (const auto& [name, tensor] : uninterrupted) {
+    ASSERT_EQ(resumed.count(name), 1u) << name;
+    EXPECT_TRUE(at::allclose(resumed.at(name), tensor, /*rtol=*/1e-9,
+                             /*atol=*/1e-12))
+        << name << " differs by up to "
+        << (resumed.at(name) - tensor).abs().max().item<double>();
+  }
+}
+
+class CheckpointChaosTest : public LocalClusterTest {
+ protected:
+  // `job` in float64 with checkpoints every kEvery steps and `restarts`.
+  static chimera::v1::TrainJob Checkpointed(chimera::v1::TrainJob job,
+                                            int restarts) {
+    job.mutable_spec()->mutable_model()->set_dtype("float64");
+    job.mutable_spec()->mutable_training()->set_checkpoint_every(kEvery);
+    job.mutable_spec()->mutable_training()->set_checkpoint_dir("checkpoints");
+    job.mutable_spec()->mutable_run_policy()->set_backoff_limit(restarts);
+    return job;
+  }
+
+  std::string CheckpointsOf(const std::string& id) const {
+    return absl::StrCat("checkpoints/", id);
+  }
+
+  // Runs `manifest` again, uninterrupted, and checks that `id` ended with
+  // its final weights.
+  void ExpectWeightsOfAnUninterruptedRun(const chimera::v1::TrainJob& manifest,
+                                         const std::string& id, int workers) {
+    ASSERT_TRUE(AwaitIdleWorkers(workers));
+    absl::StatusOr<chimera::v1::Job> reference = client_->Submit(manifest);
+    ASSERT_TRUE(reference.ok()) << reference.status();
+    const chimera::v1::Job done = AwaitJob(reference->id(), Ended);
+    ASSERT_EQ(done.status().state(), chimera::v1::JOB_STATE_SUCCEEDED)
+        << done.status().message();
+    EXPECT_EQ(done.status().restarts(), 0);
+    ExpectSameWeights(absl::StrCat(dir_.path(), "/", CheckpointsOf(id)),
+                      absl::StrCat(dir_.path(), "/", CheckpointsOf(done.id())),
+                      manifest.spec().training().max_steps());
+  }
+};
+
+TEST_F(CheckpointChaosTest,
+       AJobSurvivesAKilledCoordinatorDaemonAndTaskWithTheWeightsOfAnUninterruptedRun) {
+  constexpr int kSteps = 300;
+  StartCoordinator("127.0.0.1:0", {"--readopt-timeout", "4"});
+  StartWorkers(4);
+  ASSERT_TRUE(AwaitIdleWorkers(4));
+  const chimera::v1::TrainJob manifest = Checkpointed(ChimeraJob(kSteps), 3);
+  absl::StatusOr<chimera::v1::Job> job = client_->Submit(manifest);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const CheckpointWatcher watcher(dir_.path(), CheckpointsOf(job->id()),
+                                  manifest.spec().model().num_layers());
+  const chimera::v1::Job running = AwaitJob(job->id(), [](const auto& j) {
+    return j.status().checkpoint_step() >= 2 * kEvery || Ended(j);
+  });
+  ASSERT_EQ(running.status().state(), chimera::v1::JOB_STATE_RUNNING)
+      << running.status().message();
+
+  // The coordinator dies; the workers train on and write checkpoints it
+  // never hears of; then a daemon dies with its task, and both come back.
+  const int victim = WorkerOfRank(job->id(), 1);
+  ASSERT_GE(victim, 0);
+  const pid_t task = TaskProcessOf(victim);
+  ASSERT_GT(task, 0);
+  const std::string address = KillCoordinator();
+  ASSERT_TRUE(watcher.AwaitLatest(
+      running.status().checkpoint_step() + 3 * kEvery, absl::Seconds(120)))
+      << "the workers did not train on without the coordinator";
+  const int64_t on_disk = watcher.latest();
+  Worker(victim).Signal(SIGKILL);
+  kill(task, SIGKILL);
+  StartCoordinator(address, {"--readopt-timeout", "4"});
+  RestartWorker(victim);
+
+  // Rank 1 does not come back: the job restarts, from what is on disk.
+  const chimera::v1::Job restarted = AwaitJob(job->id(), [&](const auto& j) {
+    return (j.status().restarts() == 1 &&
+            j.status().state() == chimera::v1::JOB_STATE_RUNNING &&
+            j.status().completed_steps() >= on_disk + 2) ||
+           Ended(j);
+  });
+  ASSERT_EQ(restarted.status().state(), chimera::v1::JOB_STATE_RUNNING)
+      << restarted.status().message();
+  EXPECT_GE(restarted.status().checkpoint_step(), on_disk)
+      << "the restart began before the latest complete checkpoint";
+
+  // A task is killed (as the kernel's OOM killer would): restarted again.
+  const int second = WorkerOfRank(job->id(), 2);
+  ASSERT_GE(second, 0);
+  const pid_t second_task = TaskProcessOf(second);
+  ASSERT_GT(second_task, 0);
+  kill(second_task, SIGKILL);
+
+  const chimera::v1::Job done = AwaitJob(job->id(), Ended);
+  ASSERT_EQ(done.status().state(), chimera::v1::JOB_STATE_SUCCEEDED)
+      << done.status().message();
+  EXPECT_EQ(done.status().restarts(), 2);
+  EXPECT_EQ(done.status().completed_steps(), kSteps);
+  EXPECT_EQ(watcher.latest(), kSteps);
+  EXPECT_EQ(watcher.losses(), "") << "a complete checkpoint was lost";
+  ExpectWeightsOfAnUninterruptedRun(manifest, job->id(), 4);
+}
+
+TEST_F(CheckpointChaosTest,
+       AStoppedDaemonsJobResumesFromTheCheckpointsItsTaskWroteMeanwhile) {
+  constexpr int kSteps = 300;
+  StartCoordinator();
+  StartWorkers(2);
+  ASSERT_TRUE(AwaitIdleWorkers(2));
+  chimera::v1::TrainJob one_rank = TwoStageJob(kSteps);
+  one_rank.mutable_spec()->mutable_parallelism()->set_schedule("gpipe");
+  one_rank.mutable_spec()->mutable_parallelism()->set_pipeline(1);
+  one_rank.mutable_spec()->mutable_resources()->set_workers(1);
+  const chimera::v1::TrainJob manifest = Checkpointed(one_rank, 1);
+  absl::StatusOr<chimera::v1::Job> job = client_->Submit(manifest);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const CheckpointWatcher watcher(dir_.path(), CheckpointsOf(job->id()),
+                                  manifest.spec().model().num_layers());
+  const chimera::v1::Job running = AwaitJob(job->id(), [](const auto& j) {
+    return j.status().checkpoint_step() >= kEvery || Ended(j);
+  });
+  ASSERT_EQ(running.status().state(), chimera::v1::JOB_STATE_RUNNING)
+      << running.status().message();
+
+  // Its daemon stops; the task trains on and checkpoints until the
+  // coordinator, hearing nothing, restarts the job on the other worker.
+  const int stopped = WorkerOfRank(job->id(), 0);
+  ASSERT_GE(stopped, 0);
+  Worker(stopped).Signal(SIGSTOP);
+  const chimera::v1::Job restarted = AwaitJob(job->id(), [](const auto& j) {
+    return j.status().restarts() == 1 || Ended(j);
+  });
+  ASSERT_EQ(restarted.status().restarts(), 1) << restarted.status().message();
+  const int64_t coordinator_saw = restarted.status().checkpoint_step();
+  EXPECT_GT(watcher.latest(), coordinator_saw)
+      << "the task wrote no checkpoint the coordinator did not see";
+  Worker(stopped).Signal(SIGCONT);
+
+  const chimera::v1::Job done = AwaitJob(job->id(), Ended);
+  ASSERT_EQ(done.status().state(), chimera::v1::JOB_STATE_SUCCEEDED)
+      << done.status().message();
+  EXPECT_EQ(done.status().restarts(), 1);
+  EXPECT_EQ(watcher.latest(), kSteps);
+  EXPECT_EQ(watcher.losses(), "") << "a complete checkpoint was lost";
+  ExpectWeightsOfAnUninterruptedRun(manifest, job->id(), 2);
+}
+
+}  // namespace
+}  // namespace chimera

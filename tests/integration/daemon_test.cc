@@ -211,6 +211,15 @@ TEST_F(DaemonTest, PathsOutsideTheWorkersRootsAreRefusedAtSubmitAndByTheWorker) 
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.status().message(),
               HasSubstr("spec.training.checkpointDir: '../../usr/local/lib' names a parent"));
+  chimera::v1::TrainJob cut = TwoStageJob(1);
+  cut.mutable_spec()->mutable_data()->set_path(
+      std::string("examples/data/corpus.txt\0/etc/shadow", 36));
+  refused = client_->Submit(cut);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(
+      refused.status().message(),
+      HasSubstr("spec.data.path: 'examples/data/corpus.txt' is followed "
+                "by a NUL byte"));
 
   chimera::v1::TrainJob linked = TwoStageJob(1);
   linked.mutable_spec()->mutable_data()->set_path("innocent.txt");

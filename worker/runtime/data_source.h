@@ -33,7 +33,7 @@
 namespace chimera::worker {
 
 enum class DataFormat {
-  // UTF-8 (or any) text: every byte is one token id in [0, 256).
+  // UTF-8 text: every byte is one token id in [0, 256).
   kText,
   // Little-endian uint16 token ids.
   kTokens,
@@ -73,10 +73,11 @@ class DataSource {
  public:
   // INVALID_ARGUMENT for a non-positive sample length or vocabulary, a text
   // source with vocab_size < 256, a file that is not a regular one (a FIFO
-  // or device: never opened blocking) or is over kMaxDataFileBytes, or a
-  // token file of odd size; NOT_FOUND when
-  // the file cannot be opened; FAILED_PRECONDITION when it holds fewer than
-  // sample_length tokens.
+  // or device: never opened blocking) or is over kMaxDataFileBytes, a token
+  // file of odd size, or a text file that is binary (CheckTextDataHead on
+  // its first kTextDataSniffBytes); NOT_FOUND when the file cannot be
+  // opened; FAILED_PRECONDITION when it holds fewer than sample_length
+  // tokens.
   static absl::StatusOr<std::unique_ptr<DataSource>> Open(
       const DataSourceOptions& options);
 

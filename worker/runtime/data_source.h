@@ -48,6 +48,11 @@ struct DataSourceOptions {
   DataFormat format = DataFormat::kSynthetic;
   // The file for kText and kTokens; ignored for kSynthetic.
   std::string path;
+  // How messages name the file; `path` when empty. A task gives the job's
+  // spec.data.path, relative to the worker's data root: its errors reach
+  // whoever submitted the job, who has no need to learn where the worker
+  // keeps its data.
+  std::string name;
   // Every id a sample holds must be below this (checked per sample read).
   int64_t vocab_size = 256;
   // Tokens per sample: seq_length + 1 for GPT (inputs and the shifted

@@ -104,14 +104,31 @@ absl::StatusOr<Message> Decode(const std::string& bytes, absl::string_view what)
   return message;
 }
 
+// The job in the row of `id`. An empty blob parses as a job with no id and
+// no state, which clients would be shown as such: it is as damaged as one
+// that does not parse, and so is one that holds another job's id.
+absl::StatusOr<chimera::v1::Job> RowJob(const std::string& id,
+                                        const std::string& bytes) {
+  const std::string what = absl::StrCat("job '", id, "'");
+  if (bytes.empty()) {
+    return absl::DataLossError(absl::StrCat("stored ", what, " is empty"));
+  }
+  ASSIGN_OR_RETURN(chimera::v1::Job job, Decode<chimera::v1::Job>(bytes, what));
+  if (job.id() != id) {
+    return absl::DataLossError(absl::StrCat(
+        "stored ", what, " holds a job whose id is '", job.id(), "'"));
+  }
+  return job;
+}
+
 // A listed row's job; none for a damaged row, which must not hide every
 // other job (Get names it to whoever asks for it).
-std::optional<chimera::v1::Job> ListedJob(const std::string& id,
+std::optional<chimera::v1::Job> ListedJob(int64_t seq, const std::string& id,
                                           const std::string& bytes) {
-  absl::StatusOr<chimera::v1::Job> job = Decode<chimera::v1::Job>(bytes, "job");
+  absl::StatusOr<chimera::v1::Job> job = RowJob(id, bytes);
   if (job.ok()) return *std::move(job);
-  CHIMERA_LOG(ERROR) << "job store: skipping job '" << id
-                     << "': " << job.status().message();
+  CHIMERA_LOG(ERROR) << "job store: skipping row " << seq << ": "
+                     << job.status().message();
   return std::nullopt;
 }
 
@@ -213,7 +230,7 @@ absl::StatusOr<chimera::v1::Job> JobStore::Get(const std::string& id) {
   get.Bind(1, id);
   ASSIGN_OR_RETURN(bool found, get.Step());
   if (!found) return absl::NotFoundError(absl::StrCat("no job '", id, "'"));
-  return Decode<chimera::v1::Job>(get.Blob(0), absl::StrCat("job '", id, "'"));
+  return RowJob(id, get.Blob(0));
 }
 
 absl::StatusOr<std::vector<chimera::v1::Job>> JobStore::List(
@@ -221,15 +238,16 @@ absl::StatusOr<std::vector<chimera::v1::Job>> JobStore::List(
   absl::MutexLock lock(&mutex_);
   const bool all = state == chimera::v1::JOB_STATE_UNSPECIFIED;
   Statement list(
-      db_, all ? "SELECT id, job FROM jobs ORDER BY seq"
-               : "SELECT id, job FROM jobs WHERE state = ?1 ORDER BY seq");
+      db_, all ? "SELECT seq, id, job FROM jobs ORDER BY seq"
+               : "SELECT seq, id, job FROM jobs WHERE state = ?1 ORDER BY seq");
   RETURN_IF_ERROR(list.status());
   if (!all) list.Bind(1, static_cast<int64_t>(state));
   std::vector<chimera::v1::Job> jobs;
   while (true) {
     ASSIGN_OR_RETURN(bool row, list.Step());
     if (!row) break;
-    std::optional<chimera::v1::Job> job = ListedJob(list.Text(0), list.Blob(1));
+    std::optional<chimera::v1::Job> job =
+        ListedJob(list.Int(0), list.Text(1), list.Blob(2));
     if (job) jobs.push_back(*std::move(job));
   }
   return jobs;
@@ -251,7 +269,8 @@ absl::StatusOr<JobStore::Chunk> JobStore::ListAfter(int64_t after_seq,
     if (!row) break;
     ++rows;
     chunk.last_seq = list.Int(0);
-    std::optional<chimera::v1::Job> job = ListedJob(list.Text(1), list.Blob(2));
+    std::optional<chimera::v1::Job> job =
+        ListedJob(chunk.last_seq, list.Text(1), list.Blob(2));
     if (job) chunk.jobs.push_back({chunk.last_seq, *std::move(job)});
   }
   chunk.end = rows < limit;

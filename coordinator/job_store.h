@@ -43,9 +43,11 @@ class JobStore {
 
   // Inserts or replaces the job with this id, atomically.
   absl::Status Put(const chimera::v1::Job& job);
-  // NOT_FOUND for an unknown id.
+  // NOT_FOUND for an unknown id; DATA_LOSS naming the job when its row is
+  // damaged: its blob is empty, does not parse, or holds another id.
   absl::StatusOr<chimera::v1::Job> Get(const std::string& id);
-  // Oldest first; every job when `state` is JOB_STATE_UNSPECIFIED.
+  // Oldest first; every job when `state` is JOB_STATE_UNSPECIFIED. A damaged
+  // row (as for Get) is left out, with an ERROR log naming it.
   absl::StatusOr<std::vector<chimera::v1::Job>> List(chimera::v1::JobState state);
   // A job with its place in submission order (increasing, never reused).
   struct Sequenced {

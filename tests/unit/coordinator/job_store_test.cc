@@ -157,6 +157,51 @@ TEST(JobStoreTest, ACorruptRowIsSkippedByListAndNamedByGet) {
   EXPECT_THAT(bad.status().message(), HasSubstr("job 'bad'"));
 }
 
+// An empty blob parses as a job with no id and no state: it was listed to
+// clients as an id-less UNSPECIFIED job. It is damaged, as is a row holding
+// another job's id, and is skipped with an ERROR naming its row.
+TEST(JobStoreTest, AnEmptyOrMisfiledRowIsSkippedWithAnErrorAndNamedByGet) {
+  chimera::testing::TempDir dir;
+  const std::string path = dir.path() + "/jobs.db";
+  {
+    auto store = MustOpen(path);
+    for (const char* id : {"good", "empty", "misfiled"}) {
+      ASSERT_TRUE(store->Put(MakeJob(id, chimera::v1::JOB_STATE_PENDING)).ok());
+    }
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "UPDATE jobs SET job = x'' WHERE id = 'empty';"
+                         "UPDATE jobs SET job = (SELECT job FROM jobs WHERE "
+                         "id = 'good') WHERE id = 'misfiled'",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+
+  auto store = MustOpen(path);
+  ::testing::internal::CaptureStderr();
+  absl::StatusOr<std::vector<chimera::v1::Job>> jobs =
+      store->List(chimera::v1::JOB_STATE_UNSPECIFIED);
+  absl::StatusOr<JobStore::Chunk> chunk = store->ListAfter(0, 10);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].id(), "good");
+  ASSERT_TRUE(chunk.ok()) << chunk.status();
+  ASSERT_EQ(chunk->jobs.size(), 1u);
+  EXPECT_EQ(chunk->jobs[0].job.id(), "good");
+  EXPECT_TRUE(chunk->end);
+  EXPECT_THAT(log, HasSubstr("skipping row 2: stored job 'empty' is empty"));
+  EXPECT_THAT(log, HasSubstr("skipping row 3: stored job 'misfiled' holds a "
+                             "job whose id is 'good'"));
+  absl::StatusOr<chimera::v1::Job> empty = store->Get("empty");
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(empty.status().message(), HasSubstr("job 'empty' is empty"));
+  EXPECT_EQ(store->Get("misfiled").status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
 TEST(JobStoreTest, ASecondStoreOnTheSameFileIsRefusedWhileTheFirstIsOpen) {
   chimera::testing::TempDir dir;
   const std::string path = dir.path() + "/jobs.db";

@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -17,6 +18,19 @@ constexpr int kSchemaVersion = 1;
 // How long a statement waits for another connection's lock (a second
 // coordinator on the same file, say) before it fails.
 constexpr int kBusyTimeoutMs = 5000;
+// SQLite's defaults: the write-ahead log is checkpointed into the database
+// once it holds this many pages, and is never truncated.
+constexpr int64_t kDefaultWalCheckpointPages = 1000;
+constexpr int64_t kNoJournalSizeLimit = -1;
+// SQLite's own default page limit, about 4 G pages: no limit.
+constexpr int64_t kNoPageLimit = 4294967294;
+// Under a size limit, the share of it the write-ahead log may take (and at
+// most SQLite's default): every write lands in the log first, and a store at
+// its limit keeps updating jobs, so an unbounded log grew 60 times past the
+// limit before the first checkpoint.
+constexpr int64_t kWalShareDivisor = 4;
+// Bytes a WAL frame adds to the page it holds.
+constexpr int64_t kWalFrameHeaderBytes = 24;
 
 constexpr char kSchema[] = R"sql(
   CREATE TABLE IF NOT EXISTS jobs (
@@ -204,10 +218,28 @@ absl::Status JobStore::LimitSize(int64_t max_bytes) {
   RETURN_IF_ERROR(page_size.status());
   ASSIGN_OR_RETURN(const bool row, page_size.Step());
   const int64_t bytes_per_page = row ? page_size.Int(0) : 4096;
-  // SQLite's own default, about 4 G pages, for "no limit".
-  const int64_t pages = max_bytes > 0 ? (max_bytes + bytes_per_page - 1) / bytes_per_page
-                                      : int64_t{4294967294};
-  return Execute(db_, absl::StrCat("PRAGMA max_page_count = ", pages).c_str());
+  int64_t database_pages = kNoPageLimit;
+  int64_t wal_pages = kDefaultWalCheckpointPages;
+  int64_t wal_bytes = kNoJournalSizeLimit;
+  if (max_bytes > 0) {
+    // The log's share, checkpointed into the database once full and cut
+    // back to it after; the database has the rest.
+    wal_bytes = std::min(max_bytes / kWalShareDivisor,
+                         kDefaultWalCheckpointPages * bytes_per_page);
+    wal_pages = std::max<int64_t>(
+        1, wal_bytes / (bytes_per_page + kWalFrameHeaderBytes));
+    database_pages =
+        std::max<int64_t>(1, (max_bytes - wal_bytes) / bytes_per_page);
+  }
+  RETURN_IF_ERROR(Execute(
+      db_, absl::StrCat("PRAGMA max_page_count = ", database_pages).c_str()));
+  RETURN_IF_ERROR(Execute(
+      db_, absl::StrCat("PRAGMA wal_autocheckpoint = ", wal_pages).c_str()));
+  RETURN_IF_ERROR(Execute(
+      db_, absl::StrCat("PRAGMA journal_size_limit = ", wal_bytes).c_str()));
+  // The log starts empty: what it holds already (the schema just created,
+  // or a log of a store opened without a limit) may be past its share.
+  return Execute(db_, "PRAGMA wal_checkpoint(TRUNCATE)");
 }
 
 absl::Status JobStore::Put(const chimera::v1::Job& job) {

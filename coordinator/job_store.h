@@ -36,9 +36,14 @@ class JobStore {
   JobStore(const JobStore&) = delete;
   JobStore& operator=(const JobStore&) = delete;
 
-  // Bounds the store to about `max_bytes` (0: no bound beyond the disk's);
-  // below its present size, it may not grow. A write it cannot make for
-  // want of room, the disk's or this bound's, is RESOURCE_EXHAUSTED.
+  // Bounds the store to about `max_bytes` (0: no bound beyond the disk's):
+  // its database file and write-ahead log together. The log may take a
+  // quarter (at most SQLite's default of 1000 pages) and is checkpointed
+  // into the database whenever it fills, then cut back; the database has
+  // the rest, and below its present size it may not grow. One write's own
+  // pages may overshoot the log's share until its checkpoint. A write it
+  // cannot make for want of room, the disk's or this bound's, is
+  // RESOURCE_EXHAUSTED.
   absl::Status LimitSize(int64_t max_bytes);
 
   // Inserts or replaces the job with this id, atomically.

@@ -2,6 +2,11 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/temp_dir.h"
@@ -17,6 +22,13 @@ chimera::v1::Job MakeJob(const std::string& id, chimera::v1::JobState state) {
   job.mutable_manifest()->mutable_metadata()->set_name(id);
   job.mutable_status()->set_state(state);
   return job;
+}
+
+// Bytes of `file`, 0 when there is none.
+int64_t FileBytes(const std::string& file) {
+  std::error_code missing;
+  const uintmax_t bytes = std::filesystem::file_size(file, missing);
+  return missing ? 0 : static_cast<int64_t>(bytes);
 }
 
 std::unique_ptr<JobStore> MustOpen(const std::string& path) {
@@ -95,6 +107,52 @@ TEST(JobStoreTest, StepsComeBackInStepOrderAndGoWithTheJob) {
   EXPECT_EQ((*after_first)[0].step(), 2);
   ASSERT_TRUE(store->Delete("a").ok());
   EXPECT_TRUE(store->Steps("a")->empty());
+}
+
+// Under --db-max-bytes 65536 the write-ahead log reached 4.1 MB: a full
+// store goes on updating its jobs, every update lands in the log, and SQLite
+// checkpointed it every 1000 pages and never cut it back. The database and
+// its log together now stay within the limit, give or take one write.
+TEST(JobStoreTest, DatabaseAndWriteAheadLogStayWithinTheSizeLimit) {
+  constexpr int64_t kMaxBytes = 64 << 10;
+  // SQLite's default page, with its WAL frame header; a write here changes
+  // at most this many pages (a row, its id's index entry, the sequence,
+  // and a split).
+  constexpr int64_t kFrameBytes = 4096 + 24;
+  constexpr int64_t kPagesPerWrite = 4;
+  chimera::testing::TempDir dir;
+  const std::string path = dir.path() + "/jobs.db";
+  auto store = MustOpen(path);
+  ASSERT_TRUE(store->LimitSize(kMaxBytes).ok());
+  int64_t most_wal = 0;
+  int64_t most_total = 0;
+  const auto measure = [&] {
+    const int64_t wal = FileBytes(path + "-wal");
+    most_wal = std::max(most_wal, wal);
+    most_total = std::max(most_total, FileBytes(path) + wal);
+  };
+
+  std::vector<std::string> ids;
+  absl::Status put;
+  while (put.ok() && ids.size() < 1000) {
+    chimera::v1::Job job = MakeJob(absl::StrCat("job-", ids.size()),
+                                   chimera::v1::JOB_STATE_PENDING);
+    job.mutable_status()->set_message(std::string(300, '.'));
+    put = store->Put(job);
+    if (put.ok()) ids.push_back(job.id());
+    measure();
+  }
+  ASSERT_EQ(put.code(), absl::StatusCode::kResourceExhausted) << put;
+  ASSERT_FALSE(ids.empty());
+  for (int update = 0; update < 300; ++update) {
+    chimera::v1::Job job =
+        MakeJob(ids[update % ids.size()], chimera::v1::JOB_STATE_RUNNING);
+    job.mutable_status()->set_message(std::string(300, 'a' + update % 26));
+    ASSERT_TRUE(store->Put(job).ok()) << update;
+    measure();
+  }
+  EXPECT_LE(most_wal, kMaxBytes / 4 + kPagesPerWrite * kFrameBytes);
+  EXPECT_LE(most_total, kMaxBytes + kPagesPerWrite * kFrameBytes);
 }
 
 TEST(JobStoreTest, JobsSurviveReopeningTheFile) {

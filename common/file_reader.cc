@@ -62,6 +62,14 @@ bool LooksLikeText(absl::string_view bytes) {
   return true;
 }
 
+absl::Status CheckTextDataHead(absl::string_view name, absl::string_view head) {
+  if (LooksLikeText(head)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "'", name, "' is binary, not UTF-8 text (its first ", head.size(),
+      " bytes hold a NUL byte or invalid UTF-8); use format 'tokens' for "
+      "token id files"));
+}
+
 absl::StatusOr<std::string> ReadFilePrefix(const std::string& path,
                                            uint64_t max_bytes) {
   ASSIGN_OR_RETURN(uint64_t size, RegularFileSize(path));

@@ -12,6 +12,13 @@ namespace chimera {
 namespace fs = std::filesystem;
 
 absl::Status CheckRootRelative(absl::string_view path) {
+  // Every system call reads a path up to its first NUL: "corpus.txt\0x"
+  // would open corpus.txt, which is not what the job says.
+  if (const size_t nul = path.find('\0'); nul != absl::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", path.substr(0, nul), "' is followed by a NUL byte (at byte ", nul,
+        " of ", path.size(), "); a path cannot hold one"));
+  }
   const fs::path given{std::string(path)};
   if (given.is_absolute()) {
     return absl::InvalidArgumentError(

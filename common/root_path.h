@@ -22,9 +22,10 @@
 
 namespace chimera {
 
-// OK when `path` is relative and names no parent directory (".."): it can
-// only point inside whatever root it is joined to. INVALID_ARGUMENT saying
-// which rule it breaks otherwise; an empty path is the root itself.
+// OK when `path` is relative, names no parent directory ("..") and holds no
+// NUL byte: it can only point inside whatever root it is joined to, and
+// names there what it says. INVALID_ARGUMENT saying which rule it breaks
+// otherwise; an empty path is the root itself.
 absl::Status CheckRootRelative(absl::string_view path);
 
 // `root` as an absolute path with every symbolic link resolved; what a

@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -17,6 +18,19 @@ constexpr int kSchemaVersion = 1;
 // How long a statement waits for another connection's lock (a second
 // coordinator on the same file, say) before it fails.
 constexpr int kBusyTimeoutMs = 5000;
+// SQLite's defaults: the write-ahead log is checkpointed into the database
+// once it holds this many pages, and is never truncated.
+constexpr int64_t kDefaultWalCheckpointPages = 1000;
+constexpr int64_t kNoJournalSizeLimit = -1;
+// SQLite's own default page limit, about 4 G pages: no limit.
+constexpr int64_t kNoPageLimit = 4294967294;
+// Under a size limit, the share of it the write-ahead log may take (and at
+// most SQLite's default): every write lands in the log first, and a store at
+// its limit keeps updating jobs, so an unbounded log grew 60 times past the
+// limit before the first checkpoint.
+constexpr int64_t kWalShareDivisor = 4;
+// Bytes a WAL frame adds to the page it holds.
+constexpr int64_t kWalFrameHeaderBytes = 24;
 
 constexpr char kSchema[] = R"sql(
   CREATE TABLE IF NOT EXISTS jobs (
@@ -104,14 +118,31 @@ absl::StatusOr<Message> Decode(const std::string& bytes, absl::string_view what)
   return message;
 }
 
+// The job in the row of `id`. An empty blob parses as a job with no id and
+// no state, which clients would be shown as such: it is as damaged as one
+// that does not parse, and so is one that holds another job's id.
+absl::StatusOr<chimera::v1::Job> RowJob(const std::string& id,
+                                        const std::string& bytes) {
+  const std::string what = absl::StrCat("job '", id, "'");
+  if (bytes.empty()) {
+    return absl::DataLossError(absl::StrCat("stored ", what, " is empty"));
+  }
+  ASSIGN_OR_RETURN(chimera::v1::Job job, Decode<chimera::v1::Job>(bytes, what));
+  if (job.id() != id) {
+    return absl::DataLossError(absl::StrCat(
+        "stored ", what, " holds a job whose id is '", job.id(), "'"));
+  }
+  return job;
+}
+
 // A listed row's job; none for a damaged row, which must not hide every
 // other job (Get names it to whoever asks for it).
-std::optional<chimera::v1::Job> ListedJob(const std::string& id,
+std::optional<chimera::v1::Job> ListedJob(int64_t seq, const std::string& id,
                                           const std::string& bytes) {
-  absl::StatusOr<chimera::v1::Job> job = Decode<chimera::v1::Job>(bytes, "job");
+  absl::StatusOr<chimera::v1::Job> job = RowJob(id, bytes);
   if (job.ok()) return *std::move(job);
-  CHIMERA_LOG(ERROR) << "job store: skipping job '" << id
-                     << "': " << job.status().message();
+  CHIMERA_LOG(ERROR) << "job store: skipping row " << seq << ": "
+                     << job.status().message();
   return std::nullopt;
 }
 
@@ -187,10 +218,28 @@ absl::Status JobStore::LimitSize(int64_t max_bytes) {
   RETURN_IF_ERROR(page_size.status());
   ASSIGN_OR_RETURN(const bool row, page_size.Step());
   const int64_t bytes_per_page = row ? page_size.Int(0) : 4096;
-  // SQLite's own default, about 4 G pages, for "no limit".
-  const int64_t pages = max_bytes > 0 ? (max_bytes + bytes_per_page - 1) / bytes_per_page
-                                      : int64_t{4294967294};
-  return Execute(db_, absl::StrCat("PRAGMA max_page_count = ", pages).c_str());
+  int64_t database_pages = kNoPageLimit;
+  int64_t wal_pages = kDefaultWalCheckpointPages;
+  int64_t wal_bytes = kNoJournalSizeLimit;
+  if (max_bytes > 0) {
+    // The log's share, checkpointed into the database once full and cut
+    // back to it after; the database has the rest.
+    wal_bytes = std::min(max_bytes / kWalShareDivisor,
+                         kDefaultWalCheckpointPages * bytes_per_page);
+    wal_pages = std::max<int64_t>(
+        1, wal_bytes / (bytes_per_page + kWalFrameHeaderBytes));
+    database_pages =
+        std::max<int64_t>(1, (max_bytes - wal_bytes) / bytes_per_page);
+  }
+  RETURN_IF_ERROR(Execute(
+      db_, absl::StrCat("PRAGMA max_page_count = ", database_pages).c_str()));
+  RETURN_IF_ERROR(Execute(
+      db_, absl::StrCat("PRAGMA wal_autocheckpoint = ", wal_pages).c_str()));
+  RETURN_IF_ERROR(Execute(
+      db_, absl::StrCat("PRAGMA journal_size_limit = ", wal_bytes).c_str()));
+  // The log starts empty: what it holds already (the schema just created,
+  // or a log of a store opened without a limit) may be past its share.
+  return Execute(db_, "PRAGMA wal_checkpoint(TRUNCATE)");
 }
 
 absl::Status JobStore::Put(const chimera::v1::Job& job) {
@@ -213,7 +262,7 @@ absl::StatusOr<chimera::v1::Job> JobStore::Get(const std::string& id) {
   get.Bind(1, id);
   ASSIGN_OR_RETURN(bool found, get.Step());
   if (!found) return absl::NotFoundError(absl::StrCat("no job '", id, "'"));
-  return Decode<chimera::v1::Job>(get.Blob(0), absl::StrCat("job '", id, "'"));
+  return RowJob(id, get.Blob(0));
 }
 
 absl::StatusOr<std::vector<chimera::v1::Job>> JobStore::List(
@@ -221,15 +270,16 @@ absl::StatusOr<std::vector<chimera::v1::Job>> JobStore::List(
   absl::MutexLock lock(&mutex_);
   const bool all = state == chimera::v1::JOB_STATE_UNSPECIFIED;
   Statement list(
-      db_, all ? "SELECT id, job FROM jobs ORDER BY seq"
-               : "SELECT id, job FROM jobs WHERE state = ?1 ORDER BY seq");
+      db_, all ? "SELECT seq, id, job FROM jobs ORDER BY seq"
+               : "SELECT seq, id, job FROM jobs WHERE state = ?1 ORDER BY seq");
   RETURN_IF_ERROR(list.status());
   if (!all) list.Bind(1, static_cast<int64_t>(state));
   std::vector<chimera::v1::Job> jobs;
   while (true) {
     ASSIGN_OR_RETURN(bool row, list.Step());
     if (!row) break;
-    std::optional<chimera::v1::Job> job = ListedJob(list.Text(0), list.Blob(1));
+    std::optional<chimera::v1::Job> job =
+        ListedJob(list.Int(0), list.Text(1), list.Blob(2));
     if (job) jobs.push_back(*std::move(job));
   }
   return jobs;
@@ -251,7 +301,8 @@ absl::StatusOr<JobStore::Chunk> JobStore::ListAfter(int64_t after_seq,
     if (!row) break;
     ++rows;
     chunk.last_seq = list.Int(0);
-    std::optional<chimera::v1::Job> job = ListedJob(list.Text(1), list.Blob(2));
+    std::optional<chimera::v1::Job> job =
+        ListedJob(chunk.last_seq, list.Text(1), list.Blob(2));
     if (job) chunk.jobs.push_back({chunk.last_seq, *std::move(job)});
   }
   chunk.end = rows < limit;

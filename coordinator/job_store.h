@@ -36,16 +36,23 @@ class JobStore {
   JobStore(const JobStore&) = delete;
   JobStore& operator=(const JobStore&) = delete;
 
-  // Bounds the store to about `max_bytes` (0: no bound beyond the disk's);
-  // below its present size, it may not grow. A write it cannot make for
-  // want of room, the disk's or this bound's, is RESOURCE_EXHAUSTED.
+  // Bounds the store to about `max_bytes` (0: no bound beyond the disk's):
+  // its database file and write-ahead log together. The log may take a
+  // quarter (at most SQLite's default of 1000 pages) and is checkpointed
+  // into the database whenever it fills, then cut back; the database has
+  // the rest, and below its present size it may not grow. One write's own
+  // pages may overshoot the log's share until its checkpoint. A write it
+  // cannot make for want of room, the disk's or this bound's, is
+  // RESOURCE_EXHAUSTED.
   absl::Status LimitSize(int64_t max_bytes);
 
   // Inserts or replaces the job with this id, atomically.
   absl::Status Put(const chimera::v1::Job& job);
-  // NOT_FOUND for an unknown id.
+  // NOT_FOUND for an unknown id; DATA_LOSS naming the job when its row is
+  // damaged: its blob is empty, does not parse, or holds another id.
   absl::StatusOr<chimera::v1::Job> Get(const std::string& id);
-  // Oldest first; every job when `state` is JOB_STATE_UNSPECIFIED.
+  // Oldest first; every job when `state` is JOB_STATE_UNSPECIFIED. A damaged
+  // row (as for Get) is left out, with an ERROR log naming it.
   absl::StatusOr<std::vector<chimera::v1::Job>> List(chimera::v1::JobState state);
   // A job with its place in submission order (increasing, never reused).
   struct Sequenced {

@@ -146,9 +146,10 @@ void AddFlags(CLI::App* app, chimera::coordinator::CoordinatorOptions* options,
                   "nothing)")
       ->capture_default_str();
   app->add_option("--db-max-bytes", options->database_max_bytes,
-                  "Most bytes the job store may grow to; a full store refuses new jobs "
-                  "(RESOURCE_EXHAUSTED) and the ends of running ones are recorded once "
-                  "there is room (0: as the disk allows)")
+                  "Most bytes the job store, file and write-ahead log "
+                  "together, may grow to; a full store refuses new jobs "
+                  "(RESOURCE_EXHAUSTED) and the ends of running ones are "
+                  "recorded once there is room (0: as the disk allows)")
       ->check(chimera::kNonNegativeNumber)
       ->capture_default_str();
   AddSchedulingFlags(app, options, units);

@@ -34,8 +34,6 @@ constexpr size_t kMaxLabelLength = 63;
 constexpr size_t kMaxJobBytes = 64 << 10;
 // Byte-level text needs one id per byte value.
 constexpr int kByteVocab = 256;
-// Enough of a text file to tell text from binary.
-constexpr uint64_t kTextSniffBytes = 64 << 10;
 constexpr int kMaxNameLength = 63;
 constexpr int kMaxThreadsPerWorker = 4096;
 
@@ -215,13 +213,12 @@ void CheckDataFile(const chimera::v1::JobSpec& spec, const std::string& root,
     return;
   }
   if (data.format() == "text") {
-    absl::StatusOr<std::string> head = ReadFilePrefix(file, kTextSniffBytes);
-    if (!head.ok()) {
-      check.Fail("path", head.status().message());
-    } else if (!LooksLikeText(*head)) {
-      check.Fail("path", absl::StrCat("'", data.path(),
-                                      "' is binary, not UTF-8 text; use "
-                                      "format 'tokens' for token id files"));
+    absl::StatusOr<std::string> head =
+        ReadFilePrefix(file, kTextDataSniffBytes);
+    const absl::Status text =
+        head.ok() ? CheckTextDataHead(data.path(), *head) : head.status();
+    if (!text.ok()) {
+      check.Fail("path", text.message());
     } else if (*size < min_tokens) {
       check.Fail("path", absl::StrCat("'", data.path(), "' holds ", *size,
                                       " bytes, fewer than seqLength + 1 = ",

@@ -78,6 +78,15 @@ TEST_F(DaemonTest, PathsOutsideTheWorkersRootsAreRefusedAtSubmitAndByTheWorker) 
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.status().message(),
               HasSubstr("spec.training.checkpointDir: '../../usr/local/lib' names a parent"));
+  chimera::v1::TrainJob cut = TwoStageJob(1);
+  cut.mutable_spec()->mutable_data()->set_path(
+      std::string("examples/data/corpus.txt\0/etc/shadow", 36));
+  refused = client_->Submit(cut);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(
+      refused.status().message(),
+      HasSubstr("spec.data.path: 'examples/data/corpus.txt' is followed "
+                "by a NUL byte"));
 
   chimera::v1::TrainJob linked = TwoStageJob(1);
   linked.mutable_spec()->mutable_data()->set_path("innocent.txt");
@@ -90,6 +99,31 @@ TEST_F(DaemonTest, PathsOutsideTheWorkersRootsAreRefusedAtSubmitAndByTheWorker) 
               HasSubstr("spec.data.path: 'innocent.txt' leads out of the root"));
   EXPECT_THAT(failed.status().message(), Not(HasSubstr("SECRET")));
   EXPECT_THAT(failed.status().message(), Not(HasSubstr(outside.path())));
+}
+
+// The coordinator checks no data file: a binary file given as text trained,
+// and the workers' errors showed clients their absolute data root. The job
+// fails now, naming the file as the job does.
+TEST_F(DaemonTest, ABinaryTextFileFailsTheJobNamingItAsTheJobDoes) {
+  StartCoordinator();
+  const std::string data_root = dir_.path() + "/data";
+  std::filesystem::create_directories(data_root);
+  std::ofstream(data_root + "/model.bin", std::ios::binary)
+      << "\177ELF" << std::string(4096, '\0');
+  StartWorkers(2, data_root);
+  ASSERT_TRUE(AwaitIdleWorkers(2));
+
+  chimera::v1::TrainJob binary = TwoStageJob(1);
+  binary.mutable_spec()->mutable_data()->set_path("model.bin");
+  absl::StatusOr<chimera::v1::Job> job = client_->Submit(binary);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const chimera::v1::Job failed =
+      AwaitState(job->id(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_THAT(failed.status().message(), HasSubstr("'model.bin' is binary"));
+  EXPECT_THAT(failed.status().message(), Not(HasSubstr(dir_.path())));
+  EXPECT_THAT(failed.status().message(),
+              Not(HasSubstr(std::filesystem::canonical(data_root).string())));
 }
 
 TEST_F(DaemonTest, ChimeraJobOnFourWorkersSucceedsWithMetricsAndFallingLoss) {

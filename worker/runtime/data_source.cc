@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -20,6 +21,58 @@ namespace {
 // Bytes per token id in the file.
 int64_t TokenWidth(DataFormat format) {
   return format == DataFormat::kTokens ? 2 : 1;
+}
+
+// The file as messages name it.
+absl::string_view ShownPath(const DataSourceOptions& options) {
+  return options.name.empty() ? options.path : options.name;
+}
+
+// The coordinator checks no data file, so the worker that opens one holds
+// it to what job validation would: a binary file given as text would
+// otherwise train, its bytes read as characters.
+absl::Status CheckText(int fd, int64_t size, const DataSourceOptions& options) {
+  std::string head(
+      static_cast<size_t>(std::min<uint64_t>(size, kTextDataSniffBytes)), '\0');
+  const ssize_t read = ::pread(fd, head.data(), head.size(), 0);
+  if (read != static_cast<ssize_t>(head.size())) {
+    return absl::DataLossError(
+        absl::StrCat("reading the first ", head.size(), " bytes of data file '",
+                     ShownPath(options), "' returned ", read));
+  }
+  return CheckTextDataHead(ShownPath(options), head);
+}
+
+// The tokens the opened file `fd` holds, once it is known to be the file
+// `options` asks for.
+absl::StatusOr<int64_t> CountTokens(int fd, const DataSourceOptions& options) {
+  struct stat info;
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data file '", ShownPath(options),
+                     "' is not a regular file (a FIFO, device or directory)"));
+  }
+  if (static_cast<uint64_t>(info.st_size) > kMaxDataFileBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data file '", ShownPath(options), "' is ", info.st_size,
+        " bytes, more than the ", kMaxDataFileBytes, "-byte limit"));
+  }
+  const int64_t width = TokenWidth(options.format);
+  if (info.st_size % width != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("token file '", ShownPath(options), "' has ", info.st_size,
+                     " bytes; uint16 tokens need an even size"));
+  }
+  if (options.format == DataFormat::kText) {
+    RETURN_IF_ERROR(CheckText(fd, info.st_size, options));
+  }
+  const int64_t num_tokens = info.st_size / width;
+  if (num_tokens < options.sample_length) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("data file '", ShownPath(options), "' holds ", num_tokens,
+                     " tokens; one sample needs ", options.sample_length));
+  }
+  return num_tokens;
 }
 
 }  // namespace
@@ -59,41 +112,20 @@ absl::StatusOr<std::unique_ptr<DataSource>> DataSource::Open(
     return std::unique_ptr<DataSource>(new DataSource(options, -1, 0));
   }
   // Non-blocking: opening a FIFO for reading would otherwise wait for a
-  // writer forever; fstat below refuses anything but a regular file.
+  // writer forever; CountTokens refuses anything but a regular file.
   const int fd =
       ::open(options.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
-    return absl::NotFoundError(absl::StrCat(
-        "cannot open data file '", options.path, "': ", std::strerror(errno)));
+    return absl::NotFoundError(absl::StrCat("cannot open data file '",
+                                            ShownPath(options),
+                                            "': ", std::strerror(errno)));
   }
-  struct stat info;
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+  const absl::StatusOr<int64_t> num_tokens = CountTokens(fd, options);
+  if (!num_tokens.ok()) {
     ::close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat("data file '", options.path,
-                     "' is not a regular file (a FIFO, device or directory)"));
+    return num_tokens.status();
   }
-  if (static_cast<uint64_t>(info.st_size) > kMaxDataFileBytes) {
-    ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(
-        "data file '", options.path, "' is ", info.st_size,
-        " bytes, more than the ", kMaxDataFileBytes, "-byte limit"));
-  }
-  const int64_t width = TokenWidth(options.format);
-  if (info.st_size % width != 0) {
-    ::close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat("token file '", options.path, "' has ", info.st_size,
-                     " bytes; uint16 tokens need an even size"));
-  }
-  const int64_t num_tokens = info.st_size / width;
-  if (num_tokens < options.sample_length) {
-    ::close(fd);
-    return absl::FailedPreconditionError(
-        absl::StrCat("data file '", options.path, "' holds ", num_tokens,
-                     " tokens; one sample needs ", options.sample_length));
-  }
-  return std::unique_ptr<DataSource>(new DataSource(options, fd, num_tokens));
+  return std::unique_ptr<DataSource>(new DataSource(options, fd, *num_tokens));
 }
 
 DataSource::DataSource(const DataSourceOptions& options, int fd,
@@ -143,7 +175,7 @@ absl::Status DataSource::ReadSample(int64_t step, int64_t index,
   if (read != static_cast<ssize_t>(bytes.size())) {
     return absl::DataLossError(absl::StrCat(
         "reading ", bytes.size(), " bytes at offset ", start * width,
-        " of data file '", options_.path, "' returned ", read));
+        " of data file '", ShownPath(options_), "' returned ", read));
   }
   for (int64_t j = 0; j < length; ++j) {
     out[j] = width == 1 ? bytes[j] : bytes[2 * j] | (bytes[2 * j + 1] << 8);
@@ -151,7 +183,7 @@ absl::Status DataSource::ReadSample(int64_t step, int64_t index,
     // reach its submitter, who may not read the file.
     if (out[j] >= options_.vocab_size) {
       return absl::DataLossError(absl::StrCat(
-          "token ", start + j, " of data file '", options_.path,
+          "token ", start + j, " of data file '", ShownPath(options_),
           "' is outside the vocabulary [0, ", options_.vocab_size, ")"));
     }
   }

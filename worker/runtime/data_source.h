@@ -33,7 +33,7 @@
 namespace chimera::worker {
 
 enum class DataFormat {
-  // UTF-8 (or any) text: every byte is one token id in [0, 256).
+  // UTF-8 text: every byte is one token id in [0, 256).
   kText,
   // Little-endian uint16 token ids.
   kTokens,
@@ -48,6 +48,11 @@ struct DataSourceOptions {
   DataFormat format = DataFormat::kSynthetic;
   // The file for kText and kTokens; ignored for kSynthetic.
   std::string path;
+  // How messages name the file; `path` when empty. A task gives the job's
+  // spec.data.path, relative to the worker's data root: its errors reach
+  // whoever submitted the job, who has no need to learn where the worker
+  // keeps its data.
+  std::string name;
   // Every id a sample holds must be below this (checked per sample read).
   int64_t vocab_size = 256;
   // Tokens per sample: seq_length + 1 for GPT (inputs and the shifted
@@ -73,10 +78,11 @@ class DataSource {
  public:
   // INVALID_ARGUMENT for a non-positive sample length or vocabulary, a text
   // source with vocab_size < 256, a file that is not a regular one (a FIFO
-  // or device: never opened blocking) or is over kMaxDataFileBytes, or a
-  // token file of odd size; NOT_FOUND when
-  // the file cannot be opened; FAILED_PRECONDITION when it holds fewer than
-  // sample_length tokens.
+  // or device: never opened blocking) or is over kMaxDataFileBytes, a token
+  // file of odd size, or a text file that is binary (CheckTextDataHead on
+  // its first kTextDataSniffBytes); NOT_FOUND when the file cannot be
+  // opened; FAILED_PRECONDITION when it holds fewer than sample_length
+  // tokens.
   static absl::StatusOr<std::unique_ptr<DataSource>> Open(
       const DataSourceOptions& options);
 

@@ -84,7 +84,8 @@ void ReadPlan(const chimera::v1::Plan& plan, TaskOptions& options,
 
 // The data file and the job's checkpoint directory under the worker's
 // roots: only there, whatever the job asks (a client may submit jobs; it may
-// not read or write the worker's other files).
+// not read or write the worker's other files, nor learn where the roots
+// are, so the data file keeps the job's name for it in messages).
 void ReadPaths(const chimera::v1::JobSpec& spec, const WorkerRoots& roots,
                absl::string_view job_id, TaskOptions& options,
                FieldErrors& errors) {
@@ -93,6 +94,7 @@ void ReadPaths(const chimera::v1::JobSpec& spec, const WorkerRoots& roots,
         ResolveUnderRoot(roots.data, spec.data().path());
     if (path.ok()) {
       options.data.path = *std::move(path);
+      options.data.name = spec.data().path();
     } else {
       errors.Add("spec.data.path", path.status().message());
     }

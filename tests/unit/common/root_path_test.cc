@@ -29,6 +29,23 @@ TEST(RootPathTest, AbsolutePathsAndParentsAreRefusedByTheirText) {
   EXPECT_THAT(CheckRootRelative("a/..").message(), HasSubstr("parent directory"));
 }
 
+// Every system call stops reading a path at its first NUL byte:
+// "corpus.txt\0garbage" opened corpus.txt, a file the job does not name.
+TEST(RootPathTest, APathHoldingANulByteIsRefusedNotCutShort) {
+  chimera::testing::TempDir dir;
+  const std::string root = *CanonicalRoot(dir.path());
+  dir.WriteFile("corpus.txt", "text");
+  const std::string cut("corpus.txt\0garbage", 18);
+  const absl::Status text = CheckRootRelative(cut);
+  EXPECT_EQ(text.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(text.message(),
+              HasSubstr("'corpus.txt' is followed by a NUL byte"));
+  EXPECT_EQ(ResolveUnderRoot(root, cut).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ResolveUnderRoot(root, std::string("runs\0", 5)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(RootPathTest, RootIsCanonicalAndMustBeADirectory) {
   chimera::testing::TempDir dir;
   fs::create_directories(dir.path() + "/real");

@@ -2,6 +2,11 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/temp_dir.h"
@@ -17,6 +22,13 @@ chimera::v1::Job MakeJob(const std::string& id, chimera::v1::JobState state) {
   job.mutable_manifest()->mutable_metadata()->set_name(id);
   job.mutable_status()->set_state(state);
   return job;
+}
+
+// Bytes of `file`, 0 when there is none.
+int64_t FileBytes(const std::string& file) {
+  std::error_code missing;
+  const uintmax_t bytes = std::filesystem::file_size(file, missing);
+  return missing ? 0 : static_cast<int64_t>(bytes);
 }
 
 std::unique_ptr<JobStore> MustOpen(const std::string& path) {
@@ -97,6 +109,52 @@ TEST(JobStoreTest, StepsComeBackInStepOrderAndGoWithTheJob) {
   EXPECT_TRUE(store->Steps("a")->empty());
 }
 
+// Under --db-max-bytes 65536 the write-ahead log reached 4.1 MB: a full
+// store goes on updating its jobs, every update lands in the log, and SQLite
+// checkpointed it every 1000 pages and never cut it back. The database and
+// its log together now stay within the limit, give or take one write.
+TEST(JobStoreTest, DatabaseAndWriteAheadLogStayWithinTheSizeLimit) {
+  constexpr int64_t kMaxBytes = 64 << 10;
+  // SQLite's default page, with its WAL frame header; a write here changes
+  // at most this many pages (a row, its id's index entry, the sequence,
+  // and a split).
+  constexpr int64_t kFrameBytes = 4096 + 24;
+  constexpr int64_t kPagesPerWrite = 4;
+  chimera::testing::TempDir dir;
+  const std::string path = dir.path() + "/jobs.db";
+  auto store = MustOpen(path);
+  ASSERT_TRUE(store->LimitSize(kMaxBytes).ok());
+  int64_t most_wal = 0;
+  int64_t most_total = 0;
+  const auto measure = [&] {
+    const int64_t wal = FileBytes(path + "-wal");
+    most_wal = std::max(most_wal, wal);
+    most_total = std::max(most_total, FileBytes(path) + wal);
+  };
+
+  std::vector<std::string> ids;
+  absl::Status put;
+  while (put.ok() && ids.size() < 1000) {
+    chimera::v1::Job job = MakeJob(absl::StrCat("job-", ids.size()),
+                                   chimera::v1::JOB_STATE_PENDING);
+    job.mutable_status()->set_message(std::string(300, '.'));
+    put = store->Put(job);
+    if (put.ok()) ids.push_back(job.id());
+    measure();
+  }
+  ASSERT_EQ(put.code(), absl::StatusCode::kResourceExhausted) << put;
+  ASSERT_FALSE(ids.empty());
+  for (int update = 0; update < 300; ++update) {
+    chimera::v1::Job job =
+        MakeJob(ids[update % ids.size()], chimera::v1::JOB_STATE_RUNNING);
+    job.mutable_status()->set_message(std::string(300, 'a' + update % 26));
+    ASSERT_TRUE(store->Put(job).ok()) << update;
+    measure();
+  }
+  EXPECT_LE(most_wal, kMaxBytes / 4 + kPagesPerWrite * kFrameBytes);
+  EXPECT_LE(most_total, kMaxBytes + kPagesPerWrite * kFrameBytes);
+}
+
 TEST(JobStoreTest, JobsSurviveReopeningTheFile) {
   chimera::testing::TempDir dir;
   const std::string path = dir.path() + "/jobs.db";
@@ -155,6 +213,51 @@ TEST(JobStoreTest, ACorruptRowIsSkippedByListAndNamedByGet) {
   absl::StatusOr<chimera::v1::Job> bad = store->Get("bad");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(bad.status().message(), HasSubstr("job 'bad'"));
+}
+
+// An empty blob parses as a job with no id and no state: it was listed to
+// clients as an id-less UNSPECIFIED job. It is damaged, as is a row holding
+// another job's id, and is skipped with an ERROR naming its row.
+TEST(JobStoreTest, AnEmptyOrMisfiledRowIsSkippedWithAnErrorAndNamedByGet) {
+  chimera::testing::TempDir dir;
+  const std::string path = dir.path() + "/jobs.db";
+  {
+    auto store = MustOpen(path);
+    for (const char* id : {"good", "empty", "misfiled"}) {
+      ASSERT_TRUE(store->Put(MakeJob(id, chimera::v1::JOB_STATE_PENDING)).ok());
+    }
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "UPDATE jobs SET job = x'' WHERE id = 'empty';"
+                         "UPDATE jobs SET job = (SELECT job FROM jobs WHERE "
+                         "id = 'good') WHERE id = 'misfiled'",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+
+  auto store = MustOpen(path);
+  ::testing::internal::CaptureStderr();
+  absl::StatusOr<std::vector<chimera::v1::Job>> jobs =
+      store->List(chimera::v1::JOB_STATE_UNSPECIFIED);
+  absl::StatusOr<JobStore::Chunk> chunk = store->ListAfter(0, 10);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].id(), "good");
+  ASSERT_TRUE(chunk.ok()) << chunk.status();
+  ASSERT_EQ(chunk->jobs.size(), 1u);
+  EXPECT_EQ(chunk->jobs[0].job.id(), "good");
+  EXPECT_TRUE(chunk->end);
+  EXPECT_THAT(log, HasSubstr("skipping row 2: stored job 'empty' is empty"));
+  EXPECT_THAT(log, HasSubstr("skipping row 3: stored job 'misfiled' holds a "
+                             "job whose id is 'good'"));
+  absl::StatusOr<chimera::v1::Job> empty = store->Get("empty");
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(empty.status().message(), HasSubstr("job 'empty' is empty"));
+  EXPECT_EQ(store->Get("misfiled").status().code(),
+            absl::StatusCode::kDataLoss);
 }
 
 TEST(JobStoreTest, ASecondStoreOnTheSameFileIsRefusedWhileTheFirstIsOpen) {

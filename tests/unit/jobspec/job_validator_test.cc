@@ -333,6 +333,34 @@ TEST_F(JobValidatorTest, PathsOutsideTheWorkersRootsAreRefusedByTheirText) {
   }
 }
 
+// A NUL byte cut a path short wherever it reached the system:
+// "corpus.txt\0garbage" passed every check as corpus.txt and trained on it.
+TEST_F(JobValidatorTest, APathHoldingANulByteIsRefusedByItsField) {
+  for (const bool check_files : {true, false}) {
+    chimera::v1::TrainJob job;
+    ASSERT_THAT(Paths(ParseJob(JobWith("gpt", "gpt"), Options(), &job)),
+                IsEmpty());
+    job.mutable_spec()->mutable_data()->set_path(
+        std::string("corpus.txt\0garbage", 18));
+    job.mutable_spec()->mutable_training()->set_checkpoint_every(5);
+    job.mutable_spec()->mutable_training()->set_checkpoint_dir(
+        std::string("runs\0x", 6));
+    const FieldErrors errors = ValidateJob(
+        job, {.check_data_files = check_files, .data_root = dir_.path()});
+    ASSERT_THAT(Paths(errors),
+                ElementsAre("spec.data.path", "spec.training.checkpointDir"));
+    EXPECT_THAT(errors.errors()[0].message,
+                HasSubstr("'corpus.txt' is followed by a NUL byte"));
+    EXPECT_THAT(errors.errors()[1].message,
+                HasSubstr("'runs' is followed by a NUL byte"));
+  }
+  // A job file says it with an escape.
+  const FieldErrors errors =
+      Validate(JobWith("path: corpus.txt", "path: \"corpus.txt\\0garbage\""));
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.data.path"));
+  EXPECT_THAT(errors.errors()[0].message, HasSubstr("NUL byte"));
+}
+
 // Two jobs with a 15 MiB label made ListJobs too large for every client:
 // labels are bounded as Kubernetes bounds them, and a job as a whole too.
 TEST_F(JobValidatorTest, LabelsAndTheWholeJobAreBounded) {

@@ -113,6 +113,33 @@ TEST(DataSourceTest, RefusesASparseFileOverTheSizeLimit) {
       << data.status();
 }
 
+// The coordinator checks no data file: a binary file submitted as text
+// trained, its bytes read as characters, though the docs say it is refused.
+TEST(DataSourceTest, RefusesABinaryFileAsTextNamingItAndWhy) {
+  const chimera::testing::TempDir dir;
+  const std::string binary =
+      dir.WriteFile("model.bin", "\177ELF" + std::string(104, '\0'));
+  const auto data = DataSource::Open(Options(DataFormat::kText, binary));
+  EXPECT_EQ(data.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(data.status().message().find("'" + binary + "' is binary"),
+            std::string::npos)
+      << data.status();
+  EXPECT_NE(data.status().message().find("format 'tokens'"), std::string::npos)
+      << data.status();
+  // The same bytes are a token file's.
+  EXPECT_TRUE(DataSource::Open(Options(DataFormat::kTokens, binary)).ok());
+}
+
+// Only the head is checked: a character it cuts in two is text still.
+TEST(DataSourceTest, AcceptsTextWhoseCharacterStraddlesTheCheckedHead) {
+  const chimera::testing::TempDir dir;
+  const std::string text =
+      std::string(kTextDataSniffBytes - 1, 'a') + "\xe2\x82\xac and more";
+  const auto data = DataSource::Open(
+      Options(DataFormat::kText, dir.WriteFile("t.txt", text)));
+  EXPECT_TRUE(data.ok()) << data.status();
+}
+
 TEST(DataSourceTest, RejectsFilesThatCannotHoldASample) {
   const chimera::testing::TempDir dir;
   EXPECT_EQ(DataSource::Open(

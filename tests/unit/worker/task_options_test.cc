@@ -145,6 +145,33 @@ TEST(TaskOptionsTest, ALinkOutOfTheDataRootIsRefusedWithoutItsContent) {
   EXPECT_THAT(std::string(run.status().message()), Not(HasSubstr(outside.path())));
 }
 
+// A task's errors reach whoever submitted the job: they showed the worker's
+// absolute data root. They name the data file as the job does now.
+TEST(TaskOptionsTest, DataFileErrorsNameItAsTheJobDoesNotByTheWorkersRoot) {
+  chimera::testing::TempDir data;
+  data.WriteFile("corpus.txt", std::string(200, 'a'));
+  chimera::v1::TrainJob job = chimera::testing::TinyJob();
+  job.mutable_spec()->mutable_data()->set_format("text");
+  job.mutable_spec()->mutable_data()->set_path("corpus.txt");
+  const auto run = LoadStandaloneJob(
+      data.WriteFile("job.yaml", chimera::testing::JobYaml(job)), Roots(data));
+  ASSERT_TRUE(run.ok()) << run.status();
+  const std::string root = std::filesystem::canonical(data.path()).string();
+
+  // Replaced by a binary file after the job was checked.
+  data.WriteFile("corpus.txt", std::string(200, '\0'));
+  const std::string binary(DataSource::Open(run->task.data).status().message());
+  EXPECT_THAT(binary, HasSubstr("'corpus.txt' is binary"));
+  EXPECT_THAT(binary, Not(HasSubstr(root)));
+  EXPECT_THAT(binary, Not(HasSubstr(data.path())));
+
+  std::filesystem::remove(data.path() + "/corpus.txt");
+  const std::string missing(
+      DataSource::Open(run->task.data).status().message());
+  EXPECT_THAT(missing, HasSubstr("cannot open data file 'corpus.txt'"));
+  EXPECT_THAT(missing, Not(HasSubstr(root)));
+}
+
 TEST(TaskOptionsTest, RootsMustBeExistingDirectoriesNamedByTheirFlag) {
   chimera::testing::TempDir dir;
   const absl::StatusOr<WorkerRoots> roots =

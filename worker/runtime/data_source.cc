@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/directory.h"
 #include "common/file_reader.h"
 #include "common/status_macros.h"
 #include "worker/model/deterministic_random.h"
@@ -75,6 +76,29 @@ absl::StatusOr<int64_t> CountTokens(int fd, const DataSourceOptions& options) {
   return num_tokens;
 }
 
+// The data file, opened beneath options.root when there is one.
+// Non-blocking: opening a FIFO for reading would otherwise wait for a writer
+// forever; CountTokens refuses anything but a regular file.
+absl::StatusOr<UniqueFd> OpenDataFile(const DataSourceOptions& options) {
+  constexpr int kFlags = O_RDONLY | O_NONBLOCK;
+  if (options.root.empty()) {
+    UniqueFd fd(::open(options.path.c_str(), kFlags | O_CLOEXEC));
+    if (!fd.valid()) {
+      return absl::NotFoundError(absl::StrCat("cannot open data file '",
+                                              ShownPath(options),
+                                              "': ", std::strerror(errno)));
+    }
+    return fd;
+  }
+  ASSIGN_OR_RETURN(const Directory root, Directory::OpenRoot(options.root));
+  absl::StatusOr<UniqueFd> fd = root.OpenFile(options.path, kFlags);
+  if (!fd.ok()) {
+    return absl::Status(fd.status().code(),
+                        absl::StrCat("data file ", fd.status().message()));
+  }
+  return fd;
+}
+
 }  // namespace
 
 absl::StatusOr<DataFormat> ParseDataFormat(absl::string_view name) {
@@ -111,21 +135,10 @@ absl::StatusOr<std::unique_ptr<DataSource>> DataSource::Open(
   if (options.format == DataFormat::kSynthetic) {
     return std::unique_ptr<DataSource>(new DataSource(options, -1, 0));
   }
-  // Non-blocking: opening a FIFO for reading would otherwise wait for a
-  // writer forever; CountTokens refuses anything but a regular file.
-  const int fd =
-      ::open(options.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    return absl::NotFoundError(absl::StrCat("cannot open data file '",
-                                            ShownPath(options),
-                                            "': ", std::strerror(errno)));
-  }
-  const absl::StatusOr<int64_t> num_tokens = CountTokens(fd, options);
-  if (!num_tokens.ok()) {
-    ::close(fd);
-    return num_tokens.status();
-  }
-  return std::unique_ptr<DataSource>(new DataSource(options, fd, *num_tokens));
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenDataFile(options));
+  ASSIGN_OR_RETURN(const int64_t num_tokens, CountTokens(fd.get(), options));
+  return std::unique_ptr<DataSource>(
+      new DataSource(options, fd.Release(), num_tokens));
 }
 
 DataSource::DataSource(const DataSourceOptions& options, int fd,

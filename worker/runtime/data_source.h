@@ -46,7 +46,12 @@ absl::StatusOr<DataFormat> ParseDataFormat(absl::string_view name);
 
 struct DataSourceOptions {
   DataFormat format = DataFormat::kSynthetic;
-  // The file for kText and kTokens; ignored for kSynthetic.
+  // The file for kText and kTokens; ignored for kSynthetic. With a `root`
+  // (a task's: the worker's --data-root), `path` is relative to it and
+  // opened beneath it (common/directory.h), so that no symbolic link leads
+  // the read out of it, even one swapped in after the job's path was
+  // checked; without, `path` is opened as it is (tests, benchmarks).
+  std::string root;
   std::string path;
   // How messages name the file; `path` when empty. A task gives the job's
   // spec.data.path, relative to the worker's data root: its errors reach

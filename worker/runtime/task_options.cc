@@ -90,10 +90,14 @@ void ReadPaths(const chimera::v1::JobSpec& spec, const WorkerRoots& roots,
                absl::string_view job_id, TaskOptions& options,
                FieldErrors& errors) {
   if (options.data.format != DataFormat::kSynthetic) {
-    absl::StatusOr<std::string> path =
+    // Checked here to name the field among the job's other problems; the
+    // file is opened beneath the root when the task starts (DataSource), so
+    // a link swapped in meanwhile leads nowhere either.
+    const absl::StatusOr<std::string> path =
         ResolveUnderRoot(roots.data, spec.data().path());
     if (path.ok()) {
-      options.data.path = *std::move(path);
+      options.data.root = roots.data;
+      options.data.path = spec.data().path();
       options.data.name = spec.data().path();
     } else {
       errors.Add("spec.data.path", path.status().message());

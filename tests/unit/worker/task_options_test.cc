@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <thread>
 
@@ -120,8 +121,10 @@ TEST(TaskOptionsTest, PathsResolveUnderTheWorkersRoots) {
   const auto run = LoadStandaloneJob(data.WriteFile("job.yaml", chimera::testing::JobYaml(job)),
                                      *WorkerRootsFrom(data.path(), checkpoints.path()));
   ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_EQ(run->task.data.path, std::filesystem::canonical(data.path()).string() + "/corpus.txt");
-  // Opened beneath the root when the task starts (CheckpointDir).
+  // Both opened beneath their roots when the task starts (DataSource,
+  // CheckpointDir).
+  EXPECT_EQ(run->task.data.root, std::filesystem::canonical(data.path()).string());
+  EXPECT_EQ(run->task.data.path, "corpus.txt");
   EXPECT_EQ(run->task.checkpoint_root,
             std::filesystem::canonical(checkpoints.path()).string());
   EXPECT_EQ(run->task.checkpoint_dir, "runs/tiny");
@@ -143,6 +146,58 @@ TEST(TaskOptionsTest, ALinkOutOfTheDataRootIsRefusedWithoutItsContent) {
   EXPECT_THAT(std::string(run.status().message()),
               HasSubstr("spec.data.path: 'innocent.txt' leads out of the root"));
   EXPECT_THAT(std::string(run.status().message()), Not(HasSubstr(outside.path())));
+}
+
+// The job's path was checked, then swapped between a file inside the root
+// and a link out of it while the task opened it: 1 open in 8 read the
+// outside file, and its size showed in the error. The kernel now resolves
+// the path beneath the root as it opens it.
+TEST(TaskOptionsTest, ADataFileSwappedForALinkOutAfterItsCheckIsNeverRead) {
+  chimera::testing::TempDir outside;
+  chimera::testing::TempDir data;
+  const std::string secret = outside.WriteFile("secret.txt", std::string(4099, 'S'));
+  const std::string inside = data.WriteFile("inside.txt", std::string(200, 'a'));
+  data.WriteFile("corpus.txt", std::string(200, 'a'));
+  chimera::v1::TrainJob job = chimera::testing::TinyJob();
+  job.mutable_spec()->mutable_data()->set_format("text");
+  job.mutable_spec()->mutable_data()->set_path("corpus.txt");
+  const auto run = LoadStandaloneJob(
+      data.WriteFile("job.yaml", chimera::testing::JobYaml(job)), Roots(data));
+  ASSERT_TRUE(run.ok()) << run.status();
+
+  std::atomic<bool> done{false};
+  std::thread swapper([&] {
+    for (int i = 0; !done; ++i) {
+      const std::string next = data.path() + "/next";
+      if (i % 2 == 0) {
+        std::filesystem::create_symlink(secret, next);
+      } else {
+        std::filesystem::copy_file(inside, next);
+      }
+      std::filesystem::rename(next, data.path() + "/corpus.txt");
+    }
+  });
+  int opened = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const absl::StatusOr<std::unique_ptr<DataSource>> source =
+        DataSource::Open(run->task.data);
+    if (source.ok()) {
+      ++opened;
+      // 200 'a's are 200 tokens of id 97; the secret would be 4099 'S's.
+      const absl::StatusOr<at::Tensor> sample = (*source)->Samples(0, 0, 1);
+      ASSERT_TRUE(sample.ok()) << sample.status();
+      ASSERT_EQ((*sample)[0][0].item<int64_t>(), 'a');
+      continue;
+    }
+    ASSERT_EQ(source.status().code(), absl::StatusCode::kPermissionDenied)
+        << source.status();
+    ASSERT_THAT(std::string(source.status().message()), Not(HasSubstr("4099")));
+    ASSERT_THAT(std::string(source.status().message()),
+                HasSubstr("data file 'corpus.txt' leads out of the root"));
+  }
+  done = true;
+  swapper.join();
+  EXPECT_GT(opened, 0);
 }
 
 // A task's errors reach whoever submitted the job: they showed the worker's
@@ -168,7 +223,7 @@ TEST(TaskOptionsTest, DataFileErrorsNameItAsTheJobDoesNotByTheWorkersRoot) {
   std::filesystem::remove(data.path() + "/corpus.txt");
   const std::string missing(
       DataSource::Open(run->task.data).status().message());
-  EXPECT_THAT(missing, HasSubstr("cannot open data file 'corpus.txt'"));
+  EXPECT_THAT(missing, HasSubstr("data file 'corpus.txt' does not exist"));
   EXPECT_THAT(missing, Not(HasSubstr(root)));
 }
 

@@ -24,6 +24,8 @@ namespace {
 enum class Openat2 { kUnknown, kAvailable, kMissing, kForcedOff };
 std::atomic<Openat2> openat2_support{Openat2::kUnknown};
 
+constexpr int kOpenat2Tries = 100;
+
 // A directory tree being removed may still receive a file from a process
 // that has not yet noticed it is superseded; each try removes what is there.
 constexpr int kRemoveTries = 100;
@@ -84,8 +86,15 @@ int OpenBeneathOpenat2(int dir, const std::string& path, int flags) {
   struct open_how how = {};
   how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-  return static_cast<int>(
-      syscall(SYS_openat2, dir, path.c_str(), &how, sizeof(how)));
+  int fd = -1;
+  // EAGAIN: a rename somewhere meanwhile kept the kernel from proving the
+  // path stayed beneath; it asks the caller to try again.
+  for (int tries = 0; tries < kOpenat2Tries; ++tries) {
+    fd = static_cast<int>(
+        syscall(SYS_openat2, dir, path.c_str(), &how, sizeof(how)));
+    if (fd >= 0 || errno != EAGAIN) break;
+  }
+  return fd;
 }
 
 // openat of `name` in `dir` without following a link; -1 with errno, which

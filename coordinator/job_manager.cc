@@ -266,6 +266,7 @@ absl::StatusOr<Job> JobManager::Submit(const chimera::v1::TrainJob& manifest) {
         "spec.resources.workers: the job needs ", needed,
         " workers; this coordinator can have at most ", options_.max_workers));
   }
+  RETURN_IF_ERROR(CheckFitsRegisteredWorkers(manifest));
   absl::MutexLock lock(&mutex_);
   Job job;
   absl::BitGen random;
@@ -281,6 +282,31 @@ absl::StatusOr<Job> JobManager::Submit(const chimera::v1::TrainJob& manifest) {
                     << (needed > 0 ? absl::StrCat(needed) : "all idle")
                     << " workers)";
   return job;
+}
+
+absl::Status JobManager::CheckFitsRegisteredWorkers(
+    const chimera::v1::TrainJob& manifest) const {
+  if (!planner::FixedPlan(manifest)) return absl::OkStatus();
+  const std::string device = DeviceKindOf(manifest);
+  std::vector<std::string> registered;
+  for (const chimera::v1::WorkerInfo& worker : workers_->List()) {
+    if (worker.state() != chimera::v1::WORKER_STATE_DEAD &&
+        DeviceIndex(worker, device).has_value()) {
+      registered.push_back(worker.worker_id());
+    }
+  }
+  const int needed = manifest.spec().resources().workers();
+  if (static_cast<int>(registered.size()) < needed) return absl::OkStatus();
+  registered.resize(needed);
+  const absl::Time deadline = clock_.monotonic() + kSubmitFitBudget;
+  const absl::StatusOr<std::vector<chimera::v1::Plan>> searched = SearchPlans(
+      manifest, registered, 1,
+      [this, deadline] { return clock_.monotonic() >= deadline; });
+  // Only a verdict counts: a search cut short leaves it to the start.
+  if (!absl::IsFailedPrecondition(searched.status())) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("spec.parallelism: on the ", needed, " registered ", device,
+                   " workers, ", searched.status().message()));
 }
 
 absl::StatusOr<Job> JobManager::Get(const std::string& id) {

@@ -107,6 +107,10 @@ struct JobManagerOptions {
 // How many predicted step times a rank may go without reporting a step.
 inline constexpr double kStallFactor = 10;
 
+// How long a submit may search whether a fixed plan fits the registered
+// workers before it leaves that to the job's start.
+inline constexpr absl::Duration kSubmitFitBudget = absl::Seconds(2);
+
 // The pause between tries to start queued jobs while the store is full.
 inline constexpr absl::Duration kMinStartBackoff = absl::Seconds(1);
 inline constexpr absl::Duration kMaxStartBackoff = absl::Seconds(60);
@@ -129,7 +133,9 @@ class JobManager {
   bool Adopt(const std::string& worker_id, const chimera::v1::HeldTask& task);
 
   // INVALID_ARGUMENT listing every problem of the spec; FAILED_PRECONDITION
-  // for a job that can never run here (more workers than max_workers).
+  // for a job that can never run here (more workers than max_workers), or
+  // one that fixes its parallelism none of whose variants fits in the
+  // memory of the workers registered for it (CheckFitsRegisteredWorkers).
   absl::StatusOr<chimera::v1::Job> Submit(const chimera::v1::TrainJob& manifest);
   absl::StatusOr<chimera::v1::Job> Get(const std::string& id);
   absl::StatusOr<std::vector<chimera::v1::Job>> List(chimera::v1::JobState state);
@@ -250,6 +256,13 @@ class JobManager {
     TraceCollector traces{0};
   };
 
+  // FAILED_PRECONDITION naming the memory when `manifest` fixes its
+  // parallelism and, on as many registered workers of its device as it
+  // needs, no variant of its plan fits; OK when too few are registered to
+  // say, or the search takes longer than kSubmitFitBudget (its start
+  // decides then). Holds no lock.
+  absl::Status CheckFitsRegisteredWorkers(
+      const chimera::v1::TrainJob& manifest) const;
   // Records the ends the store refused before (a full disk), each once it
   // takes it.
   void SaveUnsavedEndsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

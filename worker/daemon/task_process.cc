@@ -1,5 +1,6 @@
 #include "worker/daemon/task_process.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -93,8 +94,12 @@ absl::Status Run(const std::string& task_file, const std::string& host,
   std::ifstream in(task_file, std::ios::binary);
   chimera::v1::StartTask task;
   if (!in || !task.ParseFromIstream(&in)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read the task in '", task_file, "'"));
+    // Its name only: the message reaches the job's submitter, who has no
+    // need of the worker's directories.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot read the task file '",
+        std::filesystem::path(task_file).filename().string(),
+        "' in the daemon's --work-dir"));
   }
   TaskRunOptions options;
   // Checkpoints are per job id: every attempt of this job, and no other job.

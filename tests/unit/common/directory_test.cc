@@ -115,6 +115,7 @@ TEST_P(DirectoryTest, APathSwappedForALinkOutIsNeverOpenedOutside) {
   // put in place by an atomic rename; the opener must never read the
   // outside file, which a check followed by an open by name would.
   std::ofstream(root_path_ + "/inside.txt") << "inside";
+  std::ofstream(root_path_ + "/data.txt") << "inside";
   std::atomic<bool> done{false};
   std::thread swapper([&] {
     for (int i = 0; !done; ++i) {

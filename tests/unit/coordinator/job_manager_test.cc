@@ -1111,13 +1111,28 @@ TEST_F(JobManagerTest, AnEndTheFullStoreRefusedIsShownAndRecordedOnceThereIsRoom
 // A job fixing a plan that no variant of fits in its workers' memory was
 // started anyway "with default knobs", for its workers to run out of memory.
 // It fails before any worker hears of it, naming the memory.
-TEST_F(JobManagerTest, AFixedPlanThatCannotFitFailsAtStartNamingTheMemory) {
-  AddWorkers(4);
+chimera::v1::TrainJob TooLargeForItsWorkers() {
   chimera::v1::TrainJob huge = Manifest("huge", 4);
   huge.mutable_spec()->mutable_model()->set_hidden_size(16384);
   huge.mutable_spec()->mutable_model()->set_num_heads(128);
   huge.mutable_spec()->mutable_model()->set_num_layers(96);
-  Job job = MustSubmit(huge);
+  return huge;
+}
+
+TEST_F(JobManagerTest, AFixedPlanThatCannotFitIsRefusedAtSubmitOnTheWorkersKnown) {
+  AddWorkers(4);
+  const absl::StatusOr<Job> refused = manager_->Submit(TooLargeForItsWorkers());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("spec.parallelism: on the 4 registered cpu workers, "
+                        "no plan fits in 8589934592 bytes"));
+  EXPECT_TRUE(manager_->List(chimera::v1::JOB_STATE_UNSPECIFIED)->empty());
+}
+
+TEST_F(JobManagerTest, AFixedPlanThatCannotFitFailsAtStartNamingTheMemory) {
+  // Submitted before its workers registered: only its start can tell.
+  Job job = MustSubmit(TooLargeForItsWorkers());
+  AddWorkers(4);
   manager_->Tick();
   const Job failed = *manager_->Get(job.id());
   EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);

@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 #include "coordinator/job_states.h"
 #include "jobspec/job_validator.h"
 #include "net/server_address.h"
@@ -918,7 +919,10 @@ absl::Status JobManager::RankEndedLocked(const std::string& job_id, Run* run,
         "rank ", rank, " on worker ", worker_id,
         state == chimera::v1::TASK_STATE_STOPPED ? " stopped on its own"
                                                  : " failed",
-        message.empty() ? "" : ": ", message);
+        message.empty() ? "" : ": ", Utf8Prefix(message, kMaxTaskMessageBytes),
+        message.size() > kMaxTaskMessageBytes
+            ? absl::StrCat(" ... (cut to ", kMaxTaskMessageBytes, " bytes)")
+            : "");
     run->fail_by = now_() + workers_->policy().DeadAfter();
   }
   return absl::OkStatus();

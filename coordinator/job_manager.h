@@ -93,6 +93,10 @@ struct JobManagerOptions {
 
 // How many predicted step times a rank may go without reporting a step.
 inline constexpr double kStallFactor = 10;
+// The most of a task's own message (why it failed) a job's status keeps: a
+// task's error is a line or a few, and a status that every `chimera status`
+// reads and the store keeps must not grow with what a worker sends.
+inline constexpr size_t kMaxTaskMessageBytes = 4096;
 
 class JobManager {
  public:
@@ -150,6 +154,7 @@ class JobManager {
   void OnWorkerLost(const std::string& worker_id, const TaskRef& task,
                     const std::string& reason);
 
+  // A task's message beyond kMaxTaskMessageBytes is cut, at a character.
   absl::Status OnTaskState(const chimera::v1::ReportTaskStateRequest& report);
   // Records a rank's step; `response` (optional) says whether the worker
   // should send its timelines (someone traces the job).
@@ -240,7 +245,8 @@ class JobManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Rank `rank` of `run` (on `worker_id`) ended in `state`, SUCCEEDED or
   // not: frees its worker; the last success ends the job SUCCEEDED, the first
-  // failure is held back as `run.failure`.
+  // failure is held back as `run.failure`, with at most kMaxTaskMessageBytes
+  // of `message`.
   absl::Status RankEndedLocked(const std::string& job_id, Run* run, int rank,
                                const std::string& worker_id,
                                chimera::v1::TaskState state,

@@ -19,8 +19,6 @@ constexpr int kMaxDevices = 64;
 constexpr int kMaxDeviceIndex = 1023;
 // More cores than any host has is a malformed registration.
 constexpr int kMaxCpuCores = 1 << 16;
-// A held task's failure message, as a task reports it (truncated beyond).
-constexpr size_t kMaxTaskMessageLength = 4096;
 
 bool IsNameCharacter(char c) {
   return absl::ascii_isalnum(c) || c == '-' || c == '.' || c == '_';
@@ -78,9 +76,10 @@ void CheckHeldTask(const chimera::v1::HeldTask& task, FieldErrors& errors) {
                absl::StrCat(name.empty() ? absl::StrCat(task.state()) : name,
                             " is not one of RUNNING, SUCCEEDED, FAILED, STOPPED"));
   }
-  if (task.message().size() > kMaxTaskMessageLength) {
+  // Daemons cut what they hold to what a job's status keeps.
+  if (task.message().size() > kMaxTaskMessageBytes) {
     errors.Add("task.message", absl::StrCat("has ", task.message().size(),
-                                            " characters; at most ", kMaxTaskMessageLength));
+                                            " bytes; at most ", kMaxTaskMessageBytes));
   }
 }
 

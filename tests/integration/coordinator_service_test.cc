@@ -206,7 +206,7 @@ class FakeWorker {
   }
 
   grpc::Status ReportState(const chimera::v1::StartTask& task, chimera::v1::TaskState state,
-                           const std::string& address = "") {
+                           const std::string& address = "", const std::string& message = "") {
     chimera::v1::ReportTaskStateRequest report;
     report.set_worker_id(id_);
     report.set_incarnation(incarnation_);
@@ -215,6 +215,7 @@ class FakeWorker {
     report.set_rank(task.program().rank());
     report.set_state(state);
     report.set_store_address(address);
+    report.set_message(message);
     chimera::v1::ReportTaskStateResponse ignored;
     return stub_->ReportTaskState(Context(kWorkerToken).get(), report, &ignored);
   }
@@ -429,6 +430,29 @@ TEST_F(CoordinatorServiceTest, JobRunsThroughRendezvousStepsAndSuccess) {
   ASSERT_EQ(events.size(), 2u);
   EXPECT_TRUE(events[0].has_step());
   EXPECT_EQ(events[1].status().state(), chimera::v1::JOB_STATE_SUCCEEDED);
+}
+
+// A job's status is read by every `chimera status` and kept in the store: a
+// task's failure message of megabytes used to land there whole.
+TEST_F(CoordinatorServiceTest, ALongTaskMessageIsCutAtACharacterInTheJobsStatus) {
+  Coordinator coordinator(db());
+  FakeWorker worker(coordinator.address(), "w0");
+  absl::StatusOr<chimera::v1::Job> job = coordinator.Submit(Manifest(1));
+  ASSERT_TRUE(job.ok()) << job.status();
+  std::optional<chimera::v1::Assignment> start = worker.Next();
+  ASSERT_TRUE(start.has_value() && start->has_start());
+  // 3-byte characters: byte 4096 falls inside one.
+  std::string message;
+  for (int i = 0; i < 5000; ++i) message += "\xe2\x82\xac";
+  ASSERT_TRUE(worker.ReportState(start->start(), chimera::v1::TASK_STATE_FAILED, "", message).ok());
+
+  const chimera::v1::Job failed = coordinator.AwaitState(job->id(), chimera::v1::JOB_STATE_FAILED);
+  ASSERT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  ASSERT_LT(failed.status().message().size(), 4200u) << "the message was kept whole";
+  // 1365 whole characters (4095 bytes) of it, then the mark.
+  EXPECT_EQ(failed.status().message(),
+            absl::StrCat("rank 0 on worker w0 failed: ", message.substr(0, 4095),
+                         " ... (cut to 4096 bytes)"));
 }
 
 // How many threads process `pid` runs now (its /proc status), -1 if unknown.

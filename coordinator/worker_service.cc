@@ -2,11 +2,13 @@
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/field_errors.h"
 #include "common/logging.h"
 #include "coordinator/assignment_stream.h"
 #include "coordinator/grpc_util.h"
+#include "net/server_address.h"
 
 namespace chimera::coordinator {
 namespace {
@@ -98,9 +100,14 @@ absl::Status CheckRegistration(const chimera::v1::RegisterWorkerRequest& request
     errors.Add("cpuCores",
                absl::StrCat(request.cpu_cores(), " is outside [0, ", kMaxCpuCores, "]"));
   }
-  if (request.host().empty() || request.host().size() > kMaxAddressLength) {
-    errors.Add("host", absl::StrCat("has ", request.host().size(), " characters; it must have 1 to ",
-                                    kMaxAddressLength));
+  // Other workers dial it, joined with a port: it holds neither a port nor
+  // anything a name or address does not.
+  if (request.host().empty()) {
+    errors.Add("host", "is required");
+  } else if (!net::IsHostNameOrAddress(request.host())) {
+    errors.Add("host", absl::StrCat("'", absl::CHexEscape(request.host().substr(0, kMaxNameLength)),
+                                    "' is not a host name or an IP address (no port, no "
+                                    "brackets)"));
   }
   if (request.metrics_address().size() > kMaxAddressLength) {
     errors.Add("metricsAddress", absl::StrCat("has ", request.metrics_address().size(),

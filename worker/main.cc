@@ -31,6 +31,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/build_info.h"
 #include "common/byte_size.h"
@@ -143,6 +144,13 @@ int RunDaemon(chimera::worker::DaemonOptions options,
           chimera::net::ParseDialAddress(options.coordinator).status();
       !valid.ok()) {
     std::cerr << "chimera-worker: --coordinator: " << valid.message() << "\n";
+    return kExitBadInput;
+  }
+  // Other workers dial it joined with a port; the coordinator refuses
+  // anything else at registration.
+  if (!chimera::net::IsHostNameOrAddress(options.host)) {
+    std::cerr << "chimera-worker: --host: '" << absl::CHexEscape(options.host)
+              << "' is not a host name or an IP address (no port, no brackets)\n";
     return kExitBadInput;
   }
   absl::StatusOr<chimera::worker::WorkerRoots> canonical =
@@ -296,7 +304,8 @@ int main(int argc, char** argv) {
   app.add_option("--node", daemon.node,
                  "Node (host) name reported to the coordinator");
   app.add_option("--host", daemon.host,
-                 "Address other workers reach this one at (rendezvous, Gloo)")
+                 "Address other workers reach this one at (rendezvous, Gloo): "
+                 "a host name or IP address, without a port")
       ->capture_default_str();
   app.add_option("--token", daemon.token,
                  "Join token (default: $CHIMERA_WORKER_TOKEN)");

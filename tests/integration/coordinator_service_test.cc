@@ -378,13 +378,44 @@ TEST_F(CoordinatorServiceTest, RegistrationsNoRealWorkerSendsAreRefusedFieldByFi
   EXPECT_THAT(status.error_message(), HasSubstr("workerId: has 300 characters; at most 253"));
   EXPECT_THAT(status.error_message(), HasSubstr("memoryBytes: -1 must be > 0"));
   EXPECT_THAT(status.error_message(), HasSubstr("devices[0].kind: 'tpu' is not one of cpu, gpu"));
-  EXPECT_THAT(status.error_message(), HasSubstr("host: has 0 characters; it must have 1 to"));
+  EXPECT_THAT(status.error_message(), HasSubstr("host: is required"));
   EXPECT_THAT(status.error_message(), HasSubstr("task.jobId: is required"));
   EXPECT_THAT(status.error_message(), HasSubstr("task.attempt: 0 must be >= 1"));
   EXPECT_THAT(status.error_message(), HasSubstr("task.rank: -1 must be >= 0"));
   EXPECT_THAT(status.error_message(),
               HasSubstr("task.state: TASK_STATE_READY is not one of RUNNING, "
                         "SUCCEEDED, FAILED, STOPPED"));
+}
+
+// Other workers dial a worker's host joined with a port, and `chimera
+// workers` prints it: a port or a line break in it used to be stored.
+TEST_F(CoordinatorServiceTest, AWorkerHostThatIsNoHostNameOrAddressIsRefusedNamingIt) {
+  Coordinator coordinator(db());
+  auto stub = chimera::v1::WorkerService::NewStub(
+      grpc::CreateChannel(coordinator.address(), grpc::InsecureChannelCredentials()));
+  using HostAndShown = std::pair<std::string, std::string>;
+  for (const auto& [host, shown] : {HostAndShown{"127.0.0.1:80", "127.0.0.1:80"},
+                                    HostAndShown{"evil\nhost", "evil\\nhost"},
+                                    HostAndShown{"[::1]", "[::1]"}}) {
+    chimera::v1::RegisterWorkerRequest request;
+    request.set_worker_id("w0");
+    request.set_incarnation(7);
+    request.set_memory_bytes(1 << 30);
+    request.add_devices()->set_kind("cpu");
+    request.set_host(host);
+    chimera::v1::RegisterWorkerResponse response;
+    const grpc::Status status =
+        stub->RegisterWorker(Context(kWorkerToken).get(), request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << shown;
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("host: '" + shown + "' is not a host name or an IP address"));
+  }
+  chimera::v1::ListWorkersResponse workers;
+  ASSERT_TRUE(coordinator.jobs()
+                  .ListWorkers(Context(kClientToken).get(), chimera::v1::ListWorkersRequest(),
+                               &workers)
+                  .ok());
+  EXPECT_EQ(workers.workers_size(), 0);
 }
 
 TEST_F(CoordinatorServiceTest, JobRunsThroughRendezvousStepsAndSuccess) {

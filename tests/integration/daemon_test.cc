@@ -182,6 +182,18 @@ TEST_F(DaemonTest, CoordinatorAddressWithoutPortOrAsAUrlIsBadInput) {
   }
 }
 
+TEST_F(DaemonTest, HostThatIsNoHostNameOrAddressIsBadInput) {
+  using HostAndShown = std::pair<std::string, std::string>;
+  for (const auto& [host, shown] : {HostAndShown{"127.0.0.1:80", "127.0.0.1:80"},
+                                    HostAndShown{"worker\n0", "worker\\n0"}}) {
+    const testing::ProcessResult worker = testing::RunProcess(
+        {CHIMERA_WORKER_BINARY, "--coordinator", "127.0.0.1:1", "--host", host});
+    EXPECT_EQ(worker.exit_code, 2) << shown << ": " << worker.err;
+    EXPECT_THAT(worker.err, HasSubstr("--host: '" + shown +
+                                      "' is not a host name or an IP address"));
+  }
+}
+
 // Whoever may submit jobs may read the workers' data and write checkpoints
 // inside their roots, and nothing else: an absolute path or a parent
 // directory is refused at submit, a link out of the data root by the worker,

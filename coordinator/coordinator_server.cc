@@ -5,6 +5,8 @@
 
 #include <chrono>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -19,17 +21,60 @@ namespace {
 // In-flight calls get this long to finish at shutdown.
 constexpr auto kShutdownGrace = std::chrono::seconds(1);
 
-}  // namespace
+// OK for no token or a usable one; INVALID_ARGUMENT naming the flag and the
+// environment variable that give it otherwise.
+absl::Status CheckTokenStrength(const std::string& token, absl::string_view flag,
+                                absl::string_view variable) {
+  if (token.empty()) return absl::OkStatus();
+  const std::string name = absl::StrCat(flag, " (or ", variable, ")");
+  // gRPC carries it as a header value, which no client can send with a line
+  // break or a byte beyond ASCII in it (a secret read from a file often ends
+  // with a line break).
+  if (!absl::c_all_of(token, [](char c) { return c >= 0x20 && c <= 0x7e; })) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, " holds a character that is not printable ASCII (a line break?); no "
+              "client could send it"));
+  }
+  if (absl::StripAsciiWhitespace(token).empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " is only spaces"));
+  }
+  if (token.size() < kMinTokenBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " is too short: ", token.size(), " of the at least ", kMinTokenBytes,
+                     " characters a token needs (`openssl rand -hex 16` makes one)"));
+  }
+  return absl::OkStatus();
+}
 
-absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
-    const CoordinatorOptions& options) {
-  ASSIGN_OR_RETURN(net::ServerAddress address, net::ParseServerAddress(options.listen));
+// Whether `options` say who may call a coordinator on `address` in a way
+// it accepts.
+absl::Status CheckAccess(const CoordinatorOptions& options, const net::ServerAddress& address) {
   if (!address.IsLoopback() &&
       (options.client_token.empty() || options.worker_token.empty())) {
     return absl::InvalidArgumentError(
         absl::StrCat("refusing to serve on non-loopback host '", address.host,
                      "' without a client token and a worker token"));
   }
+  RETURN_IF_ERROR(
+      CheckTokenStrength(options.client_token, "--client-token", "CHIMERA_CLIENT_TOKEN"));
+  RETURN_IF_ERROR(
+      CheckTokenStrength(options.worker_token, "--worker-token", "CHIMERA_WORKER_TOKEN"));
+  // A worker's token must not submit or stop jobs, nor a client's join as a
+  // worker and be sent the jobs' programs.
+  if (!options.client_token.empty() && options.client_token == options.worker_token) {
+    return absl::InvalidArgumentError(
+        "--client-token and --worker-token (or CHIMERA_CLIENT_TOKEN and "
+        "CHIMERA_WORKER_TOKEN) are the same; give each role a token of its own");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+    const CoordinatorOptions& options) {
+  ASSIGN_OR_RETURN(net::ServerAddress address, net::ParseServerAddress(options.listen));
+  RETURN_IF_ERROR(CheckAccess(options, address));
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                    net::ServerCredentials(options.tls));
 
@@ -70,7 +115,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   server->address_ = address.ToString();
   if (!options.metrics_listen.empty()) {
     ASSIGN_OR_RETURN(server->metrics_,
-                     net::MetricsServer::Start(options.metrics_listen));
+                     net::MetricsServer::Start(options.metrics_listen,
+                                               options.metrics_public
+                                                   ? net::MetricsServer::Reach::kAnyone
+                                                   : net::MetricsServer::Reach::kLoopbackOnly));
     server->metrics_->Add(std::make_shared<CoordinatorMetrics>(
         server->jobs_.get(), server->registry_.get()));
   }

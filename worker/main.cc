@@ -135,10 +135,16 @@ int RunStandaloneMode(const chimera::worker::StandaloneFlags& flags) {
   return 0;
 }
 
-// Serves the coordinator (and /metrics on `metrics_listen` unless empty)
-// until SIGINT or SIGTERM; its tasks' files lie under the roots.
+// Where the daemon serves /metrics (--metrics-listen, --metrics-public).
+struct MetricsFlags {
+  std::string listen;  // Empty: nowhere.
+  chimera::net::MetricsServer::Reach reach = chimera::net::MetricsServer::Reach::kLoopbackOnly;
+};
+
+// Serves the coordinator (and /metrics as `metrics_flags` ask) until SIGINT or
+// SIGTERM; its tasks' files lie under the roots.
 int RunDaemon(chimera::worker::DaemonOptions options,
-              chimera::net::ClientTlsFiles tls, const std::string& metrics_listen,
+              chimera::net::ClientTlsFiles tls, const MetricsFlags& metrics_flags,
               const std::string& data_root, const std::string& checkpoint_root) {
   if (const absl::Status valid =
           chimera::net::ParseDialAddress(options.coordinator).status();
@@ -197,9 +203,9 @@ int RunDaemon(chimera::worker::DaemonOptions options,
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::unique_ptr<chimera::net::MetricsServer> metrics;
-  if (!metrics_listen.empty()) {
+  if (!metrics_flags.listen.empty()) {
     absl::StatusOr<std::unique_ptr<chimera::net::MetricsServer>> started =
-        chimera::net::MetricsServer::Start(metrics_listen);
+        chimera::net::MetricsServer::Start(metrics_flags.listen, metrics_flags.reach);
     if (!started.ok()) {
       std::cerr << "chimera-worker: " << started.status().message() << "\n";
       return kExitBadInput;
@@ -324,7 +330,11 @@ int main(int argc, char** argv) {
   app.add_option(
       "--metrics-listen", metrics_listen,
       "HOST:PORT for the daemon's Prometheus /metrics (port 0: any free one); "
-      "default: none");
+      "default: none. Non-loopback hosts need --metrics-public");
+  bool metrics_public = false;
+  app.add_flag("--metrics-public", metrics_public,
+               "Let --metrics-listen be beyond loopback: /metrics has no token "
+               "and names jobs, workers and hosts");
   int gpu = -1;
   app.add_option("--gpu", gpu,
                  "CUDA device of gpu jobs: the daemon's one GPU (default 0; "
@@ -376,7 +386,10 @@ int main(int argc, char** argv) {
     return RunProfileMode(flags.job_path, flags.data_root, daemon.gpu,
                           profile_out);
   if (!daemon.coordinator.empty())
-    return RunDaemon(std::move(daemon), std::move(tls), metrics_listen,
+    return RunDaemon(std::move(daemon), std::move(tls),
+                     {metrics_listen, metrics_public
+                                          ? chimera::net::MetricsServer::Reach::kAnyone
+                                          : chimera::net::MetricsServer::Reach::kLoopbackOnly},
                      flags.data_root, flags.checkpoint_root);
   if (version) PrintVersion(output == "json");
   if (devices) PrintDevices(output == "json");

@@ -31,8 +31,8 @@ using ::testing::HasSubstr;
 
 constexpr absl::Duration kEventTimeout = absl::Seconds(20);
 constexpr auto kRpcDeadline = std::chrono::seconds(10);
-constexpr char kClientToken[] = "client-secret";
-constexpr char kWorkerToken[] = "worker-secret";
+constexpr char kClientToken[] = "client-secret-of-the-test";
+constexpr char kWorkerToken[] = "worker-secret-of-the-test";
 
 std::unique_ptr<grpc::ClientContext> Context(const std::string& token) {
   auto context = std::make_unique<grpc::ClientContext>();

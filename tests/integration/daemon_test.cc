@@ -194,6 +194,15 @@ TEST_F(DaemonTest, HostThatIsNoHostNameOrAddressIsBadInput) {
   }
 }
 
+// A daemon's /metrics names its jobs and hosts and has no token.
+TEST_F(DaemonTest, MetricsBeyondLoopbackNeedMetricsPublic) {
+  const testing::ProcessResult worker = testing::RunProcess(
+      {CHIMERA_WORKER_BINARY, "--coordinator", "127.0.0.1:1", "--metrics-listen", "0.0.0.0:0"});
+  EXPECT_EQ(worker.exit_code, 2) << worker.err;
+  EXPECT_THAT(worker.err, HasSubstr("refusing to serve metrics on non-loopback host "
+                                    "'0.0.0.0' without --metrics-public"));
+}
+
 // Whoever may submit jobs may read the workers' data and write checkpoints
 // inside their roots, and nothing else: an absolute path or a parent
 // directory is refused at submit, a link out of the data root by the worker,

@@ -18,7 +18,9 @@
 // A job's data path and checkpoint directory are relative to --data-root and
 // --checkpoint-root (default: the current directory), and may not leave them.
 //
-// Exit codes: 0 success, 1 the job failed while running, 2 bad flags or job.
+// Exit codes: 0 success, 1 the job failed while running, 2 bad flags or job,
+// 3 (daemon) another daemon registered under this one's --worker-id, which
+// this one must not take back: restarting it would only evict the other.
 #include <signal.h>
 #include <unistd.h>
 
@@ -108,6 +110,7 @@ void PrintVersion(bool json) {
 
 constexpr int kExitFailed = 1;
 constexpr int kExitBadInput = 2;
+constexpr int kExitReplaced = 3;
 
 int RunStandaloneMode(const chimera::worker::StandaloneFlags& flags) {
   for (const auto& [given, flag] :
@@ -146,6 +149,15 @@ struct MetricsFlags {
 int RunDaemon(chimera::worker::DaemonOptions options,
               chimera::net::ClientTlsFiles tls, const MetricsFlags& metrics_flags,
               const std::string& data_root, const std::string& checkpoint_root) {
+  // Only the waiting thread sees the termination signals: they are blocked
+  // before gRPC or anything else starts a thread, since threads inherit the
+  // mask. A thread with SIGTERM unblocked used to take the signal that wakes
+  // the waiter, and the daemon died of it without a word.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   if (const absl::Status valid =
           chimera::net::ParseDialAddress(options.coordinator).status();
       !valid.ok()) {
@@ -196,12 +208,6 @@ int RunDaemon(chimera::worker::DaemonOptions options,
     std::cerr << "chimera-worker: " << credentials.status().message() << "\n";
     return kExitBadInput;
   }
-  // Only the waiting thread sees the termination signals.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::unique_ptr<chimera::net::MetricsServer> metrics;
   if (!metrics_flags.listen.empty()) {
     absl::StatusOr<std::unique_ptr<chimera::net::MetricsServer>> started =
@@ -223,11 +229,14 @@ int RunDaemon(chimera::worker::DaemonOptions options,
     daemon.Shutdown();
   });
   const absl::Status status = daemon.Run();
-  // Wake the waiter if Run ended on its own.
-  ::kill(::getpid(), SIGTERM);
+  // Wake the waiter if Run ended on its own: the waiter alone, whatever the
+  // masks of threads that libraries started.
+  pthread_kill(waiter.native_handle(), SIGTERM);
   waiter.join();
-  if (!status.ok()) std::cerr << "chimera-worker: " << status.message() << "\n";
-  return status.ok() ? 0 : kExitFailed;
+  if (status.ok()) return 0;
+  const int exit_code = absl::IsAlreadyExists(status) ? kExitReplaced : kExitFailed;
+  CHIMERA_LOG(ERROR) << status.message() << "; this daemon exits with status " << exit_code;
+  return exit_code;
 }
 
 int RunProfileMode(const std::string& job_path, const std::string& data_root,

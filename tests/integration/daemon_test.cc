@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/coordinator_client.h"
+#include "common/file_reader.h"
 #include "coordinator/job_states.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -244,6 +245,30 @@ TEST_F(DaemonTest, PathsOutsideTheWorkersRootsAreRefusedAtSubmitAndByTheWorker) 
               HasSubstr("spec.data.path: 'innocent.txt' leads out of the root"));
   EXPECT_THAT(failed.status().message(), Not(HasSubstr("SECRET")));
   EXPECT_THAT(failed.status().message(), Not(HasSubstr(outside.path())));
+}
+
+// A daemon started under a worker id in use takes the id over. The daemon it
+// replaced used to end on a log line of ABORTED and exit 1, as if a job had
+// failed; a supervisor restarting it would evict the newcomer in turn.
+TEST_F(DaemonTest, ADaemonWhoseIdAnotherTookOverExitsWithStatus3NamingItsHost) {
+  StartCoordinator();
+  StartWorkers(1);
+  ASSERT_TRUE(AwaitIdleWorkers(1));
+  net::ChildProcess newcomer({CHIMERA_WORKER_BINARY, "--coordinator", coordinator_->address(),
+                              "--worker-id", "w0", "--host", "localhost", "--work-dir",
+                              dir_.path() + "/newcomer"},
+                             "", dir_.path() + "/newcomer.log");
+
+  EXPECT_EQ(workers_[0]->Wait(kStartTimeout), 3);
+  constexpr uint64_t kMaxLogBytes = 16 << 20;
+  const std::string log = ReadTextFile(dir_.path() + "/w0.log", kMaxLogBytes).value_or("");
+  EXPECT_THAT(log, HasSubstr("another daemon registered as worker 'w0' from host localhost"));
+  EXPECT_THAT(log, HasSubstr("this daemon exits with status 3"));
+  const absl::StatusOr<std::vector<chimera::v1::WorkerInfo>> workers = client_->Workers();
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  ASSERT_EQ(workers->size(), 1u);
+  EXPECT_EQ((*workers)[0].host(), "localhost");
+  EXPECT_EQ((*workers)[0].state(), chimera::v1::WORKER_STATE_IDLE);
 }
 
 TEST_F(DaemonTest, ChimeraJobOnFourWorkersSucceedsWithMetricsAndFallingLoss) {

@@ -1,7 +1,8 @@
 // CoordinatorServer: the whole coordinator in one object — job store,
 // worker registry, job manager, the gRPC JobService and WorkerService with
-// the standard health service and reflection, and the background loop that
-// checks liveness and starts queued jobs. chimera-coordinator runs one;
+// the standard health service and reflection, behind the token gate
+// (token_gate.h), and the background loop that checks liveness and starts
+// queued jobs. chimera-coordinator runs one;
 // `chimera run` embeds one on loopback.
 //
 //   ASSIGN_OR_RETURN(auto server, CoordinatorServer::Start(options));
@@ -45,8 +46,6 @@ struct CoordinatorOptions {
   std::string client_token;
   std::string worker_token;
   net::ServerTlsFiles tls;
-  // Largest request or response; bigger ones are refused by gRPC.
-  int max_message_bytes = 16 << 20;
   // HOST:PORT for the Prometheus /metrics endpoint; empty: none.
   std::string metrics_listen;
   // Whether /metrics may listen beyond loopback (--metrics-public).

@@ -121,17 +121,13 @@ absl::Status CheckRegistration(const chimera::v1::RegisterWorkerRequest& request
 }  // namespace
 
 WorkerServiceImpl::WorkerServiceImpl(JobManager* jobs, WorkerRegistry* workers,
-                                     std::string worker_token,
                                      const absl::Notification* stopping)
-    : jobs_(jobs),
-      workers_(workers),
-      worker_token_(std::move(worker_token)),
-      stopping_(stopping) {}
+    : jobs_(jobs), workers_(workers), stopping_(stopping) {}
 
-grpc::Status WorkerServiceImpl::RegisterWorker(grpc::ServerContext* context,
+grpc::Status WorkerServiceImpl::RegisterWorker(grpc::ServerContext*,
                                                const chimera::v1::RegisterWorkerRequest* request,
                                                chimera::v1::RegisterWorkerResponse* response) {
-  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, worker_token_));
+  CHIMERA_RETURN_IF_GRPC_ERROR(CheckRequestSize(*request, kMaxSmallRequestBytes, "RegisterWorker"));
   CHIMERA_RETURN_IF_GRPC_ERROR(ToGrpcStatus(CheckRegistration(*request)));
   absl::StatusOr<std::optional<TaskRef>> registered = workers_->Register(*request);
   if (!registered.ok()) {
@@ -154,31 +150,33 @@ grpc::Status WorkerServiceImpl::RegisterWorker(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext* context,
+grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext*,
                                           const chimera::v1::HeartbeatRequest* request,
                                           chimera::v1::HeartbeatResponse*) {
-  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, worker_token_));
+  CHIMERA_RETURN_IF_GRPC_ERROR(CheckRequestSize(*request, kMaxSmallRequestBytes, "Heartbeat"));
   return ToGrpcStatus(workers_->Heartbeat(request->worker_id(), request->incarnation()));
 }
 
 grpc::Status WorkerServiceImpl::ReportMetrics(
-    grpc::ServerContext* context,
+    grpc::ServerContext*,
     const chimera::v1::ReportMetricsRequest* request,
     chimera::v1::ReportMetricsResponse* response) {
-  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, worker_token_));
+  CHIMERA_RETURN_IF_GRPC_ERROR(
+      CheckRequestSize(*request, kMaxMetricsRequestBytes, "ReportMetrics"));
   return ToGrpcStatus(jobs_->OnMetrics(*request, response));
 }
 
 grpc::Status WorkerServiceImpl::ReportTaskState(
-    grpc::ServerContext* context, const chimera::v1::ReportTaskStateRequest* request,
+    grpc::ServerContext*, const chimera::v1::ReportTaskStateRequest* request,
     chimera::v1::ReportTaskStateResponse*) {
-  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, worker_token_));
+  CHIMERA_RETURN_IF_GRPC_ERROR(
+      CheckRequestSize(*request, kMaxSmallRequestBytes, "ReportTaskState"));
   return ToGrpcStatus(jobs_->OnTaskState(*request));
 }
 
 grpc::ServerWriteReactor<chimera::v1::Assignment>* WorkerServiceImpl::WatchAssignments(
-    grpc::CallbackServerContext* context, const chimera::v1::WatchAssignmentsRequest* request) {
-  grpc::Status refused = CheckToken(*context, worker_token_);
+    grpc::CallbackServerContext*, const chimera::v1::WatchAssignmentsRequest* request) {
+  grpc::Status refused = CheckRequestSize(*request, kMaxSmallRequestBytes, "WatchAssignments");
   if (refused.ok()) {
     refused = ToGrpcStatus(workers_->CheckIncarnation(request->worker_id(), request->incarnation()));
   }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_reader.h"
 #include "common/status_macros.h"
+#include "net/plaintext_credentials.h"
 
 namespace chimera::net {
 namespace {
@@ -146,7 +147,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
     const ServerTlsFiles& files) {
   if (files.certificate.empty() && files.private_key.empty() &&
       files.client_ca.empty()) {
-    return grpc::InsecureServerCredentials();
+    return PlaintextServerCredentials();
   }
   if (files.certificate.empty() || files.private_key.empty()) {
     return absl::InvalidArgumentError(

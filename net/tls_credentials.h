@@ -21,8 +21,9 @@
 namespace chimera::net {
 
 // The server's files (--tls-cert, --tls-key, --tls-client-ca); all empty:
-// plaintext. A client CA makes the server require client certificates that
-// chain to it (mTLS).
+// plaintext (that still takes an AuthMetadataProcessor, see
+// plaintext_credentials.h). A client CA makes the server require client
+// certificates that chain to it (mTLS).
 struct ServerTlsFiles {
   std::string certificate;
   std::string private_key;

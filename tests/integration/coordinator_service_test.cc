@@ -55,6 +55,21 @@ chimera::v1::TrainJob Manifest(int workers, bool valid = true) {
   return job;
 }
 
+// A number in process `pid`'s /proc status ("Threads:", "VmRSS:" in KiB),
+// -1 if unknown.
+int64_t ProcStatusOf(pid_t pid, const std::string& field) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string key;
+  while (status >> key) {
+    if (key == field) {
+      int64_t value = -1;
+      status >> value;
+      return value;
+    }
+  }
+  return -1;
+}
+
 // A chimera-coordinator process on an ephemeral loopback port, and the
 // test's client of its JobService.
 class Coordinator {
@@ -81,13 +96,14 @@ class Coordinator {
   chimera::v1::JobService::Stub& jobs() { return *jobs_; }
 
   // Calls `method` with `bytes` as the request, whatever they hold.
-  grpc::Status CallWithRawBytes(const std::string& method, const std::string& bytes) {
+  grpc::Status CallWithRawBytes(const std::string& method, const std::string& bytes,
+                                const std::string& token = kClientToken) {
     grpc::GenericStub stub(channel_);
     grpc::Slice slice(bytes);
     const grpc::ByteBuffer request(&slice, 1);
     grpc::ByteBuffer response;
     std::promise<grpc::Status> done;
-    std::unique_ptr<grpc::ClientContext> context = Context(kClientToken);
+    std::unique_ptr<grpc::ClientContext> context = Context(token);
     stub.UnaryCall(context.get(), method, grpc::StubOptions(), &request, &response,
                    [&done](grpc::Status status) { done.set_value(std::move(status)); });
     return done.get_future().get();
@@ -310,6 +326,84 @@ TEST_F(CoordinatorServiceTest, BadRequestsGetTheirCodesAndChangeNothing) {
   EXPECT_EQ(coordinator.JobCount(), before);
 }
 
+// Thirty 15 MB requests without a token took a coordinator from 64 to 210 MB
+// resident, never given back: gRPC read each whole before the handler
+// checked the token. The token is now checked on the call's headers.
+TEST_F(CoordinatorServiceTest, ARequestWithoutItsTokenIsRefusedBeforeItsBodyIsRead) {
+  Coordinator coordinator(db());
+  chimera::v1::SubmitJobRequest request;
+  *request.mutable_job() = Manifest(2);
+  request.mutable_job()->mutable_metadata()->set_name(std::string(7 << 20, 'x'));
+  const std::string seven_megabytes = request.SerializeAsString();
+  const int64_t resident_before = ProcStatusOf(coordinator.pid(), "VmRSS:");
+  for (int i = 0; i < 30; ++i) {
+    const grpc::Status refused = coordinator.CallWithRawBytes(
+        "/chimera.v1.JobService/SubmitJob", seven_megabytes, i % 2 == 0 ? "" : kWorkerToken);
+    ASSERT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED) << refused.error_message();
+  }
+  const int64_t grown_kib = ProcStatusOf(coordinator.pid(), "VmRSS:") - resident_before;
+  // Reading them grew it by some 65 MiB; refusing them at the headers by
+  // about one.
+  EXPECT_LT(grown_kib, 16 << 10) << "the coordinator read what it refused";
+  // Beyond any method's bound: refused for its token, not its size.
+  request.mutable_job()->mutable_metadata()->set_name(std::string(20 << 20, 'x'));
+  const grpc::Status huge = coordinator.CallWithRawBytes("/chimera.v1.JobService/SubmitJob",
+                                                         request.SerializeAsString(), "");
+  EXPECT_EQ(huge.error_code(), grpc::StatusCode::UNAUTHENTICATED) << huge.error_message();
+  EXPECT_EQ(coordinator.JobCount(), 0);
+  // Probes send no token.
+  const grpc::Status health = coordinator.CallWithRawBytes("/grpc.health.v1.Health/Check", "", "");
+  EXPECT_TRUE(health.ok()) << health.error_message();
+}
+
+// The server reads up to the largest request of any method (a traced step's
+// metrics); the others are bounded far below it.
+TEST_F(CoordinatorServiceTest, ARequestBeyondItsMethodsBoundIsRefusedNamingTheBound) {
+  Coordinator coordinator(db());
+  chimera::v1::TrainJob big = Manifest(2);
+  big.mutable_metadata()->set_name(std::string(300 << 10, 'x'));
+  const absl::StatusOr<chimera::v1::Job> job = coordinator.Submit(big);
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(job.status().message(), HasSubstr("SubmitJob takes at most 262144"));
+
+  auto workers = chimera::v1::WorkerService::NewStub(
+      grpc::CreateChannel(coordinator.address(), grpc::InsecureChannelCredentials()));
+  chimera::v1::HeartbeatRequest beat;
+  beat.set_worker_id(std::string(100 << 10, 'w'));
+  chimera::v1::HeartbeatResponse ignored;
+  const grpc::Status heartbeat = workers->Heartbeat(Context(kWorkerToken).get(), beat, &ignored);
+  EXPECT_EQ(heartbeat.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(heartbeat.error_message(), HasSubstr("Heartbeat takes at most 65536"));
+
+  // A traced step's metrics go up to the server's limit: read, then
+  // answered by the handler (no such worker here).
+  chimera::v1::ReportMetricsRequest report;
+  report.set_worker_id("w0");
+  chimera::v1::StepTimeline& timeline = *report.mutable_metrics()->mutable_timeline();
+  for (int i = 0; i < 480000; ++i) {
+    timeline.add_op_start_seconds(i);
+    timeline.add_op_end_seconds(i + 0.5);
+  }
+  ASSERT_GT(report.ByteSizeLong(), 7u << 20);
+  chimera::v1::ReportMetricsResponse response;
+  const absl::Time sent = absl::Now();
+  const grpc::Status metrics =
+      workers->ReportMetrics(Context(kWorkerToken).get(), report, &response);
+  EXPECT_EQ(metrics.error_code(), grpc::StatusCode::NOT_FOUND) << metrics.error_message();
+  EXPECT_LT(absl::Now() - sent, absl::Seconds(5));
+  for (int i = 0; i < 120000; ++i) timeline.add_op_start_seconds(i);
+  const grpc::Status beyond =
+      workers->ReportMetrics(Context(kWorkerToken).get(), report, &response);
+  EXPECT_EQ(beyond.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(beyond.error_message(), HasSubstr("8388608"));
+
+  // A job of the largest size jobspec allows still gets the validator's word.
+  chimera::v1::TrainJob large = Manifest(2);
+  large.mutable_metadata()->set_name(std::string(100 << 10, 'x'));
+  EXPECT_EQ(coordinator.Submit(large).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(coordinator.Submit(Manifest(2)).ok());
+}
+
 TEST_F(CoordinatorServiceTest, ListJobsPagesThroughEveryJobOnceInSubmissionOrder) {
   Coordinator coordinator(db());
   std::vector<std::string> submitted;
@@ -486,25 +580,11 @@ TEST_F(CoordinatorServiceTest, ALongTaskMessageIsCutAtACharacterInTheJobsStatus)
                          " ... (cut to 4096 bytes)"));
 }
 
-// How many threads process `pid` runs now (its /proc status), -1 if unknown.
-int ThreadsOf(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string key;
-  while (status >> key) {
-    if (key == "Threads:") {
-      int threads = -1;
-      status >> threads;
-      return threads;
-    }
-  }
-  return -1;
-}
-
 TEST_F(CoordinatorServiceTest, FollowersHoldNoThreadWhileTheyWaitAndAllSeeTheEnd) {
   Coordinator coordinator(db());
   absl::StatusOr<chimera::v1::Job> job = coordinator.Submit(Manifest(2));
   ASSERT_TRUE(job.ok()) << job.status();
-  const int threads_before = ThreadsOf(coordinator.pid());
+  const int64_t threads_before = ProcStatusOf(coordinator.pid(), "Threads:");
   ASSERT_GT(threads_before, 0);
 
   // With no worker the job stays PENDING: every follower waits.
@@ -525,7 +605,7 @@ TEST_F(CoordinatorServiceTest, FollowersHoldNoThreadWhileTheyWaitAndAllSeeTheEnd
     EXPECT_EQ(first.status().state(), chimera::v1::JOB_STATE_PENDING);
   }
   // A thread per stream would add kFollowers.
-  EXPECT_LT(ThreadsOf(coordinator.pid()), threads_before + kFollowers / 10);
+  EXPECT_LT(ProcStatusOf(coordinator.pid(), "Threads:"), threads_before + kFollowers / 10);
 
   chimera::v1::StopJobRequest stop;
   stop.set_job_id(job->id());

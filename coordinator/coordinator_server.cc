@@ -5,11 +5,15 @@
 
 #include <chrono>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator_metrics.h"
+#include "coordinator/grpc_util.h"
+#include "coordinator/token_gate.h"
 #include "net/malformed_request.h"
 #include "net/server_address.h"
 #include "net/tls_credentials.h"
@@ -19,18 +23,63 @@ namespace {
 
 // In-flight calls get this long to finish at shutdown.
 constexpr auto kShutdownGrace = std::chrono::seconds(1);
+// The largest answer: a worker's StartTask, a page of jobs, a job's trace.
+constexpr int kMaxResponseBytes = 16 << 20;
 
-}  // namespace
+// OK for no token or a usable one; INVALID_ARGUMENT naming the flag and the
+// environment variable that give it otherwise.
+absl::Status CheckTokenStrength(const std::string& token, absl::string_view flag,
+                                absl::string_view variable) {
+  if (token.empty()) return absl::OkStatus();
+  const std::string name = absl::StrCat(flag, " (or ", variable, ")");
+  // gRPC carries it as a header value, which no client can send with a line
+  // break or a byte beyond ASCII in it (a secret read from a file often ends
+  // with a line break).
+  if (!absl::c_all_of(token, [](char c) { return c >= 0x20 && c <= 0x7e; })) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, " holds a character that is not printable ASCII (a line break?); no "
+              "client could send it"));
+  }
+  if (absl::StripAsciiWhitespace(token).empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " is only spaces"));
+  }
+  if (token.size() < kMinTokenBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " is too short: ", token.size(), " of the at least ", kMinTokenBytes,
+                     " characters a token needs (`openssl rand -hex 16` makes one)"));
+  }
+  return absl::OkStatus();
+}
 
-absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
-    const CoordinatorOptions& options) {
-  ASSIGN_OR_RETURN(net::ServerAddress address, net::ParseServerAddress(options.listen));
+// Whether `options` say who may call a coordinator on `address` in a way
+// it accepts.
+absl::Status CheckAccess(const CoordinatorOptions& options, const net::ServerAddress& address) {
   if (!address.IsLoopback() &&
       (options.client_token.empty() || options.worker_token.empty())) {
     return absl::InvalidArgumentError(
         absl::StrCat("refusing to serve on non-loopback host '", address.host,
                      "' without a client token and a worker token"));
   }
+  RETURN_IF_ERROR(
+      CheckTokenStrength(options.client_token, "--client-token", "CHIMERA_CLIENT_TOKEN"));
+  RETURN_IF_ERROR(
+      CheckTokenStrength(options.worker_token, "--worker-token", "CHIMERA_WORKER_TOKEN"));
+  // A worker's token must not submit or stop jobs, nor a client's join as a
+  // worker and be sent the jobs' programs.
+  if (!options.client_token.empty() && options.client_token == options.worker_token) {
+    return absl::InvalidArgumentError(
+        "--client-token and --worker-token (or CHIMERA_CLIENT_TOKEN and "
+        "CHIMERA_WORKER_TOKEN) are the same; give each role a token of its own");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+    const CoordinatorOptions& options) {
+  ASSIGN_OR_RETURN(net::ServerAddress address, net::ParseServerAddress(options.listen));
+  RETURN_IF_ERROR(CheckAccess(options, address));
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                    net::ServerCredentials(options.tls));
 
@@ -42,11 +91,13 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
       server->store_.get(), server->registry_.get(), options.jobs);
   RETURN_IF_ERROR(server->jobs_->Recover());
   server->job_service_ = std::make_unique<JobServiceImpl>(
-      server->jobs_.get(), server->registry_.get(), options.client_token,
-      &server->stopping_);
+      server->jobs_.get(), server->registry_.get(), &server->stopping_);
   server->worker_service_ = std::make_unique<WorkerServiceImpl>(
-      server->jobs_.get(), server->registry_.get(), options.worker_token,
-      &server->stopping_);
+      server->jobs_.get(), server->registry_.get(), &server->stopping_);
+  // Before gRPC reads a request: a caller without its token never costs the
+  // coordinator more than its headers.
+  credentials->SetAuthMetadataProcessor(
+      std::make_shared<TokenGate>(options.client_token, options.worker_token));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -56,8 +107,15 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   // gRPC sets SO_REUSEPORT by default: a second coordinator would share the
   // port and clients would alternate between two job stores.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
-  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  // With BDP probing gRPC widens every new stream's flow-control window to
+  // megabytes, which a caller refused at its headers fills before the
+  // refusal reaches it (30 refused 7 MiB requests grew the coordinator by
+  // 10 to 29 MiB, against 1 without it). A request that is read still flows:
+  // gRPC widens its stream's window to the length the message announces.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  // Each handler bounds its own method's requests below this.
+  builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxRequestBytes));
+  builder.SetMaxSendMessageSize(kMaxResponseBytes);
   net::InstallMalformedRequestStatus(builder);
   builder.RegisterService(server->job_service_.get());
   builder.RegisterService(server->worker_service_.get());
@@ -71,7 +129,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   server->address_ = address.ToString();
   if (!options.metrics_listen.empty()) {
     ASSIGN_OR_RETURN(server->metrics_,
-                     net::MetricsServer::Start(options.metrics_listen));
+                     net::MetricsServer::Start(options.metrics_listen,
+                                               options.metrics_public
+                                                   ? net::MetricsServer::Reach::kAnyone
+                                                   : net::MetricsServer::Reach::kLoopbackOnly));
     server->metrics_->Add(std::make_shared<CoordinatorMetrics>(
         server->jobs_.get(), server->registry_.get()));
   }

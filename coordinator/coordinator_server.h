@@ -1,7 +1,8 @@
 // CoordinatorServer: the whole coordinator in one object — job store,
 // worker registry, job manager, the gRPC JobService and WorkerService with
-// the standard health service and reflection, and the background loop that
-// checks liveness and starts queued jobs. chimera-coordinator runs one;
+// the standard health service and reflection, behind the token gate
+// (token_gate.h), and the background loop that checks liveness and starts
+// queued jobs. chimera-coordinator runs one;
 // `chimera run` embeds one on loopback.
 //
 //   ASSIGN_OR_RETURN(auto server, CoordinatorServer::Start(options));
@@ -39,24 +40,33 @@ struct CoordinatorOptions {
   int64_t database_max_bytes = 0;
   HeartbeatPolicy heartbeat;
   JobManagerOptions jobs;
+  // Empty: none asked for (loopback only). A token given has at least
+  // kMinTokenBytes printable ASCII characters, not all blank, and the two
+  // differ (--client-token, --worker-token).
   std::string client_token;
   std::string worker_token;
   net::ServerTlsFiles tls;
-  // Largest request or response; bigger ones are refused by gRPC.
-  int max_message_bytes = 16 << 20;
   // HOST:PORT for the Prometheus /metrics endpoint; empty: none.
   std::string metrics_listen;
+  // Whether /metrics may listen beyond loopback (--metrics-public).
+  bool metrics_public = false;
 };
 
 // A background loop that wakes this many periods late was stalled with the
 // whole process (JobManager::ExcuseStall).
 inline constexpr int kStalledLoopFactor = 2;
 
+// The fewest characters a token may have: a letter or a word is guessed in
+// no time (`openssl rand -hex 16` makes a token of 32).
+inline constexpr size_t kMinTokenBytes = 16;
+
 class CoordinatorServer {
  public:
   // INVALID_ARGUMENT for a bad address or a non-loopback one without
-  // tokens, or unreadable TLS files; UNAVAILABLE when the address cannot be
-  // bound; the store's errors as they are.
+  // tokens, a weak token or the same for both roles, a non-loopback metrics
+  // address without metrics_public, or TLS files that do not parse;
+  // UNAVAILABLE when the address cannot be bound; the store's errors as they
+  // are.
   static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(
       const CoordinatorOptions& options);
   ~CoordinatorServer();

@@ -1,6 +1,6 @@
 #include "coordinator/grpc_util.h"
 
-#include <openssl/crypto.h>
+#include "absl/strings/str_cat.h"
 
 namespace chimera::coordinator {
 
@@ -10,19 +10,13 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
                       std::string(status.message()));
 }
 
-grpc::Status CheckToken(const grpc::ServerContextBase& context, const std::string& expected) {
-  if (expected.empty()) return grpc::Status::OK;
-  const std::string wanted = "Bearer " + expected;
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find("authorization");
-  // Constant-time comparison: the time taken must not tell how much of a
-  // guessed token was right.
-  if (it != metadata.end() && it->second.size() == wanted.size() &&
-      CRYPTO_memcmp(it->second.data(), wanted.data(), wanted.size()) == 0) {
-    return grpc::Status::OK;
-  }
-  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                      "missing or wrong token (authorization: Bearer ...)");
+grpc::Status CheckRequestSize(const google::protobuf::MessageLite& request, size_t max_bytes,
+                              absl::string_view method) {
+  const size_t size = request.ByteSizeLong();
+  if (size <= max_bytes) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                      absl::StrCat("the request is ", size, " bytes; ", method, " takes at most ",
+                                   max_bytes));
 }
 
 }  // namespace chimera::coordinator

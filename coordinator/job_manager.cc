@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 #include "coordinator/job_states.h"
 #include "jobspec/job_validator.h"
 #include "net/server_address.h"
@@ -1008,7 +1009,11 @@ absl::Status JobManager::RankEndedLocked(const std::string& job_id, Run* run,
       "rank ", rank, " on worker ", worker_id,
       end.state == chimera::v1::TASK_STATE_STOPPED ? " stopped on its own"
                                                    : " failed",
-      end.message.empty() ? "" : ": ", end.message);
+      end.message.empty() ? "" : ": ",
+      Utf8Prefix(end.message, kMaxTaskMessageBytes),
+      end.message.size() > kMaxTaskMessageBytes
+          ? absl::StrCat(" ... (cut to ", kMaxTaskMessageBytes, " bytes)")
+          : "");
   run->failure_retryable = retryable;
   if (first) run->fail_by = clock_.monotonic() + workers_->policy().DeadAfter();
   return absl::OkStatus();

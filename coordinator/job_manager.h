@@ -106,6 +106,10 @@ struct JobManagerOptions {
 
 // How many predicted step times a rank may go without reporting a step.
 inline constexpr double kStallFactor = 10;
+// The most of a task's own message (why it failed) a job's status keeps: a
+// task's error is a line or a few, and a status that every `chimera status`
+// reads and the store keeps must not grow with what a worker sends.
+inline constexpr size_t kMaxTaskMessageBytes = 4096;
 
 // How long a submit may search whether a fixed plan fits the registered
 // workers before it leaves that to the job's start.
@@ -181,6 +185,7 @@ class JobManager {
   void OnWorkerLost(const std::string& worker_id, const TaskRef& task,
                     const std::string& reason);
 
+  // A task's message beyond kMaxTaskMessageBytes is cut, at a character.
   absl::Status OnTaskState(const chimera::v1::ReportTaskStateRequest& report);
   // Records a rank's step; `response` (optional) says whether the worker
   // should send its timelines (someone traces the job).
@@ -284,7 +289,7 @@ class JobManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Rank `rank` of `run` (on `worker_id`) ended, SUCCEEDED or not: frees its
   // worker; the last success ends the job SUCCEEDED, a failure is held back
-  // as `run.failure`.
+  // as `run.failure`, with at most kMaxTaskMessageBytes of its message.
   struct RankEnd {
     chimera::v1::TaskState state;
     std::string message;

@@ -32,27 +32,26 @@ grpc::Status RequireJobId(const std::string& id) {
 }  // namespace
 
 JobServiceImpl::JobServiceImpl(JobManager* jobs, WorkerRegistry* workers,
-                               std::string client_token, const absl::Notification* stopping)
+                               const absl::Notification* stopping)
     : jobs_(jobs),
       workers_(workers),
-      client_token_(std::move(client_token)),
       stopping_(stopping),
       followers_(jobs, stopping) {}
 
-grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
+grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext*,
                                        const chimera::v1::SubmitJobRequest* request,
                                        chimera::v1::Job* response) {
-  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, client_token_));
+  CHIMERA_RETURN_IF_GRPC_ERROR(CheckRequestSize(*request, kMaxJobRequestBytes, "SubmitJob"));
   absl::StatusOr<chimera::v1::Job> job = jobs_->Submit(request->job());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *response = *std::move(job);
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context,
+grpc::Status JobServiceImpl::GetJob(grpc::ServerContext*,
                                     const chimera::v1::GetJobRequest* request,
                                     chimera::v1::Job* response) {
-  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, client_token_));
+  CHIMERA_RETURN_IF_GRPC_ERROR(CheckRequestSize(*request, kMaxSmallRequestBytes, "GetJob"));
   CHIMERA_RETURN_IF_GRPC_ERROR(RequireJobId(request->job_id()));
   absl::StatusOr<chimera::v1::Job> job = jobs_->Get(request->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
@@ -60,10 +59,10 @@ grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
+grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*,
                                       const chimera::v1::ListJobsRequest* request,
                                       chimera::v1::ListJobsResponse* response) {
-  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, client_token_));
+  CHIMERA_RETURN_IF_GRPC_ERROR(CheckRequestSize(*request, kMaxSmallRequestBytes, "ListJobs"));
   if (!chimera::v1::JobState_IsValid(request->state())) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         absl::StrCat("state: ", request->state(), " is not a JobState"));
@@ -91,10 +90,10 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::StopJob(grpc::ServerContext* context,
+grpc::Status JobServiceImpl::StopJob(grpc::ServerContext*,
                                      const chimera::v1::StopJobRequest* request,
                                      chimera::v1::Job* response) {
-  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, client_token_));
+  CHIMERA_RETURN_IF_GRPC_ERROR(CheckRequestSize(*request, kMaxSmallRequestBytes, "StopJob"));
   CHIMERA_RETURN_IF_GRPC_ERROR(RequireJobId(request->job_id()));
   absl::StatusOr<chimera::v1::Job> job = jobs_->Stop(request->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
@@ -102,10 +101,10 @@ grpc::Status JobServiceImpl::StopJob(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::DeleteJob(grpc::ServerContext* context,
+grpc::Status JobServiceImpl::DeleteJob(grpc::ServerContext*,
                                        const chimera::v1::DeleteJobRequest* request,
                                        chimera::v1::DeleteJobResponse*) {
-  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, client_token_));
+  CHIMERA_RETURN_IF_GRPC_ERROR(CheckRequestSize(*request, kMaxSmallRequestBytes, "DeleteJob"));
   CHIMERA_RETURN_IF_GRPC_ERROR(RequireJobId(request->job_id()));
   return ToGrpcStatus(jobs_->Delete(request->job_id()));
 }
@@ -113,7 +112,7 @@ grpc::Status JobServiceImpl::DeleteJob(grpc::ServerContext* context,
 grpc::Status JobServiceImpl::PlanJob(grpc::ServerContext* context,
                                      const chimera::v1::PlanJobRequest* request,
                                      chimera::v1::PlanJobResponse* response) {
-  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, client_token_));
+  CHIMERA_RETURN_IF_GRPC_ERROR(CheckRequestSize(*request, kMaxJobRequestBytes, "PlanJob"));
   if (request->top_k() < 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         absl::StrCat("top_k: ", request->top_k(), " must be >= 0"));
@@ -127,8 +126,8 @@ grpc::Status JobServiceImpl::PlanJob(grpc::ServerContext* context,
 }
 
 grpc::ServerWriteReactor<chimera::v1::JobEvent>* JobServiceImpl::WatchJob(
-    grpc::CallbackServerContext* context, const chimera::v1::WatchJobRequest* request) {
-  grpc::Status refused = CheckToken(*context, client_token_);
+    grpc::CallbackServerContext*, const chimera::v1::WatchJobRequest* request) {
+  grpc::Status refused = CheckRequestSize(*request, kMaxSmallRequestBytes, "WatchJob");
   if (refused.ok()) refused = RequireJobId(request->job_id());
   return followers_.Open(*request, refused);
 }
@@ -136,7 +135,7 @@ grpc::ServerWriteReactor<chimera::v1::JobEvent>* JobServiceImpl::WatchJob(
 grpc::Status JobServiceImpl::TraceJob(
     grpc::ServerContext* context, const chimera::v1::TraceJobRequest* request,
     chimera::v1::JobTrace* response) {
-  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, client_token_));
+  CHIMERA_RETURN_IF_GRPC_ERROR(CheckRequestSize(*request, kMaxSmallRequestBytes, "TraceJob"));
   CHIMERA_RETURN_IF_GRPC_ERROR(RequireJobId(request->job_id()));
   const std::string& id = request->job_id();
   const absl::StatusOr<int> from = jobs_->BeginTrace(
@@ -174,10 +173,10 @@ grpc::Status JobServiceImpl::TraceJob(
       "the coordinator is shutting down or the client went away");
 }
 
-grpc::Status JobServiceImpl::ListWorkers(grpc::ServerContext* context,
-                                         const chimera::v1::ListWorkersRequest*,
+grpc::Status JobServiceImpl::ListWorkers(grpc::ServerContext*,
+                                         const chimera::v1::ListWorkersRequest* request,
                                          chimera::v1::ListWorkersResponse* response) {
-  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, client_token_));
+  CHIMERA_RETURN_IF_GRPC_ERROR(CheckRequestSize(*request, kMaxSmallRequestBytes, "ListWorkers"));
   for (chimera::v1::WorkerInfo& worker : workers_->List()) {
     *response->add_workers() = std::move(worker);
   }

@@ -1,6 +1,7 @@
-// chimera.v1.JobService: what clients (the CLI) call. Each handler checks the
-// client token, validates its request and maps JobManager's statuses to gRPC
-// codes (INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, UNAUTHENTICATED).
+// chimera.v1.JobService: what clients (the CLI) call, once TokenGate has let
+// them in with the client token. Each handler bounds and validates its
+// request and maps JobManager's statuses to gRPC codes (RESOURCE_EXHAUSTED,
+// INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION).
 #ifndef CHIMERA_COORDINATOR_JOB_SERVICE_H_
 #define CHIMERA_COORDINATOR_JOB_SERVICE_H_
 
@@ -21,11 +22,9 @@ class JobServiceImpl final
     : public chimera::v1::JobService::WithCallbackMethod_WatchJob<
           chimera::v1::JobService::Service> {
  public:
-  // `client_token` empty: no authentication (loopback deployments). Streams
-  // end once `stopping` is notified and `jobs` wakes its waiters, so the
-  // server can shut down promptly.
-  JobServiceImpl(JobManager* jobs, WorkerRegistry* workers, std::string client_token,
-                 const absl::Notification* stopping);
+  // Streams end once `stopping` is notified and `jobs` wakes its waiters, so
+  // the server can shut down promptly.
+  JobServiceImpl(JobManager* jobs, WorkerRegistry* workers, const absl::Notification* stopping);
 
   grpc::Status SubmitJob(grpc::ServerContext* context,
                          const chimera::v1::SubmitJobRequest* request,
@@ -56,7 +55,6 @@ class JobServiceImpl final
  private:
   JobManager* const jobs_;
   WorkerRegistry* const workers_;
-  const std::string client_token_;
   const absl::Notification* const stopping_;
   JobEventStreams followers_;
 };

@@ -119,12 +119,17 @@ void AddAccessFlags(CLI::App* app,
                     chimera::coordinator::CoordinatorOptions* options) {
   app->add_option("--metrics-listen", options->metrics_listen,
                   "HOST:PORT for the Prometheus /metrics endpoint (port 0: "
-                  "any free one); off when empty");
+                  "any free one); off when empty. Non-loopback hosts need "
+                  "--metrics-public");
+  app->add_flag("--metrics-public", options->metrics_public,
+                "Let --metrics-listen be beyond loopback: /metrics has no "
+                "token and names jobs, workers and hosts");
   app->add_option("--client-token", options->client_token,
-                  "Token clients must send (default: $CHIMERA_CLIENT_TOKEN)");
+                  "Token clients must send (default: $CHIMERA_CLIENT_TOKEN); "
+                  "at least 16 printable characters, not the worker token");
   app->add_option("--worker-token", options->worker_token,
                   "Token workers must send to join (default: "
-                  "$CHIMERA_WORKER_TOKEN)");
+                  "$CHIMERA_WORKER_TOKEN); at least 16 printable characters");
   app->add_option("--tls-cert", options->tls.certificate,
                   "PEM certificate chain for TLS");
   app->add_option("--tls-key", options->tls.private_key,

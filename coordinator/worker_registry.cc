@@ -44,10 +44,14 @@ absl::StatusOr<std::optional<TaskRef>> WorkerRegistry::Admit(
   Worker& worker = it->second;
   const uint64_t incarnation = request.incarnation();
   if (absl::c_linear_search(worker.replaced, incarnation)) {
+    // The refused daemon exits on this: it says where the other one runs.
+    const chimera::v1::RegisterWorkerRequest& holder = worker.registration;
     return absl::AlreadyExistsError(absl::StrCat(
-        "worker id '", request.worker_id(), "' was taken over by incarnation ",
-        worker.registration.incarnation(), " while this one (", incarnation,
-        ") still runs: two daemons share the id; give each its own --worker-id"));
+        "another daemon registered as worker '", request.worker_id(), "' from host ",
+        holder.host(), " (node ", holder.node(), ", incarnation ", holder.incarnation(),
+        ") at ", absl::FormatTime(absl::RFC3339_sec, worker.registered_at, absl::UTCTimeZone()),
+        ", replacing this one (incarnation ", incarnation,
+        "): two daemons share the id; give each its own --worker-id"));
   }
   std::optional<TaskRef> lost;
   if (inserted) {
@@ -60,8 +64,9 @@ absl::StatusOr<std::optional<TaskRef>> WorkerRegistry::Admit(
     }
   }
   worker.registration = request;
+  worker.registered_at = clock_.wall();
   worker.last_heartbeat = clock_.monotonic();
-  worker.last_heartbeat_wall = clock_.wall();
+  worker.last_heartbeat_wall = worker.registered_at;
   worker.dead = false;
   worker.task.reset();
   worker.queue.clear();

@@ -75,7 +75,9 @@ class WorkerRegistry {
   // Adds or replaces a worker. Returns the task the replaced incarnation was
   // running, which is lost. ALREADY_EXISTS for an incarnation that a newer
   // one replaced: it is still alive, so two daemons share one id, and
-  // letting it back in would have them evict each other for ever.
+  // letting it back in would have them evict each other for ever. Its
+  // message names the host, node and incarnation that hold the id, and
+  // since when.
   absl::StatusOr<std::optional<TaskRef>> Register(
       const chimera::v1::RegisterWorkerRequest& request);
   // NOT_FOUND for an unknown worker, ABORTED for another incarnation (the
@@ -131,6 +133,8 @@ class WorkerRegistry {
  private:
   struct Worker {
     chimera::v1::RegisterWorkerRequest registration;
+    // When `registration` was made (wall clock).
+    absl::Time registered_at;
     // On the monotonic clock, for liveness; on the wall clock, for users.
     absl::Time last_heartbeat;
     absl::Time last_heartbeat_wall;

@@ -2,11 +2,13 @@
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/field_errors.h"
 #include "common/logging.h"
 #include "coordinator/assignment_stream.h"
 #include "coordinator/grpc_util.h"
+#include "net/server_address.h"
 
 namespace chimera::coordinator {
 namespace {
@@ -19,8 +21,6 @@ constexpr int kMaxDevices = 64;
 constexpr int kMaxDeviceIndex = 1023;
 // More cores than any host has is a malformed registration.
 constexpr int kMaxCpuCores = 1 << 16;
-// A held task's failure message, as a task reports it (truncated beyond).
-constexpr size_t kMaxTaskMessageLength = 4096;
 
 bool IsNameCharacter(char c) {
   return absl::ascii_isalnum(c) || c == '-' || c == '.' || c == '_';
@@ -78,9 +78,10 @@ void CheckHeldTask(const chimera::v1::HeldTask& task, FieldErrors& errors) {
                absl::StrCat(name.empty() ? absl::StrCat(task.state()) : name,
                             " is not one of RUNNING, SUCCEEDED, FAILED, STOPPED"));
   }
-  if (task.message().size() > kMaxTaskMessageLength) {
+  // Daemons cut what they hold to what a job's status keeps.
+  if (task.message().size() > kMaxTaskMessageBytes) {
     errors.Add("task.message", absl::StrCat("has ", task.message().size(),
-                                            " characters; at most ", kMaxTaskMessageLength));
+                                            " bytes; at most ", kMaxTaskMessageBytes));
   }
 }
 
@@ -99,9 +100,14 @@ absl::Status CheckRegistration(const chimera::v1::RegisterWorkerRequest& request
     errors.Add("cpuCores",
                absl::StrCat(request.cpu_cores(), " is outside [0, ", kMaxCpuCores, "]"));
   }
-  if (request.host().empty() || request.host().size() > kMaxAddressLength) {
-    errors.Add("host", absl::StrCat("has ", request.host().size(), " characters; it must have 1 to ",
-                                    kMaxAddressLength));
+  // Other workers dial it, joined with a port: it holds neither a port nor
+  // anything a name or address does not.
+  if (request.host().empty()) {
+    errors.Add("host", "is required");
+  } else if (!net::IsHostNameOrAddress(request.host())) {
+    errors.Add("host", absl::StrCat("'", absl::CHexEscape(request.host().substr(0, kMaxNameLength)),
+                                    "' is not a host name or an IP address (no port, no "
+                                    "brackets)"));
   }
   if (request.metrics_address().size() > kMaxAddressLength) {
     errors.Add("metricsAddress", absl::StrCat("has ", request.metrics_address().size(),
@@ -115,17 +121,13 @@ absl::Status CheckRegistration(const chimera::v1::RegisterWorkerRequest& request
 }  // namespace
 
 WorkerServiceImpl::WorkerServiceImpl(JobManager* jobs, WorkerRegistry* workers,
-                                     std::string worker_token,
                                      const absl::Notification* stopping)
-    : jobs_(jobs),
-      workers_(workers),
-      worker_token_(std::move(worker_token)),
-      stopping_(stopping) {}
+    : jobs_(jobs), workers_(workers), stopping_(stopping) {}
 
-grpc::Status WorkerServiceImpl::RegisterWorker(grpc::ServerContext* context,
+grpc::Status WorkerServiceImpl::RegisterWorker(grpc::ServerContext*,
                                                const chimera::v1::RegisterWorkerRequest* request,
                                                chimera::v1::RegisterWorkerResponse* response) {
-  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, worker_token_));
+  CHIMERA_RETURN_IF_GRPC_ERROR(CheckRequestSize(*request, kMaxSmallRequestBytes, "RegisterWorker"));
   CHIMERA_RETURN_IF_GRPC_ERROR(ToGrpcStatus(CheckRegistration(*request)));
   absl::StatusOr<std::optional<TaskRef>> registered = workers_->Register(*request);
   if (!registered.ok()) {
@@ -148,31 +150,33 @@ grpc::Status WorkerServiceImpl::RegisterWorker(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext* context,
+grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext*,
                                           const chimera::v1::HeartbeatRequest* request,
                                           chimera::v1::HeartbeatResponse*) {
-  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, worker_token_));
+  CHIMERA_RETURN_IF_GRPC_ERROR(CheckRequestSize(*request, kMaxSmallRequestBytes, "Heartbeat"));
   return ToGrpcStatus(workers_->Heartbeat(request->worker_id(), request->incarnation()));
 }
 
 grpc::Status WorkerServiceImpl::ReportMetrics(
-    grpc::ServerContext* context,
+    grpc::ServerContext*,
     const chimera::v1::ReportMetricsRequest* request,
     chimera::v1::ReportMetricsResponse* response) {
-  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, worker_token_));
+  CHIMERA_RETURN_IF_GRPC_ERROR(
+      CheckRequestSize(*request, kMaxMetricsRequestBytes, "ReportMetrics"));
   return ToGrpcStatus(jobs_->OnMetrics(*request, response));
 }
 
 grpc::Status WorkerServiceImpl::ReportTaskState(
-    grpc::ServerContext* context, const chimera::v1::ReportTaskStateRequest* request,
+    grpc::ServerContext*, const chimera::v1::ReportTaskStateRequest* request,
     chimera::v1::ReportTaskStateResponse*) {
-  CHIMERA_RETURN_IF_GRPC_ERROR(CheckToken(*context, worker_token_));
+  CHIMERA_RETURN_IF_GRPC_ERROR(
+      CheckRequestSize(*request, kMaxSmallRequestBytes, "ReportTaskState"));
   return ToGrpcStatus(jobs_->OnTaskState(*request));
 }
 
 grpc::ServerWriteReactor<chimera::v1::Assignment>* WorkerServiceImpl::WatchAssignments(
-    grpc::CallbackServerContext* context, const chimera::v1::WatchAssignmentsRequest* request) {
-  grpc::Status refused = CheckToken(*context, worker_token_);
+    grpc::CallbackServerContext*, const chimera::v1::WatchAssignmentsRequest* request) {
+  grpc::Status refused = CheckRequestSize(*request, kMaxSmallRequestBytes, "WatchAssignments");
   if (refused.ok()) {
     refused = ToGrpcStatus(workers_->CheckIncarnation(request->worker_id(), request->incarnation()));
   }

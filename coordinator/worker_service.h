@@ -1,6 +1,7 @@
-// chimera.v1.WorkerService: what worker daemons call. Each handler checks the
-// worker join token and the caller's incarnation (ABORTED when stale: the
-// worker must register again).
+// chimera.v1.WorkerService: what worker daemons call, once TokenGate has let
+// them in with the worker token. Each handler bounds its request
+// (RESOURCE_EXHAUSTED) and checks the caller's incarnation (ABORTED when
+// stale: the worker must register again).
 #ifndef CHIMERA_COORDINATOR_WORKER_SERVICE_H_
 #define CHIMERA_COORDINATOR_WORKER_SERVICE_H_
 
@@ -20,10 +21,9 @@ class WorkerServiceImpl final
     : public chimera::v1::WorkerService::WithCallbackMethod_WatchAssignments<
           chimera::v1::WorkerService::Service> {
  public:
-  // `worker_token` empty: no authentication (loopback deployments). Streams
-  // end once `stopping` is notified and the registry rings them all, so the
-  // server can shut down promptly.
-  WorkerServiceImpl(JobManager* jobs, WorkerRegistry* workers, std::string worker_token,
+  // Streams end once `stopping` is notified and the registry rings them all,
+  // so the server can shut down promptly.
+  WorkerServiceImpl(JobManager* jobs, WorkerRegistry* workers,
                     const absl::Notification* stopping);
 
   grpc::Status RegisterWorker(grpc::ServerContext* context,
@@ -45,7 +45,6 @@ class WorkerServiceImpl final
  private:
   JobManager* const jobs_;
   WorkerRegistry* const workers_;
-  const std::string worker_token_;
   const absl::Notification* const stopping_;
 };
 

@@ -215,11 +215,17 @@ class Connections {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
-    const std::string& listen) {
+    const std::string& listen, Reach reach) {
   absl::StatusOr<ServerAddress> address = ParseServerAddress(listen);
   if (!address.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("metrics ", address.status().message()));
+  }
+  if (reach == Reach::kLoopbackOnly && !address->IsLoopback()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "refusing to serve metrics on non-loopback host '", address->host,
+        "' without --metrics-public: /metrics names jobs, workers and hosts to "
+        "anyone who reaches it"));
   }
   absl::StatusOr<int> listen_fd = Listen(*address);
   if (!listen_fd.ok()) return listen_fd.status();

@@ -50,11 +50,16 @@ namespace chimera::net {
 
 class MetricsServer {
  public:
+  // Who may reach the endpoint. The page has no authentication and names
+  // jobs, workers and hosts, so an address beyond loopback must be asked for
+  // (--metrics-public).
+  enum class Reach { kLoopbackOnly, kAnyone };
+
   // Serves /metrics and /healthz on `listen` (HOST:PORT, port 0 = any free
-  // one). INVALID_ARGUMENT for a malformed address, UNAVAILABLE when it cannot
-  // bind.
+  // one). INVALID_ARGUMENT for a malformed address, or for one beyond
+  // loopback unless `reach` is kAnyone; UNAVAILABLE when it cannot bind.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
-      const std::string& listen);
+      const std::string& listen, Reach reach = Reach::kLoopbackOnly);
   // Stops serving; a scrape in progress is cut off.
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;

@@ -4,9 +4,12 @@
 #include <netdb.h>
 #include <netinet/in.h>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 
 namespace chimera::net {
@@ -35,6 +38,27 @@ bool ServerAddress::IsLoopback() const {
   }
   ::freeaddrinfo(found);
   return loopback;
+}
+
+namespace {
+
+constexpr size_t kMaxHostNameLength = 253;
+constexpr size_t kMaxLabelLength = 63;
+
+bool IsDnsLabel(absl::string_view label) {
+  return !label.empty() && label.size() <= kMaxLabelLength && label.front() != '-' &&
+         label.back() != '-' &&
+         absl::c_all_of(label, [](char c) { return absl::ascii_isalnum(c) || c == '-'; });
+}
+
+}  // namespace
+
+bool IsHostNameOrAddress(absl::string_view host) {
+  const std::string text(host);
+  in6_addr ipv6;
+  if (absl::StrContains(host, ':')) return inet_pton(AF_INET6, text.c_str(), &ipv6) == 1;
+  return !host.empty() && host.size() <= kMaxHostNameLength &&
+         absl::c_all_of(absl::StrSplit(host, '.'), IsDnsLabel);
 }
 
 absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text) {

@@ -23,6 +23,12 @@ struct ServerAddress {
   bool IsLoopback() const;
 };
 
+// Whether `host` is what a peer can dial as a host: an IPv4 address, an IPv6
+// address without brackets, or a DNS name (RFC 1123: labels of letters,
+// digits and '-', 1 to 63 characters each, neither starting nor ending with
+// '-', joined by dots; at most 253 characters). No port, no spaces.
+bool IsHostNameOrAddress(absl::string_view host);
+
 // Parses "127.0.0.1:50051", "localhost:0", "[::1]:7000", "0.0.0.0:50051".
 absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text);
 

@@ -1,7 +1,9 @@
 // TLS for the coordinator's gRPC server and for its clients (the CLI and the
-// worker daemons), from PEM files named by flags. Every file is read when the
-// credentials are built, so a missing or unreadable one is an error naming
-// its flag, not a failed handshake later.
+// worker daemons), from PEM files named by flags. Every file is read and
+// parsed when the credentials are built, so a missing or unreadable one, one
+// that holds no PEM certificate or key, or a key that is not its
+// certificate's, is an error naming its flag, the file and what is wrong,
+// not a failed handshake or "cannot listen" later.
 //
 //   ASSIGN_OR_RETURN(auto credentials, ChannelCredentials({.ca = "ca.pem"}));
 //   auto channel = grpc::CreateChannel(address, credentials);
@@ -19,8 +21,9 @@
 namespace chimera::net {
 
 // The server's files (--tls-cert, --tls-key, --tls-client-ca); all empty:
-// plaintext. A client CA makes the server require client certificates that
-// chain to it (mTLS).
+// plaintext (that still takes an AuthMetadataProcessor, see
+// plaintext_credentials.h). A client CA makes the server require client
+// certificates that chain to it (mTLS).
 struct ServerTlsFiles {
   std::string certificate;
   std::string private_key;

@@ -18,7 +18,9 @@
 // A job's data path and checkpoint directory are relative to --data-root and
 // --checkpoint-root (default: the current directory), and may not leave them.
 //
-// Exit codes: 0 success, 1 the job failed while running, 2 bad flags or job.
+// Exit codes: 0 success, 1 the job failed while running, 2 bad flags or job,
+// 3 (daemon) another daemon registered under this one's --worker-id, which
+// this one must not take back: restarting it would only evict the other.
 #include <signal.h>
 #include <unistd.h>
 
@@ -31,6 +33,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/build_info.h"
 #include "common/byte_size.h"
@@ -107,6 +110,7 @@ void PrintVersion(bool json) {
 
 constexpr int kExitFailed = 1;
 constexpr int kExitBadInput = 2;
+constexpr int kExitReplaced = 3;
 
 int RunStandaloneMode(const chimera::worker::StandaloneFlags& flags) {
   for (const auto& [given, flag] :
@@ -134,15 +138,37 @@ int RunStandaloneMode(const chimera::worker::StandaloneFlags& flags) {
   return 0;
 }
 
-// Serves the coordinator (and /metrics on `metrics_listen` unless empty)
-// until SIGINT or SIGTERM; its tasks' files lie under the roots.
+// Where the daemon serves /metrics (--metrics-listen, --metrics-public).
+struct MetricsFlags {
+  std::string listen;  // Empty: nowhere.
+  chimera::net::MetricsServer::Reach reach = chimera::net::MetricsServer::Reach::kLoopbackOnly;
+};
+
+// Serves the coordinator (and /metrics as `metrics_flags` ask) until SIGINT or
+// SIGTERM; its tasks' files lie under the roots.
 int RunDaemon(chimera::worker::DaemonOptions options,
-              chimera::net::ClientTlsFiles tls, const std::string& metrics_listen,
+              chimera::net::ClientTlsFiles tls, const MetricsFlags& metrics_flags,
               const std::string& data_root, const std::string& checkpoint_root) {
+  // Only the waiting thread sees the termination signals: they are blocked
+  // before gRPC or anything else starts a thread, since threads inherit the
+  // mask. A thread with SIGTERM unblocked used to take the signal that wakes
+  // the waiter, and the daemon died of it without a word.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   if (const absl::Status valid =
           chimera::net::ParseDialAddress(options.coordinator).status();
       !valid.ok()) {
     std::cerr << "chimera-worker: --coordinator: " << valid.message() << "\n";
+    return kExitBadInput;
+  }
+  // Other workers dial it joined with a port; the coordinator refuses
+  // anything else at registration.
+  if (!chimera::net::IsHostNameOrAddress(options.host)) {
+    std::cerr << "chimera-worker: --host: '" << absl::CHexEscape(options.host)
+              << "' is not a host name or an IP address (no port, no brackets)\n";
     return kExitBadInput;
   }
   absl::StatusOr<chimera::worker::WorkerRoots> canonical =
@@ -182,16 +208,10 @@ int RunDaemon(chimera::worker::DaemonOptions options,
     std::cerr << "chimera-worker: " << credentials.status().message() << "\n";
     return kExitBadInput;
   }
-  // Only the waiting thread sees the termination signals.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::unique_ptr<chimera::net::MetricsServer> metrics;
-  if (!metrics_listen.empty()) {
+  if (!metrics_flags.listen.empty()) {
     absl::StatusOr<std::unique_ptr<chimera::net::MetricsServer>> started =
-        chimera::net::MetricsServer::Start(metrics_listen);
+        chimera::net::MetricsServer::Start(metrics_flags.listen, metrics_flags.reach);
     if (!started.ok()) {
       std::cerr << "chimera-worker: " << started.status().message() << "\n";
       return kExitBadInput;
@@ -209,11 +229,14 @@ int RunDaemon(chimera::worker::DaemonOptions options,
     daemon.Shutdown();
   });
   const absl::Status status = daemon.Run();
-  // Wake the waiter if Run ended on its own.
-  ::kill(::getpid(), SIGTERM);
+  // Wake the waiter if Run ended on its own: the waiter alone, whatever the
+  // masks of threads that libraries started.
+  pthread_kill(waiter.native_handle(), SIGTERM);
   waiter.join();
-  if (!status.ok()) std::cerr << "chimera-worker: " << status.message() << "\n";
-  return status.ok() ? 0 : kExitFailed;
+  if (status.ok()) return 0;
+  const int exit_code = absl::IsAlreadyExists(status) ? kExitReplaced : kExitFailed;
+  CHIMERA_LOG(ERROR) << status.message() << "; this daemon exits with status " << exit_code;
+  return exit_code;
 }
 
 int RunProfileMode(const std::string& job_path, const std::string& data_root,
@@ -296,7 +319,8 @@ int main(int argc, char** argv) {
   app.add_option("--node", daemon.node,
                  "Node (host) name reported to the coordinator");
   app.add_option("--host", daemon.host,
-                 "Address other workers reach this one at (rendezvous, Gloo)")
+                 "Address other workers reach this one at (rendezvous, Gloo): "
+                 "a host name or IP address, without a port")
       ->capture_default_str();
   app.add_option("--token", daemon.token,
                  "Join token (default: $CHIMERA_WORKER_TOKEN)");
@@ -315,7 +339,11 @@ int main(int argc, char** argv) {
   app.add_option(
       "--metrics-listen", metrics_listen,
       "HOST:PORT for the daemon's Prometheus /metrics (port 0: any free one); "
-      "default: none");
+      "default: none. Non-loopback hosts need --metrics-public");
+  bool metrics_public = false;
+  app.add_flag("--metrics-public", metrics_public,
+               "Let --metrics-listen be beyond loopback: /metrics has no token "
+               "and names jobs, workers and hosts");
   int gpu = -1;
   app.add_option("--gpu", gpu,
                  "CUDA device of gpu jobs: the daemon's one GPU (default 0; "
@@ -367,7 +395,10 @@ int main(int argc, char** argv) {
     return RunProfileMode(flags.job_path, flags.data_root, daemon.gpu,
                           profile_out);
   if (!daemon.coordinator.empty())
-    return RunDaemon(std::move(daemon), std::move(tls), metrics_listen,
+    return RunDaemon(std::move(daemon), std::move(tls),
+                     {metrics_listen, metrics_public
+                                          ? chimera::net::MetricsServer::Reach::kAnyone
+                                          : chimera::net::MetricsServer::Reach::kLoopbackOnly},
                      flags.data_root, flags.checkpoint_root);
   if (version) PrintVersion(output == "json");
   if (devices) PrintDevices(output == "json");

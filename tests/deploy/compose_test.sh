@@ -16,7 +16,9 @@ project=chimera-compose-test-$$
 compose=(podman-compose -p "$project" -f "$repo/deploy/compose.yaml")
 export CHIMERA_IMAGE=$image PROMETHEUS_IMAGE=$PROMETHEUS_TEST_IMAGE
 export CHIMERA_PORT=$(free_port) PROMETHEUS_PORT=$(free_port)
-export CHIMERA_CLIENT_TOKEN=client-$RANDOM$RANDOM CHIMERA_WORKER_TOKEN=worker-$RANDOM$RANDOM
+# The coordinator takes tokens of 16 characters or more, one per role.
+export CHIMERA_CLIENT_TOKEN=client-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+export CHIMERA_WORKER_TOKEN=worker-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 export CHIMERA_ADDRESS=127.0.0.1:$CHIMERA_PORT CHIMERA_TOKEN=$CHIMERA_CLIENT_TOKEN
 
 volumes=

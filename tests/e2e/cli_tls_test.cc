@@ -24,6 +24,7 @@ using ::chimera::testing::CoordinatorProcess;
 using ::chimera::testing::ProcessResult;
 using ::chimera::testing::RunProcess;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr absl::Duration kStartTimeout = absl::Seconds(30);
 
@@ -195,6 +196,52 @@ TEST_F(CliTlsTest, IncompleteOrUnreadableTlsFlagsAreBadInputNamingTheFlag) {
   EXPECT_EQ(worker.exit_code, 2);
   EXPECT_THAT(worker.err, HasSubstr("--tls-ca"));
   EXPECT_THAT(worker.err, HasSubstr("missing.pem"));
+}
+
+// gRPC takes any bytes as PEM and fails later: a coordinator said only
+// "cannot listen on ...", a client only UNAVAILABLE.
+TEST_F(CliTlsTest, TlsFilesThatAreNotWhatTheirFlagWantsAreBadInputNamingFileAndProblem) {
+  const std::string not_pem = dir_.WriteFile("notes.txt", "not a certificate\n");
+  const ProcessResult encrypted =
+      RunProcess({chimera::testing::FindOnPath("openssl"), "pkcs8", "-topk8", "-in",
+                  File("server.key"), "-passout", "pass:secret", "-out", File("encrypted.key")});
+  ASSERT_EQ(encrypted.exit_code, 0) << encrypted.err;
+  const auto coordinator = [&](const std::string& certificate, const std::string& key,
+                               const std::string& client_ca = "") {
+    std::vector<std::string> argv = {CHIMERA_COORDINATOR_BINARY, "--listen", "127.0.0.1:0",
+                                     "--db", ":memory:", "--tls-cert", certificate,
+                                     "--tls-key", key};
+    if (!client_ca.empty()) argv.insert(argv.end(), {"--tls-client-ca", client_ca});
+    return RunProcess(argv);
+  };
+  const struct {
+    ProcessResult result;
+    std::string expected;
+  } cases[] = {
+      {coordinator(File("server.key"), File("server.key")),
+       "--tls-cert: '" + File("server.key") + "' holds no PEM certificate"},
+      {coordinator(File("server.pem"), File("server.pem")),
+       "--tls-key: '" + File("server.pem") + "' holds no PEM private key"},
+      {coordinator(File("server.pem"), File("client.key")),
+       "--tls-key: '" + File("client.key") +
+           "' is not the private key of the certificate in --tls-cert: '" +
+           File("server.pem") + "'"},
+      {coordinator(File("server.pem"), File("encrypted.key")),
+       "--tls-key: '" + File("encrypted.key") +
+           "' holds an encrypted private key; gRPC takes no passphrase"},
+      {coordinator(File("server.pem"), File("server.key"), not_pem),
+       "--tls-client-ca: '" + not_pem + "' holds no PEM certificate"},
+      {RunProcess({CHIMERA_BINARY, "list", "--address", "127.0.0.1:1", "--tls-ca", not_pem}),
+       "--tls-ca: '" + not_pem + "' holds no PEM certificate"},
+      {RunProcess({CHIMERA_WORKER_BINARY, "--coordinator", "127.0.0.1:1", "--tls-ca",
+                   File("ca.pem"), "--tls-cert", File("client.pem"), "--tls-key", not_pem}),
+       "--tls-key: '" + not_pem + "' holds no PEM private key"},
+  };
+  for (const auto& [result, expected] : cases) {
+    EXPECT_EQ(result.exit_code, 2) << expected << "\n" << result.err;
+    EXPECT_THAT(result.err, HasSubstr(expected));
+    EXPECT_THAT(result.err, Not(HasSubstr("cannot listen")));
+  }
 }
 
 }  // namespace

@@ -25,8 +25,8 @@ struct Coordinator {
       : store(*JobStore::Open(":memory:")),
         registry({}),
         jobs(store.get(), &registry, Options()),
-        job_service(&jobs, &registry, "", &stopping),
-        worker_service(&jobs, &registry, "", &stopping) {}
+        job_service(&jobs, &registry, &stopping),
+        worker_service(&jobs, &registry, &stopping) {}
 
   static JobManagerOptions Options() {
     JobManagerOptions options;

@@ -49,6 +49,52 @@ TEST(CoordinatorProcessTest, RefusesANonLoopbackAddressWithoutAuthentication) {
                                     "client token and a worker token"));
 }
 
+// A token of one space or one letter, or one token for both roles, used to
+// be taken for a non-loopback coordinator.
+TEST(CoordinatorProcessTest, RefusesWeakOrSharedTokensNamingTheFlagAndTheRule) {
+  const std::string good = "0123456789abcdef";
+  const struct {
+    std::string client_token;
+    std::string worker_token;
+    std::string expected;
+  } cases[] = {
+      {" ", good + "-w", "--client-token (or CHIMERA_CLIENT_TOKEN) is only spaces"},
+      {good, "x",
+       "--worker-token (or CHIMERA_WORKER_TOKEN) is too short: 1 of the at least 16 "
+       "characters a token needs"},
+      {std::string(20, ' '), good, "--client-token (or CHIMERA_CLIENT_TOKEN) is only spaces"},
+      {good, good + "\n", "--worker-token (or CHIMERA_WORKER_TOKEN) holds a character that "
+                          "is not printable ASCII"},
+      {good, good, "--client-token and --worker-token (or CHIMERA_CLIENT_TOKEN and "
+                   "CHIMERA_WORKER_TOKEN) are the same"},
+  };
+  for (const auto& [client_token, worker_token, expected] : cases) {
+    const auto result = RunProcess({CHIMERA_COORDINATOR_BINARY, "--listen", "0.0.0.0:0", "--db",
+                                    ":memory:", "--client-token", client_token,
+                                    "--worker-token", worker_token});
+    EXPECT_EQ(result.exit_code, 2) << expected << "\n" << result.err;
+    EXPECT_THAT(result.err, HasSubstr(expected));
+  }
+}
+
+// /metrics has no token and names jobs, workers and hosts.
+TEST(CoordinatorProcessTest, ServesMetricsBeyondLoopbackOnlyWithMetricsPublic) {
+  auto refused = RunProcess({CHIMERA_COORDINATOR_BINARY, "--db", ":memory:", "--listen",
+                             "127.0.0.1:0", "--metrics-listen", "0.0.0.0:0"});
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("refusing to serve metrics on non-loopback host "
+                                     "'0.0.0.0' without --metrics-public"));
+
+  absl::StatusOr<CoordinatorProcess> coordinator = CoordinatorProcess::Start(
+      CHIMERA_COORDINATOR_BINARY,
+      {"--db", ":memory:", "--metrics-listen", "0.0.0.0:0", "--metrics-public"});
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  absl::StatusOr<std::string> metrics =
+      chimera::testing::AwaitAnnouncedAddress(coordinator->process(), "metrics on ");
+  EXPECT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_EQ(coordinator->Stop(), 0) << coordinator->err();
+}
+
 TEST(CoordinatorProcessTest, RejectsAMalformedAddress) {
   auto result = RunProcess(
       {CHIMERA_COORDINATOR_BINARY, "--listen", "localhost:http", "--db", ":memory:"});

@@ -31,8 +31,8 @@ using ::testing::HasSubstr;
 
 constexpr absl::Duration kEventTimeout = absl::Seconds(20);
 constexpr auto kRpcDeadline = std::chrono::seconds(10);
-constexpr char kClientToken[] = "client-secret";
-constexpr char kWorkerToken[] = "worker-secret";
+constexpr char kClientToken[] = "client-secret-of-the-test";
+constexpr char kWorkerToken[] = "worker-secret-of-the-test";
 
 std::unique_ptr<grpc::ClientContext> Context(const std::string& token) {
   auto context = std::make_unique<grpc::ClientContext>();
@@ -53,6 +53,21 @@ chimera::v1::TrainJob Manifest(int workers, bool valid = true) {
   spec.mutable_parallelism()->set_pipeline(workers);
   spec.mutable_resources()->set_workers(workers);
   return job;
+}
+
+// A number in process `pid`'s /proc status ("Threads:", "VmRSS:" in KiB),
+// -1 if unknown.
+int64_t ProcStatusOf(pid_t pid, const std::string& field) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string key;
+  while (status >> key) {
+    if (key == field) {
+      int64_t value = -1;
+      status >> value;
+      return value;
+    }
+  }
+  return -1;
 }
 
 // A chimera-coordinator process on an ephemeral loopback port, and the
@@ -106,13 +121,14 @@ class Coordinator {
   chimera::v1::JobService::Stub& jobs() { return *jobs_; }
 
   // Calls `method` with `bytes` as the request, whatever they hold.
-  grpc::Status CallWithRawBytes(const std::string& method, const std::string& bytes) {
+  grpc::Status CallWithRawBytes(const std::string& method, const std::string& bytes,
+                                const std::string& token = kClientToken) {
     grpc::GenericStub stub(channel_);
     grpc::Slice slice(bytes);
     const grpc::ByteBuffer request(&slice, 1);
     grpc::ByteBuffer response;
     std::promise<grpc::Status> done;
-    std::unique_ptr<grpc::ClientContext> context = Context(kClientToken);
+    std::unique_ptr<grpc::ClientContext> context = Context(token);
     stub.UnaryCall(context.get(), method, grpc::StubOptions(), &request, &response,
                    [&done](grpc::Status status) { done.set_value(std::move(status)); });
     return done.get_future().get();
@@ -243,7 +259,7 @@ class FakeWorker {
   }
 
   grpc::Status ReportState(const chimera::v1::StartTask& task, chimera::v1::TaskState state,
-                           const std::string& address = "") {
+                           const std::string& address = "", const std::string& message = "") {
     chimera::v1::ReportTaskStateRequest report;
     report.set_worker_id(id_);
     report.set_incarnation(incarnation_);
@@ -252,6 +268,7 @@ class FakeWorker {
     report.set_rank(task.program().rank());
     report.set_state(state);
     report.set_store_address(address);
+    report.set_message(message);
     chimera::v1::ReportTaskStateResponse ignored;
     return stub_->ReportTaskState(Context(kWorkerToken).get(), report, &ignored);
   }
@@ -393,6 +410,84 @@ TEST_F(CoordinatorServiceTest, PlanningAHugeJobBlindsNothingAndGivesUpInItsBudge
   EXPECT_LT(absl::Now() - asked, absl::Seconds(5));
 }
 
+// Thirty 15 MB requests without a token took a coordinator from 64 to 210 MB
+// resident, never given back: gRPC read each whole before the handler
+// checked the token. The token is now checked on the call's headers.
+TEST_F(CoordinatorServiceTest, ARequestWithoutItsTokenIsRefusedBeforeItsBodyIsRead) {
+  Coordinator coordinator(db());
+  chimera::v1::SubmitJobRequest request;
+  *request.mutable_job() = Manifest(2);
+  request.mutable_job()->mutable_metadata()->set_name(std::string(7 << 20, 'x'));
+  const std::string seven_megabytes = request.SerializeAsString();
+  const int64_t resident_before = ProcStatusOf(coordinator.pid(), "VmRSS:");
+  for (int i = 0; i < 30; ++i) {
+    const grpc::Status refused = coordinator.CallWithRawBytes(
+        "/chimera.v1.JobService/SubmitJob", seven_megabytes, i % 2 == 0 ? "" : kWorkerToken);
+    ASSERT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED) << refused.error_message();
+  }
+  const int64_t grown_kib = ProcStatusOf(coordinator.pid(), "VmRSS:") - resident_before;
+  // Reading them grew it by some 65 MiB; refusing them at the headers by
+  // about one.
+  EXPECT_LT(grown_kib, 16 << 10) << "the coordinator read what it refused";
+  // Beyond any method's bound: refused for its token, not its size.
+  request.mutable_job()->mutable_metadata()->set_name(std::string(20 << 20, 'x'));
+  const grpc::Status huge = coordinator.CallWithRawBytes("/chimera.v1.JobService/SubmitJob",
+                                                         request.SerializeAsString(), "");
+  EXPECT_EQ(huge.error_code(), grpc::StatusCode::UNAUTHENTICATED) << huge.error_message();
+  EXPECT_EQ(coordinator.JobCount(), 0);
+  // Probes send no token.
+  const grpc::Status health = coordinator.CallWithRawBytes("/grpc.health.v1.Health/Check", "", "");
+  EXPECT_TRUE(health.ok()) << health.error_message();
+}
+
+// The server reads up to the largest request of any method (a traced step's
+// metrics); the others are bounded far below it.
+TEST_F(CoordinatorServiceTest, ARequestBeyondItsMethodsBoundIsRefusedNamingTheBound) {
+  Coordinator coordinator(db());
+  chimera::v1::TrainJob big = Manifest(2);
+  big.mutable_metadata()->set_name(std::string(300 << 10, 'x'));
+  const absl::StatusOr<chimera::v1::Job> job = coordinator.Submit(big);
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(job.status().message(), HasSubstr("SubmitJob takes at most 262144"));
+
+  auto workers = chimera::v1::WorkerService::NewStub(
+      grpc::CreateChannel(coordinator.address(), grpc::InsecureChannelCredentials()));
+  chimera::v1::HeartbeatRequest beat;
+  beat.set_worker_id(std::string(100 << 10, 'w'));
+  chimera::v1::HeartbeatResponse ignored;
+  const grpc::Status heartbeat = workers->Heartbeat(Context(kWorkerToken).get(), beat, &ignored);
+  EXPECT_EQ(heartbeat.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(heartbeat.error_message(), HasSubstr("Heartbeat takes at most 65536"));
+
+  // A traced step's metrics go up to the server's limit: read, then
+  // answered by the handler (no such worker here).
+  chimera::v1::ReportMetricsRequest report;
+  report.set_worker_id("w0");
+  chimera::v1::StepTimeline& timeline = *report.mutable_metrics()->mutable_timeline();
+  for (int i = 0; i < 480000; ++i) {
+    timeline.add_op_start_seconds(i);
+    timeline.add_op_end_seconds(i + 0.5);
+  }
+  ASSERT_GT(report.ByteSizeLong(), 7u << 20);
+  chimera::v1::ReportMetricsResponse response;
+  const absl::Time sent = absl::Now();
+  const grpc::Status metrics =
+      workers->ReportMetrics(Context(kWorkerToken).get(), report, &response);
+  EXPECT_EQ(metrics.error_code(), grpc::StatusCode::NOT_FOUND) << metrics.error_message();
+  EXPECT_LT(absl::Now() - sent, absl::Seconds(5));
+  for (int i = 0; i < 120000; ++i) timeline.add_op_start_seconds(i);
+  const grpc::Status beyond =
+      workers->ReportMetrics(Context(kWorkerToken).get(), report, &response);
+  EXPECT_EQ(beyond.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(beyond.error_message(), HasSubstr("8388608"));
+
+  // A job of the largest size jobspec allows still gets the validator's word.
+  chimera::v1::TrainJob large = Manifest(2);
+  large.mutable_metadata()->set_name(std::string(100 << 10, 'x'));
+  EXPECT_EQ(coordinator.Submit(large).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(coordinator.Submit(Manifest(2)).ok());
+}
+
 TEST_F(CoordinatorServiceTest, ListJobsPagesThroughEveryJobOnceInSubmissionOrder) {
   Coordinator coordinator(db());
   std::vector<std::string> submitted;
@@ -461,13 +556,44 @@ TEST_F(CoordinatorServiceTest, RegistrationsNoRealWorkerSendsAreRefusedFieldByFi
   EXPECT_THAT(status.error_message(), HasSubstr("workerId: has 300 characters; at most 253"));
   EXPECT_THAT(status.error_message(), HasSubstr("memoryBytes: -1 must be > 0"));
   EXPECT_THAT(status.error_message(), HasSubstr("devices[0].kind: 'tpu' is not one of cpu, gpu"));
-  EXPECT_THAT(status.error_message(), HasSubstr("host: has 0 characters; it must have 1 to"));
+  EXPECT_THAT(status.error_message(), HasSubstr("host: is required"));
   EXPECT_THAT(status.error_message(), HasSubstr("task.jobId: is required"));
   EXPECT_THAT(status.error_message(), HasSubstr("task.attempt: 0 must be >= 1"));
   EXPECT_THAT(status.error_message(), HasSubstr("task.rank: -1 must be >= 0"));
   EXPECT_THAT(status.error_message(),
               HasSubstr("task.state: TASK_STATE_READY is not one of RUNNING, "
                         "SUCCEEDED, FAILED, STOPPED"));
+}
+
+// Other workers dial a worker's host joined with a port, and `chimera
+// workers` prints it: a port or a line break in it used to be stored.
+TEST_F(CoordinatorServiceTest, AWorkerHostThatIsNoHostNameOrAddressIsRefusedNamingIt) {
+  Coordinator coordinator(db());
+  auto stub = chimera::v1::WorkerService::NewStub(
+      grpc::CreateChannel(coordinator.address(), grpc::InsecureChannelCredentials()));
+  using HostAndShown = std::pair<std::string, std::string>;
+  for (const auto& [host, shown] : {HostAndShown{"127.0.0.1:80", "127.0.0.1:80"},
+                                    HostAndShown{"evil\nhost", "evil\\nhost"},
+                                    HostAndShown{"[::1]", "[::1]"}}) {
+    chimera::v1::RegisterWorkerRequest request;
+    request.set_worker_id("w0");
+    request.set_incarnation(7);
+    request.set_memory_bytes(1 << 30);
+    request.add_devices()->set_kind("cpu");
+    request.set_host(host);
+    chimera::v1::RegisterWorkerResponse response;
+    const grpc::Status status =
+        stub->RegisterWorker(Context(kWorkerToken).get(), request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << shown;
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("host: '" + shown + "' is not a host name or an IP address"));
+  }
+  chimera::v1::ListWorkersResponse workers;
+  ASSERT_TRUE(coordinator.jobs()
+                  .ListWorkers(Context(kClientToken).get(), chimera::v1::ListWorkersRequest(),
+                               &workers)
+                  .ok());
+  EXPECT_EQ(workers.workers_size(), 0);
 }
 
 TEST_F(CoordinatorServiceTest, JobRunsThroughRendezvousStepsAndSuccess) {
@@ -515,25 +641,34 @@ TEST_F(CoordinatorServiceTest, JobRunsThroughRendezvousStepsAndSuccess) {
   EXPECT_EQ(events[1].status().state(), chimera::v1::JOB_STATE_SUCCEEDED);
 }
 
-// How many threads process `pid` runs now (its /proc status), -1 if unknown.
-int ThreadsOf(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string key;
-  while (status >> key) {
-    if (key == "Threads:") {
-      int threads = -1;
-      status >> threads;
-      return threads;
-    }
-  }
-  return -1;
+// A job's status is read by every `chimera status` and kept in the store: a
+// task's failure message of megabytes used to land there whole.
+TEST_F(CoordinatorServiceTest, ALongTaskMessageIsCutAtACharacterInTheJobsStatus) {
+  Coordinator coordinator(db());
+  FakeWorker worker(coordinator.address(), "w0");
+  absl::StatusOr<chimera::v1::Job> job = coordinator.Submit(Manifest(1));
+  ASSERT_TRUE(job.ok()) << job.status();
+  std::optional<chimera::v1::Assignment> start = worker.Next();
+  ASSERT_TRUE(start.has_value() && start->has_start());
+  // 3-byte characters: byte 4096 falls inside one.
+  std::string message;
+  for (int i = 0; i < 5000; ++i) message += "\xe2\x82\xac";
+  ASSERT_TRUE(worker.ReportState(start->start(), chimera::v1::TASK_STATE_FAILED, "", message).ok());
+
+  const chimera::v1::Job failed = coordinator.AwaitState(job->id(), chimera::v1::JOB_STATE_FAILED);
+  ASSERT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  ASSERT_LT(failed.status().message().size(), 4200u) << "the message was kept whole";
+  // 1365 whole characters (4095 bytes) of it, then the mark.
+  EXPECT_EQ(failed.status().message(),
+            absl::StrCat("rank 0 on worker w0 failed: ", message.substr(0, 4095),
+                         " ... (cut to 4096 bytes)"));
 }
 
 TEST_F(CoordinatorServiceTest, FollowersHoldNoThreadWhileTheyWaitAndAllSeeTheEnd) {
   Coordinator coordinator(db());
   absl::StatusOr<chimera::v1::Job> job = coordinator.Submit(Manifest(2));
   ASSERT_TRUE(job.ok()) << job.status();
-  const int threads_before = ThreadsOf(coordinator.pid());
+  const int64_t threads_before = ProcStatusOf(coordinator.pid(), "Threads:");
   ASSERT_GT(threads_before, 0);
 
   // With no worker the job stays PENDING: every follower waits.
@@ -554,7 +689,7 @@ TEST_F(CoordinatorServiceTest, FollowersHoldNoThreadWhileTheyWaitAndAllSeeTheEnd
     EXPECT_EQ(first.status().state(), chimera::v1::JOB_STATE_PENDING);
   }
   // A thread per stream would add kFollowers.
-  EXPECT_LT(ThreadsOf(coordinator.pid()), threads_before + kFollowers / 10);
+  EXPECT_LT(ProcStatusOf(coordinator.pid(), "Threads:"), threads_before + kFollowers / 10);
 
   chimera::v1::StopJobRequest stop;
   stop.set_job_id(job->id());

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/local_cluster.h"
@@ -47,6 +48,27 @@ TEST_F(DaemonTest, CoordinatorAddressWithoutPortOrAsAUrlIsBadInput) {
                 HasSubstr(absl::StrCat("--coordinator: address '", address)))
         << worker.err;
   }
+}
+
+TEST_F(DaemonTest, HostThatIsNoHostNameOrAddressIsBadInput) {
+  using HostAndShown = std::pair<std::string, std::string>;
+  for (const auto& [host, shown] : {HostAndShown{"127.0.0.1:80", "127.0.0.1:80"},
+                                    HostAndShown{"worker\n0", "worker\\n0"}}) {
+    const testing::ProcessResult worker = testing::RunProcess(
+        {CHIMERA_WORKER_BINARY, "--coordinator", "127.0.0.1:1", "--host", host});
+    EXPECT_EQ(worker.exit_code, 2) << shown << ": " << worker.err;
+    EXPECT_THAT(worker.err, HasSubstr("--host: '" + shown +
+                                      "' is not a host name or an IP address"));
+  }
+}
+
+// A daemon's /metrics names its jobs and hosts and has no token.
+TEST_F(DaemonTest, MetricsBeyondLoopbackNeedMetricsPublic) {
+  const testing::ProcessResult worker = testing::RunProcess(
+      {CHIMERA_WORKER_BINARY, "--coordinator", "127.0.0.1:1", "--metrics-listen", "0.0.0.0:0"});
+  EXPECT_EQ(worker.exit_code, 2) << worker.err;
+  EXPECT_THAT(worker.err, HasSubstr("refusing to serve metrics on non-loopback host "
+                                    "'0.0.0.0' without --metrics-public"));
 }
 
 // Whoever may submit jobs may read the workers' data and write checkpoints
@@ -124,6 +146,30 @@ TEST_F(DaemonTest, ABinaryTextFileFailsTheJobNamingItAsTheJobDoes) {
   EXPECT_THAT(failed.status().message(), Not(HasSubstr(dir_.path())));
   EXPECT_THAT(failed.status().message(),
               Not(HasSubstr(std::filesystem::canonical(data_root).string())));
+}
+
+// A daemon started under a worker id in use takes the id over. The daemon it
+// replaced used to end on a log line of ABORTED and exit 1, as if a job had
+// failed; a supervisor restarting it would evict the newcomer in turn.
+TEST_F(DaemonTest, ADaemonWhoseIdAnotherTookOverExitsWithStatus3NamingItsHost) {
+  StartCoordinator();
+  StartWorkers(1);
+  ASSERT_TRUE(AwaitIdleWorkers(1));
+  net::ChildProcess newcomer({CHIMERA_WORKER_BINARY, "--coordinator", coordinator_->address(),
+                              "--worker-id", "w0", "--host", "localhost", "--work-dir",
+                              dir_.path() + "/newcomer"},
+                             "", dir_.path() + "/newcomer.log");
+
+  EXPECT_EQ(Worker(0).Wait(testing::kWorkersStartTimeout), 3);
+  constexpr uint64_t kMaxLogBytes = 16 << 20;
+  const std::string log = ReadTextFile(dir_.path() + "/w0.log", kMaxLogBytes).value_or("");
+  EXPECT_THAT(log, HasSubstr("another daemon registered as worker 'w0' from host localhost"));
+  EXPECT_THAT(log, HasSubstr("this daemon exits with status 3"));
+  const absl::StatusOr<std::vector<chimera::v1::WorkerInfo>> workers = client_->Workers();
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  ASSERT_EQ(workers->size(), 1u);
+  EXPECT_EQ((*workers)[0].host(), "localhost");
+  EXPECT_EQ((*workers)[0].state(), chimera::v1::WORKER_STATE_IDLE);
 }
 
 TEST_F(DaemonTest, ChimeraJobOnFourWorkersSucceedsWithMetricsAndFallingLoss) {

@@ -9,6 +9,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/utf8.h"
 #include "net/child_process.h"
 #include "worker/daemon/local_devices.h"
 #include "worker/daemon/task_exit.h"
@@ -25,19 +26,10 @@ constexpr absl::Duration kReconnectDelay = absl::Seconds(1);
 // A stopped task process gets this long to finish its step before SIGKILL.
 constexpr absl::Duration kStopGrace = absl::Seconds(10);
 constexpr absl::Duration kEventPoll = absl::Milliseconds(200);
-// The coordinator takes a held task's failure message up to this long.
-constexpr size_t kMaxHeldMessageLength = 4096;
-
-// `message` cut to kMaxHeldMessageLength bytes, never inside a UTF-8
-// character (a string field must hold valid UTF-8).
-std::string HeldMessage(const std::string& message) {
-  size_t end = std::min(message.size(), kMaxHeldMessageLength);
-  while (end > 0 && end < message.size() &&
-         (static_cast<unsigned char>(message[end]) & 0xC0) == 0x80) {
-    --end;
-  }
-  return message.substr(0, end);
-}
+// The coordinator keeps this much of a task's failure message, and refuses
+// a registration whose held task carries more; a report far beyond it would
+// be refused whole, and the task's end with it.
+constexpr size_t kMaxTaskMessageBytes = 4096;
 
 absl::Status FromGrpc(const grpc::Status& status) {
   return status.ok()
@@ -99,15 +91,17 @@ class WorkerDaemon::Task {
     held.set_rank(start_.program().rank());
     absl::MutexLock lock(&mutex_);
     held.set_state(end_state_);
-    held.set_message(HeldMessage(end_message_));
+    held.set_message(end_message_);
     held.set_retryable(end_retryable_);
     return held;
   }
 
  private:
   void Report(chimera::v1::TaskState state, const std::string& address,
-              const std::string& message, int64_t first_step = 0,
+              const std::string& full_message, int64_t first_step = 0,
               bool retryable = false) {
+    // Cut where a string field stays valid UTF-8.
+    const std::string message(Utf8Prefix(full_message, kMaxTaskMessageBytes));
     if (state != chimera::v1::TASK_STATE_READY) {
       // Kept for a registration, should the coordinator be away now.
       absl::MutexLock lock(&mutex_);

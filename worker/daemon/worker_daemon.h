@@ -11,7 +11,7 @@
 //
 //   WorkerDaemon daemon(options, grpc::InsecureChannelCredentials());
 //   std::thread signals([&] { WaitForSignal(); daemon.Shutdown(); });
-//   return daemon.Run().ok() ? 0 : 1;
+//   return daemon.Run().ok() ? 0 : 3;
 #ifndef CHIMERA_WORKER_DAEMON_WORKER_DAEMON_H_
 #define CHIMERA_WORKER_DAEMON_WORKER_DAEMON_H_
 
@@ -69,6 +69,9 @@ class WorkerDaemon {
   WorkerDaemon& operator=(const WorkerDaemon&) = delete;
 
   // Serves until Shutdown(); reconnects whenever the coordinator goes away.
+  // ALREADY_EXISTS once another daemon has registered under this worker id
+  // (the message says from which host, and when): taking the id back would
+  // evict that one, and it this one, for ever.
   absl::Status Run();
   // Thread-safe: ends Run() soon, stopping a running task first.
   void Shutdown();

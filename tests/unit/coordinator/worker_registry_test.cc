@@ -148,15 +148,20 @@ TEST_F(WorkerRegistryTest, RegisteringAgainWithoutATaskLosesNothing) {
   EXPECT_FALSE(MustRegister(Registration("w1", 22)).has_value());
 }
 
+// The refused daemon exits on the answer, which says where the other runs.
 TEST_F(WorkerRegistryTest, AReplacedIncarnationThatRegistersAgainIsASecondDaemon) {
   MustRegister(Registration("w1", 11));
-  MustRegister(Registration("w1", 22));
+  now_ += absl::Seconds(5);
+  chimera::v1::RegisterWorkerRequest newcomer = Registration("w1", 22);
+  newcomer.set_host("10.0.0.7");
+  MustRegister(newcomer);
   const absl::StatusOr<std::optional<TaskRef>> again =
       registry_.Register(Registration("w1", 11));
   EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_THAT(again.status().message(),
-              HasSubstr("worker id 'w1' was taken over by incarnation 22 while "
-                        "this one (11) still runs"));
+  EXPECT_THAT(std::string(again.status().message()),
+              HasSubstr("another daemon registered as worker 'w1' from host 10.0.0.7 (node "
+                        "node-w1, incarnation 22) at 1970-01-01T00:16:45+00:00, replacing this one "
+                        "(incarnation 11)"));
   EXPECT_EQ(registry_.Get("w1")->incarnation(), 22u) << "the newer one keeps it";
   EXPECT_TRUE(registry_.Heartbeat("w1", 22).ok());
 }

@@ -236,5 +236,20 @@ TEST(MetricsServerTest, RejectsBadAddressesAndBusyPorts) {
   EXPECT_THAT(second.status().message(), HasSubstr((*first)->address()));
 }
 
+// The page names jobs, workers and hosts and asks for no token: a wildcard
+// address used to be served without a word.
+TEST(MetricsServerTest, ServesBeyondLoopbackOnlyWhenAskedTo) {
+  const absl::StatusOr<std::unique_ptr<net::MetricsServer>> refused =
+      net::MetricsServer::Start("0.0.0.0:0");
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status()));
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("refusing to serve metrics on non-loopback host '0.0.0.0' "
+                        "without --metrics-public"));
+  const absl::StatusOr<std::unique_ptr<net::MetricsServer>> public_server =
+      net::MetricsServer::Start("0.0.0.0:0", net::MetricsServer::Reach::kAnyone);
+  EXPECT_TRUE(public_server.ok()) << public_server.status();
+  EXPECT_TRUE(net::MetricsServer::Start("localhost:0").ok());
+}
+
 }  // namespace
 }  // namespace chimera::net

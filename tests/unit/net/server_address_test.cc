@@ -59,5 +59,29 @@ TEST(ServerAddressTest, DialAddressNeedsARealPortAndNoScheme) {
               HasSubstr("must be HOST:PORT"));
 }
 
+TEST(HostNameTest, AcceptsAddressesAndDnsNames) {
+  for (const char* host : {"127.0.0.1", "10.1.2.3", "::1", "fe80::1", "localhost",
+                           "worker-0", "chimera-worker-7.chimera.svc.cluster.local"}) {
+    EXPECT_TRUE(IsHostNameOrAddress(host)) << host;
+  }
+}
+
+// A worker's host is joined with a port to reach its rendezvous store, and
+// shown by `chimera workers`: a port, brackets or a line break in it used to
+// be taken as they came.
+TEST(HostNameTest, RefusesPortsBracketsSpacesAndBadLabels) {
+  for (const char* host : {"", "127.0.0.1:80", "[::1]", "::1]:80", "host\nname", "a b",
+                           "-worker", "worker-", "a..b", ".worker", "worker.", "wörker",
+                           "under_score"}) {
+    EXPECT_FALSE(IsHostNameOrAddress(host)) << host;
+  }
+  EXPECT_TRUE(IsHostNameOrAddress(std::string(63, 'a')));
+  EXPECT_FALSE(IsHostNameOrAddress(std::string(64, 'a')));
+  std::string long_name;
+  for (int i = 0; i < 64; ++i) long_name += "abc.";
+  long_name += "d";  // 257 characters
+  EXPECT_FALSE(IsHostNameOrAddress(long_name));
+}
+
 }  // namespace
 }  // namespace chimera::net

@@ -62,9 +62,4 @@ std::optional<absl::StatusOr<chimera::v1::Plan>> BackgroundPlanner::Take(
   return result;
 }
 
-bool BackgroundPlanner::Searching(const std::string& key) const {
-  absl::MutexLock lock(&mutex_);
-  return running_ && key_ == key;
-}
-
 }  // namespace chimera::coordinator

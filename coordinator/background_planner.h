@@ -56,9 +56,6 @@ class BackgroundPlanner {
   std::optional<absl::StatusOr<chimera::v1::Plan>> Take(
       const std::string& key, absl::Duration wait);
 
-  // Whether a search for `key` is under way.
-  bool Searching(const std::string& key) const;
-
  private:
   void Run(Search search, absl::Time deadline);
 

@@ -296,7 +296,7 @@ absl::Status JobManager::CheckFitsRegisteredWorkers(
       registered.push_back(worker.worker_id());
     }
   }
-  const int needed = manifest.spec().resources().workers();
+  const int needed = planner::MinimumWorkers(manifest);
   if (static_cast<int>(registered.size()) < needed) return absl::OkStatus();
   registered.resize(needed);
   const absl::Time deadline = clock_.monotonic() + kSubmitFitBudget;
@@ -773,7 +773,8 @@ std::optional<std::string> JobManager::StalledRanksLocked(const Run& run) const 
       std::max(options_.progress_timeout, kStallFactor * run.predicted_step);
   std::vector<std::string> stalled;
   for (size_t rank = 0; rank < run.last_progress.size(); ++rank) {
-    if (!run.rank_done[rank] && clock_.monotonic() - run.last_progress[rank] > bound) {
+    if (!run.rank_done[rank] &&
+        clock_.monotonic() - run.last_progress[rank] > bound) {
       stalled.push_back(absl::StrCat("rank ", rank, " on worker ",
                                      run.worker_of_rank[rank]));
     }

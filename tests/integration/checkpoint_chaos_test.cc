@@ -31,7 +31,6 @@ namespace {
 using ::chimera::testing::Ended;
 using ::chimera::testing::LocalClusterTest;
 
-constexpr int kEvery = 10;
 constexpr absl::Duration kWatchInterval = absl::Milliseconds(20);
 
 // Watches a job's checkpoint directory from the side, as an operator's
@@ -128,11 +127,11 @@ void ExpectSameWeights(const std::string& dir, const std::string& reference,
 
 class CheckpointChaosTest : public LocalClusterTest {
  protected:
-  // `job` in float64 with checkpoints every kEvery steps and `restarts`.
+  // `job` in float64 with checkpoints every `every` steps and `restarts`.
   static chimera::v1::TrainJob Checkpointed(chimera::v1::TrainJob job,
-                                            int restarts) {
+                                            int every, int restarts) {
     job.mutable_spec()->mutable_model()->set_dtype("float64");
-    job.mutable_spec()->mutable_training()->set_checkpoint_every(kEvery);
+    job.mutable_spec()->mutable_training()->set_checkpoint_every(every);
     job.mutable_spec()->mutable_training()->set_checkpoint_dir("checkpoints");
     job.mutable_spec()->mutable_run_policy()->set_backoff_limit(restarts);
     return job;
@@ -161,11 +160,14 @@ class CheckpointChaosTest : public LocalClusterTest {
 
 TEST_F(CheckpointChaosTest,
        AJobSurvivesAKilledCoordinatorDaemonAndTaskWithTheWeightsOfAnUninterruptedRun) {
-  constexpr int kSteps = 300;
+  // Sized for the sanitized build too, where a step takes ten times longer.
+  constexpr int kSteps = 160;
+  constexpr int kEvery = 8;
   StartCoordinator("127.0.0.1:0", {"--readopt-timeout", "4"});
   StartWorkers(4);
   ASSERT_TRUE(AwaitIdleWorkers(4));
-  const chimera::v1::TrainJob manifest = Checkpointed(ChimeraJob(kSteps), 3);
+  const chimera::v1::TrainJob manifest =
+      Checkpointed(ChimeraJob(kSteps), kEvery, 3);
   absl::StatusOr<chimera::v1::Job> job = client_->Submit(manifest);
   ASSERT_TRUE(job.ok()) << job.status();
   const CheckpointWatcher watcher(dir_.path(), CheckpointsOf(job->id()),
@@ -223,7 +225,10 @@ TEST_F(CheckpointChaosTest,
 
 TEST_F(CheckpointChaosTest,
        AStoppedDaemonsJobResumesFromTheCheckpointsItsTaskWroteMeanwhile) {
-  constexpr int kSteps = 300;
+  // A checkpoint every other step: in the heartbeat timeout (3 s) the task
+  // writes several, also in the sanitized build.
+  constexpr int kSteps = 100;
+  constexpr int kEvery = 2;
   StartCoordinator();
   StartWorkers(2);
   ASSERT_TRUE(AwaitIdleWorkers(2));
@@ -231,7 +236,7 @@ TEST_F(CheckpointChaosTest,
   one_rank.mutable_spec()->mutable_parallelism()->set_schedule("gpipe");
   one_rank.mutable_spec()->mutable_parallelism()->set_pipeline(1);
   one_rank.mutable_spec()->mutable_resources()->set_workers(1);
-  const chimera::v1::TrainJob manifest = Checkpointed(one_rank, 1);
+  const chimera::v1::TrainJob manifest = Checkpointed(one_rank, kEvery, 1);
   absl::StatusOr<chimera::v1::Job> job = client_->Submit(manifest);
   ASSERT_TRUE(job.ok()) << job.status();
   const CheckpointWatcher watcher(dir_.path(), CheckpointsOf(job->id()),
@@ -263,6 +268,31 @@ TEST_F(CheckpointChaosTest,
   EXPECT_EQ(watcher.latest(), kSteps);
   EXPECT_EQ(watcher.losses(), "") << "a complete checkpoint was lost";
   ExpectWeightsOfAnUninterruptedRun(manifest, job->id(), 2);
+}
+
+// Each worker writing checkpoints to a root of its own made every restart
+// fail for good, each rank finding only its own stages ("no file holds
+// block 0"). Such a job now fails before its first step, saying why.
+TEST_F(CheckpointChaosTest, WorkersWhoseCheckpointRootsAreNotSharedFailTheJobAtOnce) {
+  StartCoordinator();
+  for (const char* root : {"/root-a", "/root-b"}) {
+    std::filesystem::create_directories(dir_.path() + root);
+    StartWorkers(1, "", dir_.path() + root);
+  }
+  ASSERT_TRUE(AwaitIdleWorkers(2));
+  absl::StatusOr<chimera::v1::Job> job =
+      client_->Submit(Checkpointed(TwoStageJob(50), 5, 2));
+  ASSERT_TRUE(job.ok()) << job.status();
+  const chimera::v1::Job failed = AwaitJob(job->id(), Ended);
+  EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_EQ(failed.status().restarts(), 0) << "a retry cannot cure it";
+  EXPECT_EQ(failed.status().completed_steps(), 0);
+  EXPECT_THAT(failed.status().message(),
+              ::testing::HasSubstr(
+                  "rank 1 does not see the checkpoint directory 'checkpoints/"));
+  EXPECT_THAT(failed.status().message(),
+              ::testing::HasSubstr("every worker's --checkpoint-root must be "
+                                   "the same shared file system"));
 }
 
 }  // namespace

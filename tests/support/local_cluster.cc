@@ -51,25 +51,29 @@ std::string LocalClusterTest::KillCoordinator() {
 }
 
 std::unique_ptr<net::ChildProcess> LocalClusterTest::StartWorker(
-    int index, const std::string& data_root) {
+    int index, const std::string& data_root,
+    const std::string& checkpoint_root) {
   return std::make_unique<net::ChildProcess>(
       std::vector<std::string>{
           CHIMERA_WORKER_BINARY, "--coordinator", coordinator_->address(),
           "--worker-id", absl::StrCat("w", index), "--work-dir",
           absl::StrCat(dir_.path(), "/w", index), "--data-root",
           data_root.empty() ? CHIMERA_SOURCE_DIR : data_root,
-          "--checkpoint-root", dir_.path()},
+          "--checkpoint-root",
+          checkpoint_root.empty() ? dir_.path() : checkpoint_root},
       "", absl::StrCat(dir_.path(), "/w", index, ".log"));
 }
 
-void LocalClusterTest::StartWorkers(int count, const std::string& data_root) {
+void LocalClusterTest::StartWorkers(int count, const std::string& data_root,
+                                    const std::string& checkpoint_root) {
   for (int i = 0; i < count; ++i) {
-    workers_.push_back(StartWorker(static_cast<int>(workers_.size()), data_root));
+    workers_.push_back(StartWorker(static_cast<int>(workers_.size()),
+                                   data_root, checkpoint_root));
   }
 }
 
-void LocalClusterTest::RestartWorker(int index, const std::string& data_root) {
-  workers_.at(index) = StartWorker(index, data_root);
+void LocalClusterTest::RestartWorker(int index) {
+  workers_.at(index) = StartWorker(index, "", "");
 }
 
 int LocalClusterTest::WorkerOfRank(const std::string& id, int rank) {

@@ -51,10 +51,11 @@ class LocalClusterTest : public ::testing::Test {
 
   // Workers w<n>, w<n+1>, ... reading data under `data_root` (the source
   // tree, for the example corpus, by default) and writing checkpoints under
-  // the test's directory.
-  void StartWorkers(int count, const std::string& data_root = "");
+  // `checkpoint_root` (the test's directory by default).
+  void StartWorkers(int count, const std::string& data_root = "",
+                    const std::string& checkpoint_root = "");
   // Starts worker w<index> again after it died.
-  void RestartWorker(int index, const std::string& data_root = "");
+  void RestartWorker(int index);
   // The worker named w<index>'s daemon process.
   net::ChildProcess& Worker(int index) { return *workers_.at(index); }
   // The index of the worker running `rank` of job `id`; -1 if none is.
@@ -85,8 +86,9 @@ class LocalClusterTest : public ::testing::Test {
   std::unique_ptr<client::CoordinatorClient> client_;
 
  private:
-  std::unique_ptr<net::ChildProcess> StartWorker(int index,
-                                                 const std::string& data_root);
+  std::unique_ptr<net::ChildProcess> StartWorker(
+      int index, const std::string& data_root,
+      const std::string& checkpoint_root);
 
   std::vector<std::unique_ptr<net::ChildProcess>> workers_;
 };

@@ -667,17 +667,26 @@ TEST_F(JobManagerTest, RankFailingOnItsOwnFailsTheJobDespiteRestartsLeft) {
   EXPECT_THAT(failed.status().message(), HasSubstr("out of memory"));
 }
 
-// How a task of the first attempt on w<rank> failed, as its daemon reports.
-chimera::v1::ReportTaskStateRequest Failure(const Job& job, int rank,
-                                            const std::string& message,
-                                            bool retryable) {
+// What w<rank> reports of its task of `attempt` of `job`.
+chimera::v1::ReportTaskStateRequest TaskReport(const Job& job, int rank,
+                                               int attempt,
+                                               chimera::v1::TaskState state) {
   chimera::v1::ReportTaskStateRequest report;
   report.set_worker_id(absl::StrCat("w", rank));
   report.set_incarnation(100 + rank);
   report.set_job_id(job.id());
-  report.set_attempt(1);
+  report.set_attempt(attempt);
   report.set_rank(rank);
-  report.set_state(chimera::v1::TASK_STATE_FAILED);
+  report.set_state(state);
+  return report;
+}
+
+// How a task of the first attempt on w<rank> failed, as its daemon reports.
+chimera::v1::ReportTaskStateRequest Failure(const Job& job, int rank,
+                                            const std::string& message,
+                                            bool retryable) {
+  chimera::v1::ReportTaskStateRequest report =
+      TaskReport(job, rank, 1, chimera::v1::TASK_STATE_FAILED);
   report.set_message(message);
   report.set_retryable(retryable);
   return report;
@@ -758,13 +767,8 @@ TEST_F(JobManagerTest, TheNextAttemptStartsWhereRankZeroFoundTheLatestCheckpoint
   Job job = StartSecondAttempt();
   ASSERT_EQ(manager_->Get(job.id())->status().checkpoint_step(), 0);
   ASSERT_TRUE(Next("w0").has_value());
-  chimera::v1::ReportTaskStateRequest ready;
-  ready.set_worker_id("w0");
-  ready.set_incarnation(100);
-  ready.set_job_id(job.id());
-  ready.set_attempt(2);
-  ready.set_rank(0);
-  ready.set_state(chimera::v1::TASK_STATE_READY);
+  chimera::v1::ReportTaskStateRequest ready =
+      TaskReport(job, 0, 2, chimera::v1::TASK_STATE_READY);
   ready.set_store_address("host:1234");
   ready.set_first_step(11);
   EXPECT_EQ(manager_->OnTaskState(ready).code(),

@@ -148,6 +148,17 @@ TEST(TaskOptionsTest, ALinkOutOfTheDataRootIsRefusedWithoutItsContent) {
   EXPECT_THAT(std::string(run.status().message()), Not(HasSubstr(outside.path())));
 }
 
+// The tiny job reading `data`'s corpus.txt (200 'a's, written here) as
+// text, with `data` its data root.
+absl::StatusOr<StandaloneRun> TextJobOnCorpus(const chimera::testing::TempDir& data) {
+  data.WriteFile("corpus.txt", std::string(200, 'a'));
+  chimera::v1::TrainJob job = chimera::testing::TinyJob();
+  job.mutable_spec()->mutable_data()->set_format("text");
+  job.mutable_spec()->mutable_data()->set_path("corpus.txt");
+  return LoadStandaloneJob(
+      data.WriteFile("job.yaml", chimera::testing::JobYaml(job)), Roots(data));
+}
+
 // The job's path was checked, then swapped between a file inside the root
 // and a link out of it while the task opened it: 1 open in 8 read the
 // outside file, and its size showed in the error. The kernel now resolves
@@ -157,12 +168,7 @@ TEST(TaskOptionsTest, ADataFileSwappedForALinkOutAfterItsCheckIsNeverRead) {
   chimera::testing::TempDir data;
   const std::string secret = outside.WriteFile("secret.txt", std::string(4099, 'S'));
   const std::string inside = data.WriteFile("inside.txt", std::string(200, 'a'));
-  data.WriteFile("corpus.txt", std::string(200, 'a'));
-  chimera::v1::TrainJob job = chimera::testing::TinyJob();
-  job.mutable_spec()->mutable_data()->set_format("text");
-  job.mutable_spec()->mutable_data()->set_path("corpus.txt");
-  const auto run = LoadStandaloneJob(
-      data.WriteFile("job.yaml", chimera::testing::JobYaml(job)), Roots(data));
+  const absl::StatusOr<StandaloneRun> run = TextJobOnCorpus(data);
   ASSERT_TRUE(run.ok()) << run.status();
 
   std::atomic<bool> done{false};
@@ -204,12 +210,7 @@ TEST(TaskOptionsTest, ADataFileSwappedForALinkOutAfterItsCheckIsNeverRead) {
 // absolute data root. They name the data file as the job does now.
 TEST(TaskOptionsTest, DataFileErrorsNameItAsTheJobDoesNotByTheWorkersRoot) {
   chimera::testing::TempDir data;
-  data.WriteFile("corpus.txt", std::string(200, 'a'));
-  chimera::v1::TrainJob job = chimera::testing::TinyJob();
-  job.mutable_spec()->mutable_data()->set_format("text");
-  job.mutable_spec()->mutable_data()->set_path("corpus.txt");
-  const auto run = LoadStandaloneJob(
-      data.WriteFile("job.yaml", chimera::testing::JobYaml(job)), Roots(data));
+  const absl::StatusOr<StandaloneRun> run = TextJobOnCorpus(data);
   ASSERT_TRUE(run.ok()) << run.status();
   const std::string root = std::filesystem::canonical(data.path()).string();
 

@@ -10,7 +10,7 @@
 namespace chimera::schedule {
 namespace {
 
-constexpr std::array<std::pair<OpKind, absl::string_view>, 9> kOpNames = {{
+constexpr std::array<std::pair<OpKind, absl::string_view>, 11> kOpNames = {{
     {OpKind::kForward, "FORWARD"},
     {OpKind::kBackward, "BACKWARD"},
     {OpKind::kSendAct, "SEND_ACT"},
@@ -20,6 +20,8 @@ constexpr std::array<std::pair<OpKind, absl::string_view>, 9> kOpNames = {{
     {OpKind::kAllreduceBegin, "ALLREDUCE_BEGIN"},
     {OpKind::kAllreduceEnd, "ALLREDUCE_END"},
     {OpKind::kOptimizerStep, "OPTIMIZER_STEP"},
+    {OpKind::kBackwardInput, "BACKWARD_INPUT"},
+    {OpKind::kBackwardWeight, "BACKWARD_WEIGHT"},
 }};
 
 }  // namespace
@@ -42,8 +44,19 @@ absl::StatusOr<OpKind> ParseOpName(absl::string_view name) {
       })));
 }
 
-bool IsCompute(OpKind op) {
-  return op == OpKind::kForward || op == OpKind::kBackward;
+bool IsCompute(OpKind op) { return op == OpKind::kForward || IsBackward(op); }
+
+bool IsBackward(OpKind op) {
+  return op == OpKind::kBackward || op == OpKind::kBackwardInput ||
+         op == OpKind::kBackwardWeight;
+}
+
+bool ComputesInputGradient(OpKind op) {
+  return op == OpKind::kBackward || op == OpKind::kBackwardInput;
+}
+
+bool ComputesWeightGradient(OpKind op) {
+  return op == OpKind::kBackward || op == OpKind::kBackwardWeight;
 }
 
 bool Instruction::operator==(const Instruction& other) const {

@@ -34,12 +34,21 @@ enum class OpKind : uint8_t {
   kAllreduceBegin,
   kAllreduceEnd,
   kOptimizerStep,
+  // The split backward: B (input gradient) and W (weight gradients).
+  kBackwardInput,
+  kBackwardWeight,
 };
 
 // "FORWARD", "SEND_ACT", ...: the proto enum names without the OP_ prefix.
 std::string OpName(OpKind op);
 absl::StatusOr<OpKind> ParseOpName(absl::string_view name);
 bool IsCompute(OpKind op);
+// BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT.
+bool IsBackward(OpKind op);
+// The ops that produce the gradient w.r.t. the stage input (BACKWARD, B) /
+// that accumulate the weights' gradients and free the stash (BACKWARD, W).
+bool ComputesInputGradient(OpKind op);
+bool ComputesWeightGradient(OpKind op);
 
 // One or two micro-batch indices (two only for a doubled forward).
 using MicroBatches = absl::InlinedVector<int, 2>;

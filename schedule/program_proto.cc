@@ -61,7 +61,7 @@ absl::StatusOr<Schedule> FromProto(
     }
     for (const chimera::v1::Instruction& in : p.instructions()) {
       if (in.op() <= chimera::v1::OP_UNSPECIFIED ||
-          in.op() > chimera::v1::OP_OPTIMIZER_STEP) {
+          in.op() > chimera::v1::OP_BACKWARD_WEIGHT) {
         return absl::InvalidArgumentError(
             absl::StrCat("rank ", p.rank(), " instruction ",
                          w.instructions.size(), ": op ", in.op(),

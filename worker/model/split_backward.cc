@@ -78,9 +78,8 @@ SplitGradient ComputeInputGradient(const at::Tensor& end,
   }
   const Edge input_edge = torch::autograd::impl::gradient_edge(input);
   std::unordered_set<const Node*> input_side_members;
-  const std::vector<std::shared_ptr<Node>> input_side =
-      InputSide(end_edge.function, input_edge.function.get(),
-                input_side_members);
+  const std::vector<std::shared_ptr<Node>> input_side = InputSide(
+      end_edge.function, input_edge.function.get(), input_side_members);
   TORCH_CHECK(input_side_members.count(end_edge.function.get()) != 0,
               "the graph's end does not depend on the stage input");
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace chimera::worker {
 
@@ -22,14 +23,19 @@ absl::Status ActivationStash::Put(const SliceKey& key, StashedForward forward) {
 }
 
 absl::StatusOr<StashedForward> ActivationStash::Take(const SliceKey& key) {
+  ASSIGN_OR_RETURN(StashedForward * entry, Find(key));
+  StashedForward forward = std::move(*entry);
+  entries_.erase(key);
+  return forward;
+}
+
+absl::StatusOr<StashedForward*> ActivationStash::Find(const SliceKey& key) {
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     return absl::InternalError(absl::StrCat(
         "no stashed forward for the backward of ", DescribeSlice(key)));
   }
-  StashedForward forward = std::move(it->second);
-  entries_.erase(it);
-  return forward;
+  return &it->second;
 }
 
 }  // namespace chimera::worker

@@ -1,7 +1,9 @@
 // What a forward pass leaves for its backward: per (chunk, stage,
 // micro-batch, backward part), the stage input and the end of the autograd
 // graph, or only the input when the backward recomputes the forward. The
-// executor takes each entry out at its backward, which frees it.
+// executor takes each entry out at its backward, which frees it; a split
+// backward's BACKWARD_INPUT leaves the entry in place, holding what its
+// BACKWARD_WEIGHT needs, and the BACKWARD_WEIGHT takes it out.
 //
 //   ActivationStash stash;
 //   RETURN_IF_ERROR(stash.Put({ref, mb, part}, {input, output, {}}));
@@ -14,12 +16,14 @@
 
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 
 #include "absl/status/statusor.h"
 #include "schedule/program.h"
 #include "worker/model/micro_batch.h"
+#include "worker/model/split_backward.h"
 
 namespace chimera::worker {
 
@@ -49,6 +53,9 @@ struct StashedForward {
   at::Tensor output;
   // The slice's targets, kept by a recomputing last stage for its loss.
   MicroBatch targets;
+  // Set by the slice's BACKWARD_INPUT, which releases the three above: what
+  // its BACKWARD_WEIGHT computes the weights' gradients from.
+  std::optional<WeightGradientRoots> weight_roots;
 };
 
 class ActivationStash {
@@ -63,6 +70,10 @@ class ActivationStash {
   // Removes and returns the entry; INTERNAL naming the key when absent (a
   // backward without its forward).
   absl::StatusOr<StashedForward> Take(const SliceKey& key);
+
+  // The entry in place, which stays stashed; INTERNAL naming the key when
+  // absent. Valid until the entry is taken.
+  absl::StatusOr<StashedForward*> Find(const SliceKey& key);
 
   // Slices stashed now, and the most since the last ResetPeak().
   size_t size() const { return entries_.size(); }

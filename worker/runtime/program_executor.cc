@@ -4,12 +4,15 @@
 #include <ATen/core/grad_mode.h>
 
 #include <chrono>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/comm/torch_error.h"
 #include "worker/model/loss.h"
+#include "worker/model/split_backward.h"
 #include "worker/model/stage.h"
 
 namespace chimera::worker {
@@ -81,6 +84,52 @@ absl::Status ValidatePartition(const ExecutorOptions& options,
   }
   return absl::OkStatus();
 }
+
+SliceKey KeyOf(const Instruction& inst) {
+  return {{inst.chunk, inst.stage}, inst.micro_batches[0], inst.part};
+}
+
+// The backward instructions of a program, in order: each slice gets one
+// BACKWARD, or one BACKWARD_INPUT and after it one BACKWARD_WEIGHT.
+class BackwardOrder {
+ public:
+  // Records `inst`; why it cannot come next, or empty when it can.
+  std::string Add(const Instruction& inst) {
+    const SliceKey key = KeyOf(inst);
+    auto [it, first] = waiting_.emplace(key, std::nullopt);
+    std::optional<Instruction>& input = it->second;
+    if (inst.op != OpKind::kBackwardWeight) {
+      if (!first) return "the backward of its slice already ran";
+      if (inst.op == OpKind::kBackwardInput) input = inst;
+      return "";
+    }
+    if (inst.recompute) {
+      return "a BACKWARD_WEIGHT never recomputes: its BACKWARD_INPUT does";
+    }
+    if (!input) {
+      return first ? "no BACKWARD_INPUT of its slice comes before it"
+                   : "the backward of its slice already ran";
+    }
+    if (input->num_parts != inst.num_parts) {
+      return absl::StrCat("splits the micro-batch in ", inst.num_parts,
+                          " parts; its BACKWARD_INPUT in ", input->num_parts);
+    }
+    input.reset();
+    return "";
+  }
+
+  // A BACKWARD_INPUT still waiting for its BACKWARD_WEIGHT, if any.
+  std::optional<Instruction> Unfinished() const {
+    for (const auto& [key, input] : waiting_) {
+      if (input) return input;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  // Every slice seen, with its BACKWARD_INPUT while that waits.
+  std::map<SliceKey, std::optional<Instruction>> waiting_;
+};
 
 }  // namespace
 
@@ -166,7 +215,11 @@ absl::Status ProgramExecutor::Build() {
     optimizers_[model_stage] =
         std::make_unique<Optimizer>(options_.optimizer, stage_parameters);
   }
+  return CheckProgram();
+}
 
+absl::Status ProgramExecutor::CheckProgram() {
+  BackwardOrder backwards;
   for (const Instruction& inst : program_.instructions) {
     const auto invalid = [&](absl::string_view why) {
       return absl::InvalidArgumentError(
@@ -190,15 +243,22 @@ absl::Status ProgramExecutor::Build() {
                                     topology_.micro_batches, ")"));
       }
     }
-    if (inst.op == OpKind::kBackward) {
-      if (inst.num_parts > options_.micro_batch_size) {
-        return invalid(absl::StrCat("splits a micro-batch of ",
-                                    options_.micro_batch_size, " samples in ",
-                                    inst.num_parts, " parts"));
-      }
-      backward_plans_[{{inst.chunk, inst.stage}, inst.micro_batches[0]}] = {
-          inst.num_parts, inst.recompute};
+    if (!schedule::IsBackward(inst.op)) continue;
+    const std::string out_of_order = backwards.Add(inst);
+    if (!out_of_order.empty()) return invalid(out_of_order);
+    if (!schedule::ComputesInputGradient(inst.op)) continue;
+    if (inst.num_parts > options_.micro_batch_size) {
+      return invalid(absl::StrCat("splits a micro-batch of ",
+                                  options_.micro_batch_size, " samples in ",
+                                  inst.num_parts, " parts"));
     }
+    backward_plans_[{{inst.chunk, inst.stage}, inst.micro_batches[0]}] = {
+        inst.num_parts, inst.recompute};
+  }
+  if (const std::optional<Instruction> unfinished = backwards.Unfinished()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank_, " instruction ", DescribeInstruction(*unfinished),
+        ": no BACKWARD_WEIGHT of its slice follows it"));
   }
   return absl::OkStatus();
 }
@@ -351,6 +411,10 @@ absl::Status ProgramExecutor::Execute(const Instruction& inst, int64_t step,
       return Forward(inst, step, metrics);
     case OpKind::kBackward:
       return Backward(inst);
+    case OpKind::kBackwardInput:
+      return BackwardInput(inst);
+    case OpKind::kBackwardWeight:
+      return BackwardWeight(inst);
     case OpKind::kSendAct:
       return Send(inst, TransferKind::kActivation);
     case OpKind::kSendGrad:
@@ -463,37 +527,72 @@ absl::Status ProgramExecutor::ForwardMicroBatch(StageRef ref, int micro_batch,
   return absl::OkStatus();
 }
 
-absl::Status ProgramExecutor::Backward(const Instruction& inst) {
-  const StageRef ref{inst.chunk, inst.stage};
-  const SliceKey key{ref, inst.micro_batches[0], inst.part};
-  Stage& stage = StageOf(ref);
-  ASSIGN_OR_RETURN(StashedForward stashed, stash_.Take(key));
-  at::Tensor input = stashed.input;
-  at::Tensor end = stashed.output;
+absl::StatusOr<ProgramExecutor::BackwardGraph> ProgramExecutor::PrepareBackward(
+    const Instruction& inst, StashedForward stashed) {
+  const SliceKey key = KeyOf(inst);
+  Stage& stage = StageOf(key.ref);
+  BackwardGraph graph{std::move(stashed.input), std::move(stashed.output), {}};
   if (inst.recompute) {
-    if (!stage.is_first()) input = input.detach().requires_grad_(true);
-    end = stage.Forward(input);
+    if (!stage.is_first()) {
+      graph.input = graph.input.detach().requires_grad_(true);
+    }
+    graph.end = stage.Forward(graph.input);
     if (stage.is_last()) {
-      ASSIGN_OR_RETURN(
-          end, LanguageModelLoss(end, stashed.targets, loss_normaliser_));
+      ASSIGN_OR_RETURN(graph.end, LanguageModelLoss(graph.end, stashed.targets,
+                                                    loss_normaliser_));
     }
   }
-  if (stage.is_last()) {
-    end.backward();
-  } else {
-    ASSIGN_OR_RETURN(at::Tensor gradient,
+  if (!stage.is_last()) {
+    ASSIGN_OR_RETURN(graph.end_gradient,
                      TakeTensor(gradients_in_, key, "output gradient"));
-    end.backward(gradient);
   }
-  if (stage.is_first()) return absl::OkStatus();
-  at::Tensor input_gradient = input.grad();
-  const StageRef prev = *topology_.Prev(ref);
+  return graph;
+}
+
+void ProgramExecutor::RouteInputGradient(const SliceKey& key,
+                                         at::Tensor gradient) {
+  const StageRef prev = *topology_.Prev(key.ref);
   if (held_.count(prev) != 0) {
-    gradients_in_[{prev, key.micro_batch, key.part}] =
-        std::move(input_gradient);
+    gradients_in_[{prev, key.micro_batch, key.part}] = std::move(gradient);
   } else {
-    gradients_out_[key] = std::move(input_gradient);
+    gradients_out_[key] = std::move(gradient);
   }
+}
+
+absl::Status ProgramExecutor::Backward(const Instruction& inst) {
+  const SliceKey key = KeyOf(inst);
+  ASSIGN_OR_RETURN(StashedForward stashed, stash_.Take(key));
+  ASSIGN_OR_RETURN(const BackwardGraph graph,
+                   PrepareBackward(inst, std::move(stashed)));
+  // An undefined gradient backpropagates the last stage's loss from 1.
+  graph.end.backward(graph.end_gradient);
+  if (!StageOf(key.ref).is_first()) RouteInputGradient(key, graph.input.grad());
+  return absl::OkStatus();
+}
+
+absl::Status ProgramExecutor::BackwardInput(const Instruction& inst) {
+  const SliceKey key = KeyOf(inst);
+  // The entry stays stashed until the BACKWARD_WEIGHT: the activations the
+  // weights' gradients need are held as long as a fused backward holds them.
+  ASSIGN_OR_RETURN(StashedForward * stashed, stash_.Find(key));
+  ASSIGN_OR_RETURN(const BackwardGraph graph,
+                   PrepareBackward(inst, std::move(*stashed)));
+  *stashed = {};
+  SplitGradient split =
+      ComputeInputGradient(graph.end, graph.end_gradient, graph.input);
+  stashed->weight_roots = std::move(split.weight_roots);
+  if (!StageOf(key.ref).is_first()) {
+    RouteInputGradient(key, std::move(split.input_gradient));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProgramExecutor::BackwardWeight(const Instruction& inst) {
+  ASSIGN_OR_RETURN(StashedForward stashed, stash_.Take(KeyOf(inst)));
+  if (!stashed.weight_roots) {
+    return absl::InternalError("its BACKWARD_INPUT has not run");
+  }
+  ComputeWeightGradients(std::move(*stashed.weight_roots));
   return absl::OkStatus();
 }
 

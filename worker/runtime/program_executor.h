@@ -34,6 +34,14 @@
 // - BACKWARD: part `part` of the micro-batch; the last stage backpropagates
 //   its loss, the others the output gradient RECV_GRAD delivered. The slice's
 //   stash entry is freed here. Gradients accumulate into the parameters.
+// - BACKWARD_INPUT / BACKWARD_WEIGHT (the split backward, SplitGradient):
+//   BACKWARD_INPUT does what BACKWARD does for the input gradient (recompute
+//   included) and accumulates no parameter gradient; the slice's stash entry
+//   stays, holding what the weights' gradients need, until the
+//   BACKWARD_WEIGHT of the same slice accumulates them and frees it. On the
+//   model's first stage (token ids in) BACKWARD_INPUT computes nothing and
+//   BACKWARD_WEIGHT the whole backward. Each slice has one BACKWARD, or one
+//   BACKWARD_INPUT and after it one BACKWARD_WEIGHT, which never recomputes.
 // - SEND_* / RECV_*: asynchronous sends (waited at the end of the step),
 //   receives that block until the data is there (bounded by p2p_timeout),
 //   tagged per activation edge, micro-batch and part (MessageTags).
@@ -153,13 +161,25 @@ class ProgramExecutor {
                   Communicator* comm);
 
   // How a micro-batch's backward on one replica runs: read off the
-  // program's BACKWARD instructions.
+  // program's BACKWARD and BACKWARD_INPUT instructions.
   struct BackwardPlan {
     int num_parts = 1;
     bool recompute = false;
   };
 
+  // A slice's graph, ready for its backward: the stage input (a leaf unless
+  // token ids), the graph's end, and the gradient flowing into the end
+  // (undefined on the model's last stage, whose end is the loss).
+  struct BackwardGraph {
+    at::Tensor input;
+    at::Tensor end;
+    at::Tensor end_gradient;
+  };
+
   absl::Status Build();
+  // The instructions against the held stages and the options, and each
+  // slice's backward against the others; fills backward_plans_.
+  absl::Status CheckProgram();
   absl::Status Execute(const schedule::Instruction& inst, int64_t step,
                        StepMetrics& metrics);
   absl::Status Forward(const schedule::Instruction& inst, int64_t step,
@@ -167,6 +187,15 @@ class ProgramExecutor {
   absl::Status ForwardMicroBatch(schedule::StageRef ref, int micro_batch,
                                  int64_t step, StepMetrics& metrics);
   absl::Status Backward(const schedule::Instruction& inst);
+  absl::Status BackwardInput(const schedule::Instruction& inst);
+  absl::Status BackwardWeight(const schedule::Instruction& inst);
+  // The graph of the stashed forward, recomputed when `inst` says so, with
+  // the output gradient it takes from gradients_in_.
+  absl::StatusOr<BackwardGraph> PrepareBackward(
+      const schedule::Instruction& inst, StashedForward stashed);
+  // Hands the gradient w.r.t. a slice's stage input to the local previous
+  // stage, or to its SEND_GRAD.
+  void RouteInputGradient(const SliceKey& key, at::Tensor gradient);
   absl::Status Send(const schedule::Instruction& inst, TransferKind kind);
   absl::Status Receive(const schedule::Instruction& inst, TransferKind kind,
                        StepMetrics& metrics);

@@ -9,6 +9,8 @@ void SecondsByOp::Add(schedule::OpKind op, double seconds) {
       forward += seconds;
       return;
     case OpKind::kBackward:
+    case OpKind::kBackwardInput:
+    case OpKind::kBackwardWeight:
       backward += seconds;
       return;
     case OpKind::kSendAct:

@@ -17,7 +17,7 @@ namespace chimera::worker {
 // Seconds of a step's instructions by the kind of work they do.
 struct SecondsByOp {
   double forward = 0;
-  double backward = 0;
+  double backward = 0;   // BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT
   double send = 0;       // SEND_ACT, SEND_GRAD
   double recv = 0;       // RECV_ACT, RECV_GRAD
   double allreduce = 0;  // ALLREDUCE_BEGIN, ALLREDUCE_END
@@ -30,7 +30,7 @@ struct StepMetrics {
   int64_t step = 0;
   // Wall time of the whole iteration.
   double step_seconds = 0;
-  // FORWARD, BACKWARD and OPTIMIZER_STEP time.
+  // FORWARD, BACKWARD (fused or split) and OPTIMIZER_STEP time.
   double busy_seconds = 0;
   // step_seconds - busy_seconds: waiting, communicating, idle.
   double bubble_seconds = 0;

@@ -8,10 +8,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <set>
+#include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "schedule/generator.h"
+#include "tests/support/split_backward_schedule.h"
 #include "tests/unit/worker/test_models.h"
 #include "worker/runtime/task_options.h"
 
@@ -152,6 +158,143 @@ TEST(ProgramExecutorTest, RefusesADeviceThisProcessCannotComputeOn) {
     EXPECT_EQ(executor.status().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_THAT(executor.status().message(),
                 HasSubstr("needs a worker built against a LibTorch with CUDA"));
+  }
+}
+
+// One worker's parameters after `steps` steps of `s`, and the last step's
+// metrics.
+struct Trained {
+  std::vector<std::pair<std::string, at::Tensor>> parameters;
+  StepMetrics last;
+};
+
+Trained Train(const schedule::Schedule& s, const ExecutorOptions& options,
+              int steps) {
+  const auto data = Synthetic(options.model);
+  auto executor =
+      ProgramExecutor::Create(s, 0, options, *data, nullptr).value();
+  Trained trained;
+  for (int step = 0; step < steps; ++step) {
+    trained.last = executor->RunStep(step).value();
+  }
+  trained.parameters = executor->NamedParameters();
+  return trained;
+}
+
+TEST(ProgramExecutorTest, SplitBackwardTrainsBitForBitLikeTheFusedOne) {
+  const ModelConfig config = testing::TinyConfig(ModelFamily::kGpt);
+  // Two chained chunks on one worker: the first stage's input gradient goes
+  // to the local second stage, and the first stage gets token ids.
+  schedule::ScheduleParams params;
+  params.scheme = Scheme::kBreadthFirst;
+  params.micro_batches = 3;
+  params.chunks = 2;
+  for (const bool recompute : {false, true}) {
+    SCOPED_TRACE(recompute ? "recompute" : "stashed activations");
+    params.recompute = recompute;
+    const schedule::Schedule fused = schedule::GenerateSchedule(params).value();
+    const ExecutorOptions options = Options(config, {{0, 2}, {2, 4}});
+    const Trained expected = Train(fused, options, 2);
+    const Trained split =
+        Train(chimera::testing::DeferEveryWeightGradient(fused), options, 2);
+    ASSERT_EQ(split.parameters.size(), expected.parameters.size());
+    for (size_t i = 0; i < split.parameters.size(); ++i) {
+      EXPECT_TRUE(
+          at::equal(split.parameters[i].second, expected.parameters[i].second))
+          << split.parameters[i].first;
+    }
+    EXPECT_EQ(split.last.loss, expected.last.loss);
+    EXPECT_GT(split.last.seconds_by_op.backward, 0);
+    // Every entry waits for its deferred BACKWARD_WEIGHT.
+    EXPECT_EQ(split.last.peak_stashed_slices, 2 * 3);
+  }
+}
+
+TEST(ProgramExecutorTest, HoldsEachStashEntryUntilItsBackwardWeight) {
+  const ModelConfig config = testing::TinyConfig(ModelFamily::kGpt);
+  // One stage, 1F1B: the fused backward frees each entry right away.
+  const schedule::Schedule fused = Generate(Scheme::kOneFOneB, 1, 3);
+  const ExecutorOptions options = Options(config, {{0, 4}});
+  const StepMetrics eager = Train(fused, options, 1).last;
+  EXPECT_EQ(eager.peak_stashed_slices, 1);
+  const StepMetrics deferred =
+      Train(chimera::testing::DeferEveryWeightGradient(fused), options, 1).last;
+  EXPECT_EQ(deferred.peak_stashed_slices, 3);
+  EXPECT_GT(deferred.activations_bytes, eager.activations_bytes);
+}
+
+// `s` with the instructions of rank 0 for which `pick` holds replaced by
+// what `edit` returns for them (nothing: removed).
+schedule::Schedule Edited(
+    schedule::Schedule s,
+    const std::function<bool(const schedule::Instruction&)>& pick,
+    const std::function<
+        std::vector<schedule::Instruction>(schedule::Instruction)>& edit) {
+  std::vector<schedule::Instruction> edited;
+  for (schedule::Instruction& inst : s.workers[0].instructions) {
+    if (!pick(inst)) {
+      edited.push_back(std::move(inst));
+      continue;
+    }
+    for (schedule::Instruction& replacement : edit(inst)) {
+      edited.push_back(std::move(replacement));
+    }
+  }
+  s.workers[0].instructions = std::move(edited);
+  return s;
+}
+
+TEST(ProgramExecutorTest, RefusesSplitBackwardsOutOfOrderNamingTheInstruction) {
+  const ModelConfig config = testing::TinyConfig(ModelFamily::kGpt);
+  const auto data = Synthetic(config);
+  const schedule::Schedule split = chimera::testing::DeferEveryWeightGradient(
+      Generate(Scheme::kGpipe, 1, 2));
+  const auto of = [](schedule::OpKind op, int mb) {
+    return [op, mb](const schedule::Instruction& inst) {
+      return inst.op == op && inst.micro_batches[0] == mb;
+    };
+  };
+  const auto removed = [](const schedule::Instruction&) {
+    return std::vector<schedule::Instruction>{};
+  };
+  const auto twice = [](const schedule::Instruction& inst) {
+    return std::vector<schedule::Instruction>{inst, inst};
+  };
+  const auto recomputing = [](schedule::Instruction inst) {
+    inst.recompute = true;
+    return std::vector<schedule::Instruction>{inst};
+  };
+  schedule::Instruction weight;
+  weight.op = schedule::OpKind::kBackwardWeight;
+  weight.micro_batches = {1};
+  schedule::Instruction input = weight;
+  input.op = schedule::OpKind::kBackwardInput;
+  input.micro_batches = {0};
+  schedule::Instruction recomputing_weight = weight;
+  recomputing_weight.recompute = true;
+  const struct {
+    schedule::Schedule program;
+    schedule::Instruction named;
+    std::string why;
+  } cases[] = {
+      {Edited(split, of(schedule::OpKind::kBackwardWeight, 0), removed), input,
+       "no BACKWARD_WEIGHT of its slice follows it"},
+      {Edited(split, of(schedule::OpKind::kBackwardInput, 1), removed), weight,
+       "no BACKWARD_INPUT of its slice comes before it"},
+      {Edited(split, of(schedule::OpKind::kBackwardInput, 0), twice), input,
+       "the backward of its slice already ran"},
+      {Edited(split, of(schedule::OpKind::kBackwardWeight, 1), recomputing),
+       recomputing_weight, "a BACKWARD_WEIGHT never recomputes"},
+  };
+  for (const auto& c : cases) {
+    const auto executor = ProgramExecutor::Create(
+        c.program, 0, Options(config, {{0, 4}}), *data, nullptr);
+    ASSERT_FALSE(executor.ok()) << c.why;
+    EXPECT_EQ(executor.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(executor.status().message(),
+                HasSubstr(absl::StrCat("rank 0 instruction ",
+                                       schedule::DescribeInstruction(c.named),
+                                       ": ", c.why)));
   }
 }
 

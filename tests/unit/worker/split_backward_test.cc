@@ -149,7 +149,8 @@ TEST(SplitBackwardTest, WeightGradientsAccumulateAcrossMicroBatchesInAnyOrder) {
   const std::vector<at::Tensor> output_gradients = {RandomActivation(2, 7),
                                                     RandomActivation(2, 8)};
   for (int mb = 0; mb < 2; ++mb) {
-    ForwardMiddle(*stage, activations[mb]).output.backward(output_gradients[mb]);
+    ForwardMiddle(*stage, activations[mb])
+        .output.backward(output_gradients[mb]);
   }
   const std::map<std::string, at::Tensor> expected = Gradients(*stage);
   ClearGradients(*stage);

@@ -7,6 +7,7 @@
 #include "schedule/bidirectional_generators.h"
 #include "schedule/linear_generators.h"
 #include "schedule/mixpipe_generator.h"
+#include "schedule/zero_bubble_generators.h"
 
 namespace chimera::schedule {
 
@@ -30,6 +31,8 @@ absl::StatusOr<Schedule> GenerateSchedule(const ScheduleParams& params) {
       return GenerateInterleaved(params);
     case Scheme::kBreadthFirst:
       return GenerateBreadthFirst(params);
+    case Scheme::kZbH1:
+      return GenerateZeroBubbleH1(params);
   }
   return absl::InvalidArgumentError("unknown scheme");
 }

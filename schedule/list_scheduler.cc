@@ -34,10 +34,12 @@ void ListScheduler::Add(const ComputeOp& op, int stream, int64_t priority,
   Node node;
   node.op = op;
   int64_t slots = static_cast<int64_t>(op.micro_batches.size());
-  if (op.op == OpKind::kBackward) {
+  if (IsBackward(op.op)) {
+    // A half of a split backward takes half a backward's slots.
+    const int whole = op.op == OpKind::kBackward ? backward_slots_
+                                                 : std::max(1, backward_slots_ / 2);
     const int parts = std::max(1, op.num_parts);
-    slots = std::max(1, (backward_slots_ + (op.recompute ? 1 : 0) +
-                         parts / 2) / parts);
+    slots = std::max(1, (whole + (op.recompute ? 1 : 0) + parts / 2) / parts);
   }
   node.op.grid_start = 0;
   node.op.grid_end = slots;
@@ -83,21 +85,33 @@ absl::StatusOr<std::vector<std::vector<ComputeOp>>> ListScheduler::Run() {
 
 void ListScheduler::WireDependencies() {
   absl::flat_hash_map<int64_t, int> forward_of;
-  absl::flat_hash_map<int64_t, std::vector<int>> backwards_of;
+  // The ops that compute each (stage, micro-batch)'s input gradient: its
+  // BACKWARD or BACKWARD_INPUT parts.
+  absl::flat_hash_map<int64_t, std::vector<int>> input_gradient_of;
   for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
     const ComputeOp& op = nodes_[i].op;
     for (int mb : op.micro_batches) {
       int64_t key = StageMbKey(topology_, op.ref, mb);
       if (op.op == OpKind::kForward) {
         forward_of[key] = i;
-      } else {
-        backwards_of[key].push_back(i);
+      } else if (ComputesInputGradient(op.op)) {
+        input_gradient_of[key].push_back(i);
       }
     }
   }
   auto depend = [&](int node, int on) {
     nodes_[on].dependents.push_back(node);
     ++nodes_[node].unmet_deps;
+  };
+  // `node` waits for the parts of `ops` that cover its own part.
+  auto depend_on_parts = [&](int node, const std::vector<int>& ops) {
+    const ComputeOp& op = nodes_[node].op;
+    for (int b : ops) {
+      const ComputeOp& other = nodes_[b].op;
+      if (other.num_parts != op.num_parts || other.part == op.part) {
+        depend(node, b);
+      }
+    }
   };
   for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
     Node& node = nodes_[i];
@@ -112,22 +126,24 @@ void ListScheduler::WireDependencies() {
       continue;
     }
     const int mb = op.micro_batches[0];
-    auto own = forward_of.find(StageMbKey(topology_, op.ref, mb));
+    const int64_t key = StageMbKey(topology_, op.ref, mb);
+    auto own = forward_of.find(key);
     if (own != forward_of.end()) {
       depend(i, own->second);
-      node.forward = own->second;
-      ++nodes_[own->second].pending_backwards;
+      // The forward's activations stay until its weight gradient.
+      if (ComputesWeightGradient(op.op)) {
+        node.forward = own->second;
+        ++nodes_[own->second].pending_backwards;
+      }
+    }
+    if (op.op == OpKind::kBackwardWeight) {
+      auto it = input_gradient_of.find(key);
+      if (it != input_gradient_of.end()) depend_on_parts(i, it->second);
+      continue;
     }
     if (std::optional<StageRef> next = topology_.Next(op.ref)) {
-      auto it = backwards_of.find(StageMbKey(topology_, *next, mb));
-      if (it != backwards_of.end()) {
-        for (int b : it->second) {
-          const ComputeOp& later = nodes_[b].op;
-          if (later.num_parts != op.num_parts || later.part == op.part) {
-            depend(i, b);
-          }
-        }
-      }
+      auto it = input_gradient_of.find(StageMbKey(topology_, *next, mb));
+      if (it != input_gradient_of.end()) depend_on_parts(i, it->second);
     }
   }
 }

@@ -1,6 +1,8 @@
 // The list scheduler that orders compute ops for the generators that are not
-// a closed-form slot formula: on a unit-time grid (a forward takes one slot per micro-batch, a backward
-// `backward_slots`, one more with recomputation, divided among its parts), each
+// a closed-form slot formula: on a unit-time grid (a forward takes one slot
+// per micro-batch, a backward `backward_slots`, each half of a split one half
+// of that but at least one, one more with recomputation, divided among its
+// parts), each
 // idle position picks, among the ready head ops of its streams, the one with
 // the lowest priority value; forwards also need admission.
 //
@@ -13,8 +15,11 @@
 //    their micro-batches on that stage not finished);
 //  - priority: backward-first, forward-first, breadth- or depth-first are
 //    all just a choice of numbers.
-// Data dependencies (previous stage's forward, next stage's backward, own
-// forward before own backward) come from the topology.
+// Data dependencies (previous stage's forward, next stage's backward or
+// BACKWARD_INPUT, own forward before own backward, own BACKWARD_INPUT before
+// its BACKWARD_WEIGHT) come from the topology. A forward stays in flight for
+// admission until its BACKWARD or BACKWARD_WEIGHT ends: its activations are
+// held until then.
 //
 //   ListScheduler ls(topology, placement, params.backward_slots);
 //   int g = ls.AddAdmissionGroup(/*limit=*/depth - i);

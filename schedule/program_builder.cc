@@ -18,8 +18,8 @@ struct StageSync {
   bool eager = false;
 };
 
-// Model stages held by a position, with the index of the last backward that
-// touches each, and whether a grid gap follows it (Chimera section 3.2:
+// Model stages held by a position, with the index of the last backward (or
+// BACKWARD_WEIGHT: the gradients are complete only then) that touches each, and whether a grid gap follows it (Chimera section 3.2:
 // sync eagerly only where a bubble can hide the allreduce).
 std::vector<StageSync> PlanSync(const Topology& topology,
                                 const std::vector<ComputeOp>& ops,
@@ -31,7 +31,7 @@ std::vector<StageSync> PlanSync(const Topology& topology,
                      StageSync{model_stage, ref, std::nullopt, false});
   }
   for (size_t i = 0; i < ops.size(); ++i) {
-    if (ops[i].op == OpKind::kBackward) {
+    if (ComputesWeightGradient(ops[i].op)) {
       by_stage[topology.ModelStage(ops[i].ref)].last_backward = i;
     }
   }
@@ -74,7 +74,8 @@ Instruction MakeInstruction(OpKind op, const ComputeOp& c, int peer) {
   inst.peer = peer;
   inst.part = c.part;
   inst.num_parts = c.num_parts;
-  inst.recompute = op == OpKind::kBackward && c.recompute;
+  inst.recompute = (op == OpKind::kBackward || op == OpKind::kBackwardInput) &&
+                   c.recompute;
   return inst;
 }
 
@@ -132,8 +133,9 @@ class ProgramWriter {
         out_(out) {}
 
   // `c`, the op at `index` of the position's order, with the receive before
-  // it and the send after it that cross to other positions, and an eager
-  // allreduce begin after the backward that completes a stage's gradients.
+  // it and the send after it that cross to other positions (a BACKWARD_WEIGHT
+  // has none: nobody waits for it), and an eager allreduce begin after the
+  // op that completes a stage's gradients.
   void Compute(const ComputeOp& c, size_t index) {
     if (c.op == OpKind::kForward) {
       P2p(OpKind::kRecvAct, c, topology_.Prev(c.ref));
@@ -141,9 +143,13 @@ class ProgramWriter {
       P2p(OpKind::kSendAct, c, topology_.Next(c.ref));
       return;
     }
-    P2p(OpKind::kRecvGrad, c, topology_.Next(c.ref));
-    out_.push_back(MakeInstruction(OpKind::kBackward, c, -1));
-    P2p(OpKind::kSendGrad, c, topology_.Prev(c.ref));
+    if (ComputesInputGradient(c.op)) {
+      P2p(OpKind::kRecvGrad, c, topology_.Next(c.ref));
+      out_.push_back(MakeInstruction(c.op, c, -1));
+      P2p(OpKind::kSendGrad, c, topology_.Prev(c.ref));
+    } else {
+      out_.push_back(MakeInstruction(c.op, c, -1));
+    }
     for (const StageSync& s : syncs_) {
       if (s.eager && s.last_backward == index &&
           needs_allreduce_[s.model_stage]) {

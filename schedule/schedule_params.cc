@@ -15,7 +15,7 @@ namespace {
 template <typename Enum, size_t kSize>
 using NameTable = std::array<std::pair<Enum, absl::string_view>, kSize>;
 
-constexpr NameTable<Scheme, 7> kSchemeNames = {{
+constexpr NameTable<Scheme, 8> kSchemeNames = {{
     {Scheme::kGpipe, "gpipe"},
     {Scheme::kOneFOneB, "1f1b"},
     {Scheme::kGems, "gems"},
@@ -23,6 +23,7 @@ constexpr NameTable<Scheme, 7> kSchemeNames = {{
     {Scheme::kMixPipe, "mixpipe"},
     {Scheme::kInterleaved, "interleaved"},
     {Scheme::kBreadthFirst, "breadth-first"},
+    {Scheme::kZbH1, "zb-h1"},
 }};
 constexpr NameTable<Concat, 3> kConcatNames = {{
     {Concat::kDirect, "direct"},

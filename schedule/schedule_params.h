@@ -33,6 +33,7 @@ enum class Scheme {
   kMixPipe,
   kInterleaved,
   kBreadthFirst,
+  kZbH1,
 };
 
 // How Chimera joins basic units when there are more micro-batches than

@@ -138,6 +138,8 @@ class Simulation {
         end = Compute(step, Forward(r, inst, model_stage), timing);
         break;
       case OpKind::kBackward:
+      case OpKind::kBackwardInput:
+      case OpKind::kBackwardWeight:
         end = Compute(step, Backward(r, inst, model_stage), timing);
         break;
       case OpKind::kRecvAct:
@@ -222,21 +224,37 @@ class Simulation {
            inst.micro_batches.size();
   }
 
-  // Drops the micro-batch from the stash after its last part; returns the
-  // part's cost.
+  // Drops the micro-batch from the stash after the last part of its
+  // BACKWARD or BACKWARD_WEIGHT (a BACKWARD_INPUT keeps it for its W);
+  // returns the part's cost.
   double Backward(int rank, const Instruction& inst, int model_stage) {
     const int parts = std::max(1, inst.num_parts);
-    double cost =
-        StageCost(costs_.stage_backward, costs_.backward, model_stage);
+    double cost = BackwardCost(inst.op, model_stage);
     if (inst.recompute) {
       cost += StageCost(costs_.stage_forward, costs_.forward, model_stage);
     }
-    auto it = stash_[rank].find(StashKey(inst, inst.micro_batches[0]));
-    if (it != stash_[rank].end() && ++it->second == parts) {
-      stash_[rank].erase(it);
-      --in_flight_[rank];
+    if (ComputesWeightGradient(inst.op)) {
+      auto it = stash_[rank].find(StashKey(inst, inst.micro_batches[0]));
+      if (it != stash_[rank].end() && ++it->second == parts) {
+        stash_[rank].erase(it);
+        --in_flight_[rank];
+      }
     }
     return cost / parts;
+  }
+
+  // A half without a cost of its own costs half the stage's backward.
+  double BackwardCost(OpKind op, int model_stage) const {
+    const double backward =
+        StageCost(costs_.stage_backward, costs_.backward, model_stage);
+    if (op == OpKind::kBackward) return backward;
+    const bool input = op == OpKind::kBackwardInput;
+    const double half =
+        StageCost(input ? costs_.stage_backward_input
+                        : costs_.stage_backward_weight,
+                  input ? costs_.backward_input : costs_.backward_weight,
+                  model_stage);
+    return half >= 0 ? half : backward / 2;
   }
 
   // The optimizer step of `rank`: its replicas of one model stage share
@@ -349,7 +367,7 @@ class Simulation {
     for (InstructionId id = tail; id.rank >= 0; id = pred_[id.rank][id.index]) {
       OpKind op = schedule_.workers[id.rank].instructions[id.index].op;
       if (op == OpKind::kForward) ++result_.critical_forwards;
-      if (op == OpKind::kBackward) ++result_.critical_backwards;
+      if (IsBackward(op)) ++result_.critical_backwards;
     }
   }
 

@@ -10,7 +10,9 @@
 //
 // Model: each worker runs its program in order. FORWARD costs `forward` per
 // micro-batch; BACKWARD costs backward / num_parts, plus forward / num_parts
-// with recomputation. A send is posted without stalling its worker and
+// with recomputation; BACKWARD_INPUT and BACKWARD_WEIGHT cost their own
+// halves likewise. A micro-batch's activations count from its forward to
+// its BACKWARD or BACKWARD_WEIGHT. A send is posted without stalling its worker and
 // arrives alpha + beta * bytes later; a receive waits for the arrival.
 // Where ranks share a node's cores, a compute op also waits for a core that
 // is free for its whole duration (handed out in the order ops are timed),
@@ -48,6 +50,13 @@ struct CostModel {
   // scalars above for every stage.
   std::vector<double> stage_forward;
   std::vector<double> stage_backward;
+  // The split backward's halves, BACKWARD_INPUT and BACKWARD_WEIGHT, with
+  // their per-model-stage overrides; a negative value (the default) costs
+  // each half at half the stage's backward.
+  double backward_input = -1.0;
+  double backward_weight = -1.0;
+  std::vector<double> stage_backward_input;
+  std::vector<double> stage_backward_weight;
   // p2p: alpha + beta * bytes, activation/gradient bytes per micro-batch.
   double p2p_alpha = 0.0;
   double p2p_beta = 0.0;
@@ -103,7 +112,8 @@ struct WorkerResult {
   double idle = 0.0;
   double bubble_ratio = 0.0;
   // Most micro-batches whose forward ran on this worker (per stage replica)
-  // and whose backward has not finished, at any time.
+  // and whose backward (its weight half, when split) has not finished, at
+  // any time.
   int peak_activations = 0;
   double exposed_allreduce = 0.0;
   // Parallel to the worker's instructions.

@@ -234,7 +234,8 @@ class StageOwners {
   std::vector<int> group_size_;
 };
 
-// Backwards per (rank, model stage).
+// Weight gradients computed (BACKWARD or BACKWARD_WEIGHT) per (rank, model
+// stage).
 using BackwardCounts = std::map<std::pair<int, int>, int>;
 
 absl::Status DependencyError(const ExecutionStep& step, absl::string_view why) {
@@ -247,8 +248,9 @@ absl::Status DependencyError(const ExecutionStep& step, absl::string_view why) {
 // runs and records what it produces, one method per op.
 class DependencyTracker {
  public:
-  // `expected_backwards`: the backwards each rank's program runs per model
-  // stage, all of which must precede its allreduce and optimizer step.
+  // `expected_backwards`: the weight gradients (BACKWARD or BACKWARD_WEIGHT)
+  // each rank's program computes per model stage, all of which must precede
+  // its allreduce and optimizer step.
   DependencyTracker(const Schedule& schedule, const StageOwners& owners,
                     const BackwardCounts& expected_backwards)
       : schedule_(schedule),
@@ -258,7 +260,7 @@ class DependencyTracker {
         grid_(schedule.topology),
         forward_done_(grid_.size(), 0),
         activation_arrived_(grid_.size(), 0),
-        backward_done_(grid_.size()),
+        input_done_(grid_.size()),
         gradient_arrived_(grid_.size()) {}
 
   absl::Status Step(const ExecutionStep& step) {
@@ -266,6 +268,8 @@ class DependencyTracker {
       case OpKind::kForward:
         return Forward(step);
       case OpKind::kBackward:
+      case OpKind::kBackwardInput:
+      case OpKind::kBackwardWeight:
         return Backward(step);
       case OpKind::kSendAct:
         return SendActivation(step);
@@ -313,28 +317,47 @@ class DependencyTracker {
     return absl::OkStatus();
   }
 
+  // BACKWARD is B and W at once. B needs the forward and the output
+  // gradient (the next stage's input half); W needs its own B, which is what
+  // keeps the stash and the autograd graph alive until W: nothing between
+  // them may free what B left.
   absl::Status Backward(const ExecutionStep& step) {
     const Instruction& inst = *step.inst;
     const int dp = DpRank(topology_, step.rank);
     const StageRef ref{inst.chunk, inst.stage};
+    const size_t index = grid_.Index(dp, ref, inst.micro_batches[0]);
+    if (ComputesInputGradient(inst.op)) {
+      RETURN_IF_ERROR(CheckInputHalfReady(step, dp, ref, index));
+      input_done_[index].Add(inst.part, inst.num_parts);
+    } else if (!input_done_[index].Covers(inst.part, inst.num_parts)) {
+      return DependencyError(
+          step, "runs before the BACKWARD_INPUT of its micro-batch on this "
+                "stage");
+    }
+    if (ComputesWeightGradient(inst.op)) ++backwards_done_[StageKey(step)];
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckInputHalfReady(const ExecutionStep& step, int dp,
+                                   StageRef ref, size_t index) const {
+    const Instruction& inst = *step.inst;
     const int mb = inst.micro_batches[0];
-    if (!forward_done_[grid_.Index(dp, ref, mb)]) {
+    if (!forward_done_[index]) {
       return DependencyError(
           step, "runs before the forward of its micro-batch on this stage");
     }
     if (std::optional<StageRef> next = topology_.Next(ref)) {
       bool local = owners_.Owner(dp, *next) == step.rank;
-      const PartSet& have = local ? backward_done_[grid_.Index(dp, *next, mb)]
-                                  : gradient_arrived_[grid_.Index(dp, ref, mb)];
+      const PartSet& have = local ? input_done_[grid_.Index(dp, *next, mb)]
+                                  : gradient_arrived_[index];
       if (!have.Covers(inst.part, inst.num_parts)) {
         return DependencyError(
-            step, local ? "runs before this rank's backward of the next stage"
+            step, local ? "runs before this rank's backward (input half) of "
+                          "the next stage"
                         : "runs before its output gradient is received (no "
                           "earlier RECV_GRAD)");
       }
     }
-    backward_done_[grid_.Index(dp, ref, mb)].Add(inst.part, inst.num_parts);
-    ++backwards_done_[StageKey(step)];
     return absl::OkStatus();
   }
 
@@ -361,9 +384,9 @@ class DependencyTracker {
 
   absl::Status SendGradient(const ExecutionStep& step) {
     const Instruction& inst = *step.inst;
-    if (!backward_done_[grid_.Index(DpRank(topology_, step.rank),
-                                    {inst.chunk, inst.stage},
-                                    inst.micro_batches[0])]
+    if (!input_done_[grid_.Index(DpRank(topology_, step.rank),
+                                 {inst.chunk, inst.stage},
+                                 inst.micro_batches[0])]
              .Covers(inst.part, inst.num_parts)) {
       return DependencyError(step, "sends a gradient before computing it");
     }
@@ -385,7 +408,8 @@ class DependencyTracker {
           step,
           absl::StrCat("begins the allreduce after ", backwards_done_[key],
                        " of its ", ExpectedBackwards(key),
-                       " backwards on this model stage"));
+                       " weight gradients (BACKWARD or BACKWARD_WEIGHT) on "
+                       "this model stage"));
     }
     allreduce_state_[key] = 1;
     return absl::OkStatus();
@@ -400,7 +424,7 @@ class DependencyTracker {
       const std::pair<int, int> key{step.rank, topology_.ModelStage(held)};
       if (backwards_done_[key] != ExpectedBackwards(key)) {
         return DependencyError(
-            step, absl::StrCat("runs before the backwards of chunk ",
+            step, absl::StrCat("runs before the weight gradients of chunk ",
                                held.chunk, " stage ", held.stage));
       }
       if (owners_.GroupSize(key.second) > 1 && allreduce_state_[key] != 2) {
@@ -431,8 +455,10 @@ class DependencyTracker {
   Grid grid_;
   std::vector<uint8_t> forward_done_;
   std::vector<uint8_t> activation_arrived_;
-  std::vector<PartSet> backward_done_;
+  // Parts whose input gradient is computed (BACKWARD or BACKWARD_INPUT).
+  std::vector<PartSet> input_done_;
   std::vector<PartSet> gradient_arrived_;
+  // Weight halves done (BACKWARD or BACKWARD_WEIGHT).
   BackwardCounts backwards_done_;
   std::map<std::pair<int, int>, int> allreduce_state_;  // 1 begun, 2 ended
 };
@@ -490,6 +516,12 @@ class Validator {
     }
     if (!CheckMicroBatches(rank, index, inst, problems)) return;
     CheckParts(rank, index, inst, problems);
+    if (inst.recompute && inst.op != OpKind::kBackward &&
+        inst.op != OpKind::kBackwardInput) {
+      problems.Add(absl::StrCat(Where(rank, index, inst),
+                                ": only BACKWARD and BACKWARD_INPUT recompute "
+                                "(W reuses the graph its B built)"));
+    }
     if (IsCompute(inst.op)) {
       if (inst.peer != -1) {
         problems.Add(absl::StrCat(Where(rank, index, inst),
@@ -526,8 +558,7 @@ class Validator {
 
   void CheckParts(int rank, size_t index, const Instruction& inst,
                   Problems& problems) const {
-    const bool sliced = inst.op == OpKind::kBackward ||
-                        inst.op == OpKind::kSendGrad ||
+    const bool sliced = IsBackward(inst.op) || inst.op == OpKind::kSendGrad ||
                         inst.op == OpKind::kRecvGrad;
     const int max_parts = sliced ? kMaxParts : 1;
     if (inst.num_parts < 1 || inst.num_parts > max_parts || inst.part < 0 ||
@@ -565,7 +596,8 @@ class Validator {
   absl::Status CheckCoverage() {
     Problems problems;
     forward_count_.assign(grid_.size(), 0);
-    backward_parts_.assign(grid_.size(), PartSet());
+    input_parts_.assign(grid_.size(), PartSet());
+    weight_parts_.assign(grid_.size(), PartSet());
     expected_backwards_.clear();
     for (int r = 0; r < topology_.NumWorkers(); ++r) CountRuns(r, problems);
     for (int dp = 0; dp < topology_.width; ++dp) {
@@ -593,6 +625,8 @@ class Validator {
           }
           break;
         case OpKind::kBackward:
+        case OpKind::kBackwardInput:
+        case OpKind::kBackwardWeight:
           CountBackward(rank, i, inst, problems);
           break;
         case OpKind::kAllreduceBegin:
@@ -616,21 +650,36 @@ class Validator {
     }
   }
 
+  // Counts the halves `inst` computes: both for BACKWARD, one for B or W.
   void CountBackward(int rank, size_t index, const Instruction& inst,
                      Problems& problems) {
-    const StageRef ref{inst.chunk, inst.stage};
-    PartSet& parts = backward_parts_[grid_.Index(DpRank(topology_, rank), ref,
-                                                 inst.micro_batches[0])];
+    const size_t cell = grid_.Index(DpRank(topology_, rank),
+                                    {inst.chunk, inst.stage},
+                                    inst.micro_batches[0]);
+    if (ComputesInputGradient(inst.op)) {
+      CountHalf(rank, index, inst, "input half (BACKWARD_INPUT)",
+                input_parts_[cell], problems);
+    }
+    if (ComputesWeightGradient(inst.op)) {
+      CountHalf(rank, index, inst, "weight half (BACKWARD_WEIGHT)",
+                weight_parts_[cell], problems);
+      ++expected_backwards_[{rank, topology_.ModelStage(
+                                       {inst.chunk, inst.stage})}];
+    }
+  }
+
+  void CountHalf(int rank, size_t index, const Instruction& inst,
+                 absl::string_view half, PartSet& parts,
+                 Problems& problems) const {
     if (parts.num_parts != 0 && parts.num_parts != inst.num_parts) {
-      problems.Add(absl::StrCat(Where(rank, index, inst),
-                                ": slices the backward into ", inst.num_parts,
+      problems.Add(absl::StrCat(Where(rank, index, inst), ": slices the ", half,
+                                " of the backward into ", inst.num_parts,
                                 " parts, another op into ", parts.num_parts));
     } else if (parts.mask >> inst.part & 1u) {
-      problems.Add(
-          absl::StrCat(Where(rank, index, inst), ": runs more than once"));
+      problems.Add(absl::StrCat(Where(rank, index, inst), ": computes the ",
+                                half, " a second time"));
     }
     parts.Add(inst.part, inst.num_parts);
-    ++expected_backwards_[{rank, topology_.ModelStage(ref)}];
   }
 
   // `counts`: the begins and ends of the instruction's model stage so far.
@@ -662,7 +711,8 @@ class Validator {
       bool touched = false;
       for (int st = 0; st < topology_.depth && !touched; ++st) {
         size_t idx = grid_.Index(dp, {c, st}, mb);
-        touched = forward_count_[idx] > 0 || backward_parts_[idx].mask != 0;
+        touched = forward_count_[idx] > 0 || input_parts_[idx].mask != 0 ||
+                  weight_parts_[idx].mask != 0;
       }
       if (touched || topology_.layout == ChunkLayout::kChained) {
         route.push_back(c);
@@ -692,11 +742,16 @@ class Validator {
                            " times on chunk ", c, " stage ", st, " (rank ",
                            owners_.Owner(dp, {c, st}), "); want exactly once"));
         }
-        if (!backward_parts_[idx].Full()) {
-          problems.Add(
-              absl::StrCat("micro-batch ", mb, " of data-parallel replica ", dp,
-                           " misses backward on chunk ", c, " stage ", st,
-                           " (rank ", owners_.Owner(dp, {c, st}), ")"));
+        const bool input = input_parts_[idx].Full();
+        const bool weight = weight_parts_[idx].Full();
+        if (!input || !weight) {
+          problems.Add(absl::StrCat(
+              "micro-batch ", mb, " of data-parallel replica ", dp, " misses ",
+              !input && !weight ? "backward"
+              : !input          ? "the input half (BACKWARD_INPUT) of its backward"
+                                : "the weight half (BACKWARD_WEIGHT) of its backward",
+              " on chunk ", c, " stage ", st, " (rank ",
+              owners_.Owner(dp, {c, st}), ")"));
         }
       }
     }
@@ -791,7 +846,9 @@ class Validator {
   const StageOwners& owners_;
   Grid grid_;
   std::vector<int> forward_count_;
-  std::vector<PartSet> backward_parts_;
+  // Parts of each backward's halves: BACKWARD counts in both.
+  std::vector<PartSet> input_parts_;
+  std::vector<PartSet> weight_parts_;
   BackwardCounts expected_backwards_;
 };
 

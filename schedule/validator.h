@@ -10,15 +10,21 @@
 //  2. Coverage: every micro-batch of every data-parallel replica runs forward
 //     and backward (all parts) exactly once on every stage of its route (one
 //     chunk for replicated chunks, all chunks in order for chained ones), on
-//     the rank that holds the stage; allreduce begins and ends once per held
-//     model stage whose replicas span more than one rank.
+//     the rank that holds the stage; a backward is one BACKWARD or its two
+//     halves, BACKWARD_INPUT and BACKWARD_WEIGHT, each exactly once (a
+//     missing or doubled half is named); allreduce begins and ends once per
+//     held model stage whose replicas span more than one rank.
 //  3. Matching: every send has exactly one receive with the same MessageKey,
 //     and each channel (sender, receiver, activation or gradient) receives
 //     its messages in the order they were sent: NCCL, which has no tags,
 //     pairs sends and receives by issue order within a channel.
 //  4. Joint execution (JointExecution): data dependencies hold at every
 //     compute op and send, and all programs run to the end; a deadlock is
-//     reported with its wait-for cycle.
+//     reported with its wait-for cycle. A BACKWARD_WEIGHT runs after the
+//     BACKWARD_INPUT of its micro-batch (which is what keeps the stash and
+//     the autograd graph until W: only BACKWARD and W free them), and a
+//     stage's allreduce and the optimizer step after its last weight
+//     gradient. Only BACKWARD and BACKWARD_INPUT may recompute.
 // Errors are InvalidArgument (1-3, data dependencies) or FailedPrecondition
 // (deadlock).
 #ifndef CHIMERA_SCHEDULE_VALIDATOR_H_

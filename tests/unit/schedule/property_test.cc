@@ -166,7 +166,7 @@ INSTANTIATE_TEST_SUITE_P(
     AllSchemes, RandomScheduleTest,
     ::testing::Values(Scheme::kGpipe, Scheme::kOneFOneB, Scheme::kGems,
                       Scheme::kChimera, Scheme::kMixPipe, Scheme::kInterleaved,
-                      Scheme::kBreadthFirst),
+                      Scheme::kBreadthFirst, Scheme::kZbH1),
     [](const ::testing::TestParamInfo<Scheme>& info) {
       std::string name = SchemeName(info.param);
       name.erase(std::remove(name.begin(), name.end(), '-'), name.end());

@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "absl/strings/str_cat.h"
 #include "tests/unit/schedule/test_util.h"
 
 namespace chimera::schedule {
@@ -161,6 +162,118 @@ TEST(ValidatorTest, SinglePipelineWithoutDataParallelismHasNoAllreduce) {
   for (const WorkerProgram& w : s.workers) {
     EXPECT_EQ(FindOp(w, OpKind::kAllreduceBegin), w.instructions.size());
   }
+}
+
+// Each BACKWARD becomes a BACKWARD_INPUT followed at once by its
+// BACKWARD_WEIGHT: the plainest split schedule.
+Schedule SplitEveryBackward(Schedule s) {
+  for (WorkerProgram& w : s.workers) {
+    std::vector<Instruction> split;
+    for (const Instruction& inst : w.instructions) {
+      if (inst.op != OpKind::kBackward) {
+        split.push_back(inst);
+        continue;
+      }
+      Instruction input = inst;
+      input.op = OpKind::kBackwardInput;
+      Instruction weight = inst;
+      weight.op = OpKind::kBackwardWeight;
+      weight.recompute = false;
+      split.push_back(input);
+      split.push_back(weight);
+    }
+    w.instructions = std::move(split);
+  }
+  return s;
+}
+
+// Where the weight half of (chunk, stage, micro-batch) sits in `w`.
+size_t FindWeightHalf(const WorkerProgram& w, int stage, int mb) {
+  for (size_t i = 0; i < w.instructions.size(); ++i) {
+    const Instruction& inst = w.instructions[i];
+    if (inst.op == OpKind::kBackwardWeight && inst.stage == stage &&
+        inst.micro_batches[0] == mb) {
+      return i;
+    }
+  }
+  return w.instructions.size();
+}
+
+TEST(ValidatorTest, EveryBackwardSplitInItsTwoHalvesIsValid) {
+  ScheduleParams params = Params(Scheme::kOneFOneB, 4, 4);
+  params.width = 2;
+  params.recompute = true;
+  EXPECT_TRUE(ValidateSchedule(SplitEveryBackward(MustGenerate(params))).ok());
+  params.scheme = Scheme::kChimera;
+  params.concat = Concat::kBackwardHalving;
+  params.micro_batches = 8;
+  params.recompute = false;
+  EXPECT_TRUE(ValidateSchedule(SplitEveryBackward(MustGenerate(params))).ok());
+}
+
+TEST(ValidatorTest, AWeightHalfBeforeItsInputHalfIsADataDependencyError) {
+  Schedule s = SplitEveryBackward(MustGenerate(Params(Scheme::kOneFOneB, 2, 2)));
+  auto& prog = s.workers[1].instructions;
+  const size_t weight = FindWeightHalf(s.workers[1], 1, 0);
+  ASSERT_LT(weight, prog.size());
+  std::swap(prog[weight - 1], prog[weight]);
+  const absl::Status status = ValidateSchedule(s);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              HasSubstr("BACKWARD_WEIGHT chunk=0 stage=1 mb=0 runs before the "
+                        "BACKWARD_INPUT of its micro-batch"));
+}
+
+TEST(ValidatorTest, AMissingHalfIsNamed) {
+  Schedule s = SplitEveryBackward(MustGenerate(Params(Scheme::kOneFOneB, 2, 2)));
+  auto& prog = s.workers[0].instructions;
+  prog.erase(prog.begin() + FindWeightHalf(s.workers[0], 0, 1));
+  EXPECT_THAT(ValidateSchedule(s).message(),
+              HasSubstr("micro-batch 1 of data-parallel replica 0 misses the "
+                        "weight half (BACKWARD_WEIGHT) of its backward on "
+                        "chunk 0 stage 0 (rank 0)"));
+}
+
+TEST(ValidatorTest, AHalfComputedTwiceIsNamedWithItsRankAndIndex) {
+  Schedule s = SplitEveryBackward(MustGenerate(Params(Scheme::kOneFOneB, 2, 2)));
+  auto& prog = s.workers[1].instructions;
+  const size_t weight = FindWeightHalf(s.workers[1], 1, 1);
+  ASSERT_LT(weight, prog.size());
+  // A fused BACKWARD after the split one computes both halves again.
+  Instruction fused = prog[weight];
+  fused.op = OpKind::kBackward;
+  prog.insert(prog.begin() + weight + 1, fused);
+  const std::string message(ValidateSchedule(s).message());
+  EXPECT_THAT(message, HasSubstr(absl::StrCat(
+                           "rank 1 #", weight + 1,
+                           " BACKWARD chunk=0 stage=1 mb=1: computes the "
+                           "input half (BACKWARD_INPUT) a second time")));
+  EXPECT_THAT(message, HasSubstr("computes the weight half (BACKWARD_WEIGHT) a "
+                                 "second time"));
+}
+
+TEST(ValidatorTest, OnlyTheInputHalfRecomputes) {
+  Schedule s = SplitEveryBackward(MustGenerate(Params(Scheme::kOneFOneB, 2, 2)));
+  auto& prog = s.workers[0].instructions;
+  prog[FindWeightHalf(s.workers[0], 0, 0)].recompute = true;
+  EXPECT_THAT(ValidateSchedule(s).message(),
+              HasSubstr("only BACKWARD and BACKWARD_INPUT recompute"));
+}
+
+TEST(ValidatorTest, AnAllreduceBeforeTheLastWeightHalfIsADataDependencyError) {
+  ScheduleParams params = Params(Scheme::kOneFOneB, 2, 2);
+  params.width = 2;
+  Schedule s = SplitEveryBackward(MustGenerate(params));
+  auto& prog = s.workers[2].instructions;
+  const size_t weight = FindWeightHalf(s.workers[2], 0, 1);
+  const size_t begin = FindOp(s.workers[2], OpKind::kAllreduceBegin);
+  ASSERT_LT(weight, begin);
+  const Instruction moved = prog[weight];
+  prog.erase(prog.begin() + weight);
+  prog.insert(prog.begin() + begin, moved);  // just after the BEGIN
+  EXPECT_THAT(ValidateSchedule(s).message(),
+              HasSubstr("begins the allreduce after 1 of its 2 weight "
+                        "gradients (BACKWARD or BACKWARD_WEIGHT)"));
 }
 
 }  // namespace

@@ -1,0 +1,78 @@
+// The split-backward schedules reproduce their published bubbles and memory
+// at unit costs (forward = B = W = 1), as `chimera schedule --scheme S
+// --forward-cost 1 --backward-input-cost 1 --backward-weight-cost 1` shows
+// them, for p in {4, 8, 16} and m in {p, 2p, 3p}; with fewer micro-batches
+// than stages they still run.
+#include <algorithm>
+#include <tuple>
+
+#include "gtest/gtest.h"
+#include "tests/unit/schedule/test_util.h"
+
+namespace chimera::schedule {
+namespace {
+
+using testing::MustGenerate;
+using testing::Params;
+
+SimulationResult SimulateUnitHalves(const Schedule& schedule) {
+  CostModel costs;
+  costs.forward = 1;
+  costs.backward_input = 1;
+  costs.backward_weight = 1;
+  absl::StatusOr<SimulationResult> result = Simulate(schedule, costs);
+  EXPECT_TRUE(result.ok()) << result.status();
+  return result.ok() ? *std::move(result) : SimulationResult();
+}
+
+int PeakActivations(const SimulationResult& result) {
+  int peak = 0;
+  for (const WorkerResult& w : result.workers) {
+    peak = std::max(peak, w.peak_activations);
+  }
+  return peak;
+}
+
+class ZeroBubbleTest : public ::testing::TestWithParam<std::tuple<int, int>> {
+ protected:
+  int p() const { return std::get<0>(GetParam()); }
+  int m() const { return std::get<0>(GetParam()) * std::get<1>(GetParam()); }
+};
+
+// One third of 1F1B's bubble time, (p-1)(F+B-W) = p-1 per worker of a step
+// of 3m + p - 1, with 1F1B's peak memory: p micro-batches.
+TEST_P(ZeroBubbleTest, ZbH1HasAThirdOfOneFOneBsBubbleAndItsPeakMemory) {
+  const SimulationResult r =
+      SimulateUnitHalves(MustGenerate(Params(Scheme::kZbH1, p(), m())));
+  const double expected = static_cast<double>(p() - 1) / (3 * m() + p() - 1);
+  for (const WorkerResult& w : r.workers) {
+    EXPECT_NEAR(w.bubble_ratio, expected, 1e-9) << "rank " << w.rank;
+  }
+  EXPECT_NEAR(r.makespan, 3 * m() + p() - 1, 1e-9);
+  EXPECT_EQ(PeakActivations(r), p());
+}
+
+// 1F1B idles 3(p-1) a worker at F = 1, backward = B + W = 2; ZB-H1 p-1.
+TEST_P(ZeroBubbleTest, ZbH1IdlesAThirdOfOneFOneB) {
+  const SimulationResult zb =
+      SimulateUnitHalves(MustGenerate(Params(Scheme::kZbH1, p(), m())));
+  const SimulationResult one_f_one_b = testing::MustSimulate(
+      MustGenerate(Params(Scheme::kOneFOneB, p(), m())), 1, 2);
+  for (int rank = 0; rank < p(); ++rank) {
+    EXPECT_NEAR(3 * zb.workers[rank].idle, one_f_one_b.workers[rank].idle, 1e-9)
+        << "rank " << rank;
+  }
+}
+
+TEST(ZeroBubbleFewMicroBatchesTest, ZbH1HoldsNoMoreThanItHasMicroBatches) {
+  const SimulationResult r =
+      SimulateUnitHalves(MustGenerate(Params(Scheme::kZbH1, 4, 2)));
+  EXPECT_EQ(PeakActivations(r), 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(PublishedSizes, ZeroBubbleTest,
+                         ::testing::Combine(::testing::Values(4, 8, 16),
+                                            ::testing::Values(1, 2, 3)));
+
+}  // namespace
+}  // namespace chimera::schedule

@@ -1,9 +1,9 @@
 // Pipeline-parallel training is exact: for every scheme the schedule engine
 // generates (with data parallelism, forward doubling, backward halving,
-// recomputation and looping chunks), worker processes executing their
-// programs over Gloo end up with the parameters a single process gets by
-// training the whole model on the same mini-batches, to 1e-9 relative, and
-// the replicas of every stage are bit-identical across ranks.
+// recomputation, looping chunks and the split backward), worker processes
+// executing their programs over Gloo end up with the parameters a single
+// process gets by training the whole model on the same mini-batches, to 1e-9
+// relative, and the replicas of every stage are bit-identical across ranks.
 //
 // Each case forks the job's ranks (ProgramExecutor over Gloo on loopback) and
 // one more process for the reference (the whole model as one stage, one
@@ -27,6 +27,7 @@
 #include "tests/integration/worker/forked_ranks.h"
 #include "tests/integration/worker/pipeline_job.h"
 #include "tests/integration/worker/training_record.h"
+#include "tests/support/split_backward_schedule.h"
 #include "tests/support/temp_dir.h"
 #include "worker/model/loss.h"
 #include "worker/model/stage.h"
@@ -78,6 +79,9 @@ struct Case {
   ScheduleParams params;
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   DataFormat data = DataFormat::kSynthetic;
+  // Runs the schedule with every backward split and every weight gradient
+  // deferred to the end (DeferEveryWeightGradient).
+  bool defer_weight_gradients = false;
 };
 
 // Names the case in gtest's messages instead of dumping its bytes.
@@ -170,10 +174,14 @@ class PipelineEquivalenceTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PipelineEquivalenceTest, TrainsExactlyLikeOneProcessOnTheWholeBatch) {
   const Case& c = GetParam();
-  const absl::StatusOr<schedule::Schedule> generated =
+  absl::StatusOr<schedule::Schedule> generated =
       schedule::GenerateSchedule(c.params);
   ASSERT_TRUE(generated.ok()) << generated.status();
-  ASSERT_TRUE(schedule::ValidateSchedule(*generated).ok());
+  if (c.defer_weight_gradients) {
+    generated = chimera::testing::DeferEveryWeightGradient(*generated);
+  }
+  const absl::Status valid = schedule::ValidateSchedule(*generated);
+  ASSERT_TRUE(valid.ok()) << valid;
   const PipelineJob job = JobFor(c, *generated);
   const int world = static_cast<int>(job.schedule.workers.size());
   const chimera::testing::TempDir dir;
@@ -277,6 +285,24 @@ std::vector<Case> Cases() {
   add("BreadthFirstD4N4Chunks2", Params(Scheme::kBreadthFirst, 4, 4, 1),
       OptimizerKind::kSgd)
       ->chunks = 2;
+  add("ZeroBubbleH1D4N4W2", Params(Scheme::kZbH1, 4, 4, 2));
+  // Split backwards of the fused schedules, every weight gradient deferred.
+  const auto add_split = [&](std::string name, ScheduleParams params,
+                             OptimizerKind optimizer = OptimizerKind::kAdamW) {
+    add(std::move(name), params, optimizer);
+    cases.back().defer_weight_gradients = true;
+    return &cases.back().params;
+  };
+  add_split("OneFOneBD4N4SplitBackward", Params(Scheme::kOneFOneB, 4, 4, 1));
+  add_split("OneFOneBD4N4W2SplitBackward", Params(Scheme::kOneFOneB, 4, 4, 2),
+            OptimizerKind::kSgd);
+  add_split("ChimeraD4N4W2SplitBackward", Params(Scheme::kChimera, 4, 4, 2));
+  add_split("OneFOneBD4N4W2SplitBackwardRecompute",
+            Params(Scheme::kOneFOneB, 4, 4, 2))
+      ->recompute = true;
+  add_split("ChimeraD4N8SplitBackwardHalving",
+            Params(Scheme::kChimera, 4, 8, 1), OptimizerKind::kSgd)
+      ->concat = Concat::kBackwardHalving;
   return cases;
 }
 

@@ -572,8 +572,8 @@ absl::Status ProgramExecutor::Backward(const Instruction& inst) {
 
 absl::Status ProgramExecutor::BackwardInput(const Instruction& inst) {
   const SliceKey key = KeyOf(inst);
-  // The entry stays stashed until the BACKWARD_WEIGHT: the activations the
-  // weights' gradients need are held as long as a fused backward holds them.
+  // The entry stays stashed, and counted, until the BACKWARD_WEIGHT: it then
+  // holds the weight roots and the activations they saved.
   ASSIGN_OR_RETURN(StashedForward * stashed, stash_.Find(key));
   ASSIGN_OR_RETURN(const BackwardGraph graph,
                    PrepareBackward(inst, std::move(*stashed)));

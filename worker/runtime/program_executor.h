@@ -28,9 +28,9 @@
 //   of the backward is exactly the backward of samples [p·B/P, (p+1)·B/P).
 //   Every sample's computation is independent of the others', so this is the
 //   same function as the whole-batch forward.
-// - Recompute (a BACKWARD with recompute set): the forward runs without
-//   autograd and stashes only the stage input; the backward re-runs it with
-//   autograd first.
+// - Recompute (a BACKWARD or BACKWARD_INPUT with recompute set): the forward
+//   runs without autograd and stashes only the stage input; the backward
+//   re-runs it with autograd first.
 // - BACKWARD: part `part` of the micro-batch; the last stage backpropagates
 //   its loss, the others the output gradient RECV_GRAD delivered. The slice's
 //   stash entry is freed here. Gradients accumulate into the parameters.

@@ -76,6 +76,8 @@ SplitGradient ComputeInputGradient(const at::Tensor& end,
     split.weight_roots = {{end_edge}, {gradient}};
     return split;
   }
+  // A non-leaf input's own graph would count as weight side.
+  TORCH_CHECK(input.is_leaf(), "the stage input must be a leaf of the graph");
   const Edge input_edge = torch::autograd::impl::gradient_edge(input);
   std::unordered_set<const Node*> input_side_members;
   const std::vector<std::shared_ptr<Node>> input_side = InputSide(

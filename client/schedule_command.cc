@@ -5,6 +5,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -143,11 +144,44 @@ absl::StatusOr<std::string> Render(const schedule::Schedule& schedule,
   return schedule::TextTimeline(schedule, result, title, time_unit);
 }
 
+bool HasSplitBackward(const schedule::Schedule& schedule) {
+  for (const schedule::WorkerProgram& w : schedule.workers) {
+    for (const schedule::Instruction& inst : w.instructions) {
+      if (inst.op == schedule::OpKind::kBackwardInput) return true;
+    }
+  }
+  return false;
+}
+
+// --backward-input-cost and --backward-weight-cost, as CostModel takes them
+// (negative: half the backward); refused for a schedule without split
+// backwards, where they would silently do nothing.
+absl::StatusOr<std::pair<double, double>> HalfCosts(
+    const ScheduleCommandOptions& options, const schedule::Schedule& schedule) {
+  const bool split = HasSplitBackward(schedule);
+  for (const auto& [flag, cost] :
+       {std::pair("--backward-input-cost", options.backward_input_cost),
+        std::pair("--backward-weight-cost", options.backward_weight_cost)}) {
+    if (cost < 0) continue;
+    if (!split) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag, ": this schedule's backwards are not split (schemes with "
+                "split backwards: zb-h1); use --backward-cost"));
+    }
+    if (!(cost > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": ", cost, " must be > 0"));
+    }
+  }
+  return std::pair(options.backward_input_cost, options.backward_weight_cost);
+}
+
 // The flags that describe a schedule by hand, which -f takes from the job.
 std::vector<std::string> HandScheduleFlags() {
   std::vector<std::string> flags = {
       "--scheme",    "--depth",        "--micro-batches", "--width",
-      "--recompute", "--forward-cost", "--backward-cost", "--from-csv"};
+      "--recompute", "--forward-cost", "--backward-cost",
+      "--backward-input-cost", "--backward-weight-cost", "--from-csv"};
   for (const schedule::Knob& knob : schedule::kKnobs) {
     flags.push_back(FlagName(knob.param));
   }
@@ -236,6 +270,9 @@ absl::StatusOr<std::string> RunScheduleCommand(
   schedule::CostModel costs;
   costs.forward = options.forward_cost;
   costs.backward = backward;
+  ASSIGN_OR_RETURN(const auto halves, HalfCosts(options, generated));
+  costs.backward_input = halves.first;
+  costs.backward_weight = halves.second;
   return Render(generated, costs, "time units", options.output,
                 Title(options),
                 options.from_csv.empty()
@@ -269,6 +306,12 @@ void AddScheduleCommand(CLI::App& app) {
   cmd->add_option(
       "--backward-cost", options->backward_cost,
       "Backward time per stage and micro-batch (default 2x forward)");
+  cmd->add_option("--backward-input-cost", options->backward_input_cost,
+                  "Split backwards (zb-h1): time of a backward's input half, "
+                  "BACKWARD_INPUT (default half the backward)");
+  cmd->add_option("--backward-weight-cost", options->backward_weight_cost,
+                  "Split backwards (zb-h1): time of a backward's weight "
+                  "half, BACKWARD_WEIGHT (default half the backward)");
   cmd->add_option("-o,--output", options->output, "text, json, svg or csv")
       ->capture_default_str();
   cmd->add_option("--out", raw->out, "Write to this file instead of stdout");

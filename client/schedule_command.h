@@ -25,6 +25,10 @@ struct ScheduleCommandOptions {
   double forward_cost = 1.0;
   // Negative: 2x forward_cost.
   double backward_cost = -1.0;
+  // A split backward's halves (BACKWARD_INPUT, BACKWARD_WEIGHT); negative:
+  // half the backward each. Only for schedules with split backwards.
+  double backward_input_cost = -1.0;
+  double backward_weight_cost = -1.0;
   // text, json, svg or csv.
   std::string output = "text";
   // Load this CSV instead of generating.

@@ -51,6 +51,19 @@ bool IsBackward(OpKind op) {
          op == OpKind::kBackwardWeight;
 }
 
+char ComputeLetter(OpKind op) {
+  switch (op) {
+    case OpKind::kForward:
+      return 'F';
+    case OpKind::kBackwardInput:
+      return 'I';
+    case OpKind::kBackwardWeight:
+      return 'W';
+    default:
+      return 'B';
+  }
+}
+
 bool ComputesInputGradient(OpKind op) {
   return op == OpKind::kBackward || op == OpKind::kBackwardInput;
 }

@@ -45,6 +45,9 @@ absl::StatusOr<OpKind> ParseOpName(absl::string_view name);
 bool IsCompute(OpKind op);
 // BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT.
 bool IsBackward(OpKind op);
+// A compute op's letter in drawings, as torch.distributed.pipelining writes
+// them: F forward, B whole backward, I its input half, W its weight half.
+char ComputeLetter(OpKind op);
 // The ops that produce the gradient w.r.t. the stage input (BACKWARD, B) /
 // that accumulate the weights' gradients and free the stash (BACKWARD, W).
 bool ComputesInputGradient(OpKind op);

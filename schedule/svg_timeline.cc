@@ -12,18 +12,22 @@ namespace {
 
 constexpr double kLeft = 60, kTop = 50, kRowHeight = 30, kRowGap = 6;
 constexpr double kPlotWidth = 1100;
+constexpr double kLegendEntryWidth = 220;
 
 struct Style {
   const char* fill;
   const char* text;
 };
 
-// Forward light, backward dark; blue even chunks (down pipelines), orange
-// odd ones (up pipelines).
+// Forward light, backward (or its input half) dark, a weight half green;
+// blue even chunks (down pipelines), orange odd ones (up pipelines).
 Style StyleOf(OpKind op, int chunk) {
   const bool odd = chunk % 2 == 1;
   if (op == OpKind::kForward) {
     return odd ? Style{"#ffd166", "#222"} : Style{"#8ecae6", "#222"};
+  }
+  if (op == OpKind::kBackwardWeight) {
+    return odd ? Style{"#8a9a3b", "#fff"} : Style{"#2a9d8f", "#fff"};
   }
   return odd ? Style{"#f77f00", "#fff"} : Style{"#1d6fa5", "#fff"};
 }
@@ -136,16 +140,22 @@ void AppendAxis(double span, double scale, double plot_bottom,
                        : absl::StrCat("time (", unit, ")")));
 }
 
-// One entry per kind of box: forward and backward, for even and odd chunks
-// where the schedule has both (ChunkNames).
-void AppendLegend(const Topology& topology, double plot_bottom, std::string* out) {
+// One entry per kind of box the schedule has (forward, backward, its
+// halves), for even and odd chunks where the schedule has both
+// (ChunkNames).
+void AppendLegend(const Schedule& schedule, double plot_bottom,
+                  std::string* out) {
   double lx = kLeft;
-  const double ly = plot_bottom + 52;
-  const auto chunks = ChunkNames(topology);
+  double ly = plot_bottom + 52;
+  const auto chunks = ChunkNames(schedule.topology);
   for (int chunk = 0; chunk < (chunks ? 2 : 1); ++chunk) {
-    for (OpKind op : {OpKind::kForward, OpKind::kBackward}) {
+    for (OpKind op : ComputeOpsOf(schedule)) {
+      if (lx + kLegendEntryWidth > kLeft + kPlotWidth) {  // a second line
+        lx = kLeft;
+        ly += 20;
+      }
       const std::string name = absl::StrCat(
-          op == OpKind::kForward ? "forward" : "backward",
+          OpLegendName(op),
           chunks ? absl::StrCat(", ", chunk == 0 ? chunks->first : chunks->second)
                  : "");
       absl::StrAppend(
@@ -155,7 +165,7 @@ void AppendLegend(const Topology& topology, double plot_bottom, std::string* out
                                "x=\"%.0f\" y=\"%.0f\" "
                                "font-size=\"12\">%s</text>\n",
                                lx, ly, StyleOf(op, chunk).fill, lx + 22, ly + 10, name));
-      lx += 220;
+      lx += kLegendEntryWidth;
     }
   }
   absl::StrAppend(
@@ -204,7 +214,7 @@ std::string SvgTimelines(const Schedule& schedule,
     AppendAxis(span, scale, plot_bottom, unit, &body);
     y = plot_bottom + 70;
   }
-  AppendLegend(schedule.topology, plot_bottom, &body);
+  AppendLegend(schedule, plot_bottom, &body);
   std::string out = SvgHead(title, kLeft + kPlotWidth + 40, plot_bottom + 110);
   absl::StrAppend(&out, body, "</svg>\n");
   return out;

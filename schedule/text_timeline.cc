@@ -5,15 +5,22 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
 #include "schedule/timeline.h"
 
 namespace chimera::schedule {
 namespace {
 
+// Joins the letters of a string one by one.
+struct CharFormatter {
+  void operator()(std::string* out, char c) const { out->push_back(c); }
+};
+
+
 std::string Label(const Instruction& inst) {
   const bool up = inst.chunk % 2 == 1;
-  char letter = inst.op == OpKind::kForward ? 'F' : 'B';
+  char letter = ComputeLetter(inst.op);
   if (up) letter = static_cast<char>(letter - 'A' + 'a');
   return absl::StrCat(std::string(1, letter),
                       absl::StrJoin(inst.micro_batches, "+"));
@@ -96,16 +103,53 @@ std::string TextTimeline(const Schedule& schedule,
   const int cells =
       static_cast<int>(std::ceil(result.makespan / columns.quantum - 1e-9));
   const auto chunks = ChunkNames(schedule.topology);
+  std::string letters;
+  std::vector<std::string> names;
+  for (OpKind op : ComputeOpsOf(schedule)) {
+    letters += ComputeLetter(op);
+    names.push_back(OpLegendName(op));
+  }
+  const std::string upper = absl::StrJoin(letters, "/", CharFormatter());
   absl::StrAppend(
       &out, "\ntimeline: one column = ", columns.quantum, " ", time_unit, "; ",
-      chunks ? absl::StrCat("F/B forward/backward of the ", chunks->first,
-                            "s, f/b of the ", chunks->second, "s")
-             : "F/B forward/backward",
+      upper, " ", absl::StrJoin(names, "/"),
+      chunks ? absl::StrCat(" of the ", chunks->first, "s, ",
+                            absl::AsciiStrToLower(upper), " of the ",
+                            chunks->second, "s")
+             : "",
       ", then the micro-batch; '.' idle\n");
   for (size_t r = 0; r < schedule.workers.size(); ++r) {
     absl::StrAppend(&out, Row(schedule, result, r, columns, cells));
   }
   return out;
+}
+
+std::string OpLegendName(OpKind op) {
+  switch (op) {
+    case OpKind::kForward:
+      return "forward";
+    case OpKind::kBackwardInput:
+      return "backward's input half";
+    case OpKind::kBackwardWeight:
+      return "backward's weight half";
+    default:
+      return "backward";
+  }
+}
+
+std::vector<OpKind> ComputeOpsOf(const Schedule& schedule) {
+  std::vector<OpKind> ops;
+  for (OpKind op : {OpKind::kForward, OpKind::kBackward,
+                    OpKind::kBackwardInput, OpKind::kBackwardWeight}) {
+    const bool present = std::any_of(
+        schedule.workers.begin(), schedule.workers.end(),
+        [op](const WorkerProgram& w) {
+          return std::any_of(w.instructions.begin(), w.instructions.end(),
+                             [op](const Instruction& i) { return i.op == op; });
+        });
+    if (present) ops.push_back(op);
+  }
+  return ops;
 }
 
 std::optional<std::pair<std::string, std::string>> ChunkNames(const Topology& topology) {

@@ -1,7 +1,8 @@
 // Drawings of a simulated schedule, like the papers' figures: one row per
-// worker, a box per forward/backward labelled with its micro-batch(es).
-// Even and odd chunks are told apart: in text by letter case (F/B even, f/b
-// odd), in SVG by colour. What a chunk is depends on the schedule: Chimera's
+// worker, a box per forward/backward labelled with its micro-batch(es); a
+// split backward's halves apart from whole ones (ComputeLetter: I input
+// half, W weight half). Even and odd chunks are told apart: in text by
+// letter case (F/B/I/W even, f/b/i/w odd), in SVG by colour. What a chunk is depends on the schedule: Chimera's
 // down (even) and up (odd) pipelines, a looping schedule's model chunks; a
 // single pipeline has one chunk (ChunkNames).
 //
@@ -29,6 +30,13 @@ namespace chimera::schedule {
 // "up pipeline"} for bidirectional pipelines, {"even chunk", "odd chunk"}
 // for looping ones, nullopt for a single pipeline (one chunk).
 std::optional<std::pair<std::string, std::string>> ChunkNames(const Topology& topology);
+
+// "forward", "backward", "backward's input half", "backward's weight half".
+std::string OpLegendName(OpKind op);
+
+// The compute ops `schedule` has, in legend order: FORWARD, BACKWARD,
+// BACKWARD_INPUT, BACKWARD_WEIGHT.
+std::vector<OpKind> ComputeOpsOf(const Schedule& schedule);
 
 // Widest ASCII timeline, in cells; longer schedules are drawn coarser.
 inline constexpr int kMaxTimelineCells = 400;

@@ -137,7 +137,7 @@ ReplicaUsage MeasureReplica(const PlanningContext& context,
     usage.peak_min = rank == 0 ? peak : std::min(usage.peak_min, peak);
     usage.max_busy = std::max(usage.max_busy, result.workers[rank].busy);
     for (const schedule::Instruction& inst : worker.instructions) {
-      if (inst.op == schedule::OpKind::kBackward && inst.recompute) {
+      if (schedule::ComputesInputGradient(inst.op) && inst.recompute) {
         usage.recompute += stages[topology.ModelStage({inst.chunk, inst.stage})]
                                .forward_seconds /
                            std::max(1, inst.num_parts);

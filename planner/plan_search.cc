@@ -25,6 +25,10 @@ constexpr Scheme kAllSchemes[] = {Scheme::kGpipe,   Scheme::kOneFOneB,
                                   Scheme::kGems,    Scheme::kChimera,
                                   Scheme::kMixPipe, Scheme::kInterleaved,
                                   Scheme::kBreadthFirst};
+// Schemes tried only for a job that names one: the planner does not weigh
+// them against the others until their costs come from measured split
+// backwards.
+constexpr Scheme kNamedOnlySchemes[] = {Scheme::kZbH1};
 // A difference below this share is not worth naming in the explanation.
 constexpr double kNotableDifference = 0.01;
 // Throughputs closer than this (relative) tie: Percent shows it as 0.0%.
@@ -389,6 +393,11 @@ absl::StatusOr<SearchResult> SearchPlans(const chimera::v1::TrainJob& job,
   for (Scheme scheme : kAllSchemes) {
     if (fixed.Gives(ScheduleParam::kScheme) && fixed.params.scheme != scheme) continue;
     RETURN_IF_ERROR(search.TryScheme(fixed, scheme, workers));
+  }
+  for (Scheme scheme : kNamedOnlySchemes) {
+    if (fixed.Gives(ScheduleParam::kScheme) && fixed.params.scheme == scheme) {
+      RETURN_IF_ERROR(search.TryScheme(fixed, scheme, workers));
+    }
   }
   if (search.evaluated() == 0) {
     return absl::InvalidArgumentError(

@@ -98,6 +98,17 @@ TEST(CliRunTest, WorkersLeftOpenAreAsManyAsTheFixedPipelineAndDataNeed) {
   EXPECT_THAT(run.out, HasSubstr("plan: chimera W=2 D=2 "));
 }
 
+// The split-backward example: workers run BACKWARD_INPUT and
+// BACKWARD_WEIGHT, and the job trains.
+TEST(CliRunTest, TrainsTheZeroBubbleExample) {
+  ProcessResult run = RunProcess({CHIMERA_BINARY, "run", "-f", "examples/zb-h1.yaml"},
+                                 CHIMERA_SOURCE_DIR, absl::Minutes(3));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_THAT(run.out, HasSubstr("plan: zb-h1 W=1 D=4 "));
+  EXPECT_THAT(run.out, HasSubstr("step 50/50"));
+  EXPECT_THAT(run.out, HasSubstr("SUCCEEDED"));
+}
+
 TEST(CliRunTest, InvalidJobFileExitsTwoWithoutStartingAnything) {
   chimera::testing::TempDir dir;
   const std::string job = dir.WriteFile("bad.yaml", "apiVersion: chimera.dev/v1alpha1\n");

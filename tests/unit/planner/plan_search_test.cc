@@ -156,6 +156,19 @@ TEST(PlanSearchTest, RespectsWhatTheJobFixes) {
   }
 }
 
+// zb-h1 is planned when a job names it, and left out of open searches until
+// its costs come from measured split backwards.
+TEST(PlanSearchTest, ZbH1IsPlannedOnlyForAJobThatNamesIt) {
+  auto job = LargeJob(8, 64, 8);
+  for (const Evaluation& e : MustSearch(job, TestCluster(2, 4), 1000).ranked) {
+    EXPECT_NE(e.plan.scheme(), "zb-h1");
+  }
+  job.mutable_spec()->mutable_parallelism()->set_schedule("zb-h1");
+  SearchResult named = MustSearch(job, TestCluster(2, 4));
+  ASSERT_FALSE(named.ranked.empty());
+  for (const Evaluation& e : named.ranked) EXPECT_EQ(e.plan.scheme(), "zb-h1");
+}
+
 TEST(PlanSearchTest, FixedKnobsOutsideTheDefaultChoicesAreSearched) {
   auto job = LargeJob(16, 64, 8);
   auto* parallelism = job.mutable_spec()->mutable_parallelism();

@@ -102,9 +102,10 @@ std::string Title(const ScheduleCommandOptions& options) {
   std::string title = absl::StrCat(schedule::SchemeName(p.scheme),
                                    " D=", p.depth, " N=", p.micro_batches);
   if (p.width > 1) absl::StrAppend(&title, " W=", p.width);
-  if (p.scheme == schedule::Scheme::kChimera) {
+  if (schedule::KnobApplies(schedule::ScheduleParam::kPipelines, p.scheme)) {
     absl::StrAppend(&title, " pipelines=", p.pipelines);
-    if (p.micro_batches > p.depth) {
+    if (schedule::KnobApplies(schedule::ScheduleParam::kConcat, p.scheme) &&
+        p.micro_batches > p.depth) {
       absl::StrAppend(&title, " concat=", schedule::ConcatName(p.concat));
     }
   }
@@ -166,7 +167,8 @@ absl::StatusOr<std::pair<double, double>> HalfCosts(
     if (!split) {
       return absl::InvalidArgumentError(absl::StrCat(
           flag, ": this schedule's backwards are not split (schemes with "
-                "split backwards: zb-h1); use --backward-cost"));
+                "split backwards: ",
+          schedule::SplitBackwardSchemeNames(), "); use --backward-cost"));
     }
     if (!(cost > 0)) {
       return absl::InvalidArgumentError(
@@ -306,12 +308,15 @@ void AddScheduleCommand(CLI::App& app) {
   cmd->add_option(
       "--backward-cost", options->backward_cost,
       "Backward time per stage and micro-batch (default 2x forward)");
+  const std::string split = schedule::SplitBackwardSchemeNames();
   cmd->add_option("--backward-input-cost", options->backward_input_cost,
-                  "Split backwards (zb-h1): time of a backward's input half, "
-                  "BACKWARD_INPUT (default half the backward)");
+                  absl::StrCat("Split backwards (", split,
+                               "): time of a backward's input half, "
+                               "BACKWARD_INPUT (default half the backward)"));
   cmd->add_option("--backward-weight-cost", options->backward_weight_cost,
-                  "Split backwards (zb-h1): time of a backward's weight "
-                  "half, BACKWARD_WEIGHT (default half the backward)");
+                  absl::StrCat("Split backwards (", split,
+                               "): time of a backward's weight half, "
+                               "BACKWARD_WEIGHT (default half the backward)"));
   cmd->add_option("-o,--output", options->output, "text, json, svg or csv")
       ->capture_default_str();
   cmd->add_option("--out", raw->out, "Write to this file instead of stdout");

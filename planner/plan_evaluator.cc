@@ -18,7 +18,6 @@ namespace chimera::planner {
 namespace {
 
 using schedule::IsBidirectional;
-using schedule::IsLooping;
 using schedule::Scheme;
 
 // Data-parallel replicas simulated explicitly: two are enough for every
@@ -250,7 +249,7 @@ absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& contex
   SimulationInputs inputs;
 
   // Layers of every model stage, and what each costs at this B.
-  const int model_stages = depth * (IsLooping(params.scheme) ? params.chunks : 1);
+  const int model_stages = schedule::ModelStageCount(params);
   if (!candidate.partition.empty() &&
       candidate.partition.size() != static_cast<size_t>(model_stages)) {
     return absl::InvalidArgumentError(

@@ -23,7 +23,7 @@ std::optional<chimera::v1::Plan> FixedPlan(const chimera::v1::TrainJob& job) {
 
   chimera::v1::Plan plan;
   SetScheduleParams(p, global / (p.width * p.micro_batches), &plan);
-  const int stages = p.depth * (schedule::IsLooping(p.scheme) ? p.chunks : 1);
+  const int stages = schedule::ModelStageCount(p);
   const std::vector<BlockRange> ranges = EvenPartition(spec.model().num_layers(), stages);
   for (int s = 0; s < stages; ++s) {
     auto* range = plan.add_partition();

@@ -130,7 +130,7 @@ std::vector<ScheduleParams> Variants(const schedule::SpecParams& fixed,
   out.erase(std::remove_if(out.begin(), out.end(),
                            [num_layers](const ScheduleParams& p) {
                              return !schedule::ValidateScheduleParams(p).empty() ||
-                                    p.depth * p.chunks > num_layers;
+                                    schedule::ModelStageCount(p) > num_layers;
                            }),
             out.end());
   return out;

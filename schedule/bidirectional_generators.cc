@@ -128,6 +128,8 @@ std::optional<ComputeOp> ChunkBackward(const ScheduleParams& params,
   return op;
 }
 
+}  // namespace
+
 // Chimera's order on the unit-time grid where every op of an equalized unit
 // (a forward item, a backward chunk's op) takes one slot: the m-th item of a
 // pipeline runs forward on stage s at slot 2m + s and its backward chunk j
@@ -140,17 +142,16 @@ std::optional<ComputeOp> ChunkBackward(const ScheduleParams& params,
 // leaves only the first unit's D/2-1 start and the last unit's D/2-1 end
 // bubbles per position: with c = 1 this is the design's direct merge; with
 // c = 2 it is the paper's two backward chunks concatenated (Fig. 7(c)) with
-// the start bubbles halved (Fig. 7(d)). The grid order is then timed with
-// the real op lengths by TimeFixedOrder, which proves it executable.
-absl::StatusOr<Schedule> ChimeraGrid(const ScheduleParams& params, int f) {
+// the start bubbles halved (Fig. 7(d)). Orders whose real op lengths differ
+// from the grid are timed by TimeFixedOrder, which proves them executable.
+absl::StatusOr<std::vector<std::vector<ComputeOp>>> ChimeraSlotOrder(
+    const ScheduleParams& params, const Bidirectional& b) {
   const int d = params.depth;
-  Bidirectional b = MakeBidirectional(params, f);
+  const int f = b.topology.num_chunks / 2;
   std::vector<std::vector<ComputeOp>> order(d);
   int64_t offset = 0;
-  bool equalized = false;
   for (const BasicUnit& unit : ChimeraUnits(params)) {
     const int chunks = unit.backward_chunks();
-    equalized |= unit.method != Concat::kDirect;
     const auto routed =
         RouteUnits(static_cast<int>(unit.items.size()), d, 2 * f)[0];
     for (int chunk = 0; chunk < 2 * f; ++chunk) {
@@ -187,20 +188,23 @@ absl::StatusOr<Schedule> ChimeraGrid(const ScheduleParams& params, int f) {
       }
     }
   }
+  return order;
+}
+
+absl::StatusOr<Schedule> GenerateChimera(const ScheduleParams& params) {
+  const Bidirectional b = MakeBidirectional(params, params.pipelines / 2);
+  ASSIGN_OR_RETURN(std::vector<std::vector<ComputeOp>> order,
+                   ChimeraSlotOrder(params, b));
   // Direct units keep the design's forward = backward grid, whose gaps the
   // eager-sync rule reads; equalized units differ in real op lengths
   // (doubled forwards, recomputing backwards), so their grid is retimed.
+  const bool equalized =
+      params.micro_batches > params.depth && params.concat != Concat::kDirect;
   if (equalized) {
     ASSIGN_OR_RETURN(order, TimeFixedOrder(b.topology, b.placement,
                                            params.backward_slots, order));
   }
   return BuildPrograms(b.topology, b.placement, order, params.sync);
-}
-
-}  // namespace
-
-absl::StatusOr<Schedule> GenerateChimera(const ScheduleParams& params) {
-  return ChimeraGrid(params, params.pipelines / 2);
 }
 
 absl::StatusOr<Schedule> GenerateGems(const ScheduleParams& params) {

@@ -54,6 +54,11 @@ Bidirectional MakeBidirectional(const ScheduleParams& params, int f);
 std::vector<std::vector<std::vector<int>>> RouteUnits(int count, int unit_size,
                                                       int pipelines);
 
+// Chimera's compute order per position (see GenerateChimera), on the grid
+// where every op takes one slot; `b` from MakeBidirectional(params, f).
+absl::StatusOr<std::vector<std::vector<ComputeOp>>> ChimeraSlotOrder(
+    const ScheduleParams& params, const Bidirectional& b);
+
 // A forward or backward of `mbs` on `ref` filling grid slot `slot`.
 ComputeOp SlotOp(OpKind kind, StageRef ref, MicroBatches mbs, int64_t slot);
 

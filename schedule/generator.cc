@@ -33,6 +33,10 @@ absl::StatusOr<Schedule> GenerateSchedule(const ScheduleParams& params) {
       return GenerateBreadthFirst(params);
     case Scheme::kZbH1:
       return GenerateZeroBubbleH1(params);
+    case Scheme::kZbV:
+      return GenerateZeroBubbleV(params);
+    case Scheme::kChimeraZb:
+      return GenerateChimeraZeroBubble(params);
   }
   return absl::InvalidArgumentError("unknown scheme");
 }

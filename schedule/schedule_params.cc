@@ -15,7 +15,7 @@ namespace {
 template <typename Enum, size_t kSize>
 using NameTable = std::array<std::pair<Enum, absl::string_view>, kSize>;
 
-constexpr NameTable<Scheme, 8> kSchemeNames = {{
+constexpr NameTable<Scheme, 10> kSchemeNames = {{
     {Scheme::kGpipe, "gpipe"},
     {Scheme::kOneFOneB, "1f1b"},
     {Scheme::kGems, "gems"},
@@ -24,6 +24,8 @@ constexpr NameTable<Scheme, 8> kSchemeNames = {{
     {Scheme::kInterleaved, "interleaved"},
     {Scheme::kBreadthFirst, "breadth-first"},
     {Scheme::kZbH1, "zb-h1"},
+    {Scheme::kZbV, "zbv"},
+    {Scheme::kChimeraZb, "chimera-zb"},
 }};
 constexpr NameTable<Concat, 3> kConcatNames = {{
     {Concat::kDirect, "direct"},
@@ -269,9 +271,10 @@ std::vector<ScheduleParamError> ValidateScheduleParams(
   if (!errors.empty()) return errors;
 
   const int d = params.depth;
-  const bool bidirectional =
-      params.scheme == Scheme::kChimera || params.scheme == Scheme::kMixPipe;
-  if (bidirectional && d % 2 != 0) {
+  const bool pairs_stages = params.scheme == Scheme::kChimera ||
+                            params.scheme == Scheme::kChimeraZb ||
+                            params.scheme == Scheme::kMixPipe;
+  if (pairs_stages && d % 2 != 0) {
     errors.push_back(
         {ScheduleParam::kDepth,
          absl::StrCat(d, " must be even for ", SchemeName(params.scheme),
@@ -279,7 +282,9 @@ std::vector<ScheduleParamError> ValidateScheduleParams(
                       "D-1-i)")});
     return errors;
   }
-  if (params.scheme == Scheme::kChimera) AddChimeraErrors(params, errors);
+  if (KnobApplies(ScheduleParam::kPipelines, params.scheme)) {
+    AddChimeraErrors(params, errors);
+  }
   if (params.scheme == Scheme::kMixPipe) AddMixPipeErrors(params, errors);
   if (IsLooping(params.scheme)) AddLoopingErrors(params, errors);
   return errors;
@@ -294,12 +299,30 @@ std::string DescribeScheduleParamErrors(
 }
 
 bool IsBidirectional(Scheme scheme) {
-  return scheme == Scheme::kChimera || scheme == Scheme::kGems ||
-         scheme == Scheme::kMixPipe;
+  return scheme == Scheme::kChimera || scheme == Scheme::kChimeraZb ||
+         scheme == Scheme::kGems || scheme == Scheme::kMixPipe;
 }
 
 bool IsLooping(Scheme scheme) {
   return scheme == Scheme::kInterleaved || scheme == Scheme::kBreadthFirst;
+}
+
+bool SplitsBackward(Scheme scheme) {
+  return scheme == Scheme::kZbH1 || scheme == Scheme::kZbV ||
+         scheme == Scheme::kChimeraZb;
+}
+
+std::string SplitBackwardSchemeNames() {
+  std::vector<absl::string_view> names;
+  for (const auto& [scheme, name] : kSchemeNames) {
+    if (SplitsBackward(scheme)) names.push_back(name);
+  }
+  return absl::StrJoin(names, ", ");
+}
+
+int ModelStageCount(const ScheduleParams& params) {
+  if (IsLooping(params.scheme)) return params.depth * params.chunks;
+  return params.scheme == Scheme::kZbV ? 2 * params.depth : params.depth;
 }
 
 int WorkerCount(const ScheduleParams& params) {

@@ -34,6 +34,8 @@ enum class Scheme {
   kInterleaved,
   kBreadthFirst,
   kZbH1,
+  kZbV,
+  kChimeraZb,
 };
 
 // How Chimera joins basic units when there are more micro-batches than
@@ -165,7 +167,8 @@ struct Knob {
 };
 inline constexpr Knob kKnobs[] = {
     {ScheduleParam::kPipelines, "pipelines", "pipelines",
-     "chimera: pipelines 2f (f divides D/2)", SchemesOf({Scheme::kChimera}),
+     "chimera, chimera-zb: pipelines 2f (f divides D/2)",
+     SchemesOf({Scheme::kChimera, Scheme::kChimeraZb}),
      &ScheduleParams::pipelines, 1, nullptr},
     {ScheduleParam::kConcat, "concat", "concat", "chimera, N > D",
      SchemesOf({Scheme::kChimera}), nullptr, 0, &kConcatKnob},
@@ -216,11 +219,19 @@ std::string DescribeScheduleParamErrors(
     const ParamNamer& name = ScheduleParamName);
 
 // Schemes whose stage s also runs, in the opposite direction, on the worker
-// of stage D-1-s: Chimera, GEMS, MixPipe.
+// of stage D-1-s: Chimera (with or without the split), GEMS, MixPipe.
 bool IsBidirectional(Scheme scheme);
 // Looping placements with v model chunks per worker: interleaved and
 // breadth-first.
 bool IsLooping(Scheme scheme);
+// Schemes whose backwards are split into BACKWARD_INPUT and BACKWARD_WEIGHT:
+// zb-h1, zbv, chimera-zb; and their names, comma-separated.
+bool SplitsBackward(Scheme scheme);
+std::string SplitBackwardSchemeNames();
+
+// The model stages a schedule partitions the model into: D, D x v for the
+// looping schemes, 2D for zbv's V.
+int ModelStageCount(const ScheduleParams& params);
 
 // Number of worker ranks a schedule occupies: W x D.
 int WorkerCount(const ScheduleParams& params);

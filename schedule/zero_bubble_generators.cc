@@ -4,16 +4,20 @@
 #include <vector>
 
 #include "common/status_macros.h"
+#include "schedule/bidirectional_generators.h"
 #include "schedule/list_scheduler.h"
 #include "schedule/program_builder.h"
 
 namespace chimera::schedule {
 namespace {
 
-ComputeOp Op(OpKind kind, int stage, int mb, bool recompute) {
+// Priority offset that puts one op class behind the other.
+constexpr int64_t kLater = int64_t{1} << 40;
+
+ComputeOp Op(OpKind kind, StageRef ref, int mb, bool recompute) {
   ComputeOp op;
   op.op = kind;
-  op.ref = {0, stage};
+  op.ref = ref;
   op.micro_batches = {mb};
   op.recompute = recompute && kind == OpKind::kBackwardInput;
   return op;
@@ -24,23 +28,128 @@ ComputeOp Op(OpKind kind, int stage, int mb, bool recompute) {
 // it holds beyond 1F1B's), and the next forward; then the W's left.
 std::vector<ComputeOp> StageOrder(int i, int micro_batches, int warmup,
                                   int lag, bool recompute) {
+  const StageRef ref{0, i};
   std::vector<ComputeOp> ops;
   int next_forward = 0;
   int next_weight = 0;
   for (; next_forward < std::min(warmup, micro_batches); ++next_forward) {
-    ops.push_back(Op(OpKind::kForward, i, next_forward, false));
+    ops.push_back(Op(OpKind::kForward, ref, next_forward, false));
   }
   for (int k = 0; k < micro_batches; ++k) {
-    ops.push_back(Op(OpKind::kBackwardInput, i, k, recompute));
-    if (k >= lag) ops.push_back(Op(OpKind::kBackwardWeight, i, next_weight++, false));
+    ops.push_back(Op(OpKind::kBackwardInput, ref, k, recompute));
+    if (k >= lag) {
+      ops.push_back(Op(OpKind::kBackwardWeight, ref, next_weight++, false));
+    }
     if (next_forward < micro_batches) {
-      ops.push_back(Op(OpKind::kForward, i, next_forward++, false));
+      ops.push_back(Op(OpKind::kForward, ref, next_forward++, false));
     }
   }
   while (next_weight < micro_batches) {
-    ops.push_back(Op(OpKind::kBackwardWeight, i, next_weight++, false));
+    ops.push_back(Op(OpKind::kBackwardWeight, ref, next_weight++, false));
   }
   return ops;
+}
+
+// The V: 2D model stages, chunk 0 (stages 0..D-1) down positions 0..D-1 and
+// chunk 1 (stages D..2D-1) back up from D-1 to 0, so position D-1 hands its
+// activations to itself and position 0 holds the first and the last stage.
+struct VShape {
+  Topology topology;
+  Placement placement;
+};
+
+VShape MakeVShape(const ScheduleParams& params) {
+  const int d = params.depth;
+  VShape v;
+  v.topology.depth = d;
+  v.topology.num_chunks = 2;
+  v.topology.layout = ChunkLayout::kChained;
+  v.topology.micro_batches = params.micro_batches;
+  v.topology.width = params.width;
+  v.placement.position.assign(2, std::vector<int>(d));
+  for (int s = 0; s < d; ++s) {
+    v.placement.position[0][s] = s;
+    v.placement.position[1][s] = d - 1 - s;
+  }
+  return v;
+}
+
+// Appends one position's ops chunk by chunk, each kind of op of a chunk
+// taking the next micro-batch in turn. Ops of micro-batches beyond the
+// schedule's are counted but left out: an order written for more
+// micro-batches stays executable for fewer, since it only loses ops whose
+// dependencies it also loses.
+class ChunkOrder {
+ public:
+  ChunkOrder(StageRef down, StageRef up, int micro_batches, bool recompute)
+      : refs_{down, up}, micro_batches_(micro_batches), recompute_(recompute) {}
+
+  void F(int chunk) { Add(OpKind::kForward, chunk, forwards_[chunk]); }
+  void B(int chunk) { Add(OpKind::kBackwardInput, chunk, inputs_[chunk]); }
+  void W(int chunk) { Add(OpKind::kBackwardWeight, chunk, weights_[chunk]); }
+
+  int forwards(int chunk) const { return forwards_[chunk]; }
+  int inputs(int chunk) const { return inputs_[chunk]; }
+  int weights(int chunk) const { return weights_[chunk]; }
+  std::vector<ComputeOp> Take() { return std::move(ops_); }
+
+ private:
+  void Add(OpKind kind, int chunk, int& count) {
+    if (count < micro_batches_) {
+      ops_.push_back(Op(kind, refs_[chunk], count, recompute_));
+    }
+    ++count;
+  }
+
+  const StageRef refs_[2];
+  const int micro_batches_;
+  const bool recompute_;
+  int forwards_[2] = {0, 0};
+  int inputs_[2] = {0, 0};
+  int weights_[2] = {0, 0};
+  std::vector<ComputeOp> ops_;
+};
+
+// Position r of ZB-V, written for n >= 2D - 1 micro-batches (fewer drop
+// out, see ChunkOrder): 2(D-r)-1 forwards of chunk 0 fill the V's descent;
+// r pairs of forwards (chunk 1, chunk 0) follow as chunk 1's first
+// activations climb back; D-r rounds of chunk 1's F, B, W start its
+// backwards; then each round runs chunk 0's B and W (after its next F while
+// any are left) and chunk 1's F, B, W; the drain runs r pairs of B's with
+// their W's deferred, D-r rounds of chunk 0's B and W, and the W's left.
+std::vector<ComputeOp> ZeroBubbleVOrder(const ScheduleParams& params, int r) {
+  const int d = params.depth;
+  const int n = std::max(2 * d - 1, params.micro_batches);
+  ChunkOrder o({0, r}, {1, d - 1 - r}, params.micro_batches, params.recompute);
+  for (int k = 0; k < 2 * (d - r) - 1; ++k) o.F(0);
+  for (int k = 0; k < r; ++k) {
+    o.F(1);
+    o.F(0);
+  }
+  for (int k = 0; k < d - r; ++k) {
+    o.F(1);
+    o.B(1);
+    o.W(1);
+  }
+  while (o.forwards(1) < o.forwards(0) || o.forwards(0) < n) {
+    if (o.forwards(0) < n) o.F(0);
+    o.B(0);
+    o.W(0);
+    o.F(1);
+    o.B(1);
+    o.W(1);
+  }
+  for (int k = 0; k < r; ++k) {
+    o.B(0);
+    o.B(1);
+  }
+  for (int k = 0; k < d - r; ++k) {
+    o.B(0);
+    o.W(0);
+  }
+  while (o.weights(1) < o.inputs(1)) o.W(1);
+  while (o.weights(0) < o.inputs(0)) o.W(0);
+  return o.Take();
 }
 
 }  // namespace
@@ -64,6 +173,49 @@ absl::StatusOr<Schedule> GenerateZeroBubbleH1(const ScheduleParams& params) {
   ASSIGN_OR_RETURN(order, TimeFixedOrder(topology, placement,
                                          params.backward_slots, order));
   return BuildPrograms(topology, placement, order, params.sync);
+}
+
+absl::StatusOr<Schedule> GenerateZeroBubbleV(const ScheduleParams& params) {
+  const VShape v = MakeVShape(params);
+  std::vector<std::vector<ComputeOp>> order(params.depth);
+  for (int r = 0; r < params.depth; ++r) order[r] = ZeroBubbleVOrder(params, r);
+  ASSIGN_OR_RETURN(order, TimeFixedOrder(v.topology, v.placement,
+                                         params.backward_slots, order));
+  return BuildPrograms(v.topology, v.placement, order, params.sync);
+}
+
+// Chimera's forwards and B's keep their order and run first whenever they
+// are ready; a position runs a W only when its next forward or B is not,
+// oldest W first, or when its next forward would hold more than D
+// micro-batches.
+absl::StatusOr<Schedule> GenerateChimeraZeroBubble(
+    const ScheduleParams& params) {
+  const int d = params.depth;
+  const Bidirectional b = MakeBidirectional(params, params.pipelines / 2);
+  ASSIGN_OR_RETURN(const std::vector<std::vector<ComputeOp>> chimera,
+                   ChimeraSlotOrder(params, b));
+  ListScheduler scheduler(b.topology, b.placement, params.backward_slots);
+  constexpr int kChimeraStream = 0;
+  constexpr int kWeightStream = 1;
+  for (int p = 0; p < d; ++p) {
+    const int held = scheduler.AddAdmissionGroup(d);
+    int64_t weights = 0;
+    for (const ComputeOp& op : chimera[p]) {
+      if (op.op == OpKind::kForward) {
+        scheduler.Add(op, kChimeraStream, op.grid_start, held);
+        continue;
+      }
+      ComputeOp input = op;
+      input.op = OpKind::kBackwardInput;
+      scheduler.Add(input, kChimeraStream, op.grid_start);
+      ComputeOp weight = op;
+      weight.op = OpKind::kBackwardWeight;
+      weight.recompute = false;
+      scheduler.Add(weight, kWeightStream, kLater + weights++);
+    }
+  }
+  ASSIGN_OR_RETURN(auto order, scheduler.Run());
+  return BuildPrograms(b.topology, b.placement, order, params.sync);
 }
 
 }  // namespace chimera::schedule

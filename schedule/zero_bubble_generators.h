@@ -19,6 +19,21 @@ namespace chimera::schedule {
 // (D-1)/(3N+D-1).
 absl::StatusOr<Schedule> GenerateZeroBubbleH1(const ScheduleParams& params);
 
+// ZB-V (arXiv 2401.10241, section 6; torch.distributed.pipelining's
+// ScheduleZBVZeroBubble, op for op): 2D model stages in a V, chunk 0 down
+// positions 0..D-1 and chunk 1 back up from D-1 to 0. At unit costs it idles
+// only the D-1 slots the V's descent takes to reach its last position, and
+// it holds at most 2D chunk micro-batches a worker: 1F1B's peak, as each
+// chunk is half a stage.
+absl::StatusOr<Schedule> GenerateZeroBubbleV(const ScheduleParams& params);
+
+// chimera-zb: Chimera's bidirectional pipelines (direct concatenation) with
+// every backward split, its B's where Chimera runs its backwards and its
+// W's deferred into the bubbles, holding at most D micro-batches a worker.
+// Bubble and memory: docs/schedules.md, "Chimera with the split".
+absl::StatusOr<Schedule> GenerateChimeraZeroBubble(
+    const ScheduleParams& params);
+
 }  // namespace chimera::schedule
 
 #endif  // CHIMERA_SCHEDULE_ZERO_BUBBLE_GENERATORS_H_

@@ -112,7 +112,9 @@ TEST_P(CliScheduleOutputTest, ExitsZeroWithWellFormedOutput) {
     // The legend: forward and backward boxes, named by what the scheme has.
     EXPECT_THAT(r.out, HasSubstr(">forward"));
     EXPECT_THAT(r.out, HasSubstr(">backward"));
-    if (scheme == "chimera") EXPECT_THAT(r.out, HasSubstr("forward, up pipeline"));
+    if (scheme == "chimera" || scheme == "chimera-zb") {
+      EXPECT_THAT(r.out, HasSubstr("forward, up pipeline"));
+    }
     if (scheme == "1f1b") EXPECT_THAT(r.out, Not(HasSubstr("pipeline")));
     EXPECT_THAT(r.out, HasSubstr("</svg>"));
   } else {
@@ -126,7 +128,8 @@ INSTANTIATE_TEST_SUITE_P(
     AllSchemesAndOutputs, CliScheduleOutputTest,
     ::testing::Combine(::testing::Values("gpipe", "1f1b", "gems", "chimera",
                                          "mixpipe", "interleaved",
-                                         "breadth-first"),
+                                         "breadth-first", "zb-h1", "zbv",
+                                         "chimera-zb"),
                        ::testing::Values("text", "json", "svg", "csv")),
     [](const auto& info) {
       return TestName(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
@@ -156,7 +159,8 @@ TEST_P(CliScheduleCsvTest, CsvRoundTripsWithTheSameMakespan) {
 INSTANTIATE_TEST_SUITE_P(AllSchemes, CliScheduleCsvTest,
                          ::testing::Values("gpipe", "1f1b", "gems", "chimera",
                                            "mixpipe", "interleaved",
-                                           "breadth-first"),
+                                           "breadth-first", "zb-h1", "zbv",
+                                           "chimera-zb"),
                          [](const auto& info) { return TestName(info.param); });
 
 TEST(CliScheduleTest, OutWritesTheFileAndNothingToStdout) {
@@ -170,6 +174,26 @@ TEST(CliScheduleTest, OutWritesTheFileAndNothingToStdout) {
   absl::StatusOr<std::string> timeline = ReadTextFile(svg, kMaxOutputBytes);
   ASSERT_TRUE(timeline.ok()) << timeline.status();
   EXPECT_THAT(*timeline, StartsWith("<svg"));
+}
+
+// The issue's own command: unit F, B and W costs give chimera-zb's step of
+// 3N + D/2 - 1.
+TEST(CliScheduleTest, SplitCostsTimeTheHalvesOfASplitSchedule) {
+  ProcessResult r = Schedule({"--scheme", "chimera-zb", "--depth", "4",
+                              "--micro-batches", "8", "--forward-cost", "1",
+                              "--backward-input-cost", "1",
+                              "--backward-weight-cost", "1", "-o", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(r.out).at("makespan").get<double>(),
+                   25);
+}
+
+TEST(CliScheduleTest, SplitCostsForAFusedScheduleAreAUsageErrorNamingTheFlag) {
+  ProcessResult r = Schedule({"--scheme", "chimera", "--depth", "4",
+                              "--micro-batches", "4", "--backward-input-cost",
+                              "1"});
+  ExpectOneLineUsageError(r, "--backward-input-cost");
+  EXPECT_THAT(r.err, HasSubstr("zb-h1, zbv, chimera-zb"));
 }
 
 TEST(CliScheduleTest, OddChimeraDepthIsAUsageErrorNamingDepth) {

@@ -28,14 +28,17 @@ ScheduleParams RandomParams(Scheme scheme, std::mt19937& rng) {
   p.sync = static_cast<Sync>(uniform(0, 2));
   p.policy = static_cast<WarmupPolicy>(uniform(0, 1));
   switch (scheme) {
-    case Scheme::kChimera: {
+    case Scheme::kChimera:
+    case Scheme::kChimeraZb: {
       p.depth = 2 * uniform(1, 6);
       std::vector<int> fs;
       for (int f = 1; f <= p.depth / 2; ++f) {
         if ((p.depth / 2) % f == 0) fs.push_back(f);
       }
       p.pipelines = 2 * fs[uniform(0, static_cast<int>(fs.size()) - 1)];
-      p.concat = static_cast<Concat>(uniform(0, 2));
+      if (scheme == Scheme::kChimera) {
+        p.concat = static_cast<Concat>(uniform(0, 2));
+      }
       break;
     }
     case Scheme::kMixPipe:
@@ -166,7 +169,8 @@ INSTANTIATE_TEST_SUITE_P(
     AllSchemes, RandomScheduleTest,
     ::testing::Values(Scheme::kGpipe, Scheme::kOneFOneB, Scheme::kGems,
                       Scheme::kChimera, Scheme::kMixPipe, Scheme::kInterleaved,
-                      Scheme::kBreadthFirst, Scheme::kZbH1),
+                      Scheme::kBreadthFirst, Scheme::kZbH1, Scheme::kZbV,
+                      Scheme::kChimeraZb),
     [](const ::testing::TestParamInfo<Scheme>& info) {
       std::string name = SchemeName(info.param);
       name.erase(std::remove(name.begin(), name.end(), '-'), name.end());

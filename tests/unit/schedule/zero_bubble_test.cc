@@ -64,6 +64,76 @@ TEST_P(ZeroBubbleTest, ZbH1IdlesAThirdOfOneFOneB) {
   }
 }
 
+// ZB-V idles only the p - 1 slots its V takes to reach position p - 1 once
+// there are at least 2p - 1 micro-batches: a step of 6m + p - 1 (each
+// worker runs two chunks' F, B and W per micro-batch), the least any
+// schedule of 2p stages on p workers can take, as position p - 1 can start
+// nothing before the first micro-batch has crossed p - 1 stages. With fewer,
+// its order (written for 2p - 1, the missing micro-batches left out) runs
+// as ZB-H1 does on whole stages: the same bubble ratio.
+TEST_P(ZeroBubbleTest, ZbVIdlesOnlyItsDescentOnceItHasTwoPMinusOneMicroBatches) {
+  const SimulationResult v =
+      SimulateUnitHalves(MustGenerate(Params(Scheme::kZbV, p(), m())));
+  const SimulationResult h1 =
+      SimulateUnitHalves(MustGenerate(Params(Scheme::kZbH1, p(), m())));
+  if (m() >= 2 * p() - 1) {
+    EXPECT_NEAR(v.makespan, 6 * m() + p() - 1, 1e-9);
+    const double expected = static_cast<double>(p() - 1) / (6 * m() + p() - 1);
+    for (const WorkerResult& w : v.workers) {
+      EXPECT_NEAR(w.bubble_ratio, expected, 1e-9) << "rank " << w.rank;
+    }
+  } else {
+    EXPECT_NEAR(v.bubble_ratio, h1.bubble_ratio, 1e-9);
+    EXPECT_NEAR(v.makespan, 2 * h1.makespan, 1e-9);
+  }
+}
+
+// Below ZB-H1 wherever it has the micro-batches to fill its V, and never
+// above it.
+TEST_P(ZeroBubbleTest, ZbVIsNeverAboveZbH1AndBelowFromTwoPMicroBatches) {
+  const SimulationResult v =
+      SimulateUnitHalves(MustGenerate(Params(Scheme::kZbV, p(), m())));
+  const SimulationResult h1 =
+      SimulateUnitHalves(MustGenerate(Params(Scheme::kZbH1, p(), m())));
+  EXPECT_LE(v.bubble_ratio, h1.bubble_ratio + 1e-9);
+  if (m() >= 2 * p()) EXPECT_LT(v.bubble_ratio, h1.bubble_ratio);
+}
+
+// 2p chunk micro-batches at most, each chunk half a stage: 1F1B's p stages.
+TEST_P(ZeroBubbleTest, ZbVHoldsOneFOneBsPeakInHalfStages) {
+  const SimulationResult r =
+      SimulateUnitHalves(MustGenerate(Params(Scheme::kZbV, p(), m())));
+  EXPECT_EQ(PeakActivations(r), 2 * p());
+}
+
+// Chimera with the split idles only the p/2 - 1 slots before the middle
+// positions' first forward (stage p/2 - 1 of a pipeline): a step of
+// 3m + p/2 - 1, the least any schedule of these two pipelines can take, at
+// Chimera's peak of p micro-batches.
+TEST_P(ZeroBubbleTest, ChimeraZbIdlesOnlyTillTheMiddleStartsAtChimerasPeak) {
+  const SimulationResult r =
+      SimulateUnitHalves(MustGenerate(Params(Scheme::kChimeraZb, p(), m())));
+  EXPECT_NEAR(r.makespan, 3 * m() + p() / 2 - 1, 1e-9);
+  for (const WorkerResult& w : r.workers) {
+    EXPECT_NEAR(w.idle, p() / 2 - 1, 1e-9) << "rank " << w.rank;
+  }
+  const SimulationResult chimera = testing::MustSimulate(
+      MustGenerate(Params(Scheme::kChimera, p(), m())), 1, 2);
+  EXPECT_EQ(PeakActivations(r), PeakActivations(chimera));
+  EXPECT_EQ(PeakActivations(r), p());
+}
+
+TEST_P(ZeroBubbleTest, ChimeraZbIsBelowChimeraAndZbH1) {
+  const SimulationResult zb =
+      SimulateUnitHalves(MustGenerate(Params(Scheme::kChimeraZb, p(), m())));
+  const SimulationResult chimera = testing::MustSimulate(
+      MustGenerate(Params(Scheme::kChimera, p(), m())), 1, 2);
+  const SimulationResult h1 =
+      SimulateUnitHalves(MustGenerate(Params(Scheme::kZbH1, p(), m())));
+  EXPECT_LT(zb.bubble_ratio, chimera.bubble_ratio);
+  EXPECT_LT(zb.bubble_ratio, h1.bubble_ratio);
+}
+
 TEST(ZeroBubbleFewMicroBatchesTest, ZbH1HoldsNoMoreThanItHasMicroBatches) {
   const SimulationResult r =
       SimulateUnitHalves(MustGenerate(Params(Scheme::kZbH1, 4, 2)));

@@ -28,7 +28,8 @@ constexpr Scheme kAllSchemes[] = {Scheme::kGpipe,   Scheme::kOneFOneB,
 // Schemes tried only for a job that names one: the planner does not weigh
 // them against the others until their costs come from measured split
 // backwards.
-constexpr Scheme kNamedOnlySchemes[] = {Scheme::kZbH1};
+constexpr Scheme kNamedOnlySchemes[] = {Scheme::kZbH1, Scheme::kZbV,
+                                        Scheme::kChimeraZb};
 // A difference below this share is not worth naming in the explanation.
 constexpr double kNotableDifference = 0.01;
 // Throughputs closer than this (relative) tie: Percent shows it as 0.0%.
@@ -43,7 +44,8 @@ std::vector<T> Choices(bool fixed, T value, std::vector<T> defaults) {
   return fixed ? std::vector<T>{value} : defaults;
 }
 
-// Chimera's pipeline counts 2f and concatenation methods.
+// Chimera's pipeline counts 2f and concatenation methods (chimera-zb's
+// pipeline counts only: it concatenates directly).
 std::vector<ScheduleParams> ChimeraVariants(const schedule::SpecParams& fixed,
                                             ScheduleParams base) {
   const ScheduleParams& given = fixed.params;
@@ -52,7 +54,8 @@ std::vector<ScheduleParams> ChimeraVariants(const schedule::SpecParams& fixed,
   for (int p = 2; p <= d; p *= 2) pipelines.push_back(p);
   // Without more micro-batches than stages the methods coincide.
   std::vector<schedule::Concat> concats = {schedule::Concat::kDirect};
-  if (base.micro_batches > d) {
+  if (base.micro_batches > d &&
+      schedule::KnobApplies(ScheduleParam::kConcat, base.scheme)) {
     concats.push_back(schedule::Concat::kForwardDoubling);
     concats.push_back(schedule::Concat::kBackwardHalving);
   }
@@ -109,6 +112,7 @@ std::vector<ScheduleParams> Variants(const schedule::SpecParams& fixed,
       break;
     }
     case Scheme::kChimera:
+    case Scheme::kChimeraZb:
       out = ChimeraVariants(fixed, base);
       break;
     case Scheme::kMixPipe:

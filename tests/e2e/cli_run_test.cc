@@ -2,6 +2,7 @@
 // command runs it.
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -98,16 +99,30 @@ TEST(CliRunTest, WorkersLeftOpenAreAsManyAsTheFixedPipelineAndDataNeed) {
   EXPECT_THAT(run.out, HasSubstr("plan: chimera W=2 D=2 "));
 }
 
-// The split-backward example: workers run BACKWARD_INPUT and
-// BACKWARD_WEIGHT, and the job trains.
-TEST(CliRunTest, TrainsTheZeroBubbleExample) {
-  ProcessResult run = RunProcess({CHIMERA_BINARY, "run", "-f", "examples/zb-h1.yaml"},
-                                 CHIMERA_SOURCE_DIR, absl::Minutes(3));
+// The split-backward examples: workers run BACKWARD_INPUT and
+// BACKWARD_WEIGHT (on a V for zbv, on two pipelines for chimera-zb), and the
+// job trains.
+class CliRunSplitBackwardTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CliRunSplitBackwardTest, TrainsTheExample) {
+  const std::string& scheme = GetParam();
+  ProcessResult run =
+      RunProcess({CHIMERA_BINARY, "run", "-f", "examples/" + scheme + ".yaml"},
+                 CHIMERA_SOURCE_DIR, absl::Minutes(3));
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  EXPECT_THAT(run.out, HasSubstr("plan: zb-h1 W=1 D=4 "));
+  EXPECT_THAT(run.out, HasSubstr("plan: " + scheme + " W=1 D=4 "));
   EXPECT_THAT(run.out, HasSubstr("step 50/50"));
   EXPECT_THAT(run.out, HasSubstr("SUCCEEDED"));
 }
+
+INSTANTIATE_TEST_SUITE_P(Examples, CliRunSplitBackwardTest,
+                         ::testing::Values("zb-h1", "zbv", "chimera-zb"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           name.erase(std::remove(name.begin(), name.end(), '-'),
+                                      name.end());
+                           return name;
+                         });
 
 TEST(CliRunTest, InvalidJobFileExitsTwoWithoutStartingAnything) {
   chimera::testing::TempDir dir;

@@ -286,6 +286,18 @@ std::vector<Case> Cases() {
       OptimizerKind::kSgd)
       ->chunks = 2;
   add("ZeroBubbleH1D4N4W2", Params(Scheme::kZbH1, 4, 4, 2));
+  add("ZeroBubbleH1D2N4Sgd", Params(Scheme::kZbH1, 2, 4, 1),
+      OptimizerKind::kSgd);
+  add("ZeroBubbleVD2N4", Params(Scheme::kZbV, 2, 4, 1), OptimizerKind::kAdamW,
+      DataFormat::kText);
+  add("ZeroBubbleVD2N3W2Recompute", Params(Scheme::kZbV, 2, 3, 2),
+      OptimizerKind::kSgd)
+      ->recompute = true;
+  add("ChimeraZbD4N8", Params(Scheme::kChimeraZb, 4, 8, 1));
+  add("ChimeraZbD4N4W2", Params(Scheme::kChimeraZb, 4, 4, 2),
+      OptimizerKind::kSgd);
+  add("ChimeraZbD2N4W2Recompute", Params(Scheme::kChimeraZb, 2, 4, 2))
+      ->recompute = true;
   // Split backwards of the fused schedules, every weight gradient deferred.
   const auto add_split = [&](std::string name, ScheduleParams params,
                              OptimizerKind optimizer = OptimizerKind::kAdamW) {

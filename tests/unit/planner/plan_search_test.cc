@@ -2,6 +2,8 @@
 #include "planner/plan_search.h"
 
 #include <set>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -12,6 +14,7 @@
 namespace chimera::planner {
 namespace {
 
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::LargeJob;
@@ -156,17 +159,27 @@ TEST(PlanSearchTest, RespectsWhatTheJobFixes) {
   }
 }
 
-// zb-h1 is planned when a job names it, and left out of open searches until
-// its costs come from measured split backwards.
-TEST(PlanSearchTest, ZbH1IsPlannedOnlyForAJobThatNamesIt) {
+// The split-backward schemes are planned when a job names one, and left out
+// of open searches until their costs come from measured split backwards.
+TEST(PlanSearchTest, SplitBackwardSchemesArePlannedOnlyForAJobThatNamesOne) {
   auto job = LargeJob(8, 64, 8);
+  const std::vector<std::string> split = {"zb-h1", "zbv", "chimera-zb"};
   for (const Evaluation& e : MustSearch(job, TestCluster(2, 4), 1000).ranked) {
-    EXPECT_NE(e.plan.scheme(), "zb-h1");
+    EXPECT_THAT(split, Not(Contains(e.plan.scheme())));
   }
-  job.mutable_spec()->mutable_parallelism()->set_schedule("zb-h1");
-  SearchResult named = MustSearch(job, TestCluster(2, 4));
-  ASSERT_FALSE(named.ranked.empty());
-  for (const Evaluation& e : named.ranked) EXPECT_EQ(e.plan.scheme(), "zb-h1");
+  for (const std::string& scheme : split) {
+    job.mutable_spec()->mutable_parallelism()->set_schedule(scheme);
+    SearchResult named = MustSearch(job, TestCluster(2, 4));
+    ASSERT_FALSE(named.ranked.empty()) << scheme;
+    for (const Evaluation& e : named.ranked) {
+      EXPECT_EQ(e.plan.scheme(), scheme);
+      EXPECT_TRUE(e.fits);
+      // zbv cuts the model into 2D stages, two per worker.
+      EXPECT_EQ(e.plan.partition_size(),
+                (scheme == "zbv" ? 2 : 1) * e.plan.depth())
+          << scheme;
+    }
+  }
 }
 
 TEST(PlanSearchTest, FixedKnobsOutsideTheDefaultChoicesAreSearched) {

@@ -337,7 +337,7 @@ void CheckParallelism(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
   errors->Append(
       schedule::ScheduleParamsFromSpec(parallelism, spec.training(), &fixed));
   const int num_layers = spec.model().num_layers();
-  const int chunks = fixed.params.chunks;
+  const int chunks = schedule::ChunksPerWorker(fixed.params);
   // In 64 bits: both factors are the spec's, of any size.
   const int64_t stages = int64_t{fixed.params.depth} * chunks;
   if (fixed.Gives(schedule::ScheduleParam::kDepth) && num_layers > 0 &&

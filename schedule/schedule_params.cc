@@ -320,9 +320,13 @@ std::string SplitBackwardSchemeNames() {
   return absl::StrJoin(names, ", ");
 }
 
+int ChunksPerWorker(const ScheduleParams& params) {
+  if (IsLooping(params.scheme)) return params.chunks;
+  return params.scheme == Scheme::kZbV ? 2 : 1;
+}
+
 int ModelStageCount(const ScheduleParams& params) {
-  if (IsLooping(params.scheme)) return params.depth * params.chunks;
-  return params.scheme == Scheme::kZbV ? 2 * params.depth : params.depth;
+  return params.depth * ChunksPerWorker(params);
 }
 
 int WorkerCount(const ScheduleParams& params) {

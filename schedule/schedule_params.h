@@ -229,8 +229,10 @@ bool IsLooping(Scheme scheme);
 bool SplitsBackward(Scheme scheme);
 std::string SplitBackwardSchemeNames();
 
-// The model stages a schedule partitions the model into: D, D x v for the
-// looping schemes, 2D for zbv's V.
+// The model stages each worker holds a slice of: v for the looping schemes,
+// 2 for zbv's V, 1 for the others (Chimera's replicas are copies of one).
+int ChunksPerWorker(const ScheduleParams& params);
+// The model stages a schedule partitions the model into: D x that.
 int ModelStageCount(const ScheduleParams& params);
 
 // Number of worker ranks a schedule occupies: W x D.

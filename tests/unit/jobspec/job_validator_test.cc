@@ -438,6 +438,15 @@ TEST_F(JobValidatorTest, LoopingStagesTimesChunksMustFitTheLayers) {
   EXPECT_THAT(errors.errors()[0].message, HasSubstr("4 x 3 chunks = 12"));
 }
 
+// zbv's V cuts the model into two stages per worker.
+TEST_F(JobValidatorTest, ZbVsTwoStagesPerWorkerMustFitTheLayers) {
+  std::string yaml = JobWith("schedule: chimera", "schedule: zbv");
+  yaml = absl::StrReplaceAll(yaml, {{"numLayers: 8", "numLayers: 6"}});
+  FieldErrors errors = Validate(yaml);
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.parallelism.pipeline"));
+  EXPECT_THAT(errors.errors()[0].message, HasSubstr("4 x 2 chunks = 8"));
+}
+
 TEST_F(JobValidatorTest, MixPipeKMustBeEven) {
   std::string yaml = JobWith("schedule: chimera", "schedule: mixpipe");
   yaml = absl::StrReplaceAll(yaml, {{"microBatches: 4", "microBatches: 4\n    mixpipeK: 3"}});

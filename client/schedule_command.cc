@@ -178,6 +178,21 @@ absl::StatusOr<std::pair<double, double>> HalfCosts(
   return std::pair(options.backward_input_cost, options.backward_weight_cost);
 }
 
+// --backward-cost, or else the halves' costs where either is given (a half
+// not given costs a forward, half the default backward), so that a schedule
+// running whole and split backwards (dualpipev) times both alike; else
+// twice the forward.
+double WholeBackwardCost(const ScheduleCommandOptions& options) {
+  if (options.backward_cost >= 0) return options.backward_cost;
+  if (options.backward_input_cost < 0 && options.backward_weight_cost < 0) {
+    return 2 * options.forward_cost;
+  }
+  const auto half = [&options](double cost) {
+    return cost < 0 ? options.forward_cost : cost;
+  };
+  return half(options.backward_input_cost) + half(options.backward_weight_cost);
+}
+
 // The flags that describe a schedule by hand, which -f takes from the job.
 std::vector<std::string> HandScheduleFlags() {
   std::vector<std::string> flags = {
@@ -229,8 +244,7 @@ absl::StatusOr<std::string> RunScheduleCommand(
     return absl::InvalidArgumentError(
         absl::StrCat("--forward-cost: ", options.forward_cost, " must be > 0"));
   }
-  const double backward = options.backward_cost < 0 ? 2 * options.forward_cost
-                                                    : options.backward_cost;
+  const double backward = WholeBackwardCost(options);
   if (!(backward > 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--backward-cost: ", backward, " must be > 0"));
@@ -307,7 +321,8 @@ void AddScheduleCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option(
       "--backward-cost", options->backward_cost,
-      "Backward time per stage and micro-batch (default 2x forward)");
+      "Backward time per stage and micro-batch (default: the split "
+      "costs' sum where given, else 2x forward)");
   const std::string split = schedule::SplitBackwardSchemeNames();
   cmd->add_option("--backward-input-cost", options->backward_input_cost,
                   absl::StrCat("Split backwards (", split,

@@ -29,6 +29,7 @@ constexpr Scheme kAllSchemes[] = {Scheme::kGpipe,   Scheme::kOneFOneB,
 // them against the others until their costs come from measured split
 // backwards.
 constexpr Scheme kNamedOnlySchemes[] = {Scheme::kZbH1, Scheme::kZbV,
+                                        Scheme::kDualPipeV,
                                         Scheme::kChimeraZb};
 // A difference below this share is not worth naming in the explanation.
 constexpr double kNotableDifference = 0.01;

@@ -35,6 +35,8 @@ absl::StatusOr<Schedule> GenerateSchedule(const ScheduleParams& params) {
       return GenerateZeroBubbleH1(params);
     case Scheme::kZbV:
       return GenerateZeroBubbleV(params);
+    case Scheme::kDualPipeV:
+      return GenerateDualPipeV(params);
     case Scheme::kChimeraZb:
       return GenerateChimeraZeroBubble(params);
   }

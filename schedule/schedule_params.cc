@@ -15,7 +15,7 @@ namespace {
 template <typename Enum, size_t kSize>
 using NameTable = std::array<std::pair<Enum, absl::string_view>, kSize>;
 
-constexpr NameTable<Scheme, 10> kSchemeNames = {{
+constexpr NameTable<Scheme, 11> kSchemeNames = {{
     {Scheme::kGpipe, "gpipe"},
     {Scheme::kOneFOneB, "1f1b"},
     {Scheme::kGems, "gems"},
@@ -25,6 +25,7 @@ constexpr NameTable<Scheme, 10> kSchemeNames = {{
     {Scheme::kBreadthFirst, "breadth-first"},
     {Scheme::kZbH1, "zb-h1"},
     {Scheme::kZbV, "zbv"},
+    {Scheme::kDualPipeV, "dualpipev"},
     {Scheme::kChimeraZb, "chimera-zb"},
 }};
 constexpr NameTable<Concat, 3> kConcatNames = {{
@@ -287,6 +288,14 @@ std::vector<ScheduleParamError> ValidateScheduleParams(
   }
   if (params.scheme == Scheme::kMixPipe) AddMixPipeErrors(params, errors);
   if (IsLooping(params.scheme)) AddLoopingErrors(params, errors);
+  // DualPipeV's steady phase runs N - 2D + r + 1 rounds on position r.
+  if (params.scheme == Scheme::kDualPipeV && params.micro_batches < 2 * d) {
+    errors.push_back(
+        {ScheduleParam::kMicroBatches,
+         absl::StrCat(params.micro_batches, " must be at least 2D = ", 2 * d,
+                      " for dualpipev (its order needs 2 micro-batches per "
+                      "worker in flight before the steady phase)")});
+  }
   return errors;
 }
 
@@ -308,7 +317,7 @@ bool IsLooping(Scheme scheme) {
 }
 
 bool SplitsBackward(Scheme scheme) {
-  return scheme == Scheme::kZbH1 || scheme == Scheme::kZbV ||
+  return scheme == Scheme::kZbH1 || IsVShaped(scheme) ||
          scheme == Scheme::kChimeraZb;
 }
 
@@ -322,11 +331,15 @@ std::string SplitBackwardSchemeNames() {
 
 int ChunksPerWorker(const ScheduleParams& params) {
   if (IsLooping(params.scheme)) return params.chunks;
-  return params.scheme == Scheme::kZbV ? 2 : 1;
+  return IsVShaped(params.scheme) ? 2 : 1;
 }
 
 int ModelStageCount(const ScheduleParams& params) {
   return params.depth * ChunksPerWorker(params);
+}
+
+bool IsVShaped(Scheme scheme) {
+  return scheme == Scheme::kZbV || scheme == Scheme::kDualPipeV;
 }
 
 int WorkerCount(const ScheduleParams& params) {

@@ -35,6 +35,7 @@ enum class Scheme {
   kBreadthFirst,
   kZbH1,
   kZbV,
+  kDualPipeV,
   kChimeraZb,
 };
 
@@ -224,16 +225,19 @@ bool IsBidirectional(Scheme scheme);
 // Looping placements with v model chunks per worker: interleaved and
 // breadth-first.
 bool IsLooping(Scheme scheme);
-// Schemes whose backwards are split into BACKWARD_INPUT and BACKWARD_WEIGHT:
-// zb-h1, zbv, chimera-zb; and their names, comma-separated.
+// Schemes whose backwards are split into BACKWARD_INPUT and BACKWARD_WEIGHT
+// (dualpipev: some of them); and their names, comma-separated.
 bool SplitsBackward(Scheme scheme);
 std::string SplitBackwardSchemeNames();
 
 // The model stages each worker holds a slice of: v for the looping schemes,
-// 2 for zbv's V, 1 for the others (Chimera's replicas are copies of one).
+// 2 for the V's (zbv, dualpipev), 1 for the others (Chimera's replicas are copies of one).
 int ChunksPerWorker(const ScheduleParams& params);
 // The model stages a schedule partitions the model into: D x that.
 int ModelStageCount(const ScheduleParams& params);
+// zbv and dualpipev: 2D model stages in a V, stages 0..D-1 down positions
+// 0..D-1 and stages D..2D-1 back up from D-1 to 0.
+bool IsVShaped(Scheme scheme);
 
 // Number of worker ranks a schedule occupies: W x D.
 int WorkerCount(const ScheduleParams& params);

@@ -1,6 +1,7 @@
 #include "schedule/zero_bubble_generators.h"
 
 #include <algorithm>
+#include <deque>
 #include <vector>
 
 #include "common/status_macros.h"
@@ -19,7 +20,7 @@ ComputeOp Op(OpKind kind, StageRef ref, int mb, bool recompute) {
   op.op = kind;
   op.ref = ref;
   op.micro_batches = {mb};
-  op.recompute = recompute && kind == OpKind::kBackwardInput;
+  op.recompute = recompute && ComputesInputGradient(kind);
   return op;
 }
 
@@ -74,53 +75,78 @@ VShape MakeVShape(const ScheduleParams& params) {
   return v;
 }
 
-// Appends one position's ops chunk by chunk, each kind of op of a chunk
-// taking the next micro-batch in turn. Ops of micro-batches beyond the
-// schedule's are counted but left out: an order written for more
-// micro-batches stays executable for fewer, since it only loses ops whose
-// dependencies it also loses.
+// Appends one position's ops on its two chunks, each kind of op of a chunk
+// taking the chunk's next micro-batch in turn. An input half leaves its W
+// waiting; W(c) runs the oldest waiting W of chunk c, OldestW() the oldest
+// of either. Ops of micro-batches beyond the schedule's are counted but left
+// out: an order written for more micro-batches stays executable for fewer,
+// since it only loses ops whose dependencies it also loses.
 class ChunkOrder {
  public:
   ChunkOrder(StageRef down, StageRef up, int micro_batches, bool recompute)
       : refs_{down, up}, micro_batches_(micro_batches), recompute_(recompute) {}
 
-  void F(int chunk) { Add(OpKind::kForward, chunk, forwards_[chunk]); }
-  void B(int chunk) { Add(OpKind::kBackwardInput, chunk, inputs_[chunk]); }
-  void W(int chunk) { Add(OpKind::kBackwardWeight, chunk, weights_[chunk]); }
+  void F(int chunk) { Add(OpKind::kForward, chunk, forwards_[chunk]++); }
+  void B(int chunk) { Add(OpKind::kBackward, chunk, backwards_[chunk]++); }
+  void I(int chunk) {
+    waiting_.push_back({chunk, backwards_[chunk]});
+    Add(OpKind::kBackwardInput, chunk, backwards_[chunk]++);
+  }
+  void W(int chunk) {
+    auto it = std::find_if(waiting_.begin(), waiting_.end(),
+                           [chunk](const Waiting& w) { return w.chunk == chunk; });
+    if (it == waiting_.end()) return;
+    Add(OpKind::kBackwardWeight, chunk, it->micro_batch);
+    waiting_.erase(it);
+  }
+  void OldestW() {
+    if (!waiting_.empty()) W(waiting_.front().chunk);
+  }
 
   int forwards(int chunk) const { return forwards_[chunk]; }
-  int inputs(int chunk) const { return inputs_[chunk]; }
-  int weights(int chunk) const { return weights_[chunk]; }
+  bool HasWaiting(int chunk) const {
+    return std::any_of(waiting_.begin(), waiting_.end(),
+                       [chunk](const Waiting& w) { return w.chunk == chunk; });
+  }
   std::vector<ComputeOp> Take() { return std::move(ops_); }
 
  private:
-  void Add(OpKind kind, int chunk, int& count) {
-    if (count < micro_batches_) {
-      ops_.push_back(Op(kind, refs_[chunk], count, recompute_));
+  struct Waiting {
+    int chunk;
+    int micro_batch;
+  };
+
+  void Add(OpKind kind, int chunk, int micro_batch) {
+    if (micro_batch < micro_batches_) {
+      ops_.push_back(Op(kind, refs_[chunk], micro_batch, recompute_));
     }
-    ++count;
   }
 
   const StageRef refs_[2];
   const int micro_batches_;
   const bool recompute_;
   int forwards_[2] = {0, 0};
-  int inputs_[2] = {0, 0};
-  int weights_[2] = {0, 0};
+  int backwards_[2] = {0, 0};
+  std::deque<Waiting> waiting_;
   std::vector<ComputeOp> ops_;
 };
+
+ChunkOrder VChunks(const ScheduleParams& params, int r) {
+  return ChunkOrder({0, r}, {1, params.depth - 1 - r}, params.micro_batches,
+                    params.recompute);
+}
 
 // Position r of ZB-V, written for n >= 2D - 1 micro-batches (fewer drop
 // out, see ChunkOrder): 2(D-r)-1 forwards of chunk 0 fill the V's descent;
 // r pairs of forwards (chunk 1, chunk 0) follow as chunk 1's first
-// activations climb back; D-r rounds of chunk 1's F, B, W start its
-// backwards; then each round runs chunk 0's B and W (after its next F while
-// any are left) and chunk 1's F, B, W; the drain runs r pairs of B's with
-// their W's deferred, D-r rounds of chunk 0's B and W, and the W's left.
+// activations climb back; D-r rounds of chunk 1's F, I, W start its
+// backwards; then each round runs chunk 0's I and W (after its next F while
+// any are left) and chunk 1's F, I, W; the drain runs r pairs of I's with
+// their W's waiting, D-r rounds of chunk 0's I and W, and the W's left.
 std::vector<ComputeOp> ZeroBubbleVOrder(const ScheduleParams& params, int r) {
   const int d = params.depth;
   const int n = std::max(2 * d - 1, params.micro_batches);
-  ChunkOrder o({0, r}, {1, d - 1 - r}, params.micro_batches, params.recompute);
+  ChunkOrder o = VChunks(params, r);
   for (int k = 0; k < 2 * (d - r) - 1; ++k) o.F(0);
   for (int k = 0; k < r; ++k) {
     o.F(1);
@@ -128,28 +154,92 @@ std::vector<ComputeOp> ZeroBubbleVOrder(const ScheduleParams& params, int r) {
   }
   for (int k = 0; k < d - r; ++k) {
     o.F(1);
-    o.B(1);
+    o.I(1);
     o.W(1);
   }
   while (o.forwards(1) < o.forwards(0) || o.forwards(0) < n) {
     if (o.forwards(0) < n) o.F(0);
-    o.B(0);
+    o.I(0);
     o.W(0);
     o.F(1);
-    o.B(1);
+    o.I(1);
     o.W(1);
   }
   for (int k = 0; k < r; ++k) {
-    o.B(0);
-    o.B(1);
+    o.I(0);
+    o.I(1);
   }
   for (int k = 0; k < d - r; ++k) {
-    o.B(0);
+    o.I(0);
     o.W(0);
   }
-  while (o.weights(1) < o.inputs(1)) o.W(1);
-  while (o.weights(0) < o.inputs(0)) o.W(0);
+  while (o.HasWaiting(1)) o.W(1);
+  while (o.HasWaiting(0)) o.W(0);
   return o.Take();
+}
+
+// Position r of DualPipeV (DeepSeek's DualPipe repository, dualpipev.py), in
+// its eight steps. Its overlapped forward-and-backward pairs (F0&B1) run
+// here one after the other, forward first. Whole backwards (B) run where
+// DualPipeV runs them without its zero-bubble split.
+std::vector<ComputeOp> DualPipeVOrder(const ScheduleParams& params, int r) {
+  const int d = params.depth;
+  const int n = params.micro_batches;
+  ChunkOrder o = VChunks(params, r);
+  // 1-2: chunk 0's descent, then r+1 forward pairs.
+  for (int k = 0; k < 2 * (d - r - 1); ++k) o.F(0);
+  for (int k = 0; k < r + 1; ++k) {
+    o.F(0);
+    o.F(1);
+  }
+  // 3: chunk 1's first backwards, split, each W at once.
+  for (int k = 0; k < d - r - 1; ++k) {
+    o.I(1);
+    o.OldestW();
+    o.F(1);
+  }
+  // 4: the steady pairs F0&B1, F1&B0.
+  for (int k = 0; k < n - 2 * d + r + 1; ++k) {
+    o.F(0);
+    o.B(1);
+    o.F(1);
+    o.B(0);
+  }
+  // 5: chunk 1's forwards run out.
+  for (int k = 0; k < d - r - 1; ++k) {
+    o.B(1);
+    o.F(1);
+    o.B(0);
+  }
+  // 6: the backward pairs, split from the middle one on (before its chunk-1
+  // backward on odd positions, after it on even ones).
+  const int pairs = r + 1;
+  bool split = false;
+  for (int k = 0; k < pairs; ++k) {
+    if (k == pairs / 2 && r % 2 == 1) split = true;
+    split ? o.I(1) : o.B(1);
+    if (k == pairs / 2 && r % 2 == 0) split = true;
+    split ? o.I(0) : o.B(0);
+  }
+  // 7-8: the waiting W's fill the drain.
+  for (int k = 0; k < d - r - 1; ++k) {
+    o.OldestW();
+    o.I(0);
+  }
+  for (int k = 0; k < r + 1; ++k) o.OldestW();
+  return o.Take();
+}
+
+// Times the per-position `order` on the V and builds its programs.
+absl::StatusOr<Schedule> BuildV(
+    const ScheduleParams& params,
+    std::vector<ComputeOp> (*order_of)(const ScheduleParams&, int)) {
+  const VShape v = MakeVShape(params);
+  std::vector<std::vector<ComputeOp>> order(params.depth);
+  for (int r = 0; r < params.depth; ++r) order[r] = order_of(params, r);
+  ASSIGN_OR_RETURN(order, TimeFixedOrder(v.topology, v.placement,
+                                         params.backward_slots, order));
+  return BuildPrograms(v.topology, v.placement, order, params.sync);
 }
 
 }  // namespace
@@ -176,12 +266,11 @@ absl::StatusOr<Schedule> GenerateZeroBubbleH1(const ScheduleParams& params) {
 }
 
 absl::StatusOr<Schedule> GenerateZeroBubbleV(const ScheduleParams& params) {
-  const VShape v = MakeVShape(params);
-  std::vector<std::vector<ComputeOp>> order(params.depth);
-  for (int r = 0; r < params.depth; ++r) order[r] = ZeroBubbleVOrder(params, r);
-  ASSIGN_OR_RETURN(order, TimeFixedOrder(v.topology, v.placement,
-                                         params.backward_slots, order));
-  return BuildPrograms(v.topology, v.placement, order, params.sync);
+  return BuildV(params, ZeroBubbleVOrder);
+}
+
+absl::StatusOr<Schedule> GenerateDualPipeV(const ScheduleParams& params) {
+  return BuildV(params, DualPipeVOrder);
 }
 
 // Chimera's forwards and B's keep their order and run first whenever they

@@ -27,6 +27,12 @@ absl::StatusOr<Schedule> GenerateZeroBubbleH1(const ScheduleParams& params);
 // chunk is half a stage.
 absl::StatusOr<Schedule> GenerateZeroBubbleV(const ScheduleParams& params);
 
+// DualPipeV (DeepSeek's DualPipe repository, "cut-in-half" DualPipe) on
+// ZB-V's V, in its eight steps, with N >= 2D. Its overlapped
+// forward-backward pairs run one after the other here, and some of its
+// backwards are whole BACKWARDs. Bubble: docs/schedules.md.
+absl::StatusOr<Schedule> GenerateDualPipeV(const ScheduleParams& params);
+
 // chimera-zb: Chimera's bidirectional pipelines (direct concatenation) with
 // every backward split, its B's where Chimera runs its backwards and its
 // W's deferred into the bubbles, holding at most D micro-batches a worker.

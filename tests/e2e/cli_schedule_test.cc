@@ -129,7 +129,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values("gpipe", "1f1b", "gems", "chimera",
                                          "mixpipe", "interleaved",
                                          "breadth-first", "zb-h1", "zbv",
-                                         "chimera-zb"),
+                                         "dualpipev", "chimera-zb"),
                        ::testing::Values("text", "json", "svg", "csv")),
     [](const auto& info) {
       return TestName(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
@@ -160,7 +160,7 @@ INSTANTIATE_TEST_SUITE_P(AllSchemes, CliScheduleCsvTest,
                          ::testing::Values("gpipe", "1f1b", "gems", "chimera",
                                            "mixpipe", "interleaved",
                                            "breadth-first", "zb-h1", "zbv",
-                                           "chimera-zb"),
+                                           "dualpipev", "chimera-zb"),
                          [](const auto& info) { return TestName(info.param); });
 
 TEST(CliScheduleTest, OutWritesTheFileAndNothingToStdout) {
@@ -193,7 +193,7 @@ TEST(CliScheduleTest, SplitCostsForAFusedScheduleAreAUsageErrorNamingTheFlag) {
                               "--micro-batches", "4", "--backward-input-cost",
                               "1"});
   ExpectOneLineUsageError(r, "--backward-input-cost");
-  EXPECT_THAT(r.err, HasSubstr("zb-h1, zbv, chimera-zb"));
+  EXPECT_THAT(r.err, HasSubstr("zb-h1, zbv, dualpipev, chimera-zb"));
 }
 
 TEST(CliScheduleTest, OddChimeraDepthIsAUsageErrorNamingDepth) {

@@ -293,6 +293,9 @@ std::vector<Case> Cases() {
   add("ZeroBubbleVD2N3W2Recompute", Params(Scheme::kZbV, 2, 3, 2),
       OptimizerKind::kSgd)
       ->recompute = true;
+  add("DualPipeVD2N4", Params(Scheme::kDualPipeV, 2, 4, 1));
+  add("DualPipeVD2N5W2Recompute", Params(Scheme::kDualPipeV, 2, 5, 2))
+      ->recompute = true;
   add("ChimeraZbD4N8", Params(Scheme::kChimeraZb, 4, 8, 1));
   add("ChimeraZbD4N4W2", Params(Scheme::kChimeraZb, 4, 4, 2),
       OptimizerKind::kSgd);

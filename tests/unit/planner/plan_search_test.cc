@@ -163,7 +163,8 @@ TEST(PlanSearchTest, RespectsWhatTheJobFixes) {
 // of open searches until their costs come from measured split backwards.
 TEST(PlanSearchTest, SplitBackwardSchemesArePlannedOnlyForAJobThatNamesOne) {
   auto job = LargeJob(8, 64, 8);
-  const std::vector<std::string> split = {"zb-h1", "zbv", "chimera-zb"};
+  const std::vector<std::string> split = {"zb-h1", "zbv", "dualpipev",
+                                          "chimera-zb"};
   for (const Evaluation& e : MustSearch(job, TestCluster(2, 4), 1000).ranked) {
     EXPECT_THAT(split, Not(Contains(e.plan.scheme())));
   }
@@ -174,9 +175,9 @@ TEST(PlanSearchTest, SplitBackwardSchemesArePlannedOnlyForAJobThatNamesOne) {
     for (const Evaluation& e : named.ranked) {
       EXPECT_EQ(e.plan.scheme(), scheme);
       EXPECT_TRUE(e.fits);
-      // zbv cuts the model into 2D stages, two per worker.
-      EXPECT_EQ(e.plan.partition_size(),
-                (scheme == "zbv" ? 2 : 1) * e.plan.depth())
+      // The V's cut the model into 2D stages, two per worker.
+      const bool v = scheme == "zbv" || scheme == "dualpipev";
+      EXPECT_EQ(e.plan.partition_size(), (v ? 2 : 1) * e.plan.depth())
           << scheme;
     }
   }

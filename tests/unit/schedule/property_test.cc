@@ -57,6 +57,9 @@ ScheduleParams RandomParams(Scheme scheme, std::mt19937& rng) {
     case Scheme::kBreadthFirst:
       p.chunks = uniform(1, 4);
       break;
+    case Scheme::kDualPipeV:
+      p.micro_batches = 2 * p.depth + uniform(0, 6);
+      break;
     default:
       break;
   }
@@ -170,7 +173,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Scheme::kGpipe, Scheme::kOneFOneB, Scheme::kGems,
                       Scheme::kChimera, Scheme::kMixPipe, Scheme::kInterleaved,
                       Scheme::kBreadthFirst, Scheme::kZbH1, Scheme::kZbV,
-                      Scheme::kChimeraZb),
+                      Scheme::kDualPipeV, Scheme::kChimeraZb),
     [](const ::testing::TestParamInfo<Scheme>& info) {
       std::string name = SchemeName(info.param);
       name.erase(std::remove(name.begin(), name.end(), '-'), name.end());

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/schedule/test_util.h"
 
@@ -104,6 +105,31 @@ TEST_P(ZeroBubbleTest, ZbVHoldsOneFOneBsPeakInHalfStages) {
   const SimulationResult r =
       SimulateUnitHalves(MustGenerate(Params(Scheme::kZbV, p(), m())));
   EXPECT_EQ(PeakActivations(r), 2 * p());
+}
+
+// DualPipeV, its overlapped F&B pairs run as F then B, reaches the V's
+// bound too: every worker idles p - 1 of a step of 6m + p - 1, holding 2p + 1
+// chunk micro-batches at most, the "PP + 1" of its README (PP = 2p stages).
+// It needs m >= 2p, so the published m = p is refused (see the next test).
+TEST_P(ZeroBubbleTest, DualPipeVIdlesOnlyItsDescentWithOneMoreMicroBatchThanZbV) {
+  if (m() < 2 * p()) {
+    EXPECT_FALSE(GenerateSchedule(Params(Scheme::kDualPipeV, p(), m())).ok());
+    return;
+  }
+  const SimulationResult r =
+      SimulateUnitHalves(MustGenerate(Params(Scheme::kDualPipeV, p(), m())));
+  EXPECT_NEAR(r.makespan, 6 * m() + p() - 1, 1e-9);
+  for (const WorkerResult& w : r.workers) {
+    EXPECT_NEAR(w.idle, p() - 1, 1e-9) << "rank " << w.rank;
+  }
+  EXPECT_EQ(PeakActivations(r), 2 * p() + 1);
+}
+
+TEST(DualPipeVParamsTest, FewerThanTwoDMicroBatchesAreRefusedNamingTheMinimum) {
+  absl::StatusOr<Schedule> s = GenerateSchedule(Params(Scheme::kDualPipeV, 4, 7));
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.status().message()),
+              ::testing::HasSubstr("micro-batches: 7 must be at least 2D = 8"));
 }
 
 // Chimera with the split idles only the p/2 - 1 slots before the middle

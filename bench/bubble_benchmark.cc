@@ -12,7 +12,7 @@
 // two-rank allreduce at two sizes, fitted to α + β·bytes), with each
 // micro-batch's activation bytes and each model stage's gradient bytes.
 //
-//   bubble_benchmark [--depth 4] [--steps 5] [--warmup 1]
+//   bubble_benchmark [--depth 4] [--steps 5] [--warmup 1]   (N = D, dualpipev 2D)
 //
 // A benchmark: it prints markdown tables (docs/runtime-measurements.md) and
 // never passes or fails on time; it exits 1 only when a run fails.
@@ -214,34 +214,48 @@ schedule::CostModel WithLinks(schedule::CostModel costs,
 std::vector<std::pair<std::string, schedule::ScheduleParams>> Schemes(
     int depth) {
   std::vector<std::pair<std::string, schedule::ScheduleParams>> schemes;
-  const auto add = [&](Scheme scheme, int chunks) {
+  const auto add = [&](Scheme scheme, int chunks, int micro_batches) {
     schedule::ScheduleParams params;
     params.scheme = scheme;
     params.depth = depth;
-    params.micro_batches = depth;
+    params.micro_batches = micro_batches;
     params.chunks = chunks;
     std::string name = schedule::SchemeName(scheme);
     if (chunks > 1) absl::StrAppend(&name, " (", chunks, " chunks)");
     schemes.emplace_back(std::move(name), params);
   };
-  add(Scheme::kGpipe, 1);
-  add(Scheme::kOneFOneB, 1);
-  add(Scheme::kGems, 1);
-  add(Scheme::kChimera, 1);
-  add(Scheme::kMixPipe, 1);
-  add(Scheme::kInterleaved, 2);
-  add(Scheme::kBreadthFirst, 2);
+  add(Scheme::kGpipe, 1, depth);
+  add(Scheme::kOneFOneB, 1, depth);
+  add(Scheme::kGems, 1, depth);
+  add(Scheme::kChimera, 1, depth);
+  add(Scheme::kMixPipe, 1, depth);
+  add(Scheme::kInterleaved, 2, depth);
+  add(Scheme::kBreadthFirst, 2, depth);
+  add(Scheme::kZbH1, 1, depth);
+  add(Scheme::kZbV, 1, depth);
+  // DualPipeV needs N >= 2D.
+  add(Scheme::kDualPipeV, 1, 2 * depth);
+  add(Scheme::kChimeraZb, 1, depth);
   return schemes;
 }
 
+// Seconds of one kind of op on one model stage, summed over micro-batches.
+struct OpTotal {
+  double seconds = 0;
+  int micro_batches = 0;
+  double Mean() const { return seconds / micro_batches; }
+};
+
 // Mean measured FORWARD / BACKWARD seconds per whole micro-batch of every
-// model stage, and of OPTIMIZER_STEP, over the steps after the warm-up.
+// model stage (a split backward's halves each on their own, the whole
+// backward their sum where the schedule runs none), and of OPTIMIZER_STEP,
+// over the steps after the warm-up.
 schedule::CostModel MeasuredCosts(const schedule::Schedule& schedule,
                                   const PipelineMeasurements& measured,
                                   int warmup) {
   const int stages = schedule.topology.NumModelStages();
-  std::vector<double> forward(stages), backward(stages);
-  std::vector<int> forwards(stages), backwards(stages);
+  std::vector<OpTotal> forward(stages), backward(stages), input(stages),
+      weight(stages);
   double optimizer = 0;
   int optimizer_steps = 0;
   for (size_t rank = 0; rank < measured.ranks.size(); ++rank) {
@@ -254,24 +268,47 @@ schedule::CostModel MeasuredCosts(const schedule::Schedule& schedule,
         const Instruction& inst = program[i];
         const int stage =
             schedule.topology.ModelStage({inst.chunk, inst.stage});
-        if (inst.op == OpKind::kForward) {
-          forward[stage] += seconds[i];
-          forwards[stage] += static_cast<int>(inst.micro_batches.size());
-        } else if (inst.op == OpKind::kBackward) {
-          // A part of a halved backward is 1/num_parts of a micro-batch.
-          backward[stage] += seconds[i] * inst.num_parts;
-          ++backwards[stage];
-        } else if (inst.op == OpKind::kOptimizerStep) {
-          optimizer += seconds[i];
-          ++optimizer_steps;
+        // A part of a halved backward is 1/num_parts of a micro-batch.
+        const double whole = seconds[i] * inst.num_parts;
+        switch (inst.op) {
+          case OpKind::kForward:
+            forward[stage].seconds += seconds[i];
+            forward[stage].micro_batches +=
+                static_cast<int>(inst.micro_batches.size());
+            break;
+          case OpKind::kBackward:
+            backward[stage].seconds += whole;
+            ++backward[stage].micro_batches;
+            break;
+          case OpKind::kBackwardInput:
+            input[stage].seconds += whole;
+            ++input[stage].micro_batches;
+            break;
+          case OpKind::kBackwardWeight:
+            weight[stage].seconds += whole;
+            ++weight[stage].micro_batches;
+            break;
+          case OpKind::kOptimizerStep:
+            optimizer += seconds[i];
+            ++optimizer_steps;
+            break;
+          default:
+            break;
         }
       }
     }
   }
   schedule::CostModel costs;
   for (int stage = 0; stage < stages; ++stage) {
-    costs.stage_forward.push_back(forward[stage] / forwards[stage]);
-    costs.stage_backward.push_back(backward[stage] / backwards[stage]);
+    const bool split = input[stage].micro_batches > 0;
+    costs.stage_forward.push_back(forward[stage].Mean());
+    costs.stage_backward.push_back(
+        backward[stage].micro_batches > 0
+            ? backward[stage].Mean()
+            : input[stage].Mean() + weight[stage].Mean());
+    // Negative: half the whole backward, for a stage that never splits.
+    costs.stage_backward_input.push_back(split ? input[stage].Mean() : -1);
+    costs.stage_backward_weight.push_back(split ? weight[stage].Mean() : -1);
   }
   costs.optimizer_step = optimizer_steps > 0 ? optimizer / optimizer_steps : 0;
   return costs;
@@ -307,10 +344,16 @@ absl::Status RunScheme(const std::string& name,
 
   std::printf("\n### %s, D = %d, N = %d\n\n", name.c_str(), params.depth,
               params.micro_batches);
-  std::printf("stage costs (ms, forward/backward per micro-batch):");
+  std::printf(
+      "stage costs (ms, forward/backward per micro-batch, the backward's "
+      "input/weight halves in brackets where split):");
   for (size_t s = 0; s < costs.stage_forward.size(); ++s) {
     std::printf(" %.1f/%.1f", 1e3 * costs.stage_forward[s],
                 1e3 * costs.stage_backward[s]);
+    if (costs.stage_backward_input[s] >= 0) {
+      std::printf(" (%.1f/%.1f)", 1e3 * costs.stage_backward_input[s],
+                  1e3 * costs.stage_backward_weight[s]);
+    }
   }
   std::printf("; optimizer step %.1f ms\n\n", 1e3 * costs.optimizer_step);
   std::printf(
@@ -353,7 +396,8 @@ int main(int argc, char** argv) {
   chimera::bench::RestartWithSingleThreadedPools(argv);
   chimera::worker::Flags flags;
   CLI::App app{"Measured vs simulated bubble ratios of every scheme"};
-  app.add_option("--depth", flags.depth, "Pipeline depth D (N = D)")
+  app.add_option("--depth", flags.depth,
+                 "Pipeline depth D (N = D; dualpipev N = 2D)")
       ->check(CLI::Range(2, 16));
   app.add_option("--steps", flags.steps, "Measured steps")
       ->check(CLI::Range(1, 1000));

@@ -21,6 +21,7 @@
 #include "planner/plan_evaluator.h"
 #include "planner/plan_search.h"
 #include "schedule/csv_io.h"
+#include "schedule/torch_csv.h"
 #include "schedule/generator.h"
 #include "schedule/json_report.h"
 #include "schedule/params_proto.h"
@@ -98,6 +99,7 @@ absl::StatusOr<chimera::v1::ParallelismSpec> GivenParallelism(
 
 std::string Title(const ScheduleCommandOptions& options) {
   if (!options.from_csv.empty()) return options.from_csv;
+  if (!options.from_torch_csv.empty()) return options.from_torch_csv;
   const ScheduleParams& p = options.params;
   std::string title = absl::StrCat(schedule::SchemeName(p.scheme),
                                    " D=", p.depth, " N=", p.micro_batches);
@@ -120,7 +122,8 @@ std::string Title(const ScheduleCommandOptions& options) {
 }
 
 absl::Status CheckOutput(const std::string& output) {
-  const std::vector<std::string> outputs = {"text", "json", "svg", "csv"};
+  const std::vector<std::string> outputs = {"text", "json", "svg", "csv",
+                                            "torch-csv"};
   if (std::find(outputs.begin(), outputs.end(), output) != outputs.end()) {
     return absl::OkStatus();
   }
@@ -138,6 +141,7 @@ absl::StatusOr<std::string> Render(const schedule::Schedule& schedule,
                                    const std::string& title,
                                    const std::string& scheme) {
   if (output == "csv") return schedule::WriteScheduleCsv(schedule);
+  if (output == "torch-csv") return schedule::WriteTorchScheduleCsv(schedule);
   ASSIGN_OR_RETURN(schedule::SimulationResult result,
                    schedule::Simulate(schedule, costs));
   if (output == "json") return schedule::JsonReport(schedule, result, scheme);
@@ -178,6 +182,27 @@ absl::StatusOr<std::pair<double, double>> HalfCosts(
   return std::pair(options.backward_input_cost, options.backward_weight_cost);
 }
 
+// The schedule of --from-csv or --from-torch-csv; errors name the file.
+absl::StatusOr<schedule::Schedule> LoadScheduleFile(
+    const ScheduleCommandOptions& options) {
+  const bool torch = !options.from_torch_csv.empty();
+  const std::string& file = torch ? options.from_torch_csv : options.from_csv;
+  absl::StatusOr<std::string> csv = ReadTextFile(file, kMaxScheduleCsvBytes);
+  if (!csv.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(torch ? "--from-torch-csv: " : "--from-csv: ",
+                     csv.status().message()));
+  }
+  absl::StatusOr<schedule::Schedule> loaded =
+      torch ? schedule::ReadTorchScheduleCsv(*csv)
+            : schedule::ReadScheduleCsv(*csv);
+  if (!loaded.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": ", loaded.status().message()));
+  }
+  return loaded;
+}
+
 // --backward-cost, or else the halves' costs where either is given (a half
 // not given costs a forward, half the default backward), so that a schedule
 // running whole and split backwards (dualpipev) times both alike; else
@@ -198,7 +223,8 @@ std::vector<std::string> HandScheduleFlags() {
   std::vector<std::string> flags = {
       "--scheme",    "--depth",        "--micro-batches", "--width",
       "--recompute", "--forward-cost", "--backward-cost",
-      "--backward-input-cost", "--backward-weight-cost", "--from-csv"};
+      "--backward-input-cost", "--backward-weight-cost", "--from-csv",
+      "--from-torch-csv"};
   for (const schedule::Knob& knob : schedule::kKnobs) {
     flags.push_back(FlagName(knob.param));
   }
@@ -251,20 +277,13 @@ absl::StatusOr<std::string> RunScheduleCommand(
   }
   RETURN_IF_ERROR(CheckOutput(options.output));
 
+  if (!options.from_csv.empty() && !options.from_torch_csv.empty()) {
+    return absl::InvalidArgumentError(
+        "--from-csv and --from-torch-csv: load one schedule");
+  }
   schedule::Schedule generated;
-  if (!options.from_csv.empty()) {
-    absl::StatusOr<std::string> csv =
-        ReadTextFile(options.from_csv, kMaxScheduleCsvBytes);
-    if (!csv.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--from-csv: ", csv.status().message()));
-    }
-    absl::StatusOr<schedule::Schedule> loaded = schedule::ReadScheduleCsv(*csv);
-    if (!loaded.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(options.from_csv, ": ", loaded.status().message()));
-    }
-    generated = *std::move(loaded);
+  if (!options.from_csv.empty() || !options.from_torch_csv.empty()) {
+    ASSIGN_OR_RETURN(generated, LoadScheduleFile(options));
   } else {
     ScheduleParams params = options.params;
     // Order ops for the given cost ratio (the simulator times them).
@@ -291,7 +310,7 @@ absl::StatusOr<std::string> RunScheduleCommand(
   costs.backward_weight = halves.second;
   return Render(generated, costs, "time units", options.output,
                 Title(options),
-                options.from_csv.empty()
+                options.from_csv.empty() && options.from_torch_csv.empty()
                     ? schedule::SchemeName(options.params.scheme)
                     : "");
 }
@@ -332,11 +351,18 @@ void AddScheduleCommand(CLI::App& app) {
                   absl::StrCat("Split backwards (", split,
                                "): time of a backward's weight half, "
                                "BACKWARD_WEIGHT (default half the backward)"));
-  cmd->add_option("-o,--output", options->output, "text, json, svg or csv")
+  cmd->add_option("-o,--output", options->output,
+                  "text, json, svg, csv (ours, which --from-csv reads) or "
+                  "torch-csv (torch.distributed.pipelining's actions, which "
+                  "--from-torch-csv reads)")
       ->capture_default_str();
   cmd->add_option("--out", raw->out, "Write to this file instead of stdout");
   cmd->add_option("--from-csv", options->from_csv,
                   "Load, validate and simulate a hand-written CSV schedule");
+  cmd->add_option("--from-torch-csv", options->from_torch_csv,
+                  "Load, validate and simulate a schedule in "
+                  "torch.distributed.pipelining's CSV (a row of actions such "
+                  "as 0F0,0I0,0W0 per rank, as TorchTitan reads)");
   cmd->add_option("-f,--file", raw->job_file,
                   "Draw this job's own schedule: the plan `chimera plan` "
                   "ranks first for it on --cluster, with the costs its "
@@ -377,7 +403,7 @@ void AddScheduleCommand(CLI::App& app) {
       if (!raw->cluster_file.empty() || !raw->profile_file.empty()) {
         fail("--cluster and --profile plan a job: name its file with -f");
       }
-      if (options->from_csv.empty()) {
+      if (options->from_csv.empty() && options->from_torch_csv.empty()) {
         chimera::v1::TrainingSpec training;
         training.set_recompute(options->params.recompute);
         absl::StatusOr<chimera::v1::ParallelismSpec> given =

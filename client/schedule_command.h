@@ -29,10 +29,12 @@ struct ScheduleCommandOptions {
   // half the backward each. Only for schedules with split backwards.
   double backward_input_cost = -1.0;
   double backward_weight_cost = -1.0;
-  // text, json, svg or csv.
+  // text, json, svg, csv or torch-csv.
   std::string output = "text";
-  // Load this CSV instead of generating.
+  // Load this CSV (ours, or torch.distributed.pipelining's) instead of
+  // generating; at most one of them.
   std::string from_csv;
+  std::string from_torch_csv;
 };
 
 // Runs the command and returns what it prints. InvalidArgument names the

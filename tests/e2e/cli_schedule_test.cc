@@ -163,6 +163,45 @@ INSTANTIATE_TEST_SUITE_P(AllSchemes, CliScheduleCsvTest,
                                            "dualpipev", "chimera-zb"),
                          [](const auto& info) { return TestName(info.param); });
 
+// torch.distributed.pipelining's CSV: written with -o torch-csv, read with
+// --from-torch-csv, to the same step.
+TEST(CliScheduleTest, TorchCsvRoundTripsWithTheSameMakespan) {
+  TempDir dir;
+  const std::string csv = dir.path() + "/zbv.csv";
+  const std::vector<std::string> zbv = {"--scheme", "zbv", "--depth", "4",
+                                        "--micro-batches", "8"};
+  std::vector<std::string> to_csv = zbv;
+  to_csv.insert(to_csv.end(), {"-o", "torch-csv", "--out", csv});
+  ProcessResult written = Schedule(to_csv);
+  ASSERT_EQ(written.exit_code, 0) << written.err;
+  absl::StatusOr<std::string> text = ReadTextFile(csv, kMaxOutputBytes);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, StartsWith("0F0,0F1,"));
+
+  std::vector<std::string> direct = zbv;
+  direct.insert(direct.end(), {"-o", "json"});
+  ProcessResult generated = Schedule(direct);
+  ProcessResult loaded = Schedule({"--from-torch-csv", csv, "-o", "json"});
+  ASSERT_EQ(generated.exit_code, 0) << generated.err;
+  ASSERT_EQ(loaded.exit_code, 0) << loaded.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(loaded.out).at("makespan").get<double>(),
+                   nlohmann::json::parse(generated.out).at("makespan").get<double>());
+}
+
+TEST(CliScheduleTest, MalformedTorchCsvIsAUsageErrorNamingRowAndColumn) {
+  TempDir dir;
+  const std::string csv = dir.WriteFile("bad.csv", "0F0,0B0\n1F0,1Q0\n");
+  ExpectOneLineUsageError(Schedule({"--from-torch-csv", csv}),
+                          "bad.csv: row 2, column 2: '1Q0' is not an action");
+}
+
+TEST(CliScheduleTest, ChimeraAsTorchCsvIsAUsageErrorSayingWhy) {
+  ExpectOneLineUsageError(
+      Schedule({"--scheme", "chimera", "--depth", "4", "--micro-batches", "4",
+                "-o", "torch-csv"}),
+      "replicas on two or more ranks");
+}
+
 TEST(CliScheduleTest, OutWritesTheFileAndNothingToStdout) {
   TempDir dir;
   const std::string svg = dir.path() + "/timeline.svg";

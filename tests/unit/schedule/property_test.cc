@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "schedule/csv_io.h"
 #include "schedule/program_proto.h"
+#include "schedule/torch_csv.h"
 #include "tests/unit/schedule/test_util.h"
 
 namespace chimera::schedule {
@@ -109,6 +110,38 @@ TEST_P(RandomScheduleTest, CsvAndProtoRoundTripsPreserveThePrograms) {
             << Describe(params);
         EXPECT_EQ(back->workers[r].stages, s->workers[r].stages);
       }
+    }
+  }
+}
+
+// Where torch.distributed.pipelining's CSV can hold the schedule (stages on
+// one rank each), it reads back to the same compute order on every rank of
+// a replica, executable and valid.
+TEST_P(RandomScheduleTest, TorchCsvRoundTripKeepsTheComputeOrder) {
+  std::mt19937 rng(5 + static_cast<int>(GetParam()));
+  for (int i = 0; i < 20; ++i) {
+    ScheduleParams params = RandomParams(GetParam(), rng);
+    absl::StatusOr<Schedule> s = GenerateSchedule(params);
+    ASSERT_TRUE(s.ok()) << s.status();
+    absl::StatusOr<std::string> csv = WriteTorchScheduleCsv(*s);
+    if (!csv.ok()) {
+      EXPECT_TRUE(IsBidirectional(params.scheme) ||
+                  params.concat != Concat::kDirect)
+          << Describe(params) << ": " << csv.status();
+      continue;
+    }
+    absl::StatusOr<Schedule> back = ReadTorchScheduleCsv(*csv);
+    ASSERT_TRUE(back.ok()) << Describe(params) << ": " << back.status();
+    ASSERT_TRUE(ValidateSchedule(*back).ok()) << Describe(params);
+    for (int r = 0; r < params.depth; ++r) {
+      std::vector<std::pair<OpKind, int>> want, got;
+      for (const Instruction& inst : s->workers[r].instructions) {
+        if (IsCompute(inst.op)) want.push_back({inst.op, inst.micro_batches[0]});
+      }
+      for (const Instruction& inst : back->workers[r].instructions) {
+        if (IsCompute(inst.op)) got.push_back({inst.op, inst.micro_batches[0]});
+      }
+      EXPECT_EQ(got, want) << Describe(params) << " rank " << r;
     }
   }
 }

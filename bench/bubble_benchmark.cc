@@ -268,32 +268,22 @@ schedule::CostModel MeasuredCosts(const schedule::Schedule& schedule,
         const Instruction& inst = program[i];
         const int stage =
             schedule.topology.ModelStage({inst.chunk, inst.stage});
-        // A part of a halved backward is 1/num_parts of a micro-batch.
-        const double whole = seconds[i] * inst.num_parts;
-        switch (inst.op) {
-          case OpKind::kForward:
-            forward[stage].seconds += seconds[i];
-            forward[stage].micro_batches +=
-                static_cast<int>(inst.micro_batches.size());
-            break;
-          case OpKind::kBackward:
-            backward[stage].seconds += whole;
-            ++backward[stage].micro_batches;
-            break;
-          case OpKind::kBackwardInput:
-            input[stage].seconds += whole;
-            ++input[stage].micro_batches;
-            break;
-          case OpKind::kBackwardWeight:
-            weight[stage].seconds += whole;
-            ++weight[stage].micro_batches;
-            break;
-          case OpKind::kOptimizerStep:
-            optimizer += seconds[i];
-            ++optimizer_steps;
-            break;
-          default:
-            break;
+        if (inst.op == OpKind::kOptimizerStep) {
+          optimizer += seconds[i];
+          ++optimizer_steps;
+        }
+        if (!schedule::IsCompute(inst.op)) continue;
+        OpTotal& total = (inst.op == OpKind::kForward    ? forward
+                          : inst.op == OpKind::kBackward ? backward
+                          : inst.op == OpKind::kBackwardInput ? input
+                                                               : weight)[stage];
+        if (inst.op == OpKind::kForward) {
+          total.seconds += seconds[i];
+          total.micro_batches += static_cast<int>(inst.micro_batches.size());
+        } else {
+          // A part of a halved backward is 1/num_parts of a micro-batch.
+          total.seconds += seconds[i] * inst.num_parts;
+          ++total.micro_batches;
         }
       }
     }

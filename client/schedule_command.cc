@@ -118,6 +118,9 @@ std::string Title(const ScheduleCommandOptions& options) {
   if (p.scheme == schedule::Scheme::kMixPipe) {
     absl::StrAppend(&title, " K=", p.mixpipe_k, " Gamma=", p.mixpipe_gamma);
   }
+  if (p.scheme == schedule::Scheme::kZbAuto && p.activation_limit > 0) {
+    absl::StrAppend(&title, " activation-limit=", p.activation_limit);
+  }
   return title;
 }
 

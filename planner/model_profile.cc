@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "jobspec/yaml_message.h"
@@ -14,6 +16,27 @@ using chimera::v1::ModelProfile;
 
 // Embedding first, head last, blocks in between.
 int LayerIndexOfBlock(int block) { return block + 1; }
+
+// The split backward's halves: both measured (> 0) or neither (0).
+void ValidateHalves(const chimera::v1::LayerTiming& timing,
+                    const std::string& at, FieldErrors* errors) {
+  const double input = timing.backward_input_seconds();
+  const double weight = timing.backward_weight_seconds();
+  for (const auto& [field, value] :
+       {std::pair(".backwardInputSeconds", input),
+        std::pair(".backwardWeightSeconds", weight)}) {
+    if (!(value >= 0) || !std::isfinite(value)) {
+      errors->Add(at + field, absl::StrCat(value, " must be >= 0"));
+      return;
+    }
+  }
+  if ((input > 0) != (weight > 0)) {
+    errors->Add(at + (input > 0 ? ".backwardWeightSeconds"
+                                : ".backwardInputSeconds"),
+                "0 while the other half is measured: give both halves or "
+                "neither");
+  }
+}
 
 void ValidateLayer(const LayerProfile& layer, const std::string& path,
                    FieldErrors* errors) {
@@ -39,6 +62,7 @@ void ValidateLayer(const LayerProfile& layer, const std::string& path,
       errors->Add(at + ".backwardSeconds",
                   absl::StrCat(timing.backward_seconds(), " must be > 0"));
     }
+    ValidateHalves(timing, at, errors);
   }
   if (layer.activation_bytes_per_sample() < 0) {
     errors->Add(path + ".activationBytesPerSample", "must be >= 0");
@@ -92,13 +116,46 @@ FieldErrors LoadProfileFile(const std::string& path, ModelProfile* profile) {
   return ValidateProfile(*profile, 0);
 }
 
+namespace {
+
+// A point's costs as they are: the halves -1 where not measured.
+LayerCost CostOf(const chimera::v1::LayerTiming& point) {
+  const bool split = point.backward_input_seconds() > 0;
+  return {point.forward_seconds(), point.backward_seconds(),
+          split ? point.backward_input_seconds() : -1,
+          split ? point.backward_weight_seconds() : -1};
+}
+
+LayerCost Scaled(LayerCost cost, double factor) {
+  cost.forward_seconds *= factor;
+  cost.backward_seconds *= factor;
+  if (cost.backward_input_seconds >= 0) {
+    cost.backward_input_seconds *= factor;
+    cost.backward_weight_seconds *= factor;
+  }
+  return cost;
+}
+
+// low + t (high - low), each cost; halves only where both points have them.
+LayerCost Between(const LayerCost& low, const LayerCost& high, double t) {
+  const auto mix = [t](double a, double b) { return a + t * (b - a); };
+  const bool split =
+      low.backward_input_seconds >= 0 && high.backward_input_seconds >= 0;
+  return {mix(low.forward_seconds, high.forward_seconds),
+          mix(low.backward_seconds, high.backward_seconds),
+          split ? mix(low.backward_input_seconds, high.backward_input_seconds)
+                : -1,
+          split ? mix(low.backward_weight_seconds, high.backward_weight_seconds)
+                : -1};
+}
+
+}  // namespace
+
 LayerCost CostAt(const LayerProfile& layer, int micro_batch_size) {
   const auto& points = layer.timings();
   const double b = micro_batch_size;
   auto scaled = [b](const chimera::v1::LayerTiming& point) {
-    const double factor = b / point.micro_batch_size();
-    return LayerCost{point.forward_seconds() * factor,
-                     point.backward_seconds() * factor};
+    return Scaled(CostOf(point), b / point.micro_batch_size());
   };
   if (b <= points[0].micro_batch_size()) return scaled(points[0]);
   for (int i = 1; i < points.size(); ++i) {
@@ -107,8 +164,7 @@ LayerCost CostAt(const LayerProfile& layer, int micro_batch_size) {
     if (b <= high.micro_batch_size()) {
       const double t = (b - low.micro_batch_size()) /
                        (high.micro_batch_size() - low.micro_batch_size());
-      return {low.forward_seconds() + t * (high.forward_seconds() - low.forward_seconds()),
-              low.backward_seconds() + t * (high.backward_seconds() - low.backward_seconds())};
+      return Between(CostOf(low), CostOf(high), t);
     }
   }
   return scaled(points[points.size() - 1]);
@@ -117,10 +173,14 @@ LayerCost CostAt(const LayerProfile& layer, int micro_batch_size) {
 StageProfile ProfileStage(const ModelProfile& profile, BlockRange blocks,
                           bool first, bool last, int micro_batch_size) {
   StageProfile stage;
+  bool split = true;
   auto add = [&](const LayerProfile& layer) {
     const LayerCost cost = CostAt(layer, micro_batch_size);
     stage.forward_seconds += cost.forward_seconds;
     stage.backward_seconds += cost.backward_seconds;
+    split = split && cost.backward_input_seconds >= 0;
+    stage.backward_input_seconds += cost.backward_input_seconds;
+    stage.backward_weight_seconds += cost.backward_weight_seconds;
     const int64_t activations =
         layer.activation_bytes_per_sample() * micro_batch_size;
     stage.activation_bytes += activations;
@@ -135,6 +195,10 @@ StageProfile ProfileStage(const ModelProfile& profile, BlockRange blocks,
     add(profile.layers(LayerIndexOfBlock(b)));
   }
   if (last) add(profile.layers(profile.layers_size() - 1));
+  if (!split) {
+    stage.backward_input_seconds = -1;
+    stage.backward_weight_seconds = -1;
+  }
   return stage;
 }
 

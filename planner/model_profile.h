@@ -32,6 +32,9 @@ FieldErrors ValidateProfile(const chimera::v1::ModelProfile& profile,
 struct LayerCost {
   double forward_seconds = 0;
   double backward_seconds = 0;
+  // The split backward's halves; negative where the profile has none.
+  double backward_input_seconds = -1;
+  double backward_weight_seconds = -1;
 };
 
 // Interpolates linearly between the profiled micro-batch sizes; outside
@@ -50,6 +53,10 @@ struct BlockRange {
 struct StageProfile {
   double forward_seconds = 0;
   double backward_seconds = 0;
+  // The split backward's halves; negative unless every layer's were
+  // measured (the simulator then takes half the backward for each).
+  double backward_input_seconds = 0;
+  double backward_weight_seconds = 0;
   // Per micro-batch of the given size.
   int64_t activation_bytes = 0;
   // The largest single layer's activations: the working set a stage with

@@ -275,6 +275,8 @@ absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& contex
   for (const StageProfile& stage : inputs.stages) {
     costs.stage_forward.push_back(stage.forward_seconds);
     costs.stage_backward.push_back(stage.backward_seconds);
+    costs.stage_backward_input.push_back(stage.backward_input_seconds);
+    costs.stage_backward_weight.push_back(stage.backward_weight_seconds);
     costs.stage_optimizer.push_back(stage.optimizer_seconds);
     costs.activation_bytes = std::max<double>(costs.activation_bytes, stage.boundary_bytes);
   }

@@ -25,12 +25,12 @@ constexpr Scheme kAllSchemes[] = {Scheme::kGpipe,   Scheme::kOneFOneB,
                                   Scheme::kGems,    Scheme::kChimera,
                                   Scheme::kMixPipe, Scheme::kInterleaved,
                                   Scheme::kBreadthFirst};
-// Schemes tried only for a job that names one: the planner does not weigh
-// them against the others until their costs come from measured split
-// backwards.
-constexpr Scheme kNamedOnlySchemes[] = {Scheme::kZbH1, Scheme::kZbV,
-                                        Scheme::kDualPipeV,
-                                        Scheme::kChimeraZb};
+// Schemes tried only for a job that names one: the split-backward family,
+// which the planner does not weigh against the others until its predictions
+// for them have been checked against measured runs.
+constexpr Scheme kNamedOnlySchemes[] = {
+    Scheme::kZbH1, Scheme::kZbH2,      Scheme::kZbAuto,
+    Scheme::kZbV,  Scheme::kDualPipeV, Scheme::kChimeraZb};
 // A difference below this share is not worth naming in the explanation.
 constexpr double kNotableDifference = 0.01;
 // Throughputs closer than this (relative) tie: Percent shows it as 0.0%.
@@ -118,6 +118,15 @@ std::vector<ScheduleParams> Variants(const schedule::SpecParams& fixed,
       break;
     case Scheme::kMixPipe:
       out = MixPipeVariants(fixed, base);
+      break;
+    case Scheme::kZbAuto:
+      // 1F1B's memory, ZB-H2's, and none: the memory check keeps what fits.
+      for (int limit :
+           Choices(fixed.Gives(ScheduleParam::kActivationLimit),
+                   given.activation_limit, {base.depth, 2 * base.depth - 1, 0})) {
+        base.activation_limit = limit;
+        out.push_back(base);
+      }
       break;
     case Scheme::kInterleaved:
     case Scheme::kBreadthFirst:

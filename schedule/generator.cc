@@ -33,6 +33,10 @@ absl::StatusOr<Schedule> GenerateSchedule(const ScheduleParams& params) {
       return GenerateBreadthFirst(params);
     case Scheme::kZbH1:
       return GenerateZeroBubbleH1(params);
+    case Scheme::kZbH2:
+      return GenerateZeroBubbleH2(params);
+    case Scheme::kZbAuto:
+      return GenerateZeroBubbleAuto(params);
     case Scheme::kZbV:
       return GenerateZeroBubbleV(params);
     case Scheme::kDualPipeV:

@@ -15,7 +15,7 @@ namespace {
 template <typename Enum, size_t kSize>
 using NameTable = std::array<std::pair<Enum, absl::string_view>, kSize>;
 
-constexpr NameTable<Scheme, 11> kSchemeNames = {{
+constexpr NameTable<Scheme, 13> kSchemeNames = {{
     {Scheme::kGpipe, "gpipe"},
     {Scheme::kOneFOneB, "1f1b"},
     {Scheme::kGems, "gems"},
@@ -24,6 +24,8 @@ constexpr NameTable<Scheme, 11> kSchemeNames = {{
     {Scheme::kInterleaved, "interleaved"},
     {Scheme::kBreadthFirst, "breadth-first"},
     {Scheme::kZbH1, "zb-h1"},
+    {Scheme::kZbH2, "zb-h2"},
+    {Scheme::kZbAuto, "zb-auto"},
     {Scheme::kZbV, "zbv"},
     {Scheme::kDualPipeV, "dualpipev"},
     {Scheme::kChimeraZb, "chimera-zb"},
@@ -197,10 +199,16 @@ std::vector<ScheduleParamError> SizeErrors(const ScheduleParams& params) {
        {std::pair{ScheduleParam::kDepth, d},
         std::pair{ScheduleParam::kMicroBatches, params.micro_batches},
         std::pair{ScheduleParam::kWidth, params.width},
-        std::pair{ScheduleParam::kChunks, params.chunks}}) {
+        std::pair{ScheduleParam::kChunks, params.chunks},
+        std::pair{ScheduleParam::kActivationLimit, params.activation_limit}}) {
     if (value > kMaxScheduleSize) {
       errors.push_back({param, absl::StrCat(value, " must be <= ", kMaxScheduleSize)});
     }
+  }
+  if (params.activation_limit < 0) {
+    errors.push_back({ScheduleParam::kActivationLimit,
+                      absl::StrCat(params.activation_limit,
+                                   " must be >= 0 (0: no limit)")});
   }
   if (params.backward_slots < 1 || params.backward_slots > 8) {
     errors.push_back(
@@ -317,7 +325,8 @@ bool IsLooping(Scheme scheme) {
 }
 
 bool SplitsBackward(Scheme scheme) {
-  return scheme == Scheme::kZbH1 || IsVShaped(scheme) ||
+  return scheme == Scheme::kZbH1 || scheme == Scheme::kZbH2 ||
+         scheme == Scheme::kZbAuto || IsVShaped(scheme) ||
          scheme == Scheme::kChimeraZb;
 }
 

@@ -34,6 +34,8 @@ enum class Scheme {
   kInterleaved,
   kBreadthFirst,
   kZbH1,
+  kZbH2,
+  kZbAuto,
   kZbV,
   kDualPipeV,
   kChimeraZb,
@@ -77,6 +79,9 @@ struct ScheduleParams {
   int mixpipe_gamma = 0;
   // interleaved, breadth-first: model chunks per worker (v).
   int chunks = 1;
+  // zb-auto: micro-batches whose activations a worker may hold at once (0:
+  // no limit).
+  int activation_limit = 0;
   bool recompute = false;
   // Grid slots a backward occupies while generators order the ops (a
   // forward takes one): 2 orders for backward = 2x forward, 1 for the
@@ -114,6 +119,7 @@ enum class ScheduleParam {
   kMixPipeK,
   kMixPipeGamma,
   kChunks,
+  kActivationLimit,
   kRecompute,
   kBackwardSlots,
 };
@@ -187,6 +193,10 @@ inline constexpr Knob kKnobs[] = {
      "interleaved, breadth-first: chunks v per worker",
      SchemesOf({Scheme::kInterleaved, Scheme::kBreadthFirst}),
      &ScheduleParams::chunks, 1, nullptr},
+    {ScheduleParam::kActivationLimit, "activationLimit", "activation-limit",
+     "zb-auto: micro-batches a worker may hold at once (0: no limit)",
+     SchemesOf({Scheme::kZbAuto}), &ScheduleParams::activation_limit, 0,
+     nullptr},
 };
 
 // The knob row of `param`, or null for the sizes, scheme and recompute.

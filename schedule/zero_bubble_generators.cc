@@ -51,27 +51,33 @@ std::vector<ComputeOp> StageOrder(int i, int micro_batches, int warmup,
   return ops;
 }
 
-// The V: 2D model stages, chunk 0 (stages 0..D-1) down positions 0..D-1 and
-// chunk 1 (stages D..2D-1) back up from D-1 to 0, so position D-1 hands its
-// activations to itself and position 0 holds the first and the last stage.
-struct VShape {
+// Where a schedule's stages run.
+struct Shape {
   Topology topology;
   Placement placement;
 };
 
-VShape MakeVShape(const ScheduleParams& params) {
-  const int d = params.depth;
-  VShape v;
-  v.topology.depth = d;
+// D stages on a line, stage i on position i.
+Shape MakeLine(const ScheduleParams& params) {
+  Shape line;
+  line.topology.depth = params.depth;
+  line.topology.micro_batches = params.micro_batches;
+  line.topology.width = params.width;
+  line.placement.position.assign(1, std::vector<int>(params.depth));
+  for (int i = 0; i < params.depth; ++i) line.placement.position[0][i] = i;
+  return line;
+}
+
+// The V: 2D model stages, chunk 0 (stages 0..D-1) down positions 0..D-1 and
+// chunk 1 (stages D..2D-1) back up from D-1 to 0, so position D-1 hands its
+// activations to itself and position 0 holds the first and the last stage.
+Shape MakeVShape(const ScheduleParams& params) {
+  Shape v = MakeLine(params);
   v.topology.num_chunks = 2;
   v.topology.layout = ChunkLayout::kChained;
-  v.topology.micro_batches = params.micro_batches;
-  v.topology.width = params.width;
-  v.placement.position.assign(2, std::vector<int>(d));
-  for (int s = 0; s < d; ++s) {
-    v.placement.position[0][s] = s;
-    v.placement.position[1][s] = d - 1 - s;
-  }
+  std::vector<int> up = v.placement.position[0];
+  std::reverse(up.begin(), up.end());
+  v.placement.position.push_back(std::move(up));
   return v;
 }
 
@@ -234,12 +240,47 @@ std::vector<ComputeOp> DualPipeVOrder(const ScheduleParams& params, int r) {
 absl::StatusOr<Schedule> BuildV(
     const ScheduleParams& params,
     std::vector<ComputeOp> (*order_of)(const ScheduleParams&, int)) {
-  const VShape v = MakeVShape(params);
+  const Shape v = MakeVShape(params);
   std::vector<std::vector<ComputeOp>> order(params.depth);
   for (int r = 0; r < params.depth; ++r) order[r] = order_of(params, r);
   ASSIGN_OR_RETURN(order, TimeFixedOrder(v.topology, v.placement,
                                          params.backward_slots, order));
   return BuildPrograms(v.topology, v.placement, order, params.sync);
+}
+
+// A line of D stages whose forwards and B's keep 1F1B's order with
+// `warmup[i]` forwards before stage i's first B, and whose W's fill the
+// time a stage would idle: a stage runs its next forward or B as soon as it
+// is ready, its oldest W when it is not, or when its next forward would hold
+// more than `limit` micro-batches (forward run, W not); the W's left run at
+// the end.
+absl::StatusOr<Schedule> LineWithDeferredWeights(const ScheduleParams& params,
+                                                 const std::vector<int>& warmup,
+                                                 int limit) {
+  const int n = params.micro_batches;
+  const Shape line = MakeLine(params);
+  ListScheduler scheduler(line.topology, line.placement, params.backward_slots);
+  constexpr int kOneFOneBStream = 0;
+  constexpr int kWeightStream = 1;
+  for (int i = 0; i < params.depth; ++i) {
+    const StageRef ref{0, i};
+    const int held = scheduler.AddAdmissionGroup(limit);
+    int64_t next = 0;
+    const auto forward = [&](int m) {
+      scheduler.Add(Op(OpKind::kForward, ref, m, false), kOneFOneBStream,
+                    next++, held);
+    };
+    for (int m = 0; m < std::min(warmup[i], n); ++m) forward(m);
+    for (int m = 0; m < n; ++m) {
+      scheduler.Add(Op(OpKind::kBackwardInput, ref, m, params.recompute),
+                    kOneFOneBStream, next++);
+      scheduler.Add(Op(OpKind::kBackwardWeight, ref, m, false), kWeightStream,
+                    kLater + m);
+      if (m + warmup[i] < n) forward(m + warmup[i]);
+    }
+  }
+  ASSIGN_OR_RETURN(auto order, scheduler.Run());
+  return BuildPrograms(line.topology, line.placement, order, params.sync);
 }
 
 }  // namespace
@@ -248,21 +289,39 @@ absl::StatusOr<Schedule> BuildV(
 // D in all, the i deferred W's filling the drain while the B's climb back.
 absl::StatusOr<Schedule> GenerateZeroBubbleH1(const ScheduleParams& params) {
   const int d = params.depth;
-  Topology topology;
-  topology.depth = d;
-  topology.micro_batches = params.micro_batches;
-  topology.width = params.width;
-  Placement placement;
-  placement.position.assign(1, std::vector<int>(d));
+  const Shape line = MakeLine(params);
   std::vector<std::vector<ComputeOp>> order(d);
   for (int i = 0; i < d; ++i) {
-    placement.position[0][i] = i;
     order[i] = StageOrder(i, params.micro_batches, /*warmup=*/d - i,
                           /*lag=*/i, params.recompute);
   }
-  ASSIGN_OR_RETURN(order, TimeFixedOrder(topology, placement,
+  ASSIGN_OR_RETURN(order, TimeFixedOrder(line.topology, line.placement,
                                          params.backward_slots, order));
-  return BuildPrograms(topology, placement, order, params.sync);
+  return BuildPrograms(line.topology, line.placement, order, params.sync);
+}
+
+// ZB-H2's memory, 2D-1 micro-batches a stage, buys stage i 2(D-i)-1
+// warm-up forwards.
+absl::StatusOr<Schedule> GenerateZeroBubbleH2(const ScheduleParams& params) {
+  const int d = params.depth;
+  std::vector<int> warmup(d);
+  for (int i = 0; i < d; ++i) warmup[i] = 2 * (d - i) - 1;
+  return LineWithDeferredWeights(params, warmup, 2 * d - 1);
+}
+
+// A limit of L leaves stage i L - i warm-up forwards, and room to defer i
+// W's (the zero-bubble paper's rule: at L = D, ZB-H1's order), up to
+// ZB-H2's 2(D-i)-1; at least one.
+absl::StatusOr<Schedule> GenerateZeroBubbleAuto(const ScheduleParams& params) {
+  const int d = params.depth;
+  const int n = params.micro_batches;
+  const int limit = params.activation_limit == 0 ? std::max(n, 2 * d - 1)
+                                                 : params.activation_limit;
+  std::vector<int> warmup(d);
+  for (int i = 0; i < d; ++i) {
+    warmup[i] = std::max(1, std::min(limit - i, 2 * (d - i) - 1));
+  }
+  return LineWithDeferredWeights(params, warmup, limit);
 }
 
 absl::StatusOr<Schedule> GenerateZeroBubbleV(const ScheduleParams& params) {

@@ -19,6 +19,19 @@ namespace chimera::schedule {
 // (D-1)/(3N+D-1).
 absl::StatusOr<Schedule> GenerateZeroBubbleH1(const ScheduleParams& params);
 
+// ZB-H2 (arXiv 2401.10241, section 3.1) within one flushed iteration: stage
+// i may hold 2(D-i)-1 micro-batches, ZB-H2's memory, and runs a ready B
+// first, then a forward, then a W. Where B costs more than W it beats
+// ZB-H1 (whose bubble is (D-1)(F+B-W)) down to the flushed bound
+// N(F+B+W) + (D-1)F; at F = B = W both reach that bound. Why the paper's
+// zero bubble needs more: docs/schedules.md.
+absl::StatusOr<Schedule> GenerateZeroBubbleH2(const ScheduleParams& params);
+
+// zb-auto: the same list scheduler with every stage holding at most
+// params.activation_limit micro-batches (0: no limit), the automatic
+// zero-bubble scheduler's idea of placing W's within a memory budget.
+absl::StatusOr<Schedule> GenerateZeroBubbleAuto(const ScheduleParams& params);
+
 // ZB-V (arXiv 2401.10241, section 6; torch.distributed.pipelining's
 // ScheduleZBVZeroBubble, op for op): 2D model stages in a V, chunk 0 down
 // positions 0..D-1 and chunk 1 back up from D-1 to 0. At unit costs it idles

@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_job.h"
@@ -61,6 +62,24 @@ TEST(CliProfileTest, ProfileWritesJsonToStdoutByDefault) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("\"kind\": \"ModelProfile\""));
   EXPECT_THAT(r.out, HasSubstr("\"source\": \"measured\""));
+}
+
+// Every layer's backward is timed whole and in its two halves, for the
+// zero-bubble schedules' costs.
+TEST(CliProfileTest, TimesTheBackwardsHalvesOfEveryLayer) {
+  const chimera::testing::TempDir dir;
+  const ProcessResult r =
+      RunProcess({CHIMERA_WORKER_BINARY, "--profile", "--job",
+                  dir.WriteFile("job.yaml", ProfiledJobYaml())});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json profile = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(profile.at("layers").empty());
+  for (const nlohmann::json& layer : profile.at("layers")) {
+    for (const nlohmann::json& timing : layer.at("timings")) {
+      EXPECT_GT(timing.value("backwardInputSeconds", 0.0), 0) << layer.at("kind");
+      EXPECT_GT(timing.value("backwardWeightSeconds", 0.0), 0) << layer.at("kind");
+    }
+  }
 }
 
 // The environment a running process started with, or last exec'd with.

@@ -128,8 +128,9 @@ INSTANTIATE_TEST_SUITE_P(
     AllSchemesAndOutputs, CliScheduleOutputTest,
     ::testing::Combine(::testing::Values("gpipe", "1f1b", "gems", "chimera",
                                          "mixpipe", "interleaved",
-                                         "breadth-first", "zb-h1", "zbv",
-                                         "dualpipev", "chimera-zb"),
+                                         "breadth-first", "zb-h1", "zb-h2",
+                                         "zb-auto", "zbv", "dualpipev",
+                                         "chimera-zb"),
                        ::testing::Values("text", "json", "svg", "csv")),
     [](const auto& info) {
       return TestName(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
@@ -137,55 +138,51 @@ INSTANTIATE_TEST_SUITE_P(
 
 class CliScheduleCsvTest : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(CliScheduleCsvTest, CsvRoundTripsWithTheSameMakespan) {
+// Writes the schedule of `args` with `-o FORMAT` to a file, reads it back
+// with FROM_FLAG and expects the same makespan; returns the file's text.
+std::string ExpectSameMakespanThrough(const std::vector<std::string>& args,
+                                      const std::string& format,
+                                      const std::string& from_flag) {
   TempDir dir;
-  const std::string csv = dir.path() + "/schedule.csv";
-  std::vector<std::string> args = SchemeArgs(GetParam());
-  std::vector<std::string> to_csv = args;
-  to_csv.insert(to_csv.end(), {"-o", "csv", "--out", csv});
-  ProcessResult written = Schedule(to_csv);
-  ASSERT_EQ(written.exit_code, 0) << written.err;
+  const std::string file = dir.path() + "/schedule.csv";
+  std::vector<std::string> to_file = args;
+  to_file.insert(to_file.end(), {"-o", format, "--out", file});
+  ProcessResult written = Schedule(to_file);
+  EXPECT_EQ(written.exit_code, 0) << written.err;
 
   std::vector<std::string> direct = args;
   direct.insert(direct.end(), {"-o", "json"});
   ProcessResult generated = Schedule(direct);
-  ProcessResult loaded = Schedule({"--from-csv", csv, "-o", "json"});
-  ASSERT_EQ(generated.exit_code, 0) << generated.err;
-  ASSERT_EQ(loaded.exit_code, 0) << loaded.err;
-  EXPECT_DOUBLE_EQ(nlohmann::json::parse(loaded.out).at("makespan").get<double>(),
-                   nlohmann::json::parse(generated.out).at("makespan").get<double>());
+  ProcessResult loaded = Schedule({from_flag, file, "-o", "json"});
+  EXPECT_EQ(generated.exit_code, 0) << generated.err;
+  EXPECT_EQ(loaded.exit_code, 0) << loaded.err;
+  if (generated.exit_code == 0 && loaded.exit_code == 0) {
+    EXPECT_DOUBLE_EQ(
+        nlohmann::json::parse(loaded.out).at("makespan").get<double>(),
+        nlohmann::json::parse(generated.out).at("makespan").get<double>());
+  }
+  return ReadTextFile(file, kMaxOutputBytes).value_or("");
+}
+
+TEST_P(CliScheduleCsvTest, CsvRoundTripsWithTheSameMakespan) {
+  ExpectSameMakespanThrough(SchemeArgs(GetParam()), "csv", "--from-csv");
 }
 
 INSTANTIATE_TEST_SUITE_P(AllSchemes, CliScheduleCsvTest,
                          ::testing::Values("gpipe", "1f1b", "gems", "chimera",
                                            "mixpipe", "interleaved",
-                                           "breadth-first", "zb-h1", "zbv",
-                                           "dualpipev", "chimera-zb"),
+                                           "breadth-first", "zb-h1", "zb-h2",
+                                           "zb-auto", "zbv", "dualpipev",
+                                           "chimera-zb"),
                          [](const auto& info) { return TestName(info.param); });
 
 // torch.distributed.pipelining's CSV: written with -o torch-csv, read with
 // --from-torch-csv, to the same step.
 TEST(CliScheduleTest, TorchCsvRoundTripsWithTheSameMakespan) {
-  TempDir dir;
-  const std::string csv = dir.path() + "/zbv.csv";
-  const std::vector<std::string> zbv = {"--scheme", "zbv", "--depth", "4",
-                                        "--micro-batches", "8"};
-  std::vector<std::string> to_csv = zbv;
-  to_csv.insert(to_csv.end(), {"-o", "torch-csv", "--out", csv});
-  ProcessResult written = Schedule(to_csv);
-  ASSERT_EQ(written.exit_code, 0) << written.err;
-  absl::StatusOr<std::string> text = ReadTextFile(csv, kMaxOutputBytes);
-  ASSERT_TRUE(text.ok()) << text.status();
-  EXPECT_THAT(*text, StartsWith("0F0,0F1,"));
-
-  std::vector<std::string> direct = zbv;
-  direct.insert(direct.end(), {"-o", "json"});
-  ProcessResult generated = Schedule(direct);
-  ProcessResult loaded = Schedule({"--from-torch-csv", csv, "-o", "json"});
-  ASSERT_EQ(generated.exit_code, 0) << generated.err;
-  ASSERT_EQ(loaded.exit_code, 0) << loaded.err;
-  EXPECT_DOUBLE_EQ(nlohmann::json::parse(loaded.out).at("makespan").get<double>(),
-                   nlohmann::json::parse(generated.out).at("makespan").get<double>());
+  const std::string csv = ExpectSameMakespanThrough(
+      {"--scheme", "zbv", "--depth", "4", "--micro-batches", "8"}, "torch-csv",
+      "--from-torch-csv");
+  EXPECT_THAT(csv, StartsWith("0F0,0F1,"));
 }
 
 TEST(CliScheduleTest, MalformedTorchCsvIsAUsageErrorNamingRowAndColumn) {
@@ -232,7 +229,7 @@ TEST(CliScheduleTest, SplitCostsForAFusedScheduleAreAUsageErrorNamingTheFlag) {
                               "--micro-batches", "4", "--backward-input-cost",
                               "1"});
   ExpectOneLineUsageError(r, "--backward-input-cost");
-  EXPECT_THAT(r.err, HasSubstr("zb-h1, zbv, dualpipev, chimera-zb"));
+  EXPECT_THAT(r.err, HasSubstr("zb-h1, zb-h2, zb-auto, zbv, dualpipev, chimera-zb"));
 }
 
 TEST(CliScheduleTest, OddChimeraDepthIsAUsageErrorNamingDepth) {

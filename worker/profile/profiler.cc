@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,7 @@
 #include "worker/model/layers.h"
 #include "worker/model/loss.h"
 #include "worker/model/micro_batch.h"
+#include "worker/model/split_backward.h"
 #include "worker/runtime/compute_threads.h"
 #include "worker/runtime/host_memory.h"
 #include "worker/runtime/device_memory.h"
@@ -53,6 +55,9 @@ struct ProfiledLayer {
 struct Measurement {
   double forward_seconds = 0;
   double backward_seconds = 0;
+  // The same backward split: input gradient, then weights' gradients.
+  double backward_input_seconds = 0;
+  double backward_weight_seconds = 0;
   int64_t retained_bytes = 0;  // allocated by the forward, kept for backward
   int64_t output_bytes = 0;
 };
@@ -67,13 +72,31 @@ double SecondsBetween(std::chrono::steady_clock::time_point start,
   return std::chrono::duration<double>(end - start).count();
 }
 
-// Times one forward and backward of LAYER at SAMPLES samples, the median of
-// REPETITIONS runs after a warm-up. A GPU computes asynchronously: the
-// device is drained before each clock reading.
+// Times the backward of another forward of LAYER split in its halves, as a
+// zero-bubble schedule runs it: (input half, weight half) seconds.
+absl::StatusOr<std::pair<double, double>> MeasureSplitBackward(
+    const ProfiledLayer& layer, const LayerInput& input, c10::Device device) {
+  ASSIGN_OR_RETURN(Pass pass, layer.forward(input));
+  SynchronizeDevice(device);
+  const auto start = std::chrono::steady_clock::now();
+  SplitGradient split = ComputeInputGradient(pass.end, pass.gradient, input.tensor);
+  SynchronizeDevice(device);
+  const auto input_end = std::chrono::steady_clock::now();
+  ComputeWeightGradients(std::move(split.weight_roots));
+  SynchronizeDevice(device);
+  const auto weight_end = std::chrono::steady_clock::now();
+  return std::pair(SecondsBetween(start, input_end),
+                   SecondsBetween(input_end, weight_end));
+}
+
+// Times one forward and backward of LAYER at SAMPLES samples, and the
+// backward again in its two halves, the median of REPETITIONS runs after a
+// warm-up. A GPU computes asynchronously: the device is drained before each
+// clock reading.
 absl::StatusOr<Measurement> Measure(const ProfiledLayer& layer, int64_t samples,
                                     int repetitions, c10::Device device,
                                     const DeviceMemory& memory) {
-  std::vector<double> forward, backward;
+  std::vector<double> forward, backward, backward_input, backward_weight;
   Measurement measurement;
   for (int run = 0; run <= repetitions; ++run) {
     ASSIGN_OR_RETURN(const LayerInput input, layer.make_input(samples));
@@ -89,12 +112,18 @@ absl::StatusOr<Measurement> Measure(const ProfiledLayer& layer, int64_t samples,
     pass.end.backward(pass.gradient);
     SynchronizeDevice(device);
     const auto backward_end = std::chrono::steady_clock::now();
+    ASSIGN_OR_RETURN(const auto halves,
+                     MeasureSplitBackward(layer, input, device));
     if (run == 0) continue;  // warm-up: first-touch allocations, caches
     forward.push_back(SecondsBetween(start, forward_end));
     backward.push_back(SecondsBetween(backward_start, backward_end));
+    backward_input.push_back(halves.first);
+    backward_weight.push_back(halves.second);
   }
   measurement.forward_seconds = Median(forward);
   measurement.backward_seconds = Median(backward);
+  measurement.backward_input_seconds = Median(backward_input);
+  measurement.backward_weight_seconds = Median(backward_weight);
   return measurement;
 }
 
@@ -233,6 +262,8 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileModel(
       timing->set_micro_batch_size(static_cast<int32_t>(size));
       timing->set_forward_seconds(largest.forward_seconds);
       timing->set_backward_seconds(largest.backward_seconds);
+      timing->set_backward_input_seconds(largest.backward_input_seconds);
+      timing->set_backward_weight_seconds(largest.backward_weight_seconds);
     }
     out->set_optimizer_seconds(MeasureOptimizerStep(
         layer, options.optimizer, options.repetitions, options.device));

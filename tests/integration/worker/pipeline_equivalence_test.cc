@@ -288,6 +288,13 @@ std::vector<Case> Cases() {
   add("ZeroBubbleH1D4N4W2", Params(Scheme::kZbH1, 4, 4, 2));
   add("ZeroBubbleH1D2N4Sgd", Params(Scheme::kZbH1, 2, 4, 1),
       OptimizerKind::kSgd);
+  add("ZeroBubbleH2D4N8", Params(Scheme::kZbH2, 4, 8, 1));
+  add("ZeroBubbleH2D2N4W2Recompute", Params(Scheme::kZbH2, 2, 4, 2))
+      ->recompute = true;
+  add("ZeroBubbleAutoD4N6Limit3", Params(Scheme::kZbAuto, 4, 6, 1),
+      OptimizerKind::kSgd, DataFormat::kText)
+      ->activation_limit = 3;
+  add("ZeroBubbleAutoD2N4W2", Params(Scheme::kZbAuto, 2, 4, 2));
   add("ZeroBubbleVD2N4", Params(Scheme::kZbV, 2, 4, 1), OptimizerKind::kAdamW,
       DataFormat::kText);
   add("ZeroBubbleVD2N3W2Recompute", Params(Scheme::kZbV, 2, 3, 2),

@@ -44,6 +44,41 @@ TEST(ModelProfileTest, InterpolatesBetweenProfiledSizes) {
   EXPECT_DOUBLE_EQ(CostAt(layer, 4).backward_seconds, 4.0);
 }
 
+// The split backward's halves, where measured, interpolate as the whole does;
+// a stage has them only if every one of its layers has.
+TEST(ModelProfileTest, BackwardHalvesInterpolateAndNeedEveryLayerOfAStage) {
+  auto profile = Profile(2);
+  for (auto& layer : *profile.mutable_layers()) {
+    for (auto& timing : *layer.mutable_timings()) {
+      timing.set_backward_input_seconds(0.75 * timing.backward_seconds());
+      timing.set_backward_weight_seconds(0.5 * timing.backward_seconds());
+    }
+  }
+  EXPECT_TRUE(ValidateProfile(profile, 2).empty());
+  const LayerCost block = CostAt(profile.layers(1), 2);
+  EXPECT_DOUBLE_EQ(block.backward_input_seconds, 0.75 * block.backward_seconds);
+  EXPECT_DOUBLE_EQ(CostAt(profile.layers(1), 8).backward_weight_seconds,
+                   0.5 * 4.0 * 2);
+  const StageProfile first = ProfileStage(profile, {0, 2}, true, false, 1);
+  EXPECT_DOUBLE_EQ(first.backward_input_seconds, 0.75 * 2 * (0.5 + 2 * 1.0));
+
+  profile.mutable_layers(0)->mutable_timings(0)->clear_backward_input_seconds();
+  profile.mutable_layers(0)->mutable_timings(0)->clear_backward_weight_seconds();
+  EXPECT_LT(ProfileStage(profile, {0, 2}, true, false, 1).backward_input_seconds, 0);
+  EXPECT_GE(ProfileStage(profile, {0, 2}, false, false, 1).backward_input_seconds, 0);
+}
+
+TEST(ModelProfileTest, AHalfWithoutTheOtherOrBelowZeroIsRejected) {
+  auto profile = Profile(1);
+  profile.mutable_layers(1)->mutable_timings(0)->set_backward_input_seconds(1);
+  profile.mutable_layers(2)->mutable_timings(1)->set_backward_weight_seconds(-1);
+  FieldErrors errors = ValidateProfile(profile, 0);
+  ASSERT_EQ(errors.size(), 2u) << errors.ToStatus();
+  EXPECT_EQ(errors.errors()[0].path, "layers[1].timings[0].backwardWeightSeconds");
+  EXPECT_THAT(errors.errors()[0].message, HasSubstr("give both halves"));
+  EXPECT_EQ(errors.errors()[1].path, "layers[2].timings[1].backwardWeightSeconds");
+}
+
 TEST(ModelProfileTest, ExtrapolatesLinearlyBeyondTheLargestSize) {
   EXPECT_DOUBLE_EQ(CostAt(Layer("block", 1.0, 2.0), 8).forward_seconds, 4.0);
 }

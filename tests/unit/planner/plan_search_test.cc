@@ -63,6 +63,39 @@ TEST(PlanEvaluatorTest, PredictionIsTheSimulatorsMakespanForTheSameProgram) {
   EXPECT_EQ(evaluation->plan.prediction().samples_per_second(), 32 / simulated->makespan);
 }
 
+// A profile that times the backward's halves gives the split schedules
+// their costs; B costing three times W makes zb-h1 slower than at half and
+// half, as its bubble (D-1)(F+B-W) says.
+TEST(PlanEvaluatorTest, MeasuredBackwardHalvesAreTheSplitSchedulesCosts) {
+  const auto job = LargeJob(8, 32, 8);
+  const auto cluster = TestCluster(2, 4);
+  auto profile = AnalyticProfile(job.spec().model(), cluster.spec().device());
+  const Candidate candidate = CandidateAt(schedule::Scheme::kZbH1, 1, 4, 8, 4);
+  PlanningContext halves{job, cluster.spec(), profile};
+  absl::StatusOr<Evaluation> even = EvaluateCandidate(halves, candidate);
+  ASSERT_TRUE(even.ok()) << even.status();
+
+  for (auto& layer : *profile.mutable_layers()) {
+    for (auto& timing : *layer.mutable_timings()) {
+      timing.set_backward_input_seconds(0.75 * timing.backward_seconds());
+      timing.set_backward_weight_seconds(0.25 * timing.backward_seconds());
+    }
+  }
+  PlanningContext measured{job, cluster.spec(), profile};
+  absl::StatusOr<SimulationInputs> inputs = PrepareSimulation(measured, candidate);
+  ASSERT_TRUE(inputs.ok()) << inputs.status();
+  for (size_t s = 0; s < inputs->stages.size(); ++s) {
+    EXPECT_DOUBLE_EQ(inputs->costs.stage_backward_input[s],
+                     0.75 * inputs->costs.stage_backward[s]);
+    EXPECT_DOUBLE_EQ(inputs->costs.stage_backward_weight[s],
+                     0.25 * inputs->costs.stage_backward[s]);
+  }
+  absl::StatusOr<Evaluation> uneven = EvaluateCandidate(measured, candidate);
+  ASSERT_TRUE(uneven.ok()) << uneven.status();
+  EXPECT_GT(uneven->plan.prediction().iteration_seconds(),
+            even->plan.prediction().iteration_seconds());
+}
+
 // Chimera D = 2 holds the first stage on both ranks of one node: its
 // allreduce moves its parameters less the token embedding rows that the
 // step's 2 x 4 x 512 tokens cannot use, plus the used-rows mask.

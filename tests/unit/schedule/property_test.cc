@@ -61,6 +61,9 @@ ScheduleParams RandomParams(Scheme scheme, std::mt19937& rng) {
     case Scheme::kDualPipeV:
       p.micro_batches = 2 * p.depth + uniform(0, 6);
       break;
+    case Scheme::kZbAuto:
+      p.activation_limit = uniform(0, p.micro_batches);
+      break;
     default:
       break;
   }
@@ -72,7 +75,7 @@ std::string Describe(const ScheduleParams& p) {
                       " W=", p.width, " 2f=", p.pipelines, " concat=",
                       ConcatName(p.concat), " v=", p.chunks, " K=", p.mixpipe_k,
                       " G=", p.mixpipe_gamma, " slots=", p.backward_slots,
-                      " sync=", SyncName(p.sync));
+                      " sync=", SyncName(p.sync), " limit=", p.activation_limit);
 }
 
 class RandomScheduleTest : public ::testing::TestWithParam<Scheme> {};
@@ -205,8 +208,9 @@ INSTANTIATE_TEST_SUITE_P(
     AllSchemes, RandomScheduleTest,
     ::testing::Values(Scheme::kGpipe, Scheme::kOneFOneB, Scheme::kGems,
                       Scheme::kChimera, Scheme::kMixPipe, Scheme::kInterleaved,
-                      Scheme::kBreadthFirst, Scheme::kZbH1, Scheme::kZbV,
-                      Scheme::kDualPipeV, Scheme::kChimeraZb),
+                      Scheme::kBreadthFirst, Scheme::kZbH1, Scheme::kZbH2,
+                      Scheme::kZbAuto, Scheme::kZbV, Scheme::kDualPipeV,
+                      Scheme::kChimeraZb),
     [](const ::testing::TestParamInfo<Scheme>& info) {
       std::string name = SchemeName(info.param);
       name.erase(std::remove(name.begin(), name.end(), '-'), name.end());

@@ -16,14 +16,26 @@ namespace {
 using testing::MustGenerate;
 using testing::Params;
 
-SimulationResult SimulateUnitHalves(const Schedule& schedule) {
+SimulationResult SimulateHalves(const Schedule& schedule, double forward,
+                                double input, double weight) {
   CostModel costs;
-  costs.forward = 1;
-  costs.backward_input = 1;
-  costs.backward_weight = 1;
+  costs.forward = forward;
+  costs.backward = input + weight;
+  costs.backward_input = input;
+  costs.backward_weight = weight;
   absl::StatusOr<SimulationResult> result = Simulate(schedule, costs);
   EXPECT_TRUE(result.ok()) << result.status();
   return result.ok() ? *std::move(result) : SimulationResult();
+}
+
+SimulationResult SimulateUnitHalves(const Schedule& schedule) {
+  return SimulateHalves(schedule, 1, 1, 1);
+}
+
+ScheduleParams AutoParams(int p, int m, int activation_limit) {
+  ScheduleParams params = Params(Scheme::kZbAuto, p, m);
+  params.activation_limit = activation_limit;
+  return params;
 }
 
 int PeakActivations(const SimulationResult& result) {
@@ -62,6 +74,51 @@ TEST_P(ZeroBubbleTest, ZbH1IdlesAThirdOfOneFOneB) {
   for (int rank = 0; rank < p(); ++rank) {
     EXPECT_NEAR(3 * zb.workers[rank].idle, one_f_one_b.workers[rank].idle, 1e-9)
         << "rank " << rank;
+  }
+}
+
+// ZB-H2 within a flushed iteration reaches the bound N(F+I+W) + (p-1)F
+// that no schedule of a line beats (docs/schedules.md): at unit costs, as
+// ZB-H1 does, and where I costs more than W, below ZB-H1, once m >= 2p
+// gives its 2p - 1 micro-batches of memory something to hold.
+TEST_P(ZeroBubbleTest, ZbH2ReachesTheFlushedBoundWithinTwoPMinusOne) {
+  const SimulationResult unit =
+      SimulateUnitHalves(MustGenerate(Params(Scheme::kZbH2, p(), m())));
+  EXPECT_NEAR(unit.makespan, 3 * m() + p() - 1, 1e-9);
+  EXPECT_LE(PeakActivations(unit), 2 * p() - 1);
+  if (m() < 2 * p()) return;
+  const SimulationResult h2 =
+      SimulateHalves(MustGenerate(Params(Scheme::kZbH2, p(), m())), 1, 2, 1);
+  const SimulationResult h1 =
+      SimulateHalves(MustGenerate(Params(Scheme::kZbH1, p(), m())), 1, 2, 1);
+  EXPECT_NEAR(h2.makespan, 4 * m() + p() - 1, 1e-9);
+  EXPECT_LT(h2.bubble_ratio, h1.bubble_ratio);
+}
+
+// zb-auto with no limit has ZB-H2's bubble; at 1F1B's memory (p a worker)
+// it has ZB-H1's, at unit costs and where I costs twice W.
+TEST_P(ZeroBubbleTest, ZbAutoMatchesZbH2UnlimitedAndZbH1AtOneFOneBsMemory) {
+  for (const auto& [f, i, w] : {std::tuple(1, 1, 1), std::tuple(1, 2, 1)}) {
+    const SimulationResult unlimited =
+        SimulateHalves(MustGenerate(AutoParams(p(), m(), 0)), f, i, w);
+    const SimulationResult h2 =
+        SimulateHalves(MustGenerate(Params(Scheme::kZbH2, p(), m())), f, i, w);
+    EXPECT_NEAR(unlimited.bubble_ratio, h2.bubble_ratio, 1e-9) << f << i << w;
+    const SimulationResult at_p =
+        SimulateHalves(MustGenerate(AutoParams(p(), m(), p())), f, i, w);
+    const SimulationResult h1 =
+        SimulateHalves(MustGenerate(Params(Scheme::kZbH1, p(), m())), f, i, w);
+    EXPECT_NEAR(at_p.bubble_ratio, h1.bubble_ratio, 1e-9) << f << i << w;
+    EXPECT_LE(PeakActivations(at_p), p());
+  }
+}
+
+// Whatever the limit, no worker holds more.
+TEST_P(ZeroBubbleTest, ZbAutoHoldsNoMoreThanItsLimit) {
+  for (int limit = 1; limit <= 2 * p(); limit += p() / 4 + 1) {
+    const SimulationResult r =
+        SimulateUnitHalves(MustGenerate(AutoParams(p(), m(), limit)));
+    EXPECT_LE(PeakActivations(r), limit) << "limit " << limit;
   }
 }
 

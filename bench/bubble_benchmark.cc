@@ -232,6 +232,8 @@ std::vector<std::pair<std::string, schedule::ScheduleParams>> Schemes(
   add(Scheme::kInterleaved, 2, depth);
   add(Scheme::kBreadthFirst, 2, depth);
   add(Scheme::kZbH1, 1, depth);
+  add(Scheme::kZbH2, 1, depth);
+  add(Scheme::kZbAuto, 1, depth);
   add(Scheme::kZbV, 1, depth);
   // DualPipeV needs N >= 2D.
   add(Scheme::kDualPipeV, 1, 2 * depth);

@@ -196,8 +196,8 @@ TEST(PlanSearchTest, RespectsWhatTheJobFixes) {
 // of open searches until their costs come from measured split backwards.
 TEST(PlanSearchTest, SplitBackwardSchemesArePlannedOnlyForAJobThatNamesOne) {
   auto job = LargeJob(8, 64, 8);
-  const std::vector<std::string> split = {"zb-h1", "zbv", "dualpipev",
-                                          "chimera-zb"};
+  const std::vector<std::string> split = {"zb-h1", "zb-h2",     "zb-auto",
+                                          "zbv",   "dualpipev", "chimera-zb"};
   for (const Evaluation& e : MustSearch(job, TestCluster(2, 4), 1000).ranked) {
     EXPECT_THAT(split, Not(Contains(e.plan.scheme())));
   }

@@ -58,8 +58,6 @@ ComputeOp SlotOp(OpKind kind, StageRef ref, MicroBatches mbs, int64_t slot) {
 
 namespace {
 
-constexpr int64_t kLater = int64_t{1} << 40;
-
 // One basic unit of Chimera's concatenation (section 3.5): D forward items
 // (or fewer in a last, partial unit) split over the 2f pipelines, each item
 // answered by `backward_chunks` backward ops.
@@ -217,7 +215,7 @@ absl::StatusOr<Schedule> GenerateGems(const ScheduleParams& params) {
     const int chunk = m % 2;
     for (int s = 0; s < d; ++s) {
       scheduler.Add(SlotOp(OpKind::kForward, {chunk, s}, {m}, 0), 2 * chunk,
-                    kLater + m, s == 0 ? admit[chunk] : kNoAdmission);
+                    kLaterPriority + m, s == 0 ? admit[chunk] : kNoAdmission);
       ComputeOp backward = SlotOp(OpKind::kBackward, {chunk, s}, {m}, 0);
       backward.recompute = params.recompute;
       scheduler.Add(backward, 2 * chunk + 1, m);

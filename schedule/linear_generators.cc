@@ -10,8 +10,6 @@
 namespace chimera::schedule {
 namespace {
 
-// Priority offset that puts one op class behind the other.
-constexpr int64_t kLater = int64_t{1} << 40;
 constexpr int kForwardStream = 0;
 constexpr int kBackwardStream = 1;
 
@@ -77,8 +75,8 @@ absl::StatusOr<Schedule> Linear(const ScheduleParams& params, int chunks,
   auto by_key = [](const Keyed& a, const Keyed& b) { return a.key < b.key; };
   std::sort(forwards.begin(), forwards.end(), by_key);
   std::sort(backwards.begin(), backwards.end(), by_key);
-  const int64_t forward_offset = backward_first ? kLater : 0;
-  const int64_t backward_offset = backward_first ? 0 : kLater;
+  const int64_t forward_offset = backward_first ? kLaterPriority : 0;
+  const int64_t backward_offset = backward_first ? 0 : kLaterPriority;
   for (int s = 0; s < params.depth; ++s) {
     for (const Keyed& f : forwards) {
       scheduler.Add(Op(OpKind::kForward, {f.chunk, s}, f.mb, false),

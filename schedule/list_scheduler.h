@@ -39,6 +39,10 @@ namespace chimera::schedule {
 
 inline constexpr int kNoAdmission = -1;
 
+// A priority offset that puts one class of ops behind another (forwards
+// behind backwards, W's behind everything): larger than any op's own key.
+inline constexpr int64_t kLaterPriority = int64_t{1} << 40;
+
 class ListScheduler {
  public:
   ListScheduler(const Topology& topology, const Placement& placement,

@@ -3,20 +3,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
 #include "schedule/timeline.h"
 
 namespace chimera::schedule {
 namespace {
-
-// Joins the letters of a string one by one.
-struct CharFormatter {
-  void operator()(std::string* out, char c) const { out->push_back(c); }
-};
-
 
 std::string Label(const Instruction& inst) {
   const bool up = inst.chunk % 2 == 1;
@@ -103,13 +97,13 @@ std::string TextTimeline(const Schedule& schedule,
   const int cells =
       static_cast<int>(std::ceil(result.makespan / columns.quantum - 1e-9));
   const auto chunks = ChunkNames(schedule.topology);
-  std::string letters;
+  std::vector<std::string> letters;
   std::vector<std::string> names;
   for (OpKind op : ComputeOpsOf(schedule)) {
-    letters += ComputeLetter(op);
+    letters.emplace_back(1, ComputeLetter(op));
     names.push_back(OpLegendName(op));
   }
-  const std::string upper = absl::StrJoin(letters, "/", CharFormatter());
+  const std::string upper = absl::StrJoin(letters, "/");
   absl::StrAppend(
       &out, "\ntimeline: one column = ", columns.quantum, " ", time_unit, "; ",
       upper, " ", absl::StrJoin(names, "/"),

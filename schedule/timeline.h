@@ -2,9 +2,10 @@
 // worker, a box per forward/backward labelled with its micro-batch(es); a
 // split backward's halves apart from whole ones (ComputeLetter: I input
 // half, W weight half). Even and odd chunks are told apart: in text by
-// letter case (F/B/I/W even, f/b/i/w odd), in SVG by colour. What a chunk is depends on the schedule: Chimera's
-// down (even) and up (odd) pipelines, a looping schedule's model chunks; a
-// single pipeline has one chunk (ChunkNames).
+// letter case (F/B/I/W even, f/b/i/w odd), in SVG by colour. What a chunk
+// is depends on the schedule: Chimera's down (even) and up (odd) pipelines,
+// a looping schedule's model chunks; a single pipeline has one chunk
+// (ChunkNames).
 //
 //   std::cout << TextTimeline(schedule, simulation, "chimera D=4 N=4",
 //                             "time units");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -22,25 +23,24 @@
 namespace chimera::schedule {
 namespace {
 
-// A cell's kind: a compute op, or an action our program builder places
-// itself (compute == false), which reading skips.
+// A cell's kind: a compute op, or (no op) an action our program builder
+// places itself, which reading skips.
 struct Kind {
   absl::string_view name;
-  bool compute;
-  OpKind op;
+  std::optional<OpKind> compute;
 };
 constexpr Kind kKinds[] = {
-    {"F", true, OpKind::kForward},
-    {"B", true, OpKind::kBackward},
-    {"I", true, OpKind::kBackwardInput},
-    {"W", true, OpKind::kBackwardWeight},
-    {"SEND_F", false, OpKind::kSendAct},
-    {"RECV_F", false, OpKind::kRecvAct},
-    {"SEND_B", false, OpKind::kSendGrad},
-    {"RECV_B", false, OpKind::kRecvGrad},
-    {"UNSHARD", false, OpKind::kForward},
-    {"RESHARD", false, OpKind::kForward},
-    {"REDUCE_GRAD", false, OpKind::kForward},
+    {"F", OpKind::kForward},
+    {"B", OpKind::kBackward},
+    {"I", OpKind::kBackwardInput},
+    {"W", OpKind::kBackwardWeight},
+    {"SEND_F", std::nullopt},
+    {"RECV_F", std::nullopt},
+    {"SEND_B", std::nullopt},
+    {"RECV_B", std::nullopt},
+    {"UNSHARD", std::nullopt},
+    {"RESHARD", std::nullopt},
+    {"REDUCE_GRAD", std::nullopt},
 };
 constexpr absl::string_view kOverlapSuffix = ")OVERLAP_F_B";
 constexpr absl::string_view kExample = "actions look like 0F0, 1I3, 2W0, 0B1";
@@ -95,7 +95,7 @@ absl::Status ParseAction(absl::string_view text, Cell cell,
                                           kind.name, " must be a number up to ",
                                           kMaxScheduleSize, " (", kExample, ")"));
     }
-    if (kind.compute) out.push_back({kind.op, stage, micro_batch, cell});
+    if (kind.compute) out.push_back({*kind.compute, stage, micro_batch, cell});
     return absl::OkStatus();
   }
   return CellError(

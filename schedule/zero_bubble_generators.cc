@@ -12,9 +12,6 @@
 namespace chimera::schedule {
 namespace {
 
-// Priority offset that puts one op class behind the other.
-constexpr int64_t kLater = int64_t{1} << 40;
-
 ComputeOp Op(OpKind kind, StageRef ref, int mb, bool recompute) {
   ComputeOp op;
   op.op = kind;
@@ -275,7 +272,7 @@ absl::StatusOr<Schedule> LineWithDeferredWeights(const ScheduleParams& params,
       scheduler.Add(Op(OpKind::kBackwardInput, ref, m, params.recompute),
                     kOneFOneBStream, next++);
       scheduler.Add(Op(OpKind::kBackwardWeight, ref, m, false), kWeightStream,
-                    kLater + m);
+                    kLaterPriority + m);
       if (m + warmup[i] < n) forward(m + warmup[i]);
     }
   }
@@ -359,7 +356,7 @@ absl::StatusOr<Schedule> GenerateChimeraZeroBubble(
       ComputeOp weight = op;
       weight.op = OpKind::kBackwardWeight;
       weight.recompute = false;
-      scheduler.Add(weight, kWeightStream, kLater + weights++);
+      scheduler.Add(weight, kWeightStream, kLaterPriority + weights++);
     }
   }
   ASSIGN_OR_RETURN(auto order, scheduler.Run());

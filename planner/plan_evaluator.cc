@@ -191,6 +191,12 @@ std::string DescribeSchemeOptions(const chimera::v1::Plan& plan) {
   if (plan.scheme() == "chimera") {
     return absl::StrCat("pipelines=", plan.pipelines(), " ", plan.concat());
   }
+  if (plan.scheme() == "chimera-zb") return absl::StrCat("pipelines=", plan.pipelines());
+  if (plan.scheme() == "zb-auto") {
+    return plan.activation_limit() == 0
+               ? std::string("limit=none")
+               : absl::StrCat("limit=", plan.activation_limit());
+  }
   if (plan.scheme() == "1f1b") return plan.policy();
   if (plan.scheme() == "mixpipe") {
     return absl::StrCat("K=", plan.mixpipe_k(), " G=", plan.mixpipe_gamma());

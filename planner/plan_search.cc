@@ -21,16 +21,12 @@ using schedule::Scheme;
 using schedule::ScheduleParam;
 using schedule::ScheduleParams;
 
-constexpr Scheme kAllSchemes[] = {Scheme::kGpipe,   Scheme::kOneFOneB,
-                                  Scheme::kGems,    Scheme::kChimera,
-                                  Scheme::kMixPipe, Scheme::kInterleaved,
-                                  Scheme::kBreadthFirst};
-// Schemes tried only for a job that names one: the split-backward family,
-// which the planner does not weigh against the others until its predictions
-// for them have been checked against measured runs.
-constexpr Scheme kNamedOnlySchemes[] = {
-    Scheme::kZbH1, Scheme::kZbH2,      Scheme::kZbAuto,
-    Scheme::kZbV,  Scheme::kDualPipeV, Scheme::kChimeraZb};
+constexpr Scheme kAllSchemes[] = {
+    Scheme::kGpipe,       Scheme::kOneFOneB,     Scheme::kGems,
+    Scheme::kChimera,     Scheme::kMixPipe,      Scheme::kInterleaved,
+    Scheme::kBreadthFirst, Scheme::kZbH1,        Scheme::kZbH2,
+    Scheme::kZbAuto,      Scheme::kZbV,          Scheme::kDualPipeV,
+    Scheme::kChimeraZb};
 // A difference below this share is not worth naming in the explanation.
 constexpr double kNotableDifference = 0.01;
 // Throughputs closer than this (relative) tie: Percent shows it as 0.0%.
@@ -407,11 +403,6 @@ absl::StatusOr<SearchResult> SearchPlans(const chimera::v1::TrainJob& job,
   for (Scheme scheme : kAllSchemes) {
     if (fixed.Gives(ScheduleParam::kScheme) && fixed.params.scheme != scheme) continue;
     RETURN_IF_ERROR(search.TryScheme(fixed, scheme, workers));
-  }
-  for (Scheme scheme : kNamedOnlySchemes) {
-    if (fixed.Gives(ScheduleParam::kScheme) && fixed.params.scheme == scheme) {
-      RETURN_IF_ERROR(search.TryScheme(fixed, scheme, workers));
-    }
   }
   if (search.evaluated() == 0) {
     return absl::InvalidArgumentError(

@@ -160,8 +160,9 @@ class CheckpointChaosTest : public LocalClusterTest {
 
 TEST_F(CheckpointChaosTest,
        AJobSurvivesAKilledCoordinatorDaemonAndTaskWithTheWeightsOfAnUninterruptedRun) {
-  // Sized for the sanitized build too, where a step takes ten times longer.
-  constexpr int kSteps = 160;
+  // The faults take about 5 * kEvery steps; the rest is the margin that keeps
+  // the last fault before the job's end, with steps as fast as they get.
+  constexpr int kSteps = 96;
   constexpr int kEvery = 8;
   StartCoordinator("127.0.0.1:0", {"--readopt-timeout", "4"});
   StartWorkers(4);

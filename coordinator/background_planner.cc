@@ -35,10 +35,10 @@ void BackgroundPlanner::Start(const std::string& key, Search search) {
 }
 
 void BackgroundPlanner::Run(Search search, absl::Time deadline) {
-  absl::StatusOr<chimera::v1::Plan> plan = search(
+  absl::StatusOr<Launch> launch = search(
       [this, deadline] { return cancel_ || MonotonicNow() >= deadline; });
-  if (absl::IsCancelled(plan.status()) && !cancel_) {
-    plan = absl::DeadlineExceededError(absl::StrCat(
+  if (absl::IsCancelled(launch.status()) && !cancel_) {
+    launch = absl::DeadlineExceededError(absl::StrCat(
         "planning gave up after ", absl::FormatDuration(budget_),
         "; fix spec.parallelism (schedule, pipeline, data) so that less is "
         "searched, or give the coordinator more time (--planning-timeout)"));
@@ -46,10 +46,10 @@ void BackgroundPlanner::Run(Search search, absl::Time deadline) {
   absl::MutexLock lock(&mutex_);
   running_ = false;
   // A cancelled search's result answers nothing.
-  if (!cancel_) result_ = std::move(plan);
+  if (!cancel_) result_ = std::move(launch);
 }
 
-std::optional<absl::StatusOr<chimera::v1::Plan>> BackgroundPlanner::Take(
+std::optional<absl::StatusOr<Launch>> BackgroundPlanner::Take(
     const std::string& key, absl::Duration wait) {
   absl::MutexLock lock(&mutex_);
   if (key_ != key) return std::nullopt;
@@ -57,7 +57,7 @@ std::optional<absl::StatusOr<chimera::v1::Plan>> BackgroundPlanner::Take(
     return !running_;
   };
   mutex_.AwaitWithTimeout(absl::Condition(&ended), wait);
-  std::optional<absl::StatusOr<chimera::v1::Plan>> result = std::move(result_);
+  std::optional<absl::StatusOr<Launch>> result = std::move(result_);
   result_.reset();
   return result;
 }

@@ -1,7 +1,9 @@
-// BackgroundPlanner: searches the plan a queued job starts with on a thread
+// BackgroundPlanner: searches the plan a queued job starts with, and prepares
+// its launch (every rank's program, generated and validated), on a thread
 // of its own, so that the coordinator's loop (dead workers, deadlines, the
 // progress watchdog) and its lock never wait for a search, which can take
-// seconds for a large model on a large cluster. One search at a time, each
+// seconds for a large model on a large cluster (and a large schedule's
+// validation a good part of one). One search at a time, each
 // with a budget: a search still running when it is spent is cancelled and
 // ends DEADLINE_EXCEEDED, saying so. Destroying the planner (the coordinator
 // stopping) cancels the search under way and waits for it to notice.
@@ -11,8 +13,8 @@
 //   planner.Start(key, [&](const std::function<bool()>& cancelled) {
 //     return Search(job, workers, cancelled);
 //   });
-//   if (auto plan = planner.Take(key, /*wait=*/absl::Milliseconds(100)))
-//     StartJob(*plan);
+//   if (auto launch = planner.Take(key, /*wait=*/absl::Milliseconds(100)))
+//     StartJob(*launch);
 //
 // Thread-safe.
 #ifndef CHIMERA_COORDINATOR_BACKGROUND_PLANNER_H_
@@ -28,7 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "chimera/v1/plan.pb.h"
+#include "coordinator/job_launcher.h"
 
 namespace chimera::coordinator {
 
@@ -36,7 +38,7 @@ class BackgroundPlanner {
  public:
   // A search, which asks `cancelled` often (between candidates) and ends
   // soon once it says so.
-  using Search = std::function<absl::StatusOr<chimera::v1::Plan>(
+  using Search = std::function<absl::StatusOr<Launch>(
       const std::function<bool()>& cancelled)>;
 
   explicit BackgroundPlanner(absl::Duration budget);
@@ -53,7 +55,7 @@ class BackgroundPlanner {
   // The result of the search for `key`, waiting up to `wait` for it to end;
   // nullopt while it runs (or none was started for `key`). A result is
   // given once. A search over its budget ends DEADLINE_EXCEEDED.
-  std::optional<absl::StatusOr<chimera::v1::Plan>> Take(
+  std::optional<absl::StatusOr<Launch>> Take(
       const std::string& key, absl::Duration wait);
 
  private:
@@ -63,7 +65,7 @@ class BackgroundPlanner {
   mutable absl::Mutex mutex_;
   std::string key_ ABSL_GUARDED_BY(mutex_);
   bool running_ ABSL_GUARDED_BY(mutex_) = false;
-  std::optional<absl::StatusOr<chimera::v1::Plan>> result_
+  std::optional<absl::StatusOr<Launch>> result_
       ABSL_GUARDED_BY(mutex_);
   // Set to end the search under way early.
   std::atomic<bool> cancel_{false};

@@ -21,9 +21,6 @@
 #include "planner/plan_evaluator.h"
 #include "planner/plan_params.h"
 #include "planner/plan_search.h"
-#include "schedule/generator.h"
-#include "schedule/params_proto.h"
-#include "schedule/program_proto.h"
 #include "schedule/simulator.h"
 
 namespace chimera::coordinator {
@@ -48,55 +45,6 @@ std::string StateName(JobState state) {
 std::string DeviceKindOf(const chimera::v1::TrainJob& job) {
   const std::string& device = job.spec().resources().device();
   return device.empty() ? "cpu" : device;
-}
-
-// The index of the worker's first device of `kind`; none when it has none.
-std::optional<int> DeviceIndex(const chimera::v1::WorkerInfo& worker,
-                               const std::string& kind) {
-  for (const auto& device : worker.devices()) {
-    if (device.kind() == kind) return device.index();
-  }
-  return std::nullopt;
-}
-
-// Each rank's program for `plan`'s schedule, with the layers of the model
-// stages it holds.
-absl::StatusOr<std::vector<chimera::v1::WorkerProgram>> ProgramsOf(
-    const chimera::v1::Plan& plan) {
-  ASSIGN_OR_RETURN(schedule::ScheduleParams params,
-                   schedule::ScheduleParamsOf(plan));
-  ASSIGN_OR_RETURN(schedule::Schedule program,
-                   schedule::GenerateSchedule(params));
-  std::vector<chimera::v1::WorkerProgram> programs = schedule::ToProto(program);
-  for (chimera::v1::WorkerProgram& worker : programs) {
-    for (chimera::v1::StageReplica& replica : *worker.mutable_stages()) {
-      const auto& range = plan.partition(
-          program.topology.ModelStage({replica.chunk(), replica.stage()}));
-      replica.set_first_layer(range.first_layer());
-      replica.set_num_layers(range.num_layers());
-    }
-  }
-  return programs;
-}
-
-// Sets `plan`'s placement: rank i on workers[i], its node numbered in order
-// of first appearance, its device that worker's first of `device_kind`.
-absl::Status PlaceOnWorkers(const WorkerRegistry& registry,
-                            const std::vector<std::string>& workers,
-                            const std::string& device_kind,
-                            chimera::v1::Plan* plan) {
-  plan->clear_placement();
-  std::map<std::string, int> node_index;
-  for (size_t rank = 0; rank < workers.size(); ++rank) {
-    ASSIGN_OR_RETURN(chimera::v1::WorkerInfo info, registry.Get(workers[rank]));
-    const int node =
-        node_index.emplace(info.node(), node_index.size()).first->second;
-    chimera::v1::Placement* placed = plan->add_placement();
-    placed->set_rank(static_cast<int>(rank));
-    placed->set_node(node);
-    placed->set_device(DeviceIndex(info, device_kind).value_or(0));
-  }
-  return absl::OkStatus();
 }
 
 // One step's reports of every rank, folded into what users follow.
@@ -470,7 +418,7 @@ absl::StatusOr<std::vector<chimera::v1::Plan>> JobManager::SearchPlans(
   return plans;
 }
 
-absl::StatusOr<chimera::v1::Plan> JobManager::PlanFor(
+absl::StatusOr<Launch> JobManager::LaunchFor(
     const Job& job, const std::vector<std::string>& worker_ids,
     const std::function<bool()>& cancelled) const {
   // What the job leaves open, the planner chooses for these workers, also
@@ -479,22 +427,24 @@ absl::StatusOr<chimera::v1::Plan> JobManager::PlanFor(
   // before any worker allocates (rather than by running out of memory).
   ASSIGN_OR_RETURN(std::vector<chimera::v1::Plan> searched,
                    SearchPlans(job.manifest(), worker_ids, 1, cancelled));
-  return std::move(searched.front());
+  return PrepareLaunch(std::move(searched.front()), options_.generate_schedule);
 }
 
 absl::Status JobManager::StartLocked(Job job,
                                      const std::vector<std::string>& chosen,
-                                     chimera::v1::Plan plan) {
-  ASSIGN_OR_RETURN(std::vector<chimera::v1::WorkerProgram> programs,
-                   ProgramsOf(plan));
-  RETURN_IF_ERROR(
-      PlaceOnWorkers(*workers_, chosen, DeviceKindOf(job.manifest()), &plan));
+                                     Launch launch) {
+  std::vector<chimera::v1::WorkerInfo> infos;
+  for (const std::string& worker : chosen) {
+    ASSIGN_OR_RETURN(infos.emplace_back(), workers_->Get(worker));
+  }
+  chimera::v1::Plan& plan = launch.plan;
+  PlaceOnWorkers(infos, DeviceKindOf(job.manifest()), &plan);
   // A restart keeps the first start: the deadline counts from it.
   if (job.status().start_time() == 0) {
     job.mutable_status()->set_start_time(UnixSeconds(clock_.wall()));
   }
-  ASSIGN_OR_RETURN(Run run,
-                   AssignTasksLocked(job, plan, std::move(programs), chosen));
+  ASSIGN_OR_RETURN(Run run, AssignTasksLocked(job, plan,
+                                              std::move(launch.programs), chosen));
   chimera::v1::Assignment first = std::move(run.held_starts.front());
   runs_[job.id()] = std::move(run);
   *job.mutable_plan() = plan;
@@ -551,7 +501,13 @@ absl::StatusOr<JobManager::Run> JobManager::AssignTasksLocked(
     start->mutable_rendezvous()->set_timeout_ms(
         absl::ToInt64Milliseconds(options_.collective_timeout));
     const TaskRef task{job.id(), run.attempt, static_cast<int>(rank)};
-    RETURN_IF_ERROR(workers_->Assign(chosen[rank], task, std::nullopt));
+    if (absl::Status assigned = workers_->Assign(chosen[rank], task, std::nullopt);
+        !assigned.ok()) {
+      for (size_t earlier = 0; earlier < rank; ++earlier) {
+        workers_->Release(chosen[earlier]);
+      }
+      return assigned;
+    }
     run.held_starts.push_back(std::move(assignment));
   }
   return run;
@@ -805,12 +761,12 @@ void JobManager::StartQueuedJobs() {
         absl::StrCat(next->job.id(), " ", absl::StrJoin(next->workers, ","));
     planner_.Start(key, [this, job = next->job, workers = next->workers](
                             const std::function<bool()>& cancelled) {
-      return PlanFor(job, workers, cancelled);
+      return LaunchFor(job, workers, cancelled);
     });
-    std::optional<absl::StatusOr<chimera::v1::Plan>> plan =
+    std::optional<absl::StatusOr<Launch>> launch =
         planner_.Take(key, options_.plan_wait);
     absl::MutexLock lock(&mutex_);
-    if (!plan) {
+    if (!launch) {
       // Still searching: the queue behind it waits (first in, first out).
       SayPendingLocked(next->job,
                        absl::StrCat("planning for ", next->workers.size(),
@@ -820,7 +776,7 @@ void JobManager::StartQueuedJobs() {
     }
     // Stopped, or its workers taken or lost, while it was planned.
     if (!StillStartableLocked(*next)) continue;
-    if (!FinishStartLocked(*std::move(next), *std::move(plan))) return;
+    if (!FinishStartLocked(*std::move(next), *std::move(launch))) return;
   }
 }
 
@@ -849,12 +805,12 @@ bool JobManager::StillStartableLocked(const QueuedStart& start) const {
 }
 
 bool JobManager::FinishStartLocked(QueuedStart start,
-                                   absl::StatusOr<chimera::v1::Plan> plan) {
+                                   absl::StatusOr<Launch> launch) {
   const std::string id = start.job.id();
   const absl::Status started =
-      plan.ok() ? StartLocked(std::move(start.job), start.workers,
-                              *std::move(plan))
-                : plan.status();
+      launch.ok() ? StartLocked(std::move(start.job), start.workers,
+                                *std::move(launch))
+                  : launch.status();
   if (absl::IsResourceExhausted(started)) {
     // The store is full: the job stays queued, its workers free (none heard
     // of it), and starts are tried again after a growing pause.

@@ -54,6 +54,7 @@
 #include "chimera/v1/service.pb.h"
 #include "common/clock.h"
 #include "coordinator/background_planner.h"
+#include "coordinator/job_launcher.h"
 #include "coordinator/job_store.h"
 #include "coordinator/trace_collector.h"
 #include "coordinator/worker_registry.h"
@@ -102,6 +103,9 @@ struct JobManagerOptions {
   // workers to register again with its tasks: they notice the restart at
   // their next heartbeat.
   absl::Duration readopt_timeout = absl::Seconds(15);
+  // Turns a started job's plan into every rank's program, which is then
+  // validated whole. Tests give one that breaks its output.
+  ScheduleGenerator generate_schedule = schedule::GenerateSchedule;
 };
 
 // How many predicted step times a rank may go without reporting a step.
@@ -324,10 +328,10 @@ class JobManager {
   // job still pending and the same workers still the ones it would take.
   bool StillStartableLocked(const QueuedStart& start) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Starts `start` with `plan`, or fails the job with why it cannot start;
-  // false when the store is full (the job stays queued, and so do those
-  // behind it).
-  bool FinishStartLocked(QueuedStart start, absl::StatusOr<chimera::v1::Plan> plan)
+  // Starts `start` with `launch`, or fails the job with why it cannot
+  // start; false when the store is full (the job stays queued, and so do
+  // those behind it).
+  bool FinishStartLocked(QueuedStart start, absl::StatusOr<Launch> launch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Says in a pending job's message what it waits for ("needs 8 idle cpu
   // workers (4 registered, 2 busy)"), stored when that changes.
@@ -343,23 +347,25 @@ class JobManager {
       const chimera::v1::TrainJob& manifest) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
-  // Places `job`'s ranks of `plan` on `idle` (rank i on idle[i]), assigns
+  // Places `job`'s ranks of `launch` on `idle` (rank i on idle[i]), assigns
   // them their tasks, stores it RUNNING and then sends rank 0 its start;
   // the store's error (nothing sent) when it cannot record it.
   absl::Status StartLocked(chimera::v1::Job job, const std::vector<std::string>& idle,
-                           chimera::v1::Plan plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+                           Launch launch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The run of `job`'s next attempt on `workers`: every rank's task is
   // recorded with its worker, and every start held in the run (none sent).
+  // All or nothing: a worker that cannot take its task frees the others.
   absl::StatusOr<Run> AssignTasksLocked(
       const chimera::v1::Job& job, const chimera::v1::Plan& plan,
       std::vector<chimera::v1::WorkerProgram> programs,
       const std::vector<std::string>& workers)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // The plan `job` runs on `workers`, what it leaves open searched;
-  // FAILED_PRECONDITION naming the memory where no variant fits, CANCELLED
-  // once `cancelled` says so. Reads no state mutex_ guards (it runs on the
-  // planner's thread).
-  absl::StatusOr<chimera::v1::Plan> PlanFor(
+  // The launch of `job` on `workers`: what it leaves open searched, every
+  // rank's program generated and validated; FAILED_PRECONDITION naming the
+  // memory where no variant fits, INTERNAL where the validator refuses the
+  // schedule, CANCELLED once `cancelled` says so. Reads no state mutex_
+  // guards (it runs on the planner's thread).
+  absl::StatusOr<Launch> LaunchFor(
       const chimera::v1::Job& job, const std::vector<std::string>& workers,
       const std::function<bool()>& cancelled) const;
   // Ends a RUNNING job: tells its workers to stop, frees them, stores the

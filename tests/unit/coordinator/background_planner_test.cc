@@ -16,9 +16,9 @@ using ::testing::HasSubstr;
 // A search that finds a plan of `depth` at once.
 BackgroundPlanner::Search Finds(int depth) {
   return [depth](const std::function<bool()>&) {
-    chimera::v1::Plan plan;
-    plan.set_depth(depth);
-    return absl::StatusOr<chimera::v1::Plan>(plan);
+    Launch launch;
+    launch.plan.set_depth(depth);
+    return absl::StatusOr<Launch>(launch);
   };
 }
 
@@ -27,7 +27,7 @@ BackgroundPlanner::Search Endless(std::atomic<int>& cancelled_searches) {
   return [&cancelled_searches](const std::function<bool()>& cancelled) {
     while (!cancelled()) absl::SleepFor(absl::Milliseconds(1));
     ++cancelled_searches;
-    return absl::StatusOr<chimera::v1::Plan>(
+    return absl::StatusOr<Launch>(
         absl::CancelledError("the plan search was cancelled"));
   };
 }
@@ -36,11 +36,11 @@ TEST(BackgroundPlannerTest, AResultIsTakenOnceForItsKey) {
   BackgroundPlanner planner(absl::Seconds(10));
   planner.Start("job-1", Finds(4));
   EXPECT_EQ(planner.Take("job-2", absl::ZeroDuration()), std::nullopt);
-  std::optional<absl::StatusOr<chimera::v1::Plan>> plan =
+  std::optional<absl::StatusOr<Launch>> plan =
       planner.Take("job-1", absl::InfiniteDuration());
   ASSERT_TRUE(plan.has_value());
   ASSERT_TRUE(plan->ok()) << plan->status();
-  EXPECT_EQ((*plan)->depth(), 4);
+  EXPECT_EQ((*plan)->plan.depth(), 4);
   EXPECT_EQ(planner.Take("job-1", absl::ZeroDuration()), std::nullopt);
 }
 
@@ -50,7 +50,7 @@ TEST(BackgroundPlannerTest, ASearchOverItsBudgetGivesUpSayingSo) {
   planner.Start("job-1", Endless(cancelled));
   // Started again while it runs: still the one search.
   planner.Start("job-1", Finds(2));
-  const std::optional<absl::StatusOr<chimera::v1::Plan>> plan =
+  const std::optional<absl::StatusOr<Launch>> plan =
       planner.Take("job-1", absl::InfiniteDuration());
   ASSERT_TRUE(plan.has_value());
   EXPECT_EQ(plan->status().code(), absl::StatusCode::kDeadlineExceeded);
@@ -67,13 +67,13 @@ TEST(BackgroundPlannerTest, ASearchForAnotherKeyCancelsTheOneUnderWay) {
   // The head's workers changed: the old search ends, answering nothing, and
   // the new one begins once it has.
   planner.Start("job-1 on w0,w2", Finds(2));
-  std::optional<absl::StatusOr<chimera::v1::Plan>> plan;
+  std::optional<absl::StatusOr<Launch>> plan;
   while (!plan) {
     planner.Start("job-1 on w0,w2", Finds(2));
     plan = planner.Take("job-1 on w0,w2", absl::Milliseconds(10));
   }
   ASSERT_TRUE(plan->ok()) << plan->status();
-  EXPECT_EQ((*plan)->depth(), 2);
+  EXPECT_EQ((*plan)->plan.depth(), 2);
   EXPECT_EQ(cancelled, 1);
   EXPECT_EQ(planner.Take("job-1 on w0,w1", absl::ZeroDuration()), std::nullopt);
 }

@@ -1147,6 +1147,37 @@ TEST_F(JobManagerTest, AFixedPlanThatCannotFitFailsAtStartNamingTheMemory) {
   }
 }
 
+// The coordinator validates what it launches: a generator's bug (here one
+// backward left out of rank 1's program) fails the job with the
+// validator's words before any worker hears of it.
+TEST_F(JobManagerTest, AScheduleTheValidatorRefusesFailsTheJobAndStartsNoWorker) {
+  options_.generate_schedule = [](const schedule::ScheduleParams& params)
+      -> absl::StatusOr<schedule::Schedule> {
+    absl::StatusOr<schedule::Schedule> generated = schedule::GenerateSchedule(params);
+    if (!generated.ok()) return generated;
+    auto& instructions = generated->workers[1].instructions;
+    instructions.erase(std::find_if(
+        instructions.begin(), instructions.end(), [](const auto& instruction) {
+          return instruction.op == schedule::OpKind::kBackward;
+        }));
+    return generated;
+  };
+  RestartCoordinator();
+  AddWorkers(4);
+  Job job = MustSubmit(Manifest("broken", 4));
+  manager_->Tick();
+  const Job failed = *manager_->Get(job.id());
+  EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_THAT(failed.status().message(),
+              HasSubstr("could not start: the chimera schedule for W=1 D=4 N=4 "
+                        "is invalid: "));
+  EXPECT_THAT(failed.status().message(), HasSubstr("rank 1"));
+  for (const char* w : {"w0", "w1", "w2", "w3"}) {
+    EXPECT_FALSE(Next(w).has_value()) << w;
+    EXPECT_EQ(registry_->Get(w)->state(), chimera::v1::WORKER_STATE_IDLE) << w;
+  }
+}
+
 // A full store made the head of the queue start and stop twice a second:
 // its rank 0 was sent the start before the store refused to record it. Now
 // nothing is sent until the start is recorded, and tries back off.

@@ -1,0 +1,112 @@
+// A job's launch: every rank's program generated at the full width with the
+// layers it holds, a schedule the validator refuses named with the
+// validator's words, and ranks placed on their workers' nodes and devices.
+#include "coordinator/job_launcher.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace chimera::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+
+// 1F1B at W = 2, D = 2, N = 4 over 8 layers, split 3 + 5.
+chimera::v1::Plan TwoByTwoPlan() {
+  chimera::v1::Plan plan;
+  plan.set_scheme("1f1b");
+  plan.set_policy("pa");
+  plan.set_width(2);
+  plan.set_depth(2);
+  plan.set_micro_batches(4);
+  auto* first = plan.add_partition();
+  first->set_first_layer(0);
+  first->set_num_layers(3);
+  auto* second = plan.add_partition();
+  second->set_first_layer(3);
+  second->set_num_layers(5);
+  return plan;
+}
+
+// The generator's schedule with rank 3's first backward left out: a bug no
+// worker could survive (its peer would wait for the gradient forever).
+absl::StatusOr<schedule::Schedule> LosesABackward(
+    const schedule::ScheduleParams& params) {
+  absl::StatusOr<schedule::Schedule> generated =
+      schedule::GenerateSchedule(params);
+  if (!generated.ok()) return generated;
+  auto& instructions = generated->workers[3].instructions;
+  instructions.erase(std::find_if(
+      instructions.begin(), instructions.end(), [](const auto& instruction) {
+        return instruction.op == schedule::OpKind::kBackward;
+      }));
+  return generated;
+}
+
+TEST(JobLauncherTest, EveryRankOfEveryReplicaGetsItsProgramWithItsLayers) {
+  absl::StatusOr<Launch> launch = PrepareLaunch(TwoByTwoPlan());
+  ASSERT_TRUE(launch.ok()) << launch.status();
+  ASSERT_EQ(launch->programs.size(), 4u);
+  for (int rank = 0; rank < 4; ++rank) {
+    const chimera::v1::WorkerProgram& program = launch->programs[rank];
+    EXPECT_EQ(program.rank(), rank);
+    ASSERT_EQ(program.stages_size(), 1) << rank;
+    const bool last_stage = rank % 2 == 1;
+    EXPECT_EQ(program.stages(0).first_layer(), last_stage ? 3 : 0) << rank;
+    EXPECT_EQ(program.stages(0).num_layers(), last_stage ? 5 : 3) << rank;
+    EXPECT_GT(program.instructions_size(), 0) << rank;
+  }
+  EXPECT_EQ(launch->plan.scheme(), "1f1b");
+}
+
+TEST(JobLauncherTest, AScheduleTheValidatorRefusesIsAnInternalErrorInItsWords) {
+  absl::StatusOr<Launch> launch = PrepareLaunch(TwoByTwoPlan(), LosesABackward);
+  EXPECT_EQ(launch.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(launch.status().message(),
+              HasSubstr("the 1f1b schedule for W=2 D=2 N=4 is invalid: "));
+  EXPECT_THAT(launch.status().message(), HasSubstr("rank 3"));
+  EXPECT_THAT(launch.status().message(), HasSubstr("misses backward"));
+}
+
+TEST(JobLauncherTest, AGeneratorsOwnErrorIsPassedOn) {
+  const auto refuses = [](const schedule::ScheduleParams&)
+      -> absl::StatusOr<schedule::Schedule> {
+    return absl::InvalidArgumentError("depth: must be even");
+  };
+  EXPECT_EQ(PrepareLaunch(TwoByTwoPlan(), refuses).status(),
+            absl::InvalidArgumentError("depth: must be even"));
+}
+
+chimera::v1::WorkerInfo Worker(const std::string& node, int gpu_index) {
+  chimera::v1::WorkerInfo worker;
+  worker.set_node(node);
+  worker.add_devices()->set_kind("cpu");
+  if (gpu_index >= 0) {
+    chimera::v1::Device* gpu = worker.add_devices();
+    gpu->set_kind("gpu");
+    gpu->set_index(gpu_index);
+  }
+  return worker;
+}
+
+TEST(JobLauncherTest, RanksArePlacedOnNodesInOrderOfAppearanceAndTheirWorkersGpus) {
+  chimera::v1::Plan plan = TwoByTwoPlan();
+  plan.add_placement()->set_rank(7);  // a previous attempt's, replaced
+  PlaceOnWorkers({Worker("b", 1), Worker("a", 0), Worker("b", 3), Worker("c", -1)},
+                 "gpu", &plan);
+  ASSERT_EQ(plan.placement_size(), 4);
+  const int nodes[] = {0, 1, 0, 2};
+  const int devices[] = {1, 0, 3, 0};
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(plan.placement(rank).rank(), rank);
+    EXPECT_EQ(plan.placement(rank).node(), nodes[rank]) << rank;
+    EXPECT_EQ(plan.placement(rank).device(), devices[rank]) << rank;
+  }
+}
+
+}  // namespace
+}  // namespace chimera::coordinator

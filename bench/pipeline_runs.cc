@@ -57,9 +57,7 @@ PipelineJob HarnessJob(const worker::StandaloneRun& run,
                        schedule::Schedule schedule, int steps) {
   PipelineJob job;
   job.schedule = std::move(schedule);
-  job.executor = worker::ExecutorOptionsFor(run.task);
-  job.executor.p2p_timeout = kOpTimeout;
-  job.executor.collective_timeout = kOpTimeout;
+  job.executor = worker::ExecutorOptionsFor(run.task, /*gpu_index=*/0, kOpTimeout);
   job.data = run.task.data;
   job.steps = steps;
   job.connect_timeout = kOpTimeout;

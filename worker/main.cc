@@ -300,6 +300,10 @@ int main(int argc, char** argv) {
       "HOST:PORT of the rendezvous store; rank 0 serves it (standalone)");
   app.add_option("--steps", flags.steps,
                  "Steps to run; default spec.training.maxSteps (standalone)");
+  app.add_option("--timeout", flags.timeout_seconds,
+                 "Seconds any wait may take: the store, connecting, each "
+                 "transfer and collective; a stopped peer is named once they "
+                 "pass (standalone; default 300)");
   app.add_flag(
       "--resume", flags.resume,
       "Continue from the job's latest complete checkpoint (standalone); "

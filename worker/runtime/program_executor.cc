@@ -53,6 +53,16 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
+// A receive that timed out names its sender first: the sender stopped, hung
+// or was cut off; this rank only waited for it.
+absl::Status BlameSender(absl::Status waited, int sender,
+                         absl::Duration timeout) {
+  if (!absl::IsDeadlineExceeded(waited)) return waited;
+  return absl::DeadlineExceededError(absl::StrCat(
+      "rank ", sender, " sent nothing within ", absl::FormatDuration(timeout),
+      " (stopped, hung or cut off): ", waited.message()));
+}
+
 bool IsTransfer(OpKind op) {
   return op == OpKind::kSendAct || op == OpKind::kRecvAct ||
          op == OpKind::kSendGrad || op == OpKind::kRecvGrad ||
@@ -636,7 +646,8 @@ absl::Status ProgramExecutor::Receive(const Instruction& inst,
                      comm_->Recv(buffer, inst.peer,
                                  tags_.Of(kind, *producer, mb, inst.part)));
     const auto wait_start = std::chrono::steady_clock::now();
-    RETURN_IF_ERROR(op->Wait(options_.p2p_timeout));
+    RETURN_IF_ERROR(BlameSender(op->Wait(options_.p2p_timeout), inst.peer,
+                                options_.p2p_timeout));
     metrics.recv_wait_seconds += SecondsSince(wait_start);
     (activation ? activations_in_ : gradients_in_)[{ref, mb, inst.part}] =
         std::move(buffer);

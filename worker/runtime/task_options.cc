@@ -222,7 +222,8 @@ OptimizerConfig OptimizerConfigFor(const chimera::v1::OptimizerSpec& spec) {
   return config;
 }
 
-ExecutorOptions ExecutorOptionsFor(const TaskOptions& task, int gpu_index) {
+ExecutorOptions ExecutorOptionsFor(const TaskOptions& task, int gpu_index,
+                                   absl::Duration timeout) {
   ExecutorOptions options;
   options.device = task.gpu
                        ? c10::Device(c10::DeviceType::CUDA,
@@ -233,6 +234,8 @@ ExecutorOptions ExecutorOptionsFor(const TaskOptions& task, int gpu_index) {
   options.seed = task.seed;
   options.micro_batch_size = task.micro_batch_size;
   options.optimizer = task.optimizer;
+  options.p2p_timeout = timeout;
+  options.collective_timeout = timeout;
   return options;
 }
 

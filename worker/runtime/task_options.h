@@ -108,9 +108,11 @@ absl::StatusOr<ModelConfig> ModelConfigFor(const chimera::v1::ModelSpec& spec);
 // betas and eps defaulted where left open).
 OptimizerConfig OptimizerConfigFor(const chimera::v1::OptimizerSpec& spec);
 
-// The executor's options for `task` (timeouts at their defaults); a gpu task
-// computes on CUDA device `gpu_index`.
-ExecutorOptions ExecutorOptionsFor(const TaskOptions& task, int gpu_index = 0);
+// The executor's options for `task`, every transfer and collective waiting
+// at most `timeout` (the job's: a stopped peer is named within it); a gpu
+// task computes on CUDA device `gpu_index`.
+ExecutorOptions ExecutorOptionsFor(const TaskOptions& task, int gpu_index,
+                                   absl::Duration timeout);
 
 }  // namespace chimera::worker
 

@@ -203,7 +203,7 @@ absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
   LimitComputeThreads(options.task.threads);
   RetainFreedHostMemory();
   const ExecutorOptions executor_options =
-      ExecutorOptionsFor(options.task, options.gpu_index);
+      ExecutorOptionsFor(options.task, options.gpu_index, options.timeout);
   // Before the rendezvous: the other ranks need not wait to learn this.
   RETURN_IF_ERROR(CheckDeviceUsable(executor_options.device));
   ASSIGN_OR_RETURN(Started started, Rendezvous(options, observer));

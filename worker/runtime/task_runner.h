@@ -51,7 +51,8 @@ struct TaskRunOptions {
   // port); the others join store_host:store_port.
   std::string store_host = "127.0.0.1";
   int store_port = 0;
-  // Joining the store, building the groups, and every collective.
+  // The most any wait takes: joining the store, building the groups, the
+  // barrier, and every transfer and collective of a step.
   absl::Duration timeout = kDefaultCollectiveTimeout;
   // Runs steps [first, last_step), where first is the latest complete
   // checkpoint in task.checkpoint_dir (0 when there is none or the job takes

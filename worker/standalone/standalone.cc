@@ -126,6 +126,10 @@ absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags) {
     return absl::InvalidArgumentError(
         absl::StrCat("--steps is ", flags.steps, "; it must be >= 0"));
   }
+  if (!(flags.timeout_seconds > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--timeout is ", flags.timeout_seconds, "; it must be > 0 seconds"));
+  }
   ASSIGN_OR_RETURN(const GpuTransport transport,
                    ParseGpuTransport(flags.gpu_transport));
   ASSIGN_OR_RETURN(const WorkerRoots roots,
@@ -156,6 +160,7 @@ absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags) {
   run.gpu_index = flags.gpu >= 0 ? flags.gpu : flags.rank;
   run.store_host = parsed.store_host;
   run.store_port = parsed.store_port;
+  run.timeout = absl::Seconds(flags.timeout_seconds);
   if (flags.steps > 0) run.steps = flags.steps;
   if (flags.resume) {
     if (run.task.checkpoint_dir.empty()) {
@@ -245,7 +250,7 @@ class StepPrinter : public TaskObserver {
   StepPrinter(const StandaloneRun& run, std::ostream& out)
       : run_(run),
         out_(out),
-        device_(ExecutorOptionsFor(run.task, run.gpu_index).device) {}
+        device_(ExecutorOptionsFor(run.task, run.gpu_index, run.timeout).device) {}
 
   absl::Status OnStep(const StepMetrics& metrics, Communicator& comm) override {
     const int world = static_cast<int>(run_.schedule.workers.size());
@@ -261,7 +266,7 @@ class StepPrinter : public TaskObserver {
         at::tensor(slots, at::TensorOptions(at::kDouble)).to(device_);
     ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> sum,
                      comm.AllReduceSum(summary, kSummaryGroup));
-    RETURN_IF_ERROR(sum->Wait(kDefaultCollectiveTimeout));
+    RETURN_IF_ERROR(sum->Wait(run_.timeout));
     if (run_.rank != run_.reporting_rank) return absl::OkStatus();
     summary = summary.cpu();
     const double* gathered = summary.data_ptr<double>();
@@ -306,6 +311,7 @@ absl::Status RunStandalone(const StandaloneRun& run, std::ostream& out) {
   options.gpu_transport = run.gpu_transport;
   options.store_host = run.store_host;
   options.store_port = run.store_port;
+  options.timeout = run.timeout;
   options.start_over = !run.resume;
   options.last_step = run.steps;
   CommGroup& everyone = options.extra_groups.emplace_back();

@@ -46,6 +46,9 @@ struct StandaloneFlags {
   // current directory); see WorkerRoots.
   std::string data_root;
   std::string checkpoint_root;
+  // The most any wait takes (the store, connecting, each transfer and
+  // collective), in seconds; a peer that stopped is named once it passes.
+  double timeout_seconds = absl::ToDoubleSeconds(kDefaultCollectiveTimeout);
 };
 
 struct StandaloneRun {
@@ -63,6 +66,8 @@ struct StandaloneRun {
   bool resume = false;
   // The rank that prints the per-step lines.
   int reporting_rank = 0;
+  // The most any wait takes.
+  absl::Duration timeout = kDefaultCollectiveTimeout;
 };
 
 // What every rank derives from the job file and the roots: the task, the

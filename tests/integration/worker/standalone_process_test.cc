@@ -164,6 +164,44 @@ TEST(StandaloneProcessTest, ADivergingRunStopsAtTheFirstNonFiniteLossNamingIt) {
       << "it trained on after the loss went non-finite";
 }
 
+// A rank that stops (SIGSTOP: a frozen host, a debugger) is named by its
+// partner once the job's timeout passes. The executor's waits used to stay
+// at 5 minutes whatever the timeout, so the partner named it that late.
+TEST(StandaloneProcessTest, AStoppedPeerIsNamedByItsPartnerWithinTheTimeout) {
+  const TempDir dir;
+  chimera::v1::TrainJob long_steps = StandaloneJob();
+  chimera::v1::JobSpec& spec = *long_steps.mutable_spec();
+  // Steps long enough (tens of ms) that rank 1, stopped as it starts one,
+  // still owes rank 0 its gradients.
+  spec.mutable_model()->set_hidden_size(128);
+  spec.mutable_model()->set_seq_length(32);
+  spec.mutable_training()->set_global_batch_size(16);
+  spec.mutable_parallelism()->set_micro_batches(8);
+  spec.mutable_training()->set_max_steps(100000);
+  const std::string job = dir.WriteFile("job.yaml", JobYaml(long_steps));
+  const std::string store = absl::StrCat("127.0.0.1:", FreePort());
+  std::vector<std::unique_ptr<net::ChildProcess>> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<std::string> args = WorkerArgs(job, rank, 2, store);
+    args.insert(args.end(), {"--timeout", "5"});
+    ranks.push_back(std::make_unique<net::ChildProcess>(args));
+  }
+  // Rank 1 reports each step once every rank finished it.
+  for (;;) {
+    absl::StatusOr<std::string> line = ranks[1]->ReadLine(kRunTimeout);
+    ASSERT_TRUE(line.ok()) << line.status() << "\n" << ranks[1]->err();
+    if (absl::StartsWith(*line, "step 2 ")) break;
+  }
+  ranks[1]->Signal(SIGSTOP);
+  // Well within the 5 minutes it once took, and not by being killed.
+  EXPECT_EQ(ranks[0]->Wait(absl::Seconds(60)), 1) << ranks[0]->err();
+  EXPECT_TRUE(absl::StrContains(
+      ranks[0]->err(), "rank 1 sent nothing within 5s (stopped, hung or cut off)"))
+      << ranks[0]->err();
+  ranks[1]->Signal(SIGKILL);
+  ranks[1]->Wait(kRunTimeout);
+}
+
 // Runs `world` ranks of `job` with `extra` flags; the reporting rank's lines
 // as step -> loss.
 std::map<int, double> RunRanks(const std::string& job, int world,

@@ -73,7 +73,7 @@ TEST(TaskOptionsTest, CpuJobsComputeOnTheCpu) {
       LoadStandaloneJob(dir.WriteFile("job.yaml", JobYaml("cpu", "float64")), Roots(dir));
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_FALSE(run->task.gpu);
-  EXPECT_EQ(ExecutorOptionsFor(run->task, 1).device,
+  EXPECT_EQ(ExecutorOptionsFor(run->task, 1, absl::Minutes(1)).device,
             c10::Device(c10::DeviceType::CPU));
 }
 
@@ -91,7 +91,7 @@ TEST(TaskOptionsTest, GpuJobsComputeOnTheirGpuWhereTheBuildHasTheRuntime) {
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_TRUE(run->task.gpu);
   EXPECT_EQ(run->task.model.dtype, c10::ScalarType::BFloat16);
-  EXPECT_EQ(ExecutorOptionsFor(run->task, 1).device,
+  EXPECT_EQ(ExecutorOptionsFor(run->task, 1, absl::Minutes(1)).device,
             c10::Device(c10::DeviceType::CUDA, 1));
 }
 
@@ -228,13 +228,22 @@ TEST(TaskOptionsTest, RootsMustBeExistingDirectoriesNamedByTheirFlag) {
   EXPECT_THAT(std::string(roots.status().message()), HasSubstr("--checkpoint-root: root '"));
 }
 
+// The executor's waits used to stay at 5 minutes whatever the job's timeout,
+// so a stopped peer was named minutes late.
+TEST(TaskOptionsTest, EveryWaitOfTheExecutorIsBoundedByTheGivenTimeout) {
+  const ExecutorOptions options =
+      ExecutorOptionsFor(TaskOptions{}, 0, absl::Seconds(7));
+  EXPECT_EQ(options.p2p_timeout, absl::Seconds(7));
+  EXPECT_EQ(options.collective_timeout, absl::Seconds(7));
+}
+
 TEST(TaskOptionsTest, ExecutorOptionsPutAGpuTaskOnTheGivenDevice) {
   TaskOptions task;
   task.gpu = true;
-  EXPECT_EQ(ExecutorOptionsFor(task, 3).device,
+  EXPECT_EQ(ExecutorOptionsFor(task, 3, absl::Minutes(1)).device,
             c10::Device(c10::DeviceType::CUDA, 3));
   task.gpu = false;
-  EXPECT_EQ(ExecutorOptionsFor(task, 3).device,
+  EXPECT_EQ(ExecutorOptionsFor(task, 3, absl::Minutes(1)).device,
             c10::Device(c10::DeviceType::CPU));
 }
 

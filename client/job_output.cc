@@ -123,6 +123,13 @@ std::string FormatJobStatus(const chimera::v1::Job& job) {
   }
   absl::StrAppend(&out, "steps:    ", Steps(job), "\nplan:     ", Layout(job),
                   "\n");
+  if (job.status().restarts() > 0) {
+    absl::StrAppend(&out, "restarts: ", job.status().restarts());
+    if (!job.status().restart_cause().empty()) {
+      absl::StrAppend(&out, " (the last: ", job.status().restart_cause(), ")");
+    }
+    absl::StrAppend(&out, "\n");
+  }
   absl::StrAppend(&out, "started:  ", FormatTime(job.status().start_time()),
                   "\n");
   if (job.status().end_time() > 0) {

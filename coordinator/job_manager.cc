@@ -29,9 +29,6 @@ namespace {
 using chimera::v1::Job;
 using chimera::v1::JobState;
 
-// Starts the part of a pending job's message that says what it waits for.
-constexpr char kWaiting[] = "waiting: ";
-
 double UnixSeconds(absl::Time time) {
   return absl::ToDoubleSeconds(time - absl::UnixEpoch());
 }
@@ -45,53 +42,6 @@ std::string StateName(JobState state) {
 std::string DeviceKindOf(const chimera::v1::TrainJob& job) {
   const std::string& device = job.spec().resources().device();
   return device.empty() ? "cpu" : device;
-}
-
-// One step's reports of every rank, folded into what users follow.
-chimera::v1::StepSummary Summarize(
-    int step, const chimera::v1::TrainJob& manifest,
-    const std::map<int, chimera::v1::WorkerStepMetrics>& ranks) {
-  chimera::v1::StepSummary summary;
-  summary.set_step(step);
-  double bubble = 0;
-  for (const auto& [rank, metrics] : ranks) {
-    // Each last-stage rank reports its micro-batches' share of the mean.
-    summary.set_loss(summary.loss() + metrics.loss());
-    summary.set_step_seconds(
-        std::max(summary.step_seconds(), metrics.step_seconds()));
-    summary.set_peak_memory_bytes(
-        std::max(summary.peak_memory_bytes(), metrics.peak_memory_bytes()));
-    bubble += schedule::BubbleRatio(metrics.bubble_seconds(), metrics.step_seconds());
-  }
-  summary.set_bubble_ratio(bubble / std::max<size_t>(1, ranks.size()));
-  if (summary.step_seconds() > 0) {
-    const double samples = manifest.spec().training().global_batch_size();
-    summary.set_samples_per_second(samples / summary.step_seconds());
-    summary.set_tokens_per_second(samples *
-                                  manifest.spec().model().seq_length() /
-                                  summary.step_seconds());
-  }
-  return summary;
-}
-
-// Sets `job`'s per-worker view from every rank's report of one step.
-void SetWorkerSummaries(
-    const std::map<int, chimera::v1::WorkerStepMetrics>& ranks,
-    const std::vector<std::string>& worker_of_rank, Job* job) {
-  job->clear_workers();
-  for (const auto& [rank, metrics] : ranks) {
-    chimera::v1::WorkerSummary* worker = job->add_workers();
-    worker->set_rank(rank);
-    worker->set_worker_id(worker_of_rank[rank]);
-    worker->set_bubble_ratio(
-        schedule::BubbleRatio(metrics.bubble_seconds(), metrics.step_seconds()));
-    worker->set_peak_memory_bytes(metrics.peak_memory_bytes());
-    worker->set_weights_bytes(metrics.weights_bytes());
-    worker->set_gradients_bytes(metrics.gradients_bytes());
-    worker->set_optimizer_bytes(metrics.optimizer_bytes());
-    worker->set_activations_bytes(metrics.activations_bytes());
-    worker->set_busy_seconds(metrics.busy_seconds());
-  }
 }
 
 }  // namespace
@@ -118,7 +68,7 @@ absl::Status JobManager::Recover() {
     if (ranks <= 0) {
       const std::string cause =
           "the coordinator restarted and found the job without its plan";
-      RETURN_IF_ERROR(RestartOrFailLocked(std::move(job), cause, cause));
+      RETURN_IF_ERROR(EndRunLocked(job.id(), JobEvent::RunLost(cause)));
       continue;
     }
     // Its workers go on training: it waits for them to register again.
@@ -188,10 +138,7 @@ void JobManager::GiveUpUnadoptedRunsLocked() {
                           absl::FormatDuration(options_.readopt_timeout))});
   }
   for (const auto& [id, cause] : abandoned) {
-    absl::StatusOr<Job> job = store_->Get(id);
-    const absl::Status status =
-        job.ok() ? RestartOrFailLocked(*std::move(job), cause, cause)
-                 : job.status();
+    const absl::Status status = EndRunLocked(id, JobEvent::RunLost(cause));
     if (!status.ok()) CHIMERA_LOG(ERROR) << status;
   }
 }
@@ -224,8 +171,8 @@ absl::StatusOr<Job> JobManager::Submit(const chimera::v1::TrainJob& manifest) {
                                absl::Uniform<uint32_t>(random)));
   } while (store_->Get(job.id()).ok());
   *job.mutable_manifest() = manifest;
-  job.mutable_status()->set_state(chimera::v1::JOB_STATE_PENDING);
-  job.mutable_status()->set_submit_time(UnixSeconds(clock_.wall()));
+  ASSIGN_OR_RETURN(job, Transition(std::move(job), JobEvent::Submitted(),
+                                   clock_.wall()));
   RETURN_IF_ERROR(SaveLocked(job));
   CHIMERA_LOG(INFO) << "job " << job.id() << " submitted ("
                     << (needed > 0 ? absl::StrCat(needed) : "all idle")
@@ -323,16 +270,8 @@ absl::StatusOr<Job> JobManager::Stop(const std::string& id) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", id, " has already ended (", StateName(state), ")"));
   }
-  if (state == chimera::v1::JOB_STATE_RUNNING) {
-    RETURN_IF_ERROR(
-        EndLocked(id, chimera::v1::JOB_STATE_STOPPED, "stopped on request"));
-    return store_->Get(id);
-  }
-  job.mutable_status()->set_state(chimera::v1::JOB_STATE_STOPPED);
-  job.mutable_status()->set_message("stopped on request before it started");
-  job.mutable_status()->set_end_time(UnixSeconds(clock_.wall()));
-  RETURN_IF_ERROR(SaveLocked(job));
-  return job;
+  RETURN_IF_ERROR(EndRunLocked(id, JobEvent::StopRequested()));
+  return store_->Get(id);
 }
 
 absl::Status JobManager::Delete(const std::string& id) {
@@ -439,17 +378,13 @@ absl::Status JobManager::StartLocked(Job job,
   }
   chimera::v1::Plan& plan = launch.plan;
   PlaceOnWorkers(infos, DeviceKindOf(job.manifest()), &plan);
-  // A restart keeps the first start: the deadline counts from it.
-  if (job.status().start_time() == 0) {
-    job.mutable_status()->set_start_time(UnixSeconds(clock_.wall()));
-  }
+  ASSIGN_OR_RETURN(job, Transition(std::move(job), JobEvent::Started(),
+                                   clock_.wall()));
   ASSIGN_OR_RETURN(Run run, AssignTasksLocked(job, plan,
                                               std::move(launch.programs), chosen));
   chimera::v1::Assignment first = std::move(run.held_starts.front());
   runs_[job.id()] = std::move(run);
   *job.mutable_plan() = plan;
-  job.mutable_status()->set_state(chimera::v1::JOB_STATE_RUNNING);
-  job.mutable_status()->clear_message();
   // Recorded before any worker hears of it: what the store cannot record
   // does not start.
   RETURN_IF_ERROR(SaveLocked(job));
@@ -466,6 +401,7 @@ JobManager::Run JobManager::NewRunLocked(const Job& job,
   Run run;
   run.attempt = job.status().restarts() + 1;
   run.traces = TraceCollector(ranks);
+  run.steps = StepAggregator(ranks);
   run.started = clock_.monotonic();
   run.rank_done.assign(ranks, false);
   run.last_progress.assign(ranks, clock_.monotonic());
@@ -546,18 +482,16 @@ void JobManager::StopRunLocked(const std::string& id) {
   runs_.erase(it);
 }
 
-absl::Status JobManager::EndLocked(const std::string& id, JobState state,
-                                   const std::string& message) {
+absl::Status JobManager::EndRunLocked(const std::string& id,
+                                      const JobEvent& event) {
   StopRunLocked(id);
   ASSIGN_OR_RETURN(Job job, store_->Get(id));
-  job.mutable_status()->set_state(state);
-  job.mutable_status()->set_message(message);
-  job.mutable_status()->set_end_time(UnixSeconds(clock_.wall()));
-  // Its ranks ran every step, also those whose reports were lost while a
-  // coordinator restarted.
-  if (state == chimera::v1::JOB_STATE_SUCCEEDED) {
-    job.mutable_status()->set_completed_steps(
-        job.manifest().spec().training().max_steps());
+  ASSIGN_OR_RETURN(job, Transition(std::move(job), event, clock_.wall()));
+  const JobState state = job.status().state();
+  const std::string& message = job.status().message();
+  if (state == chimera::v1::JOB_STATE_PENDING) {
+    CHIMERA_LOG(WARNING) << "job " << id << ": " << message;
+    return SaveLocked(job);
   }
   CHIMERA_LOG(INFO) << "job " << id << " " << StateName(state)
                     << (message.empty() ? "" : ": ") << message;
@@ -599,44 +533,9 @@ void JobManager::OnWorkerLostLocked(const std::string& worker_id,
   if (it == runs_.end() || it->second.attempt != task.attempt) return;
   const std::string message =
       absl::StrCat("worker ", worker_id, " (rank ", task.rank, ") ", reason);
-  absl::StatusOr<Job> job = store_->Get(task.job_id);
   const absl::Status status =
-      job.ok() ? RestartOrFailLocked(*std::move(job), message, message)
-               : job.status();
+      EndRunLocked(task.job_id, JobEvent::RunLost(message));
   if (!status.ok()) CHIMERA_LOG(ERROR) << status;
-}
-
-absl::Status JobManager::RestartOrFailLocked(Job job, const std::string& cause,
-                                             const std::string& failure) {
-  if (job.status().restarts() <
-      job.manifest().spec().run_policy().backoff_limit()) {
-    return RestartLocked(std::move(job), cause);
-  }
-  return EndLocked(job.id(), chimera::v1::JOB_STATE_FAILED, failure);
-}
-
-absl::Status JobManager::RestartLocked(Job job, const std::string& cause) {
-  StopRunLocked(job.id());
-  chimera::v1::JobStatus& status = *job.mutable_status();
-  status.set_restarts(status.restarts() + 1);
-  status.set_state(chimera::v1::JOB_STATE_PENDING);
-  // Steps after the checkpoint are lost and will run again.
-  status.set_completed_steps(status.checkpoint_step());
-  // Planned again for the workers it gets next (its checkpoint loads under
-  // any partition).
-  job.clear_plan();
-  const bool checkpoints =
-      job.manifest().spec().training().checkpoint_every() > 0;
-  status.set_message(absl::StrCat(
-      cause, "; restarting from ",
-      checkpoints
-          ? absl::StrCat("its latest complete checkpoint (step ",
-                         status.checkpoint_step(), " or later)")
-          : "step 0 (it takes no checkpoints)",
-      " (restart ", status.restarts(), " of ",
-      job.manifest().spec().run_policy().backoff_limit(), ")"));
-  CHIMERA_LOG(WARNING) << "job " << job.id() << ": " << status.message();
-  return SaveLocked(job);
 }
 
 void JobManager::ExcuseStall(absl::Duration stall) {
@@ -710,15 +609,9 @@ void JobManager::FailOverdueRunsLocked() {
     }
   }
   for (const Overdue& run : overdue) {
-    absl::Status status;
-    if (run.retryable) {
-      absl::StatusOr<Job> job = store_->Get(run.id);
-      status = job.ok() ? RestartOrFailLocked(*std::move(job), run.message,
-                                              run.message)
-                        : job.status();
-    } else {
-      status = EndLocked(run.id, chimera::v1::JOB_STATE_FAILED, run.message);
-    }
+    const absl::Status status = EndRunLocked(
+        run.id, run.retryable ? JobEvent::RunLost(run.message)
+                              : JobEvent::Failed(run.message));
     if (!status.ok()) CHIMERA_LOG(ERROR) << status;
   }
 }
@@ -825,9 +718,8 @@ bool JobManager::FinishStartLocked(QueuedStart start,
   }
   start_backoff_ = absl::ZeroDuration();
   if (!started.ok()) {
-    const absl::Status ended =
-        EndLocked(id, chimera::v1::JOB_STATE_FAILED,
-                  absl::StrCat("could not start: ", started.message()));
+    const absl::Status ended = EndRunLocked(
+        id, JobEvent::Failed(absl::StrCat("could not start: ", started.message())));
     if (!ended.ok()) CHIMERA_LOG(ERROR) << ended;
   }
   return true;
@@ -853,16 +745,11 @@ void JobManager::SayWhyPendingLocked(Job job) {
 }
 
 void JobManager::SayPendingLocked(Job job, absl::string_view reason) {
-  // A restarted job's message says why it restarted: the reason follows it.
-  const std::string& message = job.status().message();
-  absl::string_view cause = absl::string_view(message).substr(0, message.find(kWaiting));
-  absl::ConsumeSuffix(&cause, "; ");
-  std::string updated = cause.empty()
-                            ? absl::StrCat(kWaiting, reason)
-                            : absl::StrCat(cause, "; ", kWaiting, reason);
-  if (updated == message) return;
-  job.mutable_status()->set_message(std::move(updated));
-  if (absl::Status saved = SaveLocked(job); !saved.ok()) CHIMERA_LOG(ERROR) << saved;
+  if (job.status().waiting_for() == reason) return;
+  absl::StatusOr<Job> waiting = Transition(
+      std::move(job), JobEvent::Waiting(std::string(reason)), clock_.wall());
+  const absl::Status saved = waiting.ok() ? SaveLocked(*waiting) : waiting.status();
+  if (!saved.ok()) CHIMERA_LOG(ERROR) << saved;
 }
 
 std::vector<std::string> JobManager::IdleWorkersForLocked(
@@ -902,7 +789,7 @@ absl::Status JobManager::CheckStoreOnWorkerLocked(
   const std::string problem = absl::StrCat(
       "rank 0 on worker ", report.worker_id(), " reported its rendezvous store at '",
       report.store_address(), "', not on the host it registered ('", worker.host(), "')");
-  RETURN_IF_ERROR(EndLocked(report.job_id(), chimera::v1::JOB_STATE_FAILED, problem));
+  RETURN_IF_ERROR(EndRunLocked(report.job_id(), JobEvent::Failed(problem)));
   return absl::InvalidArgumentError(problem);
 }
 
@@ -952,7 +839,7 @@ absl::Status JobManager::RankEndedLocked(const std::string& job_id, Run* run,
   workers_->Release(worker_id);
   if (end.state == chimera::v1::TASK_STATE_SUCCEEDED) {
     if (absl::c_all_of(run->rank_done, [](bool done) { return done; })) {
-      return EndLocked(job_id, chimera::v1::JOB_STATE_SUCCEEDED, "");
+      return EndRunLocked(job_id, JobEvent::Succeeded());
     }
     return absl::OkStatus();
   }
@@ -1031,29 +918,12 @@ absl::Status JobManager::OnMetrics(
       run->traces.Add(step, report.rank(), report.metrics().timeline())) {
     ++version_;  // Wakes the waiting TraceJob calls.
   }
-  auto& ranks = run->steps[step];
-  ranks[report.rank()] = report.metrics();
-  if (ranks.size() < run->worker_of_rank.size()) return absl::OkStatus();
-  return CompleteStepLocked(report.job_id(), step, run);
-}
-
-absl::Status JobManager::CompleteStepLocked(const std::string& job_id, int step,
-                                            Run* run) {
-  const std::map<int, chimera::v1::WorkerStepMetrics>& ranks = run->steps[step];
-  ASSIGN_OR_RETURN(Job job, store_->Get(job_id));
-  chimera::v1::StepSummary summary = Summarize(step, job.manifest(), ranks);
-  summary.set_end_time(UnixSeconds(clock_.wall()));
-  RETURN_IF_ERROR(store_->AppendStep(job.id(), summary));
-  *job.mutable_status()->mutable_last_step() = summary;
-  job.mutable_status()->set_completed_steps(step + 1);
-  // Complete once every rank wrote its share (the writers among them).
-  if (std::all_of(ranks.begin(), ranks.end(), [step](const auto& rank) {
-        return rank.second.checkpoint_step() == step + 1;
-      })) {
-    job.mutable_status()->set_checkpoint_step(step + 1);
-  }
-  SetWorkerSummaries(ranks, run->worker_of_rank, &job);
-  run->steps.erase(run->steps.begin(), run->steps.upper_bound(step));
+  std::optional<CompletedStep> done =
+      run->steps.Add(report.rank(), report.metrics());
+  if (!done) return absl::OkStatus();
+  ASSIGN_OR_RETURN(Job job, store_->Get(report.job_id()));
+  RecordStep(*done, run->worker_of_rank, clock_.wall(), &job);
+  RETURN_IF_ERROR(store_->AppendStep(job.id(), job.status().last_step()));
   return SaveLocked(job);
 }
 

@@ -1,9 +1,6 @@
-// JobManager: the coordinator's job lifecycle.
-//
-//   Submit ──► PENDING ──(gang: all its workers idle)──► RUNNING ──► SUCCEEDED
-//                 │  ▲                                     │  ├──► FAILED (a rank failed,
-//                 │  └──(a worker died, restarts left)─────┤  │     a worker died)
-//                 └────────────(Stop)──────► STOPPED ◄──────┘
+// JobManager: the coordinator's job lifecycle. A job's states and the
+// events that move it are job_state_machine.h's; the manager decides which
+// event happened and applies what the state machine makes of it.
 //
 // A job whose run is lost in a way a retry may cure is restarted while
 // status.restarts is below its spec.runPolicy.backoffLimit: a worker died,
@@ -55,7 +52,9 @@
 #include "common/clock.h"
 #include "coordinator/background_planner.h"
 #include "coordinator/job_launcher.h"
+#include "coordinator/job_state_machine.h"
 #include "coordinator/job_store.h"
+#include "coordinator/step_aggregator.h"
 #include "coordinator/trace_collector.h"
 #include "coordinator/worker_registry.h"
 
@@ -246,8 +245,8 @@ class JobManager {
     // The plan's predicted step time, and the job's steps.
     absl::Duration predicted_step;
     int64_t max_steps = 0;
-    // Per step, each rank's report.
-    std::map<int, std::map<int, chimera::v1::WorkerStepMetrics>> steps;
+    // The ranks' reports of the steps not yet complete.
+    StepAggregator steps{0};
     // Found RUNNING by Recover(): the time by which every rank's worker must
     // be back (worker_of_rank is "" for those that are not yet).
     absl::Time readopt_by = absl::InfiniteFuture();
@@ -336,8 +335,8 @@ class JobManager {
   // Says in a pending job's message what it waits for ("needs 8 idle cpu
   // workers (4 registered, 2 busy)"), stored when that changes.
   void SayWhyPendingLocked(chimera::v1::Job job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Sets a pending job's message to "waiting: <reason>", after the cause of
-  // its restart if it has one; stored when that changes.
+  // Records what a pending job waits for (`reason`), stored when that
+  // changes.
   void SayPendingLocked(chimera::v1::Job job, absl::string_view reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Idle workers offering the job's device, in registration order, as many
@@ -368,27 +367,17 @@ class JobManager {
   absl::StatusOr<Launch> LaunchFor(
       const chimera::v1::Job& job, const std::vector<std::string>& workers,
       const std::function<bool()>& cancelled) const;
-  // Ends a RUNNING job: tells its workers to stop, frees them, stores the
-  // final state.
-  absl::Status EndLocked(const std::string& id, chimera::v1::JobState state,
-                         const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Moves job `id` on `event` (Succeeded, Failed, RunLost, StopRequested):
+  // stops its run if it has one (its workers told to stop, and freed), then
+  // stores what the state machine makes of it. An ended job the store cannot
+  // record is kept until it can (unsaved_ends_).
+  absl::Status EndRunLocked(const std::string& id, const JobEvent& event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Frees the workers of a run none of them heard of yet and forgets it.
   void WithdrawRunLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Tells a running job's workers to stop and frees them; its state is the
   // caller's to set.
   void StopRunLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Ends the run of `job` and queues it again, to resume from its latest
-  // checkpoint; `cause` (the worker that died) goes into its message.
-  absl::Status RestartLocked(chimera::v1::Job job, const std::string& cause)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // The run of `job` was lost through no fault of its ranks (a worker died,
-  // the coordinator restarted): restarts it, with `cause`, while restarts
-  // are left under spec.runPolicy.backoffLimit; otherwise ends it FAILED
-  // with `failure`.
-  absl::Status RestartOrFailLocked(chimera::v1::Job job,
-                                   const std::string& cause,
-                                   const std::string& failure)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::Status SaveLocked(const chimera::v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void OnWorkerLostLocked(const std::string& worker_id, const TaskRef& task,
                           const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -407,11 +396,6 @@ class JobManager {
   absl::StatusOr<Run*> RunForLocked(const std::string& job_id,
                                     std::optional<int> attempt, int rank,
                                     const std::string& worker_id)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Every rank of `run` reported `step`: stores the step's summary and the
-  // job's progress, checkpoint and per-worker view, and forgets the reports
-  // of this step and earlier ones.
-  absl::Status CompleteStepLocked(const std::string& job_id, int step, Run* run)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The latest step of `run` that every rank recorded, as TraceJob returns
   // it; nullopt when there is none.

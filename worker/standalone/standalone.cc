@@ -117,6 +117,28 @@ std::optional<int64_t> LatestCheckpoint(const TaskOptions& task) {
   return checkpoints->LatestComplete(task.model.num_layers);
 }
 
+// Whether `run` can --resume: the job checkpoints, and its latest complete
+// checkpoint is before the run's last step.
+absl::Status CheckResumable(const StandaloneRun& run) {
+  if (run.task.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "--resume: the job writes no checkpoints "
+        "(spec.training.checkpointEvery is 0)");
+  }
+  const std::optional<int64_t> latest = LatestCheckpoint(run.task);
+  if (!latest) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--resume: no complete checkpoint in '", run.task.checkpoint_dir, "'"));
+  }
+  if (*latest >= run.steps) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--resume: the latest checkpoint is of step ", *latest,
+                     "; the run ends at step ", run.steps,
+                     " (--steps, spec.training.maxSteps)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags) {
@@ -162,26 +184,8 @@ absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags) {
   run.store_port = parsed.store_port;
   run.timeout = absl::Seconds(flags.timeout_seconds);
   if (flags.steps > 0) run.steps = flags.steps;
-  if (flags.resume) {
-    if (run.task.checkpoint_dir.empty()) {
-      return absl::InvalidArgumentError(
-          "--resume: the job writes no checkpoints "
-          "(spec.training.checkpointEvery is 0)");
-    }
-    const std::optional<int64_t> latest = LatestCheckpoint(run.task);
-    if (!latest) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("--resume: no complete checkpoint in '",
-                       run.task.checkpoint_dir, "'"));
-    }
-    if (*latest >= run.steps) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--resume: the latest checkpoint is of step ", *latest,
-                       "; the run ends at step ", run.steps,
-                       " (--steps, spec.training.maxSteps)"));
-    }
-    run.resume = true;
-  }
+  if (flags.resume) RETURN_IF_ERROR(CheckResumable(run));
+  run.resume = flags.resume;
   return run;
 }
 

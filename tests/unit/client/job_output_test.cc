@@ -38,6 +38,15 @@ TEST(JobOutputTest, DescribeShowsThePlanAndItsPredictionBeforeTheFirstStep) {
   EXPECT_THAT(page, Not(HasSubstr("measured")));
 }
 
+TEST(JobOutputTest, StatusWordsARestartedJobsRestartsAndTheirLastCause) {
+  chimera::v1::Job job = PlannedJob();
+  EXPECT_THAT(FormatJobStatus(job), Not(HasSubstr("restarts:")));
+  job.mutable_status()->set_restarts(2);
+  job.mutable_status()->set_restart_cause("worker w1 (rank 1) died");
+  EXPECT_THAT(FormatJobStatus(job),
+              HasSubstr("\nrestarts: 2 (the last: worker w1 (rank 1) died)\n"));
+}
+
 TEST(JobOutputTest, DescribePutsTheMeasuredStepAndEachRanksBubbleBesideThePrediction) {
   chimera::v1::Job job = PlannedJob();
   chimera::v1::StepSummary& last = *job.mutable_status()->mutable_last_step();

@@ -1,0 +1,80 @@
+// The job lifecycle of job_manager.h's diagram, as one pure function: what a
+// job becomes on an event, or why the event cannot happen to it now.
+//
+//   Submitted ──► PENDING ──Started──► RUNNING ──Succeeded──► SUCCEEDED
+//                  │  ▲ Waiting          │  │
+//                  │  └────RunLost───────┘  ├──Failed, or RunLost with no
+//                  │     (restarts left)    │  restart left──► FAILED
+//                  ├──Failed (it cannot start)───────────────► FAILED
+//                  └──StopRequested──► STOPPED ◄──StopRequested┘
+//
+// The manager applies what Transition returns; nothing else sets a job's
+// state, restarts, waiting_for, restart_cause or message. A pending job's
+// message is written from its structured fields (PendingMessage), never
+// read back.
+//
+//   ASSIGN_OR_RETURN(Job running, Transition(job, JobEvent::Started(), now));
+#ifndef CHIMERA_COORDINATOR_JOB_STATE_MACHINE_H_
+#define CHIMERA_COORDINATOR_JOB_STATE_MACHINE_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "chimera/v1/service.pb.h"
+
+namespace chimera::coordinator {
+
+struct JobEvent {
+  enum class Kind {
+    // Accepted into the queue.
+    kSubmitted,
+    // Still queued, for `reason` ("needs 4 idle cpu workers (…)").
+    kWaiting,
+    // Its gang started on its workers.
+    kStarted,
+    // Every rank ran every step.
+    kSucceeded,
+    // It cannot go on: `reason` says why.
+    kFailed,
+    // Its run was lost in a way a retry may cure (`reason`: a worker died,
+    // a task was killed): queued again while restarts are left, else failed.
+    kRunLost,
+    // Its user asked it to stop.
+    kStopRequested,
+  };
+  static constexpr Kind kAllKinds[] = {
+      Kind::kSubmitted, Kind::kWaiting,  Kind::kStarted,      Kind::kSucceeded,
+      Kind::kFailed,    Kind::kRunLost,  Kind::kStopRequested};
+
+  static JobEvent Submitted() { return {Kind::kSubmitted, ""}; }
+  static JobEvent Waiting(std::string reason) { return {Kind::kWaiting, std::move(reason)}; }
+  static JobEvent Started() { return {Kind::kStarted, ""}; }
+  static JobEvent Succeeded() { return {Kind::kSucceeded, ""}; }
+  static JobEvent Failed(std::string reason) { return {Kind::kFailed, std::move(reason)}; }
+  static JobEvent RunLost(std::string reason) { return {Kind::kRunLost, std::move(reason)}; }
+  static JobEvent StopRequested() { return {Kind::kStopRequested, ""}; }
+
+  Kind kind;
+  std::string reason;
+};
+
+// "RunLost", for errors and logs.
+std::string KindName(JobEvent::Kind kind);
+
+// `job` after `event` at wall time `now`; FAILED_PRECONDITION naming the
+// state and the event where the diagram has no such arrow (an ended job
+// never moves again). A job that goes back to the queue loses its plan (it
+// is planned again for the workers it gets next) and the steps after its
+// latest checkpoint; one that ends gets its end time.
+absl::StatusOr<chimera::v1::Job> Transition(chimera::v1::Job job,
+                                            const JobEvent& event,
+                                            absl::Time now);
+
+// A pending job's message: why it restarted (with where it resumes and
+// which restart this is), then what it waits for.
+std::string PendingMessage(const chimera::v1::Job& job);
+
+}  // namespace chimera::coordinator
+
+#endif  // CHIMERA_COORDINATOR_JOB_STATE_MACHINE_H_

@@ -463,10 +463,10 @@ void JobManager::StopRunLocked(const std::string& id) {
   if (it == runs_.end()) return;
   const Run& run = it->second;
   // A step recorded just before the run ended still answers its TraceJob.
-  if (trace_waits_.count(id) > 0) {
+  if (trace_waits_.Waiting(id)) {
     absl::StatusOr<std::optional<chimera::v1::JobTrace>> trace =
         CompleteTraceLocked(id, run);
-    if (trace.ok() && *trace) ended_traces_[id] = **std::move(trace);
+    if (trace.ok() && *trace) trace_waits_.RunEnded(id, **std::move(trace));
   }
   for (size_t rank = 0; rank < run.worker_of_rank.size(); ++rank) {
     const std::string& worker = run.worker_of_rank[rank];
@@ -905,16 +905,13 @@ absl::Status JobManager::OnMetrics(
                      run->max_steps, ")"));
   }
   run->last_progress[report.rank()] = clock_.monotonic();
-  // Timelines are wanted while a waiting TraceJob's step has not been
-  // recorded; once every waiter's is, recording stops, so that the step a
-  // waiter asked for is not replaced by a later one before it reads it.
-  const auto waits = trace_waits_.find(report.job_id());
   const std::optional<TraceCollector::Step>& recorded = run->traces.complete();
-  const bool wanted = waits != trace_waits_.end() &&
-                      (!recorded || recorded->step < *waits->second.rbegin());
-  if (response != nullptr) response->set_record_timeline(wanted);
-  if (wanted && report.metrics().has_timeline() &&
-      step >= *waits->second.begin() &&
+  if (response != nullptr) {
+    response->set_record_timeline(
+        trace_waits_.WantsTimelines(report.job_id(), recorded));
+  }
+  if (report.metrics().has_timeline() &&
+      trace_waits_.Wanted(report.job_id(), step, recorded) &&
       run->traces.Add(step, report.rank(), report.metrics().timeline())) {
     ++version_;  // Wakes the waiting TraceJob calls.
   }
@@ -954,7 +951,7 @@ absl::StatusOr<int> JobManager::BeginTrace(const std::string& id,
                      " and holds no trace of it; ask for step ", next,
                      " or later, or leave the step out for the next one"));
   }
-  trace_waits_[id].insert(*step);
+  trace_waits_.Add(id, *step);
   return *step;
 }
 
@@ -965,9 +962,8 @@ absl::StatusOr<std::optional<chimera::v1::JobTrace>> JobManager::TraceOf(
   auto run = runs_.find(id);
   if (run != runs_.end()) {
     ASSIGN_OR_RETURN(trace, CompleteTraceLocked(id, run->second));
-  } else if (auto ended = ended_traces_.find(id);
-             ended != ended_traces_.end()) {
-    trace = ended->second;
+  } else if (const chimera::v1::JobTrace* ended = trace_waits_.EndedTrace(id)) {
+    trace = *ended;
   }
   if (trace && trace->step() >= from_step) return trace;
   if (run != runs_.end()) return std::nullopt;
@@ -1001,13 +997,7 @@ JobManager::CompleteTraceLocked(const std::string& id, const Run& run) {
 
 void JobManager::EndTrace(const std::string& id, int from_step) {
   absl::MutexLock lock(&mutex_);
-  auto waits = trace_waits_.find(id);
-  if (waits == trace_waits_.end()) return;
-  auto one = waits->second.find(from_step);
-  if (one != waits->second.end()) waits->second.erase(one);
-  if (!waits->second.empty()) return;
-  trace_waits_.erase(waits);
-  ended_traces_.erase(id);
+  if (!trace_waits_.Remove(id, from_step)) return;
   auto run = runs_.find(id);
   if (run != runs_.end()) run->second.traces.DropPartial();
 }

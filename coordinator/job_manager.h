@@ -56,6 +56,7 @@
 #include "coordinator/job_store.h"
 #include "coordinator/step_aggregator.h"
 #include "coordinator/trace_collector.h"
+#include "coordinator/trace_waits.h"
 #include "coordinator/worker_registry.h"
 
 namespace chimera::coordinator {
@@ -420,13 +421,7 @@ class JobManager {
   const Clock clock_;
   mutable absl::Mutex mutex_;
   std::map<std::string, Run> runs_ ABSL_GUARDED_BY(mutex_);
-  // Per job someone traces, the first step each waiting TraceJob accepts.
-  std::map<std::string, std::multiset<int>> trace_waits_
-      ABSL_GUARDED_BY(mutex_);
-  // The last complete trace of a run that ended while someone waited, until
-  // nobody waits.
-  std::map<std::string, chimera::v1::JobTrace> ended_traces_
-      ABSL_GUARDED_BY(mutex_);
+  TraceWaits trace_waits_ ABSL_GUARDED_BY(mutex_);
   // Jobs that ended while the store could not record it, as they ended;
   // Get and List show them so, and every Tick saves them again.
   std::map<std::string, chimera::v1::Job> unsaved_ends_ ABSL_GUARDED_BY(mutex_);

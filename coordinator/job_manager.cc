@@ -72,7 +72,7 @@ absl::Status JobManager::Recover() {
       continue;
     }
     // Its workers go on training: it waits for them to register again.
-    Run run = NewRunLocked(job, job.plan(), ranks);
+    JobRun run = JobRun::For(job, job.plan(), ranks, clock_.monotonic(), clock_.wall());
     run.worker_of_rank.assign(ranks, "");
     run.rendezvous_done = true;
     run.readopt_by = clock_.monotonic() + options_.readopt_timeout;
@@ -90,7 +90,7 @@ bool JobManager::Adopt(const std::string& worker_id,
   absl::MutexLock lock(&mutex_);
   auto it = runs_.find(task.job_id());
   if (it == runs_.end()) return false;
-  Run& run = it->second;
+  JobRun& run = it->second;
   const int rank = task.rank();
   if (run.readopt_by == absl::InfiniteFuture() ||
       run.attempt != task.attempt() || rank < 0 ||
@@ -125,17 +125,9 @@ void JobManager::GiveUpUnadoptedRunsLocked() {
   // Collected first: restarting or failing erases from runs_.
   std::vector<std::pair<std::string, std::string>> abandoned;
   for (const auto& [id, run] : runs_) {
-    if (clock_.monotonic() < run.readopt_by) continue;
-    std::vector<int> missing;
-    for (size_t rank = 0; rank < run.worker_of_rank.size(); ++rank) {
-      if (run.worker_of_rank[rank].empty()) missing.push_back(rank);
+    if (auto why = run.Unadopted(clock_.monotonic(), options_.readopt_timeout)) {
+      abandoned.push_back({id, *std::move(why)});
     }
-    abandoned.push_back(
-        {id, absl::StrCat("the coordinator restarted and the worker",
-                          missing.size() == 1 ? " of rank " : "s of ranks ",
-                          absl::StrJoin(missing, ", "),
-                          " did not register again within ",
-                          absl::FormatDuration(options_.readopt_timeout))});
   }
   for (const auto& [id, cause] : abandoned) {
     const absl::Status status = EndRunLocked(id, JobEvent::RunLost(cause));
@@ -380,7 +372,7 @@ absl::Status JobManager::StartLocked(Job job,
   PlaceOnWorkers(infos, DeviceKindOf(job.manifest()), &plan);
   ASSIGN_OR_RETURN(job, Transition(std::move(job), JobEvent::Started(),
                                    clock_.wall()));
-  ASSIGN_OR_RETURN(Run run, AssignTasksLocked(job, plan,
+  ASSIGN_OR_RETURN(JobRun run, AssignTasksLocked(job, plan,
                                               std::move(launch.programs), chosen));
   chimera::v1::Assignment first = std::move(run.held_starts.front());
   runs_[job.id()] = std::move(run);
@@ -395,35 +387,12 @@ absl::Status JobManager::StartLocked(Job job,
   return absl::OkStatus();
 }
 
-JobManager::Run JobManager::NewRunLocked(const Job& job,
-                                         const chimera::v1::Plan& plan,
-                                         int ranks) const {
-  Run run;
-  run.attempt = job.status().restarts() + 1;
-  run.traces = TraceCollector(ranks);
-  run.steps = StepAggregator(ranks);
-  run.started = clock_.monotonic();
-  run.rank_done.assign(ranks, false);
-  run.last_progress.assign(ranks, clock_.monotonic());
-  run.predicted_step = absl::Seconds(plan.prediction().iteration_seconds());
-  run.max_steps = job.manifest().spec().training().max_steps();
-  run.deadline_seconds =
-      job.manifest().spec().run_policy().active_deadline_seconds();
-  if (run.deadline_seconds > 0) {
-    // Counted from the first start, a wall time, on the monotonic clock.
-    const absl::Time first_start = absl::FromUnixMicros(
-        static_cast<int64_t>(job.status().start_time() * 1e6));
-    run.deadline = clock_.monotonic() + (first_start - clock_.wall()) +
-                   absl::Seconds(run.deadline_seconds);
-  }
-  return run;
-}
-
-absl::StatusOr<JobManager::Run> JobManager::AssignTasksLocked(
+absl::StatusOr<JobRun> JobManager::AssignTasksLocked(
     const Job& job, const chimera::v1::Plan& plan,
     std::vector<chimera::v1::WorkerProgram> programs,
     const std::vector<std::string>& chosen) {
-  Run run = NewRunLocked(job, plan, static_cast<int>(chosen.size()));
+  JobRun run = JobRun::For(job, plan, static_cast<int>(chosen.size()),
+                        clock_.monotonic(), clock_.wall());
   run.worker_of_rank = chosen;
   for (size_t rank = 0; rank < chosen.size(); ++rank) {
     chimera::v1::Assignment assignment;
@@ -461,7 +430,7 @@ void JobManager::WithdrawRunLocked(const std::string& id) {
 void JobManager::StopRunLocked(const std::string& id) {
   auto it = runs_.find(id);
   if (it == runs_.end()) return;
-  const Run& run = it->second;
+  const JobRun& run = it->second;
   // A step recorded just before the run ended still answers its TraceJob.
   if (trace_waits_.Waiting(id)) {
     absl::StatusOr<std::optional<chimera::v1::JobTrace>> trace =
@@ -541,12 +510,7 @@ void JobManager::OnWorkerLostLocked(const std::string& worker_id,
 void JobManager::ExcuseStall(absl::Duration stall) {
   absl::MutexLock lock(&mutex_);
   workers_->ExcuseSilence(stall);
-  for (auto& [id, run] : runs_) {
-    for (absl::Time& progress : run.last_progress) progress += stall;
-    run.started += stall;
-    run.fail_by += stall;
-    run.readopt_by += stall;
-  }
+  for (auto& [id, run] : runs_) run.Excuse(stall);
   CHIMERA_LOG(WARNING) << "the coordinator was stalled for "
                        << absl::FormatDuration(stall)
                        << "; no worker or job is blamed for that silence";
@@ -577,62 +541,19 @@ void JobManager::ReapDeadWorkersLocked() {
 
 void JobManager::FailOverdueRunsLocked() {
   // Collected first: ending or restarting a run erases it from runs_.
-  struct Overdue {
-    std::string id;
-    std::string message;
-    bool retryable;
-  };
-  std::vector<Overdue> overdue;
+  std::vector<std::pair<std::string, RunVerdict>> overdue;
+  const RunBounds bounds{options_.rendezvous_timeout, options_.progress_timeout};
   for (const auto& [id, run] : runs_) {
-    // While ranks are missing after a coordinator restart the run waits for
-    // them (readopt_timeout at most): their peers' failures on the broken
-    // connections would blame the wrong ranks.
-    if (run.readopt_by != absl::InfiniteFuture()) continue;
-    if (run.failure && clock_.monotonic() >= run.fail_by) {
-      overdue.push_back({id, *run.failure, run.failure_retryable});
-    } else if (!run.rendezvous_done &&
-               clock_.monotonic() - run.started > options_.rendezvous_timeout) {
-      overdue.push_back(
-          {id,
-           absl::StrCat("rank 0 did not report its rendezvous store within ",
-                        absl::FormatDuration(options_.rendezvous_timeout)),
-           true});
-    } else if (clock_.monotonic() >= run.deadline) {
-      overdue.push_back(
-          {id,
-           absl::StrCat("still running ", run.deadline_seconds,
-                        " s after its start, its "
-                        "spec.runPolicy.activeDeadlineSeconds"),
-           false});
-    } else if (std::optional<std::string> stalled = StalledRanksLocked(run)) {
-      overdue.push_back({id, *std::move(stalled), true});
+    if (auto verdict = run.Overdue(clock_.monotonic(), bounds)) {
+      overdue.push_back({id, *std::move(verdict)});
     }
   }
-  for (const Overdue& run : overdue) {
+  for (const auto& [id, verdict] : overdue) {
     const absl::Status status = EndRunLocked(
-        run.id, run.retryable ? JobEvent::RunLost(run.message)
-                              : JobEvent::Failed(run.message));
+        id, verdict.retryable ? JobEvent::RunLost(verdict.reason)
+                              : JobEvent::Failed(verdict.reason));
     if (!status.ok()) CHIMERA_LOG(ERROR) << status;
   }
-}
-
-std::optional<std::string> JobManager::StalledRanksLocked(const Run& run) const {
-  if (!run.rendezvous_done) return std::nullopt;
-  const absl::Duration bound =
-      std::max(options_.progress_timeout, kStallFactor * run.predicted_step);
-  std::vector<std::string> stalled;
-  for (size_t rank = 0; rank < run.last_progress.size(); ++rank) {
-    if (!run.rank_done[rank] &&
-        clock_.monotonic() - run.last_progress[rank] > bound) {
-      stalled.push_back(absl::StrCat("rank ", rank, " on worker ",
-                                     run.worker_of_rank[rank]));
-    }
-  }
-  if (stalled.empty()) return std::nullopt;
-  return absl::StrCat(absl::StrJoin(stalled, ", "), " reported no step for ",
-                      absl::FormatDuration(bound),
-                      " (the larger of --progress-timeout and ", kStallFactor,
-                      " predicted steps): stopped or hung");
 }
 
 void JobManager::StartQueuedJobs() {
@@ -764,7 +685,7 @@ std::vector<std::string> JobManager::IdleWorkersForLocked(
   return offering;
 }
 
-absl::StatusOr<JobManager::Run*> JobManager::RunForLocked(
+absl::StatusOr<JobRun*> JobManager::RunForLocked(
     const std::string& job_id, std::optional<int> attempt, int rank,
     const std::string& worker_id) {
   auto it = runs_.find(job_id);
@@ -798,7 +719,7 @@ absl::Status JobManager::OnTaskState(
   RETURN_IF_ERROR(
       workers_->CheckIncarnation(report.worker_id(), report.incarnation()));
   absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(Run * run, RunForLocked(report.job_id(), report.attempt(),
+  ASSIGN_OR_RETURN(JobRun* run, RunForLocked(report.job_id(), report.attempt(),
                                            report.rank(), report.worker_id()));
   switch (report.state()) {
     case chimera::v1::TASK_STATE_READY: {
@@ -832,7 +753,7 @@ absl::Status JobManager::OnTaskState(
   }
 }
 
-absl::Status JobManager::RankEndedLocked(const std::string& job_id, Run* run,
+absl::Status JobManager::RankEndedLocked(const std::string& job_id, JobRun* run,
                                          int rank, const std::string& worker_id,
                                          const RankEnd& end) {
   run->rank_done[rank] = true;
@@ -896,7 +817,7 @@ absl::Status JobManager::OnMetrics(
   const std::optional<int> attempt = report.attempt() == 0
                                          ? std::nullopt
                                          : std::optional<int>(report.attempt());
-  ASSIGN_OR_RETURN(Run * run, RunForLocked(report.job_id(), attempt,
+  ASSIGN_OR_RETURN(JobRun* run, RunForLocked(report.job_id(), attempt,
                                            report.rank(), report.worker_id()));
   const int step = report.metrics().step();
   if (step < 0 || step >= run->max_steps) {
@@ -978,7 +899,7 @@ absl::StatusOr<std::optional<chimera::v1::JobTrace>> JobManager::TraceOf(
 }
 
 absl::StatusOr<std::optional<chimera::v1::JobTrace>>
-JobManager::CompleteTraceLocked(const std::string& id, const Run& run) {
+JobManager::CompleteTraceLocked(const std::string& id, const JobRun& run) {
   const std::optional<TraceCollector::Step>& step = run.traces.complete();
   if (!step) return std::nullopt;
   ASSIGN_OR_RETURN(Job job, store_->Get(id));

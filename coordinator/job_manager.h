@@ -52,6 +52,7 @@
 #include "common/clock.h"
 #include "coordinator/background_planner.h"
 #include "coordinator/job_launcher.h"
+#include "coordinator/job_run.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/job_store.h"
 #include "coordinator/step_aggregator.h"
@@ -108,8 +109,6 @@ struct JobManagerOptions {
   ScheduleGenerator generate_schedule = schedule::GenerateSchedule;
 };
 
-// How many predicted step times a rank may go without reporting a step.
-inline constexpr double kStallFactor = 10;
 // The most of a task's own message (why it failed) a job's status keeps: a
 // task's error is a line or a few, and a status that every `chimera status`
 // reads and the store keeps must not grow with what a worker sends.
@@ -226,44 +225,6 @@ class JobManager {
   void WakeWaiters();
 
  private:
-  // The live part of a RUNNING job.
-  struct Run {
-    int attempt = 0;
-    std::vector<std::string> worker_of_rank;
-    // Every rank's start task, by rank: rank 0's goes out once the run is
-    // recorded, the others' once rank 0 reports its store.
-    std::vector<chimera::v1::Assignment> held_starts;
-    absl::Time started;
-    // spec.runPolicy.activeDeadlineSeconds (0: none) after the job's first
-    // start.
-    int64_t deadline_seconds = 0;
-    absl::Time deadline = absl::InfiniteFuture();
-    bool rendezvous_done = false;
-    std::vector<bool> rank_done;
-    // Per rank, when it last showed progress: the rendezvous, then each
-    // step it reported.
-    std::vector<absl::Time> last_progress;
-    // The plan's predicted step time, and the job's steps.
-    absl::Duration predicted_step;
-    int64_t max_steps = 0;
-    // The ranks' reports of the steps not yet complete.
-    StepAggregator steps{0};
-    // Found RUNNING by Recover(): the time by which every rank's worker must
-    // be back (worker_of_rank is "" for those that are not yet).
-    absl::Time readopt_by = absl::InfiniteFuture();
-    // The first rank failure, held back for one heartbeat timeout: when a
-    // worker dies, its peers fail on the broken connection before its
-    // heartbeats are missed, and the job should name the dead worker. A
-    // failure that would recur replaces one that might not: a rank's own
-    // error is the cause of its peers' lost connections.
-    std::optional<std::string> failure;
-    // Every failure held so far may pass on a retry: the job restarts
-    // rather than fails while spec.runPolicy.backoffLimit allows.
-    bool failure_retryable = true;
-    absl::Time fail_by;
-    // Timelines the ranks send while someone traces the job.
-    TraceCollector traces{0};
-  };
 
   // FAILED_PRECONDITION naming the memory when `manifest` fixes its
   // parallelism and, on as many registered workers of its device as it
@@ -286,11 +247,6 @@ class JobManager {
   // Restarts or fails the recovered runs some of whose ranks' workers did
   // not register again by readopt_by.
   void GiveUpUnadoptedRunsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // A run of `plan` for `job`'s current attempt on `ranks` workers, none
-  // placed yet, with its deadline.
-  Run NewRunLocked(const chimera::v1::Job& job, const chimera::v1::Plan& plan,
-                   int ranks) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Rank `rank` of `run` (on `worker_id`) ended, SUCCEEDED or not: frees its
   // worker; the last success ends the job SUCCEEDED, a failure is held back
   // as `run.failure`, with at most kMaxTaskMessageBytes of its message.
@@ -300,7 +256,7 @@ class JobManager {
     // A FAILED task that may pass when run again.
     bool retryable = false;
   };
-  absl::Status RankEndedLocked(const std::string& job_id, Run* run, int rank,
+  absl::Status RankEndedLocked(const std::string& job_id, JobRun* run, int rank,
                                const std::string& worker_id,
                                const RankEnd& end)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -355,7 +311,7 @@ class JobManager {
   // The run of `job`'s next attempt on `workers`: every rank's task is
   // recorded with its worker, and every start held in the run (none sent).
   // All or nothing: a worker that cannot take its task frees the others.
-  absl::StatusOr<Run> AssignTasksLocked(
+  absl::StatusOr<JobRun> AssignTasksLocked(
       const chimera::v1::Job& job, const chimera::v1::Plan& plan,
       std::vector<chimera::v1::WorkerProgram> programs,
       const std::vector<std::string>& workers)
@@ -382,10 +338,6 @@ class JobManager {
   absl::Status SaveLocked(const chimera::v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void OnWorkerLostLocked(const std::string& worker_id, const TaskRef& task,
                           const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Why `run` has stalled: its ranks that showed no progress for the stall
-  // bound, named with their workers; nullopt while every rank progresses.
-  std::optional<std::string> StalledRanksLocked(const Run& run) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // OK when rank 0's READY report puts its rendezvous store on the host its
   // worker registered; otherwise the job fails and the report is
   // INVALID_ARGUMENT: the other ranks would connect wherever it says.
@@ -394,14 +346,14 @@ class JobManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The run a worker's report is about; NOT_FOUND when it is stale (another
   // attempt, or the rank is not that worker's). No `attempt`: any attempt.
-  absl::StatusOr<Run*> RunForLocked(const std::string& job_id,
+  absl::StatusOr<JobRun*> RunForLocked(const std::string& job_id,
                                     std::optional<int> attempt, int rank,
                                     const std::string& worker_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The latest step of `run` that every rank recorded, as TraceJob returns
   // it; nullopt when there is none.
   absl::StatusOr<std::optional<chimera::v1::JobTrace>> CompleteTraceLocked(
-      const std::string& id, const Run& run)
+      const std::string& id, const JobRun& run)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The cluster `workers` make, from the registry (which has its own lock);
   // for "cpu" jobs its nodes' cores are what their workers share.
@@ -420,7 +372,7 @@ class JobManager {
   const JobManagerOptions options_;
   const Clock clock_;
   mutable absl::Mutex mutex_;
-  std::map<std::string, Run> runs_ ABSL_GUARDED_BY(mutex_);
+  std::map<std::string, JobRun> runs_ ABSL_GUARDED_BY(mutex_);
   TraceWaits trace_waits_ ABSL_GUARDED_BY(mutex_);
   // Jobs that ended while the store could not record it, as they ended;
   // Get and List show them so, and every Tick saves them again.

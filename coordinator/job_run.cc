@@ -1,0 +1,95 @@
+#include "coordinator/job_run.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace chimera::coordinator {
+
+JobRun JobRun::For(const chimera::v1::Job& job, const chimera::v1::Plan& plan,
+                   int ranks, absl::Time now, absl::Time wall_now) {
+  JobRun run;
+  run.attempt = job.status().restarts() + 1;
+  run.traces = TraceCollector(ranks);
+  run.steps = StepAggregator(ranks);
+  run.started = now;
+  run.rank_done.assign(ranks, false);
+  run.last_progress.assign(ranks, now);
+  run.predicted_step = absl::Seconds(plan.prediction().iteration_seconds());
+  run.max_steps = job.manifest().spec().training().max_steps();
+  run.deadline_seconds =
+      job.manifest().spec().run_policy().active_deadline_seconds();
+  if (run.deadline_seconds > 0) {
+    // Counted from the first start, a wall time, on the monotonic clock.
+    const absl::Time first_start = absl::FromUnixMicros(
+        static_cast<int64_t>(job.status().start_time() * 1e6));
+    run.deadline =
+        now + (first_start - wall_now) + absl::Seconds(run.deadline_seconds);
+  }
+  return run;
+}
+
+std::optional<RunVerdict> JobRun::Overdue(absl::Time now,
+                                          const RunBounds& bounds) const {
+  if (readopt_by != absl::InfiniteFuture()) return std::nullopt;
+  if (failure && now >= fail_by) return RunVerdict{*failure, failure_retryable};
+  if (!rendezvous_done && now - started > bounds.rendezvous_timeout) {
+    return RunVerdict{
+        absl::StrCat("rank 0 did not report its rendezvous store within ",
+                     absl::FormatDuration(bounds.rendezvous_timeout)),
+        true};
+  }
+  if (now >= deadline) {
+    return RunVerdict{absl::StrCat("still running ", deadline_seconds,
+                                   " s after its start, its "
+                                   "spec.runPolicy.activeDeadlineSeconds"),
+                      false};
+  }
+  if (!rendezvous_done) return std::nullopt;
+  const absl::Duration bound =
+      std::max(bounds.progress_timeout, kStallFactor * predicted_step);
+  if (std::optional<std::string> stalled = StalledRanks(now, bound)) {
+    return RunVerdict{*std::move(stalled), true};
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> JobRun::StalledRanks(absl::Time now,
+                                                absl::Duration bound) const {
+  std::vector<std::string> stalled;
+  for (size_t rank = 0; rank < last_progress.size(); ++rank) {
+    if (!rank_done[rank] && now - last_progress[rank] > bound) {
+      stalled.push_back(
+          absl::StrCat("rank ", rank, " on worker ", worker_of_rank[rank]));
+    }
+  }
+  if (stalled.empty()) return std::nullopt;
+  return absl::StrCat(absl::StrJoin(stalled, ", "), " reported no step for ",
+                      absl::FormatDuration(bound),
+                      " (the larger of --progress-timeout and ", kStallFactor,
+                      " predicted steps): stopped or hung");
+}
+
+std::optional<std::string> JobRun::Unadopted(
+    absl::Time now, absl::Duration readopt_timeout) const {
+  if (now < readopt_by) return std::nullopt;
+  std::vector<int> missing;
+  for (size_t rank = 0; rank < worker_of_rank.size(); ++rank) {
+    if (worker_of_rank[rank].empty()) missing.push_back(static_cast<int>(rank));
+  }
+  return absl::StrCat("the coordinator restarted and the worker",
+                      missing.size() == 1 ? " of rank " : "s of ranks ",
+                      absl::StrJoin(missing, ", "),
+                      " did not register again within ",
+                      absl::FormatDuration(readopt_timeout));
+}
+
+void JobRun::Excuse(absl::Duration stall) {
+  for (absl::Time& progress : last_progress) progress += stall;
+  started += stall;
+  fail_by += stall;
+  readopt_by += stall;
+}
+
+}  // namespace chimera::coordinator

@@ -1,0 +1,108 @@
+// The live part of a RUNNING job (its workers, held starts, timers, step
+// reports, held failure and traces) and the decisions about it that need
+// nobody else: whether it is overdue, whether its ranks came back after a
+// coordinator restart. The decisions read the run and change nothing; the
+// JobManager acts on them under its lock.
+//
+//   if (std::optional<RunVerdict> verdict = run.Overdue(now, bounds)) {
+//     end the run: verdict->retryable ? restart (RunLost) : fail
+//   }
+#ifndef CHIMERA_COORDINATOR_JOB_RUN_H_
+#define CHIMERA_COORDINATOR_JOB_RUN_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "chimera/v1/service.pb.h"
+#include "coordinator/step_aggregator.h"
+#include "coordinator/trace_collector.h"
+
+namespace chimera::coordinator {
+
+// How many predicted step times a rank may go without reporting a step.
+inline constexpr double kStallFactor = 10;
+
+// How long a run may take to reach its rendezvous, and how long a rank may
+// go without a step (at least; kStallFactor predicted steps when longer).
+struct RunBounds {
+  absl::Duration rendezvous_timeout;
+  absl::Duration progress_timeout;
+};
+
+// Why an overdue run ends, and whether a retry may cure it (the job then
+// restarts while its backoffLimit allows).
+struct RunVerdict {
+  std::string reason;
+  bool retryable = false;
+};
+
+struct JobRun {
+  int attempt = 0;
+  std::vector<std::string> worker_of_rank;
+  // Every rank's start task, by rank: rank 0's goes out once the run is
+  // recorded, the others' once rank 0 reports its store.
+  std::vector<chimera::v1::Assignment> held_starts;
+  absl::Time started;
+  // spec.runPolicy.activeDeadlineSeconds (0: none) after the job's first
+  // start.
+  int64_t deadline_seconds = 0;
+  absl::Time deadline = absl::InfiniteFuture();
+  bool rendezvous_done = false;
+  std::vector<bool> rank_done;
+  // Per rank, when it last showed progress: the rendezvous, then each
+  // step it reported.
+  std::vector<absl::Time> last_progress;
+  // The plan's predicted step time, and the job's steps.
+  absl::Duration predicted_step;
+  int64_t max_steps = 0;
+  // The ranks' reports of the steps not yet complete.
+  StepAggregator steps{0};
+  // Found RUNNING by Recover(): the time by which every rank's worker must
+  // be back (worker_of_rank is "" for those that are not yet).
+  absl::Time readopt_by = absl::InfiniteFuture();
+  // The first rank failure, held back for one heartbeat timeout: when a
+  // worker dies, its peers fail on the broken connection before its
+  // heartbeats are missed, and the job should name the dead worker. A
+  // failure that would recur replaces one that might not: a rank's own
+  // error is the cause of its peers' lost connections.
+  std::optional<std::string> failure;
+  // Every failure held so far may pass on a retry: the job restarts
+  // rather than fails while spec.runPolicy.backoffLimit allows.
+  bool failure_retryable = true;
+  absl::Time fail_by;
+  // Timelines the ranks send while someone traces the job.
+  TraceCollector traces{0};
+
+  // A run of `plan` for `job`'s current attempt on `ranks` workers, none
+  // placed yet, started at `now` (monotonic) with its deadline counted from
+  // the job's first start (`wall_now` converts it).
+  static JobRun For(const chimera::v1::Job& job, const chimera::v1::Plan& plan,
+                    int ranks, absl::Time now, absl::Time wall_now);
+
+  // Why the run must end at `now`, if it must: a failure held back until
+  // fail_by, rank 0 late for the rendezvous, the job's deadline passed, or
+  // a rank that stalled. None while ranks are still missing after a
+  // coordinator restart: their peers' failures would blame the wrong ranks.
+  std::optional<RunVerdict> Overdue(absl::Time now,
+                                    const RunBounds& bounds) const;
+  // After a coordinator restart, why the run is given up at `now` once
+  // readopt_by has passed: the ranks whose workers did not come back.
+  std::optional<std::string> Unadopted(absl::Time now,
+                                       absl::Duration readopt_timeout) const;
+  // The coordinator itself was silent for `stall`: every timer moves on by
+  // it, so that the silence counts against no rank.
+  void Excuse(absl::Duration stall);
+
+ private:
+  // Its ranks that showed no progress for `bound`, named with their
+  // workers; none while every rank progresses.
+  std::optional<std::string> StalledRanks(absl::Time now,
+                                          absl::Duration bound) const;
+};
+
+}  // namespace chimera::coordinator
+
+#endif  // CHIMERA_COORDINATOR_JOB_RUN_H_

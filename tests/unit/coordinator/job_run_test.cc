@@ -1,0 +1,108 @@
+// A running job's decisions, read from the run alone: when it is overdue
+// and why (a held failure, a late rendezvous, its deadline, a stalled
+// rank), which ranks did not come back after a coordinator restart, and a
+// coordinator's own silence counted against nobody.
+#include "coordinator/job_run.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace chimera::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const absl::Time kStart = absl::FromUnixSeconds(1000);
+const RunBounds kBounds{absl::Seconds(60), absl::Seconds(60)};
+
+// A two-rank run of a job started at kStart, predicted at 1 s a step, that
+// may run `deadline_seconds` (0: no deadline).
+JobRun TwoRankRun(int64_t deadline_seconds = 0) {
+  chimera::v1::Job job;
+  job.mutable_manifest()->mutable_spec()->mutable_training()->set_max_steps(10);
+  job.mutable_manifest()->mutable_spec()->mutable_run_policy()->set_active_deadline_seconds(
+      deadline_seconds);
+  job.mutable_status()->set_start_time(absl::ToUnixSeconds(kStart));
+  chimera::v1::Plan plan;
+  plan.mutable_prediction()->set_iteration_seconds(1);
+  JobRun run = JobRun::For(job, plan, 2, kStart, kStart);
+  run.worker_of_rank = {"w0", "w1"};
+  return run;
+}
+
+TEST(JobRunTest, ARunWaitsForItsRendezvousUntilTheTimeout) {
+  const JobRun run = TwoRankRun();
+  EXPECT_FALSE(run.Overdue(kStart + absl::Seconds(60), kBounds));
+  const std::optional<RunVerdict> late = run.Overdue(kStart + absl::Seconds(61), kBounds);
+  ASSERT_TRUE(late);
+  EXPECT_EQ(late->reason, "rank 0 did not report its rendezvous store within 1m");
+  EXPECT_TRUE(late->retryable);
+}
+
+TEST(JobRunTest, ARankWithoutAStepForTheBoundHasStalledAndIsNamed) {
+  JobRun run = TwoRankRun();
+  run.rendezvous_done = true;
+  run.last_progress[0] = kStart + absl::Seconds(100);
+  // The bound: the larger of 60 s and 10 predicted steps (10 s).
+  EXPECT_FALSE(run.Overdue(kStart + absl::Seconds(60), kBounds));
+  const std::optional<RunVerdict> stalled =
+      run.Overdue(kStart + absl::Seconds(61), kBounds);
+  ASSERT_TRUE(stalled);
+  EXPECT_THAT(stalled->reason,
+              HasSubstr("rank 1 on worker w1 reported no step for 1m"));
+  EXPECT_THAT(stalled->reason, Not(HasSubstr("rank 0")));
+  EXPECT_TRUE(stalled->retryable);
+  // A rank that is done owes no step.
+  run.rank_done[1] = true;
+  EXPECT_FALSE(run.Overdue(kStart + absl::Seconds(61), kBounds));
+}
+
+TEST(JobRunTest, AHeldFailureEndsTheRunOnceItsTimeComes) {
+  JobRun run = TwoRankRun();
+  run.rendezvous_done = true;
+  run.failure = "rank 1 on worker w1 failed: out of memory";
+  run.failure_retryable = false;
+  run.fail_by = kStart + absl::Seconds(3);
+  EXPECT_FALSE(run.Overdue(kStart + absl::Seconds(2), kBounds));
+  const std::optional<RunVerdict> failed = run.Overdue(kStart + absl::Seconds(3), kBounds);
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(failed->reason, "rank 1 on worker w1 failed: out of memory");
+  EXPECT_FALSE(failed->retryable);
+}
+
+TEST(JobRunTest, ThePassedDeadlineFailsTheRunForGood) {
+  JobRun run = TwoRankRun(/*deadline_seconds=*/30);
+  run.rendezvous_done = true;
+  for (absl::Time& progress : run.last_progress) progress = kStart + absl::Seconds(29);
+  const std::optional<RunVerdict> late = run.Overdue(kStart + absl::Seconds(30), kBounds);
+  ASSERT_TRUE(late);
+  EXPECT_THAT(late->reason, HasSubstr("still running 30 s after its start"));
+  EXPECT_FALSE(late->retryable);
+}
+
+TEST(JobRunTest, MissingRanksAfterACoordinatorRestartAreNamedOnceTheirTimeIsUp) {
+  JobRun run = TwoRankRun();
+  run.worker_of_rank = {"w0", ""};
+  run.readopt_by = kStart + absl::Seconds(15);
+  // While it waits for them, nothing else ends it: a peer's failure would
+  // blame the wrong rank.
+  run.failure = "rank 0 on worker w0 failed: connection reset";
+  run.fail_by = kStart;
+  EXPECT_FALSE(run.Overdue(kStart + absl::Seconds(100), kBounds));
+  EXPECT_FALSE(run.Unadopted(kStart + absl::Seconds(14), absl::Seconds(15)));
+  EXPECT_EQ(run.Unadopted(kStart + absl::Seconds(15), absl::Seconds(15)),
+            "the coordinator restarted and the worker of rank 1 did not "
+            "register again within 15s");
+}
+
+TEST(JobRunTest, TheCoordinatorsOwnSilenceCountsAgainstNoRank) {
+  JobRun run = TwoRankRun();
+  run.rendezvous_done = true;
+  run.Excuse(absl::Seconds(70));
+  EXPECT_FALSE(run.Overdue(kStart + absl::Seconds(100), kBounds));
+  EXPECT_TRUE(run.Overdue(kStart + absl::Seconds(131), kBounds));
+}
+
+}  // namespace
+}  // namespace chimera::coordinator

@@ -69,32 +69,6 @@ bool IsTransfer(OpKind op) {
          op == OpKind::kAllreduceBegin || op == OpKind::kAllreduceEnd;
 }
 
-absl::Status ValidatePartition(const ExecutorOptions& options,
-                               int num_model_stages) {
-  const auto& partition = options.partition;
-  if (static_cast<int>(partition.size()) != num_model_stages) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "partition has ", partition.size(), " stages; the schedule has ",
-        num_model_stages, " model stages"));
-  }
-  int64_t next = 0;
-  for (size_t i = 0; i < partition.size(); ++i) {
-    if (partition[i].begin != next || partition[i].end <= next) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("partition[", i, "] is blocks [", partition[i].begin,
-                       ", ", partition[i].end, "); it must start at block ",
-                       next, " and hold at least one block"));
-    }
-    next = partition[i].end;
-  }
-  if (next != options.model.num_layers) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("partition ends at block ", next, "; the model has ",
-                     options.model.num_layers, " blocks"));
-  }
-  return absl::OkStatus();
-}
-
 SliceKey KeyOf(const Instruction& inst) {
   return {{inst.chunk, inst.stage}, inst.micro_batches[0], inst.part};
 }
@@ -164,8 +138,8 @@ absl::StatusOr<std::unique_ptr<ProgramExecutor>> ProgramExecutor::Create(
   }
   RETURN_IF_ERROR(ValidateModelConfig(options.model));
   RETURN_IF_ERROR(CheckDeviceUsable(options.device));
-  RETURN_IF_ERROR(
-      ValidatePartition(options, schedule.topology.NumModelStages()));
+  RETURN_IF_ERROR(ValidatePartition(options.partition, options.model.num_layers,
+                                    schedule.topology.NumModelStages()));
   RETURN_IF_ERROR(ValidateOptimizerConfig(options.optimizer));
   if (data.options().sample_length !=
       options.model.seq_length +

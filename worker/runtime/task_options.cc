@@ -62,24 +62,14 @@ void ReadPlan(const chimera::v1::Plan& plan, TaskOptions& options,
     errors.Add("plan.microBatchSize",
                absl::StrCat(plan.micro_batch_size(), " must be >= 1"));
   }
-  int next_layer = 0;
   for (const auto& stage : plan.partition()) {
-    if (stage.first_layer() != next_layer || stage.num_layers() < 1) {
-      errors.Add("plan.partition",
-                 absl::StrCat("stage ", stage.stage(), " covers layers ",
-                              stage.first_layer(), "+", stage.num_layers(),
-                              "; expected to start at ", next_layer));
-      return;
-    }
     options.partition.push_back(
         {stage.first_layer(), stage.first_layer() + stage.num_layers()});
-    next_layer += stage.num_layers();
   }
-  if (next_layer != options.model.num_layers) {
-    errors.Add("plan.partition",
-               absl::StrCat("covers ", next_layer, " layers; the model has ",
-                            options.model.num_layers));
-  }
+  const absl::Status partition =
+      ValidatePartition(options.partition, options.model.num_layers,
+                        schedule::ModelStageCount(options.schedule));
+  if (!partition.ok()) errors.Add("plan", partition.message());
 }
 
 // The data file and the job's checkpoint directory under the worker's

@@ -67,6 +67,30 @@ TEST(TaskOptionsTest, WorkersSharingAHostAreTheRanksPlacedOnItsNode) {
   EXPECT_EQ(WorkersSharingHost(chimera::v1::Plan(), 1, 4), 4);
 }
 
+// A plan whose stages leave a block out is refused at the process
+// boundary, naming the range, before the executor is ever built.
+TEST(TaskOptionsTest, APartitionWithAGapIsRefusedNamingTheRange) {
+  chimera::testing::TempDir dir;
+  chimera::v1::Plan plan;
+  plan.set_scheme("1f1b");
+  plan.set_policy("pa");
+  plan.set_width(1);
+  plan.set_depth(2);
+  plan.set_micro_batches(2);
+  plan.set_micro_batch_size(2);
+  for (const auto& [first, count] : std::vector<std::pair<int, int>>{{0, 1}, {2, 0}}) {
+    chimera::v1::StageRange* range = plan.add_partition();
+    range->set_first_layer(first);
+    range->set_num_layers(count);
+  }
+  const absl::StatusOr<TaskOptions> task = TaskOptionsFor(
+      chimera::testing::TinyJob(), plan, 0, Roots(dir), "tiny-1");
+  EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(task.status().message(),
+              HasSubstr("plan: partition[1] is blocks [2, 2); it must start "
+                        "at block 1 and hold at least one block"));
+}
+
 TEST(TaskOptionsTest, CpuJobsComputeOnTheCpu) {
   chimera::testing::TempDir dir;
   const auto run =

@@ -6,23 +6,25 @@
 #include "absl/strings/str_cat.h"
 #include "common/environment.h"
 #include "common/status_macros.h"
+#include "net/grpc_status.h"
 #include "net/server_address.h"
 
 namespace chimera::client {
 namespace {
 
+// The coordinator's answer, with the words a user needs where it could not
+// be reached or did not answer.
 absl::Status FromGrpc(const grpc::Status& status, absl::string_view address) {
-  if (status.ok()) return absl::OkStatus();
-  std::string message = status.error_message();
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    message = absl::StrCat("cannot reach the coordinator at ", address, " (",
-                           message, ")");
-  } else if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    message =
-        absl::StrCat("the coordinator at ", address, " did not answer in time");
+    return absl::UnavailableError(absl::StrCat(
+        "cannot reach the coordinator at ", address, " (",
+        status.error_message(), ")"));
   }
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      message);
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the coordinator at ", address, " did not answer in time"));
+  }
+  return net::FromGrpcStatus(status);
 }
 
 // Sends `request` to `method` over `channel` untyped, so that calling a

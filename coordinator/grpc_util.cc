@@ -4,12 +4,6 @@
 
 namespace chimera::coordinator {
 
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
-}
-
 grpc::Status CheckRequestSize(const google::protobuf::MessageLite& request, size_t max_bytes,
                               absl::string_view method) {
   const size_t size = request.ByteSizeLong();

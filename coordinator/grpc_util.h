@@ -1,6 +1,5 @@
 // What every gRPC handler of the coordinator shares: absl::Status to
-// grpc::Status (the codes are numerically the same) and the bound on a
-// request's size. (The token check runs before any handler: token_gate.h.)
+// grpc::Status (net/grpc_status.h) and the bound on a request's size. (The token check runs before any handler: token_gate.h.)
 #ifndef CHIMERA_COORDINATOR_GRPC_UTIL_H_
 #define CHIMERA_COORDINATOR_GRPC_UTIL_H_
 
@@ -11,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "net/grpc_status.h"
 
 // Returns a non-OK grpc::Status from the enclosing handler.
 #define CHIMERA_RETURN_IF_GRPC_ERROR(expr)                \
@@ -38,7 +38,7 @@ inline constexpr size_t kMaxJobRequestBytes = 256 << 10;
 inline constexpr size_t kMaxMetricsRequestBytes = 8 << 20;
 inline constexpr size_t kMaxRequestBytes = kMaxMetricsRequestBytes;
 
-grpc::Status ToGrpcStatus(const absl::Status& status);
+using net::ToGrpcStatus;
 
 // OK when `request` is at most `max_bytes` long; RESOURCE_EXHAUSTED naming
 // `method` and its bound otherwise.

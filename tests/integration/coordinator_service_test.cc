@@ -17,8 +17,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "chimera/v1/service.grpc.pb.h"
+#include "common/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "net/grpc_status.h"
 #include "tests/support/coordinator_process.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_job.h"
@@ -140,10 +142,7 @@ class Coordinator {
     *request.mutable_job() = manifest;
     chimera::v1::Job job;
     grpc::Status status = jobs_->SubmitJob(Context(token).get(), request, &job);
-    if (!status.ok()) {
-      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                          status.error_message());
-    }
+    RETURN_IF_ERROR(net::FromGrpcStatus(status));
     return job;
   }
 

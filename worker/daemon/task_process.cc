@@ -11,6 +11,7 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
+#include "net/server_address.h"
 #include "schedule/generator.h"
 #include "schedule/program_proto.h"
 #include "worker/runtime/task_runner.h"
@@ -76,18 +77,6 @@ class EventWriter : public TaskObserver {
   std::ostream& events_;
 };
 
-absl::StatusOr<std::pair<std::string, int>> SplitAddress(
-    const std::string& address) {
-  const size_t colon = address.rfind(':');
-  int port = 0;
-  if (colon == std::string::npos ||
-      !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rendezvous address '", address, "' is not HOST:PORT"));
-  }
-  return std::make_pair(address.substr(0, colon), port);
-}
-
 absl::Status Run(const std::string& task_file, const std::string& host,
                  int gpu_index, const WorkerRoots& roots,
                  std::ostream& events) {
@@ -133,10 +122,14 @@ absl::Status Run(const std::string& task_file, const std::string& host,
   options.host = host;
   options.gpu_index = gpu_index;
   if (options.rank != 0) {
-    ASSIGN_OR_RETURN(auto store,
-                     SplitAddress(task.rendezvous().store_address()));
-    options.store_host = store.first;
-    options.store_port = store.second;
+    const absl::StatusOr<net::ServerAddress> store =
+        net::ParseDialAddress(task.rendezvous().store_address());
+    if (!store.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rendezvous: ", store.status().message()));
+    }
+    options.store_host = store->host;
+    options.store_port = store->port;
   }
   if (task.rendezvous().timeout_ms() > 0) {
     options.timeout = absl::Milliseconds(task.rendezvous().timeout_ms());

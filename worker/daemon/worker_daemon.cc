@@ -11,6 +11,7 @@
 #include "common/logging.h"
 #include "common/utf8.h"
 #include "net/child_process.h"
+#include "net/grpc_status.h"
 #include "worker/daemon/local_devices.h"
 #include "worker/daemon/task_exit.h"
 #include "worker/daemon/task_process.h"
@@ -30,13 +31,6 @@ constexpr absl::Duration kEventPoll = absl::Milliseconds(200);
 // a registration whose held task carries more; a report far beyond it would
 // be refused whole, and the task's end with it.
 constexpr size_t kMaxTaskMessageBytes = 4096;
-
-absl::Status FromGrpc(const grpc::Status& status) {
-  return status.ok()
-             ? absl::OkStatus()
-             : absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                            status.error_message());
-}
 
 bool MeansRegisterAgain(const absl::Status& status) {
   return absl::IsNotFound(status) || absl::IsAborted(status);
@@ -121,7 +115,7 @@ class WorkerDaemon::Task {
     report.set_first_step(static_cast<int32_t>(first_step));
     report.set_retryable(retryable);
     chimera::v1::ReportTaskStateResponse ignored;
-    const absl::Status status = FromGrpc(daemon_->stub_->ReportTaskState(
+    const absl::Status status = net::FromGrpcStatus(daemon_->stub_->ReportTaskState(
         daemon_->Context().get(), report, &ignored));
     if (!status.ok())
       CHIMERA_LOG(WARNING) << "reporting task state: " << status;
@@ -187,7 +181,7 @@ class WorkerDaemon::Task {
     // The timeline travels only while someone traces the job.
     if (!record_timeline_) report.mutable_metrics()->clear_timeline();
     chimera::v1::ReportMetricsResponse response;
-    const absl::Status status = FromGrpc(daemon_->stub_->ReportMetrics(
+    const absl::Status status = net::FromGrpcStatus(daemon_->stub_->ReportMetrics(
         daemon_->Context().get(), report, &response));
     // Once per outage, not once per step while the coordinator is away.
     if (!status.ok() && metrics_reached_coordinator_) {
@@ -290,7 +284,7 @@ absl::StatusOr<bool> WorkerDaemon::Register() {
   }
   chimera::v1::RegisterWorkerResponse response;
   const absl::Status status =
-      FromGrpc(stub_->RegisterWorker(Context().get(), request, &response));
+      net::FromGrpcStatus(stub_->RegisterWorker(Context().get(), request, &response));
   if (!status.ok()) return status;
   heartbeat_period_ms_ = std::max<int64_t>(1, response.heartbeat_period_ms());
   SetRegistered(true);
@@ -315,7 +309,7 @@ void WorkerDaemon::HeartbeatLoop() {
     beat.set_incarnation(incarnation_);
     chimera::v1::HeartbeatResponse ignored;
     const absl::Status status =
-        FromGrpc(stub_->Heartbeat(Context().get(), beat, &ignored));
+        net::FromGrpcStatus(stub_->Heartbeat(Context().get(), beat, &ignored));
     if (!status.ok()) metrics_->HeartbeatFailed();
     if (MeansRegisterAgain(status)) {
       // The coordinator restarted or gave up on us: registering again tells
@@ -342,7 +336,7 @@ absl::Status WorkerDaemon::Watch() {
   auto reader = stub_->WatchAssignments(context.get(), request);
   chimera::v1::Assignment assignment;
   while (reader->Read(&assignment)) Handle(assignment);
-  const absl::Status status = FromGrpc(reader->Finish());
+  const absl::Status status = net::FromGrpcStatus(reader->Finish());
   absl::MutexLock lock(&mutex_);
   stream_.reset();
   return status;

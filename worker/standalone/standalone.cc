@@ -16,6 +16,7 @@
 #include "common/field_errors.h"
 #include "common/status_macros.h"
 #include "jobspec/job_file.h"
+#include "net/server_address.h"
 #include "planner/plan_params.h"
 #include "schedule/generator.h"
 #include "schedule/simulator.h"
@@ -29,16 +30,13 @@ namespace {
 constexpr char kSummaryGroup[] = "all-ranks";
 
 absl::Status ParseStore(const std::string& store, StandaloneRun& run) {
-  const size_t colon = store.rfind(':');
-  int port = 0;
-  if (colon == std::string::npos || colon == 0 ||
-      !absl::SimpleAtoi(store.substr(colon + 1), &port) || port < 1 ||
-      port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--store '", store, "' must be HOST:PORT with a port in [1, 65535]"));
+  const absl::StatusOr<net::ServerAddress> address = net::ParseDialAddress(store);
+  if (!address.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--store: ", address.status().message()));
   }
-  run.store_host = store.substr(0, colon);
-  run.store_port = port;
+  run.store_host = address->host;
+  run.store_port = address->port;
   return absl::OkStatus();
 }
 

@@ -48,13 +48,6 @@ std::string Layout(const chimera::v1::Job& job) {
 
 }  // namespace
 
-std::string JobStateName(chimera::v1::JobState state) {
-  std::string name = chimera::v1::JobState_Name(state);
-  return absl::StartsWith(name, kStatePrefix)
-             ? name.substr(sizeof(kStatePrefix) - 1)
-             : name;
-}
-
 bool ParseJobState(const std::string& name, chimera::v1::JobState* state) {
   std::string upper = absl::AsciiStrToUpper(name);
   if (!absl::StartsWith(upper, kStatePrefix)) upper = kStatePrefix + upper;

@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "chimera/v1/service.pb.h"
+#include "coordinator/job_states.h"
 
 namespace chimera::client {
 
-// "RUNNING", "SUCCEEDED", ...
-std::string JobStateName(chimera::v1::JobState state);
+using coordinator::JobStateName;
 // Parses a state name (any case, with or without the JOB_STATE_ prefix).
 bool ParseJobState(const std::string& name, chimera::v1::JobState* state);
 

@@ -29,15 +29,6 @@ namespace {
 using chimera::v1::Job;
 using chimera::v1::JobState;
 
-double UnixSeconds(absl::Time time) {
-  return absl::ToDoubleSeconds(time - absl::UnixEpoch());
-}
-
-std::string StateName(JobState state) {
-  const std::string name = chimera::v1::JobState_Name(state);
-  return name.substr(std::string("JOB_STATE_").size());
-}
-
 // "cpu" or "gpu": what each of the job's workers computes on.
 std::string DeviceKindOf(const chimera::v1::TrainJob& job) {
   const std::string& device = job.spec().resources().device();
@@ -260,7 +251,7 @@ absl::StatusOr<Job> JobManager::Stop(const std::string& id) {
   const JobState state = job.status().state();
   if (IsTerminal(state)) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "job ", id, " has already ended (", StateName(state), ")"));
+        "job ", id, " has already ended (", JobStateName(state), ")"));
   }
   RETURN_IF_ERROR(EndRunLocked(id, JobEvent::StopRequested()));
   return store_->Get(id);
@@ -271,7 +262,7 @@ absl::Status JobManager::Delete(const std::string& id) {
   ASSIGN_OR_RETURN(Job job, store_->Get(id));
   if (!IsTerminal(job.status().state())) {
     return absl::FailedPreconditionError(
-        absl::StrCat("job ", id, " is ", StateName(job.status().state()),
+        absl::StrCat("job ", id, " is ", JobStateName(job.status().state()),
                      "; stop it first"));
   }
   RETURN_IF_ERROR(store_->Delete(id));
@@ -462,13 +453,13 @@ absl::Status JobManager::EndRunLocked(const std::string& id,
     CHIMERA_LOG(WARNING) << "job " << id << ": " << message;
     return SaveLocked(job);
   }
-  CHIMERA_LOG(INFO) << "job " << id << " " << StateName(state)
+  CHIMERA_LOG(INFO) << "job " << id << " " << JobStateName(state)
                     << (message.empty() ? "" : ": ") << message;
   const absl::Status saved = SaveLocked(job);
   if (!saved.ok()) {
     // Its run is over and its workers are free: the store must learn it, or
     // the job would show RUNNING for ever.
-    CHIMERA_LOG(ERROR) << "job " << id << " " << StateName(state)
+    CHIMERA_LOG(ERROR) << "job " << id << " " << JobStateName(state)
                        << " but the job store cannot record it (" << saved
                        << "); retrying every tick";
     unsaved_ends_[id] = std::move(job);
@@ -483,7 +474,7 @@ void JobManager::SaveUnsavedEndsLocked() {
       continue;
     }
     CHIMERA_LOG(INFO) << "job " << it->first << " "
-                      << StateName(it->second.status().state())
+                      << JobStateName(it->second.status().state())
                       << " is recorded at last";
     it = unsaved_ends_.erase(it);
   }
@@ -852,7 +843,7 @@ absl::StatusOr<int> JobManager::BeginTrace(const std::string& id,
   const JobState state = job.status().state();
   if (IsTerminal(state)) {
     return absl::FailedPreconditionError(
-        absl::StrCat("job ", id, " has ended (", StateName(state),
+        absl::StrCat("job ", id, " has ended (", JobStateName(state),
                      "); a trace is recorded only while it runs"));
   }
   const int steps = job.manifest().spec().training().max_steps();
@@ -892,7 +883,7 @@ absl::StatusOr<std::optional<chimera::v1::JobTrace>> JobManager::TraceOf(
   const JobState state = job.status().state();
   if (IsTerminal(state)) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "job ", id, " ended (", StateName(state), ") before every rank ",
+        "job ", id, " ended (", JobStateName(state), ") before every rank ",
         "recorded step ", from_step, " or a later one"));
   }
   return std::nullopt;  // Pending: waits to start or restart.

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "coordinator/job_states.h"
 
 namespace chimera::coordinator {
 namespace {
@@ -17,14 +18,9 @@ double UnixSeconds(absl::Time time) {
   return absl::ToDoubleSeconds(time - absl::UnixEpoch());
 }
 
-std::string StateName(JobState state) {
-  const std::string name = chimera::v1::JobState_Name(state);
-  return name.substr(std::string("JOB_STATE_").size());
-}
-
 absl::Status NoSuchArrow(JobState state, JobEvent::Kind kind) {
   return absl::FailedPreconditionError(absl::StrCat(
-      "a ", StateName(state), " job cannot take the event ", KindName(kind)));
+      "a ", JobStateName(state), " job cannot take the event ", KindName(kind)));
 }
 
 Job Ended(Job job, JobState state, std::string message, absl::Time now) {

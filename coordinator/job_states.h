@@ -6,9 +6,18 @@
 #ifndef CHIMERA_COORDINATOR_JOB_STATES_H_
 #define CHIMERA_COORDINATOR_JOB_STATES_H_
 
+#include <string>
+
 #include "chimera/v1/job.pb.h"
 
 namespace chimera::coordinator {
+
+// "RUNNING", "SUCCEEDED", ...: the state's name without JOB_STATE_.
+inline std::string JobStateName(chimera::v1::JobState state) {
+  constexpr size_t kPrefix = sizeof("JOB_STATE_") - 1;
+  const std::string name = chimera::v1::JobState_Name(state);
+  return name.size() > kPrefix ? name.substr(kPrefix) : name;
+}
 
 // SUCCEEDED, FAILED and STOPPED: the job has ended and will never run again
 // (it can only be deleted). PENDING and RUNNING jobs have not ended.

@@ -3,12 +3,12 @@
 // validator's words, and ranks placed on their workers' nodes and devices.
 #include "coordinator/job_launcher.h"
 
-#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/coordinator/lost_backward.h"
 
 namespace chimera::coordinator {
 namespace {
@@ -32,21 +32,6 @@ chimera::v1::Plan TwoByTwoPlan() {
   return plan;
 }
 
-// The generator's schedule with rank 3's first backward left out: a bug no
-// worker could survive (its peer would wait for the gradient forever).
-absl::StatusOr<schedule::Schedule> LosesABackward(
-    const schedule::ScheduleParams& params) {
-  absl::StatusOr<schedule::Schedule> generated =
-      schedule::GenerateSchedule(params);
-  if (!generated.ok()) return generated;
-  auto& instructions = generated->workers[3].instructions;
-  instructions.erase(std::find_if(
-      instructions.begin(), instructions.end(), [](const auto& instruction) {
-        return instruction.op == schedule::OpKind::kBackward;
-      }));
-  return generated;
-}
-
 TEST(JobLauncherTest, EveryRankOfEveryReplicaGetsItsProgramWithItsLayers) {
   absl::StatusOr<Launch> launch = PrepareLaunch(TwoByTwoPlan());
   ASSERT_TRUE(launch.ok()) << launch.status();
@@ -64,7 +49,7 @@ TEST(JobLauncherTest, EveryRankOfEveryReplicaGetsItsProgramWithItsLayers) {
 }
 
 TEST(JobLauncherTest, AScheduleTheValidatorRefusesIsAnInternalErrorInItsWords) {
-  absl::StatusOr<Launch> launch = PrepareLaunch(TwoByTwoPlan(), LosesABackward);
+  absl::StatusOr<Launch> launch = PrepareLaunch(TwoByTwoPlan(), LosesABackwardOf(3));
   EXPECT_EQ(launch.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(launch.status().message(),
               HasSubstr("the 1f1b schedule for W=2 D=2 N=4 is invalid: "));

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/coordinator/lost_backward.h"
 
 namespace chimera::coordinator {
 namespace {
@@ -1151,17 +1152,7 @@ TEST_F(JobManagerTest, AFixedPlanThatCannotFitFailsAtStartNamingTheMemory) {
 // backward left out of rank 1's program) fails the job with the
 // validator's words before any worker hears of it.
 TEST_F(JobManagerTest, AScheduleTheValidatorRefusesFailsTheJobAndStartsNoWorker) {
-  options_.generate_schedule = [](const schedule::ScheduleParams& params)
-      -> absl::StatusOr<schedule::Schedule> {
-    absl::StatusOr<schedule::Schedule> generated = schedule::GenerateSchedule(params);
-    if (!generated.ok()) return generated;
-    auto& instructions = generated->workers[1].instructions;
-    instructions.erase(std::find_if(
-        instructions.begin(), instructions.end(), [](const auto& instruction) {
-          return instruction.op == schedule::OpKind::kBackward;
-        }));
-    return generated;
-  };
+  options_.generate_schedule = LosesABackwardOf(1);
   RestartCoordinator();
   AddWorkers(4);
   Job job = MustSubmit(Manifest("broken", 4));

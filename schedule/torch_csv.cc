@@ -200,12 +200,24 @@ absl::StatusOr<Layout> PlaceStages(
   layout.topology.micro_batches = micro_batches;
   layout.placement.position.assign(layout.topology.num_chunks,
                                    std::vector<int>(ranks));
+  std::vector<int> held(ranks, 0);
   for (int s = 0; s < stages; ++s) {
     if (rank_of[s] < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("stage ", s, " appears in no row"));
     }
     layout.placement.position[s / ranks][s % ranks] = rank_of[s];
+    ++held[rank_of[s]];
+  }
+  // Each rank holds one stage of every chunk: a row with fewer (an empty
+  // one among them) leaves a rank idle and another holding two of a chunk.
+  for (int r = 0; r < ranks; ++r) {
+    if (held[r] != layout.topology.num_chunks) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "row ", r + 1, " (rank ", r, ") runs ", held[r], " of the ", stages,
+          " stages; each of the ", ranks, " rows must run ",
+          layout.topology.num_chunks));
+    }
   }
   return layout;
 }

@@ -145,6 +145,13 @@ INSTANTIATE_TEST_SUITE_P(
                 "row 2, column 1: stage 1 is on rank 0"},
         BadFile{"UnevenStages", "0F0,1F0,1B0,0B0\n2F0,2B0\n",
                 "stages 0..2, which 2 ranks"},
+        // Two rows hold a V between them and two run nothing (a blank line,
+        // a row of REDUCE_GRAD only): no rank may idle while another holds
+        // two stages of one chunk. Found by the fuzzer.
+        BadFile{"RowsThatRunNothing",
+                "0F0,3F0,3B0,0B0\n1F0,2F0,2B0,1B0\n\n,1REDUCE_GRAD\n",
+                "row 1 (rank 0) runs 2 of the 4 stages; each of the 4 rows "
+                "must run 1"},
         BadFile{"RepeatedForward", "0F0,0F0,0B0\n",
                 "row 1, column 2: FORWARD of stage 0 micro-batch 0 again"},
         BadFile{"MissingWeightHalf", "0F0,0I0\n", "has its I but no W"},

@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
@@ -21,7 +20,6 @@
 #include "planner/plan_evaluator.h"
 #include "planner/plan_params.h"
 #include "planner/plan_search.h"
-#include "schedule/simulator.h"
 
 namespace chimera::coordinator {
 namespace {

@@ -1,6 +1,7 @@
 #include "worker/runtime/gradient_sync.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <map>
 #include <set>

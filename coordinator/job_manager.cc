@@ -40,19 +40,19 @@ JobManager::JobManager(JobStore* store, WorkerRegistry* workers,
     : store_(store),
       workers_(workers),
       options_(std::move(options)),
-      clock_(std::move(clock)) {}
+      clock_(std::move(clock)),
+      table_(store) {}
 
 absl::Status JobManager::SaveLocked(const Job& job) {
-  RETURN_IF_ERROR(store_->Put(job));
+  RETURN_IF_ERROR(table_.Put(job));
   ++version_;
   return absl::OkStatus();
 }
 
 absl::Status JobManager::Recover() {
   absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(std::vector<Job> running,
-                   store_->List(chimera::v1::JOB_STATE_RUNNING));
-  for (Job& job : running) {
+  RETURN_IF_ERROR(table_.Load());
+  for (const Job& job : table_.Live(chimera::v1::JOB_STATE_RUNNING)) {
     const int ranks = job.plan().width() * job.plan().depth();
     if (ranks <= 0) {
       const std::string cause =
@@ -150,7 +150,7 @@ absl::StatusOr<Job> JobManager::Submit(const chimera::v1::TrainJob& manifest) {
   do {
     job.set_id(absl::StrFormat("%s-%08x", manifest.metadata().name(),
                                absl::Uniform<uint32_t>(random)));
-  } while (store_->Get(job.id()).ok());
+  } while (!absl::IsNotFound(table_.Get(job.id()).status()));
   *job.mutable_manifest() = manifest;
   ASSIGN_OR_RETURN(job, Transition(std::move(job), JobEvent::Submitted(),
                                    clock_.wall()));
@@ -187,11 +187,8 @@ absl::Status JobManager::CheckFitsRegisteredWorkers(
 }
 
 absl::StatusOr<Job> JobManager::Get(const std::string& id) {
-  {
-    absl::MutexLock lock(&mutex_);
-    if (auto it = unsaved_ends_.find(id); it != unsaved_ends_.end()) return it->second;
-  }
-  return store_->Get(id);
+  absl::MutexLock lock(&mutex_);
+  return table_.Get(id);
 }
 
 absl::StatusOr<std::vector<Job>> JobManager::List(JobState state) {
@@ -210,14 +207,10 @@ absl::StatusOr<JobManager::JobPage> JobManager::ListPage(JobState state,
   // The store is read in chunks, since a state filter may skip most rows.
   const int chunk = std::max(max_jobs, 64);
   while (true) {
+    // The store holds what the table shows: it is read without the lock.
     ASSIGN_OR_RETURN(JobStore::Chunk stored, store_->ListAfter(after_seq, chunk));
-    absl::MutexLock lock(&mutex_);
     for (JobStore::Sequenced& row : stored.jobs) {
       Job& job = row.job;
-      // A job whose end the store has not taken yet is listed as it ended.
-      if (auto it = unsaved_ends_.find(job.id()); it != unsaved_ends_.end()) {
-        job = it->second;
-      }
       if (state != JobState::JOB_STATE_UNSPECIFIED && job.status().state() != state) {
         after_seq = row.seq;
         continue;
@@ -239,31 +232,36 @@ absl::StatusOr<JobManager::JobPage> JobManager::ListPage(JobState state,
 
 absl::StatusOr<std::vector<chimera::v1::StepSummary>> JobManager::Steps(
     const std::string& id, int after) {
-  RETURN_IF_ERROR(store_->Get(id).status());
+  {
+    absl::MutexLock lock(&mutex_);
+    RETURN_IF_ERROR(table_.Get(id).status());
+  }
   return store_->Steps(id, after);
 }
 
 absl::StatusOr<Job> JobManager::Stop(const std::string& id) {
   absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(Job job, store_->Get(id));
+  ASSIGN_OR_RETURN(Job job, table_.Get(id));
   const JobState state = job.status().state();
   if (IsTerminal(state)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", id, " has already ended (", JobStateName(state), ")"));
   }
+  // A request: refused, rather than kept, while the store takes no change.
+  RETURN_IF_ERROR(table_.Writable());
   RETURN_IF_ERROR(EndRunLocked(id, JobEvent::StopRequested()));
-  return store_->Get(id);
+  return table_.Get(id);
 }
 
 absl::Status JobManager::Delete(const std::string& id) {
   absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(Job job, store_->Get(id));
+  ASSIGN_OR_RETURN(Job job, table_.Get(id));
   if (!IsTerminal(job.status().state())) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", id, " is ", JobStateName(job.status().state()),
                      "; stop it first"));
   }
-  RETURN_IF_ERROR(store_->Delete(id));
+  RETURN_IF_ERROR(table_.Delete(id));
   ++version_;
   return absl::OkStatus();
 }
@@ -443,39 +441,27 @@ void JobManager::StopRunLocked(const std::string& id) {
 absl::Status JobManager::EndRunLocked(const std::string& id,
                                       const JobEvent& event) {
   StopRunLocked(id);
-  ASSIGN_OR_RETURN(Job job, store_->Get(id));
+  ASSIGN_OR_RETURN(Job job, table_.Get(id));
   ASSIGN_OR_RETURN(job, Transition(std::move(job), event, clock_.wall()));
   const JobState state = job.status().state();
   const std::string& message = job.status().message();
   if (state == chimera::v1::JOB_STATE_PENDING) {
     CHIMERA_LOG(WARNING) << "job " << id << ": " << message;
-    return SaveLocked(job);
+  } else {
+    CHIMERA_LOG(INFO) << "job " << id << " " << JobStateName(state)
+                      << (message.empty() ? "" : ": ") << message;
   }
-  CHIMERA_LOG(INFO) << "job " << id << " " << JobStateName(state)
-                    << (message.empty() ? "" : ": ") << message;
-  const absl::Status saved = SaveLocked(job);
-  if (!saved.ok()) {
-    // Its run is over and its workers are free: the store must learn it, or
-    // the job would show RUNNING for ever.
+  // Its run is over and its workers are free, recorded or not: the table
+  // keeps what the store refuses and writes it at every tick.
+  const absl::Status recorded = table_.Record(job);
+  if (!recorded.ok()) {
     CHIMERA_LOG(ERROR) << "job " << id << " " << JobStateName(state)
-                       << " but the job store cannot record it (" << saved
-                       << "); retrying every tick";
-    unsaved_ends_[id] = std::move(job);
+                       << " but the job store cannot record it yet ("
+                       << recorded << "); retrying every tick";
+    return recorded;
   }
-  return saved;
-}
-
-void JobManager::SaveUnsavedEndsLocked() {
-  for (auto it = unsaved_ends_.begin(); it != unsaved_ends_.end();) {
-    if (!SaveLocked(it->second).ok()) {
-      ++it;
-      continue;
-    }
-    CHIMERA_LOG(INFO) << "job " << it->first << " "
-                      << JobStateName(it->second.status().state())
-                      << " is recorded at last";
-    it = unsaved_ends_.erase(it);
-  }
+  ++version_;
+  return absl::OkStatus();
 }
 
 void JobManager::OnWorkerLost(const std::string& worker_id, const TaskRef& task,
@@ -508,7 +494,7 @@ void JobManager::ExcuseStall(absl::Duration stall) {
 void JobManager::Tick() {
   {
     absl::MutexLock lock(&mutex_);
-    SaveUnsavedEndsLocked();
+    if (table_.Retry() > 0) ++version_;
     ReapDeadWorkersLocked();
     GiveUpUnadoptedRunsLocked();
     FailOverdueRunsLocked();
@@ -553,8 +539,9 @@ void JobManager::StartQueuedJobs() {
     std::optional<QueuedStart> next;
     {
       absl::MutexLock lock(&mutex_);
-      // The store was full at the last try: nothing can be recorded.
-      if (clock_.monotonic() < next_start_try_) return;
+      // The store was full at the last try, or holds back a change that
+      // already happened: nothing can be recorded.
+      if (clock_.monotonic() < next_start_try_ || !table_.Writable().ok()) return;
       next = NextStartLocked();
     }
     if (!next || !tried.insert(next->job.id()).second) return;
@@ -584,15 +571,10 @@ void JobManager::StartQueuedJobs() {
 }
 
 std::optional<JobManager::QueuedStart> JobManager::NextStartLocked() {
-  absl::StatusOr<std::vector<Job>> pending =
-      store_->List(chimera::v1::JOB_STATE_PENDING);
-  if (!pending.ok()) {
-    CHIMERA_LOG(ERROR) << pending.status();
-    return std::nullopt;
-  }
-  if (pending->empty()) return std::nullopt;
+  std::vector<Job> pending = table_.Live(chimera::v1::JOB_STATE_PENDING);
+  if (pending.empty()) return std::nullopt;
   // First in, first out: the head of the queue waits for its workers.
-  Job& head = pending->front();
+  Job& head = pending.front();
   std::vector<std::string> chosen = IdleWorkersForLocked(head.manifest());
   if (chosen.empty()) {
     SayWhyPendingLocked(std::move(head));
@@ -602,7 +584,7 @@ std::optional<JobManager::QueuedStart> JobManager::NextStartLocked() {
 }
 
 bool JobManager::StillStartableLocked(const QueuedStart& start) const {
-  absl::StatusOr<Job> job = store_->Get(start.job.id());
+  absl::StatusOr<Job> job = table_.Get(start.job.id());
   return job.ok() && job->status().state() == chimera::v1::JOB_STATE_PENDING &&
          IdleWorkersForLocked(job->manifest()) == start.workers;
 }
@@ -775,7 +757,7 @@ absl::Status JobManager::RankEndedLocked(const std::string& job_id, JobRun* run,
 
 absl::Status JobManager::RecordFirstStepLocked(const std::string& job_id,
                                                int first_step) {
-  ASSIGN_OR_RETURN(Job job, store_->Get(job_id));
+  ASSIGN_OR_RETURN(Job job, table_.Get(job_id));
   const int max_steps = job.manifest().spec().training().max_steps();
   if (first_step < 0 || first_step > max_steps) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -828,16 +810,16 @@ absl::Status JobManager::OnMetrics(
   std::optional<CompletedStep> done =
       run->steps.Add(report.rank(), report.metrics());
   if (!done) return absl::OkStatus();
-  ASSIGN_OR_RETURN(Job job, store_->Get(report.job_id()));
+  ASSIGN_OR_RETURN(Job job, table_.Get(report.job_id()));
   RecordStep(*done, run->worker_of_rank, clock_.wall(), &job);
-  RETURN_IF_ERROR(store_->AppendStep(job.id(), job.status().last_step()));
+  RETURN_IF_ERROR(table_.AppendStep(job.id(), job.status().last_step()));
   return SaveLocked(job);
 }
 
 absl::StatusOr<int> JobManager::BeginTrace(const std::string& id,
                                            std::optional<int> step) {
   absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(Job job, store_->Get(id));
+  ASSIGN_OR_RETURN(Job job, table_.Get(id));
   const JobState state = job.status().state();
   if (IsTerminal(state)) {
     return absl::FailedPreconditionError(
@@ -877,7 +859,7 @@ absl::StatusOr<std::optional<chimera::v1::JobTrace>> JobManager::TraceOf(
   }
   if (trace && trace->step() >= from_step) return trace;
   if (run != runs_.end()) return std::nullopt;
-  ASSIGN_OR_RETURN(Job job, store_->Get(id));
+  ASSIGN_OR_RETURN(Job job, table_.Get(id));
   const JobState state = job.status().state();
   if (IsTerminal(state)) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -891,7 +873,7 @@ absl::StatusOr<std::optional<chimera::v1::JobTrace>>
 JobManager::CompleteTraceLocked(const std::string& id, const JobRun& run) {
   const std::optional<TraceCollector::Step>& step = run.traces.complete();
   if (!step) return std::nullopt;
-  ASSIGN_OR_RETURN(Job job, store_->Get(id));
+  ASSIGN_OR_RETURN(Job job, table_.Get(id));
   chimera::v1::JobTrace trace;
   trace.set_job_id(id);
   trace.set_step(step->step);

@@ -19,12 +19,12 @@
 // parallelism runs that plan; otherwise the planner picks one for the
 // workers it got. Starting a job sends rank 0 its task first: rank 0 hosts
 // the rendezvous store and reports its address (ReportTaskState READY), then
-// the other ranks get theirs. Every change is written to the JobStore before
-// it is visible, so a restarted coordinator finds every job. Workers go on
-// training while the coordinator is away and register again with the task
-// they hold: a job found RUNNING goes on once each of its ranks is back
-// (Adopt), and restarts or fails, naming the missing ranks, if one is not
-// back within readopt_timeout.
+// the other ranks get theirs. Every change is written to the JobStore
+// before it is visible (job_table.h), so a restarted coordinator finds every
+// job. Workers go on training while the coordinator is away and register
+// again with the task they hold: a job found RUNNING goes on once each of
+// its ranks is back (Adopt), and restarts or fails, naming the missing
+// ranks, if one is not back within readopt_timeout.
 //
 //   JobManager manager(&store, &registry, options);
 //   RETURN_IF_ERROR(manager.Recover());
@@ -54,6 +54,7 @@
 #include "coordinator/job_run.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/job_store.h"
+#include "coordinator/job_table.h"
 #include "coordinator/step_aggregator.h"
 #include "coordinator/trace_collector.h"
 #include "coordinator/trace_waits.h"
@@ -128,8 +129,9 @@ class JobManager {
   JobManager(JobStore* store, WorkerRegistry* workers, JobManagerOptions options,
              Clock clock = {});
 
-  // Jobs a previous coordinator left RUNNING wait readopt_timeout for their
-  // workers (Adopt); PENDING jobs stay queued.
+  // Loads the live jobs from the store. Those a previous coordinator left
+  // RUNNING wait readopt_timeout for their workers (Adopt); PENDING jobs
+  // stay queued. Call it before anything else.
   absl::Status Recover();
 
   // A worker registered holding `task`. A job Recover() found RUNNING takes
@@ -232,9 +234,6 @@ class JobManager {
   // decides then). Holds no lock.
   absl::Status CheckFitsRegisteredWorkers(
       const chimera::v1::TrainJob& manifest) const;
-  // Records the ends the store refused before (a full disk), each once it
-  // takes it.
-  void SaveUnsavedEndsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The three parts of Tick, in order: a dead worker's job is failed or
   // restarted before its peers' held-back failures are judged, and both
   // free workers before queued jobs are started.
@@ -325,8 +324,8 @@ class JobManager {
       const std::function<bool()>& cancelled) const;
   // Moves job `id` on `event` (Succeeded, Failed, RunLost, StopRequested):
   // stops its run if it has one (its workers told to stop, and freed), then
-  // stores what the state machine makes of it. An ended job the store cannot
-  // record is kept until it can (unsaved_ends_).
+  // records what the state machine makes of it: an outcome the store
+  // refuses is kept by the table and written at every tick.
   absl::Status EndRunLocked(const std::string& id, const JobEvent& event)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Frees the workers of a run none of them heard of yet and forgets it.
@@ -366,16 +365,16 @@ class JobManager {
       const std::vector<std::string>& workers, int top_k,
       std::function<bool()> cancelled = {}) const;
 
+  // Read directly only for pages of jobs and step histories, without
+  // mutex_; every change goes through table_.
   JobStore* const store_;
   WorkerRegistry* const workers_;
   const JobManagerOptions options_;
   const Clock clock_;
   mutable absl::Mutex mutex_;
+  JobTable table_ ABSL_GUARDED_BY(mutex_);
   std::map<std::string, JobRun> runs_ ABSL_GUARDED_BY(mutex_);
   TraceWaits trace_waits_ ABSL_GUARDED_BY(mutex_);
-  // Jobs that ended while the store could not record it, as they ended;
-  // Get and List show them so, and every Tick saves them again.
-  std::map<std::string, chimera::v1::Job> unsaved_ends_ ABSL_GUARDED_BY(mutex_);
   uint64_t version_ ABSL_GUARDED_BY(mutex_) = 0;
   // While the store is full, starts are tried again after a pause that
   // doubles each time (kMinStartBackoff to kMaxStartBackoff).

@@ -1078,10 +1078,11 @@ TEST_F(JobManagerTest, AStepOutsideTheJobsStepsIsRefused) {
 }
 
 // A full disk under --db: the job's end could not be written, and it showed
-// RUNNING for ever with its workers idle. Now the end is shown at once,
-// retried every tick, recorded once the store has room, and a queued job
-// waits instead of failing.
-TEST_F(JobManagerTest, AnEndTheFullStoreRefusedIsShownAndRecordedOnceThereIsRoom) {
+// RUNNING for ever with its workers idle. Now the end is kept, retried every
+// tick and recorded once the store has room; until then the job shows what
+// the store holds, every change is refused naming the end that waits, and a
+// queued job waits instead of failing.
+TEST_F(JobManagerTest, AnEndTheFullStoreRefusedIsRecordedOnceThereIsRoom) {
   Job job = StartRunningJob(Manifest("ends", 4));
   ASSERT_TRUE(store_->LimitSize(1).ok());  // No more room from here on.
   absl::Status full;
@@ -1092,11 +1093,17 @@ TEST_F(JobManagerTest, AnEndTheFullStoreRefusedIsShownAndRecordedOnceThereIsRoom
   // A rank fails with a long message: recording the end needs room.
   ASSERT_TRUE(Report("w1", job, 1, chimera::v1::TASK_STATE_FAILED, std::string(8000, 'x')).ok());
   PassHeartbeatTimeout();  // The held-back failure is due.
-  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
   EXPECT_EQ(store_->Get(job.id())->status().state(), chimera::v1::JOB_STATE_RUNNING);
-  std::vector<Job> failed = *manager_->List(chimera::v1::JOB_STATE_FAILED);
-  ASSERT_EQ(failed.size(), 1u);
-  EXPECT_EQ(failed[0].id(), job.id());
+  EXPECT_TRUE(manager_->List(chimera::v1::JOB_STATE_FAILED)->empty());
+  for (const char* w : {"w0", "w1", "w2", "w3"}) {
+    EXPECT_EQ(registry_->Get(w)->state(), chimera::v1::WORKER_STATE_IDLE) << w;
+  }
+  const absl::Status refused = manager_->Submit(Manifest("later", 4)).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_THAT(refused.message(),
+              HasSubstr(absl::StrCat("has not recorded 1 job change that already "
+                                     "happened (the first: job ", job.id(), " FAILED")));
   // A filler that found no room to record its start waits, queued: none
   // failed for want of room.
   const std::vector<Job> stored = *store_->List(chimera::v1::JOB_STATE_UNSPECIFIED);
@@ -1111,6 +1118,11 @@ TEST_F(JobManagerTest, AnEndTheFullStoreRefusedIsShownAndRecordedOnceThereIsRoom
   const Job recorded = *store_->Get(job.id());
   EXPECT_EQ(recorded.status().state(), chimera::v1::JOB_STATE_FAILED);
   EXPECT_THAT(recorded.status().message(), HasSubstr("xxxx"));
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_FAILED);
+  std::vector<Job> failed = *manager_->List(chimera::v1::JOB_STATE_FAILED);
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0].id(), job.id());
+  EXPECT_TRUE(manager_->Submit(Manifest("later", 4)).ok());
 }
 
 // A job fixing a plan that no variant of fits in its workers' memory was

@@ -1,6 +1,6 @@
 // How well the planner predicts a real run. For each job file (whose
 // parallelism is fixed), it profiles the job's model in this process
-// (`chimera-worker --profile`'s measurement: per layer, forward and backward
+// (`chimera-worker profile`'s measurement: per layer, forward and backward
 // at each micro-batch size, single-threaded as the job's workers run), lets
 // the planner predict the job's step time and bubble on a cluster file that
 // describes this machine, once from that measured profile and once from the

@@ -72,7 +72,7 @@ void AddSubmit(CLI::App& app, std::shared_ptr<Settings> settings) {
   command->callback([settings, file, no_wait] {
     chimera::v1::TrainJob manifest;
     ExitOnFileErrors(*file,
-                     jobspec::LoadJobFile(*file, {.check_data_files = false}, &manifest));
+                     jobspec::LoadJobFile(*file, chimera::jobspec::SpecOnly(), &manifest));
     auto client = Connect(*settings);
     const chimera::v1::Job job = ValueOrExit(client->Submit(manifest));
     if (*no_wait) {

@@ -14,7 +14,7 @@ PlanningInputs LoadPlanningInputs(const std::string& job_file,
   PlanningInputs inputs;
   ExitOnFileErrors(
       job_file,
-      jobspec::LoadJobFile(job_file, {.check_data_files = false}, &inputs.job));
+      jobspec::LoadJobFile(job_file, chimera::jobspec::SpecOnly(), &inputs.job));
   ExitOnFileErrors(cluster_file,
                    planner::LoadClusterFile(cluster_file, &inputs.cluster));
   if (profile_file.empty()) {

@@ -239,6 +239,7 @@ int Run(const RunOptions& options) {
   }
   for (int i = 0; i < workers; ++i) {
     std::vector<std::string> argv = {binary,
+                                     "daemon",
                                      "--coordinator",
                                      server->address(),
                                      "--worker-id",

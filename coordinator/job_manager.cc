@@ -136,7 +136,7 @@ chimera::v1::ClusterLinks DefaultLinks() {
 
 absl::StatusOr<Job> JobManager::Submit(const chimera::v1::TrainJob& manifest) {
   RETURN_IF_ERROR(
-      jobspec::ValidateJob(manifest, {.check_data_files = false}).ToStatus());
+      jobspec::ValidateJob(manifest, chimera::jobspec::SpecOnly()).ToStatus());
   const int needed = manifest.spec().resources().workers();
   if (options_.max_workers > 0 && needed > options_.max_workers) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -303,7 +303,7 @@ absl::StatusOr<std::vector<chimera::v1::Plan>> JobManager::Plans(
     const chimera::v1::TrainJob& manifest, int top_k,
     std::function<bool()> cancelled) {
   RETURN_IF_ERROR(
-      jobspec::ValidateJob(manifest, {.check_data_files = false}).ToStatus());
+      jobspec::ValidateJob(manifest, chimera::jobspec::SpecOnly()).ToStatus());
   std::vector<std::string> alive;
   for (const auto& worker : workers_->List()) {
     if (worker.state() != chimera::v1::WORKER_STATE_DEAD)

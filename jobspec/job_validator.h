@@ -33,6 +33,12 @@ struct ValidationOptions {
   std::string data_root;
 };
 
+// The spec alone, its data file unchecked: where the file lives on other
+// machines (the coordinator validating a submitted job, planning).
+inline ValidationOptions SpecOnly() {
+  return {.check_data_files = false, .data_root = {}};
+}
+
 FieldErrors ValidateJob(const chimera::v1::TrainJob& job,
                         const ValidationOptions& options);
 

@@ -24,6 +24,8 @@ echo "$version"
 podman run --rm "$image" chimera-coordinator --version
 podman run --rm "$image" chimera-worker --version | grep -q "runs on LibTorch" ||
   fail "chimera-worker --version does not name its LibTorch"
+podman run --rm "$image" chimera-worker daemon --help | grep -q -- "--coordinator" ||
+  fail "chimera-worker daemon --help does not show the daemon's flags"
 
 healthcheck=$(podman image inspect --format '{{json .Config.Healthcheck}}' "$image")
 [[ "$healthcheck" == *'"health"'* ]] || fail "no chimera health check in the image: $healthcheck"

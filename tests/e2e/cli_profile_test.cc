@@ -1,4 +1,4 @@
-// `chimera-worker --profile` as a user runs it, and `chimera plan` reading the
+// `chimera-worker profile` as a user runs it, and `chimera plan` reading the
 // profile it writes.
 #include <cstdlib>
 #include <fstream>
@@ -44,7 +44,7 @@ TEST(CliProfileTest, PlanAcceptsTheProfileTheWorkerWrites) {
   const std::string job = dir.WriteFile("job.yaml", ProfiledJobYaml());
   const std::string profile = dir.path() + "/profile.json";
   ProcessResult r = RunProcess(
-      {CHIMERA_WORKER_BINARY, "--profile", "--job", job, "--out", profile});
+      {CHIMERA_WORKER_BINARY, "profile", "--job", job, "--out", profile});
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
   r = RunProcess({CHIMERA_BINARY, "plan", "-f", job, "--cluster",
@@ -57,7 +57,7 @@ TEST(CliProfileTest, PlanAcceptsTheProfileTheWorkerWrites) {
 TEST(CliProfileTest, ProfileWritesJsonToStdoutByDefault) {
   const chimera::testing::TempDir dir;
   const ProcessResult r =
-      RunProcess({CHIMERA_WORKER_BINARY, "--profile", "--job",
+      RunProcess({CHIMERA_WORKER_BINARY, "profile", "--job",
                   dir.WriteFile("job.yaml", ProfiledJobYaml())});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("\"kind\": \"ModelProfile\""));
@@ -69,7 +69,7 @@ TEST(CliProfileTest, ProfileWritesJsonToStdoutByDefault) {
 TEST(CliProfileTest, TimesTheBackwardsHalvesOfEveryLayer) {
   const chimera::testing::TempDir dir;
   const ProcessResult r =
-      RunProcess({CHIMERA_WORKER_BINARY, "--profile", "--job",
+      RunProcess({CHIMERA_WORKER_BINARY, "profile", "--job",
                   dir.WriteFile("job.yaml", ProfiledJobYaml())});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json profile = nlohmann::json::parse(r.out);
@@ -97,7 +97,7 @@ std::vector<std::string> EnvironmentOf(pid_t pid) {
 TEST(CliProfileTest, ProfilesWithOpenMpThreadsThatSleepWhenIdle) {
   ASSERT_EQ(::unsetenv("OMP_WAIT_POLICY"), 0);
   const chimera::testing::TempDir dir;
-  ChildProcess worker({CHIMERA_WORKER_BINARY, "--profile", "--job",
+  ChildProcess worker({CHIMERA_WORKER_BINARY, "profile", "--job",
                        dir.WriteFile("job.yaml", ProfiledJobYaml()), "--out",
                        dir.path() + "/profile.json"});
   ASSERT_TRUE(worker.started());
@@ -112,9 +112,9 @@ TEST(CliProfileTest, ProfilesWithOpenMpThreadsThatSleepWhenIdle) {
 }
 
 TEST(CliProfileTest, ProfileWithoutAJobExitsTwo) {
-  const ProcessResult r = RunProcess({CHIMERA_WORKER_BINARY, "--profile"});
+  const ProcessResult r = RunProcess({CHIMERA_WORKER_BINARY, "profile"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("--job is required with --profile"));
+  EXPECT_THAT(r.err, HasSubstr("--job is required"));
 }
 
 }  // namespace

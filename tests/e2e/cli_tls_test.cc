@@ -91,7 +91,7 @@ class CliTlsTest : public ::testing::Test {
   std::unique_ptr<net::ChildProcess> StartWorker(
       const std::string& id, const std::vector<std::string>& tls) {
     std::vector<std::string> argv = {
-        CHIMERA_WORKER_BINARY, "--coordinator", address_, "--worker-id", id,
+        CHIMERA_WORKER_BINARY, "daemon", "--coordinator", address_, "--worker-id", id,
         "--work-dir",          File(id)};
     argv.insert(argv.end(), tls.begin(), tls.end());
     return std::make_unique<net::ChildProcess>(argv, "", File(id + ".log"));
@@ -191,7 +191,7 @@ TEST_F(CliTlsTest, IncompleteOrUnreadableTlsFlagsAreBadInputNamingTheFlag) {
   EXPECT_THAT(client.err, HasSubstr("--tls-key"));
 
   ProcessResult worker =
-      RunProcess({CHIMERA_WORKER_BINARY, "--coordinator", "127.0.0.1:1",
+      RunProcess({CHIMERA_WORKER_BINARY, "daemon", "--coordinator", "127.0.0.1:1",
                   "--tls-ca", File("missing.pem")});
   EXPECT_EQ(worker.exit_code, 2);
   EXPECT_THAT(worker.err, HasSubstr("--tls-ca"));
@@ -233,7 +233,7 @@ TEST_F(CliTlsTest, TlsFilesThatAreNotWhatTheirFlagWantsAreBadInputNamingFileAndP
        "--tls-client-ca: '" + not_pem + "' holds no PEM certificate"},
       {RunProcess({CHIMERA_BINARY, "list", "--address", "127.0.0.1:1", "--tls-ca", not_pem}),
        "--tls-ca: '" + not_pem + "' holds no PEM certificate"},
-      {RunProcess({CHIMERA_WORKER_BINARY, "--coordinator", "127.0.0.1:1", "--tls-ca",
+      {RunProcess({CHIMERA_WORKER_BINARY, "daemon", "--coordinator", "127.0.0.1:1", "--tls-ca",
                    File("ca.pem"), "--tls-cert", File("client.pem"), "--tls-key", not_pem}),
        "--tls-key: '" + not_pem + "' holds no PEM private key"},
   };

@@ -108,7 +108,7 @@ class CliTraceTest : public ::testing::Test {
     for (int i = 0; i < kRanks; ++i) {
       const std::string id = absl::StrCat("w", i);
       workers_.push_back(std::make_unique<net::ChildProcess>(
-          std::vector<std::string>{CHIMERA_WORKER_BINARY, "--coordinator",
+          std::vector<std::string>{CHIMERA_WORKER_BINARY, "daemon", "--coordinator",
                                    coordinator_->address(), "--worker-id", id,
                                    "--work-dir", File(id)},
           CHIMERA_SOURCE_DIR, File(id + ".log")));

@@ -205,7 +205,7 @@ TEST(WorkerCliTest, VersionNamesLibTorch) {
 }
 
 TEST(WorkerCliTest, DevicesListsTheCpu) {
-  ProcessResult r = RunProcess({CHIMERA_WORKER_BINARY, "--devices"});
+  ProcessResult r = RunProcess({CHIMERA_WORKER_BINARY, "devices"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("communicators: gloo"));
   EXPECT_THAT(r.out, HasSubstr("cpu:0"));
@@ -216,7 +216,7 @@ TEST(WorkerCliTest, DevicesListsTheCpu) {
 }
 
 TEST(WorkerCliTest, DaemonsSayTheirVersionAndDevicesAsJsonToo) {
-  ProcessResult worker = RunProcess({CHIMERA_WORKER_BINARY, "--version", "-o", "json"});
+  ProcessResult worker = RunProcess({CHIMERA_WORKER_BINARY, "version", "-o", "json"});
   ASSERT_EQ(worker.exit_code, 0) << worker.err;
   const nlohmann::json version = nlohmann::json::parse(worker.out);
   EXPECT_EQ(version.at("program"), "chimera-worker");
@@ -228,13 +228,62 @@ TEST(WorkerCliTest, DaemonsSayTheirVersionAndDevicesAsJsonToo) {
   EXPECT_EQ(nlohmann::json::parse(coordinator.out).at("program"), "chimera-coordinator");
   EXPECT_EQ(nlohmann::json::parse(coordinator.out).at("gitCommit"), version.at("gitCommit"));
 
-  ProcessResult devices = RunProcess({CHIMERA_WORKER_BINARY, "--devices", "-o", "json"});
+  ProcessResult devices = RunProcess({CHIMERA_WORKER_BINARY, "devices", "-o", "json"});
   ASSERT_EQ(devices.exit_code, 0) << devices.err;
   const nlohmann::json offered = nlohmann::json::parse(devices.out);
   EXPECT_GT(offered.at("memoryBytes").get<int64_t>(), 0);
   EXPECT_EQ(offered.at("devices").at(0).at("kind"), "cpu");
   EXPECT_EQ(offered.at("communicators").at(0), "gloo");
-  EXPECT_EQ(RunProcess({CHIMERA_WORKER_BINARY, "--version", "-o", "xml"}).exit_code, 2);
+  EXPECT_EQ(RunProcess({CHIMERA_WORKER_BINARY, "version", "-o", "xml"}).exit_code, 2);
+}
+
+// Each mode is a subcommand with its own flags and --help.
+TEST(WorkerCliTest, EachSubcommandHasItsOwnHelp) {
+  const struct {
+    const char* command;
+    const char* has;
+    const char* lacks;
+  } cases[] = {{"daemon", "--coordinator", "--rank"},
+               {"standalone", "--rank", "--coordinator"},
+               {"profile", "--out", "--rank"},
+               {"devices", "--output", "--job"},
+               {"version", "--output", "--job"}};
+  for (const auto& c : cases) {
+    ProcessResult help = RunProcess({CHIMERA_WORKER_BINARY, c.command, "--help"});
+    EXPECT_EQ(help.exit_code, 0) << c.command << ": " << help.err;
+    EXPECT_THAT(help.out, HasSubstr(c.has)) << c.command;
+    EXPECT_THAT(help.out, Not(HasSubstr(c.lacks))) << c.command;
+  }
+  ProcessResult top = RunProcess({CHIMERA_WORKER_BINARY, "--help"});
+  EXPECT_EQ(top.exit_code, 0) << top.err;
+  EXPECT_THAT(top.out, HasSubstr("standalone"));
+  EXPECT_THAT(top.out, Not(HasSubstr("run-task"))) << "internal";
+  EXPECT_EQ(RunProcess({CHIMERA_WORKER_BINARY}).exit_code, 2);
+}
+
+// A deployment written for the flags before subcommands fails at once,
+// saying what to write instead.
+TEST(WorkerCliTest, AnOldFormIsExitTwoNamingItsSubcommand) {
+  const struct {
+    std::vector<std::string> args;
+    const char* hint;
+  } cases[] = {
+      {{"--coordinator", "127.0.0.1:50051", "--worker-id", "w0"},
+       "write 'chimera-worker daemon --coordinator ...'"},
+      {{"--worker-id=w0", "--coordinator=127.0.0.1:50051"},
+       "write 'chimera-worker daemon --coordinator ...'"},
+      {{"--standalone", "--job", "job.yaml"}, "write 'chimera-worker standalone'"},
+      {{"--profile", "--job", "job.yaml"}, "write 'chimera-worker profile'"},
+      {{"--devices"}, "write 'chimera-worker devices'"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = {CHIMERA_WORKER_BINARY};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    ProcessResult old = RunProcess(args);
+    EXPECT_EQ(old.exit_code, 2) << c.hint << ": " << old.err;
+    EXPECT_THAT(old.err, HasSubstr(c.hint));
+    EXPECT_THAT(old.err, HasSubstr("is the form before subcommands"));
+  }
 }
 
 TEST(CliHelpTest, HelpCommandPrintsACommandsHelpOrSuggestsOne) {

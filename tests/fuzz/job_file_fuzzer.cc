@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // As the coordinator validates a submitted job: the data file lives on
   // the workers.
   const chimera::FieldErrors errors =
-      chimera::jobspec::ParseJob(yaml, {.check_data_files = false}, &job);
+      chimera::jobspec::ParseJob(yaml, chimera::jobspec::SpecOnly(), &job);
   if (errors.empty()) chimera::jobspec::SummarizeJob(job);
   return 0;
 }

@@ -42,7 +42,7 @@ TEST_F(DaemonTest, CoordinatorAddressWithoutPortOrAsAUrlIsBadInput) {
   for (const char* address :
        {"127.0.0.1", "http://127.0.0.1:50051", "localhost:0"}) {
     const testing::ProcessResult worker =
-        testing::RunProcess({CHIMERA_WORKER_BINARY, "--coordinator", address});
+        testing::RunProcess({CHIMERA_WORKER_BINARY, "daemon", "--coordinator", address});
     EXPECT_EQ(worker.exit_code, 2) << address << ": " << worker.err;
     EXPECT_THAT(worker.err,
                 HasSubstr(absl::StrCat("--coordinator: address '", address)))
@@ -55,7 +55,7 @@ TEST_F(DaemonTest, HostThatIsNoHostNameOrAddressIsBadInput) {
   for (const auto& [host, shown] : {HostAndShown{"127.0.0.1:80", "127.0.0.1:80"},
                                     HostAndShown{"worker\n0", "worker\\n0"}}) {
     const testing::ProcessResult worker = testing::RunProcess(
-        {CHIMERA_WORKER_BINARY, "--coordinator", "127.0.0.1:1", "--host", host});
+        {CHIMERA_WORKER_BINARY, "daemon", "--coordinator", "127.0.0.1:1", "--host", host});
     EXPECT_EQ(worker.exit_code, 2) << shown << ": " << worker.err;
     EXPECT_THAT(worker.err, HasSubstr("--host: '" + shown +
                                       "' is not a host name or an IP address"));
@@ -65,7 +65,7 @@ TEST_F(DaemonTest, HostThatIsNoHostNameOrAddressIsBadInput) {
 // A daemon's /metrics names its jobs and hosts and has no token.
 TEST_F(DaemonTest, MetricsBeyondLoopbackNeedMetricsPublic) {
   const testing::ProcessResult worker = testing::RunProcess(
-      {CHIMERA_WORKER_BINARY, "--coordinator", "127.0.0.1:1", "--metrics-listen", "0.0.0.0:0"});
+      {CHIMERA_WORKER_BINARY, "daemon", "--coordinator", "127.0.0.1:1", "--metrics-listen", "0.0.0.0:0"});
   EXPECT_EQ(worker.exit_code, 2) << worker.err;
   EXPECT_THAT(worker.err, HasSubstr("refusing to serve metrics on non-loopback host "
                                     "'0.0.0.0' without --metrics-public"));
@@ -155,7 +155,7 @@ TEST_F(DaemonTest, ADaemonWhoseIdAnotherTookOverExitsWithStatus3NamingItsHost) {
   StartCoordinator();
   StartWorkers(1);
   ASSERT_TRUE(AwaitIdleWorkers(1));
-  net::ChildProcess newcomer({CHIMERA_WORKER_BINARY, "--coordinator", coordinator_->address(),
+  net::ChildProcess newcomer({CHIMERA_WORKER_BINARY, "daemon", "--coordinator", coordinator_->address(),
                               "--worker-id", "w0", "--host", "localhost", "--work-dir",
                               dir_.path() + "/newcomer"},
                              "", dir_.path() + "/newcomer.log");

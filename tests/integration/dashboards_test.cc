@@ -100,7 +100,7 @@ class DashboardsTest : public ::testing::Test {
     for (int i = 0; i < 2; ++i) {
       worker_metrics.push_back(absl::StrCat("127.0.0.1:", FreePort()));
       workers_.push_back(std::make_unique<net::ChildProcess>(
-          std::vector<std::string>{CHIMERA_WORKER_BINARY, "--coordinator",
+          std::vector<std::string>{CHIMERA_WORKER_BINARY, "daemon", "--coordinator",
                                    coordinator_->address(), "--worker-id",
                                    absl::StrCat("w", i), "--work-dir",
                                    absl::StrCat(dir_.path(), "/w", i),
@@ -293,7 +293,7 @@ class DashboardsTest : public ::testing::Test {
 TEST_F(DashboardsTest, EveryPanelQueryAndRecordingRuleAnswersWhileAJobRuns) {
   absl::StatusOr<chimera::v1::TrainJob> job = jobspec::LoadJobFile(
       absl::StrCat(CHIMERA_SOURCE_DIR, "/examples/chimera.yaml"),
-      {.check_data_files = false});
+      chimera::jobspec::SpecOnly());
   ASSERT_TRUE(job.ok()) << job.status();
   job->mutable_spec()->mutable_parallelism()->set_pipeline(2);
   job->mutable_spec()->mutable_resources()->set_workers(2);

@@ -68,7 +68,7 @@ class MetricsTest : public ::testing::Test {
   static chimera::v1::TrainJob ExampleJob() {
     absl::StatusOr<chimera::v1::TrainJob> job = jobspec::LoadJobFile(
         std::string(CHIMERA_SOURCE_DIR) + "/examples/chimera.yaml",
-        {.check_data_files = false});
+        chimera::jobspec::SpecOnly());
     EXPECT_TRUE(job.ok()) << job.status();
     return *job;
   }
@@ -85,7 +85,7 @@ class MetricsTest : public ::testing::Test {
     std::vector<std::string> addresses;
     for (int i = 0; i < count; ++i) {
       workers_.push_back(std::make_unique<net::ChildProcess>(
-          std::vector<std::string>{CHIMERA_WORKER_BINARY, "--coordinator",
+          std::vector<std::string>{CHIMERA_WORKER_BINARY, "daemon", "--coordinator",
                                    coordinator_->address(), "--worker-id",
                                    absl::StrCat("w", i), "--work-dir",
                                    absl::StrCat(dir_.path(), "/w", i),

@@ -55,7 +55,7 @@ std::unique_ptr<net::ChildProcess> LocalClusterTest::StartWorker(
     const std::string& checkpoint_root) {
   return std::make_unique<net::ChildProcess>(
       std::vector<std::string>{
-          CHIMERA_WORKER_BINARY, "--coordinator", coordinator_->address(),
+          CHIMERA_WORKER_BINARY, "daemon", "--coordinator", coordinator_->address(),
           "--worker-id", absl::StrCat("w", index), "--work-dir",
           absl::StrCat(dir_.path(), "/w", index), "--data-root",
           data_root.empty() ? CHIMERA_SOURCE_DIR : data_root,
@@ -163,7 +163,7 @@ std::map<int, double> LocalClusterTest::Losses(const std::string& id) {
 chimera::v1::TrainJob LocalClusterTest::ChimeraJob(int steps) {
   absl::StatusOr<chimera::v1::TrainJob> job = jobspec::LoadJobFile(
       std::string(CHIMERA_SOURCE_DIR) + "/examples/chimera.yaml",
-      {.check_data_files = false});
+      chimera::jobspec::SpecOnly());
   EXPECT_TRUE(job.ok()) << job.status();
   job->mutable_spec()->mutable_training()->set_max_steps(steps);
   return *job;

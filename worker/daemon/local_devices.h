@@ -1,6 +1,6 @@
 // What this machine offers a worker: its node name, memory, CPU cores and
-// CUDA devices. The daemon registers these with the coordinator; `--devices`
-// prints them.
+// CUDA devices. The daemon registers these with the coordinator;
+// `chimera-worker devices` prints them.
 //
 //   LocalResources resources = DiscoverLocalResources();
 #ifndef CHIMERA_WORKER_DAEMON_LOCAL_DEVICES_H_

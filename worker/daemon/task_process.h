@@ -3,9 +3,8 @@
 // nothing of one task (threads, sockets, memory) outlives it.
 //
 // The daemon writes the StartTask (binary protobuf) to a file and runs
-// `chimera-worker --run-task FILE --host HOST --data-root DIR
-// --checkpoint-root DIR`; the child reports on stdout,
-// one event per line:
+// `chimera-worker run-task FILE --host HOST --data-root DIR
+// --checkpoint-root DIR`; the child reports on stdout, one event per line:
 //   ready HOST:PORT STEP     rank 0's rendezvous store is up; every rank
 //                            starts at STEP (the latest complete checkpoint)
 //   step {WorkerStepMetrics as one-line JSON, with its timeline}

@@ -55,7 +55,7 @@ class WorkerDaemon::Task {
     daemon->metrics_->TaskStarted(daemon->MetricsTaskInfo(start));
     process_ = std::make_unique<net::ChildProcess>(
         std::vector<std::string>{
-            daemon->options_.task_binary, "--run-task", file, "--host",
+            daemon->options_.task_binary, "run-task", file, "--host",
             daemon->options_.host, "--gpu", std::to_string(daemon->options_.gpu),
             "--data-root", daemon->options_.roots.data, "--checkpoint-root",
             daemon->options_.roots.checkpoints},

@@ -1,4 +1,4 @@
-// WorkerDaemon: `chimera-worker --coordinator HOST:PORT`. Registers this
+// WorkerDaemon: `chimera-worker daemon --coordinator HOST:PORT`. Registers this
 // machine's devices and memory with a random incarnation, heartbeats, follows
 // its assignment stream, runs each task in a task process (see
 // task_process.h) and relays what it reports: rendezvous, per-step metrics,

@@ -1,4 +1,4 @@
-// `chimera-worker --profile`: measures what each layer of a job's model costs
+// `chimera-worker profile`: measures what each layer of a job's model costs
 // on this worker's device (the CPU, or a GPU for a gpu job), for the planner (proto/chimera/v1/profile.proto,
 // docs/planner.md). Builds the layers exactly as a stage does (the
 // embedding, every transformer block, the head with its loss) with the job's

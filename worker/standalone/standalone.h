@@ -1,4 +1,4 @@
-// `chimera-worker --standalone`: one rank of a job run without a coordinator.
+// `chimera-worker standalone`: one rank of a job run without a coordinator.
 // Every rank reads the same job file, generates the same schedule and
 // partition, meets the others at a TCP store that rank 0 hosts, and runs its
 // program for the job's steps; the lowest rank holding the model's last

@@ -1,4 +1,4 @@
-// `chimera-worker --standalone` as users run it: one process per rank on
+// `chimera-worker standalone` as users run it: one process per rank on
 // loopback, one line per step from the rank holding the last stage, and
 // exit code 2 with the offending flag or field named for bad input.
 #include <gtest/gtest.h>
@@ -59,7 +59,7 @@ chimera::v1::TrainJob StandaloneJob(const std::string& checkpoint_dir = "") {
 std::vector<std::string> WorkerArgs(const std::string& job, int rank, int world,
                                     const std::string& store) {
   return {CHIMERA_WORKER_BINARY,
-          "--standalone",
+          "standalone",
           "--job",
           job,
           "--rank",
@@ -303,7 +303,7 @@ TEST(StandaloneProcessTest, BadInputExitsTwoNamingTheFieldOrFlag) {
       {WorkerArgs(good, 0, 3, "127.0.0.1:1"), "--world is 3"},
       {WorkerArgs(good, 2, 2, "127.0.0.1:1"), "--rank is 2"},
       {WorkerArgs(good, 0, 2, "localhost"), "--store"},
-      {{CHIMERA_WORKER_BINARY, "--standalone", "--rank", "0"}, "--job"},
+      {{CHIMERA_WORKER_BINARY, "standalone", "--rank", "0"}, "--job"},
       {with_transport(WorkerArgs(good, 0, 2, "127.0.0.1:1"), "gloo"),
        "--gpu-transport is 'gloo'; only gpu jobs choose"},
       {with_transport(WorkerArgs(gpu, 0, 2, "127.0.0.1:1"), "tcp"),

@@ -307,7 +307,7 @@ TEST_F(JobValidatorTest, TokenFileOfOddSizeIsRejected) {
 TEST_F(JobValidatorTest, DataFilesAreNotOpenedWhenChecksAreOff) {
   chimera::v1::TrainJob job;
   FieldErrors errors = ParseJob(JobWith(text_path_, "nonexistent/x.txt"),
-                                {.check_data_files = false}, &job);
+                                chimera::jobspec::SpecOnly(), &job);
   EXPECT_THAT(Paths(errors), IsEmpty());
 }
 

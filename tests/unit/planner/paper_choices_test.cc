@@ -26,7 +26,7 @@ std::string Example(const std::string& path) {
 
 chimera::v1::TrainJob Job(const std::string& path) {
   absl::StatusOr<chimera::v1::TrainJob> job =
-      jobspec::LoadJobFile(Example(path), {.check_data_files = false});
+      jobspec::LoadJobFile(Example(path), chimera::jobspec::SpecOnly());
   EXPECT_TRUE(job.ok()) << job.status();
   return job.ok() ? *job : chimera::v1::TrainJob{};
 }

@@ -12,7 +12,7 @@ std::string Example(const std::string& name) {
 
 TEST(PlanParamsTest, JobWithFixedParallelismHasAPlanWithAnEvenPartition) {
   absl::StatusOr<chimera::v1::TrainJob> job =
-      jobspec::LoadJobFile(Example("chimera.yaml"), {.check_data_files = false});
+      jobspec::LoadJobFile(Example("chimera.yaml"), chimera::jobspec::SpecOnly());
   ASSERT_TRUE(job.ok()) << job.status();
   std::optional<chimera::v1::Plan> plan = FixedPlan(*job);
   ASSERT_TRUE(plan.has_value());
@@ -28,7 +28,7 @@ TEST(PlanParamsTest, JobWithFixedParallelismHasAPlanWithAnEvenPartition) {
 
 TEST(PlanParamsTest, JobLeavingParallelismOpenHasNoFixedPlan) {
   absl::StatusOr<chimera::v1::TrainJob> job =
-      jobspec::LoadJobFile(Example("bert-auto.yaml"), {.check_data_files = false});
+      jobspec::LoadJobFile(Example("bert-auto.yaml"), chimera::jobspec::SpecOnly());
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_FALSE(FixedPlan(*job).has_value());
 }

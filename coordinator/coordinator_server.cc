@@ -82,23 +82,46 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   RETURN_IF_ERROR(CheckAccess(options, address));
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                    net::ServerCredentials(options.tls));
-
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
-  ASSIGN_OR_RETURN(server->store_, JobStore::Open(options.database));
-  RETURN_IF_ERROR(server->store_->LimitSize(options.database_max_bytes));
-  server->registry_ = std::make_unique<WorkerRegistry>(options.heartbeat);
-  server->jobs_ = std::make_unique<JobManager>(
-      server->store_.get(), server->registry_.get(), options.jobs);
-  RETURN_IF_ERROR(server->jobs_->Recover());
-  server->job_service_ = std::make_unique<JobServiceImpl>(
-      server->jobs_.get(), server->registry_.get(), &server->stopping_);
-  server->worker_service_ = std::make_unique<WorkerServiceImpl>(
-      server->jobs_.get(), server->registry_.get(), &server->stopping_);
+  RETURN_IF_ERROR(server->OpenJobs(options));
   // Before gRPC reads a request: a caller without its token never costs the
   // coordinator more than its headers.
   credentials->SetAuthMetadataProcessor(
       std::make_shared<TokenGate>(options.client_token, options.worker_token));
+  RETURN_IF_ERROR(server->Listen(std::move(address), credentials));
+  if (!options.metrics_listen.empty()) {
+    ASSIGN_OR_RETURN(server->metrics_,
+                     net::MetricsServer::Start(options.metrics_listen,
+                                               options.metrics_public
+                                                   ? net::MetricsServer::Reach::kAnyone
+                                                   : net::MetricsServer::Reach::kLoopbackOnly));
+    server->metrics_->Add(std::make_shared<CoordinatorMetrics>(
+        server->jobs_.get(), server->registry_.get()));
+  }
+  const absl::Duration period = options.heartbeat.period / 2;
+  server->loop_ =
+      std::thread([raw = server.get(), period] { raw->RunLoop(period); });
+  CHIMERA_LOG(INFO) << "coordinator serving on " << server->address_
+                    << " (store " << options.database << ")";
+  return server;
+}
 
+absl::Status CoordinatorServer::OpenJobs(const CoordinatorOptions& options) {
+  ASSIGN_OR_RETURN(store_, JobStore::Open(options.database));
+  RETURN_IF_ERROR(store_->LimitSize(options.database_max_bytes));
+  registry_ = std::make_unique<WorkerRegistry>(options.heartbeat);
+  jobs_ = std::make_unique<JobManager>(store_.get(), registry_.get(), options.jobs);
+  RETURN_IF_ERROR(jobs_->Recover());
+  job_service_ =
+      std::make_unique<JobServiceImpl>(jobs_.get(), registry_.get(), &stopping_);
+  worker_service_ =
+      std::make_unique<WorkerServiceImpl>(jobs_.get(), registry_.get(), &stopping_);
+  return absl::OkStatus();
+}
+
+absl::Status CoordinatorServer::Listen(
+    net::ServerAddress address,
+    const std::shared_ptr<grpc::ServerCredentials>& credentials) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -117,31 +140,17 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxRequestBytes));
   builder.SetMaxSendMessageSize(kMaxResponseBytes);
   net::InstallMalformedRequestStatus(builder);
-  builder.RegisterService(server->job_service_.get());
-  builder.RegisterService(server->worker_service_.get());
-  server->server_ = builder.BuildAndStart();
-  if (server->server_ == nullptr || port == 0) {
+  builder.RegisterService(job_service_.get());
+  builder.RegisterService(worker_service_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port == 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", address.ToString(),
                      " (in use, or not an address of this host)"));
   }
   address.port = port;
-  server->address_ = address.ToString();
-  if (!options.metrics_listen.empty()) {
-    ASSIGN_OR_RETURN(server->metrics_,
-                     net::MetricsServer::Start(options.metrics_listen,
-                                               options.metrics_public
-                                                   ? net::MetricsServer::Reach::kAnyone
-                                                   : net::MetricsServer::Reach::kLoopbackOnly));
-    server->metrics_->Add(std::make_shared<CoordinatorMetrics>(
-        server->jobs_.get(), server->registry_.get()));
-  }
-  const absl::Duration period = options.heartbeat.period / 2;
-  server->loop_ =
-      std::thread([raw = server.get(), period] { raw->RunLoop(period); });
-  CHIMERA_LOG(INFO) << "coordinator serving on " << server->address_
-                    << " (store " << options.database << ")";
-  return server;
+  address_ = address.ToString();
+  return absl::OkStatus();
 }
 
 void CoordinatorServer::RunLoop(absl::Duration period) {

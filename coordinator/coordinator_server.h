@@ -27,6 +27,7 @@
 #include "coordinator/worker_registry.h"
 #include "coordinator/worker_service.h"
 #include "net/metrics_server.h"
+#include "net/server_address.h"
 #include "net/tls_credentials.h"
 
 namespace chimera::coordinator {
@@ -85,6 +86,11 @@ class CoordinatorServer {
  private:
   CoordinatorServer() = default;
   void RunLoop(absl::Duration period);
+  // The steps of Start: the job store, registry, manager and services; then
+  // the gRPC server on `address` (its port chosen when 0).
+  absl::Status OpenJobs(const CoordinatorOptions& options);
+  absl::Status Listen(net::ServerAddress address,
+                      const std::shared_ptr<grpc::ServerCredentials>& credentials);
 
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<WorkerRegistry> registry_;

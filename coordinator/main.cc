@@ -44,10 +44,10 @@ struct UnitFlags {
       chimera::coordinator::kDefaultLinkCollectiveLatencySeconds;
 };
 
-// How workers are watched and how jobs are scheduled and planned.
-void AddSchedulingFlags(CLI::App* app,
-                        chimera::coordinator::CoordinatorOptions* options,
-                        UnitFlags* units) {
+// How workers and running jobs are watched.
+void AddLivenessFlags(CLI::App* app,
+                      chimera::coordinator::CoordinatorOptions* options,
+                      UnitFlags* units) {
   app->add_option("--heartbeat-period", units->heartbeat_period,
                   "Seconds between worker heartbeats")
       ->check(chimera::kPositiveNumber)
@@ -65,11 +65,6 @@ void AddSchedulingFlags(CLI::App* app,
                   "Seconds a dead worker stays listed before it is forgotten")
       ->check(chimera::kNonNegativeNumber)
       ->capture_default_str();
-  app->add_option("--max-workers", options->jobs.max_workers,
-                  "Most workers this coordinator will ever have; jobs needing "
-                  "more are rejected at submit (0: no limit)")
-      ->check(chimera::kNonNegativeNumber)
-      ->capture_default_str();
   app->add_option("--rendezvous-timeout", units->rendezvous_timeout,
                   "Seconds rank 0 of a job has to host its rendezvous store")
       ->check(chimera::kPositiveNumber)
@@ -85,6 +80,17 @@ void AddSchedulingFlags(CLI::App* app,
                   "workers to register again with its tasks before it "
                   "restarts or fails naming the ranks that did not")
       ->check(chimera::kPositiveNumber)
+      ->capture_default_str();
+}
+
+// How jobs are admitted and planned.
+void AddPlanningFlags(CLI::App* app,
+                      chimera::coordinator::CoordinatorOptions* options,
+                      UnitFlags* units) {
+  app->add_option("--max-workers", options->jobs.max_workers,
+                  "Most workers this coordinator will ever have; jobs needing "
+                  "more are rejected at submit (0: no limit)")
+      ->check(chimera::kNonNegativeNumber)
       ->capture_default_str();
   app->add_option("--planning-timeout", units->planning_timeout,
                   "Seconds the plan of a queued job may be searched before "
@@ -157,7 +163,8 @@ void AddFlags(CLI::App* app, chimera::coordinator::CoordinatorOptions* options,
                   "recorded once there is room (0: as the disk allows)")
       ->check(chimera::kNonNegativeNumber)
       ->capture_default_str();
-  AddSchedulingFlags(app, options, units);
+  AddLivenessFlags(app, options, units);
+  AddPlanningFlags(app, options, units);
   AddAccessFlags(app, options);
 }
 

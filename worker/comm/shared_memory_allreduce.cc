@@ -144,6 +144,77 @@ absl::StatusOr<SharedMemorySegment> OpenPeerSegment(int member,
   return segment;
 }
 
+// The store keys of one group's exchange: each member's offer of a segment
+// and its verdict on the others'.
+struct ExchangeKeys {
+  std::string prefix;
+  std::string Offer(int member) const { return absl::StrCat(prefix, "/offer/", member); }
+  std::string Verdict(int member) const {
+    return absl::StrCat(prefix, "/verdict/", member);
+  }
+};
+
+// The three rounds of Join. Each returns the store's own failure; a member
+// that cannot share (no segment of its own, a peer's it cannot map, a peer
+// that declined) records why in *problem and goes on with the rounds, so
+// that no member waits for it in vain.
+absl::Status OfferOwnSegment(c10d::Store& store, const ExchangeKeys& keys,
+                             int rank, size_t bytes,
+                             const SharedMemoryOptions& options, uint64_t token,
+                             std::optional<SharedMemorySegment>* own,
+                             absl::Status* problem) {
+  absl::StatusOr<SharedMemorySegment> created =
+      CreateOwnSegment(rank, bytes, options, token);
+  if (!created.ok()) {
+    *problem = created.status();
+    return StoreSet(store, keys.Offer(rank),
+                    absl::StrCat(kNoOffer, problem->message()));
+  }
+  RETURN_IF_ERROR(StoreSet(store, keys.Offer(rank),
+                           absl::StrCat(created->name(), " ", token)));
+  *own = *std::move(created);
+  return absl::OkStatus();
+}
+
+absl::Status MapPeerSegments(
+    c10d::Store& store, const ExchangeKeys& keys, int rank, size_t bytes,
+    const SharedMemoryOptions& options,
+    std::vector<std::optional<SharedMemorySegment>>& segments,
+    absl::Status* problem) {
+  for (int member = 0; member < static_cast<int>(segments.size()); ++member) {
+    if (member == rank) continue;
+    ASSIGN_OR_RETURN(const std::string offer,
+                     StoreGet(store, keys.Offer(member), options));
+    if (!problem->ok()) continue;
+    absl::StatusOr<SharedMemorySegment> peer = OpenPeerSegment(member, offer, bytes);
+    if (peer.ok()) {
+      segments[member] = *std::move(peer);
+    } else {
+      *problem = peer.status();
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The group uses shared memory only when every member mapped every segment.
+absl::Status AgreeOnVerdicts(c10d::Store& store, const ExchangeKeys& keys,
+                             int rank, int size,
+                             const SharedMemoryOptions& options,
+                             absl::Status* problem) {
+  RETURN_IF_ERROR(StoreSet(store, keys.Verdict(rank),
+                           problem->ok() ? std::string(kAccepted)
+                                         : std::string(problem->message())));
+  for (int member = 0; member < size; ++member) {
+    if (member == rank) continue;
+    ASSIGN_OR_RETURN(const std::string verdict,
+                     StoreGet(store, keys.Verdict(member), options));
+    if (problem->ok() && verdict != kAccepted) {
+      *problem = absl::FailedPreconditionError(verdict);
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SharedMemoryAllReduce>>
@@ -155,54 +226,15 @@ SharedMemoryAllReduce::Join(const c10::intrusive_ptr<c10d::Store>& store,
     return absl::InvalidArgumentError(absl::StrCat(
         "member ", rank, " of a group of ", size, "; need 0 <= member < size"));
   }
-  const auto offer_key = [&](int member) {
-    return absl::StrCat(key_prefix, "/offer/", member);
-  };
-  const auto verdict_key = [&](int member) {
-    return absl::StrCat(key_prefix, "/verdict/", member);
-  };
+  const ExchangeKeys keys{key_prefix};
   const size_t bytes = kHeaderBytes + capacity_bytes;
-  const uint64_t token = RandomToken();
-
-  // Offer a segment, map every other member's, then agree: the group uses
-  // shared memory only when every member mapped every segment.
   std::vector<std::optional<SharedMemorySegment>> segments(size);
-  absl::Status problem = absl::OkStatus();
-  absl::StatusOr<SharedMemorySegment> own =
-      CreateOwnSegment(rank, bytes, options, token);
-  if (own.ok()) {
-    RETURN_IF_ERROR(StoreSet(*store, offer_key(rank),
-                             absl::StrCat(own->name(), " ", token)));
-    segments[rank] = std::move(*own);
-  } else {
-    problem = own.status();
-    RETURN_IF_ERROR(StoreSet(*store, offer_key(rank),
-                             absl::StrCat(kNoOffer, problem.message())));
-  }
-  for (int member = 0; member < size; ++member) {
-    if (member == rank) continue;
-    ASSIGN_OR_RETURN(const std::string offer,
-                     StoreGet(*store, offer_key(member), options));
-    if (!problem.ok()) continue;
-    absl::StatusOr<SharedMemorySegment> peer =
-        OpenPeerSegment(member, offer, bytes);
-    if (peer.ok()) {
-      segments[member] = std::move(*peer);
-    } else {
-      problem = peer.status();
-    }
-  }
-  RETURN_IF_ERROR(StoreSet(*store, verdict_key(rank),
-                           problem.ok() ? std::string(kAccepted)
-                                        : std::string(problem.message())));
-  for (int member = 0; member < size; ++member) {
-    if (member == rank) continue;
-    ASSIGN_OR_RETURN(const std::string verdict,
-                     StoreGet(*store, verdict_key(member), options));
-    if (problem.ok() && verdict != kAccepted) {
-      problem = absl::FailedPreconditionError(verdict);
-    }
-  }
+  absl::Status problem;
+  RETURN_IF_ERROR(OfferOwnSegment(*store, keys, rank, bytes, options,
+                                  RandomToken(), &segments[rank], &problem));
+  RETURN_IF_ERROR(MapPeerSegments(*store, keys, rank, bytes, options, segments,
+                                  &problem));
+  RETURN_IF_ERROR(AgreeOnVerdicts(*store, keys, rank, size, options, &problem));
   // Every member has mapped or given up on this segment: drop its name.
   if (segments[rank]) segments[rank]->Unlink();
   if (!problem.ok()) {

@@ -77,9 +77,7 @@ class EventWriter : public TaskObserver {
   std::ostream& events_;
 };
 
-absl::Status Run(const std::string& task_file, const std::string& host,
-                 int gpu_index, const WorkerRoots& roots,
-                 std::ostream& events) {
+absl::StatusOr<chimera::v1::StartTask> ReadTask(const std::string& task_file) {
   std::ifstream in(task_file, std::ios::binary);
   chimera::v1::StartTask task;
   if (!in || !task.ParseFromIstream(&in)) {
@@ -90,6 +88,35 @@ absl::Status Run(const std::string& task_file, const std::string& host,
         std::filesystem::path(task_file).filename().string(),
         "' in the daemon's --work-dir"));
   }
+  return task;
+}
+
+// The program the coordinator sent must be the one the plan generates here:
+// the same engine on both sides, or the ranks would not agree.
+absl::Status CheckProgramMatches(const schedule::Schedule& schedule, int rank,
+                                 const chimera::v1::WorkerProgram& sent) {
+  if (rank < 0 || rank >= static_cast<int>(schedule.workers.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " is outside the plan"));
+  }
+  const chimera::v1::WorkerProgram expected = schedule::ToProto(schedule)[rank];
+  if (expected.instructions_size() != sent.instructions_size() ||
+      !std::equal(expected.instructions().begin(), expected.instructions().end(),
+                  sent.instructions().begin(),
+                  [](const auto& a, const auto& b) {
+                    return a.SerializeAsString() == b.SerializeAsString();
+                  })) {
+    return absl::FailedPreconditionError(
+        "the program sent differs from the one this worker generates for the "
+        "plan; coordinator and worker versions disagree");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Run(const std::string& task_file, const std::string& host,
+                 int gpu_index, const WorkerRoots& roots,
+                 std::ostream& events) {
+  ASSIGN_OR_RETURN(const chimera::v1::StartTask task, ReadTask(task_file));
   TaskRunOptions options;
   // Checkpoints are per job id: every attempt of this job, and no other job.
   ASSIGN_OR_RETURN(options.task,
@@ -98,27 +125,7 @@ absl::Status Run(const std::string& task_file, const std::string& host,
   ASSIGN_OR_RETURN(options.schedule,
                    schedule::GenerateSchedule(options.task.schedule));
   options.rank = task.program().rank();
-  if (options.rank < 0 ||
-      options.rank >= static_cast<int>(options.schedule.workers.size())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rank ", options.rank, " is outside the plan"));
-  }
-  // The program the coordinator sent must be the one the plan generates
-  // here: the same engine on both sides, or the ranks would not agree.
-  const chimera::v1::WorkerProgram expected =
-      schedule::ToProto(options.schedule)[options.rank];
-  if (expected.instructions_size() != task.program().instructions_size() ||
-      !std::equal(expected.instructions().begin(),
-                  expected.instructions().end(),
-                  task.program().instructions().begin(),
-                  [](const auto& a, const auto& b) {
-                    return a.SerializeAsString() == b.SerializeAsString();
-                  })) {
-    return absl::FailedPreconditionError(
-        "the program sent differs from the one this worker generates for the "
-        "plan; "
-        "coordinator and worker versions disagree");
-  }
+  RETURN_IF_ERROR(CheckProgramMatches(options.schedule, options.rank, task.program()));
   options.host = host;
   options.gpu_index = gpu_index;
   if (options.rank != 0) {

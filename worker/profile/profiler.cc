@@ -156,20 +156,24 @@ Pass WithGradient(at::Tensor output) {
   return {std::move(output), std::move(gradient)};
 }
 
-std::vector<ProfiledLayer> BuildLayers(const ModelConfig& config,
-                                       uint64_t seed, c10::Device device) {
-  // Hidden states of a previous layer; a micro-batch of random tokens as the
-  // data source delivers them (GPT: one more token, the last target).
-  const auto hidden = [config,
-                       device](int64_t samples) -> absl::StatusOr<LayerInput> {
+using InputMaker = std::function<absl::StatusOr<LayerInput>(int64_t samples)>;
+
+// Hidden states of a previous layer, as a block or the head takes them.
+InputMaker HiddenStates(const ModelConfig& config, c10::Device device) {
+  return [config, device](int64_t samples) -> absl::StatusOr<LayerInput> {
     return LayerInput{
         at::randn({samples, config.seq_length, config.hidden_size},
                   at::TensorOptions(config.dtype).device(device))
             .requires_grad_(true),
         {}};
   };
-  const auto batch = [config,
-                      device](int64_t samples) -> absl::StatusOr<MicroBatch> {
+}
+
+// A micro-batch of random tokens as the data source delivers them (GPT: one
+// more token, the last target).
+std::function<absl::StatusOr<MicroBatch>(int64_t samples)> TokenBatches(
+    const ModelConfig& config, c10::Device device) {
+  return [config, device](int64_t samples) -> absl::StatusOr<MicroBatch> {
     ASSIGN_OR_RETURN(
         const MicroBatch tokens,
         MakeMicroBatch(config,
@@ -179,44 +183,63 @@ std::vector<ProfiledLayer> BuildLayers(const ModelConfig& config,
                        SampleKey{}));
     return OnDevice(tokens, device);
   };
+}
 
-  std::vector<ProfiledLayer> layers;
+ProfiledLayer EmbeddingLayer(const ModelConfig& config, uint64_t seed,
+                             c10::Device device) {
   auto embedding = std::make_shared<TokenEmbedding>(config, "embedding", seed);
   embedding->to(device);
-  layers.push_back(
-      {"embedding", embedding,
-       [batch](int64_t samples) -> absl::StatusOr<LayerInput> {
-         ASSIGN_OR_RETURN(MicroBatch tokens, batch(samples));
-         return LayerInput{tokens.inputs, {}};
-       },
-       [embedding](const LayerInput& input) -> absl::StatusOr<Pass> {
-         return WithGradient(embedding->Forward(input.tensor));
-       }});
-  for (int64_t i = 0; i < config.num_layers; ++i) {
-    auto block = std::make_shared<TransformerBlock>(
-        config, absl::StrCat("layer", i), seed);
-    block->to(device);
-    layers.push_back({"block", block, hidden,
-                      [block](const LayerInput& input) -> absl::StatusOr<Pass> {
-                        return WithGradient(block->Forward(input.tensor));
-                      }});
-  }
+  return {"embedding", embedding,
+          [batches = TokenBatches(config, device)](
+              int64_t samples) -> absl::StatusOr<LayerInput> {
+            ASSIGN_OR_RETURN(MicroBatch tokens, batches(samples));
+            return LayerInput{tokens.inputs, {}};
+          },
+          [embedding](const LayerInput& input) -> absl::StatusOr<Pass> {
+            return WithGradient(embedding->Forward(input.tensor));
+          }};
+}
+
+ProfiledLayer BlockLayer(const ModelConfig& config, int64_t index,
+                         uint64_t seed, c10::Device device) {
+  auto block = std::make_shared<TransformerBlock>(
+      config, absl::StrCat("layer", index), seed);
+  block->to(device);
+  return {"block", block, HiddenStates(config, device),
+          [block](const LayerInput& input) -> absl::StatusOr<Pass> {
+            return WithGradient(block->Forward(input.tensor));
+          }};
+}
+
+ProfiledLayer HeadLayer(const ModelConfig& config, uint64_t seed,
+                        c10::Device device) {
   auto head = std::make_shared<OutputHead>(config, "head", seed);
   head->to(device);
-  layers.push_back(
-      {"head", head,
-       [hidden, batch](int64_t samples) -> absl::StatusOr<LayerInput> {
-         ASSIGN_OR_RETURN(LayerInput input, hidden(samples));
-         ASSIGN_OR_RETURN(input.batch, batch(samples));
-         return input;
-       },
-       [head](const LayerInput& input) -> absl::StatusOr<Pass> {
-         ASSIGN_OR_RETURN(
-             at::Tensor loss,
-             LanguageModelLoss(head->Forward(input.tensor), input.batch,
-                               static_cast<double>(input.tensor.size(0))));
-         return Pass{std::move(loss), at::Tensor()};
-       }});
+  return {"head", head,
+          [hidden = HiddenStates(config, device),
+           batches = TokenBatches(config, device)](
+              int64_t samples) -> absl::StatusOr<LayerInput> {
+            ASSIGN_OR_RETURN(LayerInput input, hidden(samples));
+            ASSIGN_OR_RETURN(input.batch, batches(samples));
+            return input;
+          },
+          [head](const LayerInput& input) -> absl::StatusOr<Pass> {
+            ASSIGN_OR_RETURN(
+                at::Tensor loss,
+                LanguageModelLoss(head->Forward(input.tensor), input.batch,
+                                  static_cast<double>(input.tensor.size(0))));
+            return Pass{std::move(loss), at::Tensor()};
+          }};
+}
+
+std::vector<ProfiledLayer> BuildLayers(const ModelConfig& config,
+                                       uint64_t seed, c10::Device device) {
+  std::vector<ProfiledLayer> layers;
+  layers.push_back(EmbeddingLayer(config, seed, device));
+  for (int64_t i = 0; i < config.num_layers; ++i) {
+    layers.push_back(BlockLayer(config, i, seed, device));
+  }
+  layers.push_back(HeadLayer(config, seed, device));
   return layers;
 }
 

@@ -457,14 +457,7 @@ absl::Status ProgramExecutor::ForwardMicroBatch(StageRef ref, int micro_batch,
   if (stage.is_first() || stage.is_last()) {
     ASSIGN_OR_RETURN(batch, LoadMicroBatch(step, micro_batch));
   }
-  at::Tensor input;
-  if (stage.is_first()) {
-    input = batch.inputs;
-    MarkUsedRows(used_token_rows_, input);
-  } else {
-    ASSIGN_OR_RETURN(input, TakeTensor(activations_in_, {ref, micro_batch, 0},
-                                       "input activation"));
-  }
+  ASSIGN_OR_RETURN(const at::Tensor input, ForwardInput(ref, micro_batch, batch));
   std::vector<at::Tensor> outputs;
   for (int part = 0; part < plan.num_parts; ++part) {
     const auto [begin, end] =
@@ -499,16 +492,29 @@ absl::Status ProgramExecutor::ForwardMicroBatch(StageRef ref, int micro_batch,
     if (!plan.recompute) stashed.output = std::move(output);
     RETURN_IF_ERROR(stash_.Put({ref, micro_batch, part}, std::move(stashed)));
   }
-  if (stage.is_last()) return absl::OkStatus();
-  at::Tensor activation =
-      outputs.size() == 1 ? outputs[0] : at::cat(outputs, 0);
+  if (!stage.is_last()) HandOnActivation(ref, micro_batch, std::move(outputs));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<at::Tensor> ProgramExecutor::ForwardInput(StageRef ref,
+                                                         int micro_batch,
+                                                         const MicroBatch& batch) {
+  if (StageOf(ref).is_first()) {
+    MarkUsedRows(used_token_rows_, batch.inputs);
+    return batch.inputs;
+  }
+  return TakeTensor(activations_in_, {ref, micro_batch, 0}, "input activation");
+}
+
+void ProgramExecutor::HandOnActivation(StageRef ref, int micro_batch,
+                                       std::vector<at::Tensor> parts) {
+  at::Tensor activation = parts.size() == 1 ? parts[0] : at::cat(parts, 0);
   const StageRef next = *topology_.Next(ref);
   if (held_.count(next) != 0) {
     activations_in_[{next, micro_batch, 0}] = std::move(activation);
   } else {
     activations_out_[{ref, micro_batch, 0}] = std::move(activation);
   }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<ProgramExecutor::BackwardGraph> ProgramExecutor::PrepareBackward(

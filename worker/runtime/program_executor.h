@@ -186,6 +186,14 @@ class ProgramExecutor {
                        StepMetrics& metrics);
   absl::Status ForwardMicroBatch(schedule::StageRef ref, int micro_batch,
                                  int64_t step, StepMetrics& metrics);
+  // What the stage's forward takes: the micro-batch's tokens on the first
+  // stage, else the activation received for it.
+  absl::StatusOr<at::Tensor> ForwardInput(schedule::StageRef ref, int micro_batch,
+                                          const MicroBatch& batch);
+  // The forward's output parts, joined, to the next stage: held here, or
+  // waiting to be sent.
+  void HandOnActivation(schedule::StageRef ref, int micro_batch,
+                        std::vector<at::Tensor> parts);
   absl::Status Backward(const schedule::Instruction& inst);
   absl::Status BackwardInput(const schedule::Instruction& inst);
   absl::Status BackwardWeight(const schedule::Instruction& inst);

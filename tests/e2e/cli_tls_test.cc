@@ -15,6 +15,7 @@
 #include "tests/support/coordinator_process.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/worker_process.h"
 
 namespace chimera {
 namespace {
@@ -90,11 +91,12 @@ class CliTlsTest : public ::testing::Test {
 
   std::unique_ptr<net::ChildProcess> StartWorker(
       const std::string& id, const std::vector<std::string>& tls) {
-    std::vector<std::string> argv = {
-        CHIMERA_WORKER_BINARY, "daemon", "--coordinator", address_, "--worker-id", id,
-        "--work-dir",          File(id)};
-    argv.insert(argv.end(), tls.begin(), tls.end());
-    return std::make_unique<net::ChildProcess>(argv, "", File(id + ".log"));
+    return testing::StartWorkerDaemon({.binary = CHIMERA_WORKER_BINARY,
+                                       .coordinator = address_,
+                                       .worker_id = id,
+                                       .work_dir = File(id),
+                                       .flags = tls,
+                                       .log_file = File(id + ".log")});
   }
 
   // What worker `id` logged; empty until it has logged something.

@@ -24,6 +24,7 @@
 #include "tests/support/example_job.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/worker_process.h"
 
 namespace chimera {
 namespace {
@@ -107,16 +108,17 @@ class CliTraceTest : public ::testing::Test {
     // In the source tree, where the job file's data path points.
     for (int i = 0; i < kRanks; ++i) {
       const std::string id = absl::StrCat("w", i);
-      workers_.push_back(std::make_unique<net::ChildProcess>(
-          std::vector<std::string>{CHIMERA_WORKER_BINARY, "daemon", "--coordinator",
-                                   coordinator_->address(), "--worker-id", id,
-                                   "--work-dir", File(id)},
-          CHIMERA_SOURCE_DIR, File(id + ".log")));
+      workers_.push_back(testing::StartWorkerDaemon(
+          {.binary = CHIMERA_WORKER_BINARY,
+           .coordinator = coordinator_->address(),
+           .worker_id = id,
+           .work_dir = File(id),
+           .working_dir = CHIMERA_SOURCE_DIR,
+           .log_file = File(id + ".log")}));
     }
   }
   void TearDown() override {
-    for (auto& worker : workers_) worker->Signal(SIGTERM);
-    for (auto& worker : workers_) worker->Wait(absl::Seconds(15));
+    testing::StopProcesses(workers_, absl::Seconds(15));
     if (coordinator_) {
       EXPECT_EQ(coordinator_->Stop(), 0);
     }

@@ -27,7 +27,9 @@
 #include "tests/support/coordinator_process.h"
 #include "tests/support/dashboard.h"
 #include "tests/support/free_port.h"
+#include "tests/support/prometheus_process.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/worker_process.h"
 
 namespace chimera {
 namespace {
@@ -59,19 +61,6 @@ const std::map<std::string, std::string>& BuiltInValues() {
   return *values;
 }
 
-std::string UrlEncode(absl::string_view text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.' ||
-        c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      absl::StrAppend(&out, "%", absl::Hex(c, absl::kZeroPad2));
-    }
-  }
-  return out;
-}
-
 // One query to ask Prometheus until it answers: a panel's or a recording
 // rule's.
 struct Query {
@@ -99,13 +88,14 @@ class DashboardsTest : public ::testing::Test {
     std::vector<std::string> worker_metrics;
     for (int i = 0; i < 2; ++i) {
       worker_metrics.push_back(absl::StrCat("127.0.0.1:", FreePort()));
-      workers_.push_back(std::make_unique<net::ChildProcess>(
-          std::vector<std::string>{CHIMERA_WORKER_BINARY, "daemon", "--coordinator",
-                                   coordinator_->address(), "--worker-id",
-                                   absl::StrCat("w", i), "--work-dir",
-                                   absl::StrCat(dir_.path(), "/w", i),
-                                   "--metrics-listen", worker_metrics.back()},
-          CHIMERA_SOURCE_DIR, absl::StrCat(dir_.path(), "/w", i, ".log")));
+      workers_.push_back(testing::StartWorkerDaemon(
+          {.binary = CHIMERA_WORKER_BINARY,
+           .coordinator = coordinator_->address(),
+           .worker_id = absl::StrCat("w", i),
+           .work_dir = absl::StrCat(dir_.path(), "/w", i),
+           .flags = {"--metrics-listen", worker_metrics.back()},
+           .working_dir = CHIMERA_SOURCE_DIR,
+           .log_file = absl::StrCat(dir_.path(), "/w", i, ".log")}));
     }
 
     const std::string rules =
@@ -120,35 +110,22 @@ class DashboardsTest : public ::testing::Test {
                      "  - job_name: ", kWorkersScrapeJob, "\n",
                      "    static_configs: [{targets: ['",
                      absl::StrJoin(worker_metrics, "', '"), "']}]\n"));
-    prometheus_address_ = absl::StrCat("127.0.0.1:", FreePort());
-    prometheus_ = std::make_unique<net::ChildProcess>(
-        std::vector<std::string>{"/usr/bin/prometheus",
-                                 "--config.file=" + config,
-                                 "--storage.tsdb.path=" + dir_.path() + "/tsdb",
-                                 "--web.listen-address=" + prometheus_address_},
-        "", dir_.path() + "/prometheus.log");
-    ASSERT_TRUE(prometheus_->started());
-    const absl::Time deadline = absl::Now() + kStartTimeout;
-    while (!HttpGet(prometheus_address_, "/-/ready").ok()) {
-      ASSERT_LT(absl::Now(), deadline) << "Prometheus never became ready";
-      absl::SleepFor(absl::Milliseconds(200));
-    }
+    absl::StatusOr<std::unique_ptr<testing::PrometheusProcess>> prometheus =
+        testing::PrometheusProcess::Start(config, dir_.path(), kStartTimeout);
+    ASSERT_TRUE(prometheus.ok()) << prometheus.status();
+    prometheus_ = *std::move(prometheus);
   }
 
   void TearDown() override {
-    if (prometheus_) {
-      prometheus_->Signal(SIGTERM);
-      prometheus_->Wait(absl::Seconds(20));
-    }
-    for (auto& worker : workers_) worker->Signal(SIGTERM);
-    for (auto& worker : workers_) worker->Wait(absl::Seconds(20));
+    prometheus_.reset();
+    testing::StopProcesses(workers_);
   }
 
   // Prometheus' answer to an instant query, parsed; an error when it cannot
   // be had (an invalid query answers 400 with its error).
   absl::StatusOr<json> Ask(const std::string& expr) {
     absl::StatusOr<std::string> body =
-        HttpGet(prometheus_address_, "/api/v1/query?query=" + UrlEncode(expr));
+        prometheus_->Query(expr);
     if (!body.ok()) return body.status();
     json answer = json::parse(*body, nullptr, /*allow_exceptions=*/false);
     if (answer.is_discarded()) {
@@ -264,7 +241,7 @@ class DashboardsTest : public ::testing::Test {
   // The rules Prometheus could not evaluate, with their errors.
   std::vector<std::string> BrokenRules() {
     absl::StatusOr<std::string> body =
-        HttpGet(prometheus_address_, "/api/v1/rules");
+        HttpGet(prometheus_->address(), "/api/v1/rules");
     if (!body.ok()) return {body.status().ToString()};
     std::vector<std::string> broken;
     // Named: a range-for over a part of a temporary reads it once freed.
@@ -284,8 +261,7 @@ class DashboardsTest : public ::testing::Test {
   std::optional<CoordinatorProcess> coordinator_;
   std::unique_ptr<client::CoordinatorClient> client_;
   std::vector<std::unique_ptr<net::ChildProcess>> workers_;
-  std::string prometheus_address_;
-  std::unique_ptr<net::ChildProcess> prometheus_;
+  std::unique_ptr<testing::PrometheusProcess> prometheus_;
   // When the queries, variables' included, must have answered.
   absl::Time deadline_ = absl::InfiniteFuture();
 };

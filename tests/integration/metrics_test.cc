@@ -13,9 +13,11 @@
 #include "jobspec/job_file.h"
 #include "net/http_get.h"
 #include "tests/support/coordinator_process.h"
-#include "tests/support/free_port.h"
+#include "tests/support/prometheus_process.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait_until.h"
+#include "tests/support/worker_process.h"
 
 namespace chimera {
 namespace {
@@ -24,7 +26,8 @@ using ::chimera::net::HttpGet;
 using ::chimera::testing::AwaitAnnouncedAddress;
 using ::chimera::testing::ChildProcess;
 using ::chimera::testing::CoordinatorProcess;
-using ::chimera::testing::FreePort;
+using ::chimera::testing::PrometheusProcess;
+using ::chimera::testing::WaitUntil;
 using ::chimera::testing::RunProcess;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -38,13 +41,13 @@ constexpr absl::Duration kJobTimeout = absl::Seconds(120);
 absl::StatusOr<std::string> ScrapeUntil(const std::string& address,
                                         absl::string_view needle,
                                         absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  absl::StatusOr<std::string> page = HttpGet(address, "/metrics");
-  while (page.ok() && !absl::StrContains(*page, needle) &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(100));
-    page = HttpGet(address, "/metrics");
-  }
+  absl::StatusOr<std::string> page;
+  WaitUntil(
+      [&] {
+        page = HttpGet(address, "/metrics");
+        return !page.ok() || absl::StrContains(*page, needle);
+      },
+      timeout);
   return page;
 }
 
@@ -84,13 +87,13 @@ class MetricsTest : public ::testing::Test {
   std::vector<std::string> StartWorkers(int count) {
     std::vector<std::string> addresses;
     for (int i = 0; i < count; ++i) {
-      workers_.push_back(std::make_unique<net::ChildProcess>(
-          std::vector<std::string>{CHIMERA_WORKER_BINARY, "daemon", "--coordinator",
-                                   coordinator_->address(), "--worker-id",
-                                   absl::StrCat("w", i), "--work-dir",
-                                   absl::StrCat(dir_.path(), "/w", i),
-                                   "--metrics-listen", "127.0.0.1:0"},
-          CHIMERA_SOURCE_DIR));
+      workers_.push_back(testing::StartWorkerDaemon(
+          {.binary = CHIMERA_WORKER_BINARY,
+           .coordinator = coordinator_->address(),
+           .worker_id = absl::StrCat("w", i),
+           .work_dir = absl::StrCat(dir_.path(), "/w", i),
+           .flags = {"--metrics-listen", "127.0.0.1:0"},
+           .working_dir = CHIMERA_SOURCE_DIR}));
       absl::StatusOr<std::string> address =
           AwaitAnnouncedAddress(*workers_.back(), "metrics on ");
       EXPECT_TRUE(address.ok()) << address.status();
@@ -146,27 +149,20 @@ TEST_F(MetricsTest, RealPrometheusScrapesTheCoordinator) {
                                      "  - job_name: chimera\n"
                                      "    static_configs: [{targets: ['",
                                      metrics_, "']}]\n"));
-  const std::string web = absl::StrCat("127.0.0.1:", FreePort());
-  net::ChildProcess prometheus({"/usr/bin/prometheus", "--config.file=" + config,
-                           "--storage.tsdb.path=" + dir_.path() + "/tsdb",
-                           "--web.listen-address=" + web},
-                          "", dir_.path() + "/prometheus.log");
-  ASSERT_TRUE(prometheus.started());
-  const absl::Time deadline = absl::Now() + kScrapeTimeout;
+  absl::StatusOr<std::unique_ptr<PrometheusProcess>> prometheus =
+      PrometheusProcess::Start(config, dir_.path(), kScrapeTimeout);
+  ASSERT_TRUE(prometheus.ok()) << prometheus.status();
   std::string answer;
-  while (absl::Now() < deadline) {
-    absl::StatusOr<std::string> result = HttpGet(
-        web, "/api/v1/query?query=chimera_jobs%7Bstate%3D%22pending%22%7D");
-    if (result.ok() && absl::StrContains(*result, "\"2\"]")) {
-      answer = *result;
-      break;
-    }
-    absl::SleepFor(absl::Milliseconds(500));
-  }
+  WaitUntil(
+      [&] {
+        absl::StatusOr<std::string> result =
+            (*prometheus)->Query("chimera_jobs{state=\"pending\"}");
+        if (result.ok()) answer = *result;
+        return result.ok() && absl::StrContains(*result, "\"2\"]");
+      },
+      kScrapeTimeout, absl::Milliseconds(500));
   EXPECT_THAT(answer, HasSubstr("\"job\":\"chimera\""))
       << "Prometheus never scraped chimera_jobs{state=\"pending\"} = 2";
-  prometheus.Signal(SIGTERM);
-  prometheus.Wait(absl::Seconds(20));
 }
 
 TEST_F(MetricsTest, WorkerDaemonsServeTheirOwnMetrics) {
@@ -180,15 +176,15 @@ TEST_F(MetricsTest, WorkerDaemonsServeTheirOwnMetrics) {
 
   absl::StatusOr<chimera::v1::Job> submitted = SubmitTwoStageJob(3);
   ASSERT_TRUE(submitted.ok()) << submitted.status();
-  const absl::Time job_deadline = absl::Now() + kJobTimeout;
-  absl::StatusOr<chimera::v1::Job> state = client_->Get(submitted->id());
-  while (state.ok() &&
-         state->status().state() != chimera::v1::JOB_STATE_SUCCEEDED &&
-         state->status().state() != chimera::v1::JOB_STATE_FAILED &&
-         absl::Now() < job_deadline) {
-    absl::SleepFor(absl::Milliseconds(200));
-    state = client_->Get(submitted->id());
-  }
+  absl::StatusOr<chimera::v1::Job> state;
+  WaitUntil(
+      [&] {
+        state = client_->Get(submitted->id());
+        return !state.ok() ||
+               state->status().state() == chimera::v1::JOB_STATE_SUCCEEDED ||
+               state->status().state() == chimera::v1::JOB_STATE_FAILED;
+      },
+      kJobTimeout, absl::Milliseconds(200));
   ASSERT_TRUE(state.ok()) << state.status();
   ASSERT_EQ(state->status().state(), chimera::v1::JOB_STATE_SUCCEEDED)
       << state->status().message();

@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "coordinator/job_states.h"
 #include "jobspec/job_file.h"
+#include "tests/support/worker_process.h"
 
 namespace chimera::testing {
 namespace {
@@ -53,15 +54,15 @@ std::string LocalClusterTest::KillCoordinator() {
 std::unique_ptr<net::ChildProcess> LocalClusterTest::StartWorker(
     int index, const std::string& data_root,
     const std::string& checkpoint_root) {
-  return std::make_unique<net::ChildProcess>(
-      std::vector<std::string>{
-          CHIMERA_WORKER_BINARY, "daemon", "--coordinator", coordinator_->address(),
-          "--worker-id", absl::StrCat("w", index), "--work-dir",
-          absl::StrCat(dir_.path(), "/w", index), "--data-root",
-          data_root.empty() ? CHIMERA_SOURCE_DIR : data_root,
-          "--checkpoint-root",
-          checkpoint_root.empty() ? dir_.path() : checkpoint_root},
-      "", absl::StrCat(dir_.path(), "/w", index, ".log"));
+  return StartWorkerDaemon(
+      {.binary = CHIMERA_WORKER_BINARY,
+       .coordinator = coordinator_->address(),
+       .worker_id = absl::StrCat("w", index),
+       .work_dir = absl::StrCat(dir_.path(), "/w", index),
+       .flags = {"--data-root", data_root.empty() ? CHIMERA_SOURCE_DIR : data_root,
+                 "--checkpoint-root",
+                 checkpoint_root.empty() ? dir_.path() : checkpoint_root},
+       .log_file = absl::StrCat(dir_.path(), "/w", index, ".log")});
 }
 
 void LocalClusterTest::StartWorkers(int count, const std::string& data_root,

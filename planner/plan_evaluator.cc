@@ -20,11 +20,6 @@ namespace {
 using schedule::IsBidirectional;
 using schedule::Scheme;
 
-// Data-parallel replicas simulated explicitly: two are enough for every
-// stage to have its allreduce in the program; the others are identical and
-// enter only through the allreduce group size and links.
-constexpr int kSimulatedWidth = 2;
-
 double AllreduceSeconds(const chimera::v1::LinkSpec& link, int ranks,
                         double bytes) {
   if (ranks <= 1) return 0;
@@ -35,12 +30,12 @@ double AllreduceSeconds(const chimera::v1::LinkSpec& link, int ranks,
          2.0 * (ranks - 1) / ranks * bytes / link.bandwidth_bytes_per_second();
 }
 
-// The candidate's program with at most kSimulatedWidth replicas; errors name
-// the candidate.
+// The candidate's program with at most kSimulatedWidth replicas, or all of
+// them (`full_width`); errors name the candidate.
 absl::StatusOr<schedule::Schedule> GenerateSimulated(
-    const schedule::ScheduleParams& params) {
+    const schedule::ScheduleParams& params, bool full_width) {
   schedule::ScheduleParams simulated = params;
-  simulated.width = std::min(params.width, kSimulatedWidth);
+  if (!full_width) simulated.width = std::min(params.width, kSimulatedWidth);
   absl::StatusOr<schedule::Schedule> generated =
       schedule::GenerateSchedule(simulated);
   if (!generated.ok()) {
@@ -275,7 +270,7 @@ absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& contex
   ASSIGN_OR_RETURN(inputs.slots,
                    PlaceRanks(cluster, width, depth, IsBidirectional(params.scheme),
                               candidate.placement));
-  ASSIGN_OR_RETURN(inputs.program, GenerateSimulated(params));
+  ASSIGN_OR_RETURN(inputs.program, GenerateSimulated(params, context.full_width));
 
   schedule::CostModel& costs = inputs.costs;
   for (const StageProfile& stage : inputs.stages) {

@@ -28,12 +28,21 @@
 
 namespace chimera::planner {
 
+// Data-parallel replicas simulated explicitly while searching: two are
+// enough for every stage to have its allreduce in the program; the others
+// are identical and enter only through the allreduce group size and links.
+inline constexpr int kSimulatedWidth = 2;
+
 struct PlanningContext {
   const chimera::v1::TrainJob& job;
   const chimera::v1::ClusterSpec& cluster;
   const chimera::v1::ModelProfile& profile;
   // Optional: shared stage splits of `profile` across many evaluations.
   PartitionCache* partitions = nullptr;
+  // Simulate every data-parallel replica, the program that runs, rather
+  // than two (the others are identical and enter only through the allreduce
+  // groups): the search's final ranking does, for its best candidates.
+  bool full_width = false;
 };
 
 struct Candidate {
@@ -59,8 +68,9 @@ struct Evaluation {
 };
 
 // What EvaluateCandidate simulates: the candidate's program (two
-// data-parallel replicas at most; the others only enlarge allreduce groups)
-// and the costs of every op under the candidate's partition and placement.
+// data-parallel replicas at most, unless the context asks for its full
+// width; the others only enlarge allreduce groups) and the costs of every op
+// under the candidate's partition and placement.
 struct SimulationInputs {
   schedule::Schedule program;
   schedule::CostModel costs;

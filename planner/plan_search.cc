@@ -280,6 +280,24 @@ class Search {
     return absl::OkStatus();
   }
 
+  // Re-evaluates the best `count` candidates with every data-parallel
+  // replica simulated, so that the predictions of the plans that come first
+  // are of the programs that run, and ranks them again.
+  absl::Status SimulateFullWidth(int count) {
+    PlanningContext full = context_;
+    full.full_width = true;
+    const int best = std::min<int>(count, static_cast<int>(fitting_.size()));
+    for (int i = 0; i < best; ++i) {
+      auto& [candidate, evaluation] = fitting_[i];
+      if (candidate.params.width <= kSimulatedWidth) continue;  // All simulated.
+      ASSIGN_OR_RETURN(Evaluation whole, Evaluate(candidate, full));
+      whole.largest_fitting_micro_batch = evaluation.largest_fitting_micro_batch;
+      evaluation = std::move(whole);
+    }
+    std::stable_sort(fitting_.begin(), fitting_.begin() + best, Faster);
+    return absl::OkStatus();
+  }
+
   // Re-evaluates the best candidates under every placement policy and keeps
   // each one's best: placement only changes links, so it is searched where
   // it can change the ranking.
@@ -304,15 +322,17 @@ class Search {
     return absl::OkStatus();
   }
 
-  void Rank() {
-    std::stable_sort(fitting_.begin(), fitting_.end(), [](const auto& x, const auto& y) {
-      const auto& a = x.second.plan.prediction();
-      const auto& b = y.second.plan.prediction();
-      if (a.samples_per_second() != b.samples_per_second()) {
-        return a.samples_per_second() > b.samples_per_second();
-      }
-      return a.peak_memory_bytes_max() < b.peak_memory_bytes_max();
-    });
+  void Rank() { std::stable_sort(fitting_.begin(), fitting_.end(), Faster); }
+
+  // Higher predicted throughput first; at a tie, the smaller peak memory.
+  static bool Faster(const std::pair<Candidate, Evaluation>& x,
+                     const std::pair<Candidate, Evaluation>& y) {
+    const auto& a = x.second.plan.prediction();
+    const auto& b = y.second.plan.prediction();
+    if (a.samples_per_second() != b.samples_per_second()) {
+      return a.samples_per_second() > b.samples_per_second();
+    }
+    return a.peak_memory_bytes_max() < b.peak_memory_bytes_max();
   }
 
   const std::vector<std::pair<Candidate, Evaluation>>& fitting() const { return fitting_; }
@@ -324,13 +344,17 @@ class Search {
   // Every evaluation goes through here: the one place the search counts
   // candidates and stops once its caller has gone.
   absl::StatusOr<Evaluation> Evaluate(const Candidate& candidate) {
+    return Evaluate(candidate, context_);
+  }
+  absl::StatusOr<Evaluation> Evaluate(const Candidate& candidate,
+                                      const PlanningContext& context) {
     if (cancelled_ && cancelled_()) {
       return absl::CancelledError(absl::StrCat(
           "the plan search was cancelled after ", evaluated_,
           " candidates (its caller's deadline passed, or it hung up)"));
     }
     ++evaluated_;
-    return EvaluateCandidate(context_, candidate);
+    return EvaluateCandidate(context, candidate);
   }
 
   const chimera::v1::TrainJob& job_;
@@ -417,6 +441,7 @@ absl::StatusOr<SearchResult> SearchPlans(const chimera::v1::TrainJob& job,
         search.smallest_plan()));
   }
   RETURN_IF_ERROR(search.RefinePlacement(options.top_k));
+  RETURN_IF_ERROR(search.SimulateFullWidth(std::min(options.top_k, kFullWidthCandidates)));
 
   SearchResult result;
   result.evaluated = search.evaluated();

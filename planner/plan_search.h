@@ -4,7 +4,9 @@
 // policy) x recomputation x placement policy, minus what the job fixes;
 // each candidate is evaluated by EvaluateCandidate (simulator + memory
 // model), those that do not fit device memory are dropped, the rest ranked
-// by predicted throughput.
+// by predicted throughput. Searching simulates two data-parallel replicas of
+// each candidate; the best kFullWidthCandidates are then simulated at their
+// full width, the programs that would run, and ranked again.
 //
 // Every scheme searches every power-of-two micro-batch size, Chimera too:
 // its paper's greedy choice (the largest that fits) assumes at least D
@@ -28,6 +30,10 @@
 #include "planner/plan_evaluator.h"
 
 namespace chimera::planner {
+
+// How many of the best candidates the final ranking simulates at their full
+// data-parallel width (SearchPlans).
+inline constexpr int kFullWidthCandidates = 5;
 
 struct SearchOptions {
   // How many fitting plans to return, best first.

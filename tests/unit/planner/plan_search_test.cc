@@ -63,6 +63,38 @@ TEST(PlanEvaluatorTest, PredictionIsTheSimulatorsMakespanForTheSameProgram) {
   EXPECT_EQ(evaluation->plan.prediction().samples_per_second(), 32 / simulated->makespan);
 }
 
+// The search simulates two data-parallel replicas; the final ranking, the
+// program that runs. On identical replicas and links the two agree: the
+// others enter only through the allreduce groups.
+TEST(PlanEvaluatorTest, TheFullWidthProgramPredictsWhatTwoReplicasDo) {
+  const auto job = LargeJob(8, 64, 8);
+  const auto cluster = TestCluster(4, 4);
+  const auto profile = AnalyticProfile(job.spec().model(), cluster.spec().device());
+  const Candidate candidate = CandidateAt(schedule::Scheme::kChimera, 4, 4, 4, 4);
+  PlanningContext two{job, cluster.spec(), profile};
+  PlanningContext full = two;
+  full.full_width = true;
+  absl::StatusOr<SimulationInputs> two_inputs = PrepareSimulation(two, candidate);
+  absl::StatusOr<SimulationInputs> full_inputs = PrepareSimulation(full, candidate);
+  ASSERT_TRUE(two_inputs.ok()) << two_inputs.status();
+  ASSERT_TRUE(full_inputs.ok()) << full_inputs.status();
+  EXPECT_EQ(two_inputs->program.workers.size(), 2u * 4);
+  EXPECT_EQ(full_inputs->program.workers.size(), 4u * 4);
+
+  absl::StatusOr<Evaluation> sampled = EvaluateCandidate(two, candidate);
+  absl::StatusOr<Evaluation> whole = EvaluateCandidate(full, candidate);
+  ASSERT_TRUE(sampled.ok()) << sampled.status();
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  const chimera::v1::Prediction& a = sampled->plan.prediction();
+  const chimera::v1::Prediction& b = whole->plan.prediction();
+  EXPECT_NEAR(a.iteration_seconds(), b.iteration_seconds(), 1e-9 * a.iteration_seconds());
+  EXPECT_EQ(a.peak_memory_bytes_max(), b.peak_memory_bytes_max());
+  ASSERT_EQ(a.rank_bubble_ratios_size(), b.rank_bubble_ratios_size());
+  for (int rank = 0; rank < a.rank_bubble_ratios_size(); ++rank) {
+    EXPECT_NEAR(a.rank_bubble_ratios(rank), b.rank_bubble_ratios(rank), 1e-9) << rank;
+  }
+}
+
 // A profile that times the backward's halves gives the split schedules
 // their costs; B costing three times W makes zb-h1 slower than at half and
 // half, as its bubble (D-1)(F+B-W) says.

@@ -55,7 +55,13 @@ def known_flags(source, bin_dir):
         sys.exit("docs_test: no commands in 'chimera --help'")
     texts += [help_text([chimera, command, "--help"]) for command in commands]
     for daemon in ("chimera-coordinator", "chimera-worker"):
-        texts.append(help_text([os.path.join(bin_dir, daemon), "--help"]))
+        binary = os.path.join(bin_dir, daemon)
+        top = help_text([binary, "--help"])
+        texts.append(top)
+        # chimera-worker's modes are subcommands, each with flags of its own.
+        if "Subcommands:" in top:
+            for command in re.findall(r"^  ([a-z-]+)\s", top.split("Subcommands:")[-1], re.M):
+                texts.append(help_text([binary, command, "--help"]))
     # Our scripts and benchmarks take flags of their own.
     for path in glob.glob(os.path.join(source, "scripts", "*")) + glob.glob(
             os.path.join(source, "bench", "*.cc")) + glob.glob(

@@ -1,5 +1,6 @@
 // `devices` and `version`: what this machine and this build offer.
 #include <algorithm>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -56,6 +57,19 @@ void PrintDevices(bool json) {
   }
 }
 
+// A subcommand that prints what `print` says, as text or (-o json) JSON.
+void AddPrintingCommand(CLI::App& app, Invocation* invocation,
+                        const std::string& name, const std::string& help,
+                        std::function<void(bool json)> print) {
+  auto output = std::make_shared<std::string>("text");
+  CLI::App* command = app.add_subcommand(name, help);
+  AddOutputFlag(command, output.get());
+  command->callback([output, invocation, print = std::move(print)] {
+    print(*output == "json");
+    invocation->exit_code = kExitOk;
+  });
+}
+
 }  // namespace
 
 std::string VersionLine(bool json) {
@@ -72,27 +86,17 @@ std::string VersionLine(bool json) {
 }
 
 void AddDevicesCommand(CLI::App& app, Invocation* invocation) {
-  auto output = std::make_shared<std::string>("text");
-  CLI::App* command = app.add_subcommand(
-      "devices", "Print the node, memory, communicators and devices this "
-                 "worker offers");
-  AddOutputFlag(command, output.get());
-  command->callback([output, invocation] {
-    PrintDevices(*output == "json");
-    invocation->exit_code = kExitOk;
-  });
+  AddPrintingCommand(app, invocation, "devices",
+                     "Print the node, memory, communicators and devices this "
+                     "worker offers",
+                     PrintDevices);
 }
 
 void AddVersionCommand(CLI::App& app, Invocation* invocation) {
-  auto output = std::make_shared<std::string>("text");
-  CLI::App* command = app.add_subcommand(
-      "version", "Print the version, commit, build type and the LibTorch it "
-                 "runs on");
-  AddOutputFlag(command, output.get());
-  command->callback([output, invocation] {
-    std::cout << VersionLine(*output == "json") << "\n";
-    invocation->exit_code = kExitOk;
-  });
+  AddPrintingCommand(
+      app, invocation, "version",
+      "Print the version, commit, build type and the LibTorch it runs on",
+      [](bool json) { std::cout << VersionLine(json) << "\n"; });
 }
 
 }  // namespace chimera::worker::cli

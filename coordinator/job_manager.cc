@@ -187,8 +187,13 @@ absl::Status JobManager::CheckFitsRegisteredWorkers(
 }
 
 absl::StatusOr<Job> JobManager::Get(const std::string& id) {
-  absl::MutexLock lock(&mutex_);
-  return table_.Get(id);
+  {
+    absl::MutexLock lock(&mutex_);
+    if (std::optional<Job> live = table_.FindLive(id)) return *std::move(live);
+  }
+  // Ended (or unknown): what the store holds, read without the lock. A job
+  // that ended meanwhile was written there before it left the live ones.
+  return store_->Get(id);
 }
 
 absl::StatusOr<std::vector<Job>> JobManager::List(JobState state) {
@@ -232,10 +237,7 @@ absl::StatusOr<JobManager::JobPage> JobManager::ListPage(JobState state,
 
 absl::StatusOr<std::vector<chimera::v1::StepSummary>> JobManager::Steps(
     const std::string& id, int after) {
-  {
-    absl::MutexLock lock(&mutex_);
-    RETURN_IF_ERROR(table_.Get(id).status());
-  }
+  RETURN_IF_ERROR(Get(id).status());
   return store_->Steps(id, after);
 }
 

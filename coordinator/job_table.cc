@@ -29,8 +29,14 @@ absl::Status JobTable::Load() {
 }
 
 absl::StatusOr<Job> JobTable::Get(const std::string& id) const {
-  if (auto it = live_.find(id); it != live_.end()) return it->second.job;
+  if (std::optional<Job> live = FindLive(id)) return *std::move(live);
   return store_->Get(id);
+}
+
+std::optional<Job> JobTable::FindLive(const std::string& id) const {
+  auto it = live_.find(id);
+  if (it == live_.end()) return std::nullopt;
+  return it->second.job;
 }
 
 std::vector<Job> JobTable::Live(chimera::v1::JobState state) const {

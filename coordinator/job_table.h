@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,9 @@ class JobTable {
 
   // NOT_FOUND for an unknown id; DATA_LOSS for a damaged row (JobStore::Get).
   absl::StatusOr<chimera::v1::Job> Get(const std::string& id) const;
+  // The job if it is live; nullopt for an ended or unknown one, which the
+  // store answers for (its owner may read it there without its lock).
+  std::optional<chimera::v1::Job> FindLive(const std::string& id) const;
   // The live jobs in `state` (PENDING or RUNNING), oldest submission first.
   std::vector<chimera::v1::Job> Live(chimera::v1::JobState state) const;
 

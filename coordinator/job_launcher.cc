@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "schedule/params_proto.h"
 #include "schedule/program_proto.h"
+#include "schedule/rank_schedule.h"
 #include "schedule/validator.h"
 
 namespace chimera::coordinator {
@@ -41,6 +42,7 @@ absl::StatusOr<Launch> PrepareLaunch(chimera::v1::Plan plan,
   }
   Launch launch;
   launch.programs = schedule::ToProto(schedule);
+  launch.outline = schedule::ToProto(schedule::OutlineOf(schedule));
   for (chimera::v1::WorkerProgram& program : launch.programs) {
     for (chimera::v1::StageReplica& replica : *program.mutable_stages()) {
       const auto& range = plan.partition(

@@ -6,7 +6,7 @@
 //
 //   ASSIGN_OR_RETURN(Launch launch, PrepareLaunch(plan));
 //   PlaceOnWorkers(infos_of_chosen_workers, "cpu", &launch.plan);
-//   // launch.programs[r] goes to rank r's worker.
+//   // launch.programs[r] goes to rank r's worker, launch.outline to all.
 #ifndef CHIMERA_COORDINATOR_JOB_LAUNCHER_H_
 #define CHIMERA_COORDINATOR_JOB_LAUNCHER_H_
 
@@ -33,6 +33,8 @@ struct Launch {
   // One per rank, in rank order, each with the layers of the model stages
   // it holds.
   std::vector<chimera::v1::WorkerProgram> programs;
+  // What every rank is told of the others' programs.
+  chimera::v1::ScheduleOutline outline;
 };
 
 // Generates `plan`'s schedule with `generate` for every data-parallel

@@ -357,19 +357,19 @@ absl::Status JobManager::StartLocked(Job job,
   for (const std::string& worker : chosen) {
     ASSIGN_OR_RETURN(infos.emplace_back(), workers_->Get(worker));
   }
-  chimera::v1::Plan& plan = launch.plan;
-  PlaceOnWorkers(infos, DeviceKindOf(job.manifest()), &plan);
+  PlaceOnWorkers(infos, DeviceKindOf(job.manifest()), &launch.plan);
+  *job.mutable_plan() = launch.plan;
   ASSIGN_OR_RETURN(job, Transition(std::move(job), JobEvent::Started(),
                                    clock_.wall()));
-  ASSIGN_OR_RETURN(JobRun run, AssignTasksLocked(job, plan,
-                                              std::move(launch.programs), chosen));
+  ASSIGN_OR_RETURN(JobRun run,
+                   AssignTasksLocked(job, std::move(launch), chosen));
   chimera::v1::Assignment first = std::move(run.held_starts.front());
   runs_[job.id()] = std::move(run);
-  *job.mutable_plan() = plan;
   // Recorded before any worker hears of it: what the store cannot record
   // does not start.
   RETURN_IF_ERROR(SaveLocked(job));
   workers_->Send(chosen.front(), std::move(first));
+  const chimera::v1::Plan& plan = job.plan();
   CHIMERA_LOG(INFO) << "job " << job.id() << " started on " << chosen.size()
                     << " workers (" << plan.scheme() << " W=" << plan.width()
                     << " D=" << plan.depth() << ")";
@@ -377,9 +377,8 @@ absl::Status JobManager::StartLocked(Job job,
 }
 
 absl::StatusOr<JobRun> JobManager::AssignTasksLocked(
-    const Job& job, const chimera::v1::Plan& plan,
-    std::vector<chimera::v1::WorkerProgram> programs,
-    const std::vector<std::string>& chosen) {
+    const Job& job, Launch launch, const std::vector<std::string>& chosen) {
+  const chimera::v1::Plan& plan = job.plan();
   JobRun run = JobRun::For(job, plan, static_cast<int>(chosen.size()),
                         clock_.monotonic(), clock_.wall());
   run.worker_of_rank = chosen;
@@ -391,7 +390,9 @@ absl::StatusOr<JobRun> JobManager::AssignTasksLocked(
     start->set_start_step(job.status().checkpoint_step());
     *start->mutable_manifest() = job.manifest();
     *start->mutable_plan() = plan;
-    *start->mutable_program() = std::move(programs[rank]);
+    start->set_rank(static_cast<int>(rank));
+    *start->mutable_program() = std::move(launch.programs[rank]);
+    *start->mutable_outline() = launch.outline;
     start->mutable_rendezvous()->set_timeout_ms(
         absl::ToInt64Milliseconds(options_.collective_timeout));
     const TaskRef task{job.id(), run.attempt, static_cast<int>(rank)};

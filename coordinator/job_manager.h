@@ -310,8 +310,7 @@ class JobManager {
   // recorded with its worker, and every start held in the run (none sent).
   // All or nothing: a worker that cannot take its task frees the others.
   absl::StatusOr<JobRun> AssignTasksLocked(
-      const chimera::v1::Job& job, const chimera::v1::Plan& plan,
-      std::vector<chimera::v1::WorkerProgram> programs,
+      const chimera::v1::Job& job, Launch launch,
       const std::vector<std::string>& workers)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The launch of `job` on `workers`: what it leaves open searched, every

@@ -2,7 +2,10 @@
 // and parameters drawn from the input) must validate, and then a few random
 // edits (an instruction dropped, repeated, moved or with a field changed)
 // make the programs the validator must judge without crashing or hanging,
-// whatever they are: unmatched messages, missing ops, deadlocks.
+// whatever they are: unmatched messages, missing ops, deadlocks. One rank's
+// share of the edited schedule then goes over the wire form a worker reads
+// (program_proto.h), with a field of the outline or program changed: what
+// it accepts must fit its topology.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstddef>
@@ -12,6 +15,8 @@
 #include <vector>
 
 #include "schedule/generator.h"
+#include "schedule/program_proto.h"
+#include "schedule/rank_schedule.h"
 #include "schedule/validator.h"
 
 namespace chimera::schedule {
@@ -80,6 +85,59 @@ void Edit(FuzzedDataProvider& input, Schedule& schedule) {
   }
 }
 
+// Changes one field of the outline or the program to a value near or beyond
+// the valid range.
+void EditWire(FuzzedDataProvider& input, chimera::v1::ScheduleOutline& outline,
+              chimera::v1::WorkerProgram& program) {
+  const int value = input.ConsumeIntegralInRange(-2, 12);
+  switch (input.ConsumeIntegralInRange(0, 9)) {
+    case 0: outline.set_depth(value); break;
+    case 1: outline.set_num_chunks(value); break;
+    case 2: outline.set_width(value); break;
+    case 3: outline.set_micro_batches(value); break;
+    case 4: outline.set_max_parts(value); break;
+    case 5: outline.set_chunk_layout(input.ConsumeBool() ? "chained" : "x"); break;
+    case 6:
+      if (outline.ranks_size() > 0) outline.mutable_ranks()->RemoveLast();
+      break;
+    case 7:
+      if (outline.ranks_size() > 0 && outline.ranks(0).stages_size() > 0) {
+        outline.mutable_ranks(0)->mutable_stages(0)->set_stage(value);
+      }
+      break;
+    case 8: program.set_rank(value); break;
+    default:
+      if (program.instructions_size() > 0) {
+        program.mutable_instructions(0)->set_op(static_cast<chimera::v1::Op>(value));
+      }
+      break;
+  }
+}
+
+// A share the wire form accepts refers only to ranks and stages its
+// topology has.
+void CheckWire(FuzzedDataProvider& input, const Schedule& schedule) {
+  chimera::v1::ScheduleOutline outline = ToProto(OutlineOf(schedule));
+  chimera::v1::WorkerProgram program = ToProto(schedule)[input.ConsumeIntegralInRange<size_t>(
+      0, schedule.workers.size() - 1)];
+  if (input.ConsumeBool()) EditWire(input, outline, program);
+  const absl::StatusOr<RankSchedule> mine = RankScheduleFromProto(outline, program);
+  if (!mine.ok()) return;
+  const Topology& topology = mine->topology();
+  if (mine->outline.world_size() != topology.NumWorkers() || mine->rank() < 0 ||
+      mine->rank() >= topology.NumWorkers() || mine->outline.max_parts < 1) {
+    std::abort();
+  }
+  for (const std::vector<StageRef>& stages : mine->outline.stages_by_rank) {
+    for (const StageRef& ref : stages) {
+      if (ref.chunk < 0 || ref.chunk >= topology.num_chunks || ref.stage < 0 ||
+          ref.stage >= topology.depth) {
+        std::abort();
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace chimera::schedule
 
@@ -94,5 +152,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int edits = input.ConsumeIntegralInRange(1, 4);
   for (int i = 0; i < edits; ++i) Edit(input, *schedule);
   ValidateSchedule(*schedule).IgnoreError();
+  CheckWire(input, *schedule);
   return 0;
 }

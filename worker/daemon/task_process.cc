@@ -12,7 +12,6 @@
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "net/server_address.h"
-#include "schedule/generator.h"
 #include "schedule/program_proto.h"
 #include "worker/runtime/task_runner.h"
 
@@ -91,26 +90,20 @@ absl::StatusOr<chimera::v1::StartTask> ReadTask(const std::string& task_file) {
   return task;
 }
 
-// The program the coordinator sent must be the one the plan generates here:
-// the same engine on both sides, or the ranks would not agree.
-absl::Status CheckProgramMatches(const schedule::Schedule& schedule, int rank,
-                                 const chimera::v1::WorkerProgram& sent) {
-  if (rank < 0 || rank >= static_cast<int>(schedule.workers.size())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rank ", rank, " is outside the plan"));
-  }
-  const chimera::v1::WorkerProgram expected = schedule::ToProto(schedule)[rank];
-  if (expected.instructions_size() != sent.instructions_size() ||
-      !std::equal(expected.instructions().begin(), expected.instructions().end(),
-                  sent.instructions().begin(),
-                  [](const auto& a, const auto& b) {
-                    return a.SerializeAsString() == b.SerializeAsString();
-                  })) {
+// This rank's share of the schedule the coordinator validated, run as sent.
+absl::StatusOr<schedule::RankSchedule> RankScheduleOf(
+    const chimera::v1::StartTask& task) {
+  if (task.outline().ranks_size() == 0) {
     return absl::FailedPreconditionError(
-        "the program sent differs from the one this worker generates for the "
-        "plan; coordinator and worker versions disagree");
+        "the task carries no schedule outline: the coordinator is older than "
+        "this worker; run the same version on both");
   }
-  return absl::OkStatus();
+  if (task.rank() != task.program().rank()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the task is for rank ", task.rank(),
+                     " and its program for rank ", task.program().rank()));
+  }
+  return schedule::RankScheduleFromProto(task.outline(), task.program());
 }
 
 absl::Status Run(const std::string& task_file, const std::string& host,
@@ -119,16 +112,13 @@ absl::Status Run(const std::string& task_file, const std::string& host,
   ASSIGN_OR_RETURN(const chimera::v1::StartTask task, ReadTask(task_file));
   TaskRunOptions options;
   // Checkpoints are per job id: every attempt of this job, and no other job.
+  ASSIGN_OR_RETURN(options.schedule, RankScheduleOf(task));
   ASSIGN_OR_RETURN(options.task,
-                   TaskOptionsFor(task.manifest(), task.plan(),
-                                  task.program().rank(), roots, task.job_id()));
-  ASSIGN_OR_RETURN(options.schedule,
-                   schedule::GenerateSchedule(options.task.schedule));
-  options.rank = task.program().rank();
-  RETURN_IF_ERROR(CheckProgramMatches(options.schedule, options.rank, task.program()));
+                   TaskOptionsFor(task.manifest(), task.plan(), task.rank(),
+                                  roots, task.job_id()));
   options.host = host;
   options.gpu_index = gpu_index;
-  if (options.rank != 0) {
+  if (task.rank() != 0) {
     const absl::StatusOr<net::ServerAddress> store =
         net::ParseDialAddress(task.rendezvous().store_address());
     if (!store.ok()) {

@@ -129,17 +129,17 @@ std::string StageFileName(LayerRange blocks) {
 
 }  // namespace
 
-std::vector<int> StagesWrittenBy(const schedule::Schedule& schedule, int rank) {
+std::vector<int> StagesWrittenBy(const schedule::ScheduleOutline& outline,
+                                 int rank) {
   std::set<int> claimed;  // model stages held by a lower rank
-  for (const schedule::WorkerProgram& program : schedule.workers) {
-    if (program.rank >= rank) continue;
-    for (const schedule::StageRef& ref : program.stages) {
-      claimed.insert(schedule.topology.ModelStage(ref));
+  for (int lower = 0; lower < rank; ++lower) {
+    for (const schedule::StageRef& ref : outline.stages_by_rank[lower]) {
+      claimed.insert(outline.topology.ModelStage(ref));
     }
   }
   std::set<int> written;
-  for (const schedule::StageRef& ref : schedule.workers.at(rank).stages) {
-    const int model_stage = schedule.topology.ModelStage(ref);
+  for (const schedule::StageRef& ref : outline.stages_by_rank.at(rank)) {
+    const int model_stage = outline.topology.ModelStage(ref);
     if (claimed.count(model_stage) == 0) written.insert(model_stage);
   }
   return {written.begin(), written.end()};

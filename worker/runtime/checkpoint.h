@@ -41,7 +41,7 @@
 //   if (first > 0) RETURN_IF_ERROR(checkpoints.Load(*executor, first));
 //   // after step s, when (s + 1) % every == 0:
 //   RETURN_IF_ERROR(checkpoints.Save(*executor, s + 1,
-//                                    StagesWrittenBy(schedule, rank)));
+//                                    StagesWrittenBy(outline, rank)));
 //   RETURN_IF_ERROR(checkpoints.Prune(num_layers));
 #ifndef CHIMERA_WORKER_RUNTIME_CHECKPOINT_H_
 #define CHIMERA_WORKER_RUNTIME_CHECKPOINT_H_
@@ -55,7 +55,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/directory.h"
-#include "schedule/program.h"
+#include "schedule/rank_schedule.h"
 #include "worker/model/model_config.h"
 
 namespace chimera::worker {
@@ -64,7 +64,8 @@ class ProgramExecutor;
 
 // The model stages `rank` writes in a checkpoint: those of which it is the
 // lowest rank holding a replica. Every model stage has exactly one writer.
-std::vector<int> StagesWrittenBy(const schedule::Schedule& schedule, int rank);
+std::vector<int> StagesWrittenBy(const schedule::ScheduleOutline& outline,
+                                 int rank);
 
 class CheckpointDir {
  public:

@@ -16,11 +16,12 @@ std::string GradientGroupName(int model_stage) {
   return absl::StrCat("stage-", model_stage);
 }
 
-std::vector<CommGroup> GradientGroups(const schedule::Schedule& schedule) {
+std::vector<CommGroup> GradientGroups(
+    const schedule::ScheduleOutline& outline) {
   std::map<int, std::set<int>> holders;
-  for (const schedule::WorkerProgram& program : schedule.workers) {
-    for (const schedule::StageRef& ref : program.stages) {
-      holders[schedule.topology.ModelStage(ref)].insert(program.rank);
+  for (int rank = 0; rank < outline.world_size(); ++rank) {
+    for (const schedule::StageRef& ref : outline.stages_by_rank[rank]) {
+      holders[outline.topology.ModelStage(ref)].insert(rank);
     }
   }
   std::vector<CommGroup> groups;

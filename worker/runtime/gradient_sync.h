@@ -3,7 +3,7 @@
 // and one non-blocking sum-allreduce of a stage's gradients, started by
 // ALLREDUCE_BEGIN and finished by ALLREDUCE_END.
 //
-//   std::vector<CommGroup> groups = GradientGroups(schedule);  // every rank
+//   std::vector<CommGroup> groups = GradientGroups(outline);  // every rank
 //   ... create the communicator with `groups` ...
 //   at::Tensor bucket = BucketGradients(stage->parameters());  // once
 //   ... backward ...
@@ -29,7 +29,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "schedule/program.h"
+#include "schedule/rank_schedule.h"
 #include "worker/comm/communicator.h"
 
 namespace chimera::worker {
@@ -41,7 +41,7 @@ std::string GradientGroupName(int model_stage);
 // model-stage order, holding every rank whose program lists a replica of it.
 // A rank holding several replicas of one stage appears once: its replicas
 // share one set of parameters (see program_executor.h).
-std::vector<CommGroup> GradientGroups(const schedule::Schedule& schedule);
+std::vector<CommGroup> GradientGroups(const schedule::ScheduleOutline& outline);
 
 // Allocates one zeroed, contiguous buffer for the gradients of `parameters`
 // (all CPU, one dtype) and makes each parameter's gradient a view of its

@@ -11,9 +11,9 @@
 // gradients are separate channels: the order in which a program receives
 // each kind from a peer is the order in which the peer sent it.
 //
-//   MessageTags tags(schedule);
+//   MessageTags tags(rank_schedule.outline);
 //   int64_t tag = tags.Of(TransferKind::kActivation, producer, mb, /*part=*/0);
-//   std::vector<P2pLink> links = P2pLinks(schedule);  // for the communicator
+//   std::vector<P2pLink> links = P2pLinks(rank_schedule.program);  // NCCL
 #ifndef CHIMERA_WORKER_RUNTIME_MESSAGE_TAGS_H_
 #define CHIMERA_WORKER_RUNTIME_MESSAGE_TAGS_H_
 
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "schedule/program.h"
+#include "schedule/rank_schedule.h"
 #include "worker/comm/communicator.h"
 
 namespace chimera::worker {
@@ -31,13 +32,16 @@ class MessageTags {
  public:
   // Sizes the tag space from the schedule's topology and the largest
   // num_parts of any of its instructions; every rank of a job builds it from
-  // the same schedule and so agrees on every tag.
-  explicit MessageTags(const schedule::Schedule& schedule);
+  // the same outline and so agrees on every tag.
+  explicit MessageTags(const schedule::ScheduleOutline& outline);
 
   // Unique over kind, producer (chunk, stage), micro-batch >= 0 and part in
   // [0, max parts); >= 0.
   int64_t Of(TransferKind kind, schedule::StageRef producer, int micro_batch,
              int part) const;
+
+  // The most parts a backward may be split into (the outline's).
+  int max_parts() const { return static_cast<int>(max_parts_); }
 
  private:
   int64_t num_chunks_;
@@ -45,9 +49,10 @@ class MessageTags {
   int64_t max_parts_;
 };
 
-// Every (sender, receiver) pair of the schedule's programs, sorted; the same
-// list on every rank.
-std::vector<P2pLink> P2pLinks(const schedule::Schedule& schedule);
+// The (sender, receiver) pairs `program`'s rank is on, sorted: its sends and
+// its receives. The two ranks of a link both list it, since a send's peer
+// receives it.
+std::vector<P2pLink> P2pLinks(const schedule::WorkerProgram& program);
 
 }  // namespace chimera::worker
 

@@ -63,10 +63,14 @@ absl::Status BlameSender(absl::Status waited, int sender,
       " (stopped, hung or cut off): ", waited.message()));
 }
 
-bool IsTransfer(OpKind op) {
+bool IsPointToPoint(OpKind op) {
   return op == OpKind::kSendAct || op == OpKind::kRecvAct ||
-         op == OpKind::kSendGrad || op == OpKind::kRecvGrad ||
-         op == OpKind::kAllreduceBegin || op == OpKind::kAllreduceEnd;
+         op == OpKind::kSendGrad || op == OpKind::kRecvGrad;
+}
+
+bool IsTransfer(OpKind op) {
+  return IsPointToPoint(op) || op == OpKind::kAllreduceBegin ||
+         op == OpKind::kAllreduceEnd;
 }
 
 SliceKey KeyOf(const Instruction& inst) {
@@ -118,19 +122,18 @@ class BackwardOrder {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ProgramExecutor>> ProgramExecutor::Create(
-    const schedule::Schedule& schedule, int rank,
-    const ExecutorOptions& options, const DataSource& data,
-    Communicator* comm) {
-  if (rank < 0 || rank >= static_cast<int>(schedule.workers.size())) {
+    const schedule::RankSchedule& schedule, const ExecutorOptions& options,
+    const DataSource& data, Communicator* comm) {
+  const int world = schedule.outline.world_size();
+  if (schedule.rank() < 0 || schedule.rank() >= world) {
     return absl::InvalidArgumentError(
-        absl::StrCat("rank ", rank, " is outside the schedule's ",
-                     schedule.workers.size(), " workers"));
+        absl::StrCat("rank ", schedule.rank(), " is outside the schedule's ",
+                     world, " workers"));
   }
-  if (comm != nullptr &&
-      comm->world_size() != static_cast<int>(schedule.workers.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the communicator has ", comm->world_size(),
-        " ranks; the schedule has ", schedule.workers.size(), " workers"));
+  if (comm != nullptr && comm->world_size() != world) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the communicator has ", comm->world_size(),
+                     " ranks; the schedule has ", world, " workers"));
   }
   if (options.micro_batch_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -139,7 +142,7 @@ absl::StatusOr<std::unique_ptr<ProgramExecutor>> ProgramExecutor::Create(
   RETURN_IF_ERROR(ValidateModelConfig(options.model));
   RETURN_IF_ERROR(CheckDeviceUsable(options.device));
   RETURN_IF_ERROR(ValidatePartition(options.partition, options.model.num_layers,
-                                    schedule.topology.NumModelStages()));
+                                    schedule.topology().NumModelStages()));
   RETURN_IF_ERROR(ValidateOptimizerConfig(options.optimizer));
   if (data.options().sample_length !=
       options.model.seq_length +
@@ -152,23 +155,23 @@ absl::StatusOr<std::unique_ptr<ProgramExecutor>> ProgramExecutor::Create(
             (options.model.family == ModelFamily::kGpt ? 1 : 0)));
   }
   std::unique_ptr<ProgramExecutor> executor(
-      new ProgramExecutor(schedule, rank, options, data, comm));
+      new ProgramExecutor(schedule, options, data, comm));
   RETURN_IF_ERROR(executor->Build());
   return executor;
 }
 
-ProgramExecutor::ProgramExecutor(const schedule::Schedule& schedule, int rank,
+ProgramExecutor::ProgramExecutor(const schedule::RankSchedule& schedule,
                                  const ExecutorOptions& options,
                                  const DataSource& data, Communicator* comm)
-    : topology_(schedule.topology),
-      program_(schedule.workers[rank]),
-      rank_(rank),
+    : topology_(schedule.topology()),
+      program_(schedule.program),
+      rank_(schedule.rank()),
       options_(options),
       data_(data),
       comm_(comm),
-      tags_(schedule),
-      loss_normaliser_(static_cast<double>(schedule.topology.width) *
-                       schedule.topology.micro_batches *
+      tags_(schedule.outline),
+      loss_normaliser_(static_cast<double>(schedule.topology().width) *
+                       schedule.topology().micro_batches *
                        options.micro_batch_size),
       memory_(options.device) {}
 
@@ -213,6 +216,18 @@ absl::Status ProgramExecutor::CheckProgram() {
     if (inst.op == OpKind::kOptimizerStep) continue;
     if (held_.count({inst.chunk, inst.stage}) == 0) {
       return invalid("this rank holds no such stage replica");
+    }
+    // The program comes over the wire: a bad peer or part must not reach
+    // the transport or the tags.
+    if (IsPointToPoint(inst.op) &&
+        (inst.peer < 0 || inst.peer >= topology_.NumWorkers() ||
+         inst.peer == rank_)) {
+      return invalid("its peer is not another rank of the job");
+    }
+    if (inst.num_parts < 1 || inst.num_parts > tags_.max_parts() ||
+        inst.part < 0 || inst.part >= inst.num_parts) {
+      return invalid(absl::StrCat("its part is not one of at most ",
+                                  tags_.max_parts(), " parts"));
     }
     if (IsTransfer(inst.op) && comm_ == nullptr) {
       return invalid("needs a communicator");

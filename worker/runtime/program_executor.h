@@ -8,7 +8,7 @@
 //   options.micro_batch_size = 2;
 //   options.optimizer = {.kind = OptimizerKind::kAdamW, .lr = 1e-3};
 //   ASSIGN_OR_RETURN(auto executor, ProgramExecutor::Create(
-//                        schedule, rank, options, *data, comm.get()));
+//                        rank_schedule, options, *data, comm.get()));
 //   for (int64_t step = 0; step < steps; ++step) {
 //     ASSIGN_OR_RETURN(StepMetrics metrics, executor->RunStep(step));
 //   }
@@ -67,7 +67,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "schedule/program.h"
+#include "schedule/rank_schedule.h"
 #include "worker/comm/communicator.h"
 #include "worker/model/micro_batch.h"
 #include "worker/model/model_config.h"
@@ -114,17 +114,16 @@ struct StageState {
 
 class ProgramExecutor {
  public:
-  // Builds the stage replicas of `schedule.workers[rank]` and checks the
-  // program against the options. `data` and `comm` must outlive the
-  // executor; `comm` (with the groups of GradientGroups(schedule)) may be
+  // Builds the stage replicas of `schedule.program` and checks the program
+  // against the options. `data` and `comm` must outlive the executor; `comm`
+  // (with the groups of GradientGroups(schedule.outline)) may be
   // null only when the program has no transfer or allreduce. Starts the
   // device's memory accounting before building anything. INVALID_ARGUMENT
   // naming the option or instruction that does not fit; FAILED_PRECONDITION
   // for a device this process cannot compute on.
   static absl::StatusOr<std::unique_ptr<ProgramExecutor>> Create(
-      const schedule::Schedule& schedule, int rank,
-      const ExecutorOptions& options, const DataSource& data,
-      Communicator* comm);
+      const schedule::RankSchedule& schedule, const ExecutorOptions& options,
+      const DataSource& data, Communicator* comm);
 
   ~ProgramExecutor();
   ProgramExecutor(const ProgramExecutor&) = delete;
@@ -156,7 +155,7 @@ class ProgramExecutor {
   bool holds_last_stage() const { return holds_last_stage_; }
 
  private:
-  ProgramExecutor(const schedule::Schedule& schedule, int rank,
+  ProgramExecutor(const schedule::RankSchedule& schedule,
                   const ExecutorOptions& options, const DataSource& data,
                   Communicator* comm);
 

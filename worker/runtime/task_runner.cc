@@ -35,8 +35,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectGloo(
     const TaskRunOptions& options, const TcpRendezvous& rendezvous,
     std::vector<CommGroup> groups) {
   GlooOptions gloo;
-  gloo.rank = options.rank;
-  gloo.world_size = static_cast<int>(options.schedule.workers.size());
+  gloo.rank = options.schedule.rank();
+  gloo.world_size = options.schedule.outline.world_size();
   gloo.groups = std::move(groups);
   gloo.host = options.host;
   gloo.timeout = options.timeout;
@@ -48,7 +48,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectGloo(
 // groups.
 absl::StatusOr<std::unique_ptr<Communicator>> Connect(
     const TaskRunOptions& options, const TcpRendezvous& rendezvous) {
-  std::vector<CommGroup> groups = GradientGroups(options.schedule);
+  std::vector<CommGroup> groups = GradientGroups(options.schedule.outline);
   groups.insert(groups.end(), options.extra_groups.begin(),
                 options.extra_groups.end());
   if (!options.task.gpu)
@@ -60,11 +60,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(
   }
 #ifdef CHIMERA_HAVE_NCCL
   NcclOptions nccl;
-  nccl.rank = options.rank;
-  nccl.world_size = static_cast<int>(options.schedule.workers.size());
+  nccl.rank = options.schedule.rank();
+  nccl.world_size = options.schedule.outline.world_size();
   nccl.device = options.gpu_index;
   nccl.groups = std::move(groups);
-  nccl.links = P2pLinks(options.schedule);
+  nccl.links = P2pLinks(options.schedule.program);
   nccl.connect_timeout = options.timeout;
   return CreateNcclCommunicator(rendezvous, nccl);
 #else
@@ -112,8 +112,8 @@ absl::StatusOr<CheckpointDir> OpenCheckpoints(const TaskRunOptions& options,
   if (checkpoints.ok()) return checkpoints;
   if (!create && absl::IsNotFound(checkpoints.status())) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "rank ", options.rank, " does not see the checkpoint directory '",
-        options.task.checkpoint_dir,
+        "rank ", options.schedule.rank(),
+        " does not see the checkpoint directory '", options.task.checkpoint_dir,
         "' that rank 0 created: every worker's --checkpoint-root must be the "
         "same shared file system for a job with "
         "spec.training.checkpointEvery"));
@@ -153,10 +153,24 @@ absl::StatusOr<StartPoint> ChooseStart(const TaskRunOptions& options,
   return start;
 }
 
+// Rank 0's schedule digest: every other rank must run the same schedule.
+constexpr char kDigestKey[] = "chimera/schedule_digest";
+
+absl::Status CheckSameSchedule(const TaskRunOptions& options,
+                               TcpRendezvous& rendezvous) {
+  ASSIGN_OR_RETURN(const std::string rank0, rendezvous.Get(kDigestKey));
+  const std::string& mine = options.schedule.outline.digest;
+  if (rank0 == mine) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("rank ", options.schedule.rank(), " was sent schedule ",
+                   mine, " and rank 0 schedule ", rank0,
+                   ": the ranks were not started for one schedule"));
+}
+
 // Every rank's start point and, where the job takes checkpoints, its view of
 // the checkpoint directory: rank 0 decides and publishes both in the store
-// (before the observer hears of it); the others read them and check that
-// they see rank 0's claim.
+// (before the observer hears of it), with its schedule's digest; the others
+// read them and check that they run rank 0's schedule and see its claim.
 struct Started {
   StartPoint start;
   std::optional<CheckpointDir> checkpoints;
@@ -167,8 +181,8 @@ absl::StatusOr<Started> Rendezvous(const TaskRunOptions& options,
                                    TaskObserver& observer) {
   Started started;
   const bool checkpointing = !options.task.checkpoint_dir.empty();
-  const int world = static_cast<int>(options.schedule.workers.size());
-  if (options.rank == 0) {
+  const int world = options.schedule.outline.world_size();
+  if (options.schedule.rank() == 0) {
     if (checkpointing) {
       ASSIGN_OR_RETURN(started.checkpoints, OpenCheckpoints(options, true));
       ASSIGN_OR_RETURN(started.start,
@@ -177,6 +191,8 @@ absl::StatusOr<Started> Rendezvous(const TaskRunOptions& options,
     ASSIGN_OR_RETURN(started.rendezvous,
                      TcpRendezvous::Host(options.host, options.store_port,
                                          world, options.timeout));
+    RETURN_IF_ERROR(
+        started.rendezvous->Set(kDigestKey, options.schedule.outline.digest));
     RETURN_IF_ERROR(
         started.rendezvous->Set(kFirstStepKey, Encode(started.start)));
     observer.OnStoreReady(
@@ -187,6 +203,7 @@ absl::StatusOr<Started> Rendezvous(const TaskRunOptions& options,
   ASSIGN_OR_RETURN(started.rendezvous,
                    TcpRendezvous::Join(options.store_host, options.store_port,
                                        options.timeout));
+  RETURN_IF_ERROR(CheckSameSchedule(options, *started.rendezvous));
   ASSIGN_OR_RETURN(const std::string published,
                    started.rendezvous->Get(kFirstStepKey));
   ASSIGN_OR_RETURN(started.start, Decode(published));
@@ -212,26 +229,25 @@ absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
   ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data,
                    DataSource::Open(options.task.data));
 
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<ProgramExecutor> executor,
-      ProgramExecutor::Create(options.schedule, options.rank, executor_options,
-                              *data, comm.get()));
+  ASSIGN_OR_RETURN(std::unique_ptr<ProgramExecutor> executor,
+                   ProgramExecutor::Create(options.schedule, executor_options,
+                                           *data, comm.get()));
   const int64_t first_step = started.start.first_step;
   if (first_step > 0) {
     RETURN_IF_ERROR(started.checkpoints->Load(*executor, first_step));
   }
   const std::vector<int> written =
-      StagesWrittenBy(options.schedule, options.rank);
+      StagesWrittenBy(options.schedule.outline, options.schedule.rank());
   const int64_t every = options.task.checkpoint_every;
   for (int64_t step = first_step; step < options.last_step; ++step) {
     ASSIGN_OR_RETURN(StepMetrics metrics, executor->RunStep(step));
     // Before its checkpoint: a diverged model is not worth keeping.
     if (metrics.has_loss && !std::isfinite(metrics.loss)) {
-      return absl::OutOfRangeError(absl::StrCat(
-          "step ", step, ": the training loss is ", metrics.loss, " on rank ",
-          options.rank,
-          " (it computes a last stage): training diverged; lower "
-          "spec.training.optimizer.lr or check the data"));
+      return absl::OutOfRangeError(
+          absl::StrCat("step ", step, ": the training loss is ", metrics.loss,
+                       " on rank ", options.schedule.rank(),
+                       " (it computes a last stage): training diverged; lower "
+                       "spec.training.optimizer.lr or check the data"));
     }
     // After the optimizer step every replica of a stage is the same, so its
     // writer alone saves it.
@@ -243,7 +259,8 @@ absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
       if (const absl::Status pruned =
               started.checkpoints->Prune(options.task.model.num_layers);
           !pruned.ok()) {
-        CHIMERA_LOG(WARNING) << "rank " << options.rank << ": " << pruned;
+        CHIMERA_LOG(WARNING)
+            << "rank " << options.schedule.rank() << ": " << pruned;
       }
     }
     RETURN_IF_ERROR(observer.OnStep(metrics, *comm));

@@ -26,7 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "schedule/program.h"
+#include "schedule/rank_schedule.h"
 #include "worker/comm/communicator.h"
 #include "worker/runtime/step_metrics.h"
 #include "worker/runtime/task_options.h"
@@ -37,9 +37,8 @@ enum class GpuTransport { kNccl, kHostStagedGloo };
 
 struct TaskRunOptions {
   TaskOptions task;
-  // The whole job's programs (every rank's, for the gradient groups).
-  schedule::Schedule schedule;
-  int rank = 0;
+  // This rank's program and the outline of the whole schedule.
+  schedule::RankSchedule schedule;
   // The CUDA device a gpu task computes on (ignored for cpu tasks).
   int gpu_index = 0;
   // A gpu task's transport: NCCL, or Gloo staged through host memory for

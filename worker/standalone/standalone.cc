@@ -19,7 +19,9 @@
 #include "net/server_address.h"
 #include "planner/plan_params.h"
 #include "schedule/generator.h"
+#include "schedule/rank_schedule.h"
 #include "schedule/simulator.h"
+#include "schedule/validator.h"
 #include "worker/runtime/checkpoint.h"
 #include "worker/runtime/task_runner.h"
 
@@ -88,6 +90,8 @@ absl::StatusOr<StandaloneRun> LoadStandaloneJob(const std::string& job_path,
   ASSIGN_OR_RETURN(run.task, TaskOptionsFor(job, plan, /*rank=*/0, roots,
                                             job.metadata().name()));
   ASSIGN_OR_RETURN(run.schedule, schedule::GenerateSchedule(run.task.schedule));
+  // What the coordinator checks before a launch, for the same reason.
+  RETURN_IF_ERROR(schedule::ValidateSchedule(run.schedule));
   run.steps = run.task.max_steps;
   run.reporting_rank = ReportingRank(run.schedule);
   return run;
@@ -307,8 +311,7 @@ class StepPrinter : public TaskObserver {
 absl::Status RunStandalone(const StandaloneRun& run, std::ostream& out) {
   TaskRunOptions options;
   options.task = run.task;
-  options.schedule = run.schedule;
-  options.rank = run.rank;
+  options.schedule = schedule::RankScheduleOf(run.schedule, run.rank);
   options.gpu_index = run.gpu_index;
   options.gpu_transport = run.gpu_transport;
   options.store_host = run.store_host;

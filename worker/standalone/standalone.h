@@ -1,8 +1,8 @@
 // `chimera-worker standalone`: one rank of a job run without a coordinator.
-// Every rank reads the same job file, generates the same schedule and
-// partition, meets the others at a TCP store that rank 0 hosts, and runs its
-// program for the job's steps; the lowest rank holding the model's last
-// stage prints one line per step.
+// Every rank reads the same job file, generates and validates the same
+// schedule and partition, meets the others at a TCP store that rank 0 hosts,
+// and runs its program for the job's steps; the lowest rank holding the
+// model's last stage prints one line per step.
 //
 //   ASSIGN_OR_RETURN(StandaloneRun run, PrepareStandalone(flags));  // exit 2
 //   RETURN_IF_ERROR(RunStandalone(run, std::cout));                 // exit 1
@@ -71,11 +71,10 @@ struct StandaloneRun {
 };
 
 // What every rank derives from the job file and the roots: the task, the
-// schedule,
-// the steps (spec.training.maxSteps) and the reporting rank; rank and store
-// are left unset. INVALID_ARGUMENT (NOT_FOUND for a missing job file) with one
-// line per problem, each naming the job field. Benchmarks that run a job's
-// pipeline themselves use it too.
+// validated schedule, the steps (spec.training.maxSteps) and the reporting
+// rank; rank and store are left unset. INVALID_ARGUMENT (NOT_FOUND for a
+// missing job file) with one line per problem, each naming the job field.
+// Benchmarks that run a job's pipeline themselves use it too.
 absl::StatusOr<StandaloneRun> LoadStandaloneJob(const std::string& job_path,
                                                const WorkerRoots& roots);
 

@@ -55,9 +55,10 @@ absl::Status RunRank(const PipelineJob& job, int rank, Communicator* comm,
   RetainFreedHostMemory();
   ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data,
                    DataSource::Open(job.data));
-  ASSIGN_OR_RETURN(std::unique_ptr<ProgramExecutor> executor,
-                   ProgramExecutor::Create(job.schedule, rank, job.executor,
-                                           *data, comm));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<ProgramExecutor> executor,
+      ProgramExecutor::Create(schedule::RankScheduleOf(job.schedule, rank),
+                              job.executor, *data, comm));
   const size_t instructions = job.schedule.workers[rank].instructions.size();
   std::vector<double> losses;
   std::vector<StepMetrics> steps;
@@ -141,7 +142,7 @@ absl::Status RunPipelineRank(const PipelineJob& job,
   GlooOptions gloo;
   gloo.rank = rank;
   gloo.world_size = static_cast<int>(job.schedule.workers.size());
-  gloo.groups = GradientGroups(job.schedule);
+  gloo.groups = GradientGroups(schedule::OutlineOf(job.schedule));
   gloo.timeout = job.connect_timeout;
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
                    CreateGlooCommunicator(rendezvous, gloo));

@@ -202,6 +202,34 @@ TEST(StandaloneProcessTest, AStoppedPeerIsNamedByItsPartnerWithinTheTimeout) {
   ranks[1]->Wait(kRunTimeout);
 }
 
+TEST(StandaloneProcessTest, RanksOfDifferentSchedulesStopBeforeAnyStep) {
+  const TempDir dir;
+  chimera::v1::TrainJob gpipe = StandaloneJob();
+  gpipe.mutable_spec()->mutable_parallelism()->set_schedule("gpipe");
+  // Two ranks of two stages each, but one runs 1F1B and the other GPipe:
+  // they would deadlock or train wrong weights.
+  const std::vector<std::string> jobs = {
+      dir.WriteFile("1f1b.yaml", JobYaml(StandaloneJob())),
+      dir.WriteFile("gpipe.yaml", JobYaml(gpipe))};
+  const std::string store = absl::StrCat("127.0.0.1:", FreePort());
+  std::vector<std::unique_ptr<net::ChildProcess>> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<std::string> args = WorkerArgs(jobs[rank], rank, 2, store);
+    args.insert(args.end(), {"--timeout", "5"});
+    ranks.push_back(std::make_unique<net::ChildProcess>(args));
+  }
+  EXPECT_EQ(ranks[1]->Wait(kRunTimeout), 1) << ranks[1]->err();
+  EXPECT_TRUE(absl::StrContains(ranks[1]->err(), "rank 1 was sent schedule "))
+      << ranks[1]->err();
+  EXPECT_TRUE(absl::StrContains(ranks[1]->err(),
+                                "the ranks were not started for one schedule"))
+      << ranks[1]->err();
+  // Rank 0 waits for a partner that never comes, no longer than told.
+  EXPECT_EQ(ranks[0]->Wait(kRunTimeout), 1) << ranks[0]->err();
+  EXPECT_EQ(ranks[0]->out(), "");
+  EXPECT_EQ(ranks[1]->out(), "");
+}
+
 // Runs `world` ranks of `job` with `extra` flags; the reporting rank's lines
 // as step -> loss.
 std::map<int, double> RunRanks(const std::string& job, int world,

@@ -8,6 +8,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "schedule/params_proto.h"
+#include "schedule/rank_schedule.h"
 #include "tests/unit/coordinator/lost_backward.h"
 
 namespace chimera::coordinator {
@@ -46,6 +48,20 @@ TEST(JobLauncherTest, EveryRankOfEveryReplicaGetsItsProgramWithItsLayers) {
     EXPECT_GT(program.instructions_size(), 0) << rank;
   }
   EXPECT_EQ(launch->plan.scheme(), "1f1b");
+  // What every rank is told of the others: each one's stages, and the digest
+  // of the schedule validated here.
+  const chimera::v1::ScheduleOutline& outline = launch->outline;
+  ASSERT_EQ(outline.ranks_size(), 4);
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(outline.ranks(rank).stages(0).stage(), rank % 2) << rank;
+  }
+  EXPECT_EQ(outline.width(), 2);
+  EXPECT_EQ(outline.depth(), 2);
+  EXPECT_EQ(outline.max_parts(), 1);
+  absl::StatusOr<schedule::Schedule> generated = schedule::GenerateSchedule(
+      schedule::ScheduleParamsOf(TwoByTwoPlan()).value());
+  ASSERT_TRUE(generated.ok()) << generated.status();
+  EXPECT_EQ(outline.digest(), schedule::ScheduleDigest(*generated));
 }
 
 TEST(JobLauncherTest, AScheduleTheValidatorRefusesIsAnInternalErrorInItsWords) {

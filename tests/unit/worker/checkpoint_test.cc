@@ -59,7 +59,8 @@ class CheckpointTest : public ::testing::Test {
     options.optimizer.lr = 1e-2;
     options.optimizer.momentum = 0.9;
     absl::StatusOr<std::unique_ptr<ProgramExecutor>> executor =
-        ProgramExecutor::Create(schedule_, 0, options, *data_, nullptr);
+        ProgramExecutor::Create(schedule::RankScheduleOf(schedule_, 0), options,
+                                *data_, nullptr);
     EXPECT_TRUE(executor.ok()) << executor.status();
     return *std::move(executor);
   }
@@ -395,10 +396,12 @@ TEST(StagesWrittenByTest, EachModelStageHasOneWriterTheLowestRankHoldingIt) {
   params.depth = 4;
   params.micro_batches = 4;
   const schedule::Schedule chimera = schedule::GenerateSchedule(params).value();
-  EXPECT_EQ(StagesWrittenBy(chimera, 0), (std::vector<int>{0, 3}));
-  EXPECT_EQ(StagesWrittenBy(chimera, 1), (std::vector<int>{1, 2}));
-  EXPECT_TRUE(StagesWrittenBy(chimera, 2).empty());
-  EXPECT_TRUE(StagesWrittenBy(chimera, 3).empty());
+  EXPECT_EQ(StagesWrittenBy(schedule::OutlineOf(chimera), 0),
+            (std::vector<int>{0, 3}));
+  EXPECT_EQ(StagesWrittenBy(schedule::OutlineOf(chimera), 1),
+            (std::vector<int>{1, 2}));
+  EXPECT_TRUE(StagesWrittenBy(schedule::OutlineOf(chimera), 2).empty());
+  EXPECT_TRUE(StagesWrittenBy(schedule::OutlineOf(chimera), 3).empty());
 }
 
 }  // namespace

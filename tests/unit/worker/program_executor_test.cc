@@ -7,8 +7,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <tuple>
@@ -62,7 +64,8 @@ TEST(ProgramExecutorTest, OneWorkerTrainsWithoutACommunicator) {
   const auto data = Synthetic(config);
   const schedule::Schedule s = Generate(Scheme::kGpipe, 1, 3);
   auto executor =
-      ProgramExecutor::Create(s, 0, Options(config, {{0, 4}}), *data, nullptr)
+      ProgramExecutor::Create(schedule::RankScheduleOf(s, 0),
+                              Options(config, {{0, 4}}), *data, nullptr)
           .value();
   ASSERT_TRUE(executor->holds_last_stage());
   const StepMetrics first = executor->RunStep(0).value();
@@ -86,8 +89,9 @@ TEST(ProgramExecutorTest,
   const ModelConfig config = testing::TinyConfig(ModelFamily::kGpt);
   const auto data = Synthetic(config);
   auto executor =
-      ProgramExecutor::Create(Generate(Scheme::kGpipe, 1, 2), 0,
-                              Options(config, {{0, 4}}), *data, nullptr)
+      ProgramExecutor::Create(
+          schedule::RankScheduleOf(Generate(Scheme::kGpipe, 1, 2), 0),
+          Options(config, {{0, 4}}), *data, nullptr)
           .value();
   int64_t parameter_bytes = 0;
   for (const auto& [name, parameter] : executor->NamedParameters()) {
@@ -108,17 +112,20 @@ TEST(ProgramExecutorTest, RejectsAPartitionThatDoesNotTileTheModel) {
   const ModelConfig config = testing::TinyConfig(ModelFamily::kGpt);
   const auto data = Synthetic(config);
   const schedule::Schedule s = Generate(Scheme::kGpipe, 2, 2);
-  const auto gap = ProgramExecutor::Create(
-      s, 0, Options(config, {{0, 1}, {2, 4}}), *data, nullptr);
+  const auto gap = ProgramExecutor::Create(schedule::RankScheduleOf(s, 0),
+                                           Options(config, {{0, 1}, {2, 4}}),
+                                           *data, nullptr);
   EXPECT_EQ(gap.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(gap.status().message().find("partition[1]"), std::string::npos)
       << gap.status();
   const auto short_model = ProgramExecutor::Create(
-      s, 0, Options(config, {{0, 1}, {1, 3}}), *data, nullptr);
+      schedule::RankScheduleOf(s, 0), Options(config, {{0, 1}, {1, 3}}), *data,
+      nullptr);
   EXPECT_NE(short_model.status().message().find("4 blocks"), std::string::npos)
       << short_model.status();
   const auto stages =
-      ProgramExecutor::Create(s, 0, Options(config, {{0, 4}}), *data, nullptr);
+      ProgramExecutor::Create(schedule::RankScheduleOf(s, 0),
+                              Options(config, {{0, 4}}), *data, nullptr);
   EXPECT_NE(stages.status().message().find("2 model stages"), std::string::npos)
       << stages.status();
 }
@@ -127,20 +134,43 @@ TEST(ProgramExecutorTest, RejectsProgramsItCannotRun) {
   const ModelConfig config = testing::TinyConfig(ModelFamily::kGpt);
   const auto data = Synthetic(config);
   const auto no_comm = ProgramExecutor::Create(
-      Generate(Scheme::kGpipe, 2, 2), 1, Options(config, {{0, 2}, {2, 4}}),
-      *data, nullptr);
+      schedule::RankScheduleOf(Generate(Scheme::kGpipe, 2, 2), 1),
+      Options(config, {{0, 2}, {2, 4}}), *data, nullptr);
   EXPECT_NE(no_comm.status().message().find("needs a communicator"),
             std::string::npos)
       << no_comm.status();
   ExecutorOptions single = Options(config, {{0, 1}, {1, 2}, {2, 3}, {3, 4}});
   single.micro_batch_size = 1;
   const auto halves = ProgramExecutor::Create(
-      Generate(Scheme::kChimera, 4, 8, 1, schedule::Concat::kBackwardHalving),
-      0, single, *data, nullptr);
+      schedule::RankScheduleOf(Generate(Scheme::kChimera, 4, 8, 1,
+                                        schedule::Concat::kBackwardHalving),
+                               0),
+      single, *data, nullptr);
   EXPECT_EQ(halves.status().code(), absl::StatusCode::kInvalidArgument);
-  const auto rank =
-      ProgramExecutor::Create(Generate(Scheme::kGpipe, 1, 1), 1,
-                              Options(config, {{0, 4}}), *data, nullptr);
+  // What came over the wire is checked before it reaches the transport.
+  schedule::RankSchedule stranger =
+      schedule::RankScheduleOf(Generate(Scheme::kGpipe, 2, 2), 0);
+  schedule::Instruction& send = *std::find_if(
+      stranger.program.instructions.begin(),
+      stranger.program.instructions.end(),
+      [](const auto& inst) { return inst.op == schedule::OpKind::kSendAct; });
+  send.peer = 2;
+  const ExecutorOptions halves_of_two = Options(config, {{0, 2}, {2, 4}});
+  EXPECT_THAT(ProgramExecutor::Create(stranger, halves_of_two, *data, nullptr)
+                  .status()
+                  .message(),
+              HasSubstr("its peer is not another rank of the job"));
+  send.peer = 1;
+  send.num_parts = 2;
+  EXPECT_THAT(ProgramExecutor::Create(stranger, halves_of_two, *data, nullptr)
+                  .status()
+                  .message(),
+              HasSubstr("its part is not one of at most 1 parts"));
+  schedule::RankSchedule outside =
+      schedule::RankScheduleOf(Generate(Scheme::kGpipe, 1, 1), 0);
+  outside.program.rank = 1;
+  const auto rank = ProgramExecutor::Create(outside, Options(config, {{0, 4}}),
+                                            *data, nullptr);
   EXPECT_NE(rank.status().message().find("rank 1"), std::string::npos);
 }
 
@@ -150,8 +180,9 @@ TEST(ProgramExecutorTest, RefusesADeviceThisProcessCannotComputeOn) {
   ExecutorOptions options = Options(config, {{0, 4}});
   // No machine has 64 GPUs: refused on every build, for its own reason.
   options.device = c10::Device(c10::DeviceType::CUDA, 63);
-  const auto executor = ProgramExecutor::Create(Generate(Scheme::kGpipe, 1, 1),
-                                                0, options, *data, nullptr);
+  const auto executor = ProgramExecutor::Create(
+      schedule::RankScheduleOf(Generate(Scheme::kGpipe, 1, 1), 0), options,
+      *data, nullptr);
   ASSERT_FALSE(executor.ok());
   EXPECT_THAT(executor.status().message(), HasSubstr("device cuda:63"));
   if (!kWorkerHasGpuRuntime) {
@@ -171,8 +202,9 @@ struct Trained {
 Trained Train(const schedule::Schedule& s, const ExecutorOptions& options,
               int steps) {
   const auto data = Synthetic(options.model);
-  auto executor =
-      ProgramExecutor::Create(s, 0, options, *data, nullptr).value();
+  auto executor = ProgramExecutor::Create(schedule::RankScheduleOf(s, 0),
+                                          options, *data, nullptr)
+                      .value();
   Trained trained;
   for (int step = 0; step < steps; ++step) {
     trained.last = executor->RunStep(step).value();
@@ -287,8 +319,9 @@ TEST(ProgramExecutorTest, RefusesSplitBackwardsOutOfOrderNamingTheInstruction) {
        recomputing_weight, "a BACKWARD_WEIGHT never recomputes"},
   };
   for (const auto& c : cases) {
-    const auto executor = ProgramExecutor::Create(
-        c.program, 0, Options(config, {{0, 4}}), *data, nullptr);
+    const auto executor =
+        ProgramExecutor::Create(schedule::RankScheduleOf(c.program, 0),
+                                Options(config, {{0, 4}}), *data, nullptr);
     ASSERT_FALSE(executor.ok()) << c.why;
     EXPECT_EQ(executor.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(executor.status().message(),
@@ -302,20 +335,22 @@ TEST(GradientGroupsTest, OneGroupPerStageOverEveryReplica) {
   // Chimera D = 4, W = 2: stage s lives on positions s and 3 - s of both
   // replicas (ranks 0-3 and 4-7).
   const std::vector<CommGroup> groups =
-      GradientGroups(Generate(Scheme::kChimera, 4, 4, 2));
+      GradientGroups(schedule::OutlineOf(Generate(Scheme::kChimera, 4, 4, 2)));
   ASSERT_EQ(groups.size(), 4u);
   EXPECT_EQ(groups[0].name, "stage-0");
   EXPECT_EQ(groups[0].ranks, (std::vector<int>{0, 3, 4, 7}));
   EXPECT_EQ(groups[1].ranks, (std::vector<int>{1, 2, 5, 6}));
   EXPECT_TRUE(ValidateCommGroups(groups, 8).ok());
   // One pipeline, one replica: nothing to reduce.
-  EXPECT_TRUE(GradientGroups(Generate(Scheme::kOneFOneB, 4, 4)).empty());
+  EXPECT_TRUE(
+      GradientGroups(schedule::OutlineOf(Generate(Scheme::kOneFOneB, 4, 4)))
+          .empty());
 }
 
 TEST(MessageTagsTest, EveryTransferOfAScheduleHasItsOwnTag) {
   const schedule::Schedule s =
       Generate(Scheme::kChimera, 4, 8, 1, schedule::Concat::kBackwardHalving);
-  const MessageTags tags(s);
+  const MessageTags tags(schedule::OutlineOf(s));
   std::set<int64_t> seen;
   int transfers = 0;
   for (int kind = 0; kind < 2; ++kind) {
@@ -337,10 +372,23 @@ TEST(MessageTagsTest, EveryTransferOfAScheduleHasItsOwnTag) {
 }
 
 TEST(P2pLinksTest, ChimeraLinksEveryNeighbourBothWays) {
-  const std::vector<P2pLink> links =
-      P2pLinks(Generate(Scheme::kChimera, 4, 4, 2));
-  std::vector<std::pair<int, int>> pairs;
-  for (const P2pLink& link : links) pairs.emplace_back(link.src, link.dst);
+  const schedule::Schedule s = Generate(Scheme::kChimera, 4, 4, 2);
+  // Every rank lists the links it is on, and both ends of a link list it.
+  std::set<std::pair<int, int>> listed;
+  std::map<std::pair<int, int>, int> ends;
+  for (const schedule::WorkerProgram& program : s.workers) {
+    for (const P2pLink& link : P2pLinks(program)) {
+      EXPECT_TRUE(link.src == program.rank || link.dst == program.rank);
+      listed.emplace(link.src, link.dst);
+      ++ends[{link.src, link.dst}];
+    }
+  }
+  for (const auto& [link, count] : ends) EXPECT_EQ(count, 2);
+  const std::vector<P2pLink> middle = P2pLinks(s.workers[1]);
+  EXPECT_EQ(middle.size(), 4u) << "rank 1 talks to ranks 0 and 2 both ways";
+  std::vector<P2pLink> links;
+  for (const auto& [src, dst] : listed) links.push_back({src, dst});
+  const std::vector<std::pair<int, int>> pairs(listed.begin(), listed.end());
   // Two replicas of ranks 0-3 and 4-7, each a chain in both directions.
   EXPECT_EQ(pairs, (std::vector<std::pair<int, int>>{{0, 1},
                                                      {1, 0},

@@ -1,11 +1,16 @@
 #include "coordinator/job_launcher.h"
 
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "planner/analytic_profile.h"
+#include "planner/plan_params.h"
+#include "planner/plan_search.h"
 #include "schedule/params_proto.h"
 #include "schedule/program_proto.h"
 #include "schedule/rank_schedule.h"
@@ -20,6 +25,22 @@ std::string ScheduleName(const chimera::v1::Plan& plan) {
 }
 
 }  // namespace
+
+chimera::v1::ClusterLinks DefaultLinks() {
+  chimera::v1::ClusterLinks links;
+  for (chimera::v1::LinkSpec* link :
+       {links.mutable_intra_node(), links.mutable_inter_node()}) {
+    link->set_latency_seconds(kDefaultLinkLatencySeconds);
+    link->set_bandwidth_bytes_per_second(kDefaultLinkBandwidth);
+    link->set_collective_latency_seconds(kDefaultLinkCollectiveLatencySeconds);
+  }
+  return links;
+}
+
+std::string DeviceKindOf(const chimera::v1::TrainJob& job) {
+  const std::string& device = job.spec().resources().device();
+  return device.empty() ? "cpu" : device;
+}
 
 std::optional<int> DeviceIndex(const chimera::v1::WorkerInfo& worker,
                                const std::string& kind) {
@@ -68,6 +89,183 @@ void PlaceOnWorkers(const std::vector<chimera::v1::WorkerInfo>& workers,
     placed->set_node(node);
     placed->set_device(DeviceIndex(info, device_kind).value_or(0));
   }
+}
+
+JobLauncher::JobLauncher(const WorkerRegistry* workers, LaunchOptions options)
+    : workers_(workers), options_(std::move(options)) {}
+
+chimera::v1::Cluster JobLauncher::ClusterOf(
+    const std::vector<std::string>& worker_ids,
+    const std::string& device_kind) const {
+  std::map<std::string, int> per_node;
+  int64_t memory = 0;
+  // CPU workers of one node share its cores: the fewest any reports (0 if
+  // one does not).
+  std::optional<int> cores;
+  for (const std::string& id : worker_ids) {
+    absl::StatusOr<chimera::v1::WorkerInfo> info = workers_->Get(id);
+    if (!info.ok()) continue;
+    ++per_node[info->node()];
+    if (memory == 0 || info->memory_bytes() < memory)
+      memory = info->memory_bytes();
+    cores = std::min(cores.value_or(info->cpu_cores()), info->cpu_cores());
+  }
+  int devices_per_node = 0;
+  for (const auto& [node, count] : per_node)
+    devices_per_node = std::max(devices_per_node, count);
+  chimera::v1::Cluster cluster;
+  cluster.mutable_metadata()->set_name("registered-workers");
+  auto* spec = cluster.mutable_spec();
+  spec->set_nodes(static_cast<int>(per_node.size()));
+  spec->set_devices_per_node(devices_per_node);
+  spec->mutable_device()->set_memory_bytes(memory);
+  spec->mutable_device()->set_peak_flops(options_.device_peak_flops);
+  if (device_kind == "cpu") {
+    spec->mutable_device()->set_cores_per_node(cores.value_or(0));
+    spec->mutable_device()->set_co_running_slowdown(
+        options_.cpu_co_running_slowdown);
+  }
+  *spec->mutable_links() = options_.links;
+  return cluster;
+}
+
+absl::StatusOr<std::vector<chimera::v1::Plan>> JobLauncher::SearchPlans(
+    chimera::v1::TrainJob manifest, const std::vector<std::string>& worker_ids,
+    int top_k, std::function<bool()> cancelled) const {
+  const chimera::v1::Cluster cluster =
+      ClusterOf(worker_ids, DeviceKindOf(manifest));
+  // Workers left open: as many of these as the job can use.
+  auto* resources = manifest.mutable_spec()->mutable_resources();
+  if (resources->workers() == 0) {
+    resources->set_workers(planner::WorkersToUse(manifest, worker_ids.size()));
+  }
+  const auto profile = planner::AnalyticProfile(manifest.spec().model(),
+                                                cluster.spec().device());
+  ASSIGN_OR_RETURN(planner::SearchResult result,
+                   planner::SearchPlans(manifest, cluster, profile,
+                                        {top_k, std::move(cancelled)}));
+  std::vector<chimera::v1::Plan> plans;
+  for (const planner::Evaluation& evaluation : result.ranked)
+    plans.push_back(evaluation.plan);
+  return plans;
+}
+
+std::vector<chimera::v1::WorkerInfo> JobLauncher::Registered(
+    const std::string& device_kind) const {
+  std::vector<chimera::v1::WorkerInfo> registered;
+  for (chimera::v1::WorkerInfo& worker : workers_->List()) {
+    if (worker.state() != chimera::v1::WORKER_STATE_DEAD &&
+        (device_kind.empty() || DeviceIndex(worker, device_kind).has_value())) {
+      registered.push_back(std::move(worker));
+    }
+  }
+  return registered;
+}
+
+absl::StatusOr<std::vector<chimera::v1::Plan>> JobLauncher::PlansOnRegistered(
+    const chimera::v1::TrainJob& manifest, int top_k,
+    std::function<bool()> cancelled) const {
+  std::vector<std::string> alive;
+  for (const chimera::v1::WorkerInfo& worker : Registered("")) {
+    alive.push_back(worker.worker_id());
+  }
+  if (alive.empty()) {
+    return absl::FailedPreconditionError(
+        "no workers are registered to plan for");
+  }
+  return SearchPlans(manifest, alive, top_k, std::move(cancelled));
+}
+
+absl::Status JobLauncher::CheckFitsRegistered(
+    const chimera::v1::TrainJob& manifest,
+    std::function<bool()> cancelled) const {
+  if (!planner::FixedPlan(manifest)) return absl::OkStatus();
+  const std::string device = DeviceKindOf(manifest);
+  std::vector<std::string> registered;
+  for (const chimera::v1::WorkerInfo& worker : Registered(device)) {
+    registered.push_back(worker.worker_id());
+  }
+  const int needed = planner::MinimumWorkers(manifest);
+  if (static_cast<int>(registered.size()) < needed) return absl::OkStatus();
+  registered.resize(needed);
+  const absl::StatusOr<std::vector<chimera::v1::Plan>> searched =
+      SearchPlans(manifest, registered, 1, std::move(cancelled));
+  // Only a verdict counts: a search cut short leaves it to the start.
+  if (!absl::IsFailedPrecondition(searched.status())) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("spec.parallelism: on the ", needed, " registered ", device,
+                   " workers, ", searched.status().message()));
+}
+
+std::vector<std::string> JobLauncher::IdleWorkersFor(
+    const chimera::v1::TrainJob& manifest) const {
+  const std::string device = DeviceKindOf(manifest);
+  std::vector<std::string> offering;
+  for (const std::string& id : workers_->IdleWorkers()) {
+    absl::StatusOr<chimera::v1::WorkerInfo> info = workers_->Get(id);
+    if (info.ok() && DeviceIndex(*info, device).has_value()) {
+      offering.push_back(id);
+    }
+  }
+  offering.resize(planner::WorkersToUse(manifest, offering.size()));
+  return offering;
+}
+
+std::string JobLauncher::WhyWaiting(
+    const chimera::v1::TrainJob& manifest) const {
+  const std::string device = DeviceKindOf(manifest);
+  const std::vector<chimera::v1::WorkerInfo> registered = Registered(device);
+  const auto idle = std::count_if(
+      registered.begin(), registered.end(), [](const auto& worker) {
+        return worker.state() == chimera::v1::WORKER_STATE_IDLE;
+      });
+  const int needed = planner::MinimumWorkers(manifest);
+  return absl::StrCat("needs ", needed, " idle ", device, " worker",
+                      needed == 1 ? "" : "s", " (", registered.size(),
+                      " registered, ", registered.size() - idle, " busy)");
+}
+
+absl::StatusOr<Launch> JobLauncher::LaunchFor(
+    const chimera::v1::TrainJob& manifest,
+    const std::vector<std::string>& worker_ids,
+    const std::function<bool()>& cancelled) const {
+  // What the job leaves open, the planner chooses for these workers, also
+  // where the job fixes scheme, pipeline and data. Where no variant fits in
+  // the workers' memory the search says so, naming it, and the job fails
+  // before any worker allocates (rather than by running out of memory).
+  ASSIGN_OR_RETURN(std::vector<chimera::v1::Plan> searched,
+                   SearchPlans(manifest, worker_ids, 1, cancelled));
+  return PrepareLaunch(std::move(searched.front()), options_.generate_schedule);
+}
+
+absl::Status JobLauncher::Place(const std::vector<std::string>& worker_ids,
+                                const chimera::v1::TrainJob& manifest,
+                                chimera::v1::Plan* plan) const {
+  std::vector<chimera::v1::WorkerInfo> infos;
+  for (const std::string& worker : worker_ids) {
+    ASSIGN_OR_RETURN(infos.emplace_back(), workers_->Get(worker));
+  }
+  PlaceOnWorkers(infos, DeviceKindOf(manifest), plan);
+  return absl::OkStatus();
+}
+
+std::vector<chimera::v1::Assignment> JobLauncher::StartsFor(
+    const chimera::v1::Job& job, int attempt, Launch launch) const {
+  std::vector<chimera::v1::Assignment> starts(launch.programs.size());
+  for (size_t rank = 0; rank < starts.size(); ++rank) {
+    chimera::v1::StartTask* start = starts[rank].mutable_start();
+    start->set_job_id(job.id());
+    start->set_attempt(attempt);
+    start->set_start_step(job.status().checkpoint_step());
+    *start->mutable_manifest() = job.manifest();
+    *start->mutable_plan() = job.plan();
+    start->set_rank(static_cast<int>(rank));
+    *start->mutable_program() = std::move(launch.programs[rank]);
+    *start->mutable_outline() = launch.outline;
+    start->mutable_rendezvous()->set_timeout_ms(
+        absl::ToInt64Milliseconds(options_.collective_timeout));
+  }
+  return starts;
 }
 
 }  // namespace chimera::coordinator

@@ -1,12 +1,16 @@
 // What a queued job starts with, prepared off the coordinator's lock: the
-// plan its search chose and every rank's program, generated from that plan
-// at the job's full width and proven by the schedule validator before any
-// worker hears of it. A schedule the validator refuses starts nothing; the
-// job fails with the validator's words.
+// workers as the planner's cluster, the plan its search chose, and every
+// rank's program, generated from that plan at the job's full width and
+// proven by the schedule validator before any worker hears of it. A
+// schedule the validator refuses starts nothing; the job fails with the
+// validator's words. Then each rank's start: its program and the schedule's
+// outline.
 //
-//   ASSIGN_OR_RETURN(Launch launch, PrepareLaunch(plan));
-//   PlaceOnWorkers(infos_of_chosen_workers, "cpu", &launch.plan);
-//   // launch.programs[r] goes to rank r's worker, launch.outline to all.
+//   JobLauncher launcher(&registry, options);
+//   ASSIGN_OR_RETURN(Launch launch, launcher.LaunchFor(manifest, workers, {}));
+//   RETURN_IF_ERROR(launcher.Place(workers, manifest, &launch.plan));
+//   std::vector<chimera::v1::Assignment> starts =
+//       launcher.StartsFor(job, attempt, std::move(launch));  // rank order
 #ifndef CHIMERA_COORDINATOR_JOB_LAUNCHER_H_
 #define CHIMERA_COORDINATOR_JOB_LAUNCHER_H_
 
@@ -16,12 +20,26 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "chimera/v1/cluster.pb.h"
+#include "chimera/v1/job.pb.h"
 #include "chimera/v1/plan.pb.h"
 #include "chimera/v1/program.pb.h"
 #include "chimera/v1/service.pb.h"
+#include "coordinator/worker_registry.h"
 #include "schedule/generator.h"
 
 namespace chimera::coordinator {
+
+// What the planner assumes of every link between workers unless told
+// (chimera-coordinator --link-latency, --link-bandwidth,
+// --link-collective-latency): workers on one host, messages over Gloo's
+// TCP and allreduces through shared memory, as measured by
+// bench/bubble_benchmark on a 2-core machine.
+inline constexpr double kDefaultLinkLatencySeconds = 1e-4;
+inline constexpr double kDefaultLinkBandwidth = 2e9;
+inline constexpr double kDefaultLinkCollectiveLatencySeconds = 5e-5;
+chimera::v1::ClusterLinks DefaultLinks();
 
 // Turns a plan's schedule parameters into the programs of every rank:
 // schedule::GenerateSchedule, or in tests one that breaks its output.
@@ -45,6 +63,9 @@ absl::StatusOr<Launch> PrepareLaunch(
     chimera::v1::Plan plan,
     const ScheduleGenerator& generate = schedule::GenerateSchedule);
 
+// "cpu" or "gpu": what each of the job's workers computes on.
+std::string DeviceKindOf(const chimera::v1::TrainJob& job);
+
 // The index of `worker`'s first device of `kind` ("cpu", "gpu"); none when
 // it has none.
 std::optional<int> DeviceIndex(const chimera::v1::WorkerInfo& worker,
@@ -55,6 +76,94 @@ std::optional<int> DeviceIndex(const chimera::v1::WorkerInfo& worker,
 // when it has none).
 void PlaceOnWorkers(const std::vector<chimera::v1::WorkerInfo>& workers,
                     const std::string& device_kind, chimera::v1::Plan* plan);
+
+struct LaunchOptions {
+  // What the planner assumes about the workers' devices and links when a job
+  // leaves its parallelism open (memory comes from the workers' reports).
+  double device_peak_flops = 1e11;
+  chimera::v1::ClusterLinks links = DefaultLinks();
+  // CPU workers of one host: how much longer a compute op runs for each
+  // other worker of the host computing at the same time (a cluster file's
+  // coRunningSlowdown, docs/planner.md).
+  double cpu_co_running_slowdown = 0;
+  // Told to workers: joining the store and every collective.
+  absl::Duration collective_timeout = absl::Seconds(120);
+  // Turns a started job's plan into every rank's program, which is then
+  // validated whole. Tests give one that breaks its output.
+  ScheduleGenerator generate_schedule = schedule::GenerateSchedule;
+};
+
+// Reads the registry (which has a lock of its own) and nothing else: it
+// holds no state of the coordinator's and can run on any thread.
+class JobLauncher {
+ public:
+  // `workers` must outlive the launcher.
+  JobLauncher(const WorkerRegistry* workers, LaunchOptions options);
+
+  // The registered workers `worker_ids` (those still known) as the
+  // planner's cluster: nodes, devices per node, the least memory and cores
+  // any reports, and the options' device and links.
+  chimera::v1::Cluster ClusterOf(const std::vector<std::string>& worker_ids,
+                                 const std::string& device_kind) const;
+
+  // The `top_k` best plans for `manifest` on `worker_ids`, best first; a
+  // manifest that leaves its worker count open uses as many as it can.
+  // FAILED_PRECONDITION naming the memory where no variant fits, CANCELLED
+  // once `cancelled` (asked between candidates) says so.
+  absl::StatusOr<std::vector<chimera::v1::Plan>> SearchPlans(
+      chimera::v1::TrainJob manifest,
+      const std::vector<std::string>& worker_ids, int top_k,
+      std::function<bool()> cancelled) const;
+
+  // The `top_k` best plans for `manifest` on every registered worker that
+  // is not dead (a dry run); FAILED_PRECONDITION when there is none.
+  absl::StatusOr<std::vector<chimera::v1::Plan>> PlansOnRegistered(
+      const chimera::v1::TrainJob& manifest, int top_k,
+      std::function<bool()> cancelled) const;
+
+  // FAILED_PRECONDITION naming the memory when `manifest` fixes its
+  // parallelism and, on as many registered workers of its device as it
+  // needs, no variant of its plan fits; OK when too few are registered to
+  // say, or `cancelled` stops the search first (its start decides then).
+  absl::Status CheckFitsRegistered(const chimera::v1::TrainJob& manifest,
+                                   std::function<bool()> cancelled) const;
+
+  // Idle workers offering the job's device, in registration order, as many
+  // as it can use (none: it must wait).
+  std::vector<std::string> IdleWorkersFor(
+      const chimera::v1::TrainJob& manifest) const;
+  // What a job for which IdleWorkersFor found none waits for: "needs 8 idle
+  // cpu workers (4 registered, 2 busy)".
+  std::string WhyWaiting(const chimera::v1::TrainJob& manifest) const;
+
+  // The best plan's launch on `worker_ids` (PrepareLaunch): SearchPlans'
+  // errors, or INTERNAL where the validator refuses the schedule.
+  absl::StatusOr<Launch> LaunchFor(
+      const chimera::v1::TrainJob& manifest,
+      const std::vector<std::string>& worker_ids,
+      const std::function<bool()>& cancelled) const;
+
+  // PlaceOnWorkers with the registry's view of `worker_ids`; NOT_FOUND for
+  // a worker it no longer knows.
+  absl::Status Place(const std::vector<std::string>& worker_ids,
+                     const chimera::v1::TrainJob& manifest,
+                     chimera::v1::Plan* plan) const;
+
+  // Every rank's start of `attempt` of `job` (which holds its placed plan),
+  // in rank order: the job, its plan, the rank's program and the outline,
+  // the checkpoint to resume from and the workers' timeout.
+  std::vector<chimera::v1::Assignment> StartsFor(const chimera::v1::Job& job,
+                                                 int attempt,
+                                                 Launch launch) const;
+
+ private:
+  // The registered workers, not dead, of `device_kind` (any when empty).
+  std::vector<chimera::v1::WorkerInfo> Registered(
+      const std::string& device_kind) const;
+
+  const WorkerRegistry* const workers_;
+  const LaunchOptions options_;
+};
 
 }  // namespace chimera::coordinator
 

@@ -5,33 +5,22 @@
 #include <optional>
 #include <set>
 
-#include "absl/algorithm/container.h"
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
-#include "common/utf8.h"
 #include "coordinator/job_states.h"
 #include "jobspec/job_validator.h"
 #include "net/server_address.h"
-#include "planner/analytic_profile.h"
-#include "planner/plan_evaluator.h"
 #include "planner/plan_params.h"
-#include "planner/plan_search.h"
 
 namespace chimera::coordinator {
 namespace {
 
 using chimera::v1::Job;
 using chimera::v1::JobState;
-
-// "cpu" or "gpu": what each of the job's workers computes on.
-std::string DeviceKindOf(const chimera::v1::TrainJob& job) {
-  const std::string& device = job.spec().resources().device();
-  return device.empty() ? "cpu" : device;
-}
 
 }  // namespace
 
@@ -41,6 +30,7 @@ JobManager::JobManager(JobStore* store, WorkerRegistry* workers,
       workers_(workers),
       options_(std::move(options)),
       clock_(std::move(clock)),
+      launcher_(workers, options_.launch),
       table_(store) {}
 
 absl::Status JobManager::SaveLocked(const Job& job) {
@@ -61,11 +51,9 @@ absl::Status JobManager::Recover() {
       continue;
     }
     // Its workers go on training: it waits for them to register again.
-    JobRun run = JobRun::For(job, job.plan(), ranks, clock_.monotonic(), clock_.wall());
-    run.worker_of_rank.assign(ranks, "");
-    run.rendezvous_done = true;
-    run.readopt_by = clock_.monotonic() + options_.readopt_timeout;
-    runs_[job.id()] = std::move(run);
+    runs_[job.id()] =
+        JobRun::Recovered(job, ranks, clock_.monotonic(), clock_.wall(),
+                          options_.readopt_timeout);
     CHIMERA_LOG(INFO) << "job " << job.id() << " was running: waiting up to "
                       << absl::FormatDuration(options_.readopt_timeout)
                       << " for its " << ranks
@@ -81,24 +69,16 @@ bool JobManager::Adopt(const std::string& worker_id,
   if (it == runs_.end()) return false;
   JobRun& run = it->second;
   const int rank = task.rank();
-  if (run.readopt_by == absl::InfiniteFuture() ||
-      run.attempt != task.attempt() || rank < 0 ||
-      rank >= static_cast<int>(run.worker_of_rank.size()) ||
-      !run.worker_of_rank[rank].empty()) {
-    return false;
-  }
+  if (!run.MayAdopt(task.attempt(), rank)) return false;
   const bool running = task.state() == chimera::v1::TASK_STATE_RUNNING;
   if (running && !workers_->Assign(worker_id, {task.job_id(), run.attempt, rank},
                                    std::nullopt)
                       .ok()) {
     return false;
   }
-  run.worker_of_rank[rank] = worker_id;
   CHIMERA_LOG(INFO) << "job " << task.job_id() << ": rank " << rank
                     << " is back on worker " << worker_id;
-  if (absl::c_none_of(run.worker_of_rank,
-                      [](const std::string& w) { return w.empty(); })) {
-    run.readopt_by = absl::InfiniteFuture();
+  if (run.Adopt(rank, worker_id)) {
     CHIMERA_LOG(INFO) << "job " << task.job_id()
                       << ": every rank is back; it goes on";
   }
@@ -110,28 +90,19 @@ bool JobManager::Adopt(const std::string& worker_id,
   return false;
 }
 
-void JobManager::GiveUpUnadoptedRunsLocked() {
-  // Collected first: restarting or failing erases from runs_.
-  std::vector<std::pair<std::string, std::string>> abandoned;
+void JobManager::EndRunsLocked(
+    const std::function<std::optional<JobEvent>(const JobRun&)>& verdict) {
+  // Collected first: ending or restarting a run erases it from runs_.
+  std::vector<std::pair<std::string, JobEvent>> ending;
   for (const auto& [id, run] : runs_) {
-    if (auto why = run.Unadopted(clock_.monotonic(), options_.readopt_timeout)) {
-      abandoned.push_back({id, *std::move(why)});
+    if (std::optional<JobEvent> event = verdict(run)) {
+      ending.emplace_back(id, *std::move(event));
     }
   }
-  for (const auto& [id, cause] : abandoned) {
-    const absl::Status status = EndRunLocked(id, JobEvent::RunLost(cause));
+  for (const auto& [id, event] : ending) {
+    const absl::Status status = EndRunLocked(id, event);
     if (!status.ok()) CHIMERA_LOG(ERROR) << status;
   }
-}
-
-chimera::v1::ClusterLinks DefaultLinks() {
-  chimera::v1::ClusterLinks links;
-  for (chimera::v1::LinkSpec* link : {links.mutable_intra_node(), links.mutable_inter_node()}) {
-    link->set_latency_seconds(kDefaultLinkLatencySeconds);
-    link->set_bandwidth_bytes_per_second(kDefaultLinkBandwidth);
-    link->set_collective_latency_seconds(kDefaultLinkCollectiveLatencySeconds);
-  }
-  return links;
 }
 
 absl::StatusOr<Job> JobManager::Submit(const chimera::v1::TrainJob& manifest) {
@@ -143,7 +114,9 @@ absl::StatusOr<Job> JobManager::Submit(const chimera::v1::TrainJob& manifest) {
         "spec.resources.workers: the job needs ", needed,
         " workers; this coordinator can have at most ", options_.max_workers));
   }
-  RETURN_IF_ERROR(CheckFitsRegisteredWorkers(manifest));
+  const absl::Time deadline = clock_.monotonic() + kSubmitFitBudget;
+  RETURN_IF_ERROR(launcher_.CheckFitsRegistered(
+      manifest, [this, deadline] { return clock_.monotonic() >= deadline; }));
   absl::MutexLock lock(&mutex_);
   Job job;
   absl::BitGen random;
@@ -159,31 +132,6 @@ absl::StatusOr<Job> JobManager::Submit(const chimera::v1::TrainJob& manifest) {
                     << (needed > 0 ? absl::StrCat(needed) : "all idle")
                     << " workers)";
   return job;
-}
-
-absl::Status JobManager::CheckFitsRegisteredWorkers(
-    const chimera::v1::TrainJob& manifest) const {
-  if (!planner::FixedPlan(manifest)) return absl::OkStatus();
-  const std::string device = DeviceKindOf(manifest);
-  std::vector<std::string> registered;
-  for (const chimera::v1::WorkerInfo& worker : workers_->List()) {
-    if (worker.state() != chimera::v1::WORKER_STATE_DEAD &&
-        DeviceIndex(worker, device).has_value()) {
-      registered.push_back(worker.worker_id());
-    }
-  }
-  const int needed = planner::MinimumWorkers(manifest);
-  if (static_cast<int>(registered.size()) < needed) return absl::OkStatus();
-  registered.resize(needed);
-  const absl::Time deadline = clock_.monotonic() + kSubmitFitBudget;
-  const absl::StatusOr<std::vector<chimera::v1::Plan>> searched = SearchPlans(
-      manifest, registered, 1,
-      [this, deadline] { return clock_.monotonic() >= deadline; });
-  // Only a verdict counts: a search cut short leaves it to the start.
-  if (!absl::IsFailedPrecondition(searched.status())) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat("spec.parallelism: on the ", needed, " registered ", device,
-                   " workers, ", searched.status().message()));
 }
 
 absl::StatusOr<Job> JobManager::Get(const std::string& id) {
@@ -207,32 +155,8 @@ absl::StatusOr<JobManager::JobPage> JobManager::ListPage(JobState state,
                                                         int64_t after_seq,
                                                         int max_jobs,
                                                         int64_t max_bytes) {
-  JobPage page;
-  int64_t bytes = 0;
-  // The store is read in chunks, since a state filter may skip most rows.
-  const int chunk = std::max(max_jobs, 64);
-  while (true) {
-    // The store holds what the table shows: it is read without the lock.
-    ASSIGN_OR_RETURN(JobStore::Chunk stored, store_->ListAfter(after_seq, chunk));
-    for (JobStore::Sequenced& row : stored.jobs) {
-      Job& job = row.job;
-      if (state != JobState::JOB_STATE_UNSPECIFIED && job.status().state() != state) {
-        after_seq = row.seq;
-        continue;
-      }
-      const int64_t size = static_cast<int64_t>(job.ByteSizeLong());
-      if (static_cast<int>(page.jobs.size()) == max_jobs ||
-          (!page.jobs.empty() && bytes + size > max_bytes)) {
-        page.next_after_seq = after_seq;
-        return page;
-      }
-      bytes += size;
-      after_seq = row.seq;
-      page.jobs.push_back(std::move(job));
-    }
-    if (stored.end) return page;
-    after_seq = stored.last_seq;
-  }
+  // The store holds what the table shows: it is read without the lock.
+  return store_->ListPage(state, after_seq, max_jobs, max_bytes);
 }
 
 absl::StatusOr<std::vector<chimera::v1::StepSummary>> JobManager::Steps(
@@ -268,96 +192,18 @@ absl::Status JobManager::Delete(const std::string& id) {
   return absl::OkStatus();
 }
 
-chimera::v1::Cluster JobManager::ClusterOf(
-    const std::vector<std::string>& worker_ids, const std::string& device_kind) const {
-  std::map<std::string, int> per_node;
-  int64_t memory = 0;
-  // CPU workers of one node share its cores: the fewest any reports (0 if
-  // one does not).
-  std::optional<int> cores;
-  for (const std::string& id : worker_ids) {
-    absl::StatusOr<chimera::v1::WorkerInfo> info = workers_->Get(id);
-    if (!info.ok()) continue;
-    ++per_node[info->node()];
-    if (memory == 0 || info->memory_bytes() < memory)
-      memory = info->memory_bytes();
-    cores = std::min(cores.value_or(info->cpu_cores()), info->cpu_cores());
-  }
-  int devices_per_node = 0;
-  for (const auto& [node, count] : per_node)
-    devices_per_node = std::max(devices_per_node, count);
-  chimera::v1::Cluster cluster;
-  cluster.mutable_metadata()->set_name("registered-workers");
-  auto* spec = cluster.mutable_spec();
-  spec->set_nodes(static_cast<int>(per_node.size()));
-  spec->set_devices_per_node(devices_per_node);
-  spec->mutable_device()->set_memory_bytes(memory);
-  spec->mutable_device()->set_peak_flops(options_.device_peak_flops);
-  if (device_kind == "cpu") {
-    spec->mutable_device()->set_cores_per_node(cores.value_or(0));
-    spec->mutable_device()->set_co_running_slowdown(options_.cpu_co_running_slowdown);
-  }
-  *spec->mutable_links() = options_.links;
-  return cluster;
-}
-
 absl::StatusOr<std::vector<chimera::v1::Plan>> JobManager::Plans(
     const chimera::v1::TrainJob& manifest, int top_k,
     std::function<bool()> cancelled) {
   RETURN_IF_ERROR(
       jobspec::ValidateJob(manifest, chimera::jobspec::SpecOnly()).ToStatus());
-  std::vector<std::string> alive;
-  for (const auto& worker : workers_->List()) {
-    if (worker.state() != chimera::v1::WORKER_STATE_DEAD)
-      alive.push_back(worker.worker_id());
-  }
-  if (alive.empty()) {
-    return absl::FailedPreconditionError(
-        "no workers are registered to plan for");
-  }
-  return SearchPlans(manifest, alive, top_k, std::move(cancelled));
-}
-
-absl::StatusOr<std::vector<chimera::v1::Plan>> JobManager::SearchPlans(
-    chimera::v1::TrainJob manifest, const std::vector<std::string>& worker_ids,
-    int top_k, std::function<bool()> cancelled) const {
-  const chimera::v1::Cluster cluster = ClusterOf(worker_ids, DeviceKindOf(manifest));
-  // Workers left open: as many of these as the job can use.
-  auto* resources = manifest.mutable_spec()->mutable_resources();
-  if (resources->workers() == 0) {
-    resources->set_workers(planner::WorkersToUse(manifest, worker_ids.size()));
-  }
-  const auto profile = planner::AnalyticProfile(manifest.spec().model(),
-                                                cluster.spec().device());
-  ASSIGN_OR_RETURN(planner::SearchResult result,
-                   planner::SearchPlans(manifest, cluster, profile,
-                                        {top_k, std::move(cancelled)}));
-  std::vector<chimera::v1::Plan> plans;
-  for (const planner::Evaluation& evaluation : result.ranked)
-    plans.push_back(evaluation.plan);
-  return plans;
-}
-
-absl::StatusOr<Launch> JobManager::LaunchFor(
-    const Job& job, const std::vector<std::string>& worker_ids,
-    const std::function<bool()>& cancelled) const {
-  // What the job leaves open, the planner chooses for these workers, also
-  // where the job fixes scheme, pipeline and data. Where no variant fits in
-  // the workers' memory the search says so, naming it, and the job fails
-  // before any worker allocates (rather than by running out of memory).
-  ASSIGN_OR_RETURN(std::vector<chimera::v1::Plan> searched,
-                   SearchPlans(job.manifest(), worker_ids, 1, cancelled));
-  return PrepareLaunch(std::move(searched.front()), options_.generate_schedule);
+  return launcher_.PlansOnRegistered(manifest, top_k, std::move(cancelled));
 }
 
 absl::Status JobManager::StartLocked(Job job,
                                      const std::vector<std::string>& chosen,
                                      Launch launch) {
-  std::vector<chimera::v1::WorkerInfo> infos;
-  for (const std::string& worker : chosen) {
-    ASSIGN_OR_RETURN(infos.emplace_back(), workers_->Get(worker));
-  }
-  PlaceOnWorkers(infos, DeviceKindOf(job.manifest()), &launch.plan);
+  RETURN_IF_ERROR(launcher_.Place(chosen, job.manifest(), &launch.plan));
   *job.mutable_plan() = launch.plan;
   ASSIGN_OR_RETURN(job, Transition(std::move(job), JobEvent::Started(),
                                    clock_.wall()));
@@ -378,23 +224,11 @@ absl::Status JobManager::StartLocked(Job job,
 
 absl::StatusOr<JobRun> JobManager::AssignTasksLocked(
     const Job& job, Launch launch, const std::vector<std::string>& chosen) {
-  const chimera::v1::Plan& plan = job.plan();
-  JobRun run = JobRun::For(job, plan, static_cast<int>(chosen.size()),
-                        clock_.monotonic(), clock_.wall());
+  JobRun run = JobRun::For(job, job.plan(), static_cast<int>(chosen.size()),
+                           clock_.monotonic(), clock_.wall());
   run.worker_of_rank = chosen;
+  run.held_starts = launcher_.StartsFor(job, run.attempt, std::move(launch));
   for (size_t rank = 0; rank < chosen.size(); ++rank) {
-    chimera::v1::Assignment assignment;
-    chimera::v1::StartTask* start = assignment.mutable_start();
-    start->set_job_id(job.id());
-    start->set_attempt(run.attempt);
-    start->set_start_step(job.status().checkpoint_step());
-    *start->mutable_manifest() = job.manifest();
-    *start->mutable_plan() = plan;
-    start->set_rank(static_cast<int>(rank));
-    *start->mutable_program() = std::move(launch.programs[rank]);
-    *start->mutable_outline() = launch.outline;
-    start->mutable_rendezvous()->set_timeout_ms(
-        absl::ToInt64Milliseconds(options_.collective_timeout));
     const TaskRef task{job.id(), run.attempt, static_cast<int>(rank)};
     if (absl::Status assigned = workers_->Assign(chosen[rank], task, std::nullopt);
         !assigned.ok()) {
@@ -403,7 +237,6 @@ absl::StatusOr<JobRun> JobManager::AssignTasksLocked(
       }
       return assigned;
     }
-    run.held_starts.push_back(std::move(assignment));
   }
   return run;
 }
@@ -422,10 +255,12 @@ void JobManager::StopRunLocked(const std::string& id) {
   if (it == runs_.end()) return;
   const JobRun& run = it->second;
   // A step recorded just before the run ended still answers its TraceJob.
-  if (trace_waits_.Waiting(id)) {
-    absl::StatusOr<std::optional<chimera::v1::JobTrace>> trace =
-        CompleteTraceLocked(id, run);
-    if (trace.ok() && *trace) trace_waits_.RunEnded(id, **std::move(trace));
+  if (absl::StatusOr<Job> job = table_.Get(id);
+      job.ok() && trace_waits_.Waiting(id)) {
+    if (std::optional<chimera::v1::JobTrace> trace =
+            run.CompleteTrace(id, job->plan())) {
+      trace_waits_.RunEnded(id, *std::move(trace));
+    }
   }
   for (size_t rank = 0; rank < run.worker_of_rank.size(); ++rank) {
     const std::string& worker = run.worker_of_rank[rank];
@@ -499,8 +334,21 @@ void JobManager::Tick() {
     absl::MutexLock lock(&mutex_);
     if (table_.Retry() > 0) ++version_;
     ReapDeadWorkersLocked();
-    GiveUpUnadoptedRunsLocked();
-    FailOverdueRunsLocked();
+    const absl::Time now = clock_.monotonic();
+    EndRunsLocked([&](const JobRun& run) -> std::optional<JobEvent> {
+      std::optional<std::string> why =
+          run.Unadopted(now, options_.readopt_timeout);
+      if (!why) return std::nullopt;
+      return JobEvent::RunLost(*std::move(why));
+    });
+    const RunBounds bounds{options_.rendezvous_timeout,
+                           options_.progress_timeout};
+    EndRunsLocked([&](const JobRun& run) -> std::optional<JobEvent> {
+      std::optional<RunVerdict> verdict = run.Overdue(now, bounds);
+      if (!verdict) return std::nullopt;
+      return verdict->retryable ? JobEvent::RunLost(verdict->reason)
+                                : JobEvent::Failed(verdict->reason);
+    });
   }
   StartQueuedJobs();
 }
@@ -514,23 +362,6 @@ void JobManager::ReapDeadWorkersLocked() {
         dead.worker_id, *dead.task,
         absl::StrCat("stopped sending heartbeats for ",
                      absl::FormatDuration(workers_->policy().DeadAfter())));
-  }
-}
-
-void JobManager::FailOverdueRunsLocked() {
-  // Collected first: ending or restarting a run erases it from runs_.
-  std::vector<std::pair<std::string, RunVerdict>> overdue;
-  const RunBounds bounds{options_.rendezvous_timeout, options_.progress_timeout};
-  for (const auto& [id, run] : runs_) {
-    if (auto verdict = run.Overdue(clock_.monotonic(), bounds)) {
-      overdue.push_back({id, *std::move(verdict)});
-    }
-  }
-  for (const auto& [id, verdict] : overdue) {
-    const absl::Status status = EndRunLocked(
-        id, verdict.retryable ? JobEvent::RunLost(verdict.reason)
-                              : JobEvent::Failed(verdict.reason));
-    if (!status.ok()) CHIMERA_LOG(ERROR) << status;
   }
 }
 
@@ -554,7 +385,7 @@ void JobManager::StartQueuedJobs() {
         absl::StrCat(next->job.id(), " ", absl::StrJoin(next->workers, ","));
     planner_.Start(key, [this, job = next->job, workers = next->workers](
                             const std::function<bool()>& cancelled) {
-      return LaunchFor(job, workers, cancelled);
+      return launcher_.LaunchFor(job.manifest(), workers, cancelled);
     });
     std::optional<absl::StatusOr<Launch>> launch =
         planner_.Take(key, options_.plan_wait);
@@ -574,22 +405,22 @@ void JobManager::StartQueuedJobs() {
 }
 
 std::optional<JobManager::QueuedStart> JobManager::NextStartLocked() {
-  std::vector<Job> pending = table_.Live(chimera::v1::JOB_STATE_PENDING);
-  if (pending.empty()) return std::nullopt;
   // First in, first out: the head of the queue waits for its workers.
-  Job& head = pending.front();
-  std::vector<std::string> chosen = IdleWorkersForLocked(head.manifest());
+  std::optional<Job> head = table_.OldestLive(chimera::v1::JOB_STATE_PENDING);
+  if (!head) return std::nullopt;
+  std::vector<std::string> chosen = launcher_.IdleWorkersFor(head->manifest());
   if (chosen.empty()) {
-    SayWhyPendingLocked(std::move(head));
+    const std::string why = launcher_.WhyWaiting(head->manifest());
+    SayPendingLocked(*std::move(head), why);
     return std::nullopt;
   }
-  return QueuedStart{std::move(head), std::move(chosen)};
+  return QueuedStart{*std::move(head), std::move(chosen)};
 }
 
 bool JobManager::StillStartableLocked(const QueuedStart& start) const {
   absl::StatusOr<Job> job = table_.Get(start.job.id());
   return job.ok() && job->status().state() == chimera::v1::JOB_STATE_PENDING &&
-         IdleWorkersForLocked(job->manifest()) == start.workers;
+         launcher_.IdleWorkersFor(job->manifest()) == start.workers;
 }
 
 bool JobManager::FinishStartLocked(QueuedStart start,
@@ -620,43 +451,12 @@ bool JobManager::FinishStartLocked(QueuedStart start,
   return true;
 }
 
-void JobManager::SayWhyPendingLocked(Job job) {
-  const std::string device = DeviceKindOf(job.manifest());
-  int registered = 0;
-  int idle = 0;
-  for (const chimera::v1::WorkerInfo& worker : workers_->List()) {
-    if (worker.state() == chimera::v1::WORKER_STATE_DEAD ||
-        !DeviceIndex(worker, device).has_value()) {
-      continue;
-    }
-    ++registered;
-    if (worker.state() == chimera::v1::WORKER_STATE_IDLE) ++idle;
-  }
-  const int needed = planner::MinimumWorkers(job.manifest());
-  SayPendingLocked(std::move(job),
-                   absl::StrCat("needs ", needed, " idle ", device, " worker",
-                                needed == 1 ? "" : "s", " (", registered,
-                                " registered, ", registered - idle, " busy)"));
-}
-
 void JobManager::SayPendingLocked(Job job, absl::string_view reason) {
   if (job.status().waiting_for() == reason) return;
   absl::StatusOr<Job> waiting = Transition(
       std::move(job), JobEvent::Waiting(std::string(reason)), clock_.wall());
   const absl::Status saved = waiting.ok() ? SaveLocked(*waiting) : waiting.status();
   if (!saved.ok()) CHIMERA_LOG(ERROR) << saved;
-}
-
-std::vector<std::string> JobManager::IdleWorkersForLocked(
-    const chimera::v1::TrainJob& manifest) const {
-  const std::string device = DeviceKindOf(manifest);
-  std::vector<std::string> offering;
-  for (const std::string& id : workers_->IdleWorkers()) {
-    absl::StatusOr<chimera::v1::WorkerInfo> info = workers_->Get(id);
-    if (info.ok() && DeviceIndex(*info, device).has_value()) offering.push_back(id);
-  }
-  offering.resize(planner::WorkersToUse(manifest, offering.size()));
-  return offering;
 }
 
 absl::StatusOr<JobRun*> JobManager::RunForLocked(
@@ -703,16 +503,10 @@ absl::Status JobManager::OnTaskState(
       }
       RETURN_IF_ERROR(CheckStoreOnWorkerLocked(report));
       RETURN_IF_ERROR(RecordFirstStepLocked(report.job_id(), report.first_step()));
-      // Rank 0's own start went out when the run began.
-      for (size_t rank = 1; rank < run->held_starts.size(); ++rank) {
-        chimera::v1::Assignment& start = run->held_starts[rank];
-        start.mutable_start()->mutable_rendezvous()->set_store_address(
-            report.store_address());
-        workers_->Send(run->worker_of_rank[rank], std::move(start));
+      for (auto& [worker, start] :
+           run->ReleaseStarts(report.store_address(), clock_.monotonic())) {
+        workers_->Send(worker, std::move(start));
       }
-      run->held_starts.clear();
-      run->rendezvous_done = true;
-      run->last_progress.assign(run->worker_of_rank.size(), clock_.monotonic());
       return absl::OkStatus();
     }
     case chimera::v1::TASK_STATE_SUCCEEDED:
@@ -730,31 +524,11 @@ absl::Status JobManager::OnTaskState(
 absl::Status JobManager::RankEndedLocked(const std::string& job_id, JobRun* run,
                                          int rank, const std::string& worker_id,
                                          const RankEnd& end) {
-  run->rank_done[rank] = true;
   workers_->Release(worker_id);
-  if (end.state == chimera::v1::TASK_STATE_SUCCEEDED) {
-    if (absl::c_all_of(run->rank_done, [](bool done) { return done; })) {
-      return EndRunLocked(job_id, JobEvent::Succeeded());
-    }
-    return absl::OkStatus();
+  if (run->RankEnded(rank, worker_id, end, clock_.monotonic(),
+                     workers_->policy().DeadAfter())) {
+    return EndRunLocked(job_id, JobEvent::Succeeded());
   }
-  const bool retryable =
-      end.state == chimera::v1::TASK_STATE_FAILED && end.retryable;
-  const bool first = !run->failure;
-  if (!first && (retryable || !run->failure_retryable)) {
-    return absl::OkStatus();
-  }
-  run->failure = absl::StrCat(
-      "rank ", rank, " on worker ", worker_id,
-      end.state == chimera::v1::TASK_STATE_STOPPED ? " stopped on its own"
-                                                   : " failed",
-      end.message.empty() ? "" : ": ",
-      Utf8Prefix(end.message, kMaxTaskMessageBytes),
-      end.message.size() > kMaxTaskMessageBytes
-          ? absl::StrCat(" ... (cut to ", kMaxTaskMessageBytes, " bytes)")
-          : "");
-  run->failure_retryable = retryable;
-  if (first) run->fail_by = clock_.monotonic() + workers_->policy().DeadAfter();
   return absl::OkStatus();
 }
 
@@ -822,32 +596,15 @@ absl::Status JobManager::OnMetrics(
 absl::StatusOr<int> JobManager::BeginTrace(const std::string& id,
                                            std::optional<int> step) {
   absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(Job job, table_.Get(id));
-  const JobState state = job.status().state();
-  if (IsTerminal(state)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("job ", id, " has ended (", JobStateName(state),
-                     "); a trace is recorded only while it runs"));
+  ASSIGN_OR_RETURN(const Job job, table_.Get(id));
+  std::optional<int> held;
+  if (auto run = runs_.find(id);
+      run != runs_.end() && run->second.traces.complete()) {
+    held = run->second.traces.complete()->step;
   }
-  const int steps = job.manifest().spec().training().max_steps();
-  const int next = job.status().completed_steps();
-  if (!step) step = next;
-  if (*step < 0 || *step >= steps) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("step: ", *step, " is not a step of job ", id,
-                     " (it runs steps 0 to ", steps - 1, ")"));
-  }
-  auto run = runs_.find(id);
-  const bool held = run != runs_.end() && run->second.traces.complete() &&
-                    run->second.traces.complete()->step == *step;
-  if (*step < next && !held) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("step: job ", id, " has already run step ", *step,
-                     " and holds no trace of it; ask for step ", next,
-                     " or later, or leave the step out for the next one"));
-  }
-  trace_waits_.Add(id, *step);
-  return *step;
+  ASSIGN_OR_RETURN(const int traced, StepToTrace(job, step, held));
+  trace_waits_.Add(id, traced);
+  return traced;
 }
 
 absl::StatusOr<std::optional<chimera::v1::JobTrace>> JobManager::TraceOf(
@@ -856,7 +613,8 @@ absl::StatusOr<std::optional<chimera::v1::JobTrace>> JobManager::TraceOf(
   std::optional<chimera::v1::JobTrace> trace;
   auto run = runs_.find(id);
   if (run != runs_.end()) {
-    ASSIGN_OR_RETURN(trace, CompleteTraceLocked(id, run->second));
+    ASSIGN_OR_RETURN(const Job job, table_.Get(id));
+    trace = run->second.CompleteTrace(id, job.plan());
   } else if (const chimera::v1::JobTrace* ended = trace_waits_.EndedTrace(id)) {
     trace = *ended;
   }
@@ -870,24 +628,6 @@ absl::StatusOr<std::optional<chimera::v1::JobTrace>> JobManager::TraceOf(
         "recorded step ", from_step, " or a later one"));
   }
   return std::nullopt;  // Pending: waits to start or restart.
-}
-
-absl::StatusOr<std::optional<chimera::v1::JobTrace>>
-JobManager::CompleteTraceLocked(const std::string& id, const JobRun& run) {
-  const std::optional<TraceCollector::Step>& step = run.traces.complete();
-  if (!step) return std::nullopt;
-  ASSIGN_OR_RETURN(Job job, table_.Get(id));
-  chimera::v1::JobTrace trace;
-  trace.set_job_id(id);
-  trace.set_step(step->step);
-  *trace.mutable_plan() = job.plan();
-  for (size_t rank = 0; rank < step->ranks.size(); ++rank) {
-    chimera::v1::RankTimeline* timeline = trace.add_ranks();
-    timeline->set_rank(static_cast<int>(rank));
-    timeline->set_worker_id(run.worker_of_rank[rank]);
-    *timeline->mutable_timeline() = step->ranks[rank];
-  }
-  return trace;
 }
 
 void JobManager::EndTrace(const std::string& id, int from_step) {

@@ -62,32 +62,14 @@
 
 namespace chimera::coordinator {
 
-// What the planner assumes of every link between workers unless told
-// (chimera-coordinator --link-latency, --link-bandwidth,
-// --link-collective-latency): workers on one host, messages over Gloo's
-// TCP and allreduces through shared memory, as measured by
-// bench/bubble_benchmark on a 2-core machine.
-inline constexpr double kDefaultLinkLatencySeconds = 1e-4;
-inline constexpr double kDefaultLinkBandwidth = 2e9;
-inline constexpr double kDefaultLinkCollectiveLatencySeconds = 5e-5;
-chimera::v1::ClusterLinks DefaultLinks();
-
 struct JobManagerOptions {
   // Workers this coordinator can ever have; a job needing more is rejected
   // at submit. 0: no limit.
   int max_workers = 0;
-  // What the planner assumes about the workers' devices and links when a job
-  // leaves its parallelism open (memory comes from the workers' reports).
-  double device_peak_flops = 1e11;
-  chimera::v1::ClusterLinks links = DefaultLinks();
-  // CPU workers of one host: how much longer a compute op runs for each
-  // other worker of the host computing at the same time (a cluster file's
-  // coRunningSlowdown, docs/planner.md).
-  double cpu_co_running_slowdown = 0;
+  // How jobs are planned and what their workers are told.
+  LaunchOptions launch;
   // Rank 0 must report its rendezvous store within this long.
   absl::Duration rendezvous_timeout = absl::Seconds(60);
-  // Told to workers: joining the store and every collective.
-  absl::Duration collective_timeout = absl::Seconds(120);
   // After the rendezvous, a rank that reports no step for
   // max(progress_timeout, kStallFactor x the plan's predicted step time) has
   // stalled (a stopped process, a stuck collective or GPU): its job fails
@@ -104,15 +86,7 @@ struct JobManagerOptions {
   // workers to register again with its tasks: they notice the restart at
   // their next heartbeat.
   absl::Duration readopt_timeout = absl::Seconds(15);
-  // Turns a started job's plan into every rank's program, which is then
-  // validated whole. Tests give one that breaks its output.
-  ScheduleGenerator generate_schedule = schedule::GenerateSchedule;
 };
-
-// The most of a task's own message (why it failed) a job's status keeps: a
-// task's error is a line or a few, and a status that every `chimera status`
-// reads and the store keeps must not grow with what a worker sends.
-inline constexpr size_t kMaxTaskMessageBytes = 4096;
 
 // How long a submit may search whether a fixed plan fits the registered
 // workers before it leaves that to the job's start.
@@ -143,7 +117,7 @@ class JobManager {
   // INVALID_ARGUMENT listing every problem of the spec; FAILED_PRECONDITION
   // for a job that can never run here (more workers than max_workers), or
   // one that fixes its parallelism none of whose variants fits in the
-  // memory of the workers registered for it (CheckFitsRegisteredWorkers).
+  // memory of the workers registered for it (JobLauncher::CheckFitsRegistered).
   absl::StatusOr<chimera::v1::Job> Submit(const chimera::v1::TrainJob& manifest);
   absl::StatusOr<chimera::v1::Job> Get(const std::string& id);
   absl::StatusOr<std::vector<chimera::v1::Job>> List(chimera::v1::JobState state);
@@ -151,10 +125,7 @@ class JobManager {
   // from the first), oldest first, at most `max_jobs` of them and, past the
   // first, no more than `max_bytes` together; `next_after_seq` is where the
   // next page starts, 0 when this one holds the last job.
-  struct JobPage {
-    std::vector<chimera::v1::Job> jobs;
-    int64_t next_after_seq = 0;
-  };
+  using JobPage = JobStore::Page;
   absl::StatusOr<JobPage> ListPage(chimera::v1::JobState state,
                                    int64_t after_seq, int max_jobs,
                                    int64_t max_bytes);
@@ -226,34 +197,19 @@ class JobManager {
   void WakeWaiters();
 
  private:
-
-  // FAILED_PRECONDITION naming the memory when `manifest` fixes its
-  // parallelism and, on as many registered workers of its device as it
-  // needs, no variant of its plan fits; OK when too few are registered to
-  // say, or the search takes longer than kSubmitFitBudget (its start
-  // decides then). Holds no lock.
-  absl::Status CheckFitsRegisteredWorkers(
-      const chimera::v1::TrainJob& manifest) const;
-  // The three parts of Tick, in order: a dead worker's job is failed or
-  // restarted before its peers' held-back failures are judged, and both
-  // free workers before queued jobs are started.
+  // The parts of Tick, in order: a dead worker's job is failed or restarted
+  // before its peers' held-back failures are judged; recovered runs whose
+  // workers did not come back are given up (JobRun::Unadopted), overdue
+  // runs restarted or failed (JobRun::Overdue); all that frees workers
+  // before queued jobs are started.
   void ReapDeadWorkersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Fails runs whose held-back rank failure is due, whose rank 0 missed
-  // the rendezvous timeout, that ran past their deadline, or one of whose
-  // ranks stalled (StalledRankLocked).
-  void FailOverdueRunsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Restarts or fails the recovered runs some of whose ranks' workers did
-  // not register again by readopt_by.
-  void GiveUpUnadoptedRunsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Ends every run for which `verdict` returns an event.
+  void EndRunsLocked(
+      const std::function<std::optional<JobEvent>(const JobRun&)>& verdict)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Rank `rank` of `run` (on `worker_id`) ended, SUCCEEDED or not: frees its
   // worker; the last success ends the job SUCCEEDED, a failure is held back
-  // as `run.failure`, with at most kMaxTaskMessageBytes of its message.
-  struct RankEnd {
-    chimera::v1::TaskState state;
-    std::string message;
-    // A FAILED task that may pass when run again.
-    bool retryable = false;
-  };
+  // one heartbeat timeout (JobRun::RankEnded).
   absl::Status RankEndedLocked(const std::string& job_id, JobRun* run, int rank,
                                const std::string& worker_id,
                                const RankEnd& end)
@@ -287,18 +243,9 @@ class JobManager {
   // those behind it).
   bool FinishStartLocked(QueuedStart start, absl::StatusOr<Launch> launch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Says in a pending job's message what it waits for ("needs 8 idle cpu
-  // workers (4 registered, 2 busy)"), stored when that changes.
-  void SayWhyPendingLocked(chimera::v1::Job job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Records what a pending job waits for (`reason`), stored when that
   // changes.
   void SayPendingLocked(chimera::v1::Job job, absl::string_view reason)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Idle workers offering the job's device, in registration order, as many
-  // as it can use (none: it must wait). Under mutex_ so that no
-  // other start takes them before they are assigned.
-  std::vector<std::string> IdleWorkersForLocked(
-      const chimera::v1::TrainJob& manifest) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   // Places `job`'s ranks of `launch` on `idle` (rank i on idle[i]), assigns
@@ -313,14 +260,6 @@ class JobManager {
       const chimera::v1::Job& job, Launch launch,
       const std::vector<std::string>& workers)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // The launch of `job` on `workers`: what it leaves open searched, every
-  // rank's program generated and validated; FAILED_PRECONDITION naming the
-  // memory where no variant fits, INTERNAL where the validator refuses the
-  // schedule, CANCELLED once `cancelled` says so. Reads no state mutex_
-  // guards (it runs on the planner's thread).
-  absl::StatusOr<Launch> LaunchFor(
-      const chimera::v1::Job& job, const std::vector<std::string>& workers,
-      const std::function<bool()>& cancelled) const;
   // Moves job `id` on `event` (Succeeded, Failed, RunLost, StopRequested):
   // stops its run if it has one (its workers told to stop, and freed), then
   // records what the state machine makes of it: an outcome the store
@@ -344,25 +283,9 @@ class JobManager {
   // The run a worker's report is about; NOT_FOUND when it is stale (another
   // attempt, or the rank is not that worker's). No `attempt`: any attempt.
   absl::StatusOr<JobRun*> RunForLocked(const std::string& job_id,
-                                    std::optional<int> attempt, int rank,
-                                    const std::string& worker_id)
+                                       std::optional<int> attempt, int rank,
+                                       const std::string& worker_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // The latest step of `run` that every rank recorded, as TraceJob returns
-  // it; nullopt when there is none.
-  absl::StatusOr<std::optional<chimera::v1::JobTrace>> CompleteTraceLocked(
-      const std::string& id, const JobRun& run)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // The cluster `workers` make, from the registry (which has its own lock);
-  // for "cpu" jobs its nodes' cores are what their workers share.
-  chimera::v1::Cluster ClusterOf(const std::vector<std::string>& workers,
-                                 const std::string& device_kind) const;
-  // The planner's `top_k` best plans for `manifest` on `workers` (as many
-  // of them as it can use where it leaves its workers open), best first;
-  // needs no lock.
-  absl::StatusOr<std::vector<chimera::v1::Plan>> SearchPlans(
-      chimera::v1::TrainJob manifest,
-      const std::vector<std::string>& workers, int top_k,
-      std::function<bool()> cancelled = {}) const;
 
   // Read directly only for pages of jobs and step histories, without
   // mutex_; every change goes through table_.
@@ -370,6 +293,8 @@ class JobManager {
   WorkerRegistry* const workers_;
   const JobManagerOptions options_;
   const Clock clock_;
+  // Lock-free: the planner's thread uses it while mutex_ is free.
+  const JobLauncher launcher_;
   mutable absl::Mutex mutex_;
   JobTable table_ ABSL_GUARDED_BY(mutex_);
   std::map<std::string, JobRun> runs_ ABSL_GUARDED_BY(mutex_);
@@ -379,7 +304,7 @@ class JobManager {
   // doubles each time (kMinStartBackoff to kMaxStartBackoff).
   absl::Duration start_backoff_ ABSL_GUARDED_BY(mutex_);
   absl::Time next_start_try_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
-  // Last: its thread calls PlanFor, so it stops before the rest goes.
+  // Last: its thread calls the launcher, so it stops before the rest goes.
   BackgroundPlanner planner_{options_.planning_timeout};
 };
 

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/utf8.h"
 
 namespace chimera::coordinator {
 
@@ -28,6 +30,87 @@ JobRun JobRun::For(const chimera::v1::Job& job, const chimera::v1::Plan& plan,
         now + (first_start - wall_now) + absl::Seconds(run.deadline_seconds);
   }
   return run;
+}
+
+JobRun JobRun::Recovered(const chimera::v1::Job& job, int ranks, absl::Time now,
+                         absl::Time wall_now, absl::Duration readopt_timeout) {
+  JobRun run = For(job, job.plan(), ranks, now, wall_now);
+  run.worker_of_rank.assign(ranks, "");
+  run.rendezvous_done = true;
+  run.readopt_by = now + readopt_timeout;
+  return run;
+}
+
+bool JobRun::MayAdopt(int task_attempt, int rank) const {
+  return readopt_by != absl::InfiniteFuture() && attempt == task_attempt &&
+         rank >= 0 && rank < static_cast<int>(worker_of_rank.size()) &&
+         worker_of_rank[rank].empty();
+}
+
+bool JobRun::Adopt(int rank, const std::string& worker) {
+  worker_of_rank[rank] = worker;
+  if (absl::c_any_of(worker_of_rank,
+                     [](const std::string& w) { return w.empty(); })) {
+    return false;
+  }
+  readopt_by = absl::InfiniteFuture();
+  return true;
+}
+
+std::vector<std::pair<std::string, chimera::v1::Assignment>>
+JobRun::ReleaseStarts(const std::string& store_address, absl::Time now) {
+  std::vector<std::pair<std::string, chimera::v1::Assignment>> starts;
+  for (size_t rank = 1; rank < held_starts.size(); ++rank) {
+    chimera::v1::Assignment& start = held_starts[rank];
+    start.mutable_start()->mutable_rendezvous()->set_store_address(
+        store_address);
+    starts.emplace_back(worker_of_rank[rank], std::move(start));
+  }
+  held_starts.clear();
+  rendezvous_done = true;
+  last_progress.assign(worker_of_rank.size(), now);
+  return starts;
+}
+
+bool JobRun::RankEnded(int rank, const std::string& worker, const RankEnd& end,
+                       absl::Time now, absl::Duration hold) {
+  rank_done[rank] = true;
+  if (end.state == chimera::v1::TASK_STATE_SUCCEEDED) {
+    return absl::c_all_of(rank_done, [](bool done) { return done; });
+  }
+  const bool retryable =
+      end.state == chimera::v1::TASK_STATE_FAILED && end.retryable;
+  const bool first = !failure;
+  if (!first && (retryable || !failure_retryable)) return false;
+  failure = absl::StrCat(
+      "rank ", rank, " on worker ", worker,
+      end.state == chimera::v1::TASK_STATE_STOPPED ? " stopped on its own"
+                                                   : " failed",
+      end.message.empty() ? "" : ": ",
+      Utf8Prefix(end.message, kMaxTaskMessageBytes),
+      end.message.size() > kMaxTaskMessageBytes
+          ? absl::StrCat(" ... (cut to ", kMaxTaskMessageBytes, " bytes)")
+          : "");
+  failure_retryable = retryable;
+  if (first) fail_by = now + hold;
+  return false;
+}
+
+std::optional<chimera::v1::JobTrace> JobRun::CompleteTrace(
+    const std::string& id, const chimera::v1::Plan& plan) const {
+  const std::optional<TraceCollector::Step>& step = traces.complete();
+  if (!step) return std::nullopt;
+  chimera::v1::JobTrace trace;
+  trace.set_job_id(id);
+  trace.set_step(step->step);
+  *trace.mutable_plan() = plan;
+  for (size_t rank = 0; rank < step->ranks.size(); ++rank) {
+    chimera::v1::RankTimeline* timeline = trace.add_ranks();
+    timeline->set_rank(static_cast<int>(rank));
+    timeline->set_worker_id(worker_of_rank[rank]);
+    *timeline->mutable_timeline() = step->ranks[rank];
+  }
+  return trace;
 }
 
 std::optional<RunVerdict> JobRun::Overdue(absl::Time now,

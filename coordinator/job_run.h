@@ -1,18 +1,21 @@
 // The live part of a RUNNING job (its workers, held starts, timers, step
 // reports, held failure and traces) and the decisions about it that need
 // nobody else: whether it is overdue, whether its ranks came back after a
-// coordinator restart. The decisions read the run and change nothing; the
-// JobManager acts on them under its lock.
+// coordinator restart, what a rank's report means. The run changes only
+// itself; what it returns (starts to send, a run that succeeded, a verdict)
+// the JobManager acts on under its lock.
 //
 //   if (std::optional<RunVerdict> verdict = run.Overdue(now, bounds)) {
 //     end the run: verdict->retryable ? restart (RunLost) : fail
 //   }
+//   for (auto& [worker, start] : run.ReleaseStarts(store, now)) send it;
 #ifndef CHIMERA_COORDINATOR_JOB_RUN_H_
 #define CHIMERA_COORDINATOR_JOB_RUN_H_
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -31,6 +34,19 @@ struct RunBounds {
   absl::Duration rendezvous_timeout;
   absl::Duration progress_timeout;
 };
+
+// How a rank's task ended, as its worker reported it.
+struct RankEnd {
+  chimera::v1::TaskState state;  // SUCCEEDED, FAILED or STOPPED
+  std::string message;
+  // A FAILED task that may pass when run again.
+  bool retryable = false;
+};
+
+// The most of a task's own message (why it failed) a job's status keeps: a
+// task's error is a line or a few, and a status that every `chimera status`
+// reads and the store keeps must not grow with what a worker sends.
+inline constexpr size_t kMaxTaskMessageBytes = 4096;
 
 // Why an overdue run ends, and whether a retry may cure it (the job then
 // restarts while its backoffLimit allows).
@@ -81,6 +97,38 @@ struct JobRun {
   // the job's first start (`wall_now` converts it).
   static JobRun For(const chimera::v1::Job& job, const chimera::v1::Plan& plan,
                     int ranks, absl::Time now, absl::Time wall_now);
+  // The run a restarted coordinator finds RUNNING in the store: past its
+  // rendezvous, no rank's worker back yet, waiting for them until
+  // now + readopt_timeout.
+  static JobRun Recovered(const chimera::v1::Job& job, int ranks,
+                          absl::Time now, absl::Time wall_now,
+                          absl::Duration readopt_timeout);
+
+  // Whether a worker that registered holding rank `rank` of `attempt` may
+  // take that rank back: the run waits for it and no worker has it yet.
+  bool MayAdopt(int attempt, int rank) const;
+  // `worker` holds rank `rank` again; true once every rank is back (the run
+  // no longer waits for its workers).
+  bool Adopt(int rank, const std::string& worker);
+
+  // Rank 0 reported its rendezvous store at `store_address` at `now`: the
+  // other ranks' starts, each with that address, for their workers (rank
+  // 0's went out when the run began); every rank's progress is timed from
+  // now.
+  std::vector<std::pair<std::string, chimera::v1::Assignment>> ReleaseStarts(
+      const std::string& store_address, absl::Time now);
+
+  // Rank `rank` (on `worker`) ended as `end` says at `now`; true when that
+  // makes every rank succeeded. A failure is held until `now + hold` (see
+  // `failure`): the first, or a later one that would recur where those held
+  // might not.
+  bool RankEnded(int rank, const std::string& worker, const RankEnd& end,
+                 absl::Time now, absl::Duration hold);
+
+  // The latest step of the run that every rank recorded, as TraceJob
+  // returns it for job `id` running `plan`; none when there is none.
+  std::optional<chimera::v1::JobTrace> CompleteTrace(
+      const std::string& id, const chimera::v1::Plan& plan) const;
 
   // Why the run must end at `now`, if it must: a failure held back until
   // fail_by, rank 0 late for the rendezvous, the job's deadline passed, or

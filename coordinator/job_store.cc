@@ -309,6 +309,38 @@ absl::StatusOr<JobStore::Chunk> JobStore::ListAfter(int64_t after_seq,
   return chunk;
 }
 
+absl::StatusOr<JobStore::Page> JobStore::ListPage(chimera::v1::JobState state,
+                                                  int64_t after_seq,
+                                                  int max_jobs,
+                                                  int64_t max_bytes) {
+  Page page;
+  int64_t bytes = 0;
+  // The store is read in chunks, since a state filter may skip most rows.
+  const int chunk = std::max(max_jobs, 64);
+  while (true) {
+    ASSIGN_OR_RETURN(Chunk stored, ListAfter(after_seq, chunk));
+    for (Sequenced& row : stored.jobs) {
+      chimera::v1::Job& job = row.job;
+      if (state != chimera::v1::JOB_STATE_UNSPECIFIED &&
+          job.status().state() != state) {
+        after_seq = row.seq;
+        continue;
+      }
+      const int64_t size = static_cast<int64_t>(job.ByteSizeLong());
+      if (static_cast<int>(page.jobs.size()) == max_jobs ||
+          (!page.jobs.empty() && bytes + size > max_bytes)) {
+        page.next_after_seq = after_seq;
+        return page;
+      }
+      bytes += size;
+      after_seq = row.seq;
+      page.jobs.push_back(std::move(job));
+    }
+    if (stored.end) return page;
+    after_seq = stored.last_seq;
+  }
+}
+
 absl::Status JobStore::Delete(const std::string& id) {
   absl::MutexLock lock(&mutex_);
   RETURN_IF_ERROR(Execute(db_, "BEGIN IMMEDIATE"));

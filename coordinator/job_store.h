@@ -68,6 +68,17 @@ class JobStore {
     bool end = false;
   };
   absl::StatusOr<Chunk> ListAfter(int64_t after_seq, int limit);
+  // One page of the jobs in `state` (any when UNSPECIFIED) submitted after
+  // `after_seq` (0: from the first), oldest first: at most `max_jobs` of
+  // them and, past the first, no more than `max_bytes` together;
+  // `next_after_seq` is where the next page starts, 0 when this one holds
+  // the last job.
+  struct Page {
+    std::vector<chimera::v1::Job> jobs;
+    int64_t next_after_seq = 0;
+  };
+  absl::StatusOr<Page> ListPage(chimera::v1::JobState state, int64_t after_seq,
+                                int max_jobs, int64_t max_bytes);
   // Removes the job and its history; NOT_FOUND for an unknown id.
   absl::Status Delete(const std::string& id);
 

@@ -50,6 +50,18 @@ std::vector<Job> JobTable::Live(chimera::v1::JobState state) const {
   return jobs;
 }
 
+std::optional<Job> JobTable::OldestLive(chimera::v1::JobState state) const {
+  const LiveJob* oldest = nullptr;
+  for (const auto& [id, live] : live_) {
+    if (live.job.status().state() == state &&
+        (oldest == nullptr || live.order < oldest->order)) {
+      oldest = &live;
+    }
+  }
+  if (oldest == nullptr) return std::nullopt;
+  return oldest->job;
+}
+
 absl::Status JobTable::Writable() const {
   if (unrecorded_.empty()) return absl::OkStatus();
   const std::string message = absl::StrCat(

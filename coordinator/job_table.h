@@ -53,6 +53,9 @@ class JobTable {
   std::optional<chimera::v1::Job> FindLive(const std::string& id) const;
   // The live jobs in `state` (PENDING or RUNNING), oldest submission first.
   std::vector<chimera::v1::Job> Live(chimera::v1::JobState state) const;
+  // The oldest of them, without copying the others (the queue's head, asked
+  // for at every tick).
+  std::optional<chimera::v1::Job> OldestLive(chimera::v1::JobState state) const;
 
   // A requested change: the sticky error while an outcome waits to be
   // recorded, else the store's own when it refuses this one (nothing

@@ -112,7 +112,8 @@ void AddPlanningFlags(CLI::App* app,
                   "assumed when planning (0: --link-latency)")
       ->check(chimera::kNonNegativeNumber)
       ->capture_default_str();
-  app->add_option("--co-running-slowdown", options->jobs.cpu_co_running_slowdown,
+  app->add_option("--co-running-slowdown",
+                  options->jobs.launch.cpu_co_running_slowdown,
                   "How much longer a CPU worker computes for each other worker "
                   "of its host computing at once, assumed when planning "
                   "(bench/throughput_benchmark: 2 / P-process scaling - 1)")
@@ -177,8 +178,8 @@ void ApplyUnitFlags(const UnitFlags& units,
   options->jobs.progress_timeout = absl::Seconds(units.progress_timeout);
   options->jobs.readopt_timeout = absl::Seconds(units.readopt_timeout);
   options->jobs.planning_timeout = absl::Seconds(units.planning_timeout);
-  for (auto* link : {options->jobs.links.mutable_intra_node(),
-                     options->jobs.links.mutable_inter_node()}) {
+  for (auto* link : {options->jobs.launch.links.mutable_intra_node(),
+                     options->jobs.launch.links.mutable_inter_node()}) {
     link->set_latency_seconds(units.link_latency);
     link->set_bandwidth_bytes_per_second(units.link_bandwidth);
     link->set_collective_latency_seconds(units.link_collective_latency);

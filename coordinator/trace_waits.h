@@ -15,10 +15,19 @@
 #include <set>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "chimera/v1/service.pb.h"
 #include "coordinator/trace_collector.h"
 
 namespace chimera::coordinator {
+
+// The step a TraceJob of `job` waits for: `step`, or the job's next one when
+// none. INVALID_ARGUMENT for a step that is not one of the job's, or one it
+// already ran of which `held` (the step of its run's last complete trace,
+// if any) is not; FAILED_PRECONDITION once the job ended.
+absl::StatusOr<int> StepToTrace(const chimera::v1::Job& job,
+                                std::optional<int> step,
+                                std::optional<int> held);
 
 class TraceWaits {
  public:

@@ -148,7 +148,7 @@ class NcclCommunicator final : public Communicator {
         error != cudaSuccess) {
       return CudaError(error, "cudaMalloc of the barrier value");
     }
-    const absl::Time deadline = absl::Now() + options_.connect_timeout;
+    const absl::Time deadline = absl::Now() + options_.timeout;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // every wait below is bounded by the deadline
     const std::string joining =
@@ -426,7 +426,7 @@ class NcclCommunicator final : public Communicator {
     }
     // A non-blocking communicator may still be queuing the call.
     if (absl::Status queued = AwaitComm(
-            channel.comm, absl::Now() + kDefaultP2pTimeout, description);
+            channel.comm, absl::Now() + options_.timeout, description);
         !queued.ok()) {
       cudaEventDestroy(done);
       return queued;

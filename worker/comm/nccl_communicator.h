@@ -13,7 +13,7 @@
 //   options.world_size = 4;
 //   options.device = local_gpu;
 //   options.groups = {{"stage0", {0, 3}}, {"stage1", {1, 2}}};
-//   options.links = P2pLinks(schedule);
+//   options.links = P2pLinks(rank_schedule.program);
 //   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
 //                    CreateNcclCommunicator(*rendezvous, options));
 //
@@ -47,11 +47,12 @@ struct NcclOptions {
   int device = 0;
   // The job's gradient groups, the same list on every rank.
   std::vector<CommGroup> groups;
-  // The job's p2p links, the same list on every rank.
+  // The p2p links this rank is on (others are ignored): each is listed by
+  // both its ranks.
   std::vector<P2pLink> links;
-  // Bounds joining: fetching the unique id and initialising the NCCL
-  // communicators.
-  absl::Duration connect_timeout = kDefaultConnectTimeout;
+  // Bounds joining (fetching the unique ids, initialising the NCCL
+  // communicators) and the queuing of each operation on a communicator.
+  absl::Duration timeout = kDefaultConnectTimeout;
 };
 
 // FAILED_PRECONDITION when CUDA reports no usable device; INVALID_ARGUMENT

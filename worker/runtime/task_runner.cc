@@ -65,7 +65,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(
   nccl.device = options.gpu_index;
   nccl.groups = std::move(groups);
   nccl.links = P2pLinks(options.schedule.program);
-  nccl.connect_timeout = options.timeout;
+  nccl.timeout = options.timeout;
   return CreateNcclCommunicator(rendezvous, nccl);
 #else
   return absl::FailedPreconditionError(

@@ -72,8 +72,10 @@ class JobManagerTest : public ::testing::Test {
     // Every tick waits for its plan search: jobs start in the tick that
     // queued them, as the tests expect.
     options_.plan_wait = absl::InfiniteDuration();
-    options_.links.mutable_intra_node()->set_bandwidth_bytes_per_second(1e9);
-    options_.links.mutable_inter_node()->set_bandwidth_bytes_per_second(1e9);
+    options_.launch.links.mutable_intra_node()->set_bandwidth_bytes_per_second(
+        1e9);
+    options_.launch.links.mutable_inter_node()->set_bandwidth_bytes_per_second(
+        1e9);
     manager_ = std::make_unique<JobManager>(store_.get(), registry_.get(),
                                             options_, Clock::Fake([this] { return now_; }));
   }
@@ -406,7 +408,7 @@ TEST_F(JobManagerTest, CpuWorkersThatSlowEachOtherDownArePlannedSlower) {
   const chimera::v1::TrainJob manifest = Manifest("co-running", 4);
   absl::StatusOr<std::vector<chimera::v1::Plan>> alone = manager_->Plans(manifest, 1);
   ASSERT_TRUE(alone.ok()) << alone.status();
-  options_.cpu_co_running_slowdown = 0.5;
+  options_.launch.cpu_co_running_slowdown = 0.5;
   RestartCoordinator();
   AddWorkers(4);
   absl::StatusOr<std::vector<chimera::v1::Plan>> slowed = manager_->Plans(manifest, 1);
@@ -1164,7 +1166,7 @@ TEST_F(JobManagerTest, AFixedPlanThatCannotFitFailsAtStartNamingTheMemory) {
 // backward left out of rank 1's program) fails the job with the
 // validator's words before any worker hears of it.
 TEST_F(JobManagerTest, AScheduleTheValidatorRefusesFailsTheJobAndStartsNoWorker) {
-  options_.generate_schedule = LosesABackwardOf(1);
+  options_.launch.generate_schedule = LosesABackwardOf(1);
   RestartCoordinator();
   AddWorkers(4);
   Job job = MustSubmit(Manifest("broken", 4));

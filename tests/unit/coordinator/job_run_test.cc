@@ -1,7 +1,8 @@
 // A running job's decisions, read from the run alone: when it is overdue
 // and why (a held failure, a late rendezvous, its deadline, a stalled
 // rank), which ranks did not come back after a coordinator restart, and a
-// coordinator's own silence counted against nobody.
+// coordinator's own silence counted against nobody; what rank 0's store and
+// a rank's end mean for the run, and the trace it holds.
 #include "coordinator/job_run.h"
 
 #include "gmock/gmock.h"
@@ -102,6 +103,64 @@ TEST(JobRunTest, TheCoordinatorsOwnSilenceCountsAgainstNoRank) {
   run.Excuse(absl::Seconds(70));
   EXPECT_FALSE(run.Overdue(kStart + absl::Seconds(100), kBounds));
   EXPECT_TRUE(run.Overdue(kStart + absl::Seconds(131), kBounds));
+}
+
+TEST(JobRunTest, RankZerosStoreReleasesTheOtherStartsWithItsAddress) {
+  JobRun run = TwoRankRun();
+  run.held_starts.resize(2);
+  run.held_starts[1].mutable_start()->set_rank(1);
+  const absl::Time ready = kStart + absl::Seconds(5);
+  const auto starts = run.ReleaseStarts("10.0.0.1:4000", ready);
+  ASSERT_EQ(starts.size(), 1u) << "rank 0's went out when the run began";
+  EXPECT_EQ(starts[0].first, "w1");
+  EXPECT_EQ(starts[0].second.start().rank(), 1);
+  EXPECT_EQ(starts[0].second.start().rendezvous().store_address(),
+            "10.0.0.1:4000");
+  EXPECT_TRUE(run.held_starts.empty());
+  EXPECT_TRUE(run.rendezvous_done);
+  // Progress is timed from the rendezvous: no rank has stalled a bound later.
+  EXPECT_FALSE(run.Overdue(ready + absl::Seconds(60), kBounds));
+  EXPECT_TRUE(run.Overdue(ready + absl::Seconds(61), kBounds));
+}
+
+TEST(JobRunTest, TheRunSucceedsWithItsLastRankAndHoldsTheFailureThatRecurs) {
+  JobRun run = TwoRankRun();
+  const RankEnd success{chimera::v1::TASK_STATE_SUCCEEDED, "", false};
+  EXPECT_FALSE(run.RankEnded(0, "w0", success, kStart, absl::Seconds(3)));
+  EXPECT_TRUE(run.RankEnded(1, "w1", success, kStart, absl::Seconds(3)));
+
+  JobRun failing = TwoRankRun();
+  const RankEnd lost{chimera::v1::TASK_STATE_FAILED, "connection reset", true};
+  EXPECT_FALSE(failing.RankEnded(0, "w0", lost, kStart, absl::Seconds(3)));
+  EXPECT_EQ(failing.failure, "rank 0 on worker w0 failed: connection reset");
+  EXPECT_TRUE(failing.failure_retryable);
+  EXPECT_EQ(failing.fail_by, kStart + absl::Seconds(3));
+  // Its own error is why its peer lost the connection: it replaces the held
+  // one, and the hold is not extended.
+  const RankEnd own{chimera::v1::TASK_STATE_FAILED, std::string(5000, 'x'),
+                    false};
+  EXPECT_FALSE(failing.RankEnded(1, "w1", own, kStart + absl::Seconds(1),
+                                 absl::Seconds(3)));
+  EXPECT_THAT(*failing.failure, HasSubstr("rank 1 on worker w1 failed: xxx"));
+  EXPECT_THAT(*failing.failure, HasSubstr("... (cut to 4096 bytes)"));
+  EXPECT_FALSE(failing.failure_retryable);
+  EXPECT_EQ(failing.fail_by, kStart + absl::Seconds(3));
+}
+
+TEST(JobRunTest, ARecoveredRunTakesBackEachRankOnceAndGoesOnWhenAllAreBack) {
+  chimera::v1::Job job;
+  job.mutable_status()->set_restarts(1);
+  job.mutable_plan()->mutable_prediction()->set_iteration_seconds(1);
+  JobRun run = JobRun::Recovered(job, 2, kStart, kStart, absl::Seconds(15));
+  EXPECT_EQ(run.worker_of_rank, (std::vector<std::string>{"", ""}));
+  EXPECT_FALSE(run.MayAdopt(/*attempt=*/1, 0)) << "attempt 2 runs";
+  EXPECT_FALSE(run.MayAdopt(2, 2)) << "no rank 2";
+  ASSERT_TRUE(run.MayAdopt(2, 1));
+  EXPECT_FALSE(run.Adopt(1, "w1"));
+  EXPECT_FALSE(run.MayAdopt(2, 1)) << "taken";
+  EXPECT_TRUE(run.Adopt(0, "w0"));
+  EXPECT_FALSE(run.MayAdopt(2, 0)) << "no longer waiting";
+  EXPECT_FALSE(run.Unadopted(kStart + absl::Hours(1), absl::Seconds(15)));
 }
 
 }  // namespace

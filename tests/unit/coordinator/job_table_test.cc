@@ -70,6 +70,9 @@ TEST_F(JobTableTest, LoadHoldsTheLiveJobsInSubmissionOrder) {
   ASSERT_TRUE(table.Put(MakeJob("a", chimera::v1::JOB_STATE_RUNNING)).ok());
   ASSERT_TRUE(table.Put(MakeJob("a", chimera::v1::JOB_STATE_PENDING)).ok());
   EXPECT_THAT(Ids(table.Live(chimera::v1::JOB_STATE_PENDING)), ElementsAre("a", "d", "e"));
+  EXPECT_EQ(table.OldestLive(chimera::v1::JOB_STATE_PENDING)->id(), "a");
+  EXPECT_EQ(table.OldestLive(chimera::v1::JOB_STATE_RUNNING)->id(), "b");
+  EXPECT_EQ(table.OldestLive(chimera::v1::JOB_STATE_UNSPECIFIED), std::nullopt);
   // An ended job leaves the live ones and is what the store holds.
   ASSERT_TRUE(table.Put(MakeJob("d", chimera::v1::JOB_STATE_FAILED)).ok());
   EXPECT_THAT(Ids(table.Live(chimera::v1::JOB_STATE_PENDING)), ElementsAre("a", "e"));

@@ -1,8 +1,10 @@
-// Who waits for a job's trace: timelines are wanted from the first step a
-// waiter accepts until every waiter's step is recorded, a trace of a run
-// that ended is kept for its waiters, and the last waiter to leave ends it.
+// Who waits for a job's trace: the step a TraceJob may wait for,
+// timelines wanted from the first step a waiter accepts until every
+// waiter's step is recorded, a trace of a run that ended kept for its
+// waiters, and the last waiter to leave ending it.
 #include "coordinator/trace_waits.h"
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace chimera::coordinator {
@@ -12,6 +14,29 @@ std::optional<TraceCollector::Step> RecordedStep(int step) {
   TraceCollector::Step recorded;
   recorded.step = step;
   return recorded;
+}
+
+using ::testing::HasSubstr;
+
+TEST(TraceWaitsTest, ATraceWaitsForTheNextStepOrOneTheRunStillHolds) {
+  chimera::v1::Job job;
+  job.set_id("job-1");
+  job.mutable_manifest()->mutable_spec()->mutable_training()->set_max_steps(10);
+  job.mutable_status()->set_state(chimera::v1::JOB_STATE_RUNNING);
+  job.mutable_status()->set_completed_steps(4);
+  EXPECT_EQ(StepToTrace(job, std::nullopt, std::nullopt).value(), 4);
+  EXPECT_EQ(StepToTrace(job, 9, std::nullopt).value(), 9);
+  EXPECT_EQ(StepToTrace(job, 3, /*held=*/3).value(), 3);
+  const absl::StatusOr<int> gone = StepToTrace(job, 2, /*held=*/3);
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(gone.status().message(),
+              HasSubstr("job job-1 has already run step 2 and holds no trace"));
+  EXPECT_THAT(StepToTrace(job, 10, std::nullopt).status().message(),
+              HasSubstr("step: 10 is not a step of job job-1 (it runs steps 0 "
+                        "to 9)"));
+  job.mutable_status()->set_state(chimera::v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(StepToTrace(job, std::nullopt, std::nullopt).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(TraceWaitsTest, TimelinesAreWantedFromAWaitersStepUntilEveryWaitersIsRecorded) {

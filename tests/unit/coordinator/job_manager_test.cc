@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/tiny_job.h"
 #include "tests/unit/coordinator/lost_backward.h"
 
 namespace chimera::coordinator {
@@ -21,24 +22,23 @@ using chimera::v1::Job;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+// TinyJob made larger: a GPT of 8 blocks (hidden 64, 4 heads, 16 tokens),
+// 2 steps on a global batch of 8, on `workers` workers; `fixed`: as Chimera
+// over that many stages in as many micro-batches, else everything open.
 chimera::v1::TrainJob Manifest(const std::string& name, int workers,
                                bool fixed = true) {
-  chimera::v1::TrainJob job;
-  job.set_api_version("chimera.dev/v1alpha1");
-  job.set_kind("TrainJob");
+  chimera::v1::TrainJob job = chimera::testing::TinyJob();
   job.mutable_metadata()->set_name(name);
   auto* spec = job.mutable_spec();
   auto* model = spec->mutable_model();
-  model->set_family("gpt");
   model->set_num_layers(8);
   model->set_hidden_size(64);
   model->set_num_heads(4);
   model->set_seq_length(16);
-  spec->mutable_data()->set_format("synthetic");
   spec->mutable_training()->set_global_batch_size(8);
+  spec->mutable_training()->clear_micro_batch_size();
   spec->mutable_training()->set_max_steps(2);
-  spec->mutable_training()->mutable_optimizer()->set_name("sgd");
-  spec->mutable_training()->mutable_optimizer()->set_lr(0.1);
+  spec->clear_parallelism();
   if (fixed) {
     spec->mutable_parallelism()->set_schedule("chimera");
     spec->mutable_parallelism()->set_pipeline(workers);

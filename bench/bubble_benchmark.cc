@@ -1,7 +1,7 @@
 // Measured bubble ratios against the simulator's prediction, per scheme and
 // per worker. For every scheme, runs a small GPT's pipeline with one forked,
-// single-threaded process per worker (the integration tests' harness,
-// tests/integration/worker/pipeline_job.h), takes the mean measured forward
+// single-threaded process per worker (the worker's harness,
+// worker/harness/pipeline_job.h), takes the mean measured forward
 // and backward time of every model stage (per whole micro-batch), feeds those
 // to schedule::Simulate and prints, per worker, the measured bubble ratio
 // (bubble / step time, mean over the measured steps) next to the simulated
@@ -12,7 +12,8 @@
 // two-rank allreduce at two sizes, fitted to α + β·bytes), with each
 // micro-batch's activation bytes and each model stage's gradient bytes.
 //
-//   bubble_benchmark [--depth 4] [--steps 5] [--warmup 1]   (N = D, dualpipev 2D)
+//   bubble_benchmark [--depth 4] [--steps 5] [--warmup 1]   (N = D, dualpipev
+//   2D)
 //
 // A benchmark: it prints markdown tables (docs/runtime-measurements.md) and
 // never passes or fails on time; it exits 1 only when a run fails.
@@ -33,21 +34,21 @@
 #include "common/status_macros.h"
 #include "schedule/generator.h"
 #include "schedule/simulator.h"
-#include "tests/integration/worker/forked_ranks.h"
-#include "tests/integration/worker/pipeline_job.h"
 #include "tests/support/temp_dir.h"
 #include "worker/comm/gloo_communicator.h"
+#include "worker/harness/forked_ranks.h"
+#include "worker/harness/pipeline_job.h"
 #include "worker/model/stage.h"
 #include "worker/runtime/compute_threads.h"
 
 namespace chimera::worker {
 namespace {
 
+using harness::PipelineJob;
+using harness::PipelineMeasurements;
 using schedule::Instruction;
 using schedule::OpKind;
 using schedule::Scheme;
-using testing::PipelineJob;
-using testing::PipelineMeasurements;
 
 constexpr absl::Duration kRunDeadline = absl::Minutes(5);
 constexpr absl::Duration kOpTimeout = absl::Seconds(60);
@@ -154,7 +155,7 @@ absl::StatusOr<LinkCosts> CalibrateLinks() {
   const std::vector<int64_t> sizes = {4 << 10, 4 << 20};
   const chimera::testing::TempDir dir;
   const std::string out = dir.path() + "/links.txt";
-  for (const testing::RankExit& exit : testing::RunForkedRanks(
+  for (const harness::RankExit& exit : harness::RunForkedRanks(
            2, kRunDeadline, [&](int rank, TcpRendezvous&rendezvous) {
              return CalibrateRank(rank, rendezvous, sizes, out);
            })) {
@@ -308,7 +309,7 @@ schedule::CostModel MeasuredCosts(const schedule::Schedule& schedule,
 
 PipelineJob JobFor(schedule::Schedule schedule, const Flags& flags) {
   PipelineJob job =
-      testing::GptPipelineJob(std::move(schedule), BenchGpt(),
+      harness::GptPipelineJob(std::move(schedule), BenchGpt(),
                               /*micro_batch_size=*/4, /*seed=*/3, kOpTimeout);
   job.executor.optimizer.kind = OptimizerKind::kAdamW;
   job.executor.optimizer.lr = 1e-4;
@@ -322,8 +323,9 @@ absl::Status RunScheme(const std::string& name,
   ASSIGN_OR_RETURN(schedule::Schedule schedule,
                    schedule::GenerateSchedule(params));
   const PipelineJob job = JobFor(schedule, flags);
+  const chimera::testing::TempDir scratch;
   ASSIGN_OR_RETURN(PipelineMeasurements measured,
-                   testing::MeasurePipeline(job, kRunDeadline));
+                   harness::MeasurePipeline(job, scratch.path(), kRunDeadline));
   const schedule::CostModel costs =
       MeasuredCosts(schedule, measured, flags.warmup);
   ASSIGN_OR_RETURN(schedule::SimulationResult simulated,

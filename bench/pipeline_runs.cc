@@ -14,8 +14,8 @@
 namespace chimera::bench {
 
 using worker::StepMetrics;
-using worker::testing::PipelineJob;
-using worker::testing::PipelineMeasurements;
+using worker::harness::PipelineJob;
+using worker::harness::PipelineMeasurements;
 
 constexpr absl::Duration kOpTimeout = absl::Minutes(2);
 

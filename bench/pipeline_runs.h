@@ -5,7 +5,7 @@
 //   ASSIGN_OR_RETURN(StandaloneRun run, LoadStandaloneJob(path, roots));
 //   ASSIGN_OR_RETURN(PipelineMeasurements m,
 //                    MeasurePipeline(HarnessJob(run, run.schedule, 1 + 3),
-//                                    kRunDeadline));
+//                                    scratch.path(), kRunDeadline));
 //   StepFigures figures = FiguresOf(m, /*warmup=*/1);
 #ifndef CHIMERA_BENCH_PIPELINE_RUNS_H_
 #define CHIMERA_BENCH_PIPELINE_RUNS_H_
@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "schedule/program.h"
-#include "tests/integration/worker/pipeline_job.h"
+#include "worker/harness/pipeline_job.h"
 #include "worker/standalone/standalone.h"
 
 namespace chimera::bench {
@@ -56,7 +56,7 @@ inline constexpr absl::Duration kRunDeadline = absl::Minutes(10);
 
 // The harness job of RUN's task on SCHEDULE for STEPS steps, every transfer,
 // collective and the joining bounded by two minutes.
-worker::testing::PipelineJob HarnessJob(const worker::StandaloneRun& run,
+worker::harness::PipelineJob HarnessJob(const worker::StandaloneRun& run,
                                         schedule::Schedule schedule, int steps);
 
 struct StepFigures {
@@ -68,7 +68,7 @@ struct StepFigures {
 };
 
 // The figures of the steps after the first WARMUP.
-StepFigures FiguresOf(const worker::testing::PipelineMeasurements& measured,
+StepFigures FiguresOf(const worker::harness::PipelineMeasurements& measured,
                       int warmup);
 
 // "LABEL rank R: step S s; OP SECONDS ...": one rank's step and the seconds
@@ -79,7 +79,7 @@ std::string OpSecondsLine(const std::string& label, int rank, double step,
 // One OpSecondsLine per rank, of the mean seconds per measured step.
 std::string Breakdown(const std::string& label,
                       const schedule::Schedule& schedule,
-                      const worker::testing::PipelineMeasurements& measured,
+                      const worker::harness::PipelineMeasurements& measured,
                       int warmup);
 
 }  // namespace chimera::bench

@@ -5,7 +5,7 @@
 // the planner predict the job's step time and bubble on a cluster file that
 // describes this machine, once from that measured profile and once from the
 // analytic model, runs the job for real (one forked single-threaded process
-// per worker, the integration tests' harness), and prints predicted,
+// per worker, the worker's harness), and prints predicted,
 // measured and the error.
 //
 //   prediction_benchmark --cluster examples/clusters/local-cpu.yaml
@@ -33,6 +33,7 @@
 #include "planner/plan_evaluator.h"
 #include "planner/plan_params.h"
 #include "schedule/simulator.h"
+#include "tests/support/temp_dir.h"
 #include "worker/profile/profiler.h"
 
 namespace chimera::bench {
@@ -112,11 +113,12 @@ absl::StatusOr<std::string> RunJob(const std::string& path,
                            planner::AnalyticProfile(job.spec().model(),
                                                     cluster.spec().device())));
 
+  const chimera::testing::TempDir scratch;
   ASSIGN_OR_RETURN(
-      const worker::testing::PipelineMeasurements measured,
-      worker::testing::MeasurePipeline(
+      const worker::harness::PipelineMeasurements measured,
+      worker::harness::MeasurePipeline(
           HarnessJob(run, run.schedule, flags.warmup + flags.steps),
-          kRunDeadline));
+          scratch.path(), kRunDeadline));
   const StepFigures real = FiguresOf(measured, flags.warmup);
 
   const schedule::ScheduleParams& params = run.task.schedule;

@@ -1,7 +1,7 @@
 // Pipeline throughput against one process training the whole model. For
 // each job file (whose parallelism is fixed), runs the job's pipeline with
-// one forked, single-threaded process per worker (the integration tests'
-// harness, tests/integration/worker/pipeline_job.h) and, in the same run,
+// one forked, single-threaded process per worker (the worker's harness,
+// worker/harness/pipeline_job.h) and, in the same run,
 // one single-threaded process training the whole model on the same
 // micro-batch size and mini-batch (a depth-1 pipeline: gradient accumulation
 // over the job's W·N micro-batches, the same executor and optimizer). The
@@ -37,14 +37,15 @@
 #include "bench/pipeline_runs.h"
 #include "common/status_macros.h"
 #include "schedule/generator.h"
-#include "tests/integration/worker/pipeline_job.h"
+#include "tests/support/temp_dir.h"
+#include "worker/harness/pipeline_job.h"
 #include "worker/standalone/standalone.h"
 
 namespace chimera::worker {
 namespace {
 
-using testing::PipelineJob;
-using testing::PipelineMeasurements;
+using harness::PipelineJob;
+using harness::PipelineMeasurements;
 
 using bench::Breakdown;
 using bench::FiguresOf;
@@ -66,11 +67,12 @@ absl::StatusOr<std::string> RunJob(const std::string& path,
   ASSIGN_OR_RETURN(const StandaloneRun run, LoadStandaloneJob(path, roots));
   const schedule::ScheduleParams& params = run.task.schedule;
   const int workers = static_cast<int>(run.schedule.workers.size());
+  const chimera::testing::TempDir scratch[3];
   ASSIGN_OR_RETURN(
       PipelineMeasurements pipelined,
-      testing::MeasurePipeline(
+      harness::MeasurePipeline(
           HarnessJob(run, run.schedule, flags.warmup + flags.steps),
-          kRunDeadline));
+          scratch[0].path(), kRunDeadline));
 
   // The whole model in one process: the same samples per step.
   schedule::ScheduleParams single_params;
@@ -81,12 +83,13 @@ absl::StatusOr<std::string> RunJob(const std::string& path,
   PipelineJob single_job =
       HarnessJob(run, single_schedule, flags.warmup + flags.steps);
   single_job.executor.partition = {{0, run.task.model.num_layers}};
-  ASSIGN_OR_RETURN(PipelineMeasurements single,
-                   testing::MeasurePipeline(single_job, kRunDeadline));
-
   ASSIGN_OR_RETURN(
-      PipelineMeasurements copies,
-      testing::MeasureCopiesAtOnce(single_job, workers, kRunDeadline));
+      PipelineMeasurements single,
+      harness::MeasurePipeline(single_job, scratch[1].path(), kRunDeadline));
+
+  ASSIGN_OR_RETURN(PipelineMeasurements copies,
+                   harness::MeasureCopiesAtOnce(
+                       single_job, workers, scratch[2].path(), kRunDeadline));
 
   const StepFigures pipeline = FiguresOf(pipelined, flags.warmup);
   const StepFigures one = FiguresOf(single, flags.warmup);

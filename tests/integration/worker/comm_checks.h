@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "tests/integration/worker/forked_ranks.h"
+#include "worker/harness/forked_ranks.h"
 
 namespace chimera::worker::testing {
 
@@ -26,8 +26,9 @@ inline absl::Status ExpectFilledWith(const at::Tensor& tensor, double value,
   return absl::OkStatus();
 }
 
-inline void ExpectAllRanksSucceeded(const std::vector<RankExit>& exits) {
-  for (const RankExit& exit : exits) EXPECT_TRUE(exit.ok()) << exit;
+inline void ExpectAllRanksSucceeded(
+    const std::vector<harness::RankExit>& exits) {
+  for (const harness::RankExit& exit : exits) EXPECT_TRUE(exit.ok()) << exit;
 }
 
 }  // namespace chimera::worker::testing

@@ -16,15 +16,15 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "tests/integration/worker/comm_checks.h"
-#include "tests/integration/worker/forked_ranks.h"
+#include "worker/harness/forked_ranks.h"
 
 namespace chimera::worker {
 namespace {
 
+using harness::RankExit;
+using harness::RunForkedRanks;
 using testing::ExpectAllRanksSucceeded;
 using testing::ExpectFilledWith;
-using testing::RankExit;
-using testing::RunForkedRanks;
 
 // Whole test, all processes: generous, since two cores are shared.
 constexpr absl::Duration kTestDeadline = absl::Seconds(90);

@@ -13,15 +13,15 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "tests/integration/worker/comm_checks.h"
-#include "tests/integration/worker/forked_ranks.h"
 #include "worker/comm/gloo_communicator.h"
+#include "worker/harness/forked_ranks.h"
 
 namespace chimera::worker {
 namespace {
 
+using harness::RunForkedRanks;
 using testing::ExpectAllRanksSucceeded;
 using testing::ExpectFilledWith;
-using testing::RunForkedRanks;
 
 constexpr absl::Duration kTestDeadline = absl::Seconds(90);
 constexpr absl::Duration kOpTimeout = absl::Seconds(30);

@@ -9,21 +9,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "schedule/generator.h"
-#include "tests/integration/worker/forked_ranks.h"
-#include "tests/integration/worker/pipeline_job.h"
-#include "tests/integration/worker/training_record.h"
 #include "tests/support/temp_dir.h"
+#include "worker/harness/forked_ranks.h"
+#include "worker/harness/pipeline_job.h"
+#include "worker/harness/training_record.h"
 
 namespace chimera::worker {
 namespace {
 
-using testing::PipelineJob;
-using testing::RankExit;
-using testing::RankRecordPath;
-using testing::ReadTrainingRecord;
-using testing::RunForkedRanks;
-using testing::RunPipelineRank;
-using testing::TrainingRecord;
+using harness::PipelineJob;
+using harness::RankExit;
+using harness::RankRecordPath;
+using harness::ReadTrainingRecord;
+using harness::RunForkedRanks;
+using harness::RunPipelineRank;
+using harness::TrainingRecord;
 
 constexpr int kSteps = 200;
 constexpr int kDepth = 4;
@@ -46,7 +46,7 @@ PipelineJob ChimeraOnCorpus() {
   model.vocab_size = 256;
   model.seq_length = 32;
   PipelineJob job =
-      testing::GptPipelineJob(schedule::GenerateSchedule(params).value(), model,
+      harness::GptPipelineJob(schedule::GenerateSchedule(params).value(), model,
                               /*micro_batch_size=*/4, /*seed=*/5, kOpTimeout);
   job.executor.optimizer.kind = OptimizerKind::kAdamW;
   job.executor.optimizer.lr = 3e-3;

@@ -21,16 +21,17 @@
 #include <vector>
 
 #include "schedule/generator.h"
-#include "tests/integration/worker/pipeline_job.h"
+#include "tests/support/temp_dir.h"
+#include "worker/harness/pipeline_job.h"
 
 namespace chimera::worker {
 namespace {
 
+using harness::GptPipelineJob;
+using harness::MeasurePipeline;
+using harness::PipelineJob;
+using harness::PipelineMeasurements;
 using schedule::Scheme;
-using testing::GptPipelineJob;
-using testing::MeasurePipeline;
-using testing::PipelineJob;
-using testing::PipelineMeasurements;
 
 constexpr absl::Duration kCaseDeadline = absl::Seconds(120);
 constexpr absl::Duration kOpTimeout = absl::Seconds(30);
@@ -75,8 +76,9 @@ ActivationPeaks MeasurePeaks(Scheme scheme) {
       GptPipelineJob(*std::move(generated), SmallGpt(),
                      /*micro_batch_size=*/4, /*seed=*/5, kOpTimeout);
   job.steps = kSteps;
+  const chimera::testing::TempDir scratch;
   const absl::StatusOr<PipelineMeasurements> measured =
-      MeasurePipeline(std::move(job), kCaseDeadline);
+      MeasurePipeline(std::move(job), scratch.path(), kCaseDeadline);
   EXPECT_TRUE(measured.ok()) << measured.status();
   if (!measured.ok()) return {};
 

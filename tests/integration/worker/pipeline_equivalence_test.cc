@@ -24,11 +24,11 @@
 #include "common/status_macros.h"
 #include "schedule/generator.h"
 #include "schedule/validator.h"
-#include "tests/integration/worker/forked_ranks.h"
-#include "tests/integration/worker/pipeline_job.h"
-#include "tests/integration/worker/training_record.h"
 #include "tests/support/split_backward_schedule.h"
 #include "tests/support/temp_dir.h"
+#include "worker/harness/forked_ranks.h"
+#include "worker/harness/pipeline_job.h"
+#include "worker/harness/training_record.h"
 #include "worker/model/loss.h"
 #include "worker/model/stage.h"
 #include "worker/runtime/compute_threads.h"
@@ -38,18 +38,18 @@
 namespace chimera::worker {
 namespace {
 
+using harness::GptPipelineJob;
+using harness::PipelineJob;
+using harness::RankExit;
+using harness::RankRecordPath;
+using harness::ReadTrainingRecord;
+using harness::RunForkedRanks;
+using harness::RunPipelineRank;
+using harness::TrainingRecord;
+using harness::WriteTrainingRecord;
 using schedule::Concat;
 using schedule::ScheduleParams;
 using schedule::Scheme;
-using testing::GptPipelineJob;
-using testing::PipelineJob;
-using testing::RankExit;
-using testing::RankRecordPath;
-using testing::ReadTrainingRecord;
-using testing::RunForkedRanks;
-using testing::RunPipelineRank;
-using testing::TrainingRecord;
-using testing::WriteTrainingRecord;
 
 // All of one case's processes; generous, since two cores are shared.
 constexpr absl::Duration kCaseDeadline = absl::Seconds(120);

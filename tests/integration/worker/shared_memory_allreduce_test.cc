@@ -17,16 +17,16 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "tests/integration/worker/comm_checks.h"
-#include "tests/integration/worker/forked_ranks.h"
 #include "worker/comm/group_allreducer.h"
 #include "worker/comm/tcp_rendezvous.h"
+#include "worker/harness/forked_ranks.h"
 
 namespace chimera::worker {
 namespace {
 
+using harness::RunForkedRanks;
 using testing::ExpectAllRanksSucceeded;
 using testing::ExpectFilledWith;
-using testing::RunForkedRanks;
 
 constexpr absl::Duration kTestDeadline = absl::Seconds(60);
 constexpr absl::Duration kOpTimeout = absl::Seconds(20);
@@ -52,8 +52,8 @@ absl::Status ExpectStatus(const absl::Status& status, absl::StatusCode code,
 
 // RunForkedRanks, where rank 0, which hosts the store, waits for the other
 // ranks to finish before its process ends and takes the store with it.
-std::vector<testing::RankExit> RunRanks(int size,
-                                        const testing::RankBody& body) {
+std::vector<harness::RankExit> RunRanks(int size,
+                                        const harness::RankBody& body) {
   return RunForkedRanks(
       size, kTestDeadline,
       [&](int rank, TcpRendezvous& rendezvous) -> absl::Status {

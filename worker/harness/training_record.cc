@@ -1,4 +1,4 @@
-#include "tests/integration/worker/training_record.h"
+#include "worker/harness/training_record.h"
 
 #include <ATen/ATen.h>
 
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace chimera::worker::testing {
+namespace chimera::worker::harness {
 namespace {
 
 // Layout: u64 step count, the losses; u64 parameter count; per parameter:
@@ -72,4 +72,4 @@ absl::StatusOr<TrainingRecord> ReadTrainingRecord(const std::string& path) {
   return record;
 }
 
-}  // namespace chimera::worker::testing
+}  // namespace chimera::worker::harness

@@ -8,8 +8,8 @@
 //                                       losses));
 //   // In the parent:
 //   ASSIGN_OR_RETURN(TrainingRecord record, ReadTrainingRecord(path));
-#ifndef CHIMERA_TESTS_INTEGRATION_WORKER_TRAINING_RECORD_H_
-#define CHIMERA_TESTS_INTEGRATION_WORKER_TRAINING_RECORD_H_
+#ifndef CHIMERA_WORKER_HARNESS_TRAINING_RECORD_H_
+#define CHIMERA_WORKER_HARNESS_TRAINING_RECORD_H_
 
 #include <ATen/core/Tensor.h>
 
@@ -21,7 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace chimera::worker::testing {
+namespace chimera::worker::harness {
 
 struct TrainingRecord {
   // Each parameter's values as float64, flattened, by its global name.
@@ -38,6 +38,6 @@ absl::Status WriteTrainingRecord(
 // DATA_LOSS when the file is truncated; NOT_FOUND when it is missing.
 absl::StatusOr<TrainingRecord> ReadTrainingRecord(const std::string& path);
 
-}  // namespace chimera::worker::testing
+}  // namespace chimera::worker::harness
 
-#endif  // CHIMERA_TESTS_INTEGRATION_WORKER_TRAINING_RECORD_H_
+#endif  // CHIMERA_WORKER_HARNESS_TRAINING_RECORD_H_

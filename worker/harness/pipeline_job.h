@@ -11,10 +11,11 @@
 //
 // or, for what each rank measured (tests and bench/ programs):
 //
-//   ASSIGN_OR_RETURN(PipelineMeasurements m, MeasurePipeline(job, deadline));
+//   ASSIGN_OR_RETURN(PipelineMeasurements m,
+//                    MeasurePipeline(job, scratch_dir, deadline));
 //   m.ranks[r][s].memory_peak_bytes;  // rank r, step s
-#ifndef CHIMERA_TESTS_INTEGRATION_WORKER_PIPELINE_JOB_H_
-#define CHIMERA_TESTS_INTEGRATION_WORKER_PIPELINE_JOB_H_
+#ifndef CHIMERA_WORKER_HARNESS_PIPELINE_JOB_H_
+#define CHIMERA_WORKER_HARNESS_PIPELINE_JOB_H_
 
 #include <cstdint>
 #include <string>
@@ -30,7 +31,7 @@
 #include "worker/runtime/program_executor.h"
 #include "worker/runtime/step_metrics.h"
 
-namespace chimera::worker::testing {
+namespace chimera::worker::harness {
 
 struct PipelineJob {
   schedule::Schedule schedule;
@@ -73,11 +74,12 @@ struct PipelineMeasurements {
 };
 
 // Runs every rank of `job` in forked processes (RunForkedRanks, killed at
-// `deadline`) and collects their metrics through a scratch directory
-// (job.metrics_dir is replaced). INTERNAL naming the ranks that failed;
-// DATA_LOSS when a rank's metrics do not cover job.steps.
-absl::StatusOr<PipelineMeasurements> MeasurePipeline(PipelineJob job,
-                                                     absl::Duration deadline);
+// `deadline`) and collects their metrics through `scratch_dir`, an empty
+// directory the caller owns (job.metrics_dir is replaced by it). INTERNAL
+// naming the ranks that failed; DATA_LOSS when a rank's metrics do not
+// cover job.steps.
+absl::StatusOr<PipelineMeasurements> MeasurePipeline(
+    PipelineJob job, const std::string& scratch_dir, absl::Duration deadline);
 
 // Runs `copies` independent copies of the one-worker `job` at once, each in
 // a forked process, and collects each copy's metrics as a rank: what that
@@ -85,8 +87,9 @@ absl::StatusOr<PipelineMeasurements> MeasurePipeline(PipelineJob job,
 // yardstick of a pipeline of as many workers. INVALID_ARGUMENT unless `job`
 // has one worker; otherwise as MeasurePipeline.
 absl::StatusOr<PipelineMeasurements> MeasureCopiesAtOnce(
-    const PipelineJob& job, int copies, absl::Duration deadline);
+    const PipelineJob& job, int copies, const std::string& scratch_dir,
+    absl::Duration deadline);
 
-}  // namespace chimera::worker::testing
+}  // namespace chimera::worker::harness
 
-#endif  // CHIMERA_TESTS_INTEGRATION_WORKER_PIPELINE_JOB_H_
+#endif  // CHIMERA_WORKER_HARNESS_PIPELINE_JOB_H_

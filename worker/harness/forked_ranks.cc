@@ -1,4 +1,4 @@
-#include "tests/integration/worker/forked_ranks.h"
+#include "worker/harness/forked_ranks.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace chimera::worker::testing {
+namespace chimera::worker::harness {
 namespace {
 
 constexpr absl::Duration kStoreConnectTimeout = absl::Seconds(20);
@@ -103,4 +103,4 @@ std::vector<RankExit> RunForkedRanks(int world_size, absl::Duration deadline,
   return exits;
 }
 
-}  // namespace chimera::worker::testing
+}  // namespace chimera::worker::harness

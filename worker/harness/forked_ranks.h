@@ -7,8 +7,8 @@
 //       /*world_size=*/3, absl::Seconds(60),
 //       [](int rank, TcpRendezvous& rendezvous) -> absl::Status { ... });
 //   for (const RankExit& exit : exits) EXPECT_TRUE(exit.ok()) << exit;
-#ifndef CHIMERA_TESTS_INTEGRATION_WORKER_FORKED_RANKS_H_
-#define CHIMERA_TESTS_INTEGRATION_WORKER_FORKED_RANKS_H_
+#ifndef CHIMERA_WORKER_HARNESS_FORKED_RANKS_H_
+#define CHIMERA_WORKER_HARNESS_FORKED_RANKS_H_
 
 #include <functional>
 #include <ostream>
@@ -18,7 +18,7 @@
 #include "absl/time/time.h"
 #include "worker/comm/tcp_rendezvous.h"
 
-namespace chimera::worker::testing {
+namespace chimera::worker::harness {
 
 // How one rank's process ended.
 struct RankExit {
@@ -41,6 +41,6 @@ using RankBody = std::function<absl::Status(int rank, TcpRendezvous&)>;
 std::vector<RankExit> RunForkedRanks(int world_size, absl::Duration deadline,
                                      const RankBody& body);
 
-}  // namespace chimera::worker::testing
+}  // namespace chimera::worker::harness
 
-#endif  // CHIMERA_TESTS_INTEGRATION_WORKER_FORKED_RANKS_H_
+#endif  // CHIMERA_WORKER_HARNESS_FORKED_RANKS_H_

@@ -1,4 +1,4 @@
-#include "tests/integration/worker/step_metrics_record.h"
+#include "worker/harness/step_metrics_record.h"
 
 #include <fstream>
 #include <limits>
@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace chimera::worker::testing {
+namespace chimera::worker::harness {
 
 // Layout: one line per step,
 //   step step_seconds busy bubble recv_wait allreduce_wait has_loss loss
@@ -60,4 +60,4 @@ absl::StatusOr<std::vector<StepMetrics>> ReadStepMetrics(
   return steps;
 }
 
-}  // namespace chimera::worker::testing
+}  // namespace chimera::worker::harness

@@ -8,8 +8,8 @@
 //   // In the parent:
 //   ASSIGN_OR_RETURN(std::vector<StepMetrics> steps,
 //                    ReadStepMetrics(RankMetricsPath(dir, rank)));
-#ifndef CHIMERA_TESTS_INTEGRATION_WORKER_STEP_METRICS_RECORD_H_
-#define CHIMERA_TESTS_INTEGRATION_WORKER_STEP_METRICS_RECORD_H_
+#ifndef CHIMERA_WORKER_HARNESS_STEP_METRICS_RECORD_H_
+#define CHIMERA_WORKER_HARNESS_STEP_METRICS_RECORD_H_
 
 #include <string>
 #include <vector>
@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "worker/runtime/step_metrics.h"
 
-namespace chimera::worker::testing {
+namespace chimera::worker::harness {
 
 // "<dir>/rank-<rank>.metrics".
 std::string RankMetricsPath(const std::string& dir, int rank);
@@ -30,6 +30,6 @@ absl::Status WriteStepMetrics(const std::string& path,
 absl::StatusOr<std::vector<StepMetrics>> ReadStepMetrics(
     const std::string& path);
 
-}  // namespace chimera::worker::testing
+}  // namespace chimera::worker::harness
 
-#endif  // CHIMERA_TESTS_INTEGRATION_WORKER_STEP_METRICS_RECORD_H_
+#endif  // CHIMERA_WORKER_HARNESS_STEP_METRICS_RECORD_H_

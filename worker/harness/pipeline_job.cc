@@ -1,4 +1,4 @@
-#include "tests/integration/worker/pipeline_job.h"
+#include "worker/harness/pipeline_job.h"
 
 #include <memory>
 #include <sstream>
@@ -8,16 +8,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "tests/integration/worker/forked_ranks.h"
-#include "tests/integration/worker/step_metrics_record.h"
-#include "tests/integration/worker/training_record.h"
-#include "tests/support/temp_dir.h"
 #include "worker/comm/gloo_communicator.h"
+#include "worker/harness/forked_ranks.h"
+#include "worker/harness/step_metrics_record.h"
+#include "worker/harness/training_record.h"
 #include "worker/runtime/compute_threads.h"
-#include "worker/runtime/host_memory.h"
 #include "worker/runtime/gradient_sync.h"
+#include "worker/runtime/host_memory.h"
 
-namespace chimera::worker::testing {
+namespace chimera::worker::harness {
 namespace {
 
 absl::Status CheckMetrics(const StepMetrics& metrics,
@@ -77,8 +76,9 @@ absl::Status RunRank(const PipelineJob& job, int rank, Communicator* comm,
 
 // What the forked processes of a run measured, from `dir`: one entry per
 // process, each covering `steps` steps.
-absl::StatusOr<PipelineMeasurements> Collect(
-    const std::vector<RankExit>& exits, const std::string& dir, int steps) {
+absl::StatusOr<PipelineMeasurements> Collect(const std::vector<RankExit>& exits,
+                                             const std::string& dir,
+                                             int steps) {
   std::string failures;
   for (const RankExit& exit : exits) {
     if (exit.ok()) continue;
@@ -92,8 +92,9 @@ absl::StatusOr<PipelineMeasurements> Collect(
   }
   PipelineMeasurements measurements;
   for (size_t rank = 0; rank < exits.size(); ++rank) {
-    ASSIGN_OR_RETURN(measurements.ranks.emplace_back(),
-                     ReadStepMetrics(RankMetricsPath(dir, static_cast<int>(rank))));
+    ASSIGN_OR_RETURN(
+        measurements.ranks.emplace_back(),
+        ReadStepMetrics(RankMetricsPath(dir, static_cast<int>(rank))));
     if (static_cast<int>(measurements.ranks.back().size()) != steps) {
       return absl::DataLossError(absl::StrCat("rank ", rank, " reported ",
                                               measurements.ranks.back().size(),
@@ -146,41 +147,40 @@ absl::Status RunPipelineRank(const PipelineJob& job,
   gloo.timeout = job.connect_timeout;
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
                    CreateGlooCommunicator(rendezvous, gloo));
-  return RunRank(job, rank, comm.get(), record_path,
-                 job.metrics_dir.empty()
-                     ? ""
-                     : RankMetricsPath(job.metrics_dir, rank));
+  return RunRank(
+      job, rank, comm.get(), record_path,
+      job.metrics_dir.empty() ? "" : RankMetricsPath(job.metrics_dir, rank));
 }
 
-absl::StatusOr<PipelineMeasurements> MeasurePipeline(PipelineJob job,
-                                                     absl::Duration deadline) {
-  const chimera::testing::TempDir dir;
-  job.metrics_dir = dir.path();
+absl::StatusOr<PipelineMeasurements> MeasurePipeline(
+    PipelineJob job, const std::string& scratch_dir, absl::Duration deadline) {
+  job.metrics_dir = scratch_dir;
   const int world = static_cast<int>(job.schedule.workers.size());
-  return Collect(
-      RunForkedRanks(world, deadline,
-                     [&](int rank, TcpRendezvous& rendezvous) {
-                       return RunPipelineRank(job, "", rank, rendezvous);
-                     }),
-      dir.path(), job.steps);
+  return Collect(RunForkedRanks(world, deadline,
+                                [&](int rank, TcpRendezvous& rendezvous) {
+                                  return RunPipelineRank(job, "", rank,
+                                                         rendezvous);
+                                }),
+                 scratch_dir, job.steps);
 }
 
 absl::StatusOr<PipelineMeasurements> MeasureCopiesAtOnce(
-    const PipelineJob& job, int copies, absl::Duration deadline) {
+    const PipelineJob& job, int copies, const std::string& scratch_dir,
+    absl::Duration deadline) {
   if (job.schedule.workers.size() != 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("copies of a job run alone: it has ",
                      job.schedule.workers.size(), " workers, not 1"));
   }
-  const chimera::testing::TempDir dir;
-  return Collect(
-      RunForkedRanks(copies, deadline,
-                     [&](int copy, TcpRendezvous&) {
-                       // Each copy is rank 0 of its own one-worker job.
-                       return RunRank(job, 0, nullptr, "",
-                                      RankMetricsPath(dir.path(), copy));
-                     }),
-      dir.path(), job.steps);
+  return Collect(RunForkedRanks(copies, deadline,
+                                [&](int copy, TcpRendezvous&) {
+                                  // Each copy is rank 0 of its own one-worker
+                                  // job.
+                                  return RunRank(
+                                      job, 0, nullptr, "",
+                                      RankMetricsPath(scratch_dir, copy));
+                                }),
+                 scratch_dir, job.steps);
 }
 
-}  // namespace chimera::worker::testing
+}  // namespace chimera::worker::harness

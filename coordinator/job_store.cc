@@ -146,6 +146,18 @@ std::optional<chimera::v1::Job> ListedJob(int64_t seq, const std::string& id,
   return std::nullopt;
 }
 
+// Every job `list` (selecting seq, id, job) yields, as ListedJob.
+absl::StatusOr<std::vector<chimera::v1::Job>> ListedJobs(Statement& list) {
+  std::vector<chimera::v1::Job> jobs;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, list.Step());
+    if (!row) return jobs;
+    std::optional<chimera::v1::Job> job =
+        ListedJob(list.Int(0), list.Text(1), list.Blob(2));
+    if (job) jobs.push_back(*std::move(job));
+  }
+}
+
 // Holds the store's file locked for as long as it is open, so that a second
 // coordinator on the same file fails at start instead of both writing jobs.
 absl::Status LockAgainstOtherCoordinators(sqlite3* db) {
@@ -274,15 +286,18 @@ absl::StatusOr<std::vector<chimera::v1::Job>> JobStore::List(
                : "SELECT seq, id, job FROM jobs WHERE state = ?1 ORDER BY seq");
   RETURN_IF_ERROR(list.status());
   if (!all) list.Bind(1, static_cast<int64_t>(state));
-  std::vector<chimera::v1::Job> jobs;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, list.Step());
-    if (!row) break;
-    std::optional<chimera::v1::Job> job =
-        ListedJob(list.Int(0), list.Text(1), list.Blob(2));
-    if (job) jobs.push_back(*std::move(job));
-  }
-  return jobs;
+  return ListedJobs(list);
+}
+
+absl::StatusOr<std::vector<chimera::v1::Job>> JobStore::ListLive() {
+  absl::MutexLock lock(&mutex_);
+  Statement list(db_,
+                 "SELECT seq, id, job FROM jobs WHERE state IN (?1, ?2) "
+                 "ORDER BY seq");
+  RETURN_IF_ERROR(list.status());
+  list.Bind(1, static_cast<int64_t>(chimera::v1::JOB_STATE_PENDING));
+  list.Bind(2, static_cast<int64_t>(chimera::v1::JOB_STATE_RUNNING));
+  return ListedJobs(list);
 }
 
 absl::StatusOr<JobStore::Chunk> JobStore::ListAfter(int64_t after_seq,

@@ -54,6 +54,9 @@ class JobStore {
   // Oldest first; every job when `state` is JOB_STATE_UNSPECIFIED. A damaged
   // row (as for Get) is left out, with an ERROR log naming it.
   absl::StatusOr<std::vector<chimera::v1::Job>> List(chimera::v1::JobState state);
+  // The PENDING and RUNNING jobs, oldest first, as List: a coordinator's
+  // start reads these and not the ended jobs, however many there are.
+  absl::StatusOr<std::vector<chimera::v1::Job>> ListLive();
   // A job with its place in submission order (increasing, never reused).
   struct Sequenced {
     int64_t seq = 0;

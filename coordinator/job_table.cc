@@ -12,20 +12,14 @@ namespace chimera::coordinator {
 using chimera::v1::Job;
 
 absl::Status JobTable::Load() {
+  ASSIGN_OR_RETURN(std::vector<Job> jobs, store_->ListLive());
   live_.clear();
   next_order_ = 0;
-  constexpr int kChunk = 256;
-  int64_t after = 0;
-  for (;;) {
-    ASSIGN_OR_RETURN(JobStore::Chunk chunk, store_->ListAfter(after, kChunk));
-    for (JobStore::Sequenced& row : chunk.jobs) {
-      if (IsTerminal(row.job.status().state())) continue;
-      const std::string id = row.job.id();
-      live_[id] = {next_order_++, std::move(row.job)};
-    }
-    if (chunk.end) return absl::OkStatus();
-    after = chunk.last_seq;
+  for (Job& job : jobs) {
+    const std::string id = job.id();
+    live_[id] = {next_order_++, std::move(job)};
   }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Job> JobTable::Get(const std::string& id) const {

@@ -1,6 +1,7 @@
 // A job's launch: every rank's program generated at the full width with the
 // layers it holds, a schedule the validator refuses named with the
-// validator's words, and ranks placed on their workers' nodes and devices.
+// validator's words, ranks placed on their workers' nodes and devices, and
+// each rank's start.
 #include "coordinator/job_launcher.h"
 
 #include <string>
@@ -62,6 +63,38 @@ TEST(JobLauncherTest, EveryRankOfEveryReplicaGetsItsProgramWithItsLayers) {
       schedule::ScheduleParamsOf(TwoByTwoPlan()).value());
   ASSERT_TRUE(generated.ok()) << generated.status();
   EXPECT_EQ(outline.digest(), schedule::ScheduleDigest(*generated));
+}
+
+TEST(JobLauncherTest, EachRankIsStartedWithItsRankProgramOutlineAndTimeout) {
+  const WorkerRegistry registry{HeartbeatPolicy{}};
+  LaunchOptions options;
+  options.collective_timeout = absl::Seconds(7);
+  const JobLauncher launcher(&registry, options);
+  absl::StatusOr<Launch> launch = PrepareLaunch(TwoByTwoPlan());
+  ASSERT_TRUE(launch.ok()) << launch.status();
+  const chimera::v1::ScheduleOutline outline = launch->outline;
+  chimera::v1::Job job;
+  job.set_id("job-1");
+  job.mutable_manifest()->mutable_metadata()->set_name("job");
+  *job.mutable_plan() = launch->plan;
+  job.mutable_status()->set_checkpoint_step(6);
+  const std::vector<chimera::v1::Assignment> starts =
+      launcher.StartsFor(job, /*attempt=*/3, *std::move(launch));
+  ASSERT_EQ(starts.size(), 4u);
+  for (int rank = 0; rank < 4; ++rank) {
+    const chimera::v1::StartTask& start = starts[rank].start();
+    EXPECT_EQ(start.job_id(), "job-1");
+    EXPECT_EQ(start.attempt(), 3);
+    EXPECT_EQ(start.start_step(), 6);
+    EXPECT_EQ(start.rank(), rank);
+    EXPECT_EQ(start.program().rank(), rank);
+    EXPECT_EQ(start.outline().SerializeAsString(), outline.SerializeAsString());
+    EXPECT_EQ(start.plan().scheme(), "1f1b");
+    EXPECT_EQ(start.manifest().metadata().name(), "job");
+    EXPECT_EQ(start.rendezvous().timeout_ms(), 7000);
+    EXPECT_TRUE(start.rendezvous().store_address().empty())
+        << "told once rank 0 reports it";
+  }
 }
 
 TEST(JobLauncherTest, AScheduleTheValidatorRefusesIsAnInternalErrorInItsWords) {

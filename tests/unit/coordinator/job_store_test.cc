@@ -69,6 +69,22 @@ TEST(JobStoreTest, ListKeepsSubmissionOrderAcrossUpdatesAndFiltersByState) {
   EXPECT_EQ((*pending)[0].id(), "second");
 }
 
+TEST(JobStoreTest, ListLiveReadsThePendingAndRunningJobsInSubmissionOrder) {
+  auto store = MustOpen(":memory:");
+  ASSERT_TRUE(store->Put(MakeJob("a", chimera::v1::JOB_STATE_RUNNING)).ok());
+  ASSERT_TRUE(store->Put(MakeJob("b", chimera::v1::JOB_STATE_SUCCEEDED)).ok());
+  ASSERT_TRUE(store->Put(MakeJob("c", chimera::v1::JOB_STATE_PENDING)).ok());
+  ASSERT_TRUE(store->Put(MakeJob("d", chimera::v1::JOB_STATE_FAILED)).ok());
+  ASSERT_TRUE(store->Put(MakeJob("e", chimera::v1::JOB_STATE_STOPPED)).ok());
+  // Back in the queue, "a" keeps its place before "c".
+  ASSERT_TRUE(store->Put(MakeJob("a", chimera::v1::JOB_STATE_PENDING)).ok());
+  const absl::StatusOr<std::vector<chimera::v1::Job>> live = store->ListLive();
+  ASSERT_TRUE(live.ok()) << live.status();
+  ASSERT_EQ(live->size(), 2u);
+  EXPECT_EQ((*live)[0].id(), "a");
+  EXPECT_EQ((*live)[1].id(), "c");
+}
+
 TEST(JobStoreTest, ListAfterReadsInChunksFromWhereTheLastOneEnded) {
   auto store = MustOpen(":memory:");
   for (const char* id : {"a", "b", "c"}) {

@@ -111,8 +111,8 @@ absl::Status Run(const std::string& task_file, const std::string& host,
                  std::ostream& events) {
   ASSIGN_OR_RETURN(const chimera::v1::StartTask task, ReadTask(task_file));
   TaskRunOptions options;
-  // Checkpoints are per job id: every attempt of this job, and no other job.
   ASSIGN_OR_RETURN(options.schedule, RankScheduleOf(task));
+  // Checkpoints are per job id: every attempt of this job, and no other job.
   ASSIGN_OR_RETURN(options.task,
                    TaskOptionsFor(task.manifest(), task.plan(), task.rank(),
                                   roots, task.job_id()));

@@ -254,12 +254,11 @@ void JobManager::StopRunLocked(const std::string& id) {
   auto it = runs_.find(id);
   if (it == runs_.end()) return;
   const JobRun& run = it->second;
-  // A step recorded just before the run ended still answers its TraceJob.
-  if (absl::StatusOr<Job> job = table_.Get(id);
-      job.ok() && trace_waits_.Waiting(id)) {
-    if (std::optional<chimera::v1::JobTrace> trace =
-            run.CompleteTrace(id, job->plan())) {
-      trace_waits_.RunEnded(id, *std::move(trace));
+  // A step recorded just before the run ended still answers its TraceJob
+  // (the job is read only then: every run's end comes here).
+  if (trace_waits_.Waiting(id) && run.traces.complete()) {
+    if (absl::StatusOr<Job> job = table_.Get(id); job.ok()) {
+      trace_waits_.RunEnded(id, *run.CompleteTrace(id, job->plan()));
     }
   }
   for (size_t rank = 0; rank < run.worker_of_rank.size(); ++rank) {
@@ -613,8 +612,11 @@ absl::StatusOr<std::optional<chimera::v1::JobTrace>> JobManager::TraceOf(
   std::optional<chimera::v1::JobTrace> trace;
   auto run = runs_.find(id);
   if (run != runs_.end()) {
-    ASSIGN_OR_RETURN(const Job job, table_.Get(id));
-    trace = run->second.CompleteTrace(id, job.plan());
+    // Polled until a step is complete: the job is read only once there is.
+    if (run->second.traces.complete()) {
+      ASSIGN_OR_RETURN(const Job job, table_.Get(id));
+      trace = run->second.CompleteTrace(id, job.plan());
+    }
   } else if (const chimera::v1::JobTrace* ended = trace_waits_.EndedTrace(id)) {
     trace = *ended;
   }

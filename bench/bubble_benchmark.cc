@@ -311,9 +311,9 @@ PipelineJob JobFor(schedule::Schedule schedule, const Flags& flags) {
   PipelineJob job =
       harness::GptPipelineJob(std::move(schedule), BenchGpt(),
                               /*micro_batch_size=*/4, /*seed=*/3, kOpTimeout);
-  job.executor.optimizer.kind = OptimizerKind::kAdamW;
-  job.executor.optimizer.lr = 1e-4;
-  job.steps = flags.warmup + flags.steps;
+  job.spec.optimizer.kind = OptimizerKind::kAdamW;
+  job.spec.optimizer.lr = 1e-4;
+  job.spec.max_steps = flags.warmup + flags.steps;
   return job;
 }
 
@@ -332,9 +332,9 @@ absl::Status RunScheme(const std::string& name,
                    schedule::Simulate(schedule, costs));
   ASSIGN_OR_RETURN(
       schedule::SimulationResult with_links,
-      schedule::Simulate(
-          schedule, WithLinks(costs, schedule, job.executor.partition, links,
-                              job.executor.micro_batch_size)));
+      schedule::Simulate(schedule,
+                         WithLinks(costs, schedule, job.spec.partition.stages(),
+                                   links, job.spec.micro_batch_size)));
 
   std::printf("\n### %s, D = %d, N = %d\n\n", name.c_str(), params.depth,
               params.micro_batches);

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "schedule/simulator.h"
 #include "worker/runtime/compute_threads.h"
-#include "worker/runtime/task_options.h"
+#include "worker/runtime/task_spec.h"
 
 namespace chimera::bench {
 
@@ -57,10 +57,9 @@ PipelineJob HarnessJob(const worker::StandaloneRun& run,
                        schedule::Schedule schedule, int steps) {
   PipelineJob job;
   job.schedule = std::move(schedule);
-  job.executor = worker::ExecutorOptionsFor(run.task, /*gpu_index=*/0, kOpTimeout);
-  job.data = run.task.data;
-  job.steps = steps;
-  job.connect_timeout = kOpTimeout;
+  job.spec = run.spec;
+  job.spec.max_steps = steps;
+  job.spec.timeouts = worker::Timeouts::Every(kOpTimeout);
   return job;
 }
 

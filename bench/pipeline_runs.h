@@ -2,7 +2,7 @@
 // job for a loaded job file, the samples/s, step time and bubble of the
 // measured steps, and where each rank's step time went.
 //
-//   ASSIGN_OR_RETURN(StandaloneRun run, LoadStandaloneJob(path, roots));
+//   ASSIGN_OR_RETURN(StandaloneRun run, LoadStandaloneJob(path, site));
 //   ASSIGN_OR_RETURN(PipelineMeasurements m,
 //                    MeasurePipeline(HarnessJob(run, run.schedule, 1 + 3),
 //                                    scratch.path(), kRunDeadline));

@@ -97,12 +97,12 @@ absl::StatusOr<std::string> RunJob(const std::string& path,
                                    const chimera::v1::Cluster& cluster,
                                    const Flags& flags) {
   // Data paths are relative to the current directory, as `chimera run`'s.
-  ASSIGN_OR_RETURN(const worker::WorkerRoots roots,
-                   worker::WorkerRootsFrom("", ""));
+  worker::TaskSite site;
+  ASSIGN_OR_RETURN(site.roots, worker::WorkerRootsFrom("", ""));
   ASSIGN_OR_RETURN(const chimera::v1::TrainJob job,
-                   jobspec::LoadJobFile(path, {.data_root = roots.data}));
+                   jobspec::LoadJobFile(path, {.data_root = site.roots.data}));
   ASSIGN_OR_RETURN(const worker::StandaloneRun run,
-                   worker::LoadStandaloneJob(path, roots));
+                   worker::LoadStandaloneJob(path, site));
 
   ASSIGN_OR_RETURN(const chimera::v1::ModelProfile measured_profile,
                    worker::ProfileJob(job, /*gpu_index=*/0));
@@ -121,7 +121,7 @@ absl::StatusOr<std::string> RunJob(const std::string& path,
           scratch.path(), kRunDeadline));
   const StepFigures real = FiguresOf(measured, flags.warmup);
 
-  const schedule::ScheduleParams& params = run.task.schedule;
+  const schedule::ScheduleParams& params = run.params;
   std::printf(
       "| %s | %s | %d | %d | %zu | %.3f | %.3f | %+.1f%% | %.3f | %+.1f%% | "
       "%.2f | %.2f |\n",

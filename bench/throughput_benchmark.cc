@@ -63,9 +63,10 @@ int OnlineCores() {
 absl::StatusOr<std::string> RunJob(const std::string& path,
                                    const Flags& flags) {
   // Data paths are relative to the current directory, as `chimera run`'s.
-  ASSIGN_OR_RETURN(const WorkerRoots roots, WorkerRootsFrom("", ""));
-  ASSIGN_OR_RETURN(const StandaloneRun run, LoadStandaloneJob(path, roots));
-  const schedule::ScheduleParams& params = run.task.schedule;
+  TaskSite site;
+  ASSIGN_OR_RETURN(site.roots, WorkerRootsFrom("", ""));
+  ASSIGN_OR_RETURN(const StandaloneRun run, LoadStandaloneJob(path, site));
+  const schedule::ScheduleParams& params = run.params;
   const int workers = static_cast<int>(run.schedule.workers.size());
   const chimera::testing::TempDir scratch[3];
   ASSIGN_OR_RETURN(
@@ -82,7 +83,8 @@ absl::StatusOr<std::string> RunJob(const std::string& path,
                    schedule::GenerateSchedule(single_params));
   PipelineJob single_job =
       HarnessJob(run, single_schedule, flags.warmup + flags.steps);
-  single_job.executor.partition = {{0, run.task.model.num_layers}};
+  ASSIGN_OR_RETURN(single_job.spec.partition,
+                   Partition::Even(run.spec.model.num_layers, 1));
   ASSIGN_OR_RETURN(
       PipelineMeasurements single,
       harness::MeasurePipeline(single_job, scratch[1].path(), kRunDeadline));

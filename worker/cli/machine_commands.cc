@@ -13,7 +13,7 @@
 #include "worker/cli/exit_codes.h"
 #include "worker/cli/shared_flags.h"
 #include "worker/daemon/local_devices.h"
-#include "worker/runtime/task_options.h"
+#include "worker/runtime/task_spec.h"
 
 namespace chimera::worker::cli {
 namespace {

@@ -112,12 +112,14 @@ absl::Status Run(const std::string& task_file, const std::string& host,
   ASSIGN_OR_RETURN(const chimera::v1::StartTask task, ReadTask(task_file));
   TaskRunOptions options;
   ASSIGN_OR_RETURN(options.schedule, RankScheduleOf(task));
+  TaskSite site{.roots = roots, .gpu_index = gpu_index};
+  if (task.rendezvous().timeout_ms() > 0) {
+    site.timeout = absl::Milliseconds(task.rendezvous().timeout_ms());
+  }
   // Checkpoints are per job id: every attempt of this job, and no other job.
-  ASSIGN_OR_RETURN(options.task,
-                   TaskOptionsFor(task.manifest(), task.plan(), task.rank(),
-                                  roots, task.job_id()));
+  ASSIGN_OR_RETURN(options.spec, TaskSpecFor(task.manifest(), task.plan(),
+                                             task.rank(), task.job_id(), site));
   options.host = host;
-  options.gpu_index = gpu_index;
   if (task.rank() != 0) {
     const absl::StatusOr<net::ServerAddress> store =
         net::ParseDialAddress(task.rendezvous().store_address());
@@ -128,12 +130,9 @@ absl::Status Run(const std::string& task_file, const std::string& host,
     options.store_host = store->host;
     options.store_port = store->port;
   }
-  if (task.rendezvous().timeout_ms() > 0) {
-    options.timeout = absl::Milliseconds(task.rendezvous().timeout_ms());
-  }
   options.recorded_checkpoint_step = task.start_step();
   options.attempt = task.attempt();
-  options.last_step = options.task.max_steps;
+  options.last_step = options.spec.max_steps;
   EventWriter writer(events);
   return RunTask(options, writer);
 }

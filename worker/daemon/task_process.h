@@ -22,7 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "chimera/v1/service.pb.h"
-#include "worker/runtime/task_options.h"
+#include "worker/runtime/task_spec.h"
 
 namespace chimera::worker {
 

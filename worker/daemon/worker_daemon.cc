@@ -16,7 +16,7 @@
 #include "worker/daemon/task_exit.h"
 #include "worker/daemon/task_process.h"
 #include "worker/runtime/compute_threads.h"
-#include "worker/runtime/task_options.h"
+#include "worker/runtime/task_spec.h"
 
 namespace chimera::worker {
 namespace {

@@ -31,7 +31,7 @@
 #include "chimera/v1/service.grpc.pb.h"
 #include "worker/daemon/daemon_metrics.h"
 #include "worker/daemon/local_devices.h"
-#include "worker/runtime/task_options.h"
+#include "worker/runtime/task_spec.h"
 
 namespace chimera::worker {
 

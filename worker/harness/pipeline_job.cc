@@ -53,15 +53,15 @@ absl::Status RunRank(const PipelineJob& job, int rank, Communicator* comm,
   LimitComputeThreads(1);
   RetainFreedHostMemory();
   ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data,
-                   DataSource::Open(job.data));
+                   DataSource::Open(job.spec.data));
   ASSIGN_OR_RETURN(
       std::unique_ptr<ProgramExecutor> executor,
       ProgramExecutor::Create(schedule::RankScheduleOf(job.schedule, rank),
-                              job.executor, *data, comm));
+                              job.spec, *data, comm));
   const size_t instructions = job.schedule.workers[rank].instructions.size();
   std::vector<double> losses;
   std::vector<StepMetrics> steps;
-  for (int step = 0; step < job.steps; ++step) {
+  for (int step = 0; step < job.spec.max_steps; ++step) {
     ASSIGN_OR_RETURN(StepMetrics metrics, executor->RunStep(step));
     RETURN_IF_ERROR(CheckMetrics(metrics, *executor, instructions));
     losses.push_back(metrics.loss);
@@ -106,29 +106,21 @@ absl::StatusOr<PipelineMeasurements> Collect(const std::vector<RankExit>& exits,
 
 }  // namespace
 
-std::vector<LayerRange> EvenSplit(int64_t layers, int stages) {
-  std::vector<LayerRange> partition;
-  for (int i = 0; i < stages; ++i) {
-    partition.push_back({i * layers / stages, (i + 1) * layers / stages});
-  }
-  return partition;
-}
-
 PipelineJob GptPipelineJob(schedule::Schedule schedule,
                            const ModelConfig& model, int micro_batch_size,
                            uint64_t seed, absl::Duration op_timeout) {
   PipelineJob job;
-  job.executor.model = model;
-  job.executor.partition =
-      EvenSplit(model.num_layers, schedule.topology.NumModelStages());
-  job.executor.micro_batch_size = micro_batch_size;
-  job.executor.seed = seed;
-  job.executor.p2p_timeout = op_timeout;
-  job.executor.collective_timeout = op_timeout;
-  job.data.vocab_size = model.vocab_size;
-  job.data.sample_length = SampleLength(model);
-  job.data.seed = seed;
-  job.connect_timeout = op_timeout;
+  job.spec.model = model;
+  job.spec.partition =
+      Partition::Even(model.num_layers, schedule.topology.NumModelStages())
+          .value();
+  job.spec.micro_batch_size = micro_batch_size;
+  job.spec.seed = seed;
+  job.spec.max_steps = 1;
+  job.spec.timeouts = Timeouts::Every(op_timeout);
+  job.spec.data.vocab_size = model.vocab_size;
+  job.spec.data.sample_length = SampleLength(model);
+  job.spec.data.seed = seed;
   job.schedule = std::move(schedule);
   return job;
 }
@@ -144,7 +136,7 @@ absl::Status RunPipelineRank(const PipelineJob& job,
   gloo.rank = rank;
   gloo.world_size = static_cast<int>(job.schedule.workers.size());
   gloo.groups = GradientGroups(schedule::OutlineOf(job.schedule));
-  gloo.timeout = job.connect_timeout;
+  gloo.timeout = job.spec.timeouts.rendezvous;
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
                    CreateGlooCommunicator(rendezvous, gloo));
   return RunRank(
@@ -161,7 +153,7 @@ absl::StatusOr<PipelineMeasurements> MeasurePipeline(
                                   return RunPipelineRank(job, "", rank,
                                                          rendezvous);
                                 }),
-                 scratch_dir, job.steps);
+                 scratch_dir, job.spec.max_steps);
 }
 
 absl::StatusOr<PipelineMeasurements> MeasureCopiesAtOnce(
@@ -180,7 +172,7 @@ absl::StatusOr<PipelineMeasurements> MeasureCopiesAtOnce(
                                       job, 0, nullptr, "",
                                       RankMetricsPath(scratch_dir, copy));
                                 }),
-                 scratch_dir, job.steps);
+                 scratch_dir, job.spec.max_steps);
 }
 
 }  // namespace chimera::worker::harness

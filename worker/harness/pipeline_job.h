@@ -30,23 +30,19 @@
 #include "worker/runtime/data_source.h"
 #include "worker/runtime/program_executor.h"
 #include "worker/runtime/step_metrics.h"
+#include "worker/runtime/task_spec.h"
 
 namespace chimera::worker::harness {
 
+// A pipeline of forked ranks: every rank runs `spec` (spec.max_steps steps,
+// joining within spec.timeouts.rendezvous) on its share of `schedule`.
 struct PipelineJob {
   schedule::Schedule schedule;
-  ExecutorOptions executor;
-  DataSourceOptions data;
-  int steps = 1;
+  TaskSpec spec;
   // When set, rank r writes its metrics of every step to
   // RankMetricsPath(metrics_dir, r) (step_metrics_record.h).
   std::string metrics_dir;
-  // Joining the groups; executor.*_timeout bound the steps.
-  absl::Duration connect_timeout = absl::Seconds(30);
 };
-
-// Blocks [i·L/S, (i+1)·L/S) for model stage i of S.
-std::vector<LayerRange> EvenSplit(int64_t layers, int stages);
 
 // The base every forked-pipeline test and benchmark adjusts: the GPT `model`
 // on `schedule`, its blocks split evenly over the model stages, synthetic
@@ -77,7 +73,7 @@ struct PipelineMeasurements {
 // `deadline`) and collects their metrics through `scratch_dir`, an empty
 // directory the caller owns (job.metrics_dir is replaced by it). INTERNAL
 // naming the ranks that failed; DATA_LOSS when a rank's metrics do not
-// cover job.steps.
+// cover job.spec.max_steps.
 absl::StatusOr<PipelineMeasurements> MeasurePipeline(
     PipelineJob job, const std::string& scratch_dir, absl::Duration deadline);
 

@@ -70,29 +70,4 @@ absl::Status ValidateLayerRange(const ModelConfig& config, LayerRange range) {
   return absl::OkStatus();
 }
 
-absl::Status ValidatePartition(const std::vector<LayerRange>& partition,
-                               int64_t num_layers, int stages) {
-  if (static_cast<int>(partition.size()) != stages) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("partition has ", partition.size(),
-                     " stages; the schedule has ", stages, " model stages"));
-  }
-  int64_t next = 0;
-  for (size_t i = 0; i < partition.size(); ++i) {
-    if (partition[i].begin != next || partition[i].end <= next) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("partition[", i, "] is blocks [", partition[i].begin,
-                       ", ", partition[i].end, "); it must start at block ",
-                       next, " and hold at least one block"));
-    }
-    next = partition[i].end;
-  }
-  if (next != num_layers) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "partition ends at block ", next, "; the model has ", num_layers,
-        " blocks"));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace chimera::worker

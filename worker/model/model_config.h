@@ -70,13 +70,6 @@ struct LayerRange {
 // OK when 0 <= begin < end <= config.num_layers.
 absl::Status ValidateLayerRange(const ModelConfig& config, LayerRange range);
 
-// OK when `partition` cuts the model's `num_layers` blocks into `stages`
-// ranges, in order, each starting where the one before ends and holding at
-// least one block; otherwise INVALID_ARGUMENT naming the first range that
-// does not ("partition[1] is blocks [3, 3); ...").
-absl::Status ValidatePartition(const std::vector<LayerRange>& partition,
-                               int64_t num_layers, int stages);
-
 }  // namespace chimera::worker
 
 #endif  // CHIMERA_WORKER_MODEL_MODEL_CONFIG_H_

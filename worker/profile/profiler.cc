@@ -20,10 +20,10 @@
 #include "worker/model/micro_batch.h"
 #include "worker/model/split_backward.h"
 #include "worker/runtime/compute_threads.h"
-#include "worker/runtime/host_memory.h"
 #include "worker/runtime/device_memory.h"
+#include "worker/runtime/host_memory.h"
 #include "worker/runtime/optimizer.h"
-#include "worker/runtime/task_options.h"
+#include "worker/runtime/task_spec.h"
 
 namespace chimera::worker {
 namespace {
@@ -300,8 +300,7 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileModel(
 
 absl::StatusOr<chimera::v1::ModelProfile> ProfileJob(
     const chimera::v1::TrainJob& job, int gpu_index) {
-  ASSIGN_OR_RETURN(const ModelConfig config,
-                   ModelConfigFor(job.spec().model()));
+  const ModelConfig config = ModelConfigFor(job.spec().model());
   ProfileOptions options;
   const int micro_batch_size = job.spec().training().micro_batch_size();
   options.max_micro_batch_size =

@@ -263,7 +263,7 @@ absl::Status CheckpointDir::Save(const ProgramExecutor& executor, int64_t step,
                    directory_.Open(StepName(step), /*create=*/true));
   const std::vector<StageFile> present = StageFiles(step);
   for (int model_stage : model_stages) {
-    const LayerRange blocks = executor.options().partition[model_stage];
+    const LayerRange blocks = executor.spec().partition.stage(model_stage);
     ASSIGN_OR_RETURN(const StageState state, executor.ExportStage(model_stage));
     std::vector<char> bytes;
     try {
@@ -289,12 +289,12 @@ absl::Status CheckpointDir::Save(const ProgramExecutor& executor, int64_t step,
 
 absl::Status CheckpointDir::Load(ProgramExecutor& executor,
                                  int64_t step) const {
-  RETURN_IF_ERROR(CheckComplete(step, executor.options().model.num_layers));
+  RETURN_IF_ERROR(CheckComplete(step, executor.spec().model.num_layers));
   ASSIGN_OR_RETURN(const Directory step_dir,
                    directory_.Open(StepName(step), /*create=*/false));
   const std::vector<StageFile> files = StageFiles(step);
   for (int model_stage : executor.model_stages()) {
-    const LayerRange held = executor.options().partition[model_stage];
+    const LayerRange held = executor.spec().partition.stage(model_stage);
     // The files holding the stage's blocks, merged by parameter name.
     TensorDict merged;
     std::vector<std::string> shown;

@@ -119,10 +119,28 @@ class BackwardOrder {
   std::map<SliceKey, std::optional<Instruction>> waiting_;
 };
 
+// The spec's partition (contiguous by construction) cuts this model into
+// the topology's model stages.
+absl::Status CheckPartition(const TaskSpec& spec,
+                            const schedule::Topology& topology) {
+  if (spec.partition.stage_count() != topology.NumModelStages()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("partition has ", spec.partition.stage_count(),
+                     " stages; the schedule has ", topology.NumModelStages(),
+                     " model stages"));
+  }
+  if (spec.partition.num_layers() != spec.model.num_layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("partition ends at block ", spec.partition.num_layers(),
+                     "; the model has ", spec.model.num_layers, " blocks"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ProgramExecutor>> ProgramExecutor::Create(
-    const schedule::RankSchedule& schedule, const ExecutorOptions& options,
+    const schedule::RankSchedule& schedule, const TaskSpec& spec,
     const DataSource& data, Communicator* comm) {
   const int world = schedule.outline.world_size();
   if (schedule.rank() < 0 || schedule.rank() >= world) {
@@ -135,45 +153,40 @@ absl::StatusOr<std::unique_ptr<ProgramExecutor>> ProgramExecutor::Create(
         absl::StrCat("the communicator has ", comm->world_size(),
                      " ranks; the schedule has ", world, " workers"));
   }
-  if (options.micro_batch_size < 1) {
+  if (spec.micro_batch_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "micro-batch size is ", options.micro_batch_size, "; it must be >= 1"));
+        "micro-batch size is ", spec.micro_batch_size, "; it must be >= 1"));
   }
-  RETURN_IF_ERROR(ValidateModelConfig(options.model));
-  RETURN_IF_ERROR(CheckDeviceUsable(options.device));
-  RETURN_IF_ERROR(ValidatePartition(options.partition, options.model.num_layers,
-                                    schedule.topology().NumModelStages()));
-  RETURN_IF_ERROR(ValidateOptimizerConfig(options.optimizer));
-  if (data.options().sample_length !=
-      options.model.seq_length +
-          (options.model.family == ModelFamily::kGpt ? 1 : 0)) {
+  RETURN_IF_ERROR(ValidateModelConfig(spec.model));
+  RETURN_IF_ERROR(CheckDeviceUsable(spec.device));
+  RETURN_IF_ERROR(CheckPartition(spec, schedule.topology()));
+  RETURN_IF_ERROR(ValidateOptimizerConfig(spec.optimizer));
+  if (data.options().sample_length != SampleLength(spec.model)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data samples hold ", data.options().sample_length, " tokens; a ",
-        ModelFamilyName(options.model.family), " model of sequence length ",
-        options.model.seq_length, " needs ",
-        options.model.seq_length +
-            (options.model.family == ModelFamily::kGpt ? 1 : 0)));
+        ModelFamilyName(spec.model.family), " model of sequence length ",
+        spec.model.seq_length, " needs ", SampleLength(spec.model)));
   }
   std::unique_ptr<ProgramExecutor> executor(
-      new ProgramExecutor(schedule, options, data, comm));
+      new ProgramExecutor(schedule, spec, data, comm));
   RETURN_IF_ERROR(executor->Build());
   return executor;
 }
 
 ProgramExecutor::ProgramExecutor(const schedule::RankSchedule& schedule,
-                                 const ExecutorOptions& options,
-                                 const DataSource& data, Communicator* comm)
+                                 const TaskSpec& spec, const DataSource& data,
+                                 Communicator* comm)
     : topology_(schedule.topology()),
       program_(schedule.program),
       rank_(schedule.rank()),
-      options_(options),
+      spec_(spec),
       data_(data),
       comm_(comm),
       tags_(schedule.outline),
       loss_normaliser_(static_cast<double>(schedule.topology().width) *
                        schedule.topology().micro_batches *
-                       options.micro_batch_size),
-      memory_(options.device) {}
+                       spec.micro_batch_size),
+      memory_(spec.device) {}
 
 ProgramExecutor::~ProgramExecutor() = default;
 
@@ -189,8 +202,8 @@ absl::Status ProgramExecutor::Build() {
     const int model_stage = topology_.ModelStage(ref);
     if (stages_.count(model_stage) != 0) continue;
     ASSIGN_OR_RETURN(stages_[model_stage],
-                     BuildStage(options_.model, options_.partition[model_stage],
-                                options_.seed, options_.device));
+                     BuildStage(spec_.model, spec_.partition.stage(model_stage),
+                                spec_.seed, spec_.device));
     holds_last_stage_ |= stages_[model_stage]->is_last();
   }
   for (const auto& [model_stage, stage] : stages_) {
@@ -200,7 +213,7 @@ absl::Status ProgramExecutor::Build() {
       used_token_rows_ = NoRowsUsed(stage->embedding()->token_weight());
     }
     optimizers_[model_stage] =
-        std::make_unique<Optimizer>(options_.optimizer, stage_parameters);
+        std::make_unique<Optimizer>(spec_.optimizer, stage_parameters);
   }
   return CheckProgram();
 }
@@ -246,9 +259,9 @@ absl::Status ProgramExecutor::CheckProgram() {
     const std::string out_of_order = backwards.Add(inst);
     if (!out_of_order.empty()) return invalid(out_of_order);
     if (!schedule::ComputesInputGradient(inst.op)) continue;
-    if (inst.num_parts > options_.micro_batch_size) {
+    if (inst.num_parts > spec_.micro_batch_size) {
       return invalid(absl::StrCat("splits a micro-batch of ",
-                                  options_.micro_batch_size, " samples in ",
+                                  spec_.micro_batch_size, " samples in ",
                                   inst.num_parts, " parts"));
     }
     backward_plans_[{{inst.chunk, inst.stage}, inst.micro_batches[0]}] = {
@@ -357,7 +370,7 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
     const bool busy =
         schedule::IsCompute(inst.op) || inst.op == OpKind::kOptimizerStep;
     // A GPU runs the op after it is queued: time it to its end.
-    if (busy) SynchronizeDevice(options_.device);
+    if (busy) SynchronizeDevice(spec_.device);
     const double seconds = SecondsSince(op_start);
     metrics.op_start_seconds.push_back(
         std::chrono::duration<double>(op_start - step_start).count());
@@ -438,14 +451,13 @@ absl::StatusOr<MicroBatch> ProgramExecutor::LoadMicroBatch(int64_t step,
                                                            int micro_batch) {
   const SampleRange samples =
       MicroBatchSamples(schedule::DpRank(topology_, rank_), micro_batch,
-                        topology_.micro_batches, options_.micro_batch_size);
+                        topology_.micro_batches, spec_.micro_batch_size);
   ASSIGN_OR_RETURN(at::Tensor tokens,
                    data_.Samples(step, samples.first, samples.count));
-  ASSIGN_OR_RETURN(
-      const MicroBatch batch,
-      MakeMicroBatch(options_.model, tokens,
-                     SampleKey{options_.seed, step, samples.first}));
-  return OnDevice(batch, options_.device);
+  ASSIGN_OR_RETURN(const MicroBatch batch,
+                   MakeMicroBatch(spec_.model, tokens,
+                                  SampleKey{spec_.seed, step, samples.first}));
+  return OnDevice(batch, spec_.device);
 }
 
 absl::Status ProgramExecutor::Forward(const Instruction& inst, int64_t step,
@@ -476,7 +488,7 @@ absl::Status ProgramExecutor::ForwardMicroBatch(StageRef ref, int micro_batch,
   std::vector<at::Tensor> outputs;
   for (int part = 0; part < plan.num_parts; ++part) {
     const auto [begin, end] =
-        SliceBounds(options_.micro_batch_size, plan.num_parts, part);
+        SliceBounds(spec_.micro_batch_size, plan.num_parts, part);
     const at::Tensor slice = input.slice(0, begin, end);
     StashedForward stashed;
     at::Tensor output;
@@ -499,7 +511,7 @@ absl::Status ProgramExecutor::ForwardMicroBatch(StageRef ref, int micro_batch,
       const at::Tensor loss = output.detach().to(at::kDouble);
       loss_sum_ = loss_sum_.defined() ? loss_sum_ + loss : loss;
       metrics.samples += end - begin;
-      metrics.tokens += (end - begin) * options_.model.seq_length;
+      metrics.tokens += (end - begin) * spec_.model.seq_length;
       if (plan.recompute) stashed.targets = std::move(targets);
     } else {
       outputs.push_back(output.detach());
@@ -632,17 +644,17 @@ absl::Status ProgramExecutor::Receive(const Instruction& inst,
     return absl::InvalidArgumentError("no stage to receive from");
   }
   const auto [begin, end] =
-      SliceBounds(options_.micro_batch_size, inst.num_parts, inst.part);
+      SliceBounds(spec_.micro_batch_size, inst.num_parts, inst.part);
   for (int mb : inst.micro_batches) {
     at::Tensor buffer = at::empty(
-        {end - begin, options_.model.seq_length, options_.model.hidden_size},
-        at::TensorOptions(options_.model.dtype).device(options_.device));
+        {end - begin, spec_.model.seq_length, spec_.model.hidden_size},
+        at::TensorOptions(spec_.model.dtype).device(spec_.device));
     ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op,
                      comm_->Recv(buffer, inst.peer,
                                  tags_.Of(kind, *producer, mb, inst.part)));
     const auto wait_start = std::chrono::steady_clock::now();
-    RETURN_IF_ERROR(BlameSender(op->Wait(options_.p2p_timeout), inst.peer,
-                                options_.p2p_timeout));
+    RETURN_IF_ERROR(BlameSender(op->Wait(spec_.timeouts.transfer), inst.peer,
+                                spec_.timeouts.transfer));
     metrics.recv_wait_seconds += SecondsSince(wait_start);
     (activation ? activations_in_ : gradients_in_)[{ref, mb, inst.part}] =
         std::move(buffer);
@@ -677,7 +689,7 @@ absl::Status ProgramExecutor::EndAllReduce(const Instruction& inst,
     return absl::InternalError("no allreduce of this stage was begun");
   }
   const auto wait_start = std::chrono::steady_clock::now();
-  RETURN_IF_ERROR(it->second->Finish(options_.collective_timeout));
+  RETURN_IF_ERROR(it->second->Finish(spec_.timeouts.collective));
   metrics.allreduce_wait_seconds += SecondsSince(wait_start);
   allreduces_.erase(it);
   return absl::OkStatus();
@@ -685,7 +697,7 @@ absl::Status ProgramExecutor::EndAllReduce(const Instruction& inst,
 
 absl::Status ProgramExecutor::FinishStep() {
   for (const auto& send : sends_) {
-    RETURN_IF_ERROR(send->Wait(options_.p2p_timeout));
+    RETURN_IF_ERROR(send->Wait(spec_.timeouts.transfer));
   }
   sends_.clear();
   const auto leftover = [](absl::string_view what, size_t count) {

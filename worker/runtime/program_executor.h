@@ -2,13 +2,13 @@
 // stage replicas the program lists, then executes the instructions in order,
 // once per training iteration (RunStep), and measures every op.
 //
-//   ExecutorOptions options;
-//   options.model = config;
-//   options.partition = {{0, 2}, {2, 4}, {4, 6}, {6, 8}};  // per model stage
-//   options.micro_batch_size = 2;
-//   options.optimizer = {.kind = OptimizerKind::kAdamW, .lr = 1e-3};
+//   TaskSpec spec;
+//   spec.model = config;
+//   ASSIGN_OR_RETURN(spec.partition, Partition::Even(8, 4));  // 4 model stages
+//   spec.micro_batch_size = 2;
+//   spec.optimizer = {.kind = OptimizerKind::kAdamW, .lr = 1e-3};
 //   ASSIGN_OR_RETURN(auto executor, ProgramExecutor::Create(
-//                        rank_schedule, options, *data, comm.get()));
+//                        rank_schedule, spec, *data, comm.get()));
 //   for (int64_t step = 0; step < steps; ++step) {
 //     ASSIGN_OR_RETURN(StepMetrics metrics, executor->RunStep(step));
 //   }
@@ -78,31 +78,11 @@
 #include "worker/runtime/message_tags.h"
 #include "worker/runtime/optimizer.h"
 #include "worker/runtime/step_metrics.h"
+#include "worker/runtime/task_spec.h"
 
 namespace chimera::worker {
 
 class Stage;
-
-struct ExecutorOptions {
-  ModelConfig model;
-  // Where the stages compute: the CPU or one CUDA GPU (CheckDeviceUsable).
-  // The communicator must carry tensors on it (Gloo: CPU, NCCL: the GPU).
-  c10::Device device = c10::Device(c10::DeviceType::CPU);
-  // Transformer blocks of each model stage (index Topology::ModelStage), one
-  // entry per model stage: contiguous, from block 0 to model.num_layers.
-  std::vector<LayerRange> partition;
-  // Parameter initialisation and the data's sample keys.
-  uint64_t seed = 0;
-  // Samples per micro-batch (B), at least the number of parts any backward
-  // is split into.
-  int micro_batch_size = 1;
-  OptimizerConfig optimizer;
-  // Bound on each receive and on the wait for each send at the end of a
-  // step.
-  absl::Duration p2p_timeout = kDefaultP2pTimeout;
-  // Bound on each ALLREDUCE_END.
-  absl::Duration collective_timeout = kDefaultCollectiveTimeout;
-};
 
 // One model stage's trainable state: its parameters, by their names in the
 // whole model, and its optimizer's state in the same order. What a
@@ -115,14 +95,16 @@ struct StageState {
 class ProgramExecutor {
  public:
   // Builds the stage replicas of `schedule.program` and checks the program
-  // against the options. `data` and `comm` must outlive the executor; `comm`
-  // (with the groups of GradientGroups(schedule.outline)) may be
-  // null only when the program has no transfer or allreduce. Starts the
-  // device's memory accounting before building anything. INVALID_ARGUMENT
-  // naming the option or instruction that does not fit; FAILED_PRECONDITION
-  // for a device this process cannot compute on.
+  // against `spec` (its model, partition, device, seed, micro-batch size,
+  // optimizer and timeouts; the runner reads the rest). `data` and `comm`
+  // must outlive the executor; `comm` (with the groups of
+  // GradientGroups(schedule.outline)) may be null only when the program has
+  // no transfer or allreduce. Starts the device's memory accounting before
+  // building anything. INVALID_ARGUMENT naming the field or instruction that
+  // does not fit; FAILED_PRECONDITION for a device this process cannot
+  // compute on.
   static absl::StatusOr<std::unique_ptr<ProgramExecutor>> Create(
-      const schedule::RankSchedule& schedule, const ExecutorOptions& options,
+      const schedule::RankSchedule& schedule, const TaskSpec& spec,
       const DataSource& data, Communicator* comm);
 
   ~ProgramExecutor();
@@ -140,7 +122,7 @@ class ProgramExecutor {
 
   // The model stages this worker holds a replica of, ascending.
   std::vector<int> model_stages() const;
-  const ExecutorOptions& options() const { return options_; }
+  const TaskSpec& spec() const { return spec_; }
   // A held model stage's state between steps; the tensors are the live ones,
   // not copies. NOT_FOUND for a stage this worker does not hold.
   absl::StatusOr<StageState> ExportStage(int model_stage) const;
@@ -155,9 +137,8 @@ class ProgramExecutor {
   bool holds_last_stage() const { return holds_last_stage_; }
 
  private:
-  ProgramExecutor(const schedule::RankSchedule& schedule,
-                  const ExecutorOptions& options, const DataSource& data,
-                  Communicator* comm);
+  ProgramExecutor(const schedule::RankSchedule& schedule, const TaskSpec& spec,
+                  const DataSource& data, Communicator* comm);
 
   // How a micro-batch's backward on one replica runs: read off the
   // program's BACKWARD and BACKWARD_INPUT instructions.
@@ -219,7 +200,7 @@ class ProgramExecutor {
   const schedule::Topology topology_;
   const schedule::WorkerProgram program_;
   const int rank_;
-  const ExecutorOptions options_;
+  const TaskSpec spec_;
   const DataSource& data_;
   Communicator* const comm_;
   const MessageTags tags_;

@@ -39,7 +39,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectGloo(
   gloo.world_size = options.schedule.outline.world_size();
   gloo.groups = std::move(groups);
   gloo.host = options.host;
-  gloo.timeout = options.timeout;
+  gloo.timeout = options.spec.timeouts.rendezvous;
   return CreateGlooCommunicator(rendezvous, gloo);
 }
 
@@ -51,7 +51,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(
   std::vector<CommGroup> groups = GradientGroups(options.schedule.outline);
   groups.insert(groups.end(), options.extra_groups.begin(),
                 options.extra_groups.end());
-  if (!options.task.gpu)
+  if (!options.spec.gpu())
     return ConnectGloo(options, rendezvous, std::move(groups));
   if (options.gpu_transport == GpuTransport::kHostStagedGloo) {
     ASSIGN_OR_RETURN(std::unique_ptr<Communicator> gloo,
@@ -62,10 +62,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(
   NcclOptions nccl;
   nccl.rank = options.schedule.rank();
   nccl.world_size = options.schedule.outline.world_size();
-  nccl.device = options.gpu_index;
+  nccl.device = options.spec.device.index();
   nccl.groups = std::move(groups);
   nccl.links = P2pLinks(options.schedule.program);
-  nccl.timeout = options.timeout;
+  nccl.timeout = options.spec.timeouts.rendezvous;
   return CreateNcclCommunicator(rendezvous, nccl);
 #else
   return absl::FailedPreconditionError(
@@ -106,14 +106,15 @@ absl::StatusOr<StartPoint> Decode(absl::string_view text) {
 absl::StatusOr<CheckpointDir> OpenCheckpoints(const TaskRunOptions& options,
                                               bool create) {
   ASSIGN_OR_RETURN(const Directory root,
-                   Directory::OpenRoot(options.task.checkpoint_root));
+                   Directory::OpenRoot(options.spec.checkpoints.root));
   absl::StatusOr<CheckpointDir> checkpoints = CheckpointDir::Open(
-      root, options.task.checkpoint_dir, options.attempt, create);
+      root, options.spec.checkpoints.dir, options.attempt, create);
   if (checkpoints.ok()) return checkpoints;
   if (!create && absl::IsNotFound(checkpoints.status())) {
     return absl::FailedPreconditionError(absl::StrCat(
         "rank ", options.schedule.rank(),
-        " does not see the checkpoint directory '", options.task.checkpoint_dir,
+        " does not see the checkpoint directory '",
+        options.spec.checkpoints.dir,
         "' that rank 0 created: every worker's --checkpoint-root must be the "
         "same shared file system for a job with "
         "spec.training.checkpointEvery"));
@@ -135,7 +136,7 @@ absl::StatusOr<StartPoint> ChooseStart(const TaskRunOptions& options,
     return start;
   }
   start.first_step =
-      checkpoints.LatestComplete(options.task.model.num_layers).value_or(0);
+      checkpoints.LatestComplete(options.spec.model.num_layers).value_or(0);
   if (start.first_step < options.recorded_checkpoint_step) {
     CHIMERA_LOG(WARNING)
         << "the coordinator saw the checkpoint of step "
@@ -180,7 +181,7 @@ struct Started {
 absl::StatusOr<Started> Rendezvous(const TaskRunOptions& options,
                                    TaskObserver& observer) {
   Started started;
-  const bool checkpointing = !options.task.checkpoint_dir.empty();
+  const bool checkpointing = options.spec.checkpoints.every > 0;
   const int world = options.schedule.outline.world_size();
   if (options.schedule.rank() == 0) {
     if (checkpointing) {
@@ -188,9 +189,10 @@ absl::StatusOr<Started> Rendezvous(const TaskRunOptions& options,
       ASSIGN_OR_RETURN(started.start,
                        ChooseStart(options, *started.checkpoints));
     }
-    ASSIGN_OR_RETURN(started.rendezvous,
-                     TcpRendezvous::Host(options.host, options.store_port,
-                                         world, options.timeout));
+    ASSIGN_OR_RETURN(
+        started.rendezvous,
+        TcpRendezvous::Host(options.host, options.store_port, world,
+                            options.spec.timeouts.rendezvous));
     RETURN_IF_ERROR(
         started.rendezvous->Set(kDigestKey, options.schedule.outline.digest));
     RETURN_IF_ERROR(
@@ -202,7 +204,7 @@ absl::StatusOr<Started> Rendezvous(const TaskRunOptions& options,
   }
   ASSIGN_OR_RETURN(started.rendezvous,
                    TcpRendezvous::Join(options.store_host, options.store_port,
-                                       options.timeout));
+                                       options.spec.timeouts.rendezvous));
   RETURN_IF_ERROR(CheckSameSchedule(options, *started.rendezvous));
   ASSIGN_OR_RETURN(const std::string published,
                    started.rendezvous->Get(kFirstStepKey));
@@ -217,28 +219,27 @@ absl::StatusOr<Started> Rendezvous(const TaskRunOptions& options,
 }  // namespace
 
 absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
-  LimitComputeThreads(options.task.threads);
+  const TaskSpec& spec = options.spec;
+  LimitComputeThreads(spec.threads);
   RetainFreedHostMemory();
-  const ExecutorOptions executor_options =
-      ExecutorOptionsFor(options.task, options.gpu_index, options.timeout);
   // Before the rendezvous: the other ranks need not wait to learn this.
-  RETURN_IF_ERROR(CheckDeviceUsable(executor_options.device));
+  RETURN_IF_ERROR(CheckDeviceUsable(spec.device));
   ASSIGN_OR_RETURN(Started started, Rendezvous(options, observer));
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
                    Connect(options, *started.rendezvous));
   ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data,
-                   DataSource::Open(options.task.data));
+                   DataSource::Open(spec.data));
 
-  ASSIGN_OR_RETURN(std::unique_ptr<ProgramExecutor> executor,
-                   ProgramExecutor::Create(options.schedule, executor_options,
-                                           *data, comm.get()));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<ProgramExecutor> executor,
+      ProgramExecutor::Create(options.schedule, spec, *data, comm.get()));
   const int64_t first_step = started.start.first_step;
   if (first_step > 0) {
     RETURN_IF_ERROR(started.checkpoints->Load(*executor, first_step));
   }
   const std::vector<int> written =
       StagesWrittenBy(options.schedule.outline, options.schedule.rank());
-  const int64_t every = options.task.checkpoint_every;
+  const int64_t every = spec.checkpoints.every;
   for (int64_t step = first_step; step < options.last_step; ++step) {
     ASSIGN_OR_RETURN(StepMetrics metrics, executor->RunStep(step));
     // Before its checkpoint: a diverged model is not worth keeping.
@@ -257,7 +258,7 @@ absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
       // Whichever rank completes the step prunes what it supersedes; the
       // others find it incomplete and leave everything.
       if (const absl::Status pruned =
-              started.checkpoints->Prune(options.task.model.num_layers);
+              started.checkpoints->Prune(spec.model.num_layers);
           !pruned.ok()) {
         CHIMERA_LOG(WARNING)
             << "rank " << options.schedule.rank() << ": " << pruned;
@@ -265,7 +266,7 @@ absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
     }
     RETURN_IF_ERROR(observer.OnStep(metrics, *comm));
   }
-  return comm->Barrier(options.timeout);
+  return comm->Barrier(spec.timeouts.rendezvous);
 }
 
 }  // namespace chimera::worker

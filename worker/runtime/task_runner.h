@@ -29,18 +29,18 @@
 #include "schedule/rank_schedule.h"
 #include "worker/comm/communicator.h"
 #include "worker/runtime/step_metrics.h"
-#include "worker/runtime/task_options.h"
+#include "worker/runtime/task_spec.h"
 
 namespace chimera::worker {
 
 enum class GpuTransport { kNccl, kHostStagedGloo };
 
+// One run of a task: what it computes (the spec, this rank's share of the
+// schedule) and how this run meets the other ranks and where it starts.
 struct TaskRunOptions {
-  TaskOptions task;
+  TaskSpec spec;
   // This rank's program and the outline of the whole schedule.
   schedule::RankSchedule schedule;
-  // The CUDA device a gpu task computes on (ignored for cpu tasks).
-  int gpu_index = 0;
   // A gpu task's transport: NCCL, or Gloo staged through host memory for
   // ranks that share one GPU (NCCL refuses two ranks on one device).
   GpuTransport gpu_transport = GpuTransport::kNccl;
@@ -50,11 +50,8 @@ struct TaskRunOptions {
   // port); the others join store_host:store_port.
   std::string store_host = "127.0.0.1";
   int store_port = 0;
-  // The most any wait takes: joining the store, building the groups, the
-  // barrier, and every transfer and collective of a step.
-  absl::Duration timeout = kDefaultCollectiveTimeout;
   // Runs steps [first, last_step), where first is the latest complete
-  // checkpoint in task.checkpoint_dir (0 when there is none or the job takes
+  // checkpoint in spec.checkpoints.dir (0 when there is none or the job takes
   // no checkpoints), or 0 after deleting every checkpoint when `start_over`.
   bool start_over = false;
   int64_t last_step = 0;

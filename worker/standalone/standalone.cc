@@ -19,6 +19,7 @@
 #include "net/server_address.h"
 #include "planner/plan_params.h"
 #include "schedule/generator.h"
+#include "schedule/params_proto.h"
 #include "schedule/rank_schedule.h"
 #include "schedule/simulator.h"
 #include "schedule/validator.h"
@@ -79,20 +80,21 @@ int ReportingRank(const schedule::Schedule& schedule) {
 }  // namespace
 
 absl::StatusOr<StandaloneRun> LoadStandaloneJob(const std::string& job_path,
-                                               const WorkerRoots& roots) {
+                                                const TaskSite& site) {
   StandaloneRun run;
   ASSIGN_OR_RETURN(
       const chimera::v1::TrainJob job,
-      jobspec::LoadJobFile(job_path, {.data_root = roots.data}));
+      jobspec::LoadJobFile(job_path, {.data_root = site.roots.data}));
   ASSIGN_OR_RETURN(const chimera::v1::Plan plan, StandalonePlan(job));
   // A standalone plan places no rank, so every rank counts as sharing this
   // host, and the rank given does not matter.
-  ASSIGN_OR_RETURN(run.task, TaskOptionsFor(job, plan, /*rank=*/0, roots,
-                                            job.metadata().name()));
-  ASSIGN_OR_RETURN(run.schedule, schedule::GenerateSchedule(run.task.schedule));
+  ASSIGN_OR_RETURN(run.spec, TaskSpecFor(job, plan, /*rank=*/0,
+                                         job.metadata().name(), site));
+  ASSIGN_OR_RETURN(run.params, schedule::ScheduleParamsOf(plan));
+  ASSIGN_OR_RETURN(run.schedule, schedule::GenerateSchedule(run.params));
   // What the coordinator checks before a launch, for the same reason.
   RETURN_IF_ERROR(schedule::ValidateSchedule(run.schedule));
-  run.steps = run.task.max_steps;
+  run.steps = run.spec.max_steps;
   run.reporting_rank = ReportingRank(run.schedule);
   return run;
 }
@@ -108,29 +110,30 @@ absl::StatusOr<GpuTransport> ParseGpuTransport(const std::string& name) {
       absl::StrCat("--gpu-transport is '", name, "'; use nccl or gloo"));
 }
 
-// The latest complete checkpoint of `task`'s job; none when its directory
+// The latest complete checkpoint of `spec`'s job; none when its directory
 // does not exist or cannot be opened (RunTask says why, should it matter).
-std::optional<int64_t> LatestCheckpoint(const TaskOptions& task) {
-  absl::StatusOr<Directory> root = Directory::OpenRoot(task.checkpoint_root);
+std::optional<int64_t> LatestCheckpoint(const TaskSpec& spec) {
+  absl::StatusOr<Directory> root = Directory::OpenRoot(spec.checkpoints.root);
   if (!root.ok()) return std::nullopt;
   absl::StatusOr<CheckpointDir> checkpoints = CheckpointDir::Open(
-      *root, task.checkpoint_dir, /*attempt=*/0, /*create=*/false);
+      *root, spec.checkpoints.dir, /*attempt=*/0, /*create=*/false);
   if (!checkpoints.ok()) return std::nullopt;
-  return checkpoints->LatestComplete(task.model.num_layers);
+  return checkpoints->LatestComplete(spec.model.num_layers);
 }
 
 // Whether `run` can --resume: the job checkpoints, and its latest complete
 // checkpoint is before the run's last step.
 absl::Status CheckResumable(const StandaloneRun& run) {
-  if (run.task.checkpoint_dir.empty()) {
+  if (run.spec.checkpoints.every == 0) {
     return absl::InvalidArgumentError(
         "--resume: the job writes no checkpoints "
         "(spec.training.checkpointEvery is 0)");
   }
-  const std::optional<int64_t> latest = LatestCheckpoint(run.task);
+  const std::optional<int64_t> latest = LatestCheckpoint(run.spec);
   if (!latest) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--resume: no complete checkpoint in '", run.task.checkpoint_dir, "'"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("--resume: no complete checkpoint in '",
+                     run.spec.checkpoints.dir, "'"));
   }
   if (*latest >= run.steps) {
     return absl::InvalidArgumentError(
@@ -156,35 +159,39 @@ absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags) {
   }
   ASSIGN_OR_RETURN(const GpuTransport transport,
                    ParseGpuTransport(flags.gpu_transport));
-  ASSIGN_OR_RETURN(const WorkerRoots roots,
-                   WorkerRootsFrom(flags.data_root, flags.checkpoint_root));
-  ASSIGN_OR_RETURN(StandaloneRun run, LoadStandaloneJob(flags.job_path, roots));
-  const int world = schedule::WorkerCount(run.task.schedule);
-  if (flags.world != world) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--world is ", flags.world, "; the job's spec.parallelism needs data ",
-        run.task.schedule.width, " x pipeline ", run.task.schedule.depth, " = ",
-        world, " ranks"));
-  }
-  if (flags.rank < 0 || flags.rank >= world) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--rank is ", flags.rank, "; it must be in [0, ", world, ")"));
+  if (flags.rank < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rank is ", flags.rank, "; it must be >= 0"));
   }
   if (flags.gpu < -1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--gpu is ", flags.gpu, "; it must be a CUDA device index >= 0"));
   }
-  if (!flags.gpu_transport.empty() && !run.task.gpu) {
+  TaskSite site{.gpu_index = flags.gpu >= 0 ? flags.gpu : flags.rank,
+                .timeout = absl::Seconds(flags.timeout_seconds)};
+  ASSIGN_OR_RETURN(site.roots,
+                   WorkerRootsFrom(flags.data_root, flags.checkpoint_root));
+  ASSIGN_OR_RETURN(StandaloneRun run, LoadStandaloneJob(flags.job_path, site));
+  const int world = schedule::WorkerCount(run.params);
+  if (flags.world != world) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--world is ", flags.world, "; the job's spec.parallelism needs data ",
+        run.params.width, " x pipeline ", run.params.depth, " = ", world,
+        " ranks"));
+  }
+  if (flags.rank >= world) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rank is ", flags.rank, "; it must be in [0, ", world, ")"));
+  }
+  if (!flags.gpu_transport.empty() && !run.spec.gpu()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--gpu-transport is '", flags.gpu_transport,
         "'; only gpu jobs choose a transport (spec.resources.device is cpu)"));
   }
   run.gpu_transport = transport;
   run.rank = flags.rank;
-  run.gpu_index = flags.gpu >= 0 ? flags.gpu : flags.rank;
   run.store_host = parsed.store_host;
   run.store_port = parsed.store_port;
-  run.timeout = absl::Seconds(flags.timeout_seconds);
   if (flags.steps > 0) run.steps = flags.steps;
   if (flags.resume) RETURN_IF_ERROR(CheckResumable(run));
   run.resume = flags.resume;
@@ -254,9 +261,7 @@ std::vector<double> RankFigures(const StepMetrics& metrics) {
 class StepPrinter : public TaskObserver {
  public:
   StepPrinter(const StandaloneRun& run, std::ostream& out)
-      : run_(run),
-        out_(out),
-        device_(ExecutorOptionsFor(run.task, run.gpu_index, run.timeout).device) {}
+      : run_(run), out_(out), device_(run.spec.device) {}
 
   absl::Status OnStep(const StepMetrics& metrics, Communicator& comm) override {
     const int world = static_cast<int>(run_.schedule.workers.size());
@@ -272,7 +277,7 @@ class StepPrinter : public TaskObserver {
         at::tensor(slots, at::TensorOptions(at::kDouble)).to(device_);
     ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> sum,
                      comm.AllReduceSum(summary, kSummaryGroup));
-    RETURN_IF_ERROR(sum->Wait(run_.timeout));
+    RETURN_IF_ERROR(sum->Wait(run_.spec.timeouts.collective));
     if (run_.rank != run_.reporting_rank) return absl::OkStatus();
     summary = summary.cpu();
     const double* gathered = summary.data_ptr<double>();
@@ -310,13 +315,11 @@ class StepPrinter : public TaskObserver {
 
 absl::Status RunStandalone(const StandaloneRun& run, std::ostream& out) {
   TaskRunOptions options;
-  options.task = run.task;
+  options.spec = run.spec;
   options.schedule = schedule::RankScheduleOf(run.schedule, run.rank);
-  options.gpu_index = run.gpu_index;
   options.gpu_transport = run.gpu_transport;
   options.store_host = run.store_host;
   options.store_port = run.store_port;
-  options.timeout = run.timeout;
   options.start_over = !run.resume;
   options.last_step = run.steps;
   CommGroup& everyone = options.extra_groups.emplace_back();

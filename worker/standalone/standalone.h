@@ -18,9 +18,10 @@
 
 #include "absl/status/statusor.h"
 #include "schedule/program.h"
+#include "schedule/schedule_params.h"
 #include "worker/model/model_config.h"
-#include "worker/runtime/task_options.h"
 #include "worker/runtime/task_runner.h"
+#include "worker/runtime/task_spec.h"
 
 namespace chimera::worker {
 
@@ -52,13 +53,14 @@ struct StandaloneFlags {
 };
 
 struct StandaloneRun {
-  TaskOptions task;
+  TaskSpec spec;
+  // The job's schedule, generated from `params` and validated.
+  schedule::ScheduleParams params;
   schedule::Schedule schedule;
   int rank = 0;
   std::string store_host;
   int store_port = 0;
-  // The CUDA device of a gpu job, and how its ranks exchange tensors.
-  int gpu_index = 0;
+  // How a gpu job's ranks exchange tensors.
   GpuTransport gpu_transport = GpuTransport::kNccl;
   int64_t steps = 0;
   // Continue from the job's latest complete checkpoint; false: start at
@@ -66,17 +68,16 @@ struct StandaloneRun {
   bool resume = false;
   // The rank that prints the per-step lines.
   int reporting_rank = 0;
-  // The most any wait takes.
-  absl::Duration timeout = kDefaultCollectiveTimeout;
 };
 
-// What every rank derives from the job file and the roots: the task, the
-// validated schedule, the steps (spec.training.maxSteps) and the reporting
-// rank; rank and store are left unset. INVALID_ARGUMENT (NOT_FOUND for a
-// missing job file) with one line per problem, each naming the job field.
-// Benchmarks that run a job's pipeline themselves use it too.
+// What every rank derives from the job file and where it runs (its roots,
+// GPU and timeout): the task's spec, the validated schedule, the steps
+// (spec.training.maxSteps) and the reporting rank; rank and store are left
+// unset. INVALID_ARGUMENT (NOT_FOUND for a missing job file) with one line
+// per problem, each naming the job field. Benchmarks that run a job's
+// pipeline themselves use it too.
 absl::StatusOr<StandaloneRun> LoadStandaloneJob(const std::string& job_path,
-                                               const WorkerRoots& roots);
+                                                const TaskSite& site);
 
 // Reads and checks everything: the flags, the job file, the schedule, and
 // with --resume the checkpoint to start from. INVALID_ARGUMENT (NOT_FOUND for

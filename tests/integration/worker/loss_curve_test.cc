@@ -48,11 +48,11 @@ PipelineJob ChimeraOnCorpus() {
   PipelineJob job =
       harness::GptPipelineJob(schedule::GenerateSchedule(params).value(), model,
                               /*micro_batch_size=*/4, /*seed=*/5, kOpTimeout);
-  job.executor.optimizer.kind = OptimizerKind::kAdamW;
-  job.executor.optimizer.lr = 3e-3;
-  job.data.format = DataFormat::kText;
-  job.data.path = CHIMERA_SOURCE_DIR "/examples/data/corpus.txt";
-  job.steps = kSteps;
+  job.spec.optimizer.kind = OptimizerKind::kAdamW;
+  job.spec.optimizer.lr = 3e-3;
+  job.spec.data.format = DataFormat::kText;
+  job.spec.data.path = CHIMERA_SOURCE_DIR "/examples/data/corpus.txt";
+  job.spec.max_steps = kSteps;
   return job;
 }
 

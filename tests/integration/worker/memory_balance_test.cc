@@ -75,7 +75,7 @@ ActivationPeaks MeasurePeaks(Scheme scheme) {
   PipelineJob job =
       GptPipelineJob(*std::move(generated), SmallGpt(),
                      /*micro_batch_size=*/4, /*seed=*/5, kOpTimeout);
-  job.steps = kSteps;
+  job.spec.max_steps = kSteps;
   const chimera::testing::TempDir scratch;
   const absl::StatusOr<PipelineMeasurements> measured =
       MeasurePipeline(std::move(job), scratch.path(), kCaseDeadline);

@@ -108,12 +108,12 @@ std::string ReferencePath(const std::string& dir) {
 PipelineJob JobFor(const Case& c, schedule::Schedule s) {
   PipelineJob job = GptPipelineJob(std::move(s), TinyGpt(), kMicroBatchSize,
                                    kSeed, kOpTimeout);
-  job.executor.optimizer = OptimizerFor(c);
-  job.data.format = c.data;
+  job.spec.optimizer = OptimizerFor(c);
+  job.spec.data.format = c.data;
   if (c.data == DataFormat::kText) {
-    job.data.path = CHIMERA_SOURCE_DIR "/examples/data/corpus.txt";
+    job.spec.data.path = CHIMERA_SOURCE_DIR "/examples/data/corpus.txt";
   }
-  job.steps = kSteps;
+  job.spec.max_steps = kSteps;
   return job;
 }
 
@@ -121,25 +121,23 @@ PipelineJob JobFor(const Case& c, schedule::Schedule s) {
 absl::Status TrainReference(const PipelineJob& job, const std::string& dir) {
   LimitComputeThreads(1);
   RetainFreedHostMemory();
-  const ModelConfig& config = job.executor.model;
+  const ModelConfig& config = job.spec.model;
   const schedule::Topology& topology = job.schedule.topology;
   const int64_t batch = int64_t{topology.width} * topology.micro_batches *
-                        job.executor.micro_batch_size;
+                        job.spec.micro_batch_size;
   ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data,
-                   DataSource::Open(job.data));
-  ASSIGN_OR_RETURN(
-      std::shared_ptr<Stage> model,
-      BuildStage(config, {0, config.num_layers}, job.executor.seed));
+                   DataSource::Open(job.spec.data));
+  ASSIGN_OR_RETURN(std::shared_ptr<Stage> model,
+                   BuildStage(config, {0, config.num_layers}, job.spec.seed));
   for (at::Tensor& parameter : model->parameters()) {
     parameter.mutable_grad() = at::zeros_like(parameter);
   }
-  Optimizer optimizer(job.executor.optimizer, model->parameters());
+  Optimizer optimizer(job.spec.optimizer, model->parameters());
   std::vector<double> losses;
   for (int step = 0; step < kSteps; ++step) {
     ASSIGN_OR_RETURN(at::Tensor tokens, data->Samples(step, 0, batch));
-    ASSIGN_OR_RETURN(
-        MicroBatch mini_batch,
-        MakeMicroBatch(config, tokens, {job.executor.seed, step, 0}));
+    ASSIGN_OR_RETURN(MicroBatch mini_batch,
+                     MakeMicroBatch(config, tokens, {job.spec.seed, step, 0}));
     ASSIGN_OR_RETURN(at::Tensor loss,
                      LanguageModelLoss(model->Forward(mini_batch.inputs),
                                        mini_batch, static_cast<double>(batch)));

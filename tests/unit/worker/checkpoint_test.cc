@@ -51,15 +51,15 @@ class CheckpointTest : public ::testing::Test {
 
   std::unique_ptr<ProgramExecutor> Executor(OptimizerKind kind,
                                             const ModelConfig& config) {
-    ExecutorOptions options;
-    options.model = config;
-    options.partition = {{0, config.num_layers}};
-    options.micro_batch_size = 2;
-    options.optimizer.kind = kind;
-    options.optimizer.lr = 1e-2;
-    options.optimizer.momentum = 0.9;
+    TaskSpec spec;
+    spec.model = config;
+    spec.partition = Partition::Even(config.num_layers, 1).value();
+    spec.micro_batch_size = 2;
+    spec.optimizer.kind = kind;
+    spec.optimizer.lr = 1e-2;
+    spec.optimizer.momentum = 0.9;
     absl::StatusOr<std::unique_ptr<ProgramExecutor>> executor =
-        ProgramExecutor::Create(schedule::RankScheduleOf(schedule_, 0), options,
+        ProgramExecutor::Create(schedule::RankScheduleOf(schedule_, 0), spec,
                                 *data_, nullptr);
     EXPECT_TRUE(executor.ok()) << executor.status();
     return *std::move(executor);

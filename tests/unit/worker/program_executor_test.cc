@@ -21,7 +21,7 @@
 #include "schedule/generator.h"
 #include "tests/support/split_backward_schedule.h"
 #include "tests/unit/worker/test_models.h"
-#include "worker/runtime/task_options.h"
+#include "worker/runtime/task_spec.h"
 
 namespace chimera::worker {
 namespace {
@@ -48,15 +48,17 @@ std::unique_ptr<DataSource> Synthetic(const ModelConfig& config) {
   return DataSource::Open(options).value();
 }
 
-ExecutorOptions Options(const ModelConfig& config,
-                        std::vector<LayerRange> partition) {
-  ExecutorOptions options;
-  options.model = config;
-  options.partition = std::move(partition);
-  options.micro_batch_size = 2;
-  options.optimizer.kind = OptimizerKind::kAdamW;
-  options.optimizer.lr = 1e-2;
-  return options;
+// `config` cut into `stages` (contiguous), the blocks of the last one
+// ending the partition.
+TaskSpec Spec(const ModelConfig& config, std::vector<LayerRange> stages) {
+  TaskSpec spec;
+  spec.model = config;
+  const int64_t end = stages.back().end;
+  spec.partition = Partition::Of(std::move(stages), end).value();
+  spec.micro_batch_size = 2;
+  spec.optimizer.kind = OptimizerKind::kAdamW;
+  spec.optimizer.lr = 1e-2;
+  return spec;
 }
 
 TEST(ProgramExecutorTest, OneWorkerTrainsWithoutACommunicator) {
@@ -65,7 +67,7 @@ TEST(ProgramExecutorTest, OneWorkerTrainsWithoutACommunicator) {
   const schedule::Schedule s = Generate(Scheme::kGpipe, 1, 3);
   auto executor =
       ProgramExecutor::Create(schedule::RankScheduleOf(s, 0),
-                              Options(config, {{0, 4}}), *data, nullptr)
+                              Spec(config, {{0, 4}}), *data, nullptr)
           .value();
   ASSERT_TRUE(executor->holds_last_stage());
   const StepMetrics first = executor->RunStep(0).value();
@@ -91,7 +93,7 @@ TEST(ProgramExecutorTest,
   auto executor =
       ProgramExecutor::Create(
           schedule::RankScheduleOf(Generate(Scheme::kGpipe, 1, 2), 0),
-          Options(config, {{0, 4}}), *data, nullptr)
+          Spec(config, {{0, 4}}), *data, nullptr)
           .value();
   int64_t parameter_bytes = 0;
   for (const auto& [name, parameter] : executor->NamedParameters()) {
@@ -112,20 +114,15 @@ TEST(ProgramExecutorTest, RejectsAPartitionThatDoesNotTileTheModel) {
   const ModelConfig config = testing::TinyConfig(ModelFamily::kGpt);
   const auto data = Synthetic(config);
   const schedule::Schedule s = Generate(Scheme::kGpipe, 2, 2);
-  const auto gap = ProgramExecutor::Create(schedule::RankScheduleOf(s, 0),
-                                           Options(config, {{0, 1}, {2, 4}}),
-                                           *data, nullptr);
-  EXPECT_EQ(gap.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(gap.status().message().find("partition[1]"), std::string::npos)
-      << gap.status();
-  const auto short_model = ProgramExecutor::Create(
-      schedule::RankScheduleOf(s, 0), Options(config, {{0, 1}, {1, 3}}), *data,
-      nullptr);
+  // A gap cannot be written: Partition::Of refuses it (partition_test.cc).
+  const auto short_model =
+      ProgramExecutor::Create(schedule::RankScheduleOf(s, 0),
+                              Spec(config, {{0, 1}, {1, 3}}), *data, nullptr);
+  EXPECT_EQ(short_model.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(short_model.status().message().find("4 blocks"), std::string::npos)
       << short_model.status();
-  const auto stages =
-      ProgramExecutor::Create(schedule::RankScheduleOf(s, 0),
-                              Options(config, {{0, 4}}), *data, nullptr);
+  const auto stages = ProgramExecutor::Create(
+      schedule::RankScheduleOf(s, 0), Spec(config, {{0, 4}}), *data, nullptr);
   EXPECT_NE(stages.status().message().find("2 model stages"), std::string::npos)
       << stages.status();
 }
@@ -135,11 +132,11 @@ TEST(ProgramExecutorTest, RejectsProgramsItCannotRun) {
   const auto data = Synthetic(config);
   const auto no_comm = ProgramExecutor::Create(
       schedule::RankScheduleOf(Generate(Scheme::kGpipe, 2, 2), 1),
-      Options(config, {{0, 2}, {2, 4}}), *data, nullptr);
+      Spec(config, {{0, 2}, {2, 4}}), *data, nullptr);
   EXPECT_NE(no_comm.status().message().find("needs a communicator"),
             std::string::npos)
       << no_comm.status();
-  ExecutorOptions single = Options(config, {{0, 1}, {1, 2}, {2, 3}, {3, 4}});
+  TaskSpec single = Spec(config, {{0, 1}, {1, 2}, {2, 3}, {3, 4}});
   single.micro_batch_size = 1;
   const auto halves = ProgramExecutor::Create(
       schedule::RankScheduleOf(Generate(Scheme::kChimera, 4, 8, 1,
@@ -155,7 +152,7 @@ TEST(ProgramExecutorTest, RejectsProgramsItCannotRun) {
       stranger.program.instructions.end(),
       [](const auto& inst) { return inst.op == schedule::OpKind::kSendAct; });
   send.peer = 2;
-  const ExecutorOptions halves_of_two = Options(config, {{0, 2}, {2, 4}});
+  const TaskSpec halves_of_two = Spec(config, {{0, 2}, {2, 4}});
   EXPECT_THAT(ProgramExecutor::Create(stranger, halves_of_two, *data, nullptr)
                   .status()
                   .message(),
@@ -169,15 +166,15 @@ TEST(ProgramExecutorTest, RejectsProgramsItCannotRun) {
   schedule::RankSchedule outside =
       schedule::RankScheduleOf(Generate(Scheme::kGpipe, 1, 1), 0);
   outside.program.rank = 1;
-  const auto rank = ProgramExecutor::Create(outside, Options(config, {{0, 4}}),
-                                            *data, nullptr);
+  const auto rank =
+      ProgramExecutor::Create(outside, Spec(config, {{0, 4}}), *data, nullptr);
   EXPECT_NE(rank.status().message().find("rank 1"), std::string::npos);
 }
 
 TEST(ProgramExecutorTest, RefusesADeviceThisProcessCannotComputeOn) {
   const ModelConfig config = testing::TinyConfig(ModelFamily::kGpt);
   const auto data = Synthetic(config);
-  ExecutorOptions options = Options(config, {{0, 4}});
+  TaskSpec options = Spec(config, {{0, 4}});
   // No machine has 64 GPUs: refused on every build, for its own reason.
   options.device = c10::Device(c10::DeviceType::CUDA, 63);
   const auto executor = ProgramExecutor::Create(
@@ -199,8 +196,7 @@ struct Trained {
   StepMetrics last;
 };
 
-Trained Train(const schedule::Schedule& s, const ExecutorOptions& options,
-              int steps) {
+Trained Train(const schedule::Schedule& s, const TaskSpec& options, int steps) {
   const auto data = Synthetic(options.model);
   auto executor = ProgramExecutor::Create(schedule::RankScheduleOf(s, 0),
                                           options, *data, nullptr)
@@ -225,7 +221,7 @@ TEST(ProgramExecutorTest, SplitBackwardTrainsBitForBitLikeTheFusedOne) {
     SCOPED_TRACE(recompute ? "recompute" : "stashed activations");
     params.recompute = recompute;
     const schedule::Schedule fused = schedule::GenerateSchedule(params).value();
-    const ExecutorOptions options = Options(config, {{0, 2}, {2, 4}});
+    const TaskSpec options = Spec(config, {{0, 2}, {2, 4}});
     const Trained expected = Train(fused, options, 2);
     const Trained split =
         Train(chimera::testing::DeferEveryWeightGradient(fused), options, 2);
@@ -246,7 +242,7 @@ TEST(ProgramExecutorTest, HoldsEachStashEntryUntilItsBackwardWeight) {
   const ModelConfig config = testing::TinyConfig(ModelFamily::kGpt);
   // One stage, 1F1B: the fused backward frees each entry right away.
   const schedule::Schedule fused = Generate(Scheme::kOneFOneB, 1, 3);
-  const ExecutorOptions options = Options(config, {{0, 4}});
+  const TaskSpec options = Spec(config, {{0, 4}});
   const StepMetrics eager = Train(fused, options, 1).last;
   EXPECT_EQ(eager.peak_stashed_slices, 1);
   const StepMetrics deferred =
@@ -321,7 +317,7 @@ TEST(ProgramExecutorTest, RefusesSplitBackwardsOutOfOrderNamingTheInstruction) {
   for (const auto& c : cases) {
     const auto executor =
         ProgramExecutor::Create(schedule::RankScheduleOf(c.program, 0),
-                                Options(config, {{0, 4}}), *data, nullptr);
+                                Spec(config, {{0, 4}}), *data, nullptr);
     ASSERT_FALSE(executor.ok()) << c.why;
     EXPECT_EQ(executor.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(executor.status().message(),

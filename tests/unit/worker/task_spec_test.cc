@@ -1,7 +1,7 @@
 // What a job's resources.device turns into: the device the executor computes
 // on, and a clear refusal where this build cannot run it (no crash, no hang
 // in the rendezvous).
-#include "worker/runtime/task_options.h"
+#include "worker/runtime/task_spec.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -32,7 +32,13 @@ WorkerRoots Roots(const chimera::testing::TempDir& dir) {
   return *WorkerRootsFrom(dir.path(), dir.path());
 }
 
-TEST(TaskOptionsTest, ThreadsByDefaultShareTheHostsCoresAmongItsWorkers) {
+// A worker whose roots are both `dir`, on GPU `gpu_index`.
+TaskSite Site(const chimera::testing::TempDir& dir, int gpu_index = 0,
+              absl::Duration timeout = absl::Minutes(1)) {
+  return {.roots = Roots(dir), .gpu_index = gpu_index, .timeout = timeout};
+}
+
+TEST(TaskSpecTest, ThreadsByDefaultShareTheHostsCoresAmongItsWorkers) {
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   chimera::v1::ResourceSpec resources;
   EXPECT_EQ(ThreadsPerWorker(resources, 1), cores);
@@ -41,7 +47,7 @@ TEST(TaskOptionsTest, ThreadsByDefaultShareTheHostsCoresAmongItsWorkers) {
   EXPECT_EQ(ThreadsPerWorker(resources, 3 * cores), 1);
 }
 
-TEST(TaskOptionsTest, ThreadsAskedForAreGivenUpToTheCores) {
+TEST(TaskSpecTest, ThreadsAskedForAreGivenUpToTheCores) {
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   chimera::v1::ResourceSpec resources;
   resources.set_threads_per_worker(1);
@@ -52,7 +58,7 @@ TEST(TaskOptionsTest, ThreadsAskedForAreGivenUpToTheCores) {
   EXPECT_EQ(ThreadsPerWorker(resources, 1), cores);
 }
 
-TEST(TaskOptionsTest, WorkersSharingAHostAreTheRanksPlacedOnItsNode) {
+TEST(TaskSpecTest, WorkersSharingAHostAreTheRanksPlacedOnItsNode) {
   chimera::v1::Plan plan;
   for (const auto& [rank, node] :
        std::vector<std::pair<int, int>>{{0, 0}, {1, 0}, {2, 1}, {3, 0}}) {
@@ -69,7 +75,7 @@ TEST(TaskOptionsTest, WorkersSharingAHostAreTheRanksPlacedOnItsNode) {
 
 // A plan whose stages leave a block out is refused at the process
 // boundary, naming the range, before the executor is ever built.
-TEST(TaskOptionsTest, APartitionWithAGapIsRefusedNamingTheRange) {
+TEST(TaskSpecTest, APartitionWithAGapIsRefusedNamingTheRange) {
   chimera::testing::TempDir dir;
   chimera::v1::Plan plan;
   plan.set_scheme("1f1b");
@@ -78,33 +84,33 @@ TEST(TaskOptionsTest, APartitionWithAGapIsRefusedNamingTheRange) {
   plan.set_depth(2);
   plan.set_micro_batches(2);
   plan.set_micro_batch_size(2);
-  for (const auto& [first, count] : std::vector<std::pair<int, int>>{{0, 1}, {2, 0}}) {
+  for (const auto& [first, count] :
+       std::vector<std::pair<int, int>>{{0, 1}, {2, 0}}) {
     chimera::v1::StageRange* range = plan.add_partition();
     range->set_first_layer(first);
     range->set_num_layers(count);
   }
-  const absl::StatusOr<TaskOptions> task = TaskOptionsFor(
-      chimera::testing::TinyJob(), plan, 0, Roots(dir), "tiny-1");
+  const absl::StatusOr<TaskSpec> task =
+      TaskSpecFor(chimera::testing::TinyJob(), plan, 0, "tiny-1", Site(dir));
   EXPECT_EQ(task.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(task.status().message(),
               HasSubstr("plan: partition[1] is blocks [2, 2); it must start "
                         "at block 1 and hold at least one block"));
 }
 
-TEST(TaskOptionsTest, CpuJobsComputeOnTheCpu) {
+TEST(TaskSpecTest, CpuJobsComputeOnTheCpu) {
   chimera::testing::TempDir dir;
-  const auto run =
-      LoadStandaloneJob(dir.WriteFile("job.yaml", JobYaml("cpu", "float64")), Roots(dir));
+  const auto run = LoadStandaloneJob(
+      dir.WriteFile("job.yaml", JobYaml("cpu", "float64")), Site(dir, 1));
   ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_FALSE(run->task.gpu);
-  EXPECT_EQ(ExecutorOptionsFor(run->task, 1, absl::Minutes(1)).device,
-            c10::Device(c10::DeviceType::CPU));
+  EXPECT_FALSE(run->spec.gpu());
+  EXPECT_EQ(run->spec.device, c10::Device(c10::DeviceType::CPU));
 }
 
-TEST(TaskOptionsTest, GpuJobsComputeOnTheirGpuWhereTheBuildHasTheRuntime) {
+TEST(TaskSpecTest, GpuJobsComputeOnTheirGpuWhereTheBuildHasTheRuntime) {
   chimera::testing::TempDir dir;
-  const auto run =
-      LoadStandaloneJob(dir.WriteFile("job.yaml", JobYaml("gpu", "bfloat16")), Roots(dir));
+  const auto run = LoadStandaloneJob(
+      dir.WriteFile("job.yaml", JobYaml("gpu", "bfloat16")), Site(dir, 1));
   if (!kWorkerHasGpuRuntime) {
     EXPECT_EQ(run.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(run.status().message()),
@@ -113,27 +119,26 @@ TEST(TaskOptionsTest, GpuJobsComputeOnTheirGpuWhereTheBuildHasTheRuntime) {
     return;
   }
   ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_TRUE(run->task.gpu);
-  EXPECT_EQ(run->task.model.dtype, c10::ScalarType::BFloat16);
-  EXPECT_EQ(ExecutorOptionsFor(run->task, 1, absl::Minutes(1)).device,
-            c10::Device(c10::DeviceType::CUDA, 1));
+  EXPECT_TRUE(run->spec.gpu());
+  EXPECT_EQ(run->spec.model.dtype, c10::ScalarType::BFloat16);
+  EXPECT_EQ(run->spec.device, c10::Device(c10::DeviceType::CUDA, 1));
 }
 
-TEST(TaskOptionsTest, AStandaloneJobsRanksShareTheCoresOfTheHost) {
+TEST(TaskSpecTest, AStandaloneJobsRanksShareTheCoresOfTheHost) {
   chimera::testing::TempDir dir;
   chimera::v1::TrainJob job = chimera::testing::TinyJob();
   job.mutable_spec()->mutable_resources()->set_threads_per_worker(0);
-  const auto run = LoadStandaloneJob(dir.WriteFile("job.yaml", chimera::testing::JobYaml(job)),
-                                     Roots(dir));
+  const auto run = LoadStandaloneJob(
+      dir.WriteFile("job.yaml", chimera::testing::JobYaml(job)), Site(dir));
   ASSERT_TRUE(run.ok()) << run.status();
   const int world = static_cast<int>(run->schedule.workers.size());
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  EXPECT_EQ(run->task.threads, std::max(1, cores / world)) << world << " ranks";
+  EXPECT_EQ(run->spec.threads, std::max(1, cores / world)) << world << " ranks";
 }
 
 // A job's data file and checkpoint directory lie under the worker's roots,
 // the checkpoints in the job's own directory.
-TEST(TaskOptionsTest, PathsResolveUnderTheWorkersRoots) {
+TEST(TaskSpecTest, PathsResolveUnderTheWorkersRoots) {
   chimera::testing::TempDir data;
   chimera::testing::TempDir checkpoints;
   data.WriteFile("corpus.txt", std::string(200, 'a'));
@@ -142,56 +147,65 @@ TEST(TaskOptionsTest, PathsResolveUnderTheWorkersRoots) {
   job.mutable_spec()->mutable_data()->set_path("corpus.txt");
   job.mutable_spec()->mutable_training()->set_checkpoint_every(1);
   job.mutable_spec()->mutable_training()->set_checkpoint_dir("runs");
-  const auto run = LoadStandaloneJob(data.WriteFile("job.yaml", chimera::testing::JobYaml(job)),
-                                     *WorkerRootsFrom(data.path(), checkpoints.path()));
+  const auto run = LoadStandaloneJob(
+      data.WriteFile("job.yaml", chimera::testing::JobYaml(job)),
+      {.roots = *WorkerRootsFrom(data.path(), checkpoints.path())});
   ASSERT_TRUE(run.ok()) << run.status();
   // Both opened beneath their roots when the task starts (DataSource,
   // CheckpointDir).
-  EXPECT_EQ(run->task.data.root, std::filesystem::canonical(data.path()).string());
-  EXPECT_EQ(run->task.data.path, "corpus.txt");
-  EXPECT_EQ(run->task.checkpoint_root,
+  EXPECT_EQ(run->spec.data.root,
+            std::filesystem::canonical(data.path()).string());
+  EXPECT_EQ(run->spec.data.path, "corpus.txt");
+  EXPECT_EQ(run->spec.checkpoints.every, 1);
+  EXPECT_EQ(run->spec.checkpoints.root,
             std::filesystem::canonical(checkpoints.path()).string());
-  EXPECT_EQ(run->task.checkpoint_dir, "runs/tiny");
+  EXPECT_EQ(run->spec.checkpoints.dir, "runs/tiny");
 }
 
 // What the job file's text cannot show: a link inside the data root to a
 // file outside it. The worker refuses it without reading a byte of it.
-TEST(TaskOptionsTest, ALinkOutOfTheDataRootIsRefusedWithoutItsContent) {
+TEST(TaskSpecTest, ALinkOutOfTheDataRootIsRefusedWithoutItsContent) {
   chimera::testing::TempDir outside;
   chimera::testing::TempDir data;
-  const std::string secret = outside.WriteFile("secret.txt", std::string(200, 'S'));
+  const std::string secret =
+      outside.WriteFile("secret.txt", std::string(200, 'S'));
   std::filesystem::create_symlink(secret, data.path() + "/innocent.txt");
   chimera::v1::TrainJob job = chimera::testing::TinyJob();
   job.mutable_spec()->mutable_data()->set_format("text");
   job.mutable_spec()->mutable_data()->set_path("innocent.txt");
-  const auto run = LoadStandaloneJob(data.WriteFile("job.yaml", chimera::testing::JobYaml(job)),
-                                     Roots(data));
+  const auto run = LoadStandaloneJob(
+      data.WriteFile("job.yaml", chimera::testing::JobYaml(job)), Site(data));
   EXPECT_EQ(run.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(
+      std::string(run.status().message()),
+      HasSubstr("spec.data.path: 'innocent.txt' leads out of the root"));
   EXPECT_THAT(std::string(run.status().message()),
-              HasSubstr("spec.data.path: 'innocent.txt' leads out of the root"));
-  EXPECT_THAT(std::string(run.status().message()), Not(HasSubstr(outside.path())));
+              Not(HasSubstr(outside.path())));
 }
 
 // The tiny job reading `data`'s corpus.txt (200 'a's, written here) as
 // text, with `data` its data root.
-absl::StatusOr<StandaloneRun> TextJobOnCorpus(const chimera::testing::TempDir& data) {
+absl::StatusOr<StandaloneRun> TextJobOnCorpus(
+    const chimera::testing::TempDir& data) {
   data.WriteFile("corpus.txt", std::string(200, 'a'));
   chimera::v1::TrainJob job = chimera::testing::TinyJob();
   job.mutable_spec()->mutable_data()->set_format("text");
   job.mutable_spec()->mutable_data()->set_path("corpus.txt");
   return LoadStandaloneJob(
-      data.WriteFile("job.yaml", chimera::testing::JobYaml(job)), Roots(data));
+      data.WriteFile("job.yaml", chimera::testing::JobYaml(job)), Site(data));
 }
 
 // The job's path was checked, then swapped between a file inside the root
 // and a link out of it while the task opened it: 1 open in 8 read the
 // outside file, and its size showed in the error. The kernel now resolves
 // the path beneath the root as it opens it.
-TEST(TaskOptionsTest, ADataFileSwappedForALinkOutAfterItsCheckIsNeverRead) {
+TEST(TaskSpecTest, ADataFileSwappedForALinkOutAfterItsCheckIsNeverRead) {
   chimera::testing::TempDir outside;
   chimera::testing::TempDir data;
-  const std::string secret = outside.WriteFile("secret.txt", std::string(4099, 'S'));
-  const std::string inside = data.WriteFile("inside.txt", std::string(200, 'a'));
+  const std::string secret =
+      outside.WriteFile("secret.txt", std::string(4099, 'S'));
+  const std::string inside =
+      data.WriteFile("inside.txt", std::string(200, 'a'));
   const absl::StatusOr<StandaloneRun> run = TextJobOnCorpus(data);
   ASSERT_TRUE(run.ok()) << run.status();
 
@@ -201,7 +215,7 @@ TEST(TaskOptionsTest, ADataFileSwappedForALinkOutAfterItsCheckIsNeverRead) {
   int refused = 0;
   while (!swapper.Raced(opened, refused)) {
     const absl::StatusOr<std::unique_ptr<DataSource>> source =
-        DataSource::Open(run->task.data);
+        DataSource::Open(run->spec.data);
     if (source.ok()) {
       ++opened;
       // 200 'a's are 200 tokens of id 97; the secret would be 4099 'S's.
@@ -223,7 +237,7 @@ TEST(TaskOptionsTest, ADataFileSwappedForALinkOutAfterItsCheckIsNeverRead) {
 
 // A task's errors reach whoever submitted the job: they showed the worker's
 // absolute data root. They name the data file as the job does now.
-TEST(TaskOptionsTest, DataFileErrorsNameItAsTheJobDoesNotByTheWorkersRoot) {
+TEST(TaskSpecTest, DataFileErrorsNameItAsTheJobDoesNotByTheWorkersRoot) {
   chimera::testing::TempDir data;
   const absl::StatusOr<StandaloneRun> run = TextJobOnCorpus(data);
   ASSERT_TRUE(run.ok()) << run.status();
@@ -231,44 +245,40 @@ TEST(TaskOptionsTest, DataFileErrorsNameItAsTheJobDoesNotByTheWorkersRoot) {
 
   // Replaced by a binary file after the job was checked.
   data.WriteFile("corpus.txt", std::string(200, '\0'));
-  const std::string binary(DataSource::Open(run->task.data).status().message());
+  const std::string binary(DataSource::Open(run->spec.data).status().message());
   EXPECT_THAT(binary, HasSubstr("'corpus.txt' is binary"));
   EXPECT_THAT(binary, Not(HasSubstr(root)));
   EXPECT_THAT(binary, Not(HasSubstr(data.path())));
 
   std::filesystem::remove(data.path() + "/corpus.txt");
   const std::string missing(
-      DataSource::Open(run->task.data).status().message());
+      DataSource::Open(run->spec.data).status().message());
   EXPECT_THAT(missing, HasSubstr("data file 'corpus.txt' does not exist"));
   EXPECT_THAT(missing, Not(HasSubstr(root)));
 }
 
-TEST(TaskOptionsTest, RootsMustBeExistingDirectoriesNamedByTheirFlag) {
+TEST(TaskSpecTest, RootsMustBeExistingDirectoriesNamedByTheirFlag) {
   chimera::testing::TempDir dir;
   const absl::StatusOr<WorkerRoots> roots =
       WorkerRootsFrom(dir.path() + "/missing", dir.WriteFile("file", "x"));
   EXPECT_EQ(roots.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(roots.status().message()), HasSubstr("--data-root: root '"));
-  EXPECT_THAT(std::string(roots.status().message()), HasSubstr("--checkpoint-root: root '"));
+  EXPECT_THAT(std::string(roots.status().message()),
+              HasSubstr("--data-root: root '"));
+  EXPECT_THAT(std::string(roots.status().message()),
+              HasSubstr("--checkpoint-root: root '"));
 }
 
 // The executor's waits used to stay at 5 minutes whatever the job's timeout,
 // so a stopped peer was named minutes late.
-TEST(TaskOptionsTest, EveryWaitOfTheExecutorIsBoundedByTheGivenTimeout) {
-  const ExecutorOptions options =
-      ExecutorOptionsFor(TaskOptions{}, 0, absl::Seconds(7));
-  EXPECT_EQ(options.p2p_timeout, absl::Seconds(7));
-  EXPECT_EQ(options.collective_timeout, absl::Seconds(7));
-}
-
-TEST(TaskOptionsTest, ExecutorOptionsPutAGpuTaskOnTheGivenDevice) {
-  TaskOptions task;
-  task.gpu = true;
-  EXPECT_EQ(ExecutorOptionsFor(task, 3, absl::Minutes(1)).device,
-            c10::Device(c10::DeviceType::CUDA, 3));
-  task.gpu = false;
-  EXPECT_EQ(ExecutorOptionsFor(task, 3, absl::Minutes(1)).device,
-            c10::Device(c10::DeviceType::CPU));
+TEST(TaskSpecTest, EveryWaitIsBoundedByTheJobsTimeout) {
+  chimera::testing::TempDir dir;
+  const auto run =
+      LoadStandaloneJob(dir.WriteFile("job.yaml", JobYaml("cpu", "float64")),
+                        Site(dir, 0, absl::Seconds(7)));
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->spec.timeouts.rendezvous, absl::Seconds(7));
+  EXPECT_EQ(run->spec.timeouts.transfer, absl::Seconds(7));
+  EXPECT_EQ(run->spec.timeouts.collective, absl::Seconds(7));
 }
 
 }  // namespace

@@ -89,12 +89,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   credentials->SetAuthMetadataProcessor(
       std::make_shared<TokenGate>(options.client_token, options.worker_token));
   RETURN_IF_ERROR(server->Listen(std::move(address), credentials));
-  if (!options.metrics_listen.empty()) {
-    ASSIGN_OR_RETURN(server->metrics_,
-                     net::MetricsServer::Start(options.metrics_listen,
-                                               options.metrics_public
-                                                   ? net::MetricsServer::Reach::kAnyone
-                                                   : net::MetricsServer::Reach::kLoopbackOnly));
+  ASSIGN_OR_RETURN(server->metrics_, net::StartMetrics(options.metrics));
+  if (server->metrics_) {
     server->metrics_->Add(std::make_shared<CoordinatorMetrics>(
         server->jobs_.get(), server->registry_.get()));
   }

@@ -26,6 +26,7 @@
 #include "coordinator/job_store.h"
 #include "coordinator/worker_registry.h"
 #include "coordinator/worker_service.h"
+#include "net/metrics_flags.h"
 #include "net/metrics_server.h"
 #include "net/server_address.h"
 #include "net/tls_credentials.h"
@@ -47,10 +48,8 @@ struct CoordinatorOptions {
   std::string client_token;
   std::string worker_token;
   net::ServerTlsFiles tls;
-  // HOST:PORT for the Prometheus /metrics endpoint; empty: none.
-  std::string metrics_listen;
-  // Whether /metrics may listen beyond loopback (--metrics-public).
-  bool metrics_public = false;
+  // The Prometheus /metrics endpoint (none without an address).
+  net::MetricsFlags metrics;
 };
 
 // A background loop that wakes this many periods late was stalled with the
@@ -65,7 +64,7 @@ class CoordinatorServer {
  public:
   // INVALID_ARGUMENT for a bad address or a non-loopback one without
   // tokens, a weak token or the same for both roles, a non-loopback metrics
-  // address without metrics_public, or TLS files that do not parse;
+  // address without metrics.public_reach, or TLS files that do not parse;
   // UNAVAILABLE when the address cannot be bound; the store's errors as they
   // are.
   static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(

@@ -17,12 +17,9 @@
 #include "planner/plan_params.h"
 
 namespace chimera::coordinator {
-namespace {
 
 using chimera::v1::Job;
 using chimera::v1::JobState;
-
-}  // namespace
 
 JobManager::JobManager(JobStore* store, WorkerRegistry* workers,
                        JobManagerOptions options, Clock clock)
@@ -90,12 +87,14 @@ bool JobManager::Adopt(const std::string& worker_id,
   return false;
 }
 
-void JobManager::EndRunsLocked(
-    const std::function<std::optional<JobEvent>(const JobRun&)>& verdict) {
+void JobManager::EndOverdueRunsLocked() {
+  const RunBounds bounds{options_.rendezvous_timeout, options_.progress_timeout,
+                         options_.readopt_timeout};
+  const absl::Time now = clock_.monotonic();
   // Collected first: ending or restarting a run erases it from runs_.
   std::vector<std::pair<std::string, JobEvent>> ending;
   for (const auto& [id, run] : runs_) {
-    if (std::optional<JobEvent> event = verdict(run)) {
+    if (std::optional<JobEvent> event = run.Ending(now, bounds)) {
       ending.emplace_back(id, *std::move(event));
     }
   }
@@ -228,24 +227,15 @@ absl::StatusOr<JobRun> JobManager::AssignTasksLocked(
                            clock_.monotonic(), clock_.wall());
   run.worker_of_rank = chosen;
   run.held_starts = launcher_.StartsFor(job, run.attempt, std::move(launch));
-  for (size_t rank = 0; rank < chosen.size(); ++rank) {
-    const TaskRef task{job.id(), run.attempt, static_cast<int>(rank)};
-    if (absl::Status assigned = workers_->Assign(chosen[rank], task, std::nullopt);
-        !assigned.ok()) {
-      for (size_t earlier = 0; earlier < rank; ++earlier) {
-        workers_->Release(chosen[earlier]);
-      }
-      return assigned;
-    }
-  }
+  RETURN_IF_ERROR(workers_->AssignRanks(chosen, job.id(), run.attempt));
   return run;
 }
 
 void JobManager::WithdrawRunLocked(const std::string& id) {
   auto it = runs_.find(id);
   if (it == runs_.end()) return;
-  for (const std::string& worker : it->second.worker_of_rank) {
-    if (!worker.empty()) workers_->Release(worker);
+  for (const std::string& worker : it->second.PlacedWorkers()) {
+    workers_->Release(worker);
   }
   runs_.erase(it);
 }
@@ -261,15 +251,10 @@ void JobManager::StopRunLocked(const std::string& id) {
       trace_waits_.RunEnded(id, *run.CompleteTrace(id, job->plan()));
     }
   }
-  for (size_t rank = 0; rank < run.worker_of_rank.size(); ++rank) {
-    const std::string& worker = run.worker_of_rank[rank];
-    if (worker.empty()) continue;  // Not back after a coordinator restart.
-    if (!run.rank_done[rank]) {
-      chimera::v1::Assignment stop;
-      stop.mutable_stop()->set_job_id(id);
-      stop.mutable_stop()->set_attempt(run.attempt);
-      workers_->Send(worker, std::move(stop));
-    }
+  for (auto& [worker, stop] : run.StopOrders(id)) {
+    workers_->Send(worker, std::move(stop));
+  }
+  for (const std::string& worker : run.PlacedWorkers()) {
     workers_->Release(worker);
   }
   runs_.erase(it);
@@ -333,21 +318,7 @@ void JobManager::Tick() {
     absl::MutexLock lock(&mutex_);
     if (table_.Retry() > 0) ++version_;
     ReapDeadWorkersLocked();
-    const absl::Time now = clock_.monotonic();
-    EndRunsLocked([&](const JobRun& run) -> std::optional<JobEvent> {
-      std::optional<std::string> why =
-          run.Unadopted(now, options_.readopt_timeout);
-      if (!why) return std::nullopt;
-      return JobEvent::RunLost(*std::move(why));
-    });
-    const RunBounds bounds{options_.rendezvous_timeout,
-                           options_.progress_timeout};
-    EndRunsLocked([&](const JobRun& run) -> std::optional<JobEvent> {
-      std::optional<RunVerdict> verdict = run.Overdue(now, bounds);
-      if (!verdict) return std::nullopt;
-      return verdict->retryable ? JobEvent::RunLost(verdict->reason)
-                                : JobEvent::Failed(verdict->reason);
-    });
+    EndOverdueRunsLocked();
   }
   StartQueuedJobs();
 }
@@ -462,9 +433,7 @@ absl::StatusOr<JobRun*> JobManager::RunForLocked(
     const std::string& job_id, std::optional<int> attempt, int rank,
     const std::string& worker_id) {
   auto it = runs_.find(job_id);
-  if (it == runs_.end() || (attempt && it->second.attempt != *attempt) ||
-      rank < 0 || rank >= static_cast<int>(it->second.worker_of_rank.size()) ||
-      it->second.worker_of_rank[rank] != worker_id) {
+  if (it == runs_.end() || !it->second.Runs(attempt, rank, worker_id)) {
     return absl::NotFoundError(
         absl::StrCat("no running task of job ", job_id,
                      attempt ? absl::StrCat(" attempt ", *attempt) : "",
@@ -534,23 +503,13 @@ absl::Status JobManager::RankEndedLocked(const std::string& job_id, JobRun* run,
 absl::Status JobManager::RecordFirstStepLocked(const std::string& job_id,
                                                int first_step) {
   ASSIGN_OR_RETURN(Job job, table_.Get(job_id));
-  const int max_steps = job.manifest().spec().training().max_steps();
-  if (first_step < 0 || first_step > max_steps) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "first_step: ", first_step, " is outside the job's steps [0, ",
-        max_steps, "]"));
-  }
-  chimera::v1::JobStatus& status = *job.mutable_status();
-  if (status.completed_steps() == first_step &&
-      status.checkpoint_step() == first_step) {
-    return absl::OkStatus();
-  }
+  const int64_t seen = job.status().checkpoint_step();
+  ASSIGN_OR_RETURN(const bool changed, RecordFirstStep(first_step, &job));
+  if (!changed) return absl::OkStatus();
   CHIMERA_LOG(INFO) << "job " << job_id << " starts at step " << first_step
                     << ", its latest complete checkpoint on disk (the "
                        "coordinator had seen step "
-                    << status.checkpoint_step() << ")";
-  status.set_completed_steps(first_step);
-  status.set_checkpoint_step(first_step);
+                    << seen << ")";
   return SaveLocked(job);
 }
 
@@ -567,11 +526,7 @@ absl::Status JobManager::OnMetrics(
   ASSIGN_OR_RETURN(JobRun* run, RunForLocked(report.job_id(), attempt,
                                            report.rank(), report.worker_id()));
   const int step = report.metrics().step();
-  if (step < 0 || step >= run->max_steps) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics.step: ", step, " is outside the job's steps [0, ",
-                     run->max_steps, ")"));
-  }
+  RETURN_IF_ERROR(run->CheckStep(step));
   run->last_progress[report.rank()] = clock_.monotonic();
   const std::optional<TraceCollector::Step>& recorded = run->traces.complete();
   if (response != nullptr) {

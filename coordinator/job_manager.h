@@ -198,15 +198,12 @@ class JobManager {
 
  private:
   // The parts of Tick, in order: a dead worker's job is failed or restarted
-  // before its peers' held-back failures are judged; recovered runs whose
-  // workers did not come back are given up (JobRun::Unadopted), overdue
-  // runs restarted or failed (JobRun::Overdue); all that frees workers
-  // before queued jobs are started.
+  // before its peers' held-back failures are judged; then every run that
+  // must end (JobRun::Ending: its workers did not come back after a
+  // restart, or it is overdue) is restarted or failed; all that frees
+  // workers before queued jobs are started.
   void ReapDeadWorkersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Ends every run for which `verdict` returns an event.
-  void EndRunsLocked(
-      const std::function<std::optional<JobEvent>(const JobRun&)>& verdict)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void EndOverdueRunsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Rank `rank` of `run` (on `worker_id`) ended, SUCCEEDED or not: frees its
   // worker; the last success ends the job SUCCEEDED, a failure is held back
   // one heartbeat timeout (JobRun::RankEnded).

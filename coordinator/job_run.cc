@@ -41,6 +41,20 @@ JobRun JobRun::Recovered(const chimera::v1::Job& job, int ranks, absl::Time now,
   return run;
 }
 
+bool JobRun::Runs(std::optional<int> task_attempt, int rank,
+                  const std::string& worker) const {
+  return (!task_attempt || *task_attempt == attempt) && rank >= 0 &&
+         rank < static_cast<int>(worker_of_rank.size()) &&
+         worker_of_rank[rank] == worker;
+}
+
+absl::Status JobRun::CheckStep(int step) const {
+  if (step >= 0 && step < max_steps) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("metrics.step: ", step, " is outside the job's steps [0, ",
+                   max_steps, ")"));
+}
+
 bool JobRun::MayAdopt(int task_attempt, int rank) const {
   return readopt_by != absl::InfiniteFuture() && attempt == task_attempt &&
          rank >= 0 && rank < static_cast<int>(worker_of_rank.size()) &&
@@ -94,6 +108,27 @@ bool JobRun::RankEnded(int rank, const std::string& worker, const RankEnd& end,
   failure_retryable = retryable;
   if (first) fail_by = now + hold;
   return false;
+}
+
+std::vector<std::string> JobRun::PlacedWorkers() const {
+  std::vector<std::string> placed;
+  for (const std::string& worker : worker_of_rank) {
+    if (!worker.empty()) placed.push_back(worker);
+  }
+  return placed;
+}
+
+std::vector<std::pair<std::string, chimera::v1::Assignment>> JobRun::StopOrders(
+    const std::string& id) const {
+  std::vector<std::pair<std::string, chimera::v1::Assignment>> stops;
+  for (size_t rank = 0; rank < worker_of_rank.size(); ++rank) {
+    if (worker_of_rank[rank].empty() || rank_done[rank]) continue;
+    chimera::v1::Assignment stop;
+    stop.mutable_stop()->set_job_id(id);
+    stop.mutable_stop()->set_attempt(attempt);
+    stops.emplace_back(worker_of_rank[rank], std::move(stop));
+  }
+  return stops;
 }
 
 std::optional<chimera::v1::JobTrace> JobRun::CompleteTrace(
@@ -152,6 +187,17 @@ std::optional<std::string> JobRun::StalledRanks(absl::Time now,
                       absl::FormatDuration(bound),
                       " (the larger of --progress-timeout and ", kStallFactor,
                       " predicted steps): stopped or hung");
+}
+
+std::optional<JobEvent> JobRun::Ending(absl::Time now,
+                                       const RunBounds& bounds) const {
+  if (std::optional<std::string> why = Unadopted(now, bounds.readopt_timeout)) {
+    return JobEvent::RunLost(*std::move(why));
+  }
+  std::optional<RunVerdict> verdict = Overdue(now, bounds);
+  if (!verdict) return std::nullopt;
+  return verdict->retryable ? JobEvent::RunLost(std::move(verdict->reason))
+                            : JobEvent::Failed(std::move(verdict->reason));
 }
 
 std::optional<std::string> JobRun::Unadopted(

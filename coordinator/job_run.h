@@ -18,8 +18,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "chimera/v1/service.pb.h"
+#include "coordinator/job_state_machine.h"
 #include "coordinator/step_aggregator.h"
 #include "coordinator/trace_collector.h"
 
@@ -28,11 +30,13 @@ namespace chimera::coordinator {
 // How many predicted step times a rank may go without reporting a step.
 inline constexpr double kStallFactor = 10;
 
-// How long a run may take to reach its rendezvous, and how long a rank may
-// go without a step (at least; kStallFactor predicted steps when longer).
+// How long a run may take to reach its rendezvous, how long a rank may go
+// without a step (at least; kStallFactor predicted steps when longer), and
+// how long a restarted coordinator waits for a run's workers to come back.
 struct RunBounds {
   absl::Duration rendezvous_timeout;
   absl::Duration progress_timeout;
+  absl::Duration readopt_timeout = absl::ZeroDuration();
 };
 
 // How a rank's task ended, as its worker reported it.
@@ -104,6 +108,13 @@ struct JobRun {
                           absl::Time now, absl::Time wall_now,
                           absl::Duration readopt_timeout);
 
+  // Whether `worker` runs rank `rank` of this run, in `attempt` when one is
+  // named: who may report on the rank.
+  bool Runs(std::optional<int> attempt, int rank,
+            const std::string& worker) const;
+  // INVALID_ARGUMENT, naming the field, unless `step` is one of the job's.
+  absl::Status CheckStep(int step) const;
+
   // Whether a worker that registered holding rank `rank` of `attempt` may
   // take that rank back: the run waits for it and no worker has it yet.
   bool MayAdopt(int attempt, int rank) const;
@@ -125,10 +136,23 @@ struct JobRun {
   bool RankEnded(int rank, const std::string& worker, const RankEnd& end,
                  absl::Time now, absl::Duration hold);
 
+  // The workers that hold a rank of the run (after a coordinator restart,
+  // those back so far).
+  std::vector<std::string> PlacedWorkers() const;
+  // What ends the run on its workers: a stop of job `id` for each placed
+  // rank still running.
+  std::vector<std::pair<std::string, chimera::v1::Assignment>> StopOrders(
+      const std::string& id) const;
+
   // The latest step of the run that every rank recorded, as TraceJob
   // returns it for job `id` running `plan`; none when there is none.
   std::optional<chimera::v1::JobTrace> CompleteTrace(
       const std::string& id, const chimera::v1::Plan& plan) const;
+
+  // The event that ends the run at `now`, if one must: RunLost when its
+  // workers did not come back after a coordinator restart (Unadopted) or
+  // when an Overdue verdict is retryable, Failed when it is not.
+  std::optional<JobEvent> Ending(absl::Time now, const RunBounds& bounds) const;
 
   // Why the run must end at `now`, if it must: a failure held back until
   // fail_by, rank 0 late for the rendezvous, the job's deadline passed, or

@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "common/number_checks.h"
 #include "coordinator/coordinator_server.h"
+#include "net/metrics_flags.h"
 #include "net/open_file_limit.h"
 
 namespace {
@@ -124,13 +125,7 @@ void AddPlanningFlags(CLI::App* app,
 // Who may call, over what, and where /metrics is served.
 void AddAccessFlags(CLI::App* app,
                     chimera::coordinator::CoordinatorOptions* options) {
-  app->add_option("--metrics-listen", options->metrics_listen,
-                  "HOST:PORT for the Prometheus /metrics endpoint (port 0: "
-                  "any free one); off when empty. Non-loopback hosts need "
-                  "--metrics-public");
-  app->add_flag("--metrics-public", options->metrics_public,
-                "Let --metrics-listen be beyond loopback: /metrics has no "
-                "token and names jobs, workers and hosts");
+  chimera::net::AddMetricsFlags(app, "the coordinator's", &options->metrics);
   app->add_option("--client-token", options->client_token,
                   "Token clients must send (default: $CHIMERA_CLIENT_TOKEN); "
                   "at least 16 printable characters, not the worker token");

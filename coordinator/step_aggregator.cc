@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "schedule/simulator.h"
 
 namespace chimera::coordinator {
@@ -82,6 +83,23 @@ void RecordStep(const CompletedStep& step,
     status.set_checkpoint_step(step.step + 1);
   }
   SetWorkerSummaries(step, worker_of_rank, job);
+}
+
+absl::StatusOr<bool> RecordFirstStep(int first_step, chimera::v1::Job* job) {
+  const int max_steps = job->manifest().spec().training().max_steps();
+  if (first_step < 0 || first_step > max_steps) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("first_step: ", first_step,
+                     " is outside the job's steps [0, ", max_steps, "]"));
+  }
+  chimera::v1::JobStatus& status = *job->mutable_status();
+  if (status.completed_steps() == first_step &&
+      status.checkpoint_step() == first_step) {
+    return false;
+  }
+  status.set_completed_steps(first_step);
+  status.set_checkpoint_step(first_step);
+  return true;
 }
 
 }  // namespace chimera::coordinator

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "chimera/v1/service.pb.h"
 
@@ -54,6 +55,13 @@ chimera::v1::StepSummary Summarize(const CompletedStep& step,
 void RecordStep(const CompletedStep& step,
                 const std::vector<std::string>& worker_of_rank, absl::Time now,
                 chimera::v1::Job* job);
+
+// Rank 0 found the job's latest complete checkpoint on disk at
+// `first_step`, where every rank starts: recorded in `job` as the steps done
+// and the checkpoint (the disk decides, whatever the coordinator saw).
+// Whether that changed `job`; INVALID_ARGUMENT when `first_step` is not in
+// [0, maxSteps].
+absl::StatusOr<bool> RecordFirstStep(int first_step, chimera::v1::Job* job);
 
 }  // namespace chimera::coordinator
 

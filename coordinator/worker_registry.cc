@@ -4,6 +4,7 @@
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace chimera::coordinator {
 namespace {
@@ -205,22 +206,46 @@ absl::Status WorkerRegistry::Assign(const std::string& worker_id, const TaskRef&
   std::shared_ptr<Doorbell> stream;
   {
     absl::MutexLock lock(&mutex_);
-    auto it = workers_.find(worker_id);
-    if (it == workers_.end() || it->second.dead) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("worker '", worker_id, "' is not alive"));
-    }
-    if (it->second.task) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "worker '", worker_id, "' already runs job ", it->second.task->job_id));
-    }
-    it->second.task = task;
+    ASSIGN_OR_RETURN(Worker* const worker, IdleLocked(worker_id));
+    worker->task = task;
     if (!assignment) return absl::OkStatus();
-    it->second.queue.push_back(*std::move(assignment));
-    stream = it->second.doorbell;
+    worker->queue.push_back(*std::move(assignment));
+    stream = worker->doorbell;
   }
   if (stream) stream->Ring();
   return absl::OkStatus();
+}
+
+absl::Status WorkerRegistry::AssignRanks(
+    const std::vector<std::string>& workers, const std::string& job_id,
+    int attempt) {
+  absl::MutexLock lock(&mutex_);
+  std::vector<Worker*> assigned;
+  for (size_t rank = 0; rank < workers.size(); ++rank) {
+    absl::StatusOr<Worker*> worker = IdleLocked(workers[rank]);
+    if (!worker.ok()) {
+      // Undone under the same lock: nobody saw the earlier ranks assigned.
+      for (Worker* earlier : assigned) earlier->task.reset();
+      return worker.status();
+    }
+    (*worker)->task = TaskRef{job_id, attempt, static_cast<int>(rank)};
+    assigned.push_back(*worker);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WorkerRegistry::Worker*> WorkerRegistry::IdleLocked(
+    const std::string& worker_id) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || it->second.dead) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker '", worker_id, "' is not alive"));
+  }
+  if (it->second.task) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker '", worker_id, "' already runs job ", it->second.task->job_id));
+  }
+  return &it->second;
 }
 
 void WorkerRegistry::Send(const std::string& worker_id,

@@ -107,6 +107,11 @@ class WorkerRegistry {
   // it is dead or already busy.
   absl::Status Assign(const std::string& worker_id, const TaskRef& task,
                       std::optional<chimera::v1::Assignment> assignment);
+  // Records rank r of `attempt` of job `job_id` as the task of workers[r],
+  // for every rank or none: FAILED_PRECONDITION naming the first worker that
+  // is dead, busy or listed twice, and then no worker's task changed.
+  absl::Status AssignRanks(const std::vector<std::string>& workers,
+                           const std::string& job_id, int attempt);
   // Queues an assignment (a stop, or rank 0's peers' delayed start) without
   // changing the worker's task.
   void Send(const std::string& worker_id, chimera::v1::Assignment assignment);
@@ -157,6 +162,10 @@ class WorkerRegistry {
       std::shared_ptr<Doorbell>& replaced_stream) ABSL_LOCKS_EXCLUDED(mutex_);
   std::vector<DeadWorker> MarkDeadAndForget(
       std::vector<std::shared_ptr<Doorbell>>& ended_streams) ABSL_LOCKS_EXCLUDED(mutex_);
+  // The live worker `worker_id` when it runs no task; FAILED_PRECONDITION
+  // naming it when it is dead or busy.
+  absl::StatusOr<Worker*> IdleLocked(const std::string& worker_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The live worker `worker_id` if it is still `incarnation`; null if not.
   Worker* CurrentLocked(const std::string& worker_id, uint64_t incarnation)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

@@ -15,7 +15,7 @@
 #include "common/environment.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
-#include "net/metrics_server.h"
+#include "net/metrics_flags.h"
 #include "net/server_address.h"
 #include "net/tls_credentials.h"
 #include "worker/cli/commands.h"
@@ -32,8 +32,7 @@ namespace {
 struct DaemonFlags {
   DaemonOptions options;
   net::ClientTlsFiles tls;
-  std::string metrics_listen;  // Empty: no /metrics.
-  bool metrics_public = false;
+  net::MetricsFlags metrics;
   std::string data_root;
   std::string checkpoint_root;
 };
@@ -95,13 +94,11 @@ absl::Status CompleteOptions(DaemonFlags& flags) {
 
 // /metrics as the flags ask (nullptr when they do not), its address told to
 // the daemon's options.
-absl::StatusOr<std::unique_ptr<net::MetricsServer>> StartMetrics(DaemonFlags& flags) {
-  if (flags.metrics_listen.empty()) return nullptr;
+absl::StatusOr<std::unique_ptr<net::MetricsServer>> StartMetrics(
+    DaemonFlags& flags) {
   ASSIGN_OR_RETURN(std::unique_ptr<net::MetricsServer> metrics,
-                   net::MetricsServer::Start(
-                       flags.metrics_listen,
-                       flags.metrics_public ? net::MetricsServer::Reach::kAnyone
-                                            : net::MetricsServer::Reach::kLoopbackOnly));
+                   net::StartMetrics(flags.metrics));
+  if (!metrics) return nullptr;
   flags.options.metrics_address = metrics->address();
   std::cout << "metrics on " << metrics->address() << std::endl;
   return metrics;
@@ -196,13 +193,7 @@ void AddDaemonCommand(CLI::App& app, Invocation* invocation) {
   command->add_option("--work-dir", flags->options.work_dir,
                       "Directory for task files and task logs (default: a "
                       "temporary one)");
-  command->add_option("--metrics-listen", flags->metrics_listen,
-                      "HOST:PORT for the daemon's Prometheus /metrics (port 0: "
-                      "any free one); default: none. Non-loopback hosts need "
-                      "--metrics-public");
-  command->add_flag("--metrics-public", flags->metrics_public,
-                    "Let --metrics-listen be beyond loopback: /metrics has no "
-                    "token and names jobs, workers and hosts");
+  net::AddMetricsFlags(command, "the daemon's", &flags->metrics);
   AddRootFlags(command, &flags->data_root, &flags->checkpoint_root);
   command->callback([flags, invocation] {
     invocation->exit_code = RunDaemon(*flags);

@@ -163,5 +163,63 @@ TEST(JobRunTest, ARecoveredRunTakesBackEachRankOnceAndGoesOnWhenAllAreBack) {
   EXPECT_FALSE(run.Unadopted(kStart + absl::Hours(1), absl::Seconds(15)));
 }
 
+TEST(JobRunTest, OnlyTheWorkerOfARankReportsOnIt) {
+  const JobRun run = TwoRankRun();
+  EXPECT_TRUE(run.Runs(run.attempt, 1, "w1"));
+  EXPECT_TRUE(run.Runs(std::nullopt, 0, "w0")) << "a worker without attempts";
+  EXPECT_FALSE(run.Runs(run.attempt + 1, 1, "w1")) << "another attempt";
+  EXPECT_FALSE(run.Runs(run.attempt, 1, "w0")) << "another rank's worker";
+  EXPECT_FALSE(run.Runs(run.attempt, 2, "w1")) << "no rank 2";
+  EXPECT_FALSE(run.Runs(run.attempt, -1, "w1"));
+  EXPECT_TRUE(run.CheckStep(9).ok());
+  EXPECT_THAT(run.CheckStep(10).message(),
+              HasSubstr("metrics.step: 10 is outside the job's steps [0, 10)"));
+  EXPECT_EQ(run.CheckStep(-1).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(JobRunTest, EndingARunStopsTheRanksStillRunningAndFreesEveryPlacedWorker) {
+  JobRun run = TwoRankRun();
+  run.worker_of_rank = {"w0", "w1", ""};  // Rank 2 not back after a restart.
+  run.rank_done = {true, false, false};
+  EXPECT_EQ(run.PlacedWorkers(), (std::vector<std::string>{"w0", "w1"}));
+  const auto stops = run.StopOrders("job");
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].first, "w1");
+  EXPECT_EQ(stops[0].second.stop().job_id(), "job");
+  EXPECT_EQ(stops[0].second.stop().attempt(), run.attempt);
+}
+
+TEST(JobRunTest, TheEndingEventRestartsWhatARetryMayCureAndFailsTheRest) {
+  const RunBounds bounds{absl::Seconds(60), absl::Seconds(60),
+                         absl::Seconds(15)};
+  JobRun late = TwoRankRun();
+  EXPECT_FALSE(late.Ending(kStart + absl::Seconds(60), bounds));
+  const std::optional<JobEvent> lost =
+      late.Ending(kStart + absl::Seconds(61), bounds);
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->kind, JobEvent::Kind::kRunLost) << lost->reason;
+
+  JobRun failing = TwoRankRun();
+  failing.rendezvous_done = true;
+  failing.failure = "rank 1 on worker w1 failed: bad data";
+  failing.failure_retryable = false;
+  failing.fail_by = kStart;
+  const std::optional<JobEvent> failed = failing.Ending(kStart, bounds);
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(failed->kind, JobEvent::Kind::kFailed);
+  EXPECT_EQ(failed->reason, "rank 1 on worker w1 failed: bad data");
+
+  chimera::v1::Job job;
+  job.mutable_plan()->mutable_prediction()->set_iteration_seconds(1);
+  const JobRun recovered =
+      JobRun::Recovered(job, 2, kStart, kStart, bounds.readopt_timeout);
+  const std::optional<JobEvent> unadopted =
+      recovered.Ending(kStart + absl::Seconds(15), bounds);
+  ASSERT_TRUE(unadopted);
+  EXPECT_EQ(unadopted->kind, JobEvent::Kind::kRunLost);
+  EXPECT_THAT(unadopted->reason,
+              HasSubstr("did not register again within 15s"));
+}
+
 }  // namespace
 }  // namespace chimera::coordinator

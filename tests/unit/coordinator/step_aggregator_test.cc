@@ -5,6 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/tiny_job.h"
 
 namespace chimera::coordinator {
 namespace {
@@ -45,8 +46,9 @@ TEST(StepAggregatorTest, ACompleteStepDropsTheIncompleteOnesBeforeIt) {
   EXPECT_FALSE(steps.Add(1, Report(0, 0, 1, 0)));
 }
 
+// The tiny job on a global batch of 8 samples of 128 tokens.
 chimera::v1::TrainJob Manifest() {
-  chimera::v1::TrainJob manifest;
+  chimera::v1::TrainJob manifest = chimera::testing::TinyJob();
   manifest.mutable_spec()->mutable_training()->set_global_batch_size(8);
   manifest.mutable_spec()->mutable_model()->set_seq_length(128);
   return manifest;
@@ -80,6 +82,29 @@ TEST(StepAggregatorTest, ACheckpointIsCompleteOnlyOnceEveryRankWroteItsShare) {
   ASSERT_EQ(job.workers_size(), 2);
   EXPECT_EQ(job.workers(1).worker_id(), "w1");
   EXPECT_EQ(job.workers(1).rank(), 1);
+}
+
+// Rank 0 starts where the disk's latest complete checkpoint is, which may
+// be behind what the coordinator saw (files lost): the disk decides.
+TEST(StepAggregatorTest, TheFirstStepOnDiskIsRecordedAsTheStepsDone) {
+  chimera::v1::Job job;
+  *job.mutable_manifest() = Manifest();
+  job.mutable_manifest()->mutable_spec()->mutable_training()->set_max_steps(10);
+  job.mutable_status()->set_completed_steps(6);
+  job.mutable_status()->set_checkpoint_step(6);
+  EXPECT_FALSE(*RecordFirstStep(6, &job)) << "nothing to change";
+  EXPECT_TRUE(*RecordFirstStep(4, &job));
+  EXPECT_EQ(job.status().completed_steps(), 4);
+  EXPECT_EQ(job.status().checkpoint_step(), 4);
+  EXPECT_TRUE(RecordFirstStep(10, &job).ok()) << "every step done";
+  const absl::StatusOr<bool> beyond = RecordFirstStep(11, &job);
+  EXPECT_EQ(beyond.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(beyond.status().message()),
+              ::testing::HasSubstr("first_step: 11 is outside the job's steps "
+                                   "[0, 10]"));
+  EXPECT_EQ(RecordFirstStep(-1, &job).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(job.status().completed_steps(), 10);
 }
 
 }  // namespace

@@ -282,6 +282,27 @@ TEST_F(WorkerRegistryTest, BusyWorkerCannotBeAssignedAgainUntilReleased) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// A job's ranks are assigned together: a worker taken meanwhile leaves every
+// other one free, and no worker can take two ranks.
+TEST_F(WorkerRegistryTest, AJobsRanksAreAssignedAllOrNone) {
+  for (const char* id : {"a", "b", "c"}) MustRegister(Registration(id, 11));
+  ASSERT_TRUE(registry_.Assign("b", {"other", 1, 0}, std::nullopt).ok());
+  const absl::Status taken = registry_.AssignRanks({"a", "b", "c"}, "job", 2);
+  EXPECT_EQ(taken.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(taken.message(), HasSubstr("worker 'b' already runs job other"));
+  EXPECT_EQ(registry_.Get("a")->state(), chimera::v1::WORKER_STATE_IDLE);
+  EXPECT_EQ(registry_.Get("c")->state(), chimera::v1::WORKER_STATE_IDLE);
+  EXPECT_EQ(registry_.AssignRanks({"a", "a"}, "job", 2).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(registry_.Get("a")->state(), chimera::v1::WORKER_STATE_IDLE);
+
+  registry_.Release("b");
+  ASSERT_TRUE(registry_.AssignRanks({"c", "a"}, "job", 2).ok());
+  EXPECT_EQ(registry_.Get("c")->job_id(), "job");
+  EXPECT_EQ(registry_.Get("c")->rank(), 0);
+  EXPECT_EQ(registry_.Get("a")->rank(), 1);
+}
+
 TEST_F(WorkerRegistryTest, AssignmentsArriveInTheOrderTheyWereQueued) {
   MustRegister(Registration("w1", 11));
   ASSERT_TRUE(registry_.Assign("w1", {"job", 1, 0}, Stop("first")).ok());

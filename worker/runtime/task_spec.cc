@@ -4,6 +4,7 @@
 #include <thread>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/field_errors.h"
@@ -103,6 +104,8 @@ c10::Device ReadDevice(const chimera::v1::ResourceSpec& resources,
                      static_cast<c10::DeviceIndex>(gpu_index));
 }
 
+// The data's format and sample shape, once the model and the seed are read
+// (and before ReadPaths, which resolves only a file's path).
 void ReadData(const chimera::v1::DataSpec& spec, TaskSpec& task,
               FieldErrors& errors) {
   const absl::StatusOr<DataFormat> format = ParseDataFormat(spec.format());

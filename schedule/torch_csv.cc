@@ -19,6 +19,7 @@
 #include "schedule/list_scheduler.h"
 #include "schedule/program_builder.h"
 #include "schedule/schedule_params.h"
+#include "schedule/validator.h"
 
 namespace chimera::schedule {
 namespace {
@@ -342,7 +343,17 @@ absl::StatusOr<Schedule> ReadTorchScheduleCsv(absl::string_view csv) {
         "on an action that comes after it (",
         timed.status().message(), ")"));
   }
-  return BuildPrograms(layout.topology, layout.placement, *timed, Sync::kEager);
+  ASSIGN_OR_RETURN(
+      Schedule schedule,
+      BuildPrograms(layout.topology, layout.placement, *timed, Sync::kEager));
+  // An order that can run may still take a peer's transfers in another
+  // order than the peer sends them (a backward of micro-batch 1 before 0's
+  // on one rank, in order on the next): that is no schedule either.
+  if (const absl::Status valid = ValidateSchedule(schedule); !valid.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the rows make no valid schedule: ", valid.message()));
+  }
+  return schedule;
 }
 
 }  // namespace chimera::schedule

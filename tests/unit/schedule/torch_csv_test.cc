@@ -139,7 +139,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadFile{"NoStage", "0F0,F1\n", "row 1, column 2: 'F1' does not start"},
         BadFile{"UnknownKind", "0F0\n1F0,1X0\n",
                 "row 2, column 2: '1X0' is not an action"},
-        BadFile{"NoMicroBatch", "0F0,0B\n", "row 1, column 2: '0B': the micro-batch"},
+        BadFile{"NoMicroBatch", "0F0,0B\n",
+                "row 1, column 2: '0B': the micro-batch"},
         BadFile{"OpenGroup", "0F0,(0B0;0F1\n", "row 1, column 2"},
         BadFile{"StageOnTwoRanks", "0F0,1F0,1B0,0B0\n1F0,1B0\n",
                 "row 2, column 1: stage 1 is on rank 0"},
@@ -159,7 +160,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadFile{"MissingMicroBatch", "0F0,0B0,0F2,0B2\n",
                 "stage 0 micro-batch 1 has no forward"},
         BadFile{"HugeStage", "99999999999F0\n", "stage number up to"},
-        BadFile{"CannotRun", "0F0,0W0,0I0\n", "cannot run in this order"}),
+        BadFile{"CannotRun", "0F0,0W0,0I0\n", "cannot run in this order"},
+        // Rank 0 takes micro-batch 1's gradient before 0's, which rank 1
+        // sends first. Found by the fuzzer.
+        BadFile{"GradientsTakenOutOfSendOrder",
+                "0F0,0F1,0B1,0F2,0B0,0B2\n1F0,1B0,1F1,1B1,1F2,1B2\n",
+                "the rows make no valid schedule: p2p received out of send "
+                "order"}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace

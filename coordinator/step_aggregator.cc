@@ -76,11 +76,16 @@ void RecordStep(const CompletedStep& step,
   chimera::v1::JobStatus& status = *job->mutable_status();
   *status.mutable_last_step() = std::move(summary);
   status.set_completed_steps(step.step + 1);
-  // Complete once every rank wrote its share (the writers among them).
-  if (std::all_of(step.ranks.begin(), step.ranks.end(), [&](const auto& rank) {
-        return rank.second.checkpoint_step() == step.step + 1;
-      })) {
-    status.set_checkpoint_step(step.step + 1);
+  // A checkpoint is complete once every rank has written its share: each
+  // reports the latest it has written (ranks write in the background, in
+  // step order), so the least of those is complete.
+  const auto least = std::min_element(
+      step.ranks.begin(), step.ranks.end(), [](const auto& a, const auto& b) {
+        return a.second.checkpoint_step() < b.second.checkpoint_step();
+      });
+  if (least != step.ranks.end() &&
+      least->second.checkpoint_step() > status.checkpoint_step()) {
+    status.set_checkpoint_step(least->second.checkpoint_step());
   }
   SetWorkerSummaries(step, worker_of_rank, job);
 }

@@ -50,8 +50,10 @@ chimera::v1::StepSummary Summarize(const CompletedStep& step,
                                    const chimera::v1::TrainJob& manifest);
 
 // Records `step`, completed at `now`, in `job`: its summary as the latest
-// step, the steps done, the workers' view (rank r on worker_of_rank[r]) and,
-// when every rank wrote its share, the latest complete checkpoint.
+// step, the steps done, the workers' view (rank r on worker_of_rank[r]) and
+// the latest complete checkpoint: the least of the checkpoints the ranks
+// report having written their shares of, when it is later than the one
+// recorded.
 void RecordStep(const CompletedStep& step,
                 const std::vector<std::string>& worker_of_rank, absl::Time now,
                 chimera::v1::Job* job);

@@ -145,6 +145,34 @@ std::vector<int> StagesWrittenBy(const schedule::ScheduleOutline& outline,
   return {written.begin(), written.end()};
 }
 
+absl::StatusOr<std::vector<StageSnapshot>> Snapshot(
+    const ProgramExecutor& executor, const std::vector<int>& model_stages) {
+  // A copy even of a CPU tensor: the executor's own changes at its next step.
+  const auto copy = [](const at::Tensor& tensor) {
+    return tensor.defined()
+               ? tensor.detach().to(at::TensorOptions().device(at::kCPU),
+                                    /*non_blocking=*/false, /*copy=*/true)
+               : tensor;
+  };
+  std::vector<StageSnapshot> snapshots;
+  for (int model_stage : model_stages) {
+    ASSIGN_OR_RETURN(const StageState live, executor.ExportStage(model_stage));
+    StageSnapshot& snapshot = snapshots.emplace_back();
+    snapshot.blocks = executor.spec().partition.stage(model_stage);
+    for (const auto& [name, parameter] : live.parameters) {
+      snapshot.state.parameters.emplace_back(name, copy(parameter));
+    }
+    snapshot.state.optimizer.steps = live.optimizer.steps;
+    for (const at::Tensor& moment : live.optimizer.first_moments) {
+      snapshot.state.optimizer.first_moments.push_back(copy(moment));
+    }
+    for (const at::Tensor& moment : live.optimizer.second_moments) {
+      snapshot.state.optimizer.second_moments.push_back(copy(moment));
+    }
+  }
+  return snapshots;
+}
+
 CheckpointDir::CheckpointDir(Directory directory, int64_t attempt)
     : directory_(std::move(directory)), attempt_(attempt) {}
 
@@ -255,36 +283,42 @@ std::optional<int64_t> CheckpointDir::LatestComplete(int64_t num_layers) const {
   return std::nullopt;
 }
 
-absl::Status CheckpointDir::Save(const ProgramExecutor& executor, int64_t step,
-                                 const std::vector<int>& model_stages) const {
+absl::Status CheckpointDir::Write(
+    int64_t step, const std::vector<StageSnapshot>& stages) const {
   RETURN_IF_ERROR(CheckNotSuperseded());
-  if (model_stages.empty()) return absl::OkStatus();
+  if (stages.empty()) return absl::OkStatus();
   ASSIGN_OR_RETURN(const Directory step_dir,
                    directory_.Open(StepName(step), /*create=*/true));
   const std::vector<StageFile> present = StageFiles(step);
-  for (int model_stage : model_stages) {
-    const LayerRange blocks = executor.spec().partition.stage(model_stage);
-    ASSIGN_OR_RETURN(const StageState state, executor.ExportStage(model_stage));
+  for (const StageSnapshot& stage : stages) {
     std::vector<char> bytes;
     try {
-      bytes = torch::jit::pickle_save(ToDict(state));
+      bytes = torch::jit::pickle_save(ToDict(stage.state));
     } catch (const std::exception& e) {
-      return absl::InternalError(absl::StrCat("cannot serialise model stage ",
-                                              model_stage, ": ",
+      return absl::InternalError(absl::StrCat("cannot serialise ",
+                                              StageFileName(stage.blocks), ": ",
                                               TorchErrorMessage(e)));
     }
     // What an earlier attempt under another partition left of these
     // blocks would make the step hold them twice.
     for (const StageFile& file : present) {
-      if (Overlap(file.blocks, blocks) &&
-          file.name != StageFileName(blocks)) {
+      if (Overlap(file.blocks, stage.blocks) &&
+          file.name != StageFileName(stage.blocks)) {
         RETURN_IF_ERROR(step_dir.Remove(file.name));
       }
     }
     RETURN_IF_ERROR(step_dir.WriteFileDurably(
-        StageFileName(blocks), absl::string_view(bytes.data(), bytes.size())));
+        StageFileName(stage.blocks),
+        absl::string_view(bytes.data(), bytes.size())));
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckpointDir::Save(const ProgramExecutor& executor, int64_t step,
+                                 const std::vector<int>& model_stages) const {
+  ASSIGN_OR_RETURN(const std::vector<StageSnapshot> stages,
+                   Snapshot(executor, model_stages));
+  return Write(step, stages);
 }
 
 absl::Status CheckpointDir::Load(ProgramExecutor& executor,

@@ -39,7 +39,8 @@
 //   RETURN_IF_ERROR(checkpoints.CheckClaim(claim));
 //   // every rank:
 //   if (first > 0) RETURN_IF_ERROR(checkpoints.Load(*executor, first));
-//   // after step s, when (s + 1) % every == 0:
+//   // after step s, when (s + 1) % every == 0 (or, in the background,
+//   // CheckpointWriter with a Snapshot taken after the step):
 //   RETURN_IF_ERROR(checkpoints.Save(*executor, s + 1,
 //                                    StagesWrittenBy(outline, rank)));
 //   RETURN_IF_ERROR(checkpoints.Prune(num_layers));
@@ -57,15 +58,27 @@
 #include "common/directory.h"
 #include "schedule/rank_schedule.h"
 #include "worker/model/model_config.h"
+#include "worker/runtime/program_executor.h"
 
 namespace chimera::worker {
-
-class ProgramExecutor;
 
 // The model stages `rank` writes in a checkpoint: those of which it is the
 // lowest rank holding a replica. Every model stage has exactly one writer.
 std::vector<int> StagesWrittenBy(const schedule::ScheduleOutline& outline,
                                  int rank);
+
+// One model stage as a checkpoint holds it: its blocks, and its parameters
+// and optimizer state copied to host memory, so that they stay as they were
+// while the executor trains on.
+struct StageSnapshot {
+  LayerRange blocks;
+  StageState state;
+};
+
+// The model stages `model_stages` of `executor`, copied; call between
+// steps. NOT_FOUND for a stage the executor does not hold.
+absl::StatusOr<std::vector<StageSnapshot>> Snapshot(
+    const ProgramExecutor& executor, const std::vector<int>& model_stages);
 
 class CheckpointDir {
  public:
@@ -95,13 +108,16 @@ class CheckpointDir {
   // The latest step whose checkpoint is complete; nullopt when none is.
   std::optional<int64_t> LatestComplete(int64_t num_layers) const;
 
-  // Writes the model stages `model_stages` of `executor` as checkpoint
-  // `step` (the optimizer steps done), replacing any file of the step that
-  // holds some of their blocks under another partition. Call between steps.
+  // Writes `stages` as checkpoint `step` (the optimizer steps done),
+  // replacing any file of the step that holds some of their blocks under
+  // another partition. Needs no executor: it may run while one trains on.
   // RESOURCE_EXHAUSTED when the disk is full, INTERNAL naming the file when
   // it cannot be written otherwise (no temporary file is left either way);
-  // NOT_FOUND for a stage the executor does not hold; ABORTED once a later
-  // attempt has claimed the directory (then nothing is written).
+  // ABORTED once a later attempt has claimed the directory (then nothing is
+  // written).
+  absl::Status Write(int64_t step,
+                     const std::vector<StageSnapshot>& stages) const;
+  // Write(step, Snapshot(executor, model_stages)): call between steps.
   absl::Status Save(const ProgramExecutor& executor, int64_t step,
                     const std::vector<int>& model_stages) const;
 

@@ -74,9 +74,10 @@ struct StepMetrics {
   int64_t optimizer_bytes = 0;
   int64_t activations_bytes = 0;
 
-  // After this step the worker wrote its share of checkpoint
-  // `checkpoint_step` (= step + 1; its share may be no stage at all); 0 when
-  // the step is not a checkpoint step.
+  // The latest checkpoint whose share this worker has written durably by
+  // the end of this step (its share may be no stage at all); 0 when none
+  // yet, or when the job takes no checkpoints. Written in the background, a
+  // checkpoint may be reported a step or more after its own step.
   int64_t checkpoint_step = 0;
 };
 

@@ -20,11 +20,12 @@
 #include "worker/comm/nccl_communicator.h"
 #endif
 #include "worker/runtime/checkpoint.h"
+#include "worker/runtime/checkpoint_writer.h"
 #include "worker/runtime/compute_threads.h"
-#include "worker/runtime/host_memory.h"
 #include "worker/runtime/data_source.h"
 #include "worker/runtime/device_memory.h"
 #include "worker/runtime/gradient_sync.h"
+#include "worker/runtime/host_memory.h"
 #include "worker/runtime/message_tags.h"
 #include "worker/runtime/program_executor.h"
 
@@ -216,6 +217,45 @@ absl::StatusOr<Started> Rendezvous(const TaskRunOptions& options,
   return started;
 }
 
+// A rank's checkpoints during its steps: after every spec.checkpoints.every
+// steps, its stages are copied as the step left them and written in the
+// background while it trains on.
+class StepCheckpoints {
+ public:
+  StepCheckpoints(const TaskRunOptions& options, const CheckpointDir* dir)
+      : every_(options.spec.checkpoints.every),
+        last_step_(options.last_step),
+        written_(
+            StagesWrittenBy(options.schedule.outline, options.schedule.rank())),
+        writer_(dir, options.spec.model.num_layers, options.schedule.rank()) {}
+
+  // After step `step`: starts its checkpoint when it is one, waits for the
+  // last one to be written after the run's last step; the latest step whose
+  // checkpoint share this rank has written. A failed write's error.
+  absl::StatusOr<int64_t> After(const ProgramExecutor& executor, int64_t step) {
+    RETURN_IF_ERROR(writer_.Check());
+    // After the optimizer step every replica of a stage is the same, so its
+    // writer alone saves it.
+    if ((step + 1) % every_ == 0) {
+      ASSIGN_OR_RETURN(std::vector<StageSnapshot> stages,
+                       Snapshot(executor, written_));
+      RETURN_IF_ERROR(writer_.Submit(step + 1, std::move(stages)));
+    }
+    // The last step reports the run's last checkpoint.
+    if (step + 1 == last_step_) RETURN_IF_ERROR(writer_.Flush());
+    return writer_.durable_step();
+  }
+
+  // No write outlives the run.
+  absl::Status Finish() { return writer_.Flush(); }
+
+ private:
+  const int64_t every_;
+  const int64_t last_step_;
+  const std::vector<int> written_;
+  CheckpointWriter writer_;
+};
+
 }  // namespace
 
 absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
@@ -237,9 +277,8 @@ absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
   if (first_step > 0) {
     RETURN_IF_ERROR(started.checkpoints->Load(*executor, first_step));
   }
-  const std::vector<int> written =
-      StagesWrittenBy(options.schedule.outline, options.schedule.rank());
-  const int64_t every = spec.checkpoints.every;
+  std::optional<StepCheckpoints> checkpoints;
+  if (started.checkpoints) checkpoints.emplace(options, &*started.checkpoints);
   for (int64_t step = first_step; step < options.last_step; ++step) {
     ASSIGN_OR_RETURN(StepMetrics metrics, executor->RunStep(step));
     // Before its checkpoint: a diverged model is not worth keeping.
@@ -250,22 +289,13 @@ absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
                        " (it computes a last stage): training diverged; lower "
                        "spec.training.optimizer.lr or check the data"));
     }
-    // After the optimizer step every replica of a stage is the same, so its
-    // writer alone saves it.
-    if (every > 0 && (step + 1) % every == 0) {
-      RETURN_IF_ERROR(started.checkpoints->Save(*executor, step + 1, written));
-      metrics.checkpoint_step = step + 1;
-      // Whichever rank completes the step prunes what it supersedes; the
-      // others find it incomplete and leave everything.
-      if (const absl::Status pruned =
-              started.checkpoints->Prune(spec.model.num_layers);
-          !pruned.ok()) {
-        CHIMERA_LOG(WARNING)
-            << "rank " << options.schedule.rank() << ": " << pruned;
-      }
+    if (checkpoints) {
+      ASSIGN_OR_RETURN(metrics.checkpoint_step,
+                       checkpoints->After(*executor, step));
     }
     RETURN_IF_ERROR(observer.OnStep(metrics, *comm));
   }
+  if (checkpoints) RETURN_IF_ERROR(checkpoints->Finish());
   return comm->Barrier(spec.timeouts.rendezvous);
 }
 

@@ -79,6 +79,14 @@ TEST(StepAggregatorTest, ACheckpointIsCompleteOnlyOnceEveryRankWroteItsShare) {
   RecordStep({3, {{0, Report(3, 0, 1, 0, 4)}, {1, Report(3, 0, 1, 0, 4)}}},
              {"w0", "w1"}, now, &job);
   EXPECT_EQ(job.status().checkpoint_step(), 4);
+  // Ranks write in the background and report the latest they finished:
+  // the least of those is complete, and what was recorded never goes back.
+  RecordStep({5, {{0, Report(5, 0, 1, 0, 6)}, {1, Report(5, 0, 1, 0, 5)}}},
+             {"w0", "w1"}, now, &job);
+  EXPECT_EQ(job.status().checkpoint_step(), 5);
+  RecordStep({6, {{0, Report(6, 0, 1, 0, 6)}, {1, Report(6, 0, 1, 0, 0)}}},
+             {"w0", "w1"}, now, &job);
+  EXPECT_EQ(job.status().checkpoint_step(), 5);
   ASSERT_EQ(job.workers_size(), 2);
   EXPECT_EQ(job.workers(1).worker_id(), "w1");
   EXPECT_EQ(job.workers(1).rank(), 1);

@@ -22,7 +22,9 @@
 #include "common/directory.h"
 #include "schedule/generator.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait_until.h"
 #include "tests/unit/worker/test_models.h"
+#include "worker/runtime/checkpoint_writer.h"
 #include "worker/runtime/program_executor.h"
 
 namespace chimera::worker {
@@ -248,6 +250,48 @@ TEST_F(CheckpointTest, SavingReplacesAnotherPartitionsFilesOfTheSameBlocks) {
   EXPECT_FALSE(std::filesystem::exists(StagePath(2, {0, 1})));
   EXPECT_FALSE(std::filesystem::exists(StagePath(2, {1, layers_})));
   EXPECT_TRUE(checkpoints.Load(*executor, 2).ok());
+}
+
+// What a rank writes in the background is its stages as the step left
+// them, though it trains on while the write goes on.
+TEST_F(CheckpointTest, ABackgroundWriteHoldsTheStepsStateWhileTrainingGoesOn) {
+  const CheckpointDir checkpoints = Checkpoints();
+  auto executor = Executor(OptimizerKind::kAdamW);
+  ASSERT_TRUE(executor->RunStep(0).ok());
+  const StageState after_step_1 = Snapshot(*executor, {0})->at(0).state;
+  {
+    CheckpointWriter writer(&checkpoints, layers_, /*rank=*/0);
+    EXPECT_EQ(writer.durable_step(), 0);
+    ASSERT_TRUE(writer.Submit(1, *Snapshot(*executor, {0})).ok());
+    ASSERT_TRUE(executor->RunStep(1).ok());  // Changes the live tensors.
+    ASSERT_TRUE(writer.Flush().ok());
+    EXPECT_EQ(writer.durable_step(), 1);
+    EXPECT_TRUE(writer.Check().ok());
+  }
+  ASSERT_FALSE(SameState(after_step_1, *executor->ExportStage(0)));
+  auto resumed = Executor(OptimizerKind::kAdamW);
+  ASSERT_TRUE(checkpoints.Load(*resumed, 1).ok());
+  EXPECT_TRUE(SameState(after_step_1, *resumed->ExportStage(0)));
+}
+
+// A write that fails (here: a later attempt claimed the directory) is
+// reported by the next call, and nothing counts as written.
+TEST_F(CheckpointTest,
+       ABackgroundWritesErrorIsReportedAndNothingCountsAsWritten) {
+  const CheckpointDir first = Checkpoints(1);
+  ASSERT_TRUE(first.Claim().ok());
+  ASSERT_TRUE(Checkpoints(2).Claim().ok());
+  auto executor = Executor(OptimizerKind::kSgd);
+  CheckpointWriter writer(&first, layers_, /*rank=*/0);
+  ASSERT_TRUE(writer.Submit(2, *Snapshot(*executor, {0})).ok());
+  // Check does not wait: it sees the error once the write has ended.
+  absl::Status failed = absl::OkStatus();
+  EXPECT_TRUE(chimera::testing::WaitUntil(
+      [&] { return !(failed = writer.Check()).ok(); }, absl::Seconds(30)));
+  EXPECT_EQ(failed.code(), absl::StatusCode::kAborted) << failed;
+  EXPECT_TRUE(writer.Flush().ok()) << "the error was reported once";
+  EXPECT_EQ(writer.durable_step(), 0);
+  EXPECT_FALSE(std::filesystem::exists(StepPath(2)));
 }
 
 // attempt 1's tasks kept training after the coordinator restarted the job

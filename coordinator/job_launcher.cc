@@ -24,7 +24,25 @@ std::string ScheduleName(const chimera::v1::Plan& plan) {
                       " D=", plan.depth(), " N=", plan.micro_batches());
 }
 
+// A job that restarted and may go on with fewer workers than it asks for.
+bool MayShrink(const chimera::v1::Job& job) {
+  const auto& resources = job.manifest().spec().resources();
+  return job.status().restarts() > 0 && resources.min_workers() > 0 &&
+         resources.min_workers() < resources.workers();
+}
+
+int FewestToStart(const chimera::v1::Job& job) {
+  return MayShrink(job) ? job.manifest().spec().resources().min_workers()
+                        : planner::MinimumWorkers(job.manifest());
+}
+
 }  // namespace
+
+int WorkersToStart(const chimera::v1::Job& job, int idle) {
+  const int full = planner::WorkersToUse(job.manifest(), idle);
+  if (full > 0 || !MayShrink(job)) return full;
+  return idle >= FewestToStart(job) ? idle : 0;
+}
 
 chimera::v1::ClusterLinks DefaultLinks() {
   chimera::v1::ClusterLinks links;
@@ -198,8 +216,8 @@ absl::Status JobLauncher::CheckFitsRegistered(
 }
 
 std::vector<std::string> JobLauncher::IdleWorkersFor(
-    const chimera::v1::TrainJob& manifest) const {
-  const std::string device = DeviceKindOf(manifest);
+    const chimera::v1::Job& job) const {
+  const std::string device = DeviceKindOf(job.manifest());
   std::vector<std::string> offering;
   for (const std::string& id : workers_->IdleWorkers()) {
     absl::StatusOr<chimera::v1::WorkerInfo> info = workers_->Get(id);
@@ -207,22 +225,33 @@ std::vector<std::string> JobLauncher::IdleWorkersFor(
       offering.push_back(id);
     }
   }
-  offering.resize(planner::WorkersToUse(manifest, offering.size()));
+  offering.resize(WorkersToStart(job, offering.size()));
   return offering;
 }
 
-std::string JobLauncher::WhyWaiting(
-    const chimera::v1::TrainJob& manifest) const {
-  const std::string device = DeviceKindOf(manifest);
+std::string JobLauncher::WhyWaiting(const chimera::v1::Job& job) const {
+  const std::string device = DeviceKindOf(job.manifest());
   const std::vector<chimera::v1::WorkerInfo> registered = Registered(device);
   const auto idle = std::count_if(
       registered.begin(), registered.end(), [](const auto& worker) {
         return worker.state() == chimera::v1::WORKER_STATE_IDLE;
       });
-  const int needed = planner::MinimumWorkers(manifest);
+  const int needed = FewestToStart(job);
   return absl::StrCat("needs ", needed, " idle ", device, " worker",
                       needed == 1 ? "" : "s", " (", registered.size(),
                       " registered, ", registered.size() - idle, " busy)");
+}
+
+std::optional<std::string> JobLauncher::TooFewLeft(
+    const chimera::v1::Job& job) const {
+  if (!MayShrink(job)) return std::nullopt;
+  const std::string device = DeviceKindOf(job.manifest());
+  const size_t left = Registered(device).size();
+  const int needed = job.manifest().spec().resources().min_workers();
+  if (left >= static_cast<size_t>(needed)) return std::nullopt;
+  return absl::StrCat(job.status().restart_cause(), "; ", left, " ", device,
+                      " worker", left == 1 ? " is" : "s are",
+                      " left and spec.resources.minWorkers is ", needed);
 }
 
 absl::StatusOr<Launch> JobLauncher::LaunchFor(
@@ -233,8 +262,13 @@ absl::StatusOr<Launch> JobLauncher::LaunchFor(
   // where the job fixes scheme, pipeline and data. Where no variant fits in
   // the workers' memory the search says so, naming it, and the job fails
   // before any worker allocates (rather than by running out of memory).
-  ASSIGN_OR_RETURN(std::vector<chimera::v1::Plan> searched,
-                   SearchPlans(manifest, worker_ids, 1, cancelled));
+  const int asked = manifest.spec().resources().workers();
+  const int given = static_cast<int>(worker_ids.size());
+  ASSIGN_OR_RETURN(
+      std::vector<chimera::v1::Plan> searched,
+      SearchPlans(
+          given < asked ? planner::ShrunkJob(manifest, given) : manifest,
+          worker_ids, 1, cancelled));
   return PrepareLaunch(std::move(searched.front()), options_.generate_schedule);
 }
 

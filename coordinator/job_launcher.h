@@ -77,6 +77,11 @@ std::optional<int> DeviceIndex(const chimera::v1::WorkerInfo& worker,
 void PlaceOnWorkers(const std::vector<chimera::v1::WorkerInfo>& workers,
                     const std::string& device_kind, chimera::v1::Plan* plan);
 
+// How many of `idle` workers offering its device `job` starts on: its
+// full count (planner::WorkersToUse), or after a restart, when fewer are
+// idle, all of them down to spec.resources.minWorkers. 0: it must wait.
+int WorkersToStart(const chimera::v1::Job& job, int idle);
+
 struct LaunchOptions {
   // What the planner assumes about the workers' devices and links when a job
   // leaves its parallelism open (memory comes from the workers' reports).
@@ -129,15 +134,20 @@ class JobLauncher {
                                    std::function<bool()> cancelled) const;
 
   // Idle workers offering the job's device, in registration order, as many
-  // as it can use (none: it must wait).
-  std::vector<std::string> IdleWorkersFor(
-      const chimera::v1::TrainJob& manifest) const;
+  // as it starts on (WorkersToStart; none: it must wait).
+  std::vector<std::string> IdleWorkersFor(const chimera::v1::Job& job) const;
   // What a job for which IdleWorkersFor found none waits for: "needs 8 idle
   // cpu workers (4 registered, 2 busy)".
-  std::string WhyWaiting(const chimera::v1::TrainJob& manifest) const;
+  std::string WhyWaiting(const chimera::v1::Job& job) const;
+  // Why a restarted job that may shrink cannot go on at all: fewer workers
+  // of its device are registered than its spec.resources.minWorkers, busy
+  // or not. None while it may still start, or wait for busy ones.
+  std::optional<std::string> TooFewLeft(const chimera::v1::Job& job) const;
 
-  // The best plan's launch on `worker_ids` (PrepareLaunch): SearchPlans'
-  // errors, or INTERNAL where the validator refuses the schedule.
+  // The best plan's launch on `worker_ids` (PrepareLaunch), re-planned as
+  // planner::ShrunkJob where they are fewer than the job asks for:
+  // SearchPlans' errors, or INTERNAL where the validator refuses the
+  // schedule.
   absl::StatusOr<Launch> LaunchFor(
       const chimera::v1::TrainJob& manifest,
       const std::vector<std::string>& worker_ids,

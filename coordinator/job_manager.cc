@@ -28,7 +28,9 @@ JobManager::JobManager(JobStore* store, WorkerRegistry* workers,
       options_(std::move(options)),
       clock_(std::move(clock)),
       launcher_(workers, options_.launch),
-      table_(store) {}
+      table_(store),
+      workers_back_by_(clock_.monotonic() + options_.readopt_timeout +
+                       workers->policy().DeadAfter()) {}
 
 absl::Status JobManager::SaveLocked(const Job& job) {
   RETURN_IF_ERROR(table_.Put(job));
@@ -215,9 +217,15 @@ absl::Status JobManager::StartLocked(Job job,
   RETURN_IF_ERROR(SaveLocked(job));
   workers_->Send(chosen.front(), std::move(first));
   const chimera::v1::Plan& plan = job.plan();
+  const int asked = job.manifest().spec().resources().workers();
   CHIMERA_LOG(INFO) << "job " << job.id() << " started on " << chosen.size()
                     << " workers (" << plan.scheme() << " W=" << plan.width()
-                    << " D=" << plan.depth() << ")";
+                    << " D=" << plan.depth() << ")"
+                    << (static_cast<int>(chosen.size()) < asked
+                            ? absl::StrCat(", re-planned: it asks for ", asked,
+                                           " and no more are idle")
+                            : "")
+                    << " from step " << job.status().checkpoint_step();
   return absl::OkStatus();
 }
 
@@ -378,19 +386,26 @@ std::optional<JobManager::QueuedStart> JobManager::NextStartLocked() {
   // First in, first out: the head of the queue waits for its workers.
   std::optional<Job> head = table_.OldestLive(chimera::v1::JOB_STATE_PENDING);
   if (!head) return std::nullopt;
-  std::vector<std::string> chosen = launcher_.IdleWorkersFor(head->manifest());
-  if (chosen.empty()) {
-    const std::string why = launcher_.WhyWaiting(head->manifest());
-    SayPendingLocked(*std::move(head), why);
-    return std::nullopt;
+  std::vector<std::string> chosen = launcher_.IdleWorkersFor(*head);
+  if (!chosen.empty()) return QueuedStart{*std::move(head), std::move(chosen)};
+  std::optional<std::string> too_few;
+  if (clock_.monotonic() >= workers_back_by_) {
+    too_few = launcher_.TooFewLeft(*head);
   }
-  return QueuedStart{*std::move(head), std::move(chosen)};
+  if (too_few) {
+    const absl::Status ended =
+        EndRunLocked(head->id(), JobEvent::Failed(*too_few));
+    if (!ended.ok()) CHIMERA_LOG(ERROR) << ended;
+  } else {
+    SayPendingLocked(*head, launcher_.WhyWaiting(*head));
+  }
+  return std::nullopt;
 }
 
 bool JobManager::StillStartableLocked(const QueuedStart& start) const {
   absl::StatusOr<Job> job = table_.Get(start.job.id());
   return job.ok() && job->status().state() == chimera::v1::JOB_STATE_PENDING &&
-         launcher_.IdleWorkersFor(job->manifest()) == start.workers;
+         launcher_.IdleWorkersFor(*job) == start.workers;
 }
 
 bool JobManager::FinishStartLocked(QueuedStart start,

@@ -225,7 +225,8 @@ class JobManager {
   // The start is then checked again under mutex_.
   void StartQueuedJobs() ABSL_LOCKS_EXCLUDED(mutex_);
   // The head of the queue with the idle workers it would start on; none
-  // (after saying why the head waits) when it must wait or nothing is queued.
+  // when nothing is queued, or when the head must wait (saying why) or can
+  // never go on (too few workers left for a job that may shrink: it fails).
   struct QueuedStart {
     chimera::v1::Job job;
     std::vector<std::string> workers;
@@ -301,6 +302,10 @@ class JobManager {
   // doubles each time (kMinStartBackoff to kMaxStartBackoff).
   absl::Duration start_backoff_ ABSL_GUARDED_BY(mutex_);
   absl::Time next_start_try_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
+  // Until then (readopt_timeout and a heartbeat timeout after this
+  // coordinator's start) workers may still be registering again: too few
+  // registered does not yet fail a job.
+  const absl::Time workers_back_by_;
   // Last: its thread calls the launcher, so it stops before the rest goes.
   BackgroundPlanner planner_{options_.planning_timeout};
 };

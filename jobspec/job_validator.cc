@@ -382,6 +382,30 @@ void CheckResources(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
   }
 }
 
+// An elastic job: the fewest workers it may go on with after a restart.
+void CheckMinWorkers(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
+  const int min_workers = spec.resources().min_workers();
+  if (min_workers == 0) return;
+  Checker check(errors, "spec.resources");
+  const int workers = spec.resources().workers();
+  if (min_workers < 0) {
+    check.Fail("minWorkers", absl::StrCat(min_workers, " must be >= 0"));
+  } else if (workers <= 0) {
+    check.Fail("minWorkers",
+               "needs spec.resources.workers: the count the job starts on");
+  } else if (min_workers > workers) {
+    check.Fail("minWorkers", absl::StrCat(min_workers, " must be <= workers (",
+                                          workers, ")"));
+  } else if (min_workers < workers && spec.run_policy().backoff_limit() == 0) {
+    // Only a restart goes on with fewer workers.
+    check.Fail("minWorkers",
+               absl::StrCat(min_workers,
+                            " lets the job go on with fewer "
+                            "workers when it restarts, but "
+                            "spec.runPolicy.backoffLimit is 0: it never does"));
+  }
+}
+
 void CheckRunPolicy(const chimera::v1::RunPolicy& policy, FieldErrors* errors) {
   Checker check(errors, "spec.runPolicy");
   check.NonNegative("backoffLimit", policy.backoff_limit());
@@ -412,6 +436,7 @@ FieldErrors ValidateJob(const TrainJob& job, const ValidationOptions& options) {
   CheckBatchArithmetic(spec, &errors);
   CheckParallelism(spec, &errors);
   CheckResources(spec, &errors);
+  CheckMinWorkers(spec, &errors);
   CheckRunPolicy(spec.run_policy(), &errors);
   return errors;
 }

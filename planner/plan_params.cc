@@ -52,4 +52,11 @@ int WorkersToUse(const chimera::v1::TrainJob& job, int available) {
   return fixed_count ? minimum : available / minimum * minimum;
 }
 
+chimera::v1::TrainJob ShrunkJob(chimera::v1::TrainJob job, int workers) {
+  job.mutable_spec()->clear_parallelism();
+  job.mutable_spec()->mutable_resources()->set_workers(workers);
+  job.mutable_spec()->mutable_resources()->clear_min_workers();
+  return job;
+}
+
 }  // namespace chimera::planner

@@ -3,6 +3,7 @@
 //
 //   if (std::optional<Plan> plan = FixedPlan(job)) ... else SearchPlans(...)
 //   const int workers = WorkersToUse(job, idle_workers);
+//   SearchPlans(ShrunkJob(job, workers_left), ...);  // after a loss
 #ifndef CHIMERA_PLANNER_PLAN_PARAMS_H_
 #define CHIMERA_PLANNER_PLAN_PARAMS_H_
 
@@ -28,6 +29,13 @@ int WorkersToUse(const chimera::v1::TrainJob& job, int available);
 // or where that is left open its fixed pipeline x data (or whichever it
 // fixes), at least 1.
 int MinimumWorkers(const chimera::v1::TrainJob& job);
+
+// `job` as planned on `workers`, fewer than its spec.resources.workers
+// (after a loss): that many workers, and its parallelism left to the
+// planner, since a fixed scheme, pipeline or width was chosen for the full
+// count. Model, data and training, the global batch among them, stay: each
+// step is the same mathematics on any plan.
+chimera::v1::TrainJob ShrunkJob(chimera::v1::TrainJob job, int workers);
 
 }  // namespace chimera::planner
 

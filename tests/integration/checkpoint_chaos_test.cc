@@ -5,7 +5,8 @@
 // hears of. Each time the job resumes from the latest complete checkpoint on
 // disk, no complete checkpoint is ever lost (the latest one on disk never
 // goes back, watched throughout), and the job ends SUCCEEDED with the final
-// weights of an uninterrupted run (float64, within 1e-9).
+// weights of an uninterrupted run (float64, within 1e-9). An elastic job
+// goes on with fewer workers, re-planned, and ends with those weights too.
 #include <ATen/ATen.h>
 #include <signal.h>
 #include <torch/csrc/jit/serialization/pickle.h>
@@ -13,6 +14,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <string>
 #include <thread>
@@ -272,6 +274,131 @@ TEST_F(CheckpointChaosTest,
   EXPECT_EQ(watcher.latest(), kSteps);
   EXPECT_EQ(watcher.losses(), "") << "a complete checkpoint was lost";
   ExpectWeightsOfAnUninterruptedRun(manifest, job->id(), 2);
+}
+
+// An elastic job (minWorkers 2 of 4) loses a worker to kill -9 and freezes
+// another (daemon and task stopped, never continued): each time it goes on
+// with the workers left, re-planned for them with the same global batch,
+// from its latest complete checkpoint. Its coordinator is then killed and
+// restarted and takes the shrunk run back. It ends with the weights of an
+// uninterrupted run on all four.
+TEST_F(
+    CheckpointChaosTest,
+    AnElasticJobGoesOnWithTheWorkersLeftAndEndsWithTheWeightsOfAnUninterruptedRun) {
+  constexpr int kSteps = 64;
+  constexpr int kEvery = 4;
+  StartCoordinator("127.0.0.1:0", {"--readopt-timeout", "4"});
+  StartWorkers(4);
+  ASSERT_TRUE(AwaitIdleWorkers(4));
+  chimera::v1::TrainJob manifest = Checkpointed(ChimeraJob(kSteps), kEvery, 3);
+  manifest.mutable_spec()->mutable_resources()->set_min_workers(2);
+  absl::StatusOr<chimera::v1::Job> job = client_->Submit(manifest);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const CheckpointWatcher watcher(dir_.path(), CheckpointsOf(job->id()),
+                                  manifest.spec().model().num_layers());
+  // Running on `ranks` workers after `restarts` restarts, a step past the
+  // checkpoint it resumed from; prints how long that took since `fault`.
+  auto await_running_on = [&](int restarts, int ranks, absl::Time fault) {
+    const chimera::v1::Job running = AwaitJob(job->id(), [&](const auto& j) {
+      return (j.status().restarts() == restarts &&
+              j.status().state() == chimera::v1::JOB_STATE_RUNNING &&
+              j.status().completed_steps() > j.status().checkpoint_step() &&
+              j.status().checkpoint_step() >= (restarts + 1) * kEvery) ||
+             Ended(j);
+    });
+    EXPECT_EQ(running.status().state(), chimera::v1::JOB_STATE_RUNNING)
+        << running.status().message();
+    EXPECT_EQ(running.plan().width() * running.plan().depth(), ranks)
+        << running.plan().ShortDebugString();
+    if (restarts == 0) return running;
+    std::cout << "training again on " << ranks << " workers ("
+              << running.plan().scheme() << " W=" << running.plan().width()
+              << " D=" << running.plan().depth() << ") "
+              << absl::FormatDuration(absl::Now() - fault)
+              << " after the fault\n";
+    return running;
+  };
+  await_running_on(0, 4, absl::Now());
+
+  // A worker dies with its task, and no idle worker can replace it.
+  const int killed = WorkerOfRank(job->id(), 1);
+  ASSERT_GE(killed, 0);
+  const pid_t killed_task = TaskProcessOf(killed);
+  ASSERT_GT(killed_task, 0);
+  absl::Time fault = absl::Now();
+  Worker(killed).Signal(SIGKILL);
+  kill(killed_task, SIGKILL);
+  const chimera::v1::Job on_three = await_running_on(1, 3, fault);
+  EXPECT_THAT(on_three.status().restart_cause(),
+              ::testing::HasSubstr(absl::StrCat("worker w", killed)));
+
+  // Another freezes, its task with it.
+  const int frozen = WorkerOfRank(job->id(), 0);
+  ASSERT_GE(frozen, 0);
+  const pid_t frozen_task = TaskProcessOf(frozen);
+  ASSERT_GT(frozen_task, 0);
+  fault = absl::Now();
+  Worker(frozen).Signal(SIGSTOP);
+  kill(frozen_task, SIGSTOP);
+  const chimera::v1::Job on_two = await_running_on(2, 2, fault);
+  EXPECT_THAT(on_two.status().restart_cause(),
+              ::testing::HasSubstr(absl::StrCat("worker w", frozen)));
+
+  // The coordinator dies and comes back; the two workers' ranks go on.
+  const int64_t before = on_two.status().completed_steps();
+  fault = absl::Now();
+  StartCoordinator(KillCoordinator(), {"--readopt-timeout", "4"});
+  const chimera::v1::Job adopted = AwaitJob(job->id(), [&](const auto& j) {
+    return j.status().completed_steps() > before + 1 || Ended(j);
+  });
+  EXPECT_EQ(adopted.status().restarts(), 2)
+      << "the restarted coordinator did not take the run back: "
+      << adopted.status().message();
+  std::cout << "steps recorded again "
+            << absl::FormatDuration(absl::Now() - fault)
+            << " after the coordinator was killed\n";
+
+  const chimera::v1::Job done = AwaitJob(job->id(), Ended);
+  ASSERT_EQ(done.status().state(), chimera::v1::JOB_STATE_SUCCEEDED)
+      << done.status().message();
+  EXPECT_EQ(done.status().restarts(), 2);
+  EXPECT_EQ(done.plan().width() * done.plan().depth(), 2);
+  EXPECT_EQ(watcher.latest(), kSteps);
+  EXPECT_EQ(watcher.losses(), "") << "a complete checkpoint was lost";
+  kill(frozen_task, SIGKILL);
+  RestartWorker(killed);
+  RestartWorker(frozen);
+  ExpectWeightsOfAnUninterruptedRun(manifest, job->id(), 4);
+}
+
+// A job that may shrink to 3 of its 4 workers loses two: it fails, naming
+// what it lost and what it needs, rather than wait for ever.
+TEST_F(CheckpointChaosTest,
+       AnElasticJobLeftWithFewerThanMinWorkersFailsSayingSo) {
+  StartCoordinator("127.0.0.1:0", {"--readopt-timeout", "1"});
+  StartWorkers(4);
+  ASSERT_TRUE(AwaitIdleWorkers(4));
+  chimera::v1::TrainJob manifest = Checkpointed(ChimeraJob(1000), 2, 3);
+  manifest.mutable_spec()->mutable_resources()->set_min_workers(3);
+  absl::StatusOr<chimera::v1::Job> job = client_->Submit(manifest);
+  ASSERT_TRUE(job.ok()) << job.status();
+  AwaitJob(job->id(), [](const auto& j) {
+    return j.status().completed_steps() > 0 || Ended(j);
+  });
+  for (int rank : {1, 2}) {
+    const int worker = WorkerOfRank(job->id(), rank);
+    ASSERT_GE(worker, 0);
+    const pid_t task = TaskProcessOf(worker);
+    Worker(worker).Signal(SIGKILL);
+    if (task > 0) kill(task, SIGKILL);
+  }
+  const chimera::v1::Job failed = AwaitJob(job->id(), Ended);
+  EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_THAT(failed.status().message(),
+              ::testing::HasSubstr("stopped sending heartbeats"));
+  EXPECT_THAT(failed.status().message(),
+              ::testing::HasSubstr(
+                  "2 cpu workers are left and spec.resources.minWorkers is 3"));
 }
 
 // Each worker writing checkpoints to a root of its own made every restart

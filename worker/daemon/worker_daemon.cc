@@ -224,11 +224,16 @@ WorkerDaemon::WorkerDaemon(
           options_.worker_id,
           options_.node.empty() ? resources_.node : options_.node)) {
   // gRPC backs off up to two minutes between attempts to reach a server
-  // that went away; a restarted coordinator waits for its workers
-  // (--readopt-timeout), so they try again every second.
+  // that went away, and resolves its name again at most every 30 s (which
+  // held workers back from a coordinator restarted within seconds for up to
+  // 4 s); a restarted coordinator waits for its workers (--readopt-timeout),
+  // so they try again every second.
   grpc::ChannelArguments arguments;
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
                    static_cast<int>(absl::ToInt64Milliseconds(kReconnectDelay)));
+  arguments.SetInt(
+      GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(kReconnectDelay)));
   stub_ = chimera::v1::WorkerService::NewStub(
       grpc::CreateCustomChannel(options_.coordinator, credentials, arguments));
 }

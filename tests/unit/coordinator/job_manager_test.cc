@@ -1005,6 +1005,64 @@ TEST_F(JobManagerTest, RestartedJobWithOpenParallelismIsPlannedAgain) {
   EXPECT_EQ(running.plan().width() * running.plan().depth(), 4);
 }
 
+// The restartable job, allowed to go on with `min_workers` of its 4.
+chimera::v1::TrainJob ElasticManifest(int min_workers) {
+  chimera::v1::TrainJob job = RestartableManifest(2);
+  job.mutable_spec()->mutable_resources()->set_min_workers(min_workers);
+  return job;
+}
+
+TEST_F(JobManagerTest,
+       AJobThatMayShrinkGoesOnWithTheWorkersLeftReplannedForThem) {
+  Job job = StartRunningJob(ElasticManifest(2));
+  PassHeartbeatTimeout("w2");
+  const Job running = *manager_->Get(job.id());
+  ASSERT_EQ(running.status().state(), chimera::v1::JOB_STATE_RUNNING)
+      << running.status().message();
+  EXPECT_EQ(running.status().restarts(), 1);
+  const chimera::v1::Plan& plan = running.plan();
+  EXPECT_EQ(plan.width() * plan.depth(), 3) << plan.ShortDebugString();
+  EXPECT_NE(plan.scheme(), "chimera") << "its fixed D = 4 was for 4 workers";
+  EXPECT_EQ(plan.width() * plan.micro_batches() * plan.micro_batch_size(), 8)
+      << "the global batch stays";
+  EXPECT_EQ(running.manifest().SerializeAsString(),
+            ElasticManifest(2).SerializeAsString())
+      << "the job asks for what it asked for";
+  std::optional<chimera::v1::Assignment> stop = Next("w0");
+  ASSERT_TRUE(stop.has_value() && stop->has_stop());
+  std::optional<chimera::v1::Assignment> start = Next("w0");
+  ASSERT_TRUE(start.has_value() && start->has_start());
+  EXPECT_EQ(start->start().plan().placement_size(), 3);
+}
+
+TEST_F(JobManagerTest, AJobThatMayNotShrinkWaitsForAsManyWorkersAsItAsks) {
+  Job job = StartRunningJob(ElasticManifest(4));
+  PassHeartbeatTimeout("w2");
+  const Job pending = *manager_->Get(job.id());
+  EXPECT_EQ(pending.status().state(), chimera::v1::JOB_STATE_PENDING);
+  EXPECT_THAT(pending.status().waiting_for(),
+              HasSubstr("needs 4 idle cpu workers"));
+}
+
+TEST_F(JobManagerTest,
+       AJobLeftWithFewerWorkersThanItsMinimumFailsNamingWhatItLost) {
+  options_.readopt_timeout = absl::Seconds(1);
+  manager_ =
+      std::make_unique<JobManager>(store_.get(), registry_.get(), options_,
+                                   Clock::Fake([this] { return now_; }));
+  Job job = StartRunningJob(ElasticManifest(3));
+  PassHeartbeatTimeout("w1");
+  ASSERT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
+  PassHeartbeatTimeout("w2");
+  const Job failed = *manager_->Get(job.id());
+  EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_THAT(failed.status().message(), HasSubstr("worker w2 (rank "));
+  EXPECT_THAT(
+      failed.status().message(),
+      HasSubstr("2 cpu workers are left and spec.resources.minWorkers is 3"));
+  EXPECT_EQ(registry_->IdleWorkers().size(), 2u);
+}
+
 TEST_F(JobManagerTest, MissingRendezvousFailsTheJob) {
   JobManagerOptions options;
   options.rendezvous_timeout = absl::ZeroDuration();

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -164,8 +165,8 @@ INSTANTIATE_TEST_SUITE_P(
         EditCase{"WorkersDoNotMatchDataTimesPipeline", "workers: 8",
                  "workers: 6", "spec.resources.workers",
                  "data (2) x pipeline (4) = 8"},
-        EditCase{"NegativeWorkers", "workers: 8", "workers: -1", "spec.resources.workers",
-                 "must be >= 0"},
+        EditCase{"NegativeWorkers", "workers: 8", "workers: -1",
+                 "spec.resources.workers", "must be >= 0"},
         EditCase{"UnknownDevice", "device: cpu", "device: tpu",
                  "spec.resources.device", "'tpu' is not one of cpu, gpu"},
         EditCase{"WrongApiVersion", "chimera.dev/v1alpha1", "chimera.dev/v2",
@@ -202,7 +203,19 @@ INSTANTIATE_TEST_SUITE_P(
                  "more than once"},
         EditCase{"NegativeBackoffLimit", "device: cpu",
                  "device: cpu\n  runPolicy:\n    backoffLimit: -1",
-                 "spec.runPolicy.backoffLimit", "must be >= 0"}),
+                 "spec.runPolicy.backoffLimit", "must be >= 0"},
+        EditCase{"NegativeMinWorkers", "device: cpu",
+                 "device: cpu\n    minWorkers: -1", "spec.resources.minWorkers",
+                 "-1 must be >= 0"},
+        EditCase{"MinWorkersAboveWorkers", "device: cpu",
+                 "device: cpu\n    minWorkers: 9", "spec.resources.minWorkers",
+                 "9 must be <= workers (8)"},
+        EditCase{"MinWorkersWithoutWorkers", "workers: 8",
+                 "workers: 0\n    minWorkers: 2", "spec.resources.minWorkers",
+                 "needs spec.resources.workers"},
+        EditCase{"MinWorkersWithoutRestarts", "device: cpu",
+                 "device: cpu\n    minWorkers: 2", "spec.resources.minWorkers",
+                 "spec.runPolicy.backoffLimit is 0: it never does"}),
     [](const ::testing::TestParamInfo<EditCase>& info) {
       return info.param.name;
     });
@@ -249,6 +262,17 @@ TEST_F(JobValidatorTest, SizesWhoseProductsOverflowAreRefusedByTheirNumbers) {
 TEST_F(JobValidatorTest, WorkersMayBeLeftOpen) {
   EXPECT_TRUE(Validate(JobWith("    workers: 8\n", "")).empty());
   EXPECT_TRUE(Validate(JobWith("workers: 8", "workers: 0")).empty());
+}
+
+TEST_F(JobValidatorTest, MinWorkersUpToWorkersWithRestartsIsValid) {
+  for (const char* min_workers : {"1", "8"}) {
+    EXPECT_THAT(Paths(Validate(JobWith(
+                    "device: cpu",
+                    absl::StrCat("device: cpu\n    minWorkers: ", min_workers,
+                                 "\n  runPolicy:\n    backoffLimit: 2")))),
+                IsEmpty())
+        << min_workers;
+  }
 }
 
 TEST_F(JobValidatorTest, ChimeraNeedsAnEvenDepth) {

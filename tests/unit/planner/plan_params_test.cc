@@ -57,5 +57,22 @@ TEST(PlanParamsTest, WorkersTheJobNamesAreAllItUses) {
   EXPECT_EQ(WorkersToUse(job, 5), 0);
 }
 
+TEST(PlanParamsTest,
+     AShrunkJobLeavesItsParallelismToThePlannerAndKeepsItsBatch) {
+  absl::StatusOr<chimera::v1::TrainJob> job = jobspec::LoadJobFile(
+      Example("chimera.yaml"), chimera::jobspec::SpecOnly());
+  ASSERT_TRUE(job.ok()) << job.status();
+  job->mutable_spec()->mutable_resources()->set_min_workers(2);
+  const chimera::v1::TrainJob shrunk = ShrunkJob(*job, 3);
+  EXPECT_EQ(shrunk.spec().resources().workers(), 3);
+  EXPECT_EQ(shrunk.spec().resources().min_workers(), 0);
+  EXPECT_FALSE(shrunk.spec().has_parallelism());
+  EXPECT_FALSE(FixedPlan(shrunk).has_value());
+  EXPECT_EQ(shrunk.spec().training().SerializeAsString(),
+            job->spec().training().SerializeAsString());
+  EXPECT_EQ(shrunk.spec().model().SerializeAsString(),
+            job->spec().model().SerializeAsString());
+}
+
 }  // namespace
 }  // namespace chimera::planner

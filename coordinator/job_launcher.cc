@@ -215,9 +215,9 @@ absl::Status JobLauncher::CheckFitsRegistered(
                    " workers, ", searched.status().message()));
 }
 
-std::vector<std::string> JobLauncher::IdleWorkersFor(
-    const chimera::v1::Job& job) const {
-  const std::string device = DeviceKindOf(job.manifest());
+std::vector<std::string> JobLauncher::IdleWorkersOffering(
+    const chimera::v1::TrainJob& manifest) const {
+  const std::string device = DeviceKindOf(manifest);
   std::vector<std::string> offering;
   for (const std::string& id : workers_->IdleWorkers()) {
     absl::StatusOr<chimera::v1::WorkerInfo> info = workers_->Get(id);
@@ -225,6 +225,12 @@ std::vector<std::string> JobLauncher::IdleWorkersFor(
       offering.push_back(id);
     }
   }
+  return offering;
+}
+
+std::vector<std::string> JobLauncher::IdleWorkersFor(
+    const chimera::v1::Job& job) const {
+  std::vector<std::string> offering = IdleWorkersOffering(job.manifest());
   offering.resize(WorkersToStart(job, offering.size()));
   return offering;
 }

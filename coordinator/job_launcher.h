@@ -133,8 +133,11 @@ class JobLauncher {
   absl::Status CheckFitsRegistered(const chimera::v1::TrainJob& manifest,
                                    std::function<bool()> cancelled) const;
 
-  // Idle workers offering the job's device, in registration order, as many
-  // as it starts on (WorkersToStart; none: it must wait).
+  // Idle workers offering the job's device, in registration order.
+  std::vector<std::string> IdleWorkersOffering(
+      const chimera::v1::TrainJob& manifest) const;
+  // As many of those as the job starts on (WorkersToStart; none: it must
+  // wait).
   std::vector<std::string> IdleWorkersFor(const chimera::v1::Job& job) const;
   // What a job for which IdleWorkersFor found none waits for: "needs 8 idle
   // cpu workers (4 registered, 2 busy)".

@@ -241,6 +241,30 @@ class JobManager {
   // those behind it).
   bool FinishStartLocked(QueuedStart start, absl::StatusOr<Launch> launch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // While no job is queued, searches (as StartQueuedJobs does) the plan of
+  // a run on fewer workers than its job asks for with the idle workers
+  // added, and records in the run whether that is worth growing to
+  // (job_growth.h): it grows at its next checkpoint (GrowAtCheckpointLocked).
+  void PlanGrowth() ABSL_LOCKS_EXCLUDED(mutex_);
+  // A run whose growth is not yet judged for the idle workers there are
+  // now, with its job and the workers it would grow to.
+  struct GrowthSearch {
+    std::string job_id;
+    chimera::v1::TrainJob manifest;
+    GrowthWorkers grow;
+  };
+  std::optional<GrowthSearch> NextGrowthLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The workers `run` of `job` would grow to now; none when it need not.
+  std::optional<GrowthWorkers> GrowthWorkersLocked(const chimera::v1::Job& job,
+                                                   const JobRun& run) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // `job`, whose run just recorded a new checkpoint, ends that run to start
+  // again on more workers when its growth was judged worth it for the
+  // workers idle now; whether it did.
+  absl::StatusOr<bool> GrowAtCheckpointLocked(const chimera::v1::Job& job,
+                                              const JobRun& run)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Records what a pending job waits for (`reason`), stored when that
   // changes.
   void SayPendingLocked(chimera::v1::Job job, absl::string_view reason)

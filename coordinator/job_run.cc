@@ -12,7 +12,7 @@ namespace chimera::coordinator {
 JobRun JobRun::For(const chimera::v1::Job& job, const chimera::v1::Plan& plan,
                    int ranks, absl::Time now, absl::Time wall_now) {
   JobRun run;
-  run.attempt = job.status().restarts() + 1;
+  run.attempt = AttemptOf(job);
   run.traces = TraceCollector(ranks);
   run.steps = StepAggregator(ranks);
   run.started = now;

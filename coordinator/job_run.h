@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "chimera/v1/service.pb.h"
+#include "coordinator/job_growth.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/step_aggregator.h"
 #include "coordinator/trace_collector.h"
@@ -95,6 +96,9 @@ struct JobRun {
   absl::Time fail_by;
   // Timelines the ranks send while someone traces the job.
   TraceCollector traces{0};
+  // On fewer workers than its job asks for: whether the idle ones would
+  // make it enough faster, as the last search found (job_growth.h).
+  std::optional<Growth> growth;
 
   // A run of `plan` for `job`'s current attempt on `ranks` workers, none
   // placed yet, started at `now` (monotonic) with its deadline counted from

@@ -1,5 +1,6 @@
 #include "coordinator/job_state_machine.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -32,10 +33,11 @@ Job Ended(Job job, JobState state, std::string message, absl::Time now) {
   return job;
 }
 
-// Back to the queue for its next attempt, from its latest checkpoint.
-Job Requeued(Job job, std::string cause) {
+// Back to the queue for its next attempt, from its latest checkpoint; a
+// restart counts against the job's backoffLimit.
+Job Requeued(Job job, std::string cause, bool restart) {
   chimera::v1::JobStatus& status = *job.mutable_status();
-  status.set_restarts(status.restarts() + 1);
+  if (restart) status.set_restarts(status.restarts() + 1);
   status.set_state(chimera::v1::JOB_STATE_PENDING);
   // Steps after the checkpoint are lost and will run again.
   status.set_completed_steps(status.checkpoint_step());
@@ -57,6 +59,7 @@ absl::StatusOr<Job> FromPending(Job job, const JobEvent& event,
       status.set_message(PendingMessage(job));
       return job;
     case JobEvent::Kind::kStarted:
+      status.set_attempt(AttemptOf(job) + 1);
       status.set_state(chimera::v1::JOB_STATE_RUNNING);
       status.clear_waiting_for();
       status.clear_message();
@@ -90,19 +93,28 @@ absl::StatusOr<Job> FromRunning(Job job, const JobEvent& event,
     case JobEvent::Kind::kRunLost:
       if (job.status().restarts() <
           job.manifest().spec().run_policy().backoff_limit()) {
-        return Requeued(std::move(job), event.reason);
+        return Requeued(std::move(job), event.reason, /*restart=*/true);
       }
       return Ended(std::move(job), chimera::v1::JOB_STATE_FAILED, event.reason,
                    now);
     case JobEvent::Kind::kStopRequested:
       return Ended(std::move(job), chimera::v1::JOB_STATE_STOPPED,
                    "stopped on request", now);
+    case JobEvent::Kind::kGrowing:
+      return Requeued(std::move(job), event.reason, /*restart=*/false);
     default:
       return NoSuchArrow(job.status().state(), event.kind);
   }
 }
 
 }  // namespace
+
+int AttemptOf(const Job& job) {
+  // A job stored before attempts were counted: restarts + 1 while running.
+  const chimera::v1::JobStatus& status = job.status();
+  const bool running = status.state() == chimera::v1::JOB_STATE_RUNNING;
+  return std::max(status.attempt(), status.restarts() + (running ? 1 : 0));
+}
 
 std::string KindName(JobEvent::Kind kind) {
   switch (kind) {
@@ -120,6 +132,8 @@ std::string KindName(JobEvent::Kind kind) {
       return "RunLost";
     case JobEvent::Kind::kStopRequested:
       return "StopRequested";
+    case JobEvent::Kind::kGrowing:
+      return "Growing";
   }
   return "unknown";
 }

@@ -42,10 +42,14 @@ struct JobEvent {
     kRunLost,
     // Its user asked it to stop.
     kStopRequested,
+    // A run on fewer workers than the job asks for ends at a checkpoint to
+    // start again on more (`reason`: how many, and how much faster): queued
+    // again, with no restart counted.
+    kGrowing,
   };
   static constexpr Kind kAllKinds[] = {
-      Kind::kSubmitted, Kind::kWaiting,  Kind::kStarted,      Kind::kSucceeded,
-      Kind::kFailed,    Kind::kRunLost,  Kind::kStopRequested};
+      Kind::kSubmitted, Kind::kWaiting, Kind::kStarted,       Kind::kSucceeded,
+      Kind::kFailed,    Kind::kRunLost, Kind::kStopRequested, Kind::kGrowing};
 
   static JobEvent Submitted() { return {Kind::kSubmitted, ""}; }
   static JobEvent Waiting(std::string reason) { return {Kind::kWaiting, std::move(reason)}; }
@@ -54,6 +58,9 @@ struct JobEvent {
   static JobEvent Failed(std::string reason) { return {Kind::kFailed, std::move(reason)}; }
   static JobEvent RunLost(std::string reason) { return {Kind::kRunLost, std::move(reason)}; }
   static JobEvent StopRequested() { return {Kind::kStopRequested, ""}; }
+  static JobEvent Growing(std::string reason) {
+    return {Kind::kGrowing, std::move(reason)};
+  }
 
   Kind kind;
   std::string reason;
@@ -70,6 +77,10 @@ std::string KindName(JobEvent::Kind kind);
 absl::StatusOr<chimera::v1::Job> Transition(chimera::v1::Job job,
                                             const JobEvent& event,
                                             absl::Time now);
+
+// The attempt of `job`'s run while it runs, or of its last run (0: none
+// yet): JobStatus.attempt, which each start counts up.
+int AttemptOf(const chimera::v1::Job& job);
 
 // A pending job's message: why it restarted (with where it resumes and
 // which restart this is), then what it waits for.

@@ -36,6 +36,8 @@ constexpr size_t kMaxJobBytes = 64 << 10;
 constexpr int kByteVocab = 256;
 constexpr int kMaxNameLength = 63;
 constexpr int kMaxThreadsPerWorker = 4096;
+// A growth that must make a job 11 times faster is a typo for a percentage.
+constexpr double kMaxGrowThreshold = 10;
 
 // Records problems against paths below one prefix ("spec.model").
 class Checker {
@@ -411,6 +413,14 @@ void CheckRunPolicy(const chimera::v1::RunPolicy& policy, FieldErrors* errors) {
   check.NonNegative("backoffLimit", policy.backoff_limit());
   check.NonNegative("activeDeadlineSeconds",
                     static_cast<double>(policy.active_deadline_seconds()));
+  if (policy.has_grow_threshold() &&
+      check.Finite("growThreshold", policy.grow_threshold()) &&
+      (policy.grow_threshold() < 0 ||
+       policy.grow_threshold() > kMaxGrowThreshold)) {
+    check.Fail("growThreshold",
+               absl::StrCat(policy.grow_threshold(), " must be in [0, ",
+                            kMaxGrowThreshold, "] (a fraction: 0.1 is 10 %)"));
+  }
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -368,6 +369,69 @@ TEST_F(
   kill(frozen_task, SIGKILL);
   RestartWorker(killed);
   RestartWorker(frozen);
+  ExpectWeightsOfAnUninterruptedRun(manifest, job->id(), 4);
+}
+
+// An elastic job that went on with 2 of its 4 workers moves back to 4 at a
+// checkpoint once two workers register again, and ends with the weights of
+// an uninterrupted run.
+TEST_F(
+    CheckpointChaosTest,
+    AShrunkJobGrowsBackWhenWorkersReturnAndEndsWithTheWeightsOfAnUninterruptedRun) {
+  constexpr int kSteps = 64;
+  constexpr int kEvery = 4;
+  // On one host's two cores, four workers are rightly not predicted faster
+  // than two.
+  node_per_worker_ = true;
+  StartCoordinator();
+  StartWorkers(4);
+  ASSERT_TRUE(AwaitIdleWorkers(4));
+  chimera::v1::TrainJob manifest = Checkpointed(ChimeraJob(kSteps), kEvery, 3);
+  manifest.mutable_spec()->mutable_resources()->set_min_workers(2);
+  absl::StatusOr<chimera::v1::Job> job = client_->Submit(manifest);
+  ASSERT_TRUE(job.ok()) << job.status();
+  AwaitJob(job->id(), [](const auto& j) {
+    return j.status().checkpoint_step() >= kEvery || Ended(j);
+  });
+
+  std::vector<int> lost;
+  for (int rank : {1, 2}) {
+    lost.push_back(WorkerOfRank(job->id(), rank));
+    ASSERT_GE(lost.back(), 0);
+    const pid_t task = TaskProcessOf(lost.back());
+    Worker(lost.back()).Signal(SIGKILL);
+    if (task > 0) kill(task, SIGKILL);
+  }
+  const chimera::v1::Job shrunk = AwaitJob(job->id(), [](const auto& j) {
+    return (j.status().state() == chimera::v1::JOB_STATE_RUNNING &&
+            j.plan().width() * j.plan().depth() == 2 &&
+            j.status().completed_steps() > j.status().checkpoint_step()) ||
+           Ended(j);
+  });
+  ASSERT_EQ(shrunk.status().state(), chimera::v1::JOB_STATE_RUNNING)
+      << shrunk.status().message();
+
+  const absl::Time back = absl::Now();
+  for (int worker : lost) RestartWorker(worker);
+  const chimera::v1::Job grown = AwaitJob(job->id(), [](const auto& j) {
+    return (j.status().state() == chimera::v1::JOB_STATE_RUNNING &&
+            j.plan().width() * j.plan().depth() == 4) ||
+           Ended(j);
+  });
+  ASSERT_EQ(grown.status().state(), chimera::v1::JOB_STATE_RUNNING)
+      << grown.status().message();
+  std::cout << "running on 4 workers again "
+            << absl::FormatDuration(absl::Now() - back)
+            << " after two workers came back: "
+            << grown.status().restart_cause() << "\n";
+  EXPECT_THAT(grown.status().restart_cause(),
+              ::testing::HasSubstr("growing from"));
+  EXPECT_EQ(grown.status().restarts(), shrunk.status().restarts())
+      << "a growth is no restart";
+
+  const chimera::v1::Job done = AwaitJob(job->id(), Ended);
+  ASSERT_EQ(done.status().state(), chimera::v1::JOB_STATE_SUCCEEDED)
+      << done.status().message();
   ExpectWeightsOfAnUninterruptedRun(manifest, job->id(), 4);
 }
 

@@ -54,14 +54,19 @@ std::string LocalClusterTest::KillCoordinator() {
 std::unique_ptr<net::ChildProcess> LocalClusterTest::StartWorker(
     int index, const std::string& data_root,
     const std::string& checkpoint_root) {
+  std::vector<std::string> flags = {
+      "--data-root", data_root.empty() ? CHIMERA_SOURCE_DIR : data_root,
+      "--checkpoint-root",
+      checkpoint_root.empty() ? dir_.path() : checkpoint_root};
+  if (node_per_worker_) {
+    flags.insert(flags.end(), {"--node", absl::StrCat("node-", index)});
+  }
   return StartWorkerDaemon(
       {.binary = CHIMERA_WORKER_BINARY,
        .coordinator = coordinator_->address(),
        .worker_id = absl::StrCat("w", index),
        .work_dir = absl::StrCat(dir_.path(), "/w", index),
-       .flags = {"--data-root", data_root.empty() ? CHIMERA_SOURCE_DIR : data_root,
-                 "--checkpoint-root",
-                 checkpoint_root.empty() ? dir_.path() : checkpoint_root},
+       .flags = std::move(flags),
        .log_file = absl::StrCat(dir_.path(), "/w", index, ".log")});
 }
 

@@ -82,6 +82,10 @@ class LocalClusterTest : public ::testing::Test {
   chimera::v1::TrainJob TwoStageJob(int steps);
 
   chimera::testing::TempDir dir_;
+  // Workers started from now on name a node of their own (--node node-<i>):
+  // the planner counts each one's cores as its own, as on a cluster, rather
+  // than shared by every worker of the host.
+  bool node_per_worker_ = false;
   std::optional<CoordinatorProcess> coordinator_;
   std::unique_ptr<client::CoordinatorClient> client_;
 

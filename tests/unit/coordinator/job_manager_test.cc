@@ -86,6 +86,14 @@ class JobManagerTest : public ::testing::Test {
         Clock::Fake([this] { return now_; }));
   }
 
+  // The manager again, with `change` made to its options.
+  void UseOptions(const std::function<void(JobManagerOptions&)>& change) {
+    change(options_);
+    manager_ =
+        std::make_unique<JobManager>(store_.get(), registry_.get(), options_,
+                                     Clock::Fake([this] { return now_; }));
+  }
+
   // A new coordinator on the same store: it knows no worker yet.
   void RestartCoordinator() {
     manager_.reset();
@@ -178,9 +186,11 @@ class JobManagerTest : public ::testing::Test {
     }
   }
 
-  // One rank's report of `step` from `worker`, for `attempt` of the job.
+  // One rank's report of `step` (having written `checkpoint_step`, 0:
+  // none) from `worker`, for `attempt` of the job.
   absl::Status ReportMetrics(const std::string& worker, const Job& job,
-                             int attempt, int rank, int step) {
+                             int attempt, int rank, int step,
+                             int checkpoint_step = 0) {
     chimera::v1::ReportMetricsRequest report;
     report.set_worker_id(worker);
     report.set_incarnation(registry_->Get(worker)->incarnation());
@@ -188,6 +198,7 @@ class JobManagerTest : public ::testing::Test {
     report.set_attempt(attempt);
     report.set_rank(rank);
     report.mutable_metrics()->set_step(step);
+    report.mutable_metrics()->set_checkpoint_step(checkpoint_step);
     return manager_->OnMetrics(report);
   }
 
@@ -1012,6 +1023,15 @@ chimera::v1::TrainJob ElasticManifest(int min_workers) {
   return job;
 }
 
+// The elastic job with its parallelism left open, on devices slow enough
+// that compute, not the links, decides its plans' speed: more workers are
+// predicted faster.
+chimera::v1::TrainJob GrowableManifest() {
+  chimera::v1::TrainJob job = ElasticManifest(2);
+  job.mutable_spec()->clear_parallelism();
+  return job;
+}
+
 TEST_F(JobManagerTest,
        AJobThatMayShrinkGoesOnWithTheWorkersLeftReplannedForThem) {
   Job job = StartRunningJob(ElasticManifest(2));
@@ -1046,10 +1066,9 @@ TEST_F(JobManagerTest, AJobThatMayNotShrinkWaitsForAsManyWorkersAsItAsks) {
 
 TEST_F(JobManagerTest,
        AJobLeftWithFewerWorkersThanItsMinimumFailsNamingWhatItLost) {
-  options_.readopt_timeout = absl::Seconds(1);
-  manager_ =
-      std::make_unique<JobManager>(store_.get(), registry_.get(), options_,
-                                   Clock::Fake([this] { return now_; }));
+  UseOptions([](JobManagerOptions& options) {
+    options.readopt_timeout = absl::Seconds(1);
+  });
   Job job = StartRunningJob(ElasticManifest(3));
   PassHeartbeatTimeout("w1");
   ASSERT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
@@ -1061,6 +1080,73 @@ TEST_F(JobManagerTest,
       failed.status().message(),
       HasSubstr("2 cpu workers are left and spec.resources.minWorkers is 3"));
   EXPECT_EQ(registry_->IdleWorkers().size(), 2u);
+}
+
+TEST_F(JobManagerTest,
+       AShrunkJobGrowsBackAtItsNextCheckpointWithoutCountingARestart) {
+  UseOptions([](JobManagerOptions& options) {
+    options.launch.device_peak_flops = 1e8;
+  });
+  Job job = StartRunningJob(GrowableManifest());
+  PassHeartbeatTimeout("w2");
+  ASSERT_EQ(manager_->Get(job.id())->plan().placement_size(), 3);
+  const std::vector<std::string> ranks = {"w0", "w1", "w3"};
+  // Rank 0 of the second attempt reports its store: the run is under way.
+  chimera::v1::ReportTaskStateRequest ready =
+      TaskReport(job, 0, 2, chimera::v1::TASK_STATE_READY);
+  ready.set_store_address("host:1234");
+  ASSERT_TRUE(manager_->OnTaskState(ready).ok());
+
+  AddWorkers(1);
+  manager_->Tick();
+  for (int rank = 0; rank < 3; ++rank) {
+    ASSERT_TRUE(ReportMetrics(ranks[rank], job, 2, rank, 0).ok());
+  }
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING)
+      << "it grows at a checkpoint, not before";
+  for (int rank = 0; rank < 3; ++rank) {
+    ASSERT_TRUE(ReportMetrics(ranks[rank], job, 2, rank, 1, 2).ok());
+  }
+  const Job queued = *manager_->Get(job.id());
+  EXPECT_EQ(queued.status().restarts(), 1) << "a growth is no restart";
+  EXPECT_EQ(queued.status().completed_steps(), 2);
+  EXPECT_THAT(queued.status().restart_cause(),
+              HasSubstr("growing from 3 to 4 workers"));
+  EXPECT_THAT(queued.status().restart_cause(), HasSubstr("at step 2"));
+
+  manager_->Tick();
+  const Job grown = *manager_->Get(job.id());
+  ASSERT_EQ(grown.status().state(), chimera::v1::JOB_STATE_RUNNING)
+      << grown.status().message();
+  EXPECT_EQ(grown.plan().placement_size(), 4);
+  EXPECT_EQ(grown.status().attempt(), 3);
+  EXPECT_TRUE(absl::IsNotFound(ReportMetrics("w0", job, 2, 0, 2)))
+      << "the shrunk run's reports no longer count";
+}
+
+TEST_F(JobManagerTest,
+       AShrunkJobStaysWhenMoreWorkersAreNotPredictedFasterEnough) {
+  UseOptions([](JobManagerOptions& options) {
+    options.launch.device_peak_flops = 1e8;
+  });
+  chimera::v1::TrainJob manifest = GrowableManifest();
+  manifest.mutable_spec()->mutable_run_policy()->set_grow_threshold(10);
+  Job job = StartRunningJob(manifest);
+  PassHeartbeatTimeout("w2");
+  chimera::v1::ReportTaskStateRequest ready =
+      TaskReport(job, 0, 2, chimera::v1::TASK_STATE_READY);
+  ready.set_store_address("host:1234");
+  ASSERT_TRUE(manager_->OnTaskState(ready).ok());
+  AddWorkers(1);
+  manager_->Tick();
+  const std::vector<std::string> ranks = {"w0", "w1", "w3"};
+  for (int rank = 0; rank < 3; ++rank) {
+    ASSERT_TRUE(ReportMetrics(ranks[rank], job, 2, rank, 1, 2).ok());
+  }
+  const Job running = *manager_->Get(job.id());
+  EXPECT_EQ(running.status().state(), chimera::v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(running.plan().placement_size(), 3);
+  EXPECT_EQ(running.status().attempt(), 2);
 }
 
 TEST_F(JobManagerTest, MissingRendezvousFailsTheJob) {

@@ -148,7 +148,9 @@ TEST(JobRunTest, TheRunSucceedsWithItsLastRankAndHoldsTheFailureThatRecurs) {
 }
 
 TEST(JobRunTest, ARecoveredRunTakesBackEachRankOnceAndGoesOnWhenAllAreBack) {
+  // Stored running before attempts were counted: its attempt is restarts + 1.
   chimera::v1::Job job;
+  job.mutable_status()->set_state(chimera::v1::JOB_STATE_RUNNING);
   job.mutable_status()->set_restarts(1);
   job.mutable_plan()->mutable_prediction()->set_iteration_seconds(1);
   JobRun run = JobRun::Recovered(job, 2, kStart, kStart, absl::Seconds(15));

@@ -47,15 +47,26 @@ JobEvent EventOf(Kind kind) { return JobEvent{kind, "a reason"}; }
 // listed has no arrow.
 const std::map<std::pair<JobState, Kind>, JobState>& Arrows() {
   static const auto* arrows = new std::map<std::pair<JobState, Kind>, JobState>{
-      {{chimera::v1::JOB_STATE_UNSPECIFIED, Kind::kSubmitted}, chimera::v1::JOB_STATE_PENDING},
-      {{chimera::v1::JOB_STATE_PENDING, Kind::kWaiting}, chimera::v1::JOB_STATE_PENDING},
-      {{chimera::v1::JOB_STATE_PENDING, Kind::kStarted}, chimera::v1::JOB_STATE_RUNNING},
-      {{chimera::v1::JOB_STATE_PENDING, Kind::kFailed}, chimera::v1::JOB_STATE_FAILED},
-      {{chimera::v1::JOB_STATE_PENDING, Kind::kStopRequested}, chimera::v1::JOB_STATE_STOPPED},
-      {{chimera::v1::JOB_STATE_RUNNING, Kind::kSucceeded}, chimera::v1::JOB_STATE_SUCCEEDED},
-      {{chimera::v1::JOB_STATE_RUNNING, Kind::kFailed}, chimera::v1::JOB_STATE_FAILED},
-      {{chimera::v1::JOB_STATE_RUNNING, Kind::kRunLost}, chimera::v1::JOB_STATE_PENDING},
-      {{chimera::v1::JOB_STATE_RUNNING, Kind::kStopRequested}, chimera::v1::JOB_STATE_STOPPED},
+      {{chimera::v1::JOB_STATE_UNSPECIFIED, Kind::kSubmitted},
+       chimera::v1::JOB_STATE_PENDING},
+      {{chimera::v1::JOB_STATE_PENDING, Kind::kWaiting},
+       chimera::v1::JOB_STATE_PENDING},
+      {{chimera::v1::JOB_STATE_PENDING, Kind::kStarted},
+       chimera::v1::JOB_STATE_RUNNING},
+      {{chimera::v1::JOB_STATE_PENDING, Kind::kFailed},
+       chimera::v1::JOB_STATE_FAILED},
+      {{chimera::v1::JOB_STATE_PENDING, Kind::kStopRequested},
+       chimera::v1::JOB_STATE_STOPPED},
+      {{chimera::v1::JOB_STATE_RUNNING, Kind::kSucceeded},
+       chimera::v1::JOB_STATE_SUCCEEDED},
+      {{chimera::v1::JOB_STATE_RUNNING, Kind::kFailed},
+       chimera::v1::JOB_STATE_FAILED},
+      {{chimera::v1::JOB_STATE_RUNNING, Kind::kRunLost},
+       chimera::v1::JOB_STATE_PENDING},
+      {{chimera::v1::JOB_STATE_RUNNING, Kind::kStopRequested},
+       chimera::v1::JOB_STATE_STOPPED},
+      {{chimera::v1::JOB_STATE_RUNNING, Kind::kGrowing},
+       chimera::v1::JOB_STATE_PENDING},
   };
   return *arrows;
 }
@@ -112,6 +123,21 @@ TEST(JobStateMachineTest, ARestartQueuesTheJobFromItsCheckpointWithoutItsPlan) {
   EXPECT_EQ(status.message(),
             "worker w1 (rank 1) died; restarting from its latest complete "
             "checkpoint (step 10 or later) (restart 1 of 2)");
+}
+
+TEST(JobStateMachineTest,
+     GrowingQueuesTheJobFromItsCheckpointWithoutCountingARestart) {
+  Job running = JobIn(chimera::v1::JOB_STATE_RUNNING, 1, 2);
+  running.mutable_status()->set_completed_steps(13);
+  running.mutable_status()->set_checkpoint_step(12);
+  const absl::StatusOr<Job> queued = Transition(
+      running, JobEvent::Growing("growing from 3 to 4 workers"), kNow);
+  ASSERT_TRUE(queued.ok()) << queued.status();
+  EXPECT_EQ(queued->status().state(), chimera::v1::JOB_STATE_PENDING);
+  EXPECT_EQ(queued->status().restarts(), 1) << "a growth is no restart";
+  EXPECT_EQ(queued->status().completed_steps(), 12);
+  EXPECT_EQ(queued->status().restart_cause(), "growing from 3 to 4 workers");
+  EXPECT_FALSE(queued->has_plan());
 }
 
 TEST(JobStateMachineTest, AWaitIsWordedAfterTheRestartsCauseAndReplacedByTheNext) {

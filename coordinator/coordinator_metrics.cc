@@ -1,6 +1,7 @@
 #include "coordinator/coordinator_metrics.h"
 
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -58,6 +59,37 @@ void AddWorkerFamilies(const WorkerRegistry& registry,
     net::AddSample(workers, {{"state", state}}, count);
   families.push_back(std::move(workers));
   families.push_back(std::move(heartbeats));
+}
+
+// chimera_job_recoveries_total{cause} and the histogram of how long each
+// recovery kept its job from training.
+void AddRecoveryFamilies(const RecoveryCounts& counts,
+                         std::vector<prometheus::MetricFamily>& families) {
+  prometheus::MetricFamily recoveries = net::MetricFamily(
+      "chimera_job_recoveries_total",
+      "Runs of jobs queued again since the coordinator started: lost (a "
+      "worker, a task, a stall, ...) or ended to grow, by cause",
+      MetricType::Counter);
+  for (const auto& [cause, count] : counts.by_cause) {
+    net::AddSample(recoveries, {{"cause", RecoveryCauseName(cause)}}, count);
+  }
+  families.push_back(std::move(recoveries));
+
+  prometheus::MetricFamily durations = net::MetricFamily(
+      "chimera_job_recovery_duration_seconds",
+      "From a run's end to the first step of the job's next run",
+      MetricType::Histogram);
+  prometheus::ClientMetric metric;
+  metric.histogram.sample_count = counts.observed;
+  metric.histogram.sample_sum = counts.seconds;
+  for (size_t i = 0; i < kRecoveryBuckets.size(); ++i) {
+    metric.histogram.bucket.push_back(
+        {static_cast<uint64_t>(counts.at_most[i]), kRecoveryBuckets[i]});
+  }
+  metric.histogram.bucket.push_back({static_cast<uint64_t>(counts.observed),
+                                     std::numeric_limits<double>::infinity()});
+  durations.metric.push_back(std::move(metric));
+  families.push_back(std::move(durations));
 }
 
 // One gauge per running job, labelled train_job; `value` is none where the
@@ -194,6 +226,7 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::Collect() const {
   families.push_back(JobCounts(jobs));
   AddWorkerFamilies(*workers_, families);
   AddRunningJobFamilies(running, families);
+  AddRecoveryFamilies(jobs_->Recoveries(), families);
   prometheus::MetricFamily build =
       net::MetricFamily("chimera_build_info", "The running version (always 1)",
                         MetricType::Gauge);

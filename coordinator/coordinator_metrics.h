@@ -1,9 +1,12 @@
 // The coordinator's Prometheus metrics, computed when scraped from the job
-// store and the worker registry (so they can never drift from them):
+// store and the worker registry (so they can never drift from them), and
+// the recoveries the job manager counted since it started:
 //   chimera_jobs{state}                                       gauge
 //   chimera_workers{state}                                    gauge
 //   chimera_worker_last_heartbeat_timestamp_seconds{worker}   gauge
 //   chimera_build_info{version}                               gauge (1)
+//   chimera_job_recoveries_total{cause}                       counter
+//   chimera_job_recovery_duration_seconds                     histogram
 // and, per running job (label train_job, the job id): its plan
 // (chimera_job_plan_info), what the simulator predicted for it
 // (chimera_job_predicted_*), its last step (chimera_job_step, _loss,

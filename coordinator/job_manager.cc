@@ -46,7 +46,9 @@ absl::Status JobManager::Recover() {
     if (ranks <= 0) {
       const std::string cause =
           "the coordinator restarted and found the job without its plan";
-      RETURN_IF_ERROR(EndRunLocked(job.id(), JobEvent::RunLost(cause)));
+      RETURN_IF_ERROR(EndRunLocked(
+          job.id(),
+          JobEvent::RunLost(cause, RecoveryCause::kCoordinatorRestart)));
       continue;
     }
     // Its workers go on training: it waits for them to register again.
@@ -275,9 +277,12 @@ absl::Status JobManager::EndRunLocked(const std::string& id,
   ASSIGN_OR_RETURN(job, Transition(std::move(job), event, clock_.wall()));
   const JobState state = job.status().state();
   const std::string& message = job.status().message();
+  // Queued again (a lost run, or one that grows) is a recovery.
   if (state == chimera::v1::JOB_STATE_PENDING) {
+    recoveries_.Began(id, event.cause, clock_.monotonic());
     CHIMERA_LOG(WARNING) << "job " << id << ": " << message;
   } else {
+    recoveries_.Forget(id);
     CHIMERA_LOG(INFO) << "job " << id << " " << JobStateName(state)
                       << (message.empty() ? "" : ": ") << message;
   }
@@ -307,8 +312,8 @@ void JobManager::OnWorkerLostLocked(const std::string& worker_id,
   if (it == runs_.end() || it->second.attempt != task.attempt) return;
   const std::string message =
       absl::StrCat("worker ", worker_id, " (rank ", task.rank, ") ", reason);
-  const absl::Status status =
-      EndRunLocked(task.job_id, JobEvent::RunLost(message));
+  const absl::Status status = EndRunLocked(
+      task.job_id, JobEvent::RunLost(message, RecoveryCause::kWorkerLost));
   if (!status.ok()) CHIMERA_LOG(ERROR) << status;
 }
 
@@ -635,6 +640,7 @@ absl::Status JobManager::OnMetrics(
   std::optional<CompletedStep> done =
       run->steps.Add(report.rank(), report.metrics());
   if (!done) return absl::OkStatus();
+  recoveries_.Trained(report.job_id(), clock_.monotonic());
   ASSIGN_OR_RETURN(Job job, table_.Get(report.job_id()));
   const int checkpoint = job.status().checkpoint_step();
   RecordStep(*done, run->worker_of_rank, clock_.wall(), &job);
@@ -689,6 +695,11 @@ void JobManager::EndTrace(const std::string& id, int from_step) {
   if (!trace_waits_.Remove(id, from_step)) return;
   auto run = runs_.find(id);
   if (run != runs_.end()) run->second.traces.DropPartial();
+}
+
+RecoveryCounts JobManager::Recoveries() const {
+  absl::MutexLock lock(&mutex_);
+  return recoveries_.counts();
 }
 
 uint64_t JobManager::version() const {

@@ -55,6 +55,7 @@
 #include "coordinator/job_state_machine.h"
 #include "coordinator/job_store.h"
 #include "coordinator/job_table.h"
+#include "coordinator/recovery_stats.h"
 #include "coordinator/step_aggregator.h"
 #include "coordinator/trace_collector.h"
 #include "coordinator/trace_waits.h"
@@ -187,6 +188,9 @@ class JobManager {
       const std::string& id, int from_step);
   // Ends one BeginTrace; once nobody waits, the ranks stop recording.
   void EndTrace(const std::string& id, int from_step);
+
+  // The recoveries of this coordinator's jobs so far (recovery_stats.h).
+  RecoveryCounts Recoveries() const;
 
   // A counter that moves whenever any job changes; WaitForChange blocks
   // until it differs from `seen` or `wait` passes, and returns it.
@@ -322,6 +326,7 @@ class JobManager {
   std::map<std::string, JobRun> runs_ ABSL_GUARDED_BY(mutex_);
   TraceWaits trace_waits_ ABSL_GUARDED_BY(mutex_);
   uint64_t version_ ABSL_GUARDED_BY(mutex_) = 0;
+  RecoveryStats recoveries_ ABSL_GUARDED_BY(mutex_);
   // While the store is full, starts are tried again after a pause that
   // doubles each time (kMinStartBackoff to kMaxStartBackoff).
   absl::Duration start_backoff_ ABSL_GUARDED_BY(mutex_);

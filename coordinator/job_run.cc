@@ -151,12 +151,14 @@ std::optional<chimera::v1::JobTrace> JobRun::CompleteTrace(
 std::optional<RunVerdict> JobRun::Overdue(absl::Time now,
                                           const RunBounds& bounds) const {
   if (readopt_by != absl::InfiniteFuture()) return std::nullopt;
-  if (failure && now >= fail_by) return RunVerdict{*failure, failure_retryable};
+  if (failure && now >= fail_by) {
+    return RunVerdict{*failure, failure_retryable, RecoveryCause::kTaskFailed};
+  }
   if (!rendezvous_done && now - started > bounds.rendezvous_timeout) {
     return RunVerdict{
         absl::StrCat("rank 0 did not report its rendezvous store within ",
                      absl::FormatDuration(bounds.rendezvous_timeout)),
-        true};
+        true, RecoveryCause::kRendezvous};
   }
   if (now >= deadline) {
     return RunVerdict{absl::StrCat("still running ", deadline_seconds,
@@ -168,7 +170,7 @@ std::optional<RunVerdict> JobRun::Overdue(absl::Time now,
   const absl::Duration bound =
       std::max(bounds.progress_timeout, kStallFactor * predicted_step);
   if (std::optional<std::string> stalled = StalledRanks(now, bound)) {
-    return RunVerdict{*std::move(stalled), true};
+    return RunVerdict{*std::move(stalled), true, RecoveryCause::kStalled};
   }
   return std::nullopt;
 }
@@ -192,12 +194,14 @@ std::optional<std::string> JobRun::StalledRanks(absl::Time now,
 std::optional<JobEvent> JobRun::Ending(absl::Time now,
                                        const RunBounds& bounds) const {
   if (std::optional<std::string> why = Unadopted(now, bounds.readopt_timeout)) {
-    return JobEvent::RunLost(*std::move(why));
+    return JobEvent::RunLost(*std::move(why),
+                             RecoveryCause::kCoordinatorRestart);
   }
   std::optional<RunVerdict> verdict = Overdue(now, bounds);
   if (!verdict) return std::nullopt;
-  return verdict->retryable ? JobEvent::RunLost(std::move(verdict->reason))
-                            : JobEvent::Failed(std::move(verdict->reason));
+  return verdict->retryable
+             ? JobEvent::RunLost(std::move(verdict->reason), verdict->cause)
+             : JobEvent::Failed(std::move(verdict->reason));
 }
 
 std::optional<std::string> JobRun::Unadopted(

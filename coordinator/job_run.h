@@ -58,6 +58,7 @@ inline constexpr size_t kMaxTaskMessageBytes = 4096;
 struct RunVerdict {
   std::string reason;
   bool retryable = false;
+  RecoveryCause cause = RecoveryCause::kTaskFailed;
 };
 
 struct JobRun {

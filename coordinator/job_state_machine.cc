@@ -116,6 +116,24 @@ int AttemptOf(const Job& job) {
   return std::max(status.attempt(), status.restarts() + (running ? 1 : 0));
 }
 
+std::string RecoveryCauseName(RecoveryCause cause) {
+  switch (cause) {
+    case RecoveryCause::kWorkerLost:
+      return "worker_lost";
+    case RecoveryCause::kTaskFailed:
+      return "task_failed";
+    case RecoveryCause::kStalled:
+      return "stalled";
+    case RecoveryCause::kRendezvous:
+      return "rendezvous";
+    case RecoveryCause::kCoordinatorRestart:
+      return "coordinator_restart";
+    case RecoveryCause::kGrow:
+      return "grow";
+  }
+  return "unknown";
+}
+
 std::string KindName(JobEvent::Kind kind) {
   switch (kind) {
     case JobEvent::Kind::kSubmitted:

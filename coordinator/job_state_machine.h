@@ -3,7 +3,7 @@
 //
 //   Submitted ──► PENDING ──Started──► RUNNING ──Succeeded──► SUCCEEDED
 //                  │  ▲ Waiting          │  │
-//                  │  └────RunLost───────┘  ├──Failed, or RunLost with no
+//                  │  └─RunLost/Growing──┘  ├──Failed, or RunLost with no
 //                  │     (restarts left)    │  restart left──► FAILED
 //                  ├──Failed (it cannot start)───────────────► FAILED
 //                  └──StopRequested──► STOPPED ◄──StopRequested┘
@@ -24,6 +24,26 @@
 #include "chimera/v1/service.pb.h"
 
 namespace chimera::coordinator {
+
+// Why a run was lost, or ended to grow: the cause label of
+// chimera_job_recoveries_total.
+enum class RecoveryCause {
+  kWorkerLost,          // its heartbeats stopped, or it registered anew
+  kTaskFailed,          // a task failed in a way a retry may cure
+  kStalled,             // a rank reported no step for too long
+  kRendezvous,          // rank 0 did not report its store in time
+  kCoordinatorRestart,  // its workers did not come back to a new coordinator
+  kGrow,                // it moved to more workers
+};
+inline constexpr RecoveryCause kAllRecoveryCauses[] = {
+    RecoveryCause::kWorkerLost,
+    RecoveryCause::kTaskFailed,
+    RecoveryCause::kStalled,
+    RecoveryCause::kRendezvous,
+    RecoveryCause::kCoordinatorRestart,
+    RecoveryCause::kGrow};
+// "worker_lost", "task_failed", ...
+std::string RecoveryCauseName(RecoveryCause cause);
 
 struct JobEvent {
   enum class Kind {
@@ -56,14 +76,18 @@ struct JobEvent {
   static JobEvent Started() { return {Kind::kStarted, ""}; }
   static JobEvent Succeeded() { return {Kind::kSucceeded, ""}; }
   static JobEvent Failed(std::string reason) { return {Kind::kFailed, std::move(reason)}; }
-  static JobEvent RunLost(std::string reason) { return {Kind::kRunLost, std::move(reason)}; }
+  static JobEvent RunLost(std::string reason, RecoveryCause cause) {
+    return {Kind::kRunLost, std::move(reason), cause};
+  }
   static JobEvent StopRequested() { return {Kind::kStopRequested, ""}; }
   static JobEvent Growing(std::string reason) {
-    return {Kind::kGrowing, std::move(reason)};
+    return {Kind::kGrowing, std::move(reason), RecoveryCause::kGrow};
   }
 
   Kind kind;
   std::string reason;
+  // kRunLost and kGrowing: what ended the run.
+  RecoveryCause cause = RecoveryCause::kWorkerLost;
 };
 
 // "RunLost", for errors and logs.

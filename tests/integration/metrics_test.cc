@@ -138,6 +138,12 @@ TEST_F(MetricsTest, CoordinatorMetricsCountJobsAndPassPromtool) {
   EXPECT_THAT(*page, HasSubstr("chimera_jobs{state=\"running\"} 0"));
   EXPECT_THAT(*page, HasSubstr("chimera_workers{state=\"idle\"} 0"));
   EXPECT_THAT(*page, HasSubstr("chimera_build_info{version=\"0."));
+  EXPECT_THAT(
+      *page,
+      HasSubstr("chimera_job_recoveries_total{cause=\"worker_lost\"} 0"));
+  EXPECT_THAT(
+      *page,
+      HasSubstr("chimera_job_recovery_duration_seconds_bucket{le=\"+Inf\"} 0"));
   ExpectPromtoolAccepts(*page);
 }
 

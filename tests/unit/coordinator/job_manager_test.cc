@@ -1053,6 +1053,8 @@ TEST_F(JobManagerTest,
   std::optional<chimera::v1::Assignment> start = Next("w0");
   ASSERT_TRUE(start.has_value() && start->has_start());
   EXPECT_EQ(start->start().plan().placement_size(), 3);
+  EXPECT_EQ(manager_->Recoveries().by_cause.at(RecoveryCause::kWorkerLost), 1);
+  EXPECT_EQ(manager_->Recoveries().observed, 0) << "not training yet";
 }
 
 TEST_F(JobManagerTest, AJobThatMayNotShrinkWaitsForAsManyWorkersAsItAsks) {
@@ -1108,6 +1110,9 @@ TEST_F(JobManagerTest,
     ASSERT_TRUE(ReportMetrics(ranks[rank], job, 2, rank, 1, 2).ok());
   }
   const Job queued = *manager_->Get(job.id());
+  EXPECT_EQ(manager_->Recoveries().by_cause.at(RecoveryCause::kGrow), 1);
+  // The shrink's recovery ended with the shrunk run's first step.
+  EXPECT_EQ(manager_->Recoveries().observed, 1);
   EXPECT_EQ(queued.status().restarts(), 1) << "a growth is no restart";
   EXPECT_EQ(queued.status().completed_steps(), 2);
   EXPECT_THAT(queued.status().restart_cause(),

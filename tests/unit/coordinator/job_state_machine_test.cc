@@ -97,9 +97,11 @@ TEST(JobStateMachineTest, EveryStateAndEventMovesAsTheDiagramDrawsOrIsRefused) {
 }
 
 TEST(JobStateMachineTest, ARunLostWithNoRestartLeftFailsTheJobWithItsReason) {
-  const absl::StatusOr<Job> failed =
-      Transition(JobIn(chimera::v1::JOB_STATE_RUNNING, 1, 1),
-                 JobEvent::RunLost("worker w3 (rank 3) stopped sending heartbeats"), kNow);
+  const absl::StatusOr<Job> failed = Transition(
+      JobIn(chimera::v1::JOB_STATE_RUNNING, 1, 1),
+      JobEvent::RunLost("worker w3 (rank 3) stopped sending heartbeats",
+                        RecoveryCause::kWorkerLost),
+      kNow);
   ASSERT_TRUE(failed.ok()) << failed.status();
   EXPECT_EQ(failed->status().state(), chimera::v1::JOB_STATE_FAILED);
   EXPECT_EQ(failed->status().message(),
@@ -111,8 +113,10 @@ TEST(JobStateMachineTest, ARestartQueuesTheJobFromItsCheckpointWithoutItsPlan) {
   Job running = JobIn(chimera::v1::JOB_STATE_RUNNING, 0, 2);
   running.mutable_status()->set_completed_steps(13);
   running.mutable_status()->set_checkpoint_step(10);
-  const absl::StatusOr<Job> queued =
-      Transition(running, JobEvent::RunLost("worker w1 (rank 1) died"), kNow);
+  const absl::StatusOr<Job> queued = Transition(
+      running,
+      JobEvent::RunLost("worker w1 (rank 1) died", RecoveryCause::kWorkerLost),
+      kNow);
   ASSERT_TRUE(queued.ok()) << queued.status();
   const chimera::v1::JobStatus& status = queued->status();
   EXPECT_EQ(status.state(), chimera::v1::JOB_STATE_PENDING);
@@ -143,7 +147,8 @@ TEST(JobStateMachineTest,
 TEST(JobStateMachineTest, AWaitIsWordedAfterTheRestartsCauseAndReplacedByTheNext) {
   absl::StatusOr<Job> job = Transition(
       JobIn(chimera::v1::JOB_STATE_RUNNING, 0, 1),
-      JobEvent::RunLost("worker w1 (rank 1) died"), kNow);
+      JobEvent::RunLost("worker w1 (rank 1) died", RecoveryCause::kWorkerLost),
+      kNow);
   ASSERT_TRUE(job.ok());
   job = Transition(*job, JobEvent::Waiting("needs 4 idle cpu workers"), kNow);
   ASSERT_TRUE(job.ok());

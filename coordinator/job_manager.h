@@ -14,6 +14,13 @@
 // writing, only says where it will start at least. A rank failing with an
 // error of its own (bad data, a non-finite loss) fails the job.
 //
+// An elastic job (spec.resources.minWorkers below workers) restarts on the
+// idle workers left when fewer than it asks for, down to minWorkers,
+// re-planned for them; with fewer registered it fails. Once idle workers
+// would make it enough faster it grows back at its next checkpoint
+// (job_manager_growth.cc), without spending a restart. Each queued-again
+// run is a recovery, counted by cause and timed (recovery_stats.h).
+//
 // Jobs start in submission order (FIFO; the head of the queue waits for
 // enough idle workers, nothing overtakes it). A job whose spec fixes its
 // parallelism runs that plan; otherwise the planner picks one for the
@@ -50,6 +57,7 @@
 #include "chimera/v1/service.pb.h"
 #include "common/clock.h"
 #include "coordinator/background_planner.h"
+#include "coordinator/job_growth.h"
 #include "coordinator/job_launcher.h"
 #include "coordinator/job_run.h"
 #include "coordinator/job_state_machine.h"

@@ -140,6 +140,23 @@ class CheckpointChaosTest : public LocalClusterTest {
     return job;
   }
 
+  // The example Chimera job of `steps` steps, checkpointed every `every`
+  // with 3 restarts, that may go on with `min_workers` of its 4 workers.
+  chimera::v1::TrainJob ElasticJob(int steps, int every, int min_workers) {
+    chimera::v1::TrainJob job = Checkpointed(ChimeraJob(steps), every, 3);
+    job.mutable_spec()->mutable_resources()->set_min_workers(min_workers);
+    return job;
+  }
+
+  // kill -9 of worker `index`'s daemon and then of its task (which a
+  // daemon's death alone leaves running); the task's pid.
+  pid_t KillWithItsTask(int index) {
+    const pid_t task = TaskProcessOf(index);
+    Worker(index).Signal(SIGKILL);
+    if (task > 0) kill(task, SIGKILL);
+    return task;
+  }
+
   std::string CheckpointsOf(const std::string& id) const {
     return absl::StrCat("checkpoints/", id);
   }
@@ -291,8 +308,7 @@ TEST_F(
   StartCoordinator("127.0.0.1:0", {"--readopt-timeout", "4"});
   StartWorkers(4);
   ASSERT_TRUE(AwaitIdleWorkers(4));
-  chimera::v1::TrainJob manifest = Checkpointed(ChimeraJob(kSteps), kEvery, 3);
-  manifest.mutable_spec()->mutable_resources()->set_min_workers(2);
+  const chimera::v1::TrainJob manifest = ElasticJob(kSteps, kEvery, 2);
   absl::StatusOr<chimera::v1::Job> job = client_->Submit(manifest);
   ASSERT_TRUE(job.ok()) << job.status();
   const CheckpointWatcher watcher(dir_.path(), CheckpointsOf(job->id()),
@@ -324,11 +340,8 @@ TEST_F(
   // A worker dies with its task, and no idle worker can replace it.
   const int killed = WorkerOfRank(job->id(), 1);
   ASSERT_GE(killed, 0);
-  const pid_t killed_task = TaskProcessOf(killed);
-  ASSERT_GT(killed_task, 0);
   absl::Time fault = absl::Now();
-  Worker(killed).Signal(SIGKILL);
-  kill(killed_task, SIGKILL);
+  ASSERT_GT(KillWithItsTask(killed), 0);
   const chimera::v1::Job on_three = await_running_on(1, 3, fault);
   EXPECT_THAT(on_three.status().restart_cause(),
               ::testing::HasSubstr(absl::StrCat("worker w", killed)));
@@ -386,8 +399,7 @@ TEST_F(
   StartCoordinator();
   StartWorkers(4);
   ASSERT_TRUE(AwaitIdleWorkers(4));
-  chimera::v1::TrainJob manifest = Checkpointed(ChimeraJob(kSteps), kEvery, 3);
-  manifest.mutable_spec()->mutable_resources()->set_min_workers(2);
+  const chimera::v1::TrainJob manifest = ElasticJob(kSteps, kEvery, 2);
   absl::StatusOr<chimera::v1::Job> job = client_->Submit(manifest);
   ASSERT_TRUE(job.ok()) << job.status();
   AwaitJob(job->id(), [](const auto& j) {
@@ -398,9 +410,7 @@ TEST_F(
   for (int rank : {1, 2}) {
     lost.push_back(WorkerOfRank(job->id(), rank));
     ASSERT_GE(lost.back(), 0);
-    const pid_t task = TaskProcessOf(lost.back());
-    Worker(lost.back()).Signal(SIGKILL);
-    if (task > 0) kill(task, SIGKILL);
+    KillWithItsTask(lost.back());
   }
   const chimera::v1::Job shrunk = AwaitJob(job->id(), [](const auto& j) {
     return (j.status().state() == chimera::v1::JOB_STATE_RUNNING &&
@@ -442,9 +452,8 @@ TEST_F(CheckpointChaosTest,
   StartCoordinator("127.0.0.1:0", {"--readopt-timeout", "1"});
   StartWorkers(4);
   ASSERT_TRUE(AwaitIdleWorkers(4));
-  chimera::v1::TrainJob manifest = Checkpointed(ChimeraJob(1000), 2, 3);
-  manifest.mutable_spec()->mutable_resources()->set_min_workers(3);
-  absl::StatusOr<chimera::v1::Job> job = client_->Submit(manifest);
+  absl::StatusOr<chimera::v1::Job> job =
+      client_->Submit(ElasticJob(1000, 2, 3));
   ASSERT_TRUE(job.ok()) << job.status();
   AwaitJob(job->id(), [](const auto& j) {
     return j.status().completed_steps() > 0 || Ended(j);
@@ -452,9 +461,7 @@ TEST_F(CheckpointChaosTest,
   for (int rank : {1, 2}) {
     const int worker = WorkerOfRank(job->id(), rank);
     ASSERT_GE(worker, 0);
-    const pid_t task = TaskProcessOf(worker);
-    Worker(worker).Signal(SIGKILL);
-    if (task > 0) kill(task, SIGKILL);
+    KillWithItsTask(worker);
   }
   const chimera::v1::Job failed = AwaitJob(job->id(), Ended);
   EXPECT_EQ(failed.status().state(), chimera::v1::JOB_STATE_FAILED);

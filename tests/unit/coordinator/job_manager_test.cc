@@ -1084,31 +1084,52 @@ TEST_F(JobManagerTest,
   EXPECT_EQ(registry_->IdleWorkers().size(), 2u);
 }
 
-TEST_F(JobManagerTest,
-       AShrunkJobGrowsBackAtItsNextCheckpointWithoutCountingARestart) {
-  UseOptions([](JobManagerOptions& options) {
-    options.launch.device_peak_flops = 1e8;
-  });
-  Job job = StartRunningJob(GrowableManifest());
-  PassHeartbeatTimeout("w2");
-  ASSERT_EQ(manager_->Get(job.id())->plan().placement_size(), 3);
-  const std::vector<std::string> ranks = {"w0", "w1", "w3"};
-  // Rank 0 of the second attempt reports its store: the run is under way.
-  chimera::v1::ReportTaskStateRequest ready =
-      TaskReport(job, 0, 2, chimera::v1::TASK_STATE_READY);
-  ready.set_store_address("host:1234");
-  ASSERT_TRUE(manager_->OnTaskState(ready).ok());
-
-  AddWorkers(1);
-  manager_->Tick();
-  for (int rank = 0; rank < 3; ++rank) {
-    ASSERT_TRUE(ReportMetrics(ranks[rank], job, 2, rank, 0).ok());
+// Tests of growing back, on devices slow enough that more workers are
+// predicted faster.
+class JobGrowthTest : public JobManagerTest {
+ protected:
+  void SetUp() override {
+    JobManagerTest::SetUp();
+    UseOptions([](JobManagerOptions& options) {
+      options.launch.device_peak_flops = 1e8;
+    });
   }
+
+  // Starts `manifest` on w0..w3 and loses w2: the job goes on with w0, w1
+  // and w3 (ranks 0, 1, 2 of its second attempt), past its rendezvous. Then
+  // w4 registers, and a tick judges whether the job should grow to it.
+  Job ShrunkWithAWorkerIdle(const chimera::v1::TrainJob& manifest) {
+    Job job = StartRunningJob(manifest);
+    PassHeartbeatTimeout("w2");
+    EXPECT_EQ(manager_->Get(job.id())->plan().placement_size(), 3);
+    chimera::v1::ReportTaskStateRequest ready =
+        TaskReport(job, 0, 2, chimera::v1::TASK_STATE_READY);
+    ready.set_store_address("host:1234");
+    EXPECT_TRUE(manager_->OnTaskState(ready).ok());
+    AddWorkers(1);
+    manager_->Tick();
+    return job;
+  }
+
+  // Every rank of the shrunk run reports `step` having written
+  // `checkpoint_step` (0: none).
+  void ReportShrunkStep(const Job& job, int step, int checkpoint_step) {
+    const std::vector<std::string> workers = {"w0", "w1", "w3"};
+    for (int rank = 0; rank < 3; ++rank) {
+      ASSERT_TRUE(
+          ReportMetrics(workers[rank], job, 2, rank, step, checkpoint_step)
+              .ok());
+    }
+  }
+};
+
+TEST_F(JobGrowthTest,
+       AShrunkJobGrowsBackAtItsNextCheckpointWithoutCountingARestart) {
+  Job job = ShrunkWithAWorkerIdle(GrowableManifest());
+  ReportShrunkStep(job, 0, 0);
   EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING)
       << "it grows at a checkpoint, not before";
-  for (int rank = 0; rank < 3; ++rank) {
-    ASSERT_TRUE(ReportMetrics(ranks[rank], job, 2, rank, 1, 2).ok());
-  }
+  ReportShrunkStep(job, 1, 2);
   const Job queued = *manager_->Get(job.id());
   EXPECT_EQ(manager_->Recoveries().by_cause.at(RecoveryCause::kGrow), 1);
   // The shrink's recovery ended with the shrunk run's first step.
@@ -1129,25 +1150,12 @@ TEST_F(JobManagerTest,
       << "the shrunk run's reports no longer count";
 }
 
-TEST_F(JobManagerTest,
+TEST_F(JobGrowthTest,
        AShrunkJobStaysWhenMoreWorkersAreNotPredictedFasterEnough) {
-  UseOptions([](JobManagerOptions& options) {
-    options.launch.device_peak_flops = 1e8;
-  });
   chimera::v1::TrainJob manifest = GrowableManifest();
   manifest.mutable_spec()->mutable_run_policy()->set_grow_threshold(10);
-  Job job = StartRunningJob(manifest);
-  PassHeartbeatTimeout("w2");
-  chimera::v1::ReportTaskStateRequest ready =
-      TaskReport(job, 0, 2, chimera::v1::TASK_STATE_READY);
-  ready.set_store_address("host:1234");
-  ASSERT_TRUE(manager_->OnTaskState(ready).ok());
-  AddWorkers(1);
-  manager_->Tick();
-  const std::vector<std::string> ranks = {"w0", "w1", "w3"};
-  for (int rank = 0; rank < 3; ++rank) {
-    ASSERT_TRUE(ReportMetrics(ranks[rank], job, 2, rank, 1, 2).ok());
-  }
+  Job job = ShrunkWithAWorkerIdle(manifest);
+  ReportShrunkStep(job, 1, 2);
   const Job running = *manager_->Get(job.id());
   EXPECT_EQ(running.status().state(), chimera::v1::JOB_STATE_RUNNING);
   EXPECT_EQ(running.plan().placement_size(), 3);

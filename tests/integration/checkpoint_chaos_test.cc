@@ -303,7 +303,7 @@ TEST_F(CheckpointChaosTest,
 TEST_F(
     CheckpointChaosTest,
     AnElasticJobGoesOnWithTheWorkersLeftAndEndsWithTheWeightsOfAnUninterruptedRun) {
-  constexpr int kSteps = 64;
+  constexpr int kSteps = 40;
   constexpr int kEvery = 4;
   StartCoordinator("127.0.0.1:0", {"--readopt-timeout", "4"});
   StartWorkers(4);
@@ -391,7 +391,7 @@ TEST_F(
 TEST_F(
     CheckpointChaosTest,
     AShrunkJobGrowsBackWhenWorkersReturnAndEndsWithTheWeightsOfAnUninterruptedRun) {
-  constexpr int kSteps = 64;
+  constexpr int kSteps = 40;
   constexpr int kEvery = 4;
   // On one host's two cores, four workers are rightly not predicted faster
   // than two.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -42,6 +43,21 @@ void AnnouncePlan(CoordinatorClient& client, const std::string& id, bool json) {
   }
 }
 
+// Prints, in order, `status`'s recoveries that ended before `before` (Unix
+// seconds) and after `*shown_until`, once each is complete: its next run
+// trained.
+void PrintRecoveries(const chimera::v1::JobStatus& status, double before,
+                     double* shown_until) {
+  for (const chimera::v1::JobRecovery& recovery : status.recoveries()) {
+    if (recovery.time() <= *shown_until || recovery.time() >= before ||
+        recovery.seconds_not_training() <= 0) {
+      continue;
+    }
+    std::cout << FormatRecovery(recovery) << "\n";
+    *shown_until = recovery.time();
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<chimera::v1::JobState> FollowJob(CoordinatorClient& client,
@@ -56,6 +72,9 @@ absl::StatusOr<chimera::v1::JobState> FollowJob(CoordinatorClient& client,
   const int first_step =
       options.tail ? job.status().completed_steps() - *options.tail : 0;
   chimera::v1::JobState state = job.status().state();
+  // The latest status seen, for the recoveries between the steps.
+  chimera::v1::JobStatus latest = job.status();
+  double recoveries_shown_until = 0;
   bool printed_state = false;
   bool announced = !options.announce_plan;
   bool output_closed = false;
@@ -70,13 +89,19 @@ absl::StatusOr<chimera::v1::JobState> FollowJob(CoordinatorClient& client,
     if (json) {
       std::cout << ToJsonLine(event) << "\n";
     } else if (event.has_step()) {
+      PrintRecoveries(latest, event.step().end_time(), &recoveries_shown_until);
       std::cout << FormatStep(event.step(), max_steps) << "\n";
-    } else if (!printed_state || event.status().state() != state) {
-      // Status events also carry progress; a line is for a new state.
-      std::cout << "state " << JobStateName(event.status().state())
-                << (event.status().message().empty() ? "" : ": ")
-                << event.status().message() << "\n";
-      printed_state = true;
+    } else {
+      if (!printed_state || event.status().state() != state) {
+        // Status events also carry progress; a line is for a new state.
+        std::cout << "state " << JobStateName(event.status().state())
+                  << (event.status().message().empty() ? "" : ": ")
+                  << event.status().message() << "\n";
+        printed_state = true;
+      }
+      latest = event.status();
+      PrintRecoveries(latest, std::numeric_limits<double>::infinity(),
+                      &recoveries_shown_until);
     }
     std::cout.flush();
     if (!std::cout && options.on_output_closed && !output_closed) {

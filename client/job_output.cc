@@ -123,6 +123,25 @@ std::string FormatJobStatus(const chimera::v1::Job& job) {
     }
     absl::StrAppend(&out, "\n");
   }
+  if (job.status().stragglers_size() > 0) {
+    std::vector<std::string> ranks;
+    for (const auto& straggler : job.status().stragglers()) {
+      ranks.push_back(absl::StrFormat(
+          "rank %d on worker %s (%.1fx its peers' compute since step %d)",
+          straggler.rank(), straggler.worker_id(), straggler.slowdown(),
+          straggler.since_step()));
+    }
+    absl::StrAppend(&out, "stragglers: ", absl::StrJoin(ranks, ", "), "\n");
+  }
+  if (job.status().left_out_workers_size() > 0) {
+    std::vector<std::string> hung;
+    for (const auto& worker : job.status().left_out_workers()) {
+      hung.push_back(worker.worker_id());
+    }
+    absl::StrAppend(
+        &out, "left out: ", absl::StrJoin(hung, ", "),
+        " (hung or straggled in a run; each again once its daemon restarts)\n");
+  }
   absl::StrAppend(&out, "started:  ", FormatTime(job.status().start_time()),
                   "\n");
   if (job.status().end_time() > 0) {
@@ -157,8 +176,31 @@ std::string FormatPredictedBubble(const chimera::v1::Job& job, int rank) {
   return rank >= 0 && rank < predicted.size() ? absl::StrFormat("%.3f", predicted[rank]) : "-";
 }
 
+std::string FormatRecovery(const chimera::v1::JobRecovery& recovery) {
+  std::string outcome;
+  if (recovery.seconds_not_training() > 0) {
+    outcome = absl::StrFormat(", not training for %.1f s",
+                              recovery.seconds_not_training());
+  } else if (recovery.to_plan().empty()) {
+    outcome = ", not started again yet";
+  } else {
+    outcome = ", no step yet";
+  }
+  return absl::StrCat(
+      FormatTime(recovery.time()), " recovery (", recovery.cause(),
+      "): ", recovery.from_plan().empty() ? "-" : recovery.from_plan(), " -> ",
+      recovery.to_plan().empty() ? "-" : recovery.to_plan(), " from step ",
+      recovery.checkpoint_step(), outcome, ": ", recovery.reason());
+}
+
 std::string FormatJobDescription(const chimera::v1::Job& job) {
   std::string out = FormatJobStatus(job);
+  if (!job.status().recoveries().empty()) {
+    absl::StrAppend(&out, "\nrecoveries (latest last):\n");
+    for (const auto& recovery : job.status().recoveries()) {
+      absl::StrAppend(&out, "  ", FormatRecovery(recovery), "\n");
+    }
+  }
   const auto& plan = job.plan();
   if (!plan.scheme().empty()) {
     absl::StrAppendFormat(

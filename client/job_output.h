@@ -23,6 +23,9 @@ std::string ProgressBar(int done, int total, double seconds_per_step);
 std::string FormatJobTable(const std::vector<chimera::v1::Job>& jobs, bool wide = false);
 std::string FormatJobStatus(const chimera::v1::Job& job);
 std::string FormatJobDescription(const chimera::v1::Job& job);
+// "2026-11-28 02:20:01 recovery (stalled): chimera W=1 D=4 on 4 workers ->
+// zb-h2 W=1 D=3 on 3 workers from step 8, not training for 5.2 s: <why>".
+std::string FormatRecovery(const chimera::v1::JobRecovery& recovery);
 // "predicted: step 0.063 s, bubble 0.029; measured (step 50): step 0.071 s,
 // bubble 0.052 (+12.7%)" and a newline, only the prediction before the first
 // step, nothing for a job without one.

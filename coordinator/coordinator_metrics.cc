@@ -140,6 +140,12 @@ const std::vector<JobGauge>& JobGauges() {
                     ? j.status().last_step().end_time()
                     : j.status().start_time();
        }},
+      {"chimera_job_straggling_ranks",
+       "Ranks of the job's run whose compute ran over 1.5x their peers' "
+       "median (against the plan's prediction) for 5 steps in a row",
+       [](const Job& j) -> std::optional<double> {
+         return j.status().stragglers_size();
+       }},
       {"chimera_job_predicted_step_seconds",
        "Step time the simulator predicts for the job's plan",
        [](const Job& j) {

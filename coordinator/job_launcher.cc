@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -34,6 +35,17 @@ bool MayShrink(const chimera::v1::Job& job) {
 int FewestToStart(const chimera::v1::Job& job) {
   return MayShrink(job) ? job.manifest().spec().resources().min_workers()
                         : planner::MinimumWorkers(job.manifest());
+}
+
+// Whether `worker`'s task hung in one of `job`'s runs, in the incarnation
+// it runs now (JobStatus.left_out_workers).
+bool LeftOutBy(const chimera::v1::Job& job,
+               const chimera::v1::WorkerInfo& worker) {
+  return absl::c_any_of(job.status().left_out_workers(),
+                        [&worker](const auto& hung) {
+                          return hung.worker_id() == worker.worker_id() &&
+                                 hung.incarnation() == worker.incarnation();
+                        });
 }
 
 }  // namespace
@@ -216,12 +228,13 @@ absl::Status JobLauncher::CheckFitsRegistered(
 }
 
 std::vector<std::string> JobLauncher::IdleWorkersOffering(
-    const chimera::v1::TrainJob& manifest) const {
-  const std::string device = DeviceKindOf(manifest);
+    const chimera::v1::Job& job) const {
+  const std::string device = DeviceKindOf(job.manifest());
   std::vector<std::string> offering;
   for (const std::string& id : workers_->IdleWorkers()) {
     absl::StatusOr<chimera::v1::WorkerInfo> info = workers_->Get(id);
-    if (info.ok() && DeviceIndex(*info, device).has_value()) {
+    if (info.ok() && DeviceIndex(*info, device).has_value() &&
+        !LeftOutBy(job, *info)) {
       offering.push_back(id);
     }
   }
@@ -230,7 +243,7 @@ std::vector<std::string> JobLauncher::IdleWorkersOffering(
 
 std::vector<std::string> JobLauncher::IdleWorkersFor(
     const chimera::v1::Job& job) const {
-  std::vector<std::string> offering = IdleWorkersOffering(job.manifest());
+  std::vector<std::string> offering = IdleWorkersOffering(job);
   offering.resize(WorkersToStart(job, offering.size()));
   return offering;
 }
@@ -238,21 +251,30 @@ std::vector<std::string> JobLauncher::IdleWorkersFor(
 std::string JobLauncher::WhyWaiting(const chimera::v1::Job& job) const {
   const std::string device = DeviceKindOf(job.manifest());
   const std::vector<chimera::v1::WorkerInfo> registered = Registered(device);
-  const auto idle = std::count_if(
-      registered.begin(), registered.end(), [](const auto& worker) {
-        return worker.state() == chimera::v1::WORKER_STATE_IDLE;
-      });
+  const auto hung = absl::c_count_if(registered, [&job](const auto& worker) {
+    return LeftOutBy(job, worker);
+  });
+  const auto idle = absl::c_count_if(registered, [&job](const auto& worker) {
+    return worker.state() == chimera::v1::WORKER_STATE_IDLE &&
+           !LeftOutBy(job, worker);
+  });
   const int needed = FewestToStart(job);
-  return absl::StrCat("needs ", needed, " idle ", device, " worker",
-                      needed == 1 ? "" : "s", " (", registered.size(),
-                      " registered, ", registered.size() - idle, " busy)");
+  return absl::StrCat(
+      "needs ", needed, " idle ", device, " worker", needed == 1 ? "" : "s",
+      " (", registered.size(), " registered, ", registered.size() - idle - hung,
+      " busy",
+      hung > 0 ? absl::StrCat(", ", hung, " left out by this job") : "", ")");
 }
 
 std::optional<std::string> JobLauncher::TooFewLeft(
     const chimera::v1::Job& job) const {
   if (!MayShrink(job)) return std::nullopt;
   const std::string device = DeviceKindOf(job.manifest());
-  const size_t left = Registered(device).size();
+  const std::vector<chimera::v1::WorkerInfo> registered = Registered(device);
+  const size_t left = registered.size() -
+                      absl::c_count_if(registered, [&job](const auto& worker) {
+                        return LeftOutBy(job, worker);
+                      });
   const int needed = job.manifest().spec().resources().min_workers();
   if (left >= static_cast<size_t>(needed)) return std::nullopt;
   return absl::StrCat(job.status().restart_cause(), "; ", left, " ", device,

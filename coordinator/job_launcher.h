@@ -133,18 +133,20 @@ class JobLauncher {
   absl::Status CheckFitsRegistered(const chimera::v1::TrainJob& manifest,
                                    std::function<bool()> cancelled) const;
 
-  // Idle workers offering the job's device, in registration order.
+  // Idle workers offering the job's device, in registration order, but for
+  // those the job left out (JobStatus.left_out_workers).
   std::vector<std::string> IdleWorkersOffering(
-      const chimera::v1::TrainJob& manifest) const;
+      const chimera::v1::Job& job) const;
   // As many of those as the job starts on (WorkersToStart; none: it must
   // wait).
   std::vector<std::string> IdleWorkersFor(const chimera::v1::Job& job) const;
   // What a job for which IdleWorkersFor found none waits for: "needs 8 idle
-  // cpu workers (4 registered, 2 busy)".
+  // cpu workers (4 registered, 2 busy)", and how many it left out.
   std::string WhyWaiting(const chimera::v1::Job& job) const;
   // Why a restarted job that may shrink cannot go on at all: fewer workers
-  // of its device are registered than its spec.resources.minWorkers, busy
-  // or not. None while it may still start, or wait for busy ones.
+  // of its device are registered (busy or not, but not left out
+  // by it) than its spec.resources.minWorkers. None while it may still
+  // start, or wait for busy ones.
   std::optional<std::string> TooFewLeft(const chimera::v1::Job& job) const;
 
   // The best plan's launch on `worker_ids` (PrepareLaunch), re-planned as

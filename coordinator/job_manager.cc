@@ -95,10 +95,14 @@ void JobManager::EndOverdueRunsLocked() {
   const RunBounds bounds{options_.rendezvous_timeout, options_.progress_timeout,
                          options_.readopt_timeout};
   const absl::Time now = clock_.monotonic();
+  const WorkerLookup lookup = [this](const std::string& worker_id) {
+    absl::StatusOr<chimera::v1::WorkerInfo> info = workers_->Get(worker_id);
+    return info.ok() ? std::make_optional(*std::move(info)) : std::nullopt;
+  };
   // Collected first: ending or restarting a run erases it from runs_.
   std::vector<std::pair<std::string, JobEvent>> ending;
   for (const auto& [id, run] : runs_) {
-    if (std::optional<JobEvent> event = run.Ending(now, bounds)) {
+    if (std::optional<JobEvent> event = run.Ending(now, bounds, lookup)) {
       ending.emplace_back(id, *std::move(event));
     }
   }
@@ -563,13 +567,47 @@ absl::Status JobManager::OnMetrics(
       run->steps.Add(report.rank(), report.metrics());
   if (!done) return absl::OkStatus();
   recoveries_.Trained(report.job_id(), clock_.monotonic());
+  const std::vector<Straggler> stragglers = run->stragglers.Observe(*done);
   ASSIGN_OR_RETURN(Job job, table_.Get(report.job_id()));
   const int checkpoint = job.status().checkpoint_step();
   RecordStep(*done, run->worker_of_rank, clock_.wall(), &job);
+  RecordStragglers(run->stragglers.current(), run->worker_of_rank, &job);
   RETURN_IF_ERROR(table_.AppendStep(job.id(), job.status().last_step()));
   RETURN_IF_ERROR(SaveLocked(job));
-  if (job.status().checkpoint_step() == checkpoint) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const bool replaced,
+                   OnStragglersLocked(job, *run, stragglers));
+  if (replaced || job.status().checkpoint_step() == checkpoint) {
+    return absl::OkStatus();
+  }
   return GrowAtCheckpointLocked(job, *run).status();
+}
+
+absl::StatusOr<bool> JobManager::OnStragglersLocked(
+    const Job& job, const JobRun& run, const std::vector<Straggler>& found) {
+  std::vector<std::string> reasons;
+  std::vector<chimera::v1::WorkerIncarnation> left_out;
+  for (const Straggler& straggler : found) {
+    const std::string& worker = run.worker_of_rank[straggler.rank];
+    reasons.push_back(DescribeStraggler(straggler, worker));
+    CHIMERA_LOG(WARNING) << "job " << job.id() << ": " << reasons.back();
+    if (absl::StatusOr<chimera::v1::WorkerInfo> info = workers_->Get(worker);
+        info.ok()) {
+      left_out.emplace_back().set_worker_id(worker);
+      left_out.back().set_incarnation(info->incarnation());
+    }
+  }
+  if (found.empty() ||
+      !job.manifest().spec().run_policy().replace_stragglers()) {
+    return false;
+  }
+  RETURN_IF_ERROR(EndRunLocked(
+      job.id(),
+      JobEvent::RunLost(absl::StrCat(absl::StrJoin(reasons, "; "),
+                                     "; the job leaves out its worker from "
+                                     "now on (spec.runPolicy."
+                                     "replaceStragglers)"),
+                        RecoveryCause::kStraggler, std::move(left_out))));
+  return true;
 }
 
 absl::StatusOr<int> JobManager::BeginTrace(const std::string& id,

@@ -18,8 +18,13 @@
 // idle workers left when fewer than it asks for, down to minWorkers,
 // re-planned for them; with fewer registered it fails. Once idle workers
 // would make it enough faster it grows back at its next checkpoint
-// (job_manager_growth.cc), without spending a restart. Each queued-again
-// run is a recovery, counted by cause and timed (recovery_stats.h).
+// (job_manager_growth.cc), without spending a restart. A rank that hangs
+// while its daemon lives (stalled in an op of its own, or its process
+// stopped) or, with spec.runPolicy.replaceStragglers, straggles
+// (straggler_watch.h) loses its run like a dead worker, and the job leaves
+// its worker out (status.left_out_workers). Each queued-again run is a
+// recovery, counted by cause and timed (recovery_stats.h) and kept in the
+// job's status (recovery_history.h).
 //
 // Jobs start in submission order (FIFO; the head of the queue waits for
 // enough idle workers, nothing overtakes it). A job whose spec fixes its
@@ -65,6 +70,7 @@
 #include "coordinator/job_table.h"
 #include "coordinator/recovery_stats.h"
 #include "coordinator/step_aggregator.h"
+#include "coordinator/straggler_watch.h"
 #include "coordinator/trace_collector.h"
 #include "coordinator/trace_waits.h"
 #include "coordinator/worker_registry.h"
@@ -225,6 +231,13 @@ class JobManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Rank 0 found the latest complete checkpoint at `first_step`: the job's
   // progress and checkpoint are that step's, whatever it saw before.
+  // Reports the ranks `found` straggling in `job`'s run; with
+  // spec.runPolicy.replaceStragglers, ends the run without their workers
+  // (like lost ones). Whether it ended.
+  absl::StatusOr<bool> OnStragglersLocked(const chimera::v1::Job& job,
+                                          const JobRun& run,
+                                          const std::vector<Straggler>& found)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::Status RecordFirstStepLocked(const std::string& job_id,
                                      int first_step)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

@@ -74,7 +74,7 @@ std::optional<GrowthWorkers> JobManager::GrowthWorkersLocked(
     return std::nullopt;
   }
   return GrowthWorkersFor(job, run.worker_of_rank,
-                          launcher_.IdleWorkersOffering(job.manifest()));
+                          launcher_.IdleWorkersOffering(job));
 }
 
 absl::StatusOr<bool> JobManager::GrowAtCheckpointLocked(const Job& job,

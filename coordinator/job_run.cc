@@ -4,10 +4,34 @@
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/utf8.h"
 
 namespace chimera::coordinator {
+namespace {
+
+// " (in FORWARD chunk=0 stage=1 mb=2 of step 7 for 3.2 s; its process is
+// stopped)": where a stalled rank's task is, as its daemon said.
+std::string DescribePosition(const chimera::v1::TaskPosition& position) {
+  const std::string op =
+      position.op().empty()
+          ? absl::StrCat("instruction ", position.instruction())
+          : position.op();
+  return absl::StrFormat(
+      " (%s %s of step %d for %.1f s%s)",
+      position.waits_for_peer() ? "waiting in" : "in", op, position.step(),
+      position.op_seconds(),
+      position.process_stopped() ? "; its process is stopped" : "");
+}
+
+// A rank that neither waits for a peer nor can run: the one the others
+// wait for.
+bool HoldsOthersUp(const chimera::v1::TaskPosition& position) {
+  return position.process_stopped() || !position.waits_for_peer();
+}
+
+}  // namespace
 
 JobRun JobRun::For(const chimera::v1::Job& job, const chimera::v1::Plan& plan,
                    int ranks, absl::Time now, absl::Time wall_now) {
@@ -15,6 +39,7 @@ JobRun JobRun::For(const chimera::v1::Job& job, const chimera::v1::Plan& plan,
   run.attempt = AttemptOf(job);
   run.traces = TraceCollector(ranks);
   run.steps = StepAggregator(ranks);
+  run.stragglers = StragglerWatch(plan, ranks);
   run.started = now;
   run.rank_done.assign(ranks, false);
   run.last_progress.assign(ranks, now);
@@ -149,7 +174,8 @@ std::optional<chimera::v1::JobTrace> JobRun::CompleteTrace(
 }
 
 std::optional<RunVerdict> JobRun::Overdue(absl::Time now,
-                                          const RunBounds& bounds) const {
+                                          const RunBounds& bounds,
+                                          const WorkerLookup& workers) const {
   if (readopt_by != absl::InfiniteFuture()) return std::nullopt;
   if (failure && now >= fail_by) {
     return RunVerdict{*failure, failure_retryable, RecoveryCause::kTaskFailed};
@@ -169,38 +195,56 @@ std::optional<RunVerdict> JobRun::Overdue(absl::Time now,
   if (!rendezvous_done) return std::nullopt;
   const absl::Duration bound =
       std::max(bounds.progress_timeout, kStallFactor * predicted_step);
-  if (std::optional<std::string> stalled = StalledRanks(now, bound)) {
-    return RunVerdict{*std::move(stalled), true, RecoveryCause::kStalled};
-  }
-  return std::nullopt;
+  return Stalled(now, bound, workers);
 }
 
-std::optional<std::string> JobRun::StalledRanks(absl::Time now,
-                                                absl::Duration bound) const {
+std::optional<RunVerdict> JobRun::Stalled(absl::Time now, absl::Duration bound,
+                                          const WorkerLookup& workers) const {
   std::vector<std::string> stalled;
+  std::vector<chimera::v1::WorkerIncarnation> hung;
   for (size_t rank = 0; rank < last_progress.size(); ++rank) {
-    if (!rank_done[rank] && now - last_progress[rank] > bound) {
-      stalled.push_back(
-          absl::StrCat("rank ", rank, " on worker ", worker_of_rank[rank]));
+    if (rank_done[rank] || now - last_progress[rank] <= bound) continue;
+    const std::string& worker = worker_of_rank[rank];
+    const std::optional<chimera::v1::WorkerInfo> info = workers(worker);
+    const bool known = info && info->has_task_position();
+    stalled.push_back(
+        absl::StrCat("rank ", rank, " on worker ", worker,
+                     known ? DescribePosition(info->task_position()) : ""));
+    if (known && HoldsOthersUp(info->task_position())) {
+      chimera::v1::WorkerIncarnation& held = hung.emplace_back();
+      held.set_worker_id(worker);
+      held.set_incarnation(info->incarnation());
     }
   }
   if (stalled.empty()) return std::nullopt;
-  return absl::StrCat(absl::StrJoin(stalled, ", "), " reported no step for ",
-                      absl::FormatDuration(bound),
-                      " (the larger of --progress-timeout and ", kStallFactor,
-                      " predicted steps): stopped or hung");
+  std::vector<std::string> hung_ids;
+  for (const auto& worker : hung) hung_ids.push_back(worker.worker_id());
+  std::string reason = absl::StrCat(
+      absl::StrJoin(stalled, ", "), " reported no step for ",
+      absl::FormatDuration(bound), " (the larger of --progress-timeout and ",
+      kStallFactor, " predicted steps): stopped or hung");
+  if (!hung_ids.empty()) {
+    absl::StrAppend(&reason, "; the job leaves out worker",
+                    hung_ids.size() == 1 ? " " : "s ",
+                    absl::StrJoin(hung_ids, ", "), " from now on (until ",
+                    hung_ids.size() == 1 ? "its daemon restarts)"
+                                         : "each one's daemon restarts)");
+  }
+  return RunVerdict{std::move(reason), true, RecoveryCause::kStalled,
+                    std::move(hung)};
 }
 
-std::optional<JobEvent> JobRun::Ending(absl::Time now,
-                                       const RunBounds& bounds) const {
+std::optional<JobEvent> JobRun::Ending(absl::Time now, const RunBounds& bounds,
+                                       const WorkerLookup& workers) const {
   if (std::optional<std::string> why = Unadopted(now, bounds.readopt_timeout)) {
     return JobEvent::RunLost(*std::move(why),
                              RecoveryCause::kCoordinatorRestart);
   }
-  std::optional<RunVerdict> verdict = Overdue(now, bounds);
+  std::optional<RunVerdict> verdict = Overdue(now, bounds, workers);
   if (!verdict) return std::nullopt;
   return verdict->retryable
-             ? JobEvent::RunLost(std::move(verdict->reason), verdict->cause)
+             ? JobEvent::RunLost(std::move(verdict->reason), verdict->cause,
+                                 std::move(verdict->left_out_workers))
              : JobEvent::Failed(std::move(verdict->reason));
 }
 

@@ -13,6 +13,7 @@
 #define CHIMERA_COORDINATOR_JOB_RUN_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -24,6 +25,7 @@
 #include "coordinator/job_growth.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/step_aggregator.h"
+#include "coordinator/straggler_watch.h"
 #include "coordinator/trace_collector.h"
 
 namespace chimera::coordinator {
@@ -59,7 +61,14 @@ struct RunVerdict {
   std::string reason;
   bool retryable = false;
   RecoveryCause cause = RecoveryCause::kTaskFailed;
+  // A stall: the workers whose rank hung and held the others up.
+  std::vector<chimera::v1::WorkerIncarnation> left_out_workers;
 };
+
+// The registry's view of a worker: its incarnation, and where its task is
+// (WorkerInfo.task_position); none for a worker it no longer knows.
+using WorkerLookup = std::function<std::optional<chimera::v1::WorkerInfo>(
+    const std::string& worker_id)>;
 
 struct JobRun {
   int attempt = 0;
@@ -100,6 +109,8 @@ struct JobRun {
   // On fewer workers than its job asks for: whether the idle ones would
   // make it enough faster, as the last search found (job_growth.h).
   std::optional<Growth> growth;
+  // Which ranks compute consistently slower than their peers.
+  StragglerWatch stragglers;
 
   // A run of `plan` for `job`'s current attempt on `ranks` workers, none
   // placed yet, started at `now` (monotonic) with its deadline counted from
@@ -157,14 +168,16 @@ struct JobRun {
   // The event that ends the run at `now`, if one must: RunLost when its
   // workers did not come back after a coordinator restart (Unadopted) or
   // when an Overdue verdict is retryable, Failed when it is not.
-  std::optional<JobEvent> Ending(absl::Time now, const RunBounds& bounds) const;
+  std::optional<JobEvent> Ending(absl::Time now, const RunBounds& bounds,
+                                 const WorkerLookup& workers) const;
 
   // Why the run must end at `now`, if it must: a failure held back until
   // fail_by, rank 0 late for the rendezvous, the job's deadline passed, or
-  // a rank that stalled. None while ranks are still missing after a
-  // coordinator restart: their peers' failures would blame the wrong ranks.
-  std::optional<RunVerdict> Overdue(absl::Time now,
-                                    const RunBounds& bounds) const;
+  // a rank that stalled (Stalled, which asks `workers` where their tasks
+  // are). None while ranks are still missing after a coordinator restart:
+  // their peers' failures would blame the wrong ranks.
+  std::optional<RunVerdict> Overdue(absl::Time now, const RunBounds& bounds,
+                                    const WorkerLookup& workers) const;
   // After a coordinator restart, why the run is given up at `now` once
   // readopt_by has passed: the ranks whose workers did not come back.
   std::optional<std::string> Unadopted(absl::Time now,
@@ -175,9 +188,13 @@ struct JobRun {
 
  private:
   // Its ranks that showed no progress for `bound`, named with their
-  // workers; none while every rank progresses.
-  std::optional<std::string> StalledRanks(absl::Time now,
-                                          absl::Duration bound) const;
+  // workers and the op each is in (as `workers` says); none while every
+  // rank progresses. Those whose op waits for no peer, or whose process is
+  // stopped, hold the others up: the verdict's hung workers. Where every
+  // stalled rank waits for a peer (a lost message, a broken network), it
+  // blames none.
+  std::optional<RunVerdict> Stalled(absl::Time now, absl::Duration bound,
+                                    const WorkerLookup& workers) const;
 };
 
 }  // namespace chimera::coordinator

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "coordinator/job_states.h"
+#include "coordinator/recovery_history.h"
 
 namespace chimera::coordinator {
 namespace {
@@ -33,21 +34,36 @@ Job Ended(Job job, JobState state, std::string message, absl::Time now) {
   return job;
 }
 
-// Back to the queue for its next attempt, from its latest checkpoint; a
-// restart counts against the job's backoffLimit.
-Job Requeued(Job job, std::string cause, bool restart) {
+// Back to the queue for its next attempt, from its latest checkpoint, after
+// `event` ended its run; a restart counts against the job's backoffLimit.
+Job Requeued(Job job, const JobEvent& event, absl::Time now, bool restart) {
+  RecoveryBegan(RecoveryCauseName(event.cause), event.reason, now, &job);
   chimera::v1::JobStatus& status = *job.mutable_status();
   if (restart) status.set_restarts(status.restarts() + 1);
   status.set_state(chimera::v1::JOB_STATE_PENDING);
   // Steps after the checkpoint are lost and will run again.
   status.set_completed_steps(status.checkpoint_step());
-  status.set_restart_cause(std::move(cause));
+  status.set_restart_cause(event.reason);
   status.clear_waiting_for();
   // Planned again for the workers it gets next (its checkpoint loads under
   // any partition).
   job.clear_plan();
   status.set_message(PendingMessage(job));
   return job;
+}
+
+// `hung` join the workers the job starts on no more; a worker listed
+// already is listed with its latest incarnation.
+void LeaveOut(const std::vector<chimera::v1::WorkerIncarnation>& hung,
+              chimera::v1::JobStatus* status) {
+  for (const chimera::v1::WorkerIncarnation& worker : hung) {
+    auto* listed = status->mutable_left_out_workers();
+    auto same = std::find_if(listed->begin(), listed->end(),
+                             [&worker](const auto& other) {
+                               return other.worker_id() == worker.worker_id();
+                             });
+    *(same != listed->end() ? &*same : status->add_left_out_workers()) = worker;
+  }
 }
 
 absl::StatusOr<Job> FromPending(Job job, const JobEvent& event,
@@ -65,6 +81,9 @@ absl::StatusOr<Job> FromPending(Job job, const JobEvent& event,
       status.clear_message();
       // A restart keeps the first start: the deadline counts from it.
       if (status.start_time() == 0) status.set_start_time(UnixSeconds(now));
+      RecoveryStarted(&job);
+      // The new run's ranks are judged afresh.
+      status.clear_stragglers();
       return job;
     case JobEvent::Kind::kFailed:
       return Ended(std::move(job), chimera::v1::JOB_STATE_FAILED, event.reason,
@@ -91,9 +110,10 @@ absl::StatusOr<Job> FromRunning(Job job, const JobEvent& event,
       return Ended(std::move(job), chimera::v1::JOB_STATE_FAILED, event.reason,
                    now);
     case JobEvent::Kind::kRunLost:
+      LeaveOut(event.left_out_workers, job.mutable_status());
       if (job.status().restarts() <
           job.manifest().spec().run_policy().backoff_limit()) {
-        return Requeued(std::move(job), event.reason, /*restart=*/true);
+        return Requeued(std::move(job), event, now, /*restart=*/true);
       }
       return Ended(std::move(job), chimera::v1::JOB_STATE_FAILED, event.reason,
                    now);
@@ -101,7 +121,7 @@ absl::StatusOr<Job> FromRunning(Job job, const JobEvent& event,
       return Ended(std::move(job), chimera::v1::JOB_STATE_STOPPED,
                    "stopped on request", now);
     case JobEvent::Kind::kGrowing:
-      return Requeued(std::move(job), event.reason, /*restart=*/false);
+      return Requeued(std::move(job), event, now, /*restart=*/false);
     default:
       return NoSuchArrow(job.status().state(), event.kind);
   }
@@ -130,6 +150,8 @@ std::string RecoveryCauseName(RecoveryCause cause) {
       return "coordinator_restart";
     case RecoveryCause::kGrow:
       return "grow";
+    case RecoveryCause::kStraggler:
+      return "straggler";
   }
   return "unknown";
 }

@@ -9,15 +9,16 @@
 //                  └──StopRequested──► STOPPED ◄──StopRequested┘
 //
 // The manager applies what Transition returns; nothing else sets a job's
-// state, restarts, waiting_for, restart_cause or message. A pending job's
-// message is written from its structured fields (PendingMessage), never
-// read back.
+// state, restarts, waiting_for, restart_cause, left_out_workers or message. A
+// pending job's message is written from its structured fields (PendingMessage),
+// never read back.
 //
 //   ASSIGN_OR_RETURN(Job running, Transition(job, JobEvent::Started(), now));
 #ifndef CHIMERA_COORDINATOR_JOB_STATE_MACHINE_H_
 #define CHIMERA_COORDINATOR_JOB_STATE_MACHINE_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -34,6 +35,7 @@ enum class RecoveryCause {
   kRendezvous,          // rank 0 did not report its store in time
   kCoordinatorRestart,  // its workers did not come back to a new coordinator
   kGrow,                // it moved to more workers
+  kStraggler,           // a rank straggled (spec.runPolicy.replaceStragglers)
 };
 inline constexpr RecoveryCause kAllRecoveryCauses[] = {
     RecoveryCause::kWorkerLost,
@@ -41,7 +43,8 @@ inline constexpr RecoveryCause kAllRecoveryCauses[] = {
     RecoveryCause::kStalled,
     RecoveryCause::kRendezvous,
     RecoveryCause::kCoordinatorRestart,
-    RecoveryCause::kGrow};
+    RecoveryCause::kGrow,
+    RecoveryCause::kStraggler};
 // "worker_lost", "task_failed", ...
 std::string RecoveryCauseName(RecoveryCause cause);
 
@@ -71,23 +74,45 @@ struct JobEvent {
       Kind::kSubmitted, Kind::kWaiting, Kind::kStarted,       Kind::kSucceeded,
       Kind::kFailed,    Kind::kRunLost, Kind::kStopRequested, Kind::kGrowing};
 
-  static JobEvent Submitted() { return {Kind::kSubmitted, ""}; }
-  static JobEvent Waiting(std::string reason) { return {Kind::kWaiting, std::move(reason)}; }
-  static JobEvent Started() { return {Kind::kStarted, ""}; }
-  static JobEvent Succeeded() { return {Kind::kSucceeded, ""}; }
-  static JobEvent Failed(std::string reason) { return {Kind::kFailed, std::move(reason)}; }
-  static JobEvent RunLost(std::string reason, RecoveryCause cause) {
-    return {Kind::kRunLost, std::move(reason), cause};
+  static JobEvent Submitted() { return Of(Kind::kSubmitted); }
+  static JobEvent Waiting(std::string reason) {
+    return Of(Kind::kWaiting, std::move(reason));
   }
-  static JobEvent StopRequested() { return {Kind::kStopRequested, ""}; }
+  static JobEvent Started() { return Of(Kind::kStarted); }
+  static JobEvent Succeeded() { return Of(Kind::kSucceeded); }
+  static JobEvent Failed(std::string reason) {
+    return Of(Kind::kFailed, std::move(reason));
+  }
+  static JobEvent RunLost(
+      std::string reason, RecoveryCause cause,
+      std::vector<chimera::v1::WorkerIncarnation> left_out_workers = {}) {
+    JobEvent event = Of(Kind::kRunLost, std::move(reason), cause);
+    event.left_out_workers = std::move(left_out_workers);
+    return event;
+  }
+  static JobEvent StopRequested() { return Of(Kind::kStopRequested); }
   static JobEvent Growing(std::string reason) {
-    return {Kind::kGrowing, std::move(reason), RecoveryCause::kGrow};
+    return Of(Kind::kGrowing, std::move(reason), RecoveryCause::kGrow);
   }
 
-  Kind kind;
+  Kind kind = Kind::kSubmitted;
   std::string reason;
   // kRunLost and kGrowing: what ended the run.
   RecoveryCause cause = RecoveryCause::kWorkerLost;
+  // kRunLost: workers whose task hung (and held the others up) or
+  // straggled; the job leaves them out from now on
+  // (JobStatus.left_out_workers).
+  std::vector<chimera::v1::WorkerIncarnation> left_out_workers;
+
+ private:
+  static JobEvent Of(Kind kind, std::string reason = "",
+                     RecoveryCause cause = RecoveryCause::kWorkerLost) {
+    JobEvent event;
+    event.kind = kind;
+    event.reason = std::move(reason);
+    event.cause = cause;
+    return event;
+  }
 };
 
 // "RunLost", for errors and logs.

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/recovery_history.h"
 #include "schedule/simulator.h"
 
 namespace chimera::coordinator {
@@ -88,6 +89,7 @@ void RecordStep(const CompletedStep& step,
     status.set_checkpoint_step(least->second.checkpoint_step());
   }
   SetWorkerSummaries(step, worker_of_rank, job);
+  RecoveryTrained(now, job);
 }
 
 absl::StatusOr<bool> RecordFirstStep(int first_step, chimera::v1::Job* job) {
@@ -104,6 +106,7 @@ absl::StatusOr<bool> RecordFirstStep(int first_step, chimera::v1::Job* job) {
   }
   status.set_completed_steps(first_step);
   status.set_checkpoint_step(first_step);
+  RecoveryResumedAt(first_step, job);
   return true;
 }
 

@@ -53,14 +53,16 @@ chimera::v1::StepSummary Summarize(const CompletedStep& step,
 // step, the steps done, the workers' view (rank r on worker_of_rank[r]) and
 // the latest complete checkpoint: the least of the checkpoints the ranks
 // report having written their shares of, when it is later than the one
-// recorded.
+// recorded; and, for the first step after a recovery, the time the job was
+// not training.
 void RecordStep(const CompletedStep& step,
                 const std::vector<std::string>& worker_of_rank, absl::Time now,
                 chimera::v1::Job* job);
 
 // Rank 0 found the job's latest complete checkpoint on disk at
 // `first_step`, where every rank starts: recorded in `job` as the steps done
-// and the checkpoint (the disk decides, whatever the coordinator saw).
+// and the checkpoint (the disk decides, whatever the coordinator saw), also
+// as the one a recovery resumed from.
 // Whether that changed `job`; INVALID_ARGUMENT when `first_step` is not in
 // [0, maxSteps].
 absl::StatusOr<bool> RecordFirstStep(int first_step, chimera::v1::Job* job);

@@ -90,14 +90,16 @@ absl::Status WorkerRegistry::CheckIncarnation(const std::string& worker_id,
   return absl::OkStatus();
 }
 
-absl::Status WorkerRegistry::Heartbeat(const std::string& worker_id,
-                                       uint64_t incarnation) {
+absl::Status WorkerRegistry::Heartbeat(
+    const std::string& worker_id, uint64_t incarnation,
+    const chimera::v1::TaskPosition& position) {
   absl::Status status = CheckIncarnation(worker_id, incarnation);
   if (!status.ok()) return status;
   absl::MutexLock lock(&mutex_);
   Worker& worker = workers_[worker_id];
   worker.last_heartbeat = clock_.monotonic();
   worker.last_heartbeat_wall = clock_.wall();
+  worker.position = position;
   return absl::OkStatus();
 }
 
@@ -172,6 +174,13 @@ chimera::v1::WorkerInfo WorkerRegistry::InfoLocked(const Worker& worker) const {
   if (worker.task) {
     info.set_job_id(worker.task->job_id);
     info.set_rank(worker.task->rank);
+    // A position of an earlier task, or none, is not this task's.
+    const TaskRef& task = *worker.task;
+    if (worker.position.job_id() == task.job_id &&
+        worker.position.attempt() == task.attempt &&
+        worker.position.rank() == task.rank) {
+      *info.mutable_task_position() = worker.position;
+    }
   }
   info.set_last_heartbeat_time(
       absl::ToDoubleSeconds(worker.last_heartbeat_wall - absl::UnixEpoch()));

@@ -81,8 +81,10 @@ class WorkerRegistry {
   absl::StatusOr<std::optional<TaskRef>> Register(
       const chimera::v1::RegisterWorkerRequest& request);
   // NOT_FOUND for an unknown worker, ABORTED for another incarnation (the
-  // worker must register again).
-  absl::Status Heartbeat(const std::string& worker_id, uint64_t incarnation);
+  // worker must register again). `position` says where the worker's task
+  // is (WorkerInfo.task_position while it names that task).
+  absl::Status Heartbeat(const std::string& worker_id, uint64_t incarnation,
+                         const chimera::v1::TaskPosition& position = {});
   absl::Status CheckIncarnation(const std::string& worker_id,
                                 uint64_t incarnation) const;
 
@@ -145,6 +147,8 @@ class WorkerRegistry {
     absl::Time last_heartbeat_wall;
     bool dead = false;
     std::optional<TaskRef> task;
+    // Where a task was at the last heartbeat that said.
+    chimera::v1::TaskPosition position;
     std::deque<chimera::v1::Assignment> queue;
     // Its stream's, while one watches.
     std::shared_ptr<Doorbell> doorbell;

@@ -154,7 +154,8 @@ grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext*,
                                           const chimera::v1::HeartbeatRequest* request,
                                           chimera::v1::HeartbeatResponse*) {
   CHIMERA_RETURN_IF_GRPC_ERROR(CheckRequestSize(*request, kMaxSmallRequestBytes, "Heartbeat"));
-  return ToGrpcStatus(workers_->Heartbeat(request->worker_id(), request->incarnation()));
+  return ToGrpcStatus(workers_->Heartbeat(
+      request->worker_id(), request->incarnation(), request->task_position()));
 }
 
 grpc::Status WorkerServiceImpl::ReportMetrics(

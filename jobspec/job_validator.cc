@@ -421,6 +421,12 @@ void CheckRunPolicy(const chimera::v1::RunPolicy& policy, FieldErrors* errors) {
                absl::StrCat(policy.grow_threshold(), " must be in [0, ",
                             kMaxGrowThreshold, "] (a fraction: 0.1 is 10 %)"));
   }
+  if (policy.replace_stragglers() && policy.backoff_limit() == 0) {
+    // Only a restart goes on without the straggler.
+    check.Fail("replaceStragglers",
+               "true restarts the job without a straggling rank's worker, but "
+               "spec.runPolicy.backoffLimit is 0: it never does");
+  }
 }
 
 }  // namespace

@@ -8,8 +8,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 namespace chimera::net {
@@ -158,6 +162,19 @@ absl::StatusOr<std::string> ChildProcess::ReadLine(absl::Duration timeout) {
 
 void ChildProcess::Signal(int signal) {
   if (pid_ > 0 && exit_code_ < 0) ::kill(pid_, signal);
+}
+
+bool ChildProcess::Stopped() const {
+  if (pid_ <= 0) return false;
+  // "PID (COMMAND) STATE ...": the command may hold spaces and parentheses,
+  // so the state follows the last ')'.
+  std::ifstream stat(absl::StrCat("/proc/", pid_, "/stat"));
+  const std::string line((std::istreambuf_iterator<char>(stat)),
+                         std::istreambuf_iterator<char>());
+  const size_t end = line.rfind(')');
+  if (end == std::string::npos || end + 2 >= line.size()) return false;
+  const char state = line[end + 2];
+  return state == 'T' || state == 't';
 }
 
 int ChildProcess::Wait(absl::Duration timeout) {

@@ -46,6 +46,9 @@ class ChildProcess {
   absl::StatusOr<std::string> ReadLine(absl::Duration timeout);
 
   void Signal(int signal);
+  // Whether the child is stopped right now (SIGSTOP, a debugger), as /proc
+  // says; false where it cannot tell.
+  bool Stopped() const;
 
   // Collects the rest of stdout and stderr and waits for the exit. Returns
   // the exit status, 128 + signal if killed by one; kills the child (and

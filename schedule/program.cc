@@ -46,6 +46,11 @@ absl::StatusOr<OpKind> ParseOpName(absl::string_view name) {
 
 bool IsCompute(OpKind op) { return op == OpKind::kForward || IsBackward(op); }
 
+bool WaitsForPeer(OpKind op) {
+  return op == OpKind::kRecvAct || op == OpKind::kRecvGrad ||
+         op == OpKind::kAllreduceEnd;
+}
+
 bool IsBackward(OpKind op) {
   return op == OpKind::kBackward || op == OpKind::kBackwardInput ||
          op == OpKind::kBackwardWeight;

@@ -43,6 +43,9 @@ enum class OpKind : uint8_t {
 std::string OpName(OpKind op);
 absl::StatusOr<OpKind> ParseOpName(absl::string_view name);
 bool IsCompute(OpKind op);
+// The ops that can block until another rank acts: the receives and an
+// allreduce's end.
+bool WaitsForPeer(OpKind op);
 // BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT.
 bool IsBackward(OpKind op);
 // A compute op's letter in drawings, as torch.distributed.pipelining writes

@@ -21,27 +21,6 @@ absl::Status CheckRank(int rank, int world_size) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Instruction> InstructionFromProto(
-    const chimera::v1::Instruction& in, int rank, size_t index) {
-  if (in.op() <= chimera::v1::OP_UNSPECIFIED ||
-      in.op() > chimera::v1::OP_BACKWARD_WEIGHT) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rank ", rank, " instruction ", index, ": op ", in.op(),
-                     " is not an operation"));
-  }
-  Instruction inst;
-  inst.op = static_cast<OpKind>(in.op() - 1);
-  inst.chunk = in.chunk();
-  inst.stage = in.stage();
-  inst.micro_batches.assign(in.micro_batches().begin(),
-                            in.micro_batches().end());
-  inst.peer = in.peer();
-  inst.part = in.part();
-  inst.num_parts = in.num_parts() == 0 ? 1 : in.num_parts();
-  inst.recompute = in.recompute();
-  return inst;
-}
-
 absl::StatusOr<WorkerProgram> ProgramFromProto(
     const chimera::v1::WorkerProgram& p) {
   WorkerProgram program;
@@ -93,6 +72,27 @@ absl::StatusOr<std::vector<StageRef>> StagesFromProto(
 }
 
 }  // namespace
+
+absl::StatusOr<Instruction> InstructionFromProto(
+    const chimera::v1::Instruction& in, int rank, size_t index) {
+  if (in.op() <= chimera::v1::OP_UNSPECIFIED ||
+      in.op() > chimera::v1::OP_BACKWARD_WEIGHT) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " instruction ", index, ": op ", in.op(),
+                     " is not an operation"));
+  }
+  Instruction inst;
+  inst.op = static_cast<OpKind>(in.op() - 1);
+  inst.chunk = in.chunk();
+  inst.stage = in.stage();
+  inst.micro_batches.assign(in.micro_batches().begin(),
+                            in.micro_batches().end());
+  inst.peer = in.peer();
+  inst.part = in.part();
+  inst.num_parts = in.num_parts() == 0 ? 1 : in.num_parts();
+  inst.recompute = in.recompute();
+  return inst;
+}
 
 std::vector<chimera::v1::WorkerProgram> ToProto(const Schedule& schedule) {
   std::vector<chimera::v1::WorkerProgram> programs;

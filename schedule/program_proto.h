@@ -19,6 +19,11 @@
 
 namespace chimera::schedule {
 
+// Instruction `index` of rank `rank`'s program; INVALID_ARGUMENT naming
+// both when its op is not an operation.
+absl::StatusOr<Instruction> InstructionFromProto(
+    const chimera::v1::Instruction& in, int rank, size_t index);
+
 // StageReplica layer ranges are left 0: the planner's partition fills them.
 std::vector<chimera::v1::WorkerProgram> ToProto(const Schedule& schedule);
 

@@ -6,7 +6,8 @@
 // disk, no complete checkpoint is ever lost (the latest one on disk never
 // goes back, watched throughout), and the job ends SUCCEEDED with the final
 // weights of an uninterrupted run (float64, within 1e-9). An elastic job
-// goes on with fewer workers, re-planned, and ends with those weights too.
+// goes on with fewer workers, re-planned, and ends with those weights too:
+// after losing a worker, and after a rank hangs.
 #include <ATen/ATen.h>
 #include <signal.h>
 #include <torch/csrc/jit/serialization/pickle.h>
@@ -16,10 +17,12 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/directory.h"
@@ -92,6 +95,29 @@ class CheckpointWatcher {
   mutable absl::Mutex mutex_;
   int64_t latest_ ABSL_GUARDED_BY(mutex_) = 0;
   std::string losses_ ABSL_GUARDED_BY(mutex_);
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// Slows a process down, as a throttled or shared core would: it is stopped
+// for `stopped` of every `period` until the throttle is destroyed.
+class Throttle {
+ public:
+  Throttle(pid_t pid, absl::Duration period, absl::Duration stopped)
+      : thread_([this, pid, period, stopped] {
+          while (!stop_) {
+            kill(pid, SIGSTOP);
+            absl::SleepFor(stopped);
+            kill(pid, SIGCONT);
+            absl::SleepFor(period - stopped);
+          }
+        }) {}
+  ~Throttle() {
+    stop_ = true;
+    thread_.join();
+  }
+
+ private:
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
@@ -447,6 +473,150 @@ TEST_F(
   const chimera::v1::Job done = AwaitJob(job->id(), Ended);
   ASSERT_EQ(done.status().state(), chimera::v1::JOB_STATE_SUCCEEDED)
       << done.status().message();
+  ExpectWeightsOfAnUninterruptedRun(manifest, job->id());
+}
+
+// A rank hangs: its task process stops (SIGSTOP) while its daemon lives on
+// and heartbeats. The watchdog finds it, names its worker and the op it is
+// stuck in, and the elastic job goes on without that worker, though it
+// becomes idle again, and ends with the weights of an uninterrupted run.
+TEST_F(CheckpointChaosTest,
+       AHungRankIsNamedWithItsOpAndTheJobGoesOnWithoutItsWorker) {
+  constexpr int kSteps = 24;
+  constexpr int kEvery = 4;
+  constexpr int kProgressTimeoutSeconds = 3;
+  StartCoordinator("127.0.0.1:0", {"--progress-timeout",
+                                   absl::StrCat(kProgressTimeoutSeconds)});
+  StartWorkers(4);
+  ASSERT_TRUE(AwaitIdleWorkers(4));
+  const chimera::v1::TrainJob manifest = ElasticJob(kSteps, kEvery, 2);
+  absl::StatusOr<chimera::v1::Job> job = client_->Submit(manifest);
+  ASSERT_TRUE(job.ok()) << job.status();
+  AwaitJob(job->id(), [](const auto& j) {
+    return j.status().checkpoint_step() >= kEvery || Ended(j);
+  });
+
+  const int hung = WorkerOfRank(job->id(), 1);
+  ASSERT_GE(hung, 0);
+  const pid_t hung_task = TaskProcessOf(hung);
+  ASSERT_GT(hung_task, 0);
+  const absl::Time fault = absl::Now();
+  kill(hung_task, SIGSTOP);
+  const chimera::v1::Job lost = AwaitJob(job->id(), [](const auto& j) {
+    return j.status().restarts() > 0 || Ended(j);
+  });
+  std::cout << "the hang was found "
+            << absl::FormatDuration(absl::Now() - fault)
+            << " after the task stopped (--progress-timeout "
+            << kProgressTimeoutSeconds << "): " << lost.status().restart_cause()
+            << "\n";
+  const std::string worker = absl::StrCat("worker w", hung);
+  EXPECT_THAT(lost.status().restart_cause(),
+              ::testing::HasSubstr(absl::StrCat("rank 1 on ", worker, " (")));
+  EXPECT_THAT(lost.status().restart_cause(),
+              ::testing::HasSubstr("; its process is stopped)"));
+  EXPECT_THAT(
+      lost.status().restart_cause(),
+      ::testing::HasSubstr(absl::StrCat("the job leaves out ", worker)));
+
+  const chimera::v1::Job on_three = AwaitJob(job->id(), [](const auto& j) {
+    return (j.status().state() == chimera::v1::JOB_STATE_RUNNING &&
+            j.status().completed_steps() > j.status().checkpoint_step()) ||
+           Ended(j);
+  });
+  ASSERT_EQ(on_three.status().state(), chimera::v1::JOB_STATE_RUNNING)
+      << on_three.status().message();
+  std::cout << "training again on 3 workers "
+            << absl::FormatDuration(absl::Now() - fault)
+            << " after the task stopped\n";
+  EXPECT_EQ(on_three.plan().width() * on_three.plan().depth(), 3);
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_NE(WorkerOfRank(job->id(), rank), hung) << "rank " << rank;
+  }
+
+  const chimera::v1::Job done = AwaitJob(job->id(), Ended);
+  ASSERT_EQ(done.status().state(), chimera::v1::JOB_STATE_SUCCEEDED)
+      << done.status().message();
+  ASSERT_EQ(done.status().left_out_workers_size(), 1);
+  EXPECT_EQ(done.status().left_out_workers(0).worker_id(),
+            absl::StrCat("w", hung));
+  // Its status keeps the recovery for describe and logs.
+  ASSERT_EQ(done.status().recoveries_size(), 1);
+  const chimera::v1::JobRecovery& recovery = done.status().recoveries(0);
+  EXPECT_EQ(recovery.cause(), "stalled");
+  EXPECT_EQ(recovery.reason(), lost.status().restart_cause());
+  EXPECT_EQ(recovery.from_plan(), "chimera W=1 D=4 on 4 workers");
+  EXPECT_THAT(recovery.to_plan(), ::testing::HasSubstr(" on 3 workers"));
+  EXPECT_GE(recovery.checkpoint_step(), kEvery);
+  EXPECT_GT(recovery.seconds_not_training(), 0);
+  ExpectWeightsOfAnUninterruptedRun(manifest, job->id());
+}
+
+// One rank of an elastic job that replaces stragglers is slowed down (its
+// task stopped 3/4 of the time): it is found straggling within 10 steps,
+// and the job goes on without its worker, ending with the weights of an
+// uninterrupted run.
+TEST_F(CheckpointChaosTest,
+       AStragglerIsReplacedAndTheJobEndsWithTheWeightsOfAnUninterruptedRun) {
+  constexpr int kSteps = 32;
+  constexpr int kEvery = 4;
+  StartCoordinator();
+  StartWorkers(4);
+  ASSERT_TRUE(AwaitIdleWorkers(4));
+  chimera::v1::TrainJob manifest = ElasticJob(kSteps, kEvery, 2);
+  manifest.mutable_spec()->mutable_run_policy()->set_replace_stragglers(true);
+  absl::StatusOr<chimera::v1::Job> job = client_->Submit(manifest);
+  ASSERT_TRUE(job.ok()) << job.status();
+  AwaitJob(job->id(), [](const auto& j) {
+    return j.status().completed_steps() >= 2 || Ended(j);
+  });
+
+  const int slowed = WorkerOfRank(job->id(), 1);
+  ASSERT_GE(slowed, 0);
+  const pid_t slowed_task = TaskProcessOf(slowed);
+  ASSERT_GT(slowed_task, 0);
+  // The first step the slowdown can touch: the one under way.
+  const absl::StatusOr<chimera::v1::Job> before = client_->Get(job->id());
+  ASSERT_TRUE(before.ok()) << before.status();
+  const int slow_from = before->status().completed_steps();
+  // Stopped 3/4 of the time: its ops take about 4x as long.
+  std::optional<Throttle> throttle(std::in_place, slowed_task,
+                                   absl::Milliseconds(40),
+                                   absl::Milliseconds(30));
+  const chimera::v1::Job replaced = AwaitJob(job->id(), [](const auto& j) {
+    return j.status().restarts() > 0 || Ended(j);
+  });
+  throttle.reset();
+  const std::string& cause = replaced.status().restart_cause();
+  std::cout << "straggler: " << cause << "\n";
+  EXPECT_THAT(cause, ::testing::HasSubstr(absl::StrCat("rank 1 on worker w",
+                                                       slowed, " straggles")));
+  EXPECT_THAT(cause,
+              ::testing::HasSubstr("the job leaves out its worker from now on "
+                                   "(spec.runPolicy.replaceStragglers)"));
+  int since = -1;
+  const size_t at = cause.find("since step ");
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_TRUE(absl::SimpleAtoi(
+      cause.substr(at + 11,
+                   cause.find_first_not_of("0123456789", at + 11) - (at + 11)),
+      &since));
+  // Found with its fifth slow step in a row: step since + 4, the
+  // (since + 5 - slow_from)th since the slowdown began.
+  const int steps_to_find = since + 5 - slow_from;
+  std::cout << "found straggling " << steps_to_find
+            << " steps after the slowdown began\n";
+  EXPECT_LE(steps_to_find, 10);
+
+  const chimera::v1::Job done = AwaitJob(job->id(), Ended);
+  ASSERT_EQ(done.status().state(), chimera::v1::JOB_STATE_SUCCEEDED)
+      << done.status().message();
+  EXPECT_EQ(done.plan().width() * done.plan().depth(), 3);
+  ASSERT_EQ(done.status().left_out_workers_size(), 1);
+  EXPECT_EQ(done.status().left_out_workers(0).worker_id(),
+            absl::StrCat("w", slowed));
+  ASSERT_EQ(done.status().recoveries_size(), 1);
+  EXPECT_EQ(done.status().recoveries(0).cause(), "straggler");
   ExpectWeightsOfAnUninterruptedRun(manifest, job->id());
 }
 

@@ -201,13 +201,7 @@ void AddDaemonCommand(CLI::App& app, Invocation* invocation) {
 }
 
 void AddRunTaskCommand(CLI::App& app, Invocation* invocation) {
-  struct RunTaskFlags {
-    std::string task_file;
-    std::string host;
-    int gpu = 0;
-    WorkerRoots roots;  // The daemon passes its own canonical roots.
-  };
-  auto flags = std::make_shared<RunTaskFlags>();
+  auto flags = std::make_shared<TaskProcessArgs>();
   CLI::App* command = app.add_subcommand(
       "run-task", "Internal: run one task, as the daemon's task process");
   command->group("");  // Not listed in --help.
@@ -216,12 +210,13 @@ void AddRunTaskCommand(CLI::App& app, Invocation* invocation) {
   command->add_option("--host", flags->host, "The daemon's --host")->required();
   AddGpuFlag(command, &flags->gpu, "The daemon's --gpu");
   AddRootFlags(command, &flags->roots.data, &flags->roots.checkpoints);
+  command->add_option("--position-segment", flags->position_segment,
+                      "Where to publish the op the task runs");
   command->callback([flags, invocation] {
     // A task computes: with OpenMP threads that sleep when idle (its daemon
     // set that already, so this rarely restarts).
     RestartWithEnvironment(OpenMpWaitEnvironment(), invocation->argv);
-    invocation->exit_code = RunTaskProcess(flags->task_file, flags->host,
-                                           flags->gpu, flags->roots, std::cout);
+    invocation->exit_code = RunTaskProcess(*flags, std::cout);
   });
 }
 

@@ -106,20 +106,19 @@ absl::StatusOr<schedule::RankSchedule> RankScheduleOf(
   return schedule::RankScheduleFromProto(task.outline(), task.program());
 }
 
-absl::Status Run(const std::string& task_file, const std::string& host,
-                 int gpu_index, const WorkerRoots& roots,
-                 std::ostream& events) {
-  ASSIGN_OR_RETURN(const chimera::v1::StartTask task, ReadTask(task_file));
+absl::Status Run(const TaskProcessArgs& args, std::ostream& events) {
+  ASSIGN_OR_RETURN(const chimera::v1::StartTask task, ReadTask(args.task_file));
   TaskRunOptions options;
   ASSIGN_OR_RETURN(options.schedule, RankScheduleOf(task));
-  TaskSite site{.roots = roots, .gpu_index = gpu_index};
+  TaskSite site{.roots = args.roots, .gpu_index = args.gpu};
   if (task.rendezvous().timeout_ms() > 0) {
     site.timeout = absl::Milliseconds(task.rendezvous().timeout_ms());
   }
   // Checkpoints are per job id: every attempt of this job, and no other job.
   ASSIGN_OR_RETURN(options.spec, TaskSpecFor(task.manifest(), task.plan(),
                                              task.rank(), task.job_id(), site));
-  options.host = host;
+  options.host = args.host;
+  options.position_segment = args.position_segment;
   if (task.rank() != 0) {
     const absl::StatusOr<net::ServerAddress> store =
         net::ParseDialAddress(task.rendezvous().store_address());
@@ -139,10 +138,8 @@ absl::Status Run(const std::string& task_file, const std::string& host,
 
 }  // namespace
 
-int RunTaskProcess(const std::string& task_file, const std::string& host,
-                   int gpu_index, const WorkerRoots& roots,
-                   std::ostream& events) {
-  const absl::Status status = Run(task_file, host, gpu_index, roots, events);
+int RunTaskProcess(const TaskProcessArgs& args, std::ostream& events) {
+  const absl::Status status = Run(args, events);
   if (status.ok()) return 0;
   std::string message(status.message());
   std::replace(message.begin(), message.end(), '\n', ' ');

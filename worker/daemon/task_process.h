@@ -30,11 +30,23 @@ inline constexpr char kReadyEvent[] = "ready";
 inline constexpr char kStepEvent[] = "step";
 inline constexpr char kFailedEvent[] = "failed";
 
-// Runs the task in `task_file` in this process (a gpu task on CUDA device
-// `gpu_index`, its files under `roots`); returns the exit status.
-int RunTaskProcess(const std::string& task_file, const std::string& host,
-                   int gpu_index, const WorkerRoots& roots,
-                   std::ostream& events);
+// What the daemon tells its task process (`run-task`'s arguments).
+struct TaskProcessArgs {
+  // The StartTask, as binary protobuf.
+  std::string task_file;
+  // The daemon's --host.
+  std::string host;
+  // The CUDA device of a gpu task.
+  int gpu = 0;
+  // The daemon's own canonical roots: the task's files lie under them.
+  WorkerRoots roots;
+  // The shared memory segment where the task publishes the op it runs
+  // (OpPositionBoard); empty: nowhere.
+  std::string position_segment;
+};
+
+// Runs the task `args` name in this process; returns the exit status.
+int RunTaskProcess(const TaskProcessArgs& args, std::ostream& events);
 
 // One parsed event line.
 struct TaskEvent {

@@ -12,10 +12,13 @@
 #include "common/utf8.h"
 #include "net/child_process.h"
 #include "net/grpc_status.h"
+#include "schedule/program_proto.h"
+#include "worker/comm/shared_memory.h"
 #include "worker/daemon/local_devices.h"
 #include "worker/daemon/task_exit.h"
 #include "worker/daemon/task_process.h"
 #include "worker/runtime/compute_threads.h"
+#include "worker/runtime/op_position.h"
 #include "worker/runtime/task_spec.h"
 
 namespace chimera::worker {
@@ -53,13 +56,22 @@ class WorkerDaemon::Task {
     start.SerializeToOstream(&out);
     out.close();
     daemon->metrics_->TaskStarted(daemon->MetricsTaskInfo(start));
+    std::vector<std::string> argv{daemon->options_.task_binary,
+                                  "run-task",
+                                  file,
+                                  "--host",
+                                  daemon->options_.host,
+                                  "--gpu",
+                                  std::to_string(daemon->options_.gpu),
+                                  "--data-root",
+                                  daemon->options_.roots.data,
+                                  "--checkpoint-root",
+                                  daemon->options_.roots.checkpoints};
+    if (OpenPositionBoard()) {
+      argv.insert(argv.end(), {"--position-segment", position_memory_->name()});
+    }
     process_ = std::make_unique<net::ChildProcess>(
-        std::vector<std::string>{
-            daemon->options_.task_binary, "run-task", file, "--host",
-            daemon->options_.host, "--gpu", std::to_string(daemon->options_.gpu),
-            "--data-root", daemon->options_.roots.data, "--checkpoint-root",
-            daemon->options_.roots.checkpoints},
-        /*working_dir=*/"", /*log_file=*/"",
+        argv, /*working_dir=*/"", /*log_file=*/"",
         ComputeThreadsEnvironment(ThreadsPerWorker(
             start.manifest().spec().resources(),
             WorkersSharingHost(start.plan(), start.program().rank(),
@@ -76,6 +88,42 @@ class WorkerDaemon::Task {
   void Stop() { stop_requested_ = true; }
   const std::string& job_id() const { return start_.job_id(); }
   int attempt() const { return start_.attempt(); }
+
+  // Where the task is in its program, while it runs its steps; none
+  // before its first op.
+  std::optional<chimera::v1::TaskPosition> Position() const {
+    if (!position_board_) return std::nullopt;
+    {
+      absl::MutexLock lock(&mutex_);
+      if (end_state_ != chimera::v1::TASK_STATE_RUNNING) return std::nullopt;
+    }
+    const std::optional<OpPosition> at = position_board_->Read();
+    const chimera::v1::WorkerProgram& program = start_.program();
+    if (!at || at->instruction > program.instructions_size()) {
+      return std::nullopt;
+    }
+    chimera::v1::TaskPosition position;
+    position.set_job_id(start_.job_id());
+    position.set_attempt(start_.attempt());
+    position.set_rank(program.rank());
+    position.set_step(static_cast<int32_t>(at->step));
+    position.set_instruction(at->instruction);
+    position.set_op_seconds(absl::ToDoubleSeconds(at->in_op));
+    position.set_process_stopped(process_->Stopped());
+    if (at->instruction == program.instructions_size()) {
+      // Past its last instruction, a rank waits for its sends to be taken
+      // before the next step.
+      position.set_op("END_OF_STEP");
+      position.set_waits_for_peer(true);
+      return position;
+    }
+    const absl::StatusOr<schedule::Instruction> inst =
+        schedule::InstructionFromProto(program.instructions(at->instruction),
+                                       program.rank(), at->instruction);
+    position.set_op(inst.ok() ? schedule::DescribeInstruction(*inst) : "");
+    position.set_waits_for_peer(inst.ok() && schedule::WaitsForPeer(inst->op));
+    return position;
+  }
 
   // The task as a registration describes it: running, or how it ended.
   chimera::v1::HeldTask Held() const {
@@ -140,6 +188,9 @@ class WorkerDaemon::Task {
         Report(chimera::v1::TASK_STATE_READY, event->store_address, "",
                event->first_step);
       } else if (event->kind == kStepEvent) {
+        // The task has mapped its position by its first step: the name
+        // can go, so that no segment outlives a daemon that is killed.
+        if (position_memory_) position_memory_->Unlink();
         ReportStep(event->metrics);
       } else {
         failure = event->failure;
@@ -169,6 +220,21 @@ class WorkerDaemon::Task {
                       << code;
   }
 
+  // The memory where the task process publishes its position. Without it
+  // the task runs as well, and a hang is only named less precisely.
+  bool OpenPositionBoard() {
+    absl::StatusOr<SharedMemorySegment> memory = SharedMemorySegment::Create(
+        RandomSegmentName(), OpPositionBoard::kBytes);
+    if (!memory.ok()) {
+      CHIMERA_LOG(WARNING) << "the task's position will not be known: "
+                           << memory.status();
+      return false;
+    }
+    position_memory_ = *std::move(memory);
+    position_board_.emplace(position_memory_->data());
+    return true;
+  }
+
   void ReportStep(const chimera::v1::WorkerStepMetrics& metrics) {
     daemon_->metrics_->StepDone(metrics);
     chimera::v1::ReportMetricsRequest report;
@@ -196,6 +262,8 @@ class WorkerDaemon::Task {
 
   WorkerDaemon* const daemon_;
   const chimera::v1::StartTask start_;
+  std::optional<SharedMemorySegment> position_memory_;
+  std::optional<OpPositionBoard> position_board_;
   std::unique_ptr<net::ChildProcess> process_;
   std::string log_path_;
   std::atomic<bool> stop_requested_{false};
@@ -312,6 +380,15 @@ void WorkerDaemon::HeartbeatLoop() {
     chimera::v1::HeartbeatRequest beat;
     beat.set_worker_id(options_.worker_id);
     beat.set_incarnation(incarnation_);
+    {
+      absl::MutexLock lock(&mutex_);
+      if (task_) {
+        if (std::optional<chimera::v1::TaskPosition> position =
+                task_->Position()) {
+          *beat.mutable_task_position() = *std::move(position);
+        }
+      }
+    }
     chimera::v1::HeartbeatResponse ignored;
     const absl::Status status =
         net::FromGrpcStatus(stub_->Heartbeat(Context().get(), beat, &ignored));

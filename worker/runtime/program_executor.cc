@@ -353,7 +353,11 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
           std::chrono::system_clock::now().time_since_epoch())
           .count();
   const auto step_start = std::chrono::steady_clock::now();
-  for (const Instruction& inst : program_.instructions) {
+  for (size_t index = 0; index < program_.instructions.size(); ++index) {
+    const Instruction& inst = program_.instructions[index];
+    if (position_ != nullptr) {
+      position_->Enter(step, static_cast<int>(index));
+    }
     const auto op_start = std::chrono::steady_clock::now();
     absl::Status status;
     try {
@@ -377,6 +381,9 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
     metrics.op_seconds.push_back(seconds);
     metrics.seconds_by_op.Add(inst.op, seconds);
     if (busy) metrics.busy_seconds += seconds;
+  }
+  if (position_ != nullptr) {
+    position_->Enter(step, static_cast<int>(program_.instructions.size()));
   }
   const absl::Status finished = FinishStep();
   if (!finished.ok()) {

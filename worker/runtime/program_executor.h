@@ -76,6 +76,7 @@
 #include "worker/runtime/device_memory.h"
 #include "worker/runtime/gradient_sync.h"
 #include "worker/runtime/message_tags.h"
+#include "worker/runtime/op_position.h"
 #include "worker/runtime/optimizer.h"
 #include "worker/runtime/step_metrics.h"
 #include "worker/runtime/task_spec.h"
@@ -131,6 +132,12 @@ class ProgramExecutor {
   // does not hold; INVALID_ARGUMENT naming the parameter that is missing or
   // differs in shape or type (and then nothing has changed).
   absl::Status ImportStage(int model_stage, const StageState& state);
+
+  // Each step writes on `board` (null: on none) the index of each
+  // instruction it begins, then the program's length as it finishes; the
+  // board must outlive the executor. It is how the worker's daemon tells
+  // where a hung rank is stuck.
+  void PublishPositionTo(OpPositionBoard* board) { position_ = board; }
 
   // Whether this worker runs a replica of the model's last stage (and so
   // reports a loss).
@@ -222,6 +229,7 @@ class ProgramExecutor {
   std::map<int, std::unique_ptr<Optimizer>> optimizers_;
   std::map<std::pair<schedule::StageRef, int>, BackwardPlan> backward_plans_;
   bool holds_last_stage_ = false;
+  OpPositionBoard* position_ = nullptr;
 
   // Per-step state, empty between steps.
   ActivationStash stash_;

@@ -15,6 +15,7 @@
 #include "common/status_macros.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/host_staged_communicator.h"
+#include "worker/comm/shared_memory.h"
 #include "worker/comm/tcp_rendezvous.h"
 #ifdef CHIMERA_HAVE_NCCL
 #include "worker/comm/nccl_communicator.h"
@@ -27,6 +28,7 @@
 #include "worker/runtime/gradient_sync.h"
 #include "worker/runtime/host_memory.h"
 #include "worker/runtime/message_tags.h"
+#include "worker/runtime/op_position.h"
 #include "worker/runtime/program_executor.h"
 
 namespace chimera::worker {
@@ -270,9 +272,18 @@ absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
   ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data,
                    DataSource::Open(spec.data));
 
+  std::optional<SharedMemorySegment> position_memory;
+  std::optional<OpPositionBoard> position;
+  if (!options.position_segment.empty()) {
+    ASSIGN_OR_RETURN(position_memory,
+                     SharedMemorySegment::Open(options.position_segment,
+                                               OpPositionBoard::kBytes));
+    position.emplace(position_memory->data());
+  }
   ASSIGN_OR_RETURN(
       std::unique_ptr<ProgramExecutor> executor,
       ProgramExecutor::Create(options.schedule, spec, *data, comm.get()));
+  if (position) executor->PublishPositionTo(&*position);
   const int64_t first_step = started.start.first_step;
   if (first_step > 0) {
     RETURN_IF_ERROR(started.checkpoints->Load(*executor, first_step));

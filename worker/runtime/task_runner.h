@@ -62,6 +62,9 @@ struct TaskRunOptions {
   // The coordinator's attempt of the job (0 without one): checkpoints of an
   // earlier attempt's tasks are fenced off (CheckpointDir::Claim).
   int64_t attempt = 0;
+  // The shared memory segment (OpPositionBoard::kBytes) where the executor
+  // publishes its position for the worker's daemon; empty: none.
+  std::string position_segment;
   // Groups beyond the gradient groups (e.g. all ranks, for summaries).
   std::vector<CommGroup> extra_groups;
 };

@@ -45,6 +45,53 @@ TEST(JobOutputTest, StatusWordsARestartedJobsRestartsAndTheirLastCause) {
   job.mutable_status()->set_restart_cause("worker w1 (rank 1) died");
   EXPECT_THAT(FormatJobStatus(job),
               HasSubstr("\nrestarts: 2 (the last: worker w1 (rank 1) died)\n"));
+  EXPECT_THAT(FormatJobStatus(job), Not(HasSubstr("left out:")));
+  for (const char* hung : {"w3", "w5"}) {
+    job.mutable_status()->add_left_out_workers()->set_worker_id(hung);
+  }
+  EXPECT_THAT(
+      FormatJobStatus(job),
+      HasSubstr(
+          "\nleft out: w3, w5 (hung or straggled in a run; each again once "
+          "its daemon restarts)\n"));
+  chimera::v1::StragglingRank& straggler =
+      *job.mutable_status()->add_stragglers();
+  straggler.set_rank(2);
+  straggler.set_worker_id("w2");
+  straggler.set_slowdown(2.14);
+  straggler.set_since_step(12);
+  EXPECT_THAT(FormatJobStatus(job),
+              HasSubstr("\nstragglers: rank 2 on worker w2 (2.1x its peers' "
+                        "compute since step 12)\n"));
+}
+
+TEST(JobOutputTest,
+     DescribeListsEachRecoveryWithItsPlansCheckpointAndDowntime) {
+  chimera::v1::Job job = PlannedJob();
+  EXPECT_THAT(FormatJobDescription(job), Not(HasSubstr("recoveries")));
+  chimera::v1::JobRecovery& lost = *job.mutable_status()->add_recoveries();
+  lost.set_cause("stalled");
+  lost.set_reason("rank 1 on worker w1 reported no step for 3s");
+  lost.set_time(0);
+  lost.set_from_plan("chimera W=1 D=4 on 4 workers");
+  lost.set_to_plan("zb-h2 W=1 D=3 on 3 workers");
+  lost.set_checkpoint_step(8);
+  lost.set_seconds_not_training(5.24);
+  chimera::v1::JobRecovery& growing = *job.mutable_status()->add_recoveries();
+  growing.set_cause("grow");
+  growing.set_reason("growing from 3 to 4 workers");
+  growing.set_from_plan("zb-h2 W=1 D=3 on 3 workers");
+  growing.set_checkpoint_step(12);
+  const std::string page = FormatJobDescription(job);
+  EXPECT_THAT(page, HasSubstr("\nrecoveries (latest last):\n  "));
+  EXPECT_THAT(page,
+              HasSubstr(" recovery (stalled): chimera W=1 D=4 on 4 workers -> "
+                        "zb-h2 W=1 D=3 on 3 workers from step 8, not training "
+                        "for 5.2 s: rank 1 on worker w1 reported no step for "
+                        "3s\n"));
+  EXPECT_THAT(page,
+              HasSubstr(" recovery (grow): zb-h2 W=1 D=3 on 3 workers -> - "
+                        "from step 12, not started again yet: growing"));
 }
 
 TEST(JobOutputTest, DescribePutsTheMeasuredStepAndEachRanksBubbleBesideThePrediction) {

@@ -227,6 +227,10 @@ class JobManagerTest : public ::testing::Test {
     manager_->Tick();
   }
 
+  // Rank 2 of `job` hangs until its run is lost, or straggles (below).
+  void HangRankTwo(const Job& job);
+  void ReportStepsWithRankTwoSlow(const Job& job, int first, int end);
+
   chimera::v1::JobState StateOf(const Job& job) {
     return manager_->Get(job.id())->status().state();
   }
@@ -1224,6 +1228,128 @@ TEST_F(JobManagerTest, ARankThatStopsReportingFailsTheJobNamingIt) {
   EXPECT_THAT(failed.status().message(),
               HasSubstr("rank 2 on worker w2 reported no step for 1m"));
   EXPECT_THAT(failed.status().message(), Not(HasSubstr("rank 0")));
+}
+
+// Heartbeats 4 s apart until the progress timeout (60 s) passes: rank 2
+// of `job`'s first attempt is in a forward of its own, the other ranks wait
+// for it in receives.
+void JobManagerTest::HangRankTwo(const Job& job) {
+  for (int round = 0; round < 16; ++round) {
+    now_ += absl::Seconds(4);
+    for (int rank = 0; rank < 4; ++rank) {
+      const std::string worker = absl::StrCat("w", rank);
+      chimera::v1::TaskPosition position;
+      position.set_job_id(job.id());
+      position.set_attempt(1);
+      position.set_rank(rank);
+      position.set_op(rank == 2 ? "FORWARD chunk=0 stage=2 mb=1"
+                                : "RECV_ACT chunk=0 stage=0 mb=1 peer=2");
+      position.set_op_seconds(4 * round);
+      position.set_waits_for_peer(rank != 2);
+      ASSERT_TRUE(registry_
+                      ->Heartbeat(worker, registry_->Get(worker)->incarnation(),
+                                  position)
+                      .ok());
+    }
+    manager_->Tick();
+  }
+}
+
+// A hang is a lost worker like a dead one: the rank that holds the others
+// up is named with its op, and the job goes on without its worker (idle
+// and heartbeating as it is) on the workers left.
+TEST_F(JobManagerTest, AHungRanksWorkerIsLeftOutAndTheJobGoesOnWithoutIt) {
+  Job job = StartRunningJob(ElasticManifest(2));
+  EXPECT_EQ(registry_->Get("w2")->task_position().op(), "")
+      << "no position before a heartbeat says";
+  HangRankTwo(job);
+  const Job running = *manager_->Get(job.id());
+  ASSERT_EQ(running.status().state(), chimera::v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(running.status().restarts(), 1);
+  EXPECT_THAT(running.status().restart_cause(),
+              HasSubstr("rank 2 on worker w2 (in FORWARD chunk=0 stage=2 "
+                        "mb=1 of step 0 for 60.0 s)"));
+  EXPECT_THAT(running.status().restart_cause(),
+              HasSubstr("rank 0 on worker w0 (waiting in RECV_ACT"));
+  EXPECT_THAT(running.status().restart_cause(),
+              HasSubstr("the job leaves out worker w2 from now on"));
+  ASSERT_EQ(running.status().left_out_workers_size(), 1);
+  EXPECT_EQ(running.status().left_out_workers(0).worker_id(), "w2");
+  EXPECT_EQ(running.plan().placement_size(), 3);
+  EXPECT_EQ(registry_->Get("w2")->state(), chimera::v1::WORKER_STATE_IDLE);
+  EXPECT_EQ(manager_->Recoveries().by_cause.at(RecoveryCause::kStalled), 1);
+}
+
+TEST_F(JobManagerTest, AJobThatMayNotShrinkWaitsNamingTheWorkerItLeftOut) {
+  Job job = StartRunningJob(ElasticManifest(4));
+  HangRankTwo(job);
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_PENDING);
+  EXPECT_THAT(manager_->Get(job.id())->status().waiting_for(),
+              HasSubstr("needs 4 idle cpu workers (4 registered, 0 busy, 1 "
+                        "left out by this job)"));
+  // A new incarnation of the worker (its daemon restarted) is a new chance.
+  chimera::v1::RegisterWorkerRequest restarted = Registration(2);
+  restarted.set_incarnation(200);
+  ASSERT_TRUE(registry_->Register(restarted).ok());
+  manager_->Tick();
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_RUNNING);
+}
+
+// Every rank of `job`'s first attempt reports steps [`first`, `end`), rank
+// 2 computing 3x as long as the others.
+void JobManagerTest::ReportStepsWithRankTwoSlow(const Job& job, int first,
+                                                int end) {
+  for (int step = first; step < end; ++step) {
+    for (int rank = 0; rank < 4; ++rank) {
+      chimera::v1::ReportMetricsRequest report;
+      report.set_worker_id(absl::StrCat("w", rank));
+      report.set_incarnation(100 + rank);
+      report.set_job_id(job.id());
+      report.set_attempt(1);
+      report.set_rank(rank);
+      report.mutable_metrics()->set_step(step);
+      report.mutable_metrics()->set_busy_seconds(rank == 2 ? 0.3 : 0.1);
+      ASSERT_TRUE(manager_->OnMetrics(report).ok()) << "step " << step;
+    }
+  }
+}
+
+TEST_F(JobManagerTest, AStragglingRankIsReportedAndTheJobGoesOn) {
+  Job job = StartRunningJob(ElasticManifest(2));
+  ReportStepsWithRankTwoSlow(job, 0, 4);
+  EXPECT_EQ(manager_->Get(job.id())->status().stragglers_size(), 0)
+      << "4 slow steps are not yet 5";
+  ReportStepsWithRankTwoSlow(job, 4, 6);
+  const Job running = *manager_->Get(job.id());
+  ASSERT_EQ(running.status().stragglers_size(), 1);
+  EXPECT_EQ(running.status().stragglers(0).rank(), 2);
+  EXPECT_EQ(running.status().stragglers(0).worker_id(), "w2");
+  EXPECT_EQ(running.status().stragglers(0).since_step(), 0);
+  EXPECT_GT(running.status().stragglers(0).slowdown(), 2.5);
+  EXPECT_EQ(running.status().restarts(), 0) << "reported, not replaced";
+}
+
+TEST_F(JobManagerTest,
+       WithReplaceStragglersAStragglerIsLeftOutLikeALostWorker) {
+  chimera::v1::TrainJob manifest = ElasticManifest(2);
+  manifest.mutable_spec()->mutable_run_policy()->set_replace_stragglers(true);
+  Job job = StartRunningJob(manifest);
+  ReportStepsWithRankTwoSlow(job, 0, 5);
+  EXPECT_EQ(StateOf(job), chimera::v1::JOB_STATE_PENDING);
+  manager_->Tick();
+  const Job running = *manager_->Get(job.id());
+  ASSERT_EQ(running.status().state(), chimera::v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(running.status().restarts(), 1);
+  EXPECT_THAT(running.status().restart_cause(),
+              HasSubstr("rank 2 on worker w2 straggles: its compute ran "));
+  EXPECT_THAT(running.status().restart_cause(),
+              HasSubstr("spec.runPolicy.replaceStragglers"));
+  ASSERT_EQ(running.status().left_out_workers_size(), 1);
+  EXPECT_EQ(running.status().left_out_workers(0).worker_id(), "w2");
+  EXPECT_EQ(running.plan().placement_size(), 3);
+  EXPECT_EQ(running.status().stragglers_size(), 0)
+      << "a new run, judged afresh";
+  EXPECT_EQ(manager_->Recoveries().by_cause.at(RecoveryCause::kStraggler), 1);
 }
 
 TEST_F(JobManagerTest, AStepOutsideTheJobsStepsIsRefused) {

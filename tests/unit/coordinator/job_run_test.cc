@@ -1,9 +1,14 @@
 // A running job's decisions, read from the run alone: when it is overdue
 // and why (a held failure, a late rendezvous, its deadline, a stalled
-// rank), which ranks did not come back after a coordinator restart, and a
+// rank, named with the op it is in, and the rank that holds the others up
+// left out), which ranks did not come back after a coordinator restart, and a
 // coordinator's own silence counted against nobody; what rank 0's store and
 // a rank's end mean for the run, and the trace it holds.
 #include "coordinator/job_run.h"
+
+#include <map>
+#include <optional>
+#include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -16,6 +21,36 @@ using ::testing::Not;
 
 const absl::Time kStart = absl::FromUnixSeconds(1000);
 const RunBounds kBounds{absl::Seconds(60), absl::Seconds(60)};
+const WorkerLookup kNoWorkers = [](const std::string&) {
+  return std::optional<chimera::v1::WorkerInfo>();
+};
+
+// A registry that knows workers w0 and w1 (incarnations 10 and 11) with
+// their tasks at `positions` (none where the worker is missing).
+WorkerLookup WorkersAt(
+    std::map<std::string, chimera::v1::TaskPosition> positions) {
+  return [positions](
+             const std::string& id) -> std::optional<chimera::v1::WorkerInfo> {
+    auto found = positions.find(id);
+    if (found == positions.end()) return std::nullopt;
+    chimera::v1::WorkerInfo info;
+    info.set_worker_id(id);
+    info.set_incarnation(id == "w0" ? 10 : 11);
+    *info.mutable_task_position() = found->second;
+    return info;
+  };
+}
+
+chimera::v1::TaskPosition At(const std::string& op, bool waits_for_peer,
+                             bool process_stopped = false) {
+  chimera::v1::TaskPosition position;
+  position.set_step(7);
+  position.set_op(op);
+  position.set_op_seconds(61.25);
+  position.set_waits_for_peer(waits_for_peer);
+  position.set_process_stopped(process_stopped);
+  return position;
+}
 
 // A two-rank run of a job started at kStart, predicted at 1 s a step, that
 // may run `deadline_seconds` (0: no deadline).
@@ -32,10 +67,18 @@ JobRun TwoRankRun(int64_t deadline_seconds = 0) {
   return run;
 }
 
+// Both ranks of a run past its rendezvous, silent for longer than kBounds.
+std::optional<RunVerdict> StallOf(const WorkerLookup& workers) {
+  JobRun run = TwoRankRun();
+  run.rendezvous_done = true;
+  return run.Overdue(kStart + absl::Seconds(61), kBounds, workers);
+}
+
 TEST(JobRunTest, ARunWaitsForItsRendezvousUntilTheTimeout) {
   const JobRun run = TwoRankRun();
-  EXPECT_FALSE(run.Overdue(kStart + absl::Seconds(60), kBounds));
-  const std::optional<RunVerdict> late = run.Overdue(kStart + absl::Seconds(61), kBounds);
+  EXPECT_FALSE(run.Overdue(kStart + absl::Seconds(60), kBounds, kNoWorkers));
+  const std::optional<RunVerdict> late =
+      run.Overdue(kStart + absl::Seconds(61), kBounds, kNoWorkers);
   ASSERT_TRUE(late);
   EXPECT_EQ(late->reason, "rank 0 did not report its rendezvous store within 1m");
   EXPECT_TRUE(late->retryable);
@@ -46,9 +89,9 @@ TEST(JobRunTest, ARankWithoutAStepForTheBoundHasStalledAndIsNamed) {
   run.rendezvous_done = true;
   run.last_progress[0] = kStart + absl::Seconds(100);
   // The bound: the larger of 60 s and 10 predicted steps (10 s).
-  EXPECT_FALSE(run.Overdue(kStart + absl::Seconds(60), kBounds));
+  EXPECT_FALSE(run.Overdue(kStart + absl::Seconds(60), kBounds, kNoWorkers));
   const std::optional<RunVerdict> stalled =
-      run.Overdue(kStart + absl::Seconds(61), kBounds);
+      run.Overdue(kStart + absl::Seconds(61), kBounds, kNoWorkers);
   ASSERT_TRUE(stalled);
   EXPECT_THAT(stalled->reason,
               HasSubstr("rank 1 on worker w1 reported no step for 1m"));
@@ -56,7 +99,53 @@ TEST(JobRunTest, ARankWithoutAStepForTheBoundHasStalledAndIsNamed) {
   EXPECT_TRUE(stalled->retryable);
   // A rank that is done owes no step.
   run.rank_done[1] = true;
-  EXPECT_FALSE(run.Overdue(kStart + absl::Seconds(61), kBounds));
+  EXPECT_FALSE(run.Overdue(kStart + absl::Seconds(61), kBounds, kNoWorkers));
+}
+
+TEST(JobRunTest,
+     AStalledRankNamesTheOpItIsInAndTheRankThatHoldsTheOthersUpIsLeftOut) {
+  const std::optional<RunVerdict> stalled = StallOf(
+      WorkersAt({{"w0", At("RECV_GRAD chunk=0 stage=0 mb=1 peer=1", true)},
+                 {"w1", At("FORWARD chunk=0 stage=1 mb=2", false)}}));
+  ASSERT_TRUE(stalled);
+  EXPECT_THAT(stalled->reason,
+              HasSubstr("rank 0 on worker w0 (waiting in RECV_GRAD chunk=0 "
+                        "stage=0 mb=1 peer=1 of step 7 for 61.2 s), rank 1 on "
+                        "worker w1 (in FORWARD chunk=0 stage=1 mb=2 of step 7 "
+                        "for 61.2 s) reported no step for 1m"));
+  EXPECT_THAT(stalled->reason,
+              HasSubstr("the job leaves out worker w1 from now on"));
+  EXPECT_EQ(stalled->cause, RecoveryCause::kStalled);
+  ASSERT_EQ(stalled->left_out_workers.size(), 1u);
+  EXPECT_EQ(stalled->left_out_workers[0].worker_id(), "w1");
+  EXPECT_EQ(stalled->left_out_workers[0].incarnation(), 11u);
+}
+
+TEST(JobRunTest, AStoppedProcessHoldsTheOthersUpWhateverOpItIsIn) {
+  const std::optional<RunVerdict> stalled = StallOf(
+      WorkersAt({{"w0", At("RECV_ACT chunk=0 stage=1 mb=0 peer=0", true, true)},
+                 {"w1", At("RECV_GRAD chunk=0 stage=0 mb=0 peer=1", true)}}));
+  ASSERT_TRUE(stalled);
+  EXPECT_THAT(stalled->reason, HasSubstr("of step 7 for 61.2 s; its process "
+                                         "is stopped), rank 1"));
+  ASSERT_EQ(stalled->left_out_workers.size(), 1u);
+  EXPECT_EQ(stalled->left_out_workers[0].worker_id(), "w0");
+}
+
+TEST(JobRunTest, RanksThatAllWaitForPeersOrSayNothingBlameNoWorker) {
+  const std::optional<RunVerdict> waiting =
+      StallOf(WorkersAt({{"w0", At("ALLREDUCE_END chunk=0 stage=0", true)},
+                         {"w1", At("END_OF_STEP", true)}}));
+  ASSERT_TRUE(waiting);
+  EXPECT_TRUE(waiting->left_out_workers.empty());
+  EXPECT_THAT(waiting->reason, Not(HasSubstr("leaves out")));
+  // Workers that report no position (the registry lost them, or they
+  // predate positions) are named without one.
+  const std::optional<RunVerdict> unknown = StallOf(kNoWorkers);
+  ASSERT_TRUE(unknown);
+  EXPECT_TRUE(unknown->left_out_workers.empty());
+  EXPECT_THAT(unknown->reason,
+              HasSubstr("rank 0 on worker w0, rank 1 on worker w1 reported"));
 }
 
 TEST(JobRunTest, AHeldFailureEndsTheRunOnceItsTimeComes) {
@@ -65,8 +154,9 @@ TEST(JobRunTest, AHeldFailureEndsTheRunOnceItsTimeComes) {
   run.failure = "rank 1 on worker w1 failed: out of memory";
   run.failure_retryable = false;
   run.fail_by = kStart + absl::Seconds(3);
-  EXPECT_FALSE(run.Overdue(kStart + absl::Seconds(2), kBounds));
-  const std::optional<RunVerdict> failed = run.Overdue(kStart + absl::Seconds(3), kBounds);
+  EXPECT_FALSE(run.Overdue(kStart + absl::Seconds(2), kBounds, kNoWorkers));
+  const std::optional<RunVerdict> failed =
+      run.Overdue(kStart + absl::Seconds(3), kBounds, kNoWorkers);
   ASSERT_TRUE(failed);
   EXPECT_EQ(failed->reason, "rank 1 on worker w1 failed: out of memory");
   EXPECT_FALSE(failed->retryable);
@@ -76,7 +166,8 @@ TEST(JobRunTest, ThePassedDeadlineFailsTheRunForGood) {
   JobRun run = TwoRankRun(/*deadline_seconds=*/30);
   run.rendezvous_done = true;
   for (absl::Time& progress : run.last_progress) progress = kStart + absl::Seconds(29);
-  const std::optional<RunVerdict> late = run.Overdue(kStart + absl::Seconds(30), kBounds);
+  const std::optional<RunVerdict> late =
+      run.Overdue(kStart + absl::Seconds(30), kBounds, kNoWorkers);
   ASSERT_TRUE(late);
   EXPECT_THAT(late->reason, HasSubstr("still running 30 s after its start"));
   EXPECT_FALSE(late->retryable);
@@ -90,7 +181,7 @@ TEST(JobRunTest, MissingRanksAfterACoordinatorRestartAreNamedOnceTheirTimeIsUp) 
   // blame the wrong rank.
   run.failure = "rank 0 on worker w0 failed: connection reset";
   run.fail_by = kStart;
-  EXPECT_FALSE(run.Overdue(kStart + absl::Seconds(100), kBounds));
+  EXPECT_FALSE(run.Overdue(kStart + absl::Seconds(100), kBounds, kNoWorkers));
   EXPECT_FALSE(run.Unadopted(kStart + absl::Seconds(14), absl::Seconds(15)));
   EXPECT_EQ(run.Unadopted(kStart + absl::Seconds(15), absl::Seconds(15)),
             "the coordinator restarted and the worker of rank 1 did not "
@@ -101,8 +192,8 @@ TEST(JobRunTest, TheCoordinatorsOwnSilenceCountsAgainstNoRank) {
   JobRun run = TwoRankRun();
   run.rendezvous_done = true;
   run.Excuse(absl::Seconds(70));
-  EXPECT_FALSE(run.Overdue(kStart + absl::Seconds(100), kBounds));
-  EXPECT_TRUE(run.Overdue(kStart + absl::Seconds(131), kBounds));
+  EXPECT_FALSE(run.Overdue(kStart + absl::Seconds(100), kBounds, kNoWorkers));
+  EXPECT_TRUE(run.Overdue(kStart + absl::Seconds(131), kBounds, kNoWorkers));
 }
 
 TEST(JobRunTest, RankZerosStoreReleasesTheOtherStartsWithItsAddress) {
@@ -119,8 +210,8 @@ TEST(JobRunTest, RankZerosStoreReleasesTheOtherStartsWithItsAddress) {
   EXPECT_TRUE(run.held_starts.empty());
   EXPECT_TRUE(run.rendezvous_done);
   // Progress is timed from the rendezvous: no rank has stalled a bound later.
-  EXPECT_FALSE(run.Overdue(ready + absl::Seconds(60), kBounds));
-  EXPECT_TRUE(run.Overdue(ready + absl::Seconds(61), kBounds));
+  EXPECT_FALSE(run.Overdue(ready + absl::Seconds(60), kBounds, kNoWorkers));
+  EXPECT_TRUE(run.Overdue(ready + absl::Seconds(61), kBounds, kNoWorkers));
 }
 
 TEST(JobRunTest, TheRunSucceedsWithItsLastRankAndHoldsTheFailureThatRecurs) {
@@ -195,9 +286,9 @@ TEST(JobRunTest, TheEndingEventRestartsWhatARetryMayCureAndFailsTheRest) {
   const RunBounds bounds{absl::Seconds(60), absl::Seconds(60),
                          absl::Seconds(15)};
   JobRun late = TwoRankRun();
-  EXPECT_FALSE(late.Ending(kStart + absl::Seconds(60), bounds));
+  EXPECT_FALSE(late.Ending(kStart + absl::Seconds(60), bounds, kNoWorkers));
   const std::optional<JobEvent> lost =
-      late.Ending(kStart + absl::Seconds(61), bounds);
+      late.Ending(kStart + absl::Seconds(61), bounds, kNoWorkers);
   ASSERT_TRUE(lost);
   EXPECT_EQ(lost->kind, JobEvent::Kind::kRunLost) << lost->reason;
 
@@ -206,7 +297,8 @@ TEST(JobRunTest, TheEndingEventRestartsWhatARetryMayCureAndFailsTheRest) {
   failing.failure = "rank 1 on worker w1 failed: bad data";
   failing.failure_retryable = false;
   failing.fail_by = kStart;
-  const std::optional<JobEvent> failed = failing.Ending(kStart, bounds);
+  const std::optional<JobEvent> failed =
+      failing.Ending(kStart, bounds, kNoWorkers);
   ASSERT_TRUE(failed);
   EXPECT_EQ(failed->kind, JobEvent::Kind::kFailed);
   EXPECT_EQ(failed->reason, "rank 1 on worker w1 failed: bad data");
@@ -216,11 +308,22 @@ TEST(JobRunTest, TheEndingEventRestartsWhatARetryMayCureAndFailsTheRest) {
   const JobRun recovered =
       JobRun::Recovered(job, 2, kStart, kStart, bounds.readopt_timeout);
   const std::optional<JobEvent> unadopted =
-      recovered.Ending(kStart + absl::Seconds(15), bounds);
+      recovered.Ending(kStart + absl::Seconds(15), bounds, kNoWorkers);
   ASSERT_TRUE(unadopted);
   EXPECT_EQ(unadopted->kind, JobEvent::Kind::kRunLost);
   EXPECT_THAT(unadopted->reason,
               HasSubstr("did not register again within 15s"));
+
+  JobRun hung = TwoRankRun();
+  hung.rendezvous_done = true;
+  const std::optional<JobEvent> stalled = hung.Ending(
+      kStart + absl::Seconds(61), bounds,
+      WorkersAt({{"w1", At("FORWARD chunk=0 stage=1 mb=0", false)}}));
+  ASSERT_TRUE(stalled);
+  EXPECT_EQ(stalled->kind, JobEvent::Kind::kRunLost);
+  ASSERT_EQ(stalled->left_out_workers.size(), 1u)
+      << "the run's lost with w1 left out";
+  EXPECT_EQ(stalled->left_out_workers[0].worker_id(), "w1");
 }
 
 }  // namespace

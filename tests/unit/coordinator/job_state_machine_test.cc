@@ -5,6 +5,7 @@
 
 #include <map>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -124,9 +125,50 @@ TEST(JobStateMachineTest, ARestartQueuesTheJobFromItsCheckpointWithoutItsPlan) {
   EXPECT_EQ(status.completed_steps(), 10) << "steps after it run again";
   EXPECT_EQ(status.restart_cause(), "worker w1 (rank 1) died");
   EXPECT_FALSE(queued->has_plan()) << "planned again for its next workers";
+  ASSERT_EQ(status.recoveries_size(), 1) << "the history has the lost run";
+  EXPECT_EQ(status.recoveries(0).cause(), "worker_lost");
+  EXPECT_EQ(status.recoveries(0).reason(), "worker w1 (rank 1) died");
+  EXPECT_EQ(status.recoveries(0).checkpoint_step(), 10);
+  EXPECT_THAT(status.recoveries(0).from_plan(), HasSubstr("chimera"));
   EXPECT_EQ(status.message(),
             "worker w1 (rank 1) died; restarting from its latest complete "
             "checkpoint (step 10 or later) (restart 1 of 2)");
+}
+
+chimera::v1::WorkerIncarnation Incarnation(const std::string& id,
+                                           uint64_t incarnation) {
+  chimera::v1::WorkerIncarnation worker;
+  worker.set_worker_id(id);
+  worker.set_incarnation(incarnation);
+  return worker;
+}
+
+TEST(JobStateMachineTest, AHungWorkerIsLeftOutOnceWithItsLatestIncarnation) {
+  Job job = JobIn(chimera::v1::JOB_STATE_RUNNING, 0, 3);
+  for (const auto& hung :
+       {Incarnation("w1", 7), Incarnation("w2", 8), Incarnation("w1", 9)}) {
+    absl::StatusOr<Job> queued = Transition(
+        job, JobEvent::RunLost("stalled", RecoveryCause::kStalled, {hung}),
+        kNow);
+    ASSERT_TRUE(queued.ok()) << queued.status();
+    queued->mutable_status()->set_state(chimera::v1::JOB_STATE_RUNNING);
+    job = *std::move(queued);
+  }
+  const auto& left_out = job.status().left_out_workers();
+  ASSERT_EQ(left_out.size(), 2);
+  EXPECT_EQ(left_out[0].worker_id(), "w1");
+  EXPECT_EQ(left_out[0].incarnation(), 9u);
+  EXPECT_EQ(left_out[1].worker_id(), "w2");
+  // A failed job keeps them too: its status says whom it blamed.
+  job.mutable_status()->set_restarts(3);
+  const absl::StatusOr<Job> failed =
+      Transition(job,
+                 JobEvent::RunLost("stalled", RecoveryCause::kStalled,
+                                   {Incarnation("w3", 1)}),
+                 kNow);
+  ASSERT_TRUE(failed.ok()) << failed.status();
+  EXPECT_EQ(failed->status().state(), chimera::v1::JOB_STATE_FAILED);
+  EXPECT_EQ(failed->status().left_out_workers_size(), 3);
 }
 
 TEST(JobStateMachineTest,
@@ -142,6 +184,8 @@ TEST(JobStateMachineTest,
   EXPECT_EQ(queued->status().completed_steps(), 12);
   EXPECT_EQ(queued->status().restart_cause(), "growing from 3 to 4 workers");
   EXPECT_FALSE(queued->has_plan());
+  ASSERT_EQ(queued->status().recoveries_size(), 1);
+  EXPECT_EQ(queued->status().recoveries(0).cause(), "grow");
 }
 
 TEST(JobStateMachineTest, AWaitIsWordedAfterTheRestartsCauseAndReplacedByTheNext) {

@@ -46,6 +46,16 @@ std::string Layout(const chimera::v1::Job& job) {
   return absl::StrCat(absl::StrJoin(fixed, " "), " (the rest planned at start)");
 }
 
+// "step 7: FORWARD chunk=0 stage=1 mb=2 for 3.1 s (stopped)": where a busy
+// worker's task was at its last heartbeat; "-" when unknown.
+std::string FormatTaskPosition(const chimera::v1::WorkerInfo& worker) {
+  if (!worker.has_task_position()) return "-";
+  const chimera::v1::TaskPosition& position = worker.task_position();
+  return absl::StrFormat("step %d: %s for %.1f s%s", position.step(),
+                         position.op(), position.op_seconds(),
+                         position.process_stopped() ? " (stopped)" : "");
+}
+
 }  // namespace
 
 bool ParseJobState(const std::string& name, chimera::v1::JobState* state) {
@@ -252,7 +262,9 @@ std::string FormatWorkerTable(
   std::vector<TextTable::Column> columns = {
       {"WORKER"}, {"NODE"}, {"STATE"}, {"MEMORY"}, {"JOB"}, {"RANK"}, {"METRICS"}};
   if (wide) {
-    columns.insert(columns.end(), {{"HOST"}, {"DEVICES"}, {"INCARNATION"}, {"LAST HEARTBEAT"}});
+    columns.insert(
+        columns.end(),
+        {{"HOST"}, {"DEVICES"}, {"INCARNATION"}, {"LAST HEARTBEAT"}, {"OP"}});
   }
   TextTable table(std::move(columns));
   for (const auto& worker : workers) {
@@ -269,8 +281,10 @@ std::string FormatWorkerTable(
         devices.push_back(absl::StrCat(device.kind(), ":", device.index()));
       }
       row.insert(row.end(), {worker.host().empty() ? "-" : worker.host(),
-                             absl::StrJoin(devices, ","), absl::StrCat(worker.incarnation()),
-                             FormatTime(worker.last_heartbeat_time())});
+                             absl::StrJoin(devices, ","),
+                             absl::StrCat(worker.incarnation()),
+                             FormatTime(worker.last_heartbeat_time()),
+                             FormatTaskPosition(worker)});
     }
     table.AddRow(std::move(row));
   }

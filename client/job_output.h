@@ -33,7 +33,8 @@ std::string FormatPredictedAgainstMeasured(const chimera::v1::Job& job);
 // The bubble ratio the plan predicts for `rank`, "0.214", or "-" where the
 // prediction has none for it (a data-parallel replica it did not simulate).
 std::string FormatPredictedBubble(const chimera::v1::Job& job, int rank);
-// `wide` adds host, devices, incarnation and last heartbeat.
+// `wide` adds host, devices, incarnation, last heartbeat and the op its task
+// was in then.
 std::string FormatWorkerTable(const std::vector<chimera::v1::WorkerInfo>& workers,
                               bool wide = false);
 

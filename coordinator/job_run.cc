@@ -178,19 +178,24 @@ std::optional<RunVerdict> JobRun::Overdue(absl::Time now,
                                           const WorkerLookup& workers) const {
   if (readopt_by != absl::InfiniteFuture()) return std::nullopt;
   if (failure && now >= fail_by) {
-    return RunVerdict{*failure, failure_retryable, RecoveryCause::kTaskFailed};
+    return RunVerdict{
+        *failure, failure_retryable, RecoveryCause::kTaskFailed, {}};
   }
   if (!rendezvous_done && now - started > bounds.rendezvous_timeout) {
     return RunVerdict{
         absl::StrCat("rank 0 did not report its rendezvous store within ",
                      absl::FormatDuration(bounds.rendezvous_timeout)),
-        true, RecoveryCause::kRendezvous};
+        true,
+        RecoveryCause::kRendezvous,
+        {}};
   }
   if (now >= deadline) {
     return RunVerdict{absl::StrCat("still running ", deadline_seconds,
                                    " s after its start, its "
                                    "spec.runPolicy.activeDeadlineSeconds"),
-                      false};
+                      false,
+                      RecoveryCause::kTaskFailed,
+                      {}};
   }
   if (!rendezvous_done) return std::nullopt;
   const absl::Duration bound =

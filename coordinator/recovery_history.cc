@@ -25,8 +25,9 @@ chimera::v1::JobRecovery* OfCurrentRun(chimera::v1::Job* job) {
 }  // namespace
 
 std::string PlanSummary(const chimera::v1::Plan& plan) {
+  const int workers = plan.placement_size();
   return absl::StrCat(plan.scheme(), " W=", plan.width(), " D=", plan.depth(),
-                      " on ", plan.placement_size(), " workers");
+                      " on ", workers, workers == 1 ? " worker" : " workers");
 }
 
 void RecoveryBegan(const std::string& cause, const std::string& reason,

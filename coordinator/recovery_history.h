@@ -21,7 +21,7 @@ namespace chimera::coordinator {
 // The most recoveries a job's status keeps: the latest.
 inline constexpr int kMaxRecoveriesKept = 20;
 
-// "chimera W=1 D=4 on 4 workers".
+// "chimera W=1 D=4 on 4 workers" ("on 1 worker").
 std::string PlanSummary(const chimera::v1::Plan& plan);
 
 // `job`'s run (of its current plan and attempt) ended at wall time `now`

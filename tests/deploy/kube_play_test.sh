@@ -80,7 +80,7 @@ cause=$(job_field "$id" restart_cause)
 went_on_with=$("$CHIMERA" status "$id" -o json | python3 -c '
 import json, sys
 print(json.load(sys.stdin)["status"]["recoveries"][0]["toPlan"])')
-[[ "$went_on_with" == *" on 1 workers" ]] || fail "job $id went on with $went_on_with, not the one worker left"
+[[ "$went_on_with" == *" on 1 worker" ]] || fail "job $id went on with $went_on_with, not the one worker left"
 echo "job $id lost chimera-worker-1 ($cause) and succeeded with $went_on_with"
 
 # Taking it down must leave nothing behind.

@@ -116,5 +116,25 @@ TEST(JobOutputTest, DescribePutsTheMeasuredStepAndEachRanksBubbleBesideThePredic
   EXPECT_THAT(page, HasSubstr("2     w2                   0.600    -"));
 }
 
+TEST(JobOutputTest, TheWideWorkerTableShowsTheOpEachTaskIsIn) {
+  chimera::v1::WorkerInfo busy;
+  busy.set_worker_id("w1");
+  busy.set_state(chimera::v1::WORKER_STATE_BUSY);
+  chimera::v1::TaskPosition& position = *busy.mutable_task_position();
+  position.set_step(7);
+  position.set_op("FORWARD chunk=0 stage=1 mb=2");
+  position.set_op_seconds(3.14);
+  position.set_process_stopped(true);
+  chimera::v1::WorkerInfo idle;
+  idle.set_worker_id("w2");
+  idle.set_state(chimera::v1::WORKER_STATE_IDLE);
+  const std::string table = FormatWorkerTable({busy, idle}, /*wide=*/true);
+  EXPECT_THAT(table, HasSubstr("OP"));
+  EXPECT_THAT(
+      table,
+      HasSubstr("step 7: FORWARD chunk=0 stage=1 mb=2 for 3.1 s (stopped)"));
+  EXPECT_THAT(FormatWorkerTable({busy}), Not(HasSubstr("FORWARD")));
+}
+
 }  // namespace
 }  // namespace chimera::client

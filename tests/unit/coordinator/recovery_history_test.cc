@@ -63,6 +63,13 @@ TEST(RecoveryHistoryTest,
       << "its first step ends it";
 }
 
+TEST(RecoveryHistoryTest, APlanIsSummarisedWithItsWorkers) {
+  EXPECT_EQ(PlanSummary(Running("chimera", 4).plan()),
+            "chimera W=1 D=4 on 4 workers");
+  EXPECT_EQ(PlanSummary(Running("gpipe", 1).plan()),
+            "gpipe W=1 D=1 on 1 worker");
+}
+
 TEST(RecoveryHistoryTest, OnlyTheLatestRecoveriesAreKept) {
   chimera::v1::Job job = Running("1f1b", 2);
   for (int i = 0; i < kMaxRecoveriesKept + 5; ++i) {

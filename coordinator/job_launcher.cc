@@ -37,14 +37,15 @@ int FewestToStart(const chimera::v1::Job& job) {
                         : planner::MinimumWorkers(job.manifest());
 }
 
-// Whether `worker`'s task hung in one of `job`'s runs, in the incarnation
-// it runs now (JobStatus.left_out_workers).
+// Whether `job` left `worker` out, in the incarnation it runs now: its
+// task hung or straggled in one of the job's runs
+// (JobStatus.left_out_workers).
 bool LeftOutBy(const chimera::v1::Job& job,
                const chimera::v1::WorkerInfo& worker) {
   return absl::c_any_of(job.status().left_out_workers(),
-                        [&worker](const auto& hung) {
-                          return hung.worker_id() == worker.worker_id() &&
-                                 hung.incarnation() == worker.incarnation();
+                        [&worker](const auto& left_out) {
+                          return left_out.worker_id() == worker.worker_id() &&
+                                 left_out.incarnation() == worker.incarnation();
                         });
 }
 
@@ -251,9 +252,9 @@ std::vector<std::string> JobLauncher::IdleWorkersFor(
 std::string JobLauncher::WhyWaiting(const chimera::v1::Job& job) const {
   const std::string device = DeviceKindOf(job.manifest());
   const std::vector<chimera::v1::WorkerInfo> registered = Registered(device);
-  const auto hung = absl::c_count_if(registered, [&job](const auto& worker) {
-    return LeftOutBy(job, worker);
-  });
+  const auto left_out = absl::c_count_if(
+      registered,
+      [&job](const auto& worker) { return LeftOutBy(job, worker); });
   const auto idle = absl::c_count_if(registered, [&job](const auto& worker) {
     return worker.state() == chimera::v1::WORKER_STATE_IDLE &&
            !LeftOutBy(job, worker);
@@ -261,9 +262,10 @@ std::string JobLauncher::WhyWaiting(const chimera::v1::Job& job) const {
   const int needed = FewestToStart(job);
   return absl::StrCat(
       "needs ", needed, " idle ", device, " worker", needed == 1 ? "" : "s",
-      " (", registered.size(), " registered, ", registered.size() - idle - hung,
-      " busy",
-      hung > 0 ? absl::StrCat(", ", hung, " left out by this job") : "", ")");
+      " (", registered.size(), " registered, ",
+      registered.size() - idle - left_out, " busy",
+      left_out > 0 ? absl::StrCat(", ", left_out, " left out by this job") : "",
+      ")");
 }
 
 std::optional<std::string> JobLauncher::TooFewLeft(

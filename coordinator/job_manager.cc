@@ -552,7 +552,7 @@ absl::Status JobManager::OnMetrics(
                                            report.rank(), report.worker_id()));
   const int step = report.metrics().step();
   RETURN_IF_ERROR(run->CheckStep(step));
-  run->last_progress[report.rank()] = clock_.monotonic();
+  run->Stepped(report.rank(), clock_.monotonic());
   const std::optional<TraceCollector::Step>& recorded = run->traces.complete();
   if (response != nullptr) {
     response->set_record_timeline(

@@ -43,6 +43,7 @@ JobRun JobRun::For(const chimera::v1::Job& job, const chimera::v1::Plan& plan,
   run.started = now;
   run.rank_done.assign(ranks, false);
   run.last_progress.assign(ranks, now);
+  run.stepped.assign(ranks, false);
   run.predicted_step = absl::Seconds(plan.prediction().iteration_seconds());
   run.max_steps = job.manifest().spec().training().max_steps();
   run.deadline_seconds =
@@ -78,6 +79,11 @@ absl::Status JobRun::CheckStep(int step) const {
   return absl::InvalidArgumentError(
       absl::StrCat("metrics.step: ", step, " is outside the job's steps [0, ",
                    max_steps, ")"));
+}
+
+void JobRun::Stepped(int rank, absl::Time now) {
+  last_progress[rank] = now;
+  stepped[rank] = true;
 }
 
 bool JobRun::MayAdopt(int task_attempt, int rank) const {
@@ -200,15 +206,23 @@ std::optional<RunVerdict> JobRun::Overdue(absl::Time now,
   if (!rendezvous_done) return std::nullopt;
   const absl::Duration bound =
       std::max(bounds.progress_timeout, kStallFactor * predicted_step);
-  return Stalled(now, bound, workers);
+  // A rank's first step of a run also connects it, builds its stages and
+  // loads the checkpoint: it may take as long as the rendezvous.
+  return Stalled(now, bound, std::max(bound, bounds.rendezvous_timeout),
+                 workers);
 }
 
 std::optional<RunVerdict> JobRun::Stalled(absl::Time now, absl::Duration bound,
+                                          absl::Duration first_bound,
                                           const WorkerLookup& workers) const {
   std::vector<std::string> stalled;
   std::vector<chimera::v1::WorkerIncarnation> hung;
+  // Whether the ranks named stalled before their first step only.
+  bool all_first = true;
   for (size_t rank = 0; rank < last_progress.size(); ++rank) {
-    if (rank_done[rank] || now - last_progress[rank] <= bound) continue;
+    const absl::Duration allowed = stepped[rank] ? bound : first_bound;
+    if (rank_done[rank] || now - last_progress[rank] <= allowed) continue;
+    all_first = all_first && !stepped[rank];
     const std::string& worker = worker_of_rank[rank];
     const std::optional<chimera::v1::WorkerInfo> info = workers(worker);
     const bool known = info && info->has_task_position();
@@ -226,8 +240,11 @@ std::optional<RunVerdict> JobRun::Stalled(absl::Time now, absl::Duration bound,
   for (const auto& worker : hung) hung_ids.push_back(worker.worker_id());
   std::string reason = absl::StrCat(
       absl::StrJoin(stalled, ", "), " reported no step for ",
-      absl::FormatDuration(bound), " (the larger of --progress-timeout and ",
-      kStallFactor, " predicted steps): stopped or hung");
+      absl::FormatDuration(all_first ? first_bound : bound),
+      " (the larger of --progress-timeout and ", kStallFactor,
+      " predicted steps",
+      all_first ? ", or of --rendezvous-timeout before a run's first step" : "",
+      "): stopped or hung");
   if (!hung_ids.empty()) {
     absl::StrAppend(&reason, "; the job leaves out worker",
                     hung_ids.size() == 1 ? " " : "s ",

@@ -84,8 +84,9 @@ struct JobRun {
   bool rendezvous_done = false;
   std::vector<bool> rank_done;
   // Per rank, when it last showed progress: the rendezvous, then each
-  // step it reported.
+  // step it reported; and whether it reported one in this run.
   std::vector<absl::Time> last_progress;
+  std::vector<bool> stepped;
   // The plan's predicted step time, and the job's steps.
   absl::Duration predicted_step;
   int64_t max_steps = 0;
@@ -130,6 +131,8 @@ struct JobRun {
             const std::string& worker) const;
   // INVALID_ARGUMENT, naming the field, unless `step` is one of the job's.
   absl::Status CheckStep(int step) const;
+  // Rank `rank` reported a step at `now`.
+  void Stepped(int rank, absl::Time now);
 
   // Whether a worker that registered holding rank `rank` of `attempt` may
   // take that rank back: the run waits for it and no worker has it yet.
@@ -187,13 +190,14 @@ struct JobRun {
   void Excuse(absl::Duration stall);
 
  private:
-  // Its ranks that showed no progress for `bound`, named with their
-  // workers and the op each is in (as `workers` says); none while every
-  // rank progresses. Those whose op waits for no peer, or whose process is
-  // stopped, hold the others up: the verdict's hung workers. Where every
-  // stalled rank waits for a peer (a lost message, a broken network), it
-  // blames none.
+  // Its ranks that showed no progress for `bound` (`first_bound` before
+  // their first step of the run), named with their workers and the op each
+  // is in (as `workers` says); none while every rank progresses. Those whose op
+  // waits for no peer, or whose process is stopped, hold the others up: the
+  // verdict's hung workers. Where every stalled rank waits for a peer (a lost
+  // message, a broken network), it blames none.
   std::optional<RunVerdict> Stalled(absl::Time now, absl::Duration bound,
+                                    absl::Duration first_bound,
                                     const WorkerLookup& workers) const;
 };
 

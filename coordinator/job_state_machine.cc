@@ -52,11 +52,11 @@ Job Requeued(Job job, const JobEvent& event, absl::Time now, bool restart) {
   return job;
 }
 
-// `hung` join the workers the job starts on no more; a worker listed
-// already is listed with its latest incarnation.
-void LeaveOut(const std::vector<chimera::v1::WorkerIncarnation>& hung,
+// `workers` (that hung or straggled) join those the job starts on no more;
+// a worker listed already is listed with its latest incarnation.
+void LeaveOut(const std::vector<chimera::v1::WorkerIncarnation>& workers,
               chimera::v1::JobStatus* status) {
-  for (const chimera::v1::WorkerIncarnation& worker : hung) {
+  for (const chimera::v1::WorkerIncarnation& worker : workers) {
     auto* listed = status->mutable_left_out_workers();
     auto same = std::find_if(listed->begin(), listed->end(),
                              [&worker](const auto& other) {

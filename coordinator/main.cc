@@ -72,7 +72,8 @@ void AddLivenessFlags(CLI::App* app,
       ->capture_default_str();
   app->add_option("--progress-timeout", units->progress_timeout,
                   "Seconds a running job's rank may report no step (or 10 "
-                  "predicted step times, if longer) before its run is lost "
+                  "predicted step times, if longer; a run's first step may "
+                  "take --rendezvous-timeout) before its run is lost "
                   "naming it as stalled (and the job leaves out the worker "
                   "of a rank that holds the others up)")
       ->check(chimera::kPositiveNumber)

@@ -585,20 +585,24 @@ absl::Status JobManager::OnMetrics(
 absl::StatusOr<bool> JobManager::OnStragglersLocked(
     const Job& job, const JobRun& run, const std::vector<Straggler>& found) {
   std::vector<std::string> reasons;
+  for (const Straggler& straggler : found) {
+    reasons.push_back(
+        DescribeStraggler(straggler, run.worker_of_rank[straggler.rank]));
+    CHIMERA_LOG(WARNING) << "job " << job.id() << ": " << reasons.back();
+  }
+  if (found.empty() ||
+      !job.manifest().spec().run_policy().replace_stragglers()) {
+    return false;
+  }
+  // Only a replacement needs the workers' incarnations.
   std::vector<chimera::v1::WorkerIncarnation> left_out;
   for (const Straggler& straggler : found) {
     const std::string& worker = run.worker_of_rank[straggler.rank];
-    reasons.push_back(DescribeStraggler(straggler, worker));
-    CHIMERA_LOG(WARNING) << "job " << job.id() << ": " << reasons.back();
     if (absl::StatusOr<chimera::v1::WorkerInfo> info = workers_->Get(worker);
         info.ok()) {
       left_out.emplace_back().set_worker_id(worker);
       left_out.back().set_incarnation(info->incarnation());
     }
-  }
-  if (found.empty() ||
-      !job.manifest().spec().run_policy().replace_stragglers()) {
-    return false;
   }
   RETURN_IF_ERROR(EndRunLocked(
       job.id(),

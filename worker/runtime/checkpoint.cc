@@ -145,32 +145,31 @@ std::vector<int> StagesWrittenBy(const schedule::ScheduleOutline& outline,
   return {written.begin(), written.end()};
 }
 
-absl::StatusOr<std::vector<StageSnapshot>> Snapshot(
+absl::StatusOr<std::vector<StageView>> StageViews(
     const ProgramExecutor& executor, const std::vector<int>& model_stages) {
-  // A copy even of a CPU tensor: the executor's own changes at its next step.
-  const auto copy = [](const at::Tensor& tensor) {
-    return tensor.defined()
-               ? tensor.detach().to(at::TensorOptions().device(at::kCPU),
-                                    /*non_blocking=*/false, /*copy=*/true)
-               : tensor;
-  };
-  std::vector<StageSnapshot> snapshots;
+  std::vector<StageView> views;
   for (int model_stage : model_stages) {
-    ASSIGN_OR_RETURN(const StageState live, executor.ExportStage(model_stage));
-    StageSnapshot& snapshot = snapshots.emplace_back();
-    snapshot.blocks = executor.spec().partition.stage(model_stage);
-    for (const auto& [name, parameter] : live.parameters) {
-      snapshot.state.parameters.emplace_back(name, copy(parameter));
-    }
-    snapshot.state.optimizer.steps = live.optimizer.steps;
-    for (const at::Tensor& moment : live.optimizer.first_moments) {
-      snapshot.state.optimizer.first_moments.push_back(copy(moment));
-    }
-    for (const at::Tensor& moment : live.optimizer.second_moments) {
-      snapshot.state.optimizer.second_moments.push_back(copy(moment));
+    ASSIGN_OR_RETURN(StageState state, executor.ExportStage(model_stage));
+    views.push_back(StageView{executor.spec().partition.stage(model_stage),
+                              std::move(state)});
+  }
+  return views;
+}
+
+absl::StatusOr<std::vector<SerializedStage>> Serialize(
+    const std::vector<StageView>& stages) {
+  std::vector<SerializedStage> serialized;
+  for (const StageView& stage : stages) {
+    try {
+      serialized.push_back(SerializedStage{
+          stage.blocks, torch::jit::pickle_save(ToDict(stage.state))});
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat("cannot serialise ",
+                                              StageFileName(stage.blocks), ": ",
+                                              TorchErrorMessage(e)));
     }
   }
-  return snapshots;
+  return serialized;
 }
 
 CheckpointDir::CheckpointDir(Directory directory, int64_t attempt)
@@ -284,21 +283,13 @@ std::optional<int64_t> CheckpointDir::LatestComplete(int64_t num_layers) const {
 }
 
 absl::Status CheckpointDir::Write(
-    int64_t step, const std::vector<StageSnapshot>& stages) const {
+    int64_t step, const std::vector<SerializedStage>& stages) const {
   RETURN_IF_ERROR(CheckNotSuperseded());
   if (stages.empty()) return absl::OkStatus();
   ASSIGN_OR_RETURN(const Directory step_dir,
                    directory_.Open(StepName(step), /*create=*/true));
   const std::vector<StageFile> present = StageFiles(step);
-  for (const StageSnapshot& stage : stages) {
-    std::vector<char> bytes;
-    try {
-      bytes = torch::jit::pickle_save(ToDict(stage.state));
-    } catch (const std::exception& e) {
-      return absl::InternalError(absl::StrCat("cannot serialise ",
-                                              StageFileName(stage.blocks), ": ",
-                                              TorchErrorMessage(e)));
-    }
+  for (const SerializedStage& stage : stages) {
     // What an earlier attempt under another partition left of these
     // blocks would make the step hold them twice.
     for (const StageFile& file : present) {
@@ -309,15 +300,16 @@ absl::Status CheckpointDir::Write(
     }
     RETURN_IF_ERROR(step_dir.WriteFileDurably(
         StageFileName(stage.blocks),
-        absl::string_view(bytes.data(), bytes.size())));
+        absl::string_view(stage.bytes.data(), stage.bytes.size())));
   }
   return absl::OkStatus();
 }
 
 absl::Status CheckpointDir::Save(const ProgramExecutor& executor, int64_t step,
                                  const std::vector<int>& model_stages) const {
-  ASSIGN_OR_RETURN(const std::vector<StageSnapshot> stages,
-                   Snapshot(executor, model_stages));
+  ASSIGN_OR_RETURN(const std::vector<StageView> views,
+                   StageViews(executor, model_stages));
+  ASSIGN_OR_RETURN(const std::vector<SerializedStage> stages, Serialize(views));
   return Write(step, stages);
 }
 

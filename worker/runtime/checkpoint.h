@@ -40,7 +40,7 @@
 //   // every rank:
 //   if (first > 0) RETURN_IF_ERROR(checkpoints.Load(*executor, first));
 //   // after step s, when (s + 1) % every == 0 (or, in the background,
-//   // CheckpointWriter with a Snapshot taken after the step):
+//   // CheckpointWriter with the StageViews of the step):
 //   RETURN_IF_ERROR(checkpoints.Save(*executor, s + 1,
 //                                    StagesWrittenBy(outline, rank)));
 //   RETURN_IF_ERROR(checkpoints.Prune(num_layers));
@@ -68,17 +68,31 @@ std::vector<int> StagesWrittenBy(const schedule::ScheduleOutline& outline,
                                  int rank);
 
 // One model stage as a checkpoint holds it: its blocks, and its parameters
-// and optimizer state copied to host memory, so that they stay as they were
-// while the executor trains on.
-struct StageSnapshot {
+// and optimizer state as the executor holds them (the tensors are shared,
+// not copied).
+struct StageView {
   LayerRange blocks;
   StageState state;
 };
 
-// The model stages `model_stages` of `executor`, copied; call between
-// steps. NOT_FOUND for a stage the executor does not hold.
-absl::StatusOr<std::vector<StageSnapshot>> Snapshot(
+// The model stages `model_stages` of `executor`, as they are between two
+// steps. They stay so until the executor's next optimizer step: a reader on
+// another thread makes it wait (ProgramExecutor::DeferUpdatesUntil). NOT_FOUND
+// for a stage the executor does not hold.
+absl::StatusOr<std::vector<StageView>> StageViews(
     const ProgramExecutor& executor, const std::vector<int>& model_stages);
+
+// A model stage's file, serialised in host memory: what a checkpoint keeps
+// of a StageView once its tensors may change again.
+struct SerializedStage {
+  LayerRange blocks;
+  std::vector<char> bytes;
+};
+
+// `stages` in the stage files' format (a GPU's tensors are copied to the
+// host). INTERNAL naming the stage's file when one cannot be serialised.
+absl::StatusOr<std::vector<SerializedStage>> Serialize(
+    const std::vector<StageView>& stages);
 
 class CheckpointDir {
  public:
@@ -111,13 +125,15 @@ class CheckpointDir {
   // Writes `stages` as checkpoint `step` (the optimizer steps done),
   // replacing any file of the step that holds some of their blocks under
   // another partition. Needs no executor: it may run while one trains on.
+  // An empty `stages` writes nothing.
   // RESOURCE_EXHAUSTED when the disk is full, INTERNAL naming the file when
   // it cannot be written otherwise (no temporary file is left either way);
   // ABORTED once a later attempt has claimed the directory (then nothing is
   // written).
   absl::Status Write(int64_t step,
-                     const std::vector<StageSnapshot>& stages) const;
-  // Write(step, Snapshot(executor, model_stages)): call between steps.
+                     const std::vector<SerializedStage>& stages) const;
+  // Write(step, Serialize(StageViews(executor, model_stages))): call between
+  // steps.
   absl::Status Save(const ProgramExecutor& executor, int64_t step,
                     const std::vector<int>& model_stages) const;
 

@@ -340,6 +340,16 @@ absl::Status ProgramExecutor::ImportStage(int model_stage,
   return absl::OkStatus();
 }
 
+void ProgramExecutor::DeferUpdatesUntil(std::shared_future<void> read) {
+  pending_read_ = std::move(read);
+}
+
+void ProgramExecutor::WaitForPendingRead() {
+  if (!pending_read_.valid()) return;
+  pending_read_.wait();
+  pending_read_ = {};
+}
+
 absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
   memory_.ResetPeak();
   loss_sum_.reset();
@@ -358,6 +368,7 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
     if (position_ != nullptr) {
       position_->Enter(step, static_cast<int>(index));
     }
+    if (inst.op == OpKind::kOptimizerStep) WaitForPendingRead();
     const auto op_start = std::chrono::steady_clock::now();
     absl::Status status;
     try {

@@ -58,6 +58,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <future>
 #include <map>
 #include <memory>
 #include <set>
@@ -132,6 +133,11 @@ class ProgramExecutor {
   // does not hold; INVALID_ARGUMENT naming the parameter that is missing or
   // differs in shape or type (and then nothing has changed).
   absl::Status ImportStage(int model_stage, const StageState& state);
+  // Another thread reads the state ExportStage returned (a checkpoint being
+  // written) until `read` is ready: the next OPTIMIZER_STEP, the only op
+  // that changes it, waits for that, while the ops before it go on. The
+  // wait counts as bubble, not busy time.
+  void DeferUpdatesUntil(std::shared_future<void> read);
 
   // Each step writes on `board` (null: on none) the index of each
   // instruction it begins, then the program's length as it finishes; the
@@ -198,6 +204,8 @@ class ProgramExecutor {
   absl::Status EndAllReduce(const schedule::Instruction& inst,
                             StepMetrics& metrics);
   absl::Status FinishStep();
+  // Waits for the reader DeferUpdatesUntil named, if any, and forgets it.
+  void WaitForPendingRead();
   // Fills the weights/gradients/optimizer/activations split of the peak.
   void AccountStateMemory(StepMetrics& metrics) const;
 
@@ -230,6 +238,8 @@ class ProgramExecutor {
   std::map<std::pair<schedule::StageRef, int>, BackwardPlan> backward_plans_;
   bool holds_last_stage_ = false;
   OpPositionBoard* position_ = nullptr;
+  // The reader the next OPTIMIZER_STEP waits for (DeferUpdatesUntil), if any.
+  std::shared_future<void> pending_read_;
 
   // Per-step state, empty between steps.
   ActivationStash stash_;

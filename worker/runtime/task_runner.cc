@@ -1,6 +1,7 @@
 #include "worker/runtime/task_runner.h"
 
 #include <cmath>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -220,8 +221,8 @@ absl::StatusOr<Started> Rendezvous(const TaskRunOptions& options,
 }
 
 // A rank's checkpoints during its steps: after every spec.checkpoints.every
-// steps, its stages are copied as the step left them and written in the
-// background while it trains on.
+// steps, its stages are written in the background as the step left them,
+// while it trains on.
 class StepCheckpoints {
  public:
   StepCheckpoints(const TaskRunOptions& options, const CheckpointDir* dir)
@@ -234,14 +235,16 @@ class StepCheckpoints {
   // After step `step`: starts its checkpoint when it is one, waits for the
   // last one to be written after the run's last step; the latest step whose
   // checkpoint share this rank has written. A failed write's error.
-  absl::StatusOr<int64_t> After(const ProgramExecutor& executor, int64_t step) {
+  absl::StatusOr<int64_t> After(ProgramExecutor& executor, int64_t step) {
     RETURN_IF_ERROR(writer_.Check());
     // After the optimizer step every replica of a stage is the same, so its
     // writer alone saves it.
     if ((step + 1) % every_ == 0) {
-      ASSIGN_OR_RETURN(std::vector<StageSnapshot> stages,
-                       Snapshot(executor, written_));
-      RETURN_IF_ERROR(writer_.Submit(step + 1, std::move(stages)));
+      ASSIGN_OR_RETURN(std::vector<StageView> stages,
+                       StageViews(executor, written_));
+      ASSIGN_OR_RETURN(const std::shared_future<void> read,
+                       writer_.Submit(step + 1, std::move(stages)));
+      executor.DeferUpdatesUntil(read);
     }
     // The last step reports the run's last checkpoint.
     if (step + 1 == last_step_) RETURN_IF_ERROR(writer_.Flush());

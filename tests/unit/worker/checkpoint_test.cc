@@ -16,6 +16,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -252,17 +253,40 @@ TEST_F(CheckpointTest, SavingReplacesAnotherPartitionsFilesOfTheSameBlocks) {
   EXPECT_TRUE(checkpoints.Load(*executor, 2).ok());
 }
 
+// A copy of `state`, which stays as it is while the executor trains on.
+StageState Copied(const StageState& state) {
+  const auto copy = [](const at::Tensor& t) {
+    return t.defined() ? t.clone() : t;
+  };
+  StageState copied;
+  for (const auto& [name, parameter] : state.parameters) {
+    copied.parameters.emplace_back(name, copy(parameter));
+  }
+  copied.optimizer.steps = state.optimizer.steps;
+  for (const at::Tensor& moment : state.optimizer.first_moments) {
+    copied.optimizer.first_moments.push_back(copy(moment));
+  }
+  for (const at::Tensor& moment : state.optimizer.second_moments) {
+    copied.optimizer.second_moments.push_back(copy(moment));
+  }
+  return copied;
+}
+
 // What a rank writes in the background is its stages as the step left
-// them, though it trains on while the write goes on.
+// them, though it trains on while the write goes on: the views share the
+// executor's tensors, whose next update waits until they are read.
 TEST_F(CheckpointTest, ABackgroundWriteHoldsTheStepsStateWhileTrainingGoesOn) {
   const CheckpointDir checkpoints = Checkpoints();
   auto executor = Executor(OptimizerKind::kAdamW);
   ASSERT_TRUE(executor->RunStep(0).ok());
-  const StageState after_step_1 = Snapshot(*executor, {0})->at(0).state;
+  const StageState after_step_1 = Copied(*executor->ExportStage(0));
   {
     CheckpointWriter writer(&checkpoints, layers_, /*rank=*/0);
     EXPECT_EQ(writer.durable_step(), 0);
-    ASSERT_TRUE(writer.Submit(1, *Snapshot(*executor, {0})).ok());
+    absl::StatusOr<std::shared_future<void>> read =
+        writer.Submit(1, *StageViews(*executor, {0}));
+    ASSERT_TRUE(read.ok()) << read.status();
+    executor->DeferUpdatesUntil(*read);
     ASSERT_TRUE(executor->RunStep(1).ok());  // Changes the live tensors.
     ASSERT_TRUE(writer.Flush().ok());
     EXPECT_EQ(writer.durable_step(), 1);
@@ -283,7 +307,7 @@ TEST_F(CheckpointTest,
   ASSERT_TRUE(Checkpoints(2).Claim().ok());
   auto executor = Executor(OptimizerKind::kSgd);
   CheckpointWriter writer(&first, layers_, /*rank=*/0);
-  ASSERT_TRUE(writer.Submit(2, *Snapshot(*executor, {0})).ok());
+  ASSERT_TRUE(writer.Submit(2, *StageViews(*executor, {0})).ok());
   // Check does not wait: it sees the error once the write has ended.
   absl::Status failed = absl::OkStatus();
   EXPECT_TRUE(chimera::testing::WaitUntil(

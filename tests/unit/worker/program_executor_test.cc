@@ -8,11 +8,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <functional>
+#include <future>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -61,14 +65,21 @@ TaskSpec Spec(const ModelConfig& config, std::vector<LayerRange> stages) {
   return spec;
 }
 
+// The only worker of `s` (a one-stage schedule) over the whole of `config`
+// (4 blocks).
+std::unique_ptr<ProgramExecutor> OneWorker(const schedule::Schedule& s,
+                                           const ModelConfig& config,
+                                           const DataSource& data) {
+  return ProgramExecutor::Create(schedule::RankScheduleOf(s, 0),
+                                 Spec(config, {{0, 4}}), data, nullptr)
+      .value();
+}
+
 TEST(ProgramExecutorTest, OneWorkerTrainsWithoutACommunicator) {
   const ModelConfig config = testing::TinyConfig(ModelFamily::kGpt);
   const auto data = Synthetic(config);
   const schedule::Schedule s = Generate(Scheme::kGpipe, 1, 3);
-  auto executor =
-      ProgramExecutor::Create(schedule::RankScheduleOf(s, 0),
-                              Spec(config, {{0, 4}}), *data, nullptr)
-          .value();
+  auto executor = OneWorker(s, config, *data);
   ASSERT_TRUE(executor->holds_last_stage());
   const StepMetrics first = executor->RunStep(0).value();
   EXPECT_TRUE(first.has_loss);
@@ -90,11 +101,7 @@ TEST(ProgramExecutorTest,
      SplitsThePeakIntoWeightsGradientsOptimizerAndActivations) {
   const ModelConfig config = testing::TinyConfig(ModelFamily::kGpt);
   const auto data = Synthetic(config);
-  auto executor =
-      ProgramExecutor::Create(
-          schedule::RankScheduleOf(Generate(Scheme::kGpipe, 1, 2), 0),
-          Spec(config, {{0, 4}}), *data, nullptr)
-          .value();
+  auto executor = OneWorker(Generate(Scheme::kGpipe, 1, 2), config, *data);
   int64_t parameter_bytes = 0;
   for (const auto& [name, parameter] : executor->NamedParameters()) {
     parameter_bytes += static_cast<int64_t>(parameter.nbytes());
@@ -108,6 +115,37 @@ TEST(ProgramExecutorTest,
   EXPECT_EQ(step.weights_bytes + step.gradients_bytes + step.optimizer_bytes +
                 step.activations_bytes,
             step.memory_peak_bytes);
+}
+
+// A checkpoint writer reads the state a step left while the next step
+// computes: that step's optimizer step, and only it, waits for the reader.
+TEST(ProgramExecutorTest, TheOptimizerStepWaitsForAReaderOfTheStateBeforeIt) {
+  const ModelConfig config = testing::TinyConfig(ModelFamily::kGpt);
+  const auto data = Synthetic(config);
+  const schedule::Schedule s = Generate(Scheme::kGpipe, 1, 2);
+  auto executor = OneWorker(s, config, *data);
+  ASSERT_TRUE(executor->RunStep(0).ok());
+  const at::Tensor live = executor->NamedParameters().front().second;
+  const at::Tensor before = live.clone();
+
+  std::promise<void> read;
+  executor->DeferUpdatesUntil(read.get_future().share());
+  std::atomic<bool> done{false};
+  std::thread step([&] {
+    EXPECT_TRUE(executor->RunStep(1).ok());
+    done = true;
+  });
+  // A step of this model takes milliseconds; unheld, it would be over.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(done);
+  EXPECT_TRUE(at::equal(live, before)) << "changed while being read";
+  read.set_value();
+  step.join();
+  EXPECT_FALSE(at::equal(live, before));
+
+  // Once waited for, a reader holds no later step up.
+  const StepMetrics after = executor->RunStep(2).value();
+  EXPECT_EQ(after.op_seconds.size(), s.workers[0].instructions.size());
 }
 
 TEST(ProgramExecutorTest, RejectsAPartitionThatDoesNotTileTheModel) {

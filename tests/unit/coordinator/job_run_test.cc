@@ -148,27 +148,30 @@ TEST(JobRunTest, RanksThatAllWaitForPeersOrSayNothingBlameNoWorker) {
               HasSubstr("rank 0 on worker w0, rank 1 on worker w1 reported"));
 }
 
+// Why `run` is overdue at `at`, having been on time at `on_time`; what went
+// otherwise when it was not so.
+std::string OverdueReason(const JobRun& run, absl::Time on_time, absl::Time at,
+                          const RunBounds& bounds) {
+  if (run.Overdue(on_time, bounds, kNoWorkers)) return "overdue too early";
+  const std::optional<RunVerdict> verdict = run.Overdue(at, bounds, kNoWorkers);
+  return verdict ? verdict->reason : "not overdue";
+}
+
 // Its first step also connects a rank, builds its stages and loads the
 // checkpoint: it may take as long as the rendezvous.
 TEST(JobRunTest, ARunsFirstStepMayTakeAsLongAsTheRendezvous) {
   const RunBounds bounds{absl::Seconds(120), absl::Seconds(10)};
   JobRun run = TwoRankRun();
   run.rendezvous_done = true;
-  EXPECT_FALSE(run.Overdue(kStart + absl::Seconds(100), bounds, kNoWorkers));
-  const std::optional<RunVerdict> first =
-      run.Overdue(kStart + absl::Seconds(121), bounds, kNoWorkers);
-  ASSERT_TRUE(first);
-  EXPECT_THAT(first->reason,
+  EXPECT_THAT(OverdueReason(run, kStart + absl::Seconds(100),
+                            kStart + absl::Seconds(121), bounds),
               HasSubstr("reported no step for 2m (the larger of "
                         "--progress-timeout and 10 predicted steps, or of "
                         "--rendezvous-timeout before a run's first step)"));
   run.Stepped(0, kStart + absl::Seconds(5));
   run.Stepped(1, kStart + absl::Seconds(5));
-  EXPECT_FALSE(run.Overdue(kStart + absl::Seconds(15), bounds, kNoWorkers));
-  const std::optional<RunVerdict> later =
-      run.Overdue(kStart + absl::Seconds(16), bounds, kNoWorkers);
-  ASSERT_TRUE(later);
-  EXPECT_THAT(later->reason,
+  EXPECT_THAT(OverdueReason(run, kStart + absl::Seconds(15),
+                            kStart + absl::Seconds(16), bounds),
               HasSubstr("reported no step for 10s (the larger of "
                         "--progress-timeout and 10 predicted steps): stopped"));
 }

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "schedule/simulator.h"
+#include "worker/runtime/blas_core.h"
 #include "worker/runtime/compute_threads.h"
 #include "worker/runtime/task_spec.h"
 
@@ -20,7 +21,7 @@ using worker::harness::PipelineMeasurements;
 constexpr absl::Duration kOpTimeout = absl::Minutes(2);
 
 void RestartWithSingleThreadedPools(char** argv) {
-  worker::RestartWithEnvironment(worker::ComputeThreadsEnvironment(1), argv);
+  worker::SettleBlasCore(worker::ComputeThreadsEnvironment(1), argv);
 }
 
 void AddRunFlags(CLI::App& app, RunFlags& flags) {

@@ -25,8 +25,9 @@
 namespace chimera::bench {
 
 // Starts this benchmark again, from the top, with the environment of a
-// single-threaded worker's task process (ComputeThreadsEnvironment(1)) unless
-// it already has it: OpenBLAS sizes its thread pool when it loads, and ranks
+// single-threaded worker's task process (ComputeThreadsEnvironment(1)) and
+// the BLAS core the CPU calls for (SettleBlasCore) unless it already has
+// them: OpenBLAS sizes its thread pool when it loads, and ranks
 // forked from a process whose pool was sized for every core stayed 15 %
 // slower although each limited itself to one thread (measured: Chimera D = 2
 // BERT steps 1.97 s against 1.71 s). Call first thing in main.

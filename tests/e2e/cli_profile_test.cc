@@ -2,11 +2,13 @@
 // profile it writes.
 #include <cstdlib>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <string>
 #include <vector>
 
 #include "absl/algorithm/container.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -25,6 +27,7 @@ using ::chimera::testing::ProcessResult;
 using ::chimera::testing::RunProcess;
 using ::chimera::testing::TinyJob;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Small enough to profile in a second; parallelism left to the planner.
 std::string ProfiledJobYaml() {
@@ -109,6 +112,92 @@ TEST(CliProfileTest, ProfilesWithOpenMpThreadsThatSleepWhenIdle) {
   }
   EXPECT_TRUE(passive) << "the profiling worker never ran with it";
   EXPECT_EQ(worker.Wait(absl::Seconds(60)), 0) << worker.err();
+}
+
+// The OpenBLAS core for this machine's CPU, from the flags Linux lists
+// (read here independently of the worker's CPUID code), and the units named.
+struct CoreForThisCpu {
+  std::string core;  // Empty: the generic core is the match.
+  std::string units;
+};
+
+CoreForThisCpu ExpectedCore() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line) && line.rfind("flags", 0) != 0) {
+  }
+  const std::vector<std::string> flags = absl::StrSplit(line, ' ');
+  auto has = [&flags](std::initializer_list<const char*> names) {
+    return absl::c_all_of(names, [&flags](const char* name) {
+      return absl::c_linear_search(flags, name);
+    });
+  };
+  if (has({"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"}))
+    return {"SkylakeX", "AVX-512"};
+  if (has({"avx2", "fma"})) return {"Haswell", "AVX2"};
+  if (has({"avx"})) return {"Sandybridge", "AVX"};
+  return {};
+}
+
+// Profiles the small job with the fake OpenBLAS (tests/support/
+// fake_openblas.cc) preloaded and `environment` set; its stderr.
+std::string ProfileWithFakeOpenBlas(ChildProcess::Environment environment) {
+  ::unsetenv("OPENBLAS_CORETYPE");
+  ::unsetenv("CHIMERA_OPENBLAS_REPLACED_CORE");
+  environment["LD_PRELOAD"] = CHIMERA_FAKE_OPENBLAS;
+  const chimera::testing::TempDir dir;
+  ChildProcess worker({CHIMERA_WORKER_BINARY, "profile", "--job",
+                       dir.WriteFile("job.yaml", ProfiledJobYaml()), "--out",
+                       dir.path() + "/profile.json"},
+                      "", "", environment);
+  EXPECT_EQ(worker.Wait(absl::Seconds(60)), 0) << worker.err();
+  return worker.err();
+}
+
+// Where OpenBLAS runs its generic core, a worker starts itself again on the
+// core for its CPU's vector units, and says so.
+TEST(CliProfileTest, RunsTheBlasCoreTheCpuCallsForWhereOpenBlasFellBack) {
+  const CoreForThisCpu expected = ExpectedCore();
+  const std::string log = ProfileWithFakeOpenBlas({});
+  if (expected.core.empty()) {
+    EXPECT_THAT(log, HasSubstr("BLAS: OpenBLAS core Prescott, its own choice"));
+  } else {
+    EXPECT_THAT(
+        log, HasSubstr(absl::StrCat("BLAS: OpenBLAS core ", expected.core,
+                                    ", chosen for this CPU's ", expected.units,
+                                    " (OpenBLAS ran Prescott)")));
+  }
+}
+
+// A chosen core whose products are wrong is dropped, with a warning, for
+// OpenBLAS's own choice; the job still runs.
+TEST(CliProfileTest, FallsBackWhereTheChosenCoreComputesWrongProducts) {
+  const std::string log =
+      ProfileWithFakeOpenBlas({{"FAKE_OPENBLAS_WRONG_PRODUCTS", "1"}});
+  if (ExpectedCore().core.empty()) {  // Nothing chosen, nothing broken.
+    EXPECT_THAT(log, HasSubstr("BLAS: OpenBLAS core Prescott, its own choice"));
+    EXPECT_THAT(log, Not(HasSubstr("wrong products")));
+    return;
+  }
+  EXPECT_THAT(log, HasSubstr("computes wrong products (Float product of"));
+  EXPECT_THAT(log, HasSubstr("BLAS: OpenBLAS core Prescott, its own choice: "
+                             "the core chosen for this CPU computed wrong "
+                             "products"));
+}
+
+// Some machines set OPENBLAS_CORETYPE on purpose; a worker keeps it, even
+// the generic core (here with the real OpenBLAS).
+TEST(CliProfileTest, KeepsTheBlasCoreTheOperatorSet) {
+  ::unsetenv("CHIMERA_OPENBLAS_REPLACED_CORE");
+  const chimera::testing::TempDir dir;
+  ChildProcess worker({CHIMERA_WORKER_BINARY, "profile", "--job",
+                       dir.WriteFile("job.yaml", ProfiledJobYaml()), "--out",
+                       dir.path() + "/profile.json"},
+                      "", "", {{"OPENBLAS_CORETYPE", "Prescott"}});
+  EXPECT_EQ(worker.Wait(absl::Seconds(60)), 0) << worker.err();
+  EXPECT_THAT(
+      worker.err(),
+      HasSubstr("BLAS: OpenBLAS core Prescott, set by OPENBLAS_CORETYPE"));
 }
 
 TEST(CliProfileTest, ProfileWithoutAJobExitsTwo) {

@@ -586,10 +586,12 @@ TEST_F(CheckpointChaosTest,
   const absl::StatusOr<chimera::v1::Job> before = client_->Get(job->id());
   ASSERT_TRUE(before.ok()) << before.status();
   const int slow_from = before->status().completed_steps();
-  // Stopped 3/4 of the time: its ops take about 4x as long.
-  std::optional<Throttle> throttle(std::in_place, slowed_task,
-                                   absl::Milliseconds(40),
-                                   absl::Milliseconds(30));
+  // Stopped 3/4 of the time: its ops take about 4x as long. The cycle is
+  // short against an op (a few ms each on a fast BLAS core): with 40 ms
+  // cycles, ops that fell in a running window ran at full speed, and steps
+  // slowed so unevenly that five slow ones in a row took up to 30 steps.
+  std::optional<Throttle> throttle(
+      std::in_place, slowed_task, absl::Milliseconds(8), absl::Milliseconds(6));
   const chimera::v1::Job replaced = AwaitJob(job->id(), [](const auto& j) {
     return j.status().restarts() > 0 || Ended(j);
   });

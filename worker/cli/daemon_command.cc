@@ -24,6 +24,7 @@
 #include "worker/daemon/local_devices.h"
 #include "worker/daemon/task_process.h"
 #include "worker/daemon/worker_daemon.h"
+#include "worker/runtime/blas_core.h"
 #include "worker/runtime/compute_threads.h"
 
 namespace chimera::worker::cli {
@@ -196,6 +197,9 @@ void AddDaemonCommand(CLI::App& app, Invocation* invocation) {
   net::AddMetricsFlags(command, "the daemon's", &flags->metrics);
   AddRootFlags(command, &flags->data_root, &flags->checkpoint_root);
   command->callback([flags, invocation] {
+    // Its task processes inherit its environment: the BLAS core settled here
+    // is theirs.
+    flags->options.blas_core = SettleBlasCore({}, invocation->argv);
     invocation->exit_code = RunDaemon(*flags);
   });
 }
@@ -213,9 +217,10 @@ void AddRunTaskCommand(CLI::App& app, Invocation* invocation) {
   command->add_option("--position-segment", flags->position_segment,
                       "Where to publish the op the task runs");
   command->callback([flags, invocation] {
-    // A task computes: with OpenMP threads that sleep when idle (its daemon
-    // set that already, so this rarely restarts).
-    RestartWithEnvironment(OpenMpWaitEnvironment(), invocation->argv);
+    // A task computes: with OpenMP threads that sleep when idle, on the BLAS
+    // core the CPU calls for (its daemon set both already, so this rarely
+    // restarts).
+    SettleBlasCore(OpenMpWaitEnvironment(), invocation->argv);
     invocation->exit_code = RunTaskProcess(*flags, std::cout);
   });
 }

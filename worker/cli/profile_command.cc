@@ -8,6 +8,7 @@
 #include "worker/cli/exit_codes.h"
 #include "worker/cli/shared_flags.h"
 #include "worker/profile/profiler.h"
+#include "worker/runtime/blas_core.h"
 #include "worker/runtime/compute_threads.h"
 
 namespace chimera::worker::cli {
@@ -36,8 +37,9 @@ int WriteProfile(const std::string& json, const std::string& out_path) {
 }
 
 int RunProfile(const ProfileFlags& flags, char** argv) {
-  // It computes in this process: with OpenMP threads that sleep when idle.
-  RestartWithEnvironment(OpenMpWaitEnvironment(), argv);
+  // It computes in this process: with OpenMP threads that sleep when idle,
+  // on the BLAS core the CPU calls for.
+  SettleBlasCore(OpenMpWaitEnvironment(), argv);
   const auto job =
       jobspec::LoadJobFile(flags.job_path, {.data_root = flags.data_root});
   if (!job.ok()) {

@@ -3,6 +3,7 @@
 #include "worker/cli/commands.h"
 #include "worker/cli/exit_codes.h"
 #include "worker/cli/shared_flags.h"
+#include "worker/runtime/blas_core.h"
 #include "worker/runtime/compute_threads.h"
 #include "worker/standalone/standalone.h"
 
@@ -10,8 +11,9 @@ namespace chimera::worker::cli {
 namespace {
 
 int RunStandalone(const StandaloneFlags& flags, char** argv) {
-  // It computes in this process: with OpenMP threads that sleep when idle.
-  RestartWithEnvironment(OpenMpWaitEnvironment(), argv);
+  // It computes in this process: with OpenMP threads that sleep when idle,
+  // on the BLAS core the CPU calls for.
+  SettleBlasCore(OpenMpWaitEnvironment(), argv);
   const absl::StatusOr<StandaloneRun> run = PrepareStandalone(flags);
   if (!run.ok()) {
     std::cerr << "chimera-worker: " << run.status().message() << "\n";

@@ -52,9 +52,11 @@ Labels With(Labels labels, std::string name, std::string value) {
 DaemonMetrics::RunningTask::RunningTask(TaskInfo task)
     : info(std::move(task)), step_durations(StepDurationBuckets()) {}
 
-DaemonMetrics::DaemonMetrics(std::string worker_id, std::string node)
+DaemonMetrics::DaemonMetrics(std::string worker_id, std::string node,
+                             std::string blas_core)
     : worker_id_(std::move(worker_id)),
       node_(std::move(node)),
+      blas_core_(std::move(blas_core)),
       tasks_by_outcome_({{"succeeded", 0}, {"failed", 0}, {"stopped", 0}}) {}
 
 void DaemonMetrics::SetRegistered(bool registered) {
@@ -106,10 +108,15 @@ std::vector<prometheus::MetricFamily> DaemonMetrics::Collect() const {
 
 void DaemonMetrics::CollectDaemon(
     std::vector<prometheus::MetricFamily>& families) const {
-  AddFamily(
-      families, "chimera_worker_info",
-      "This worker's name, node and version (always 1)", MetricType::Gauge,
-      {{"worker", worker_id_}, {"node", node_}, {"version", kVersion}}, 1);
+  AddFamily(families, "chimera_worker_info",
+            "This worker's name, node, version and the OpenBLAS core its tasks "
+            "run (always 1)",
+            MetricType::Gauge,
+            {{"worker", worker_id_},
+             {"node", node_},
+             {"version", kVersion},
+             {"blas_core", blas_core_}},
+            1);
   AddFamily(families, "chimera_worker_registered",
             "1 while registered with the coordinator", MetricType::Gauge, {},
             registered_ ? 1 : 0);

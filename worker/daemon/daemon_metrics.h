@@ -1,6 +1,6 @@
 // The worker daemon's Prometheus metrics, computed when scraped from what the
 // daemon saw last (it runs one task at a time):
-//   chimera_worker_info{worker,node,version}       gauge (1)
+//   chimera_worker_info{worker,node,version,blas_core} gauge (1)
 //   chimera_worker_registered                      gauge (0/1)
 //   chimera_worker_tasks_total{outcome}            counter: succeeded, failed,
 //                                                  stopped
@@ -46,7 +46,8 @@ class DaemonMetrics : public prometheus::Collectable {
     int64_t memory_limit_bytes = 0;
   };
 
-  DaemonMetrics(std::string worker_id, std::string node);
+  // `blas_core`: the OpenBLAS core its tasks run; empty for another BLAS.
+  DaemonMetrics(std::string worker_id, std::string node, std::string blas_core);
 
   // All thread-safe.
   void SetRegistered(bool registered);
@@ -80,6 +81,7 @@ class DaemonMetrics : public prometheus::Collectable {
 
   const std::string worker_id_;
   const std::string node_;
+  const std::string blas_core_;
   mutable absl::Mutex mutex_;
   bool registered_ ABSL_GUARDED_BY(mutex_) = false;
   double heartbeat_failures_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -290,7 +290,8 @@ WorkerDaemon::WorkerDaemon(
       incarnation_(absl::Uniform<uint64_t>(absl::BitGen(), 1, UINT64_MAX)),
       metrics_(std::make_shared<DaemonMetrics>(
           options_.worker_id,
-          options_.node.empty() ? resources_.node : options_.node)) {
+          options_.node.empty() ? resources_.node : options_.node,
+          options_.blas_core)) {
   // gRPC backs off up to two minutes between attempts to reach a server
   // that went away, and resolves its name again at most every 30 s (which
   // held workers back from a coordinator restarted within seconds for up to

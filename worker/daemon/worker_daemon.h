@@ -57,6 +57,8 @@ struct DaemonOptions {
   // The CUDA device this worker's gpu tasks compute on, the one GPU it
   // registers: a machine with several GPUs runs one daemon per GPU.
   int gpu = 0;
+  // The OpenBLAS core its task processes run (empty: another BLAS).
+  std::string blas_core;
 };
 
 class WorkerDaemon {

@@ -15,13 +15,14 @@ std::string Page(const DaemonMetrics& metrics) {
 }
 
 TEST(DaemonMetricsTest, IdleWorkerShowsItsIdentityAndNoTask) {
-  DaemonMetrics metrics("w0", "node-a");
+  DaemonMetrics metrics("w0", "node-a", "SkylakeX");
   metrics.SetRegistered(true);
   const std::string page = Page(metrics);
   EXPECT_THAT(
       page,
       HasSubstr(
           "chimera_worker_info{worker=\"w0\",node=\"node-a\",version=\""));
+  EXPECT_THAT(page, HasSubstr(",blas_core=\"SkylakeX\"} 1"));
   EXPECT_THAT(page, HasSubstr("chimera_worker_registered 1"));
   EXPECT_THAT(page,
               HasSubstr("chimera_worker_tasks_total{outcome=\"succeeded\"} 0"));
@@ -30,7 +31,7 @@ TEST(DaemonMetricsTest, IdleWorkerShowsItsIdentityAndNoTask) {
 }
 
 TEST(DaemonMetricsTest, RunningTaskShowsItsLastStepUntilItEnds) {
-  DaemonMetrics metrics("w0", "node-a");
+  DaemonMetrics metrics("w0", "node-a", "SkylakeX");
   metrics.TaskStarted(
       {.job_id = "job-7", .rank = 2, .memory_limit_bytes = 4000});
   EXPECT_THAT(
@@ -80,7 +81,7 @@ TEST(DaemonMetricsTest, RunningTaskShowsItsLastStepUntilItEnds) {
 }
 
 TEST(DaemonMetricsTest, OpSecondsAndStepDurationsAddUpOverTheTasksSteps) {
-  DaemonMetrics metrics("w0", "node-a");
+  DaemonMetrics metrics("w0", "node-a", "SkylakeX");
   metrics.TaskStarted({.job_id = "job-7", .rank = 0});
   chimera::v1::WorkerStepMetrics step;
   step.set_step_seconds(0.2);
@@ -111,7 +112,7 @@ TEST(DaemonMetricsTest, OpSecondsAndStepDurationsAddUpOverTheTasksSteps) {
 }
 
 TEST(DaemonMetricsTest, GpuTaskSeriesNameTheirDeviceForDcgmJoins) {
-  DaemonMetrics metrics("w0", "node-a");
+  DaemonMetrics metrics("w0", "node-a", "SkylakeX");
   metrics.TaskStarted({.job_id = "job-7", .rank = 1, .gpu = 3});
   EXPECT_THAT(Page(metrics),
               HasSubstr("chimera_worker_task{train_job=\"job-7\","

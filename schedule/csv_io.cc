@@ -17,6 +17,10 @@ namespace {
 constexpr absl::string_view kMagic = "# chimera-schedule";
 constexpr absl::string_view kHeader =
     "rank,op,chunk,stage,micro_batches,peer,part,num_parts,recompute";
+// rank, op, chunk and stage, then micro_batches, peer, part, num_parts and
+// recompute, which take their defaults when empty or left off.
+constexpr size_t kRequiredFields = 4;
+constexpr size_t kFields = 9;
 constexpr int kMaxRanks = 1 << 16;
 
 absl::Status LineError(int line, absl::string_view message) {
@@ -96,9 +100,13 @@ absl::StatusOr<Instruction> ParseInstruction(
 // A STAGE row adds to its rank's held stages, any other to its program.
 absl::Status ReadRow(int line, absl::string_view text, Schedule& schedule) {
   std::vector<absl::string_view> f = absl::StrSplit(text, ',');
-  if (f.size() != 9) {
-    return LineError(line, absl::StrCat("has ", f.size(), " fields, want 9"));
+  if (f.size() < kRequiredFields || f.size() > kFields) {
+    return LineError(
+        line,
+        absl::StrCat("has ", f.size(), " fields, want ", kRequiredFields,
+                     " to ", kFields, " (empty ones may be left off the end)"));
   }
+  f.resize(kFields);  // The missing ones are empty: their defaults.
   ASSIGN_OR_RETURN(int rank, ParseInt(line, "rank", f[0], -1));
   if (rank < 0 || rank >= schedule.topology.NumWorkers()) {
     return LineError(line, absl::StrCat("rank ", rank, " outside [0, ",
@@ -119,6 +127,23 @@ absl::Status ReadRow(int line, absl::string_view text, Schedule& schedule) {
   return absl::OkStatus();
 }
 
+// Fields that hold their defaults are left empty, and empty ones off the
+// end: a large schedule's file is a quarter smaller.
+void AppendInstructionRow(int rank, const Instruction& inst, std::string& out) {
+  absl::StrAppend(&out, rank, ",", OpName(inst.op), ",", inst.chunk, ",",
+                  inst.stage, ",", absl::StrJoin(inst.micro_batches, "+"), ",");
+  if (inst.peer != -1) absl::StrAppend(&out, inst.peer);
+  out += ',';
+  if (inst.part != 0) absl::StrAppend(&out, inst.part);
+  out += ',';
+  if (inst.num_parts != 1) absl::StrAppend(&out, inst.num_parts);
+  out += ',';
+  if (inst.recompute) out += '1';
+  // The stage is never empty, so this stops within the row.
+  out.resize(out.find_last_not_of(',') + 1);
+  out += '\n';
+}
+
 }  // namespace
 
 std::string WriteScheduleCsv(const Schedule& schedule) {
@@ -130,14 +155,10 @@ std::string WriteScheduleCsv(const Schedule& schedule) {
                                  kHeader, "\n");
   for (const WorkerProgram& w : schedule.workers) {
     for (const StageRef& ref : w.stages) {
-      absl::StrAppend(&out, w.rank, ",STAGE,", ref.chunk, ",", ref.stage,
-                      ",,,,,\n");
+      absl::StrAppend(&out, w.rank, ",STAGE,", ref.chunk, ",", ref.stage, "\n");
     }
     for (const Instruction& inst : w.instructions) {
-      absl::StrAppend(&out, w.rank, ",", OpName(inst.op), ",", inst.chunk, ",",
-                      inst.stage, ",", absl::StrJoin(inst.micro_batches, "+"),
-                      ",", inst.peer, ",", inst.part, ",", inst.num_parts, ",",
-                      inst.recompute ? 1 : 0, "\n");
+      AppendInstructionRow(w.rank, inst, out);
     }
   }
   return out;

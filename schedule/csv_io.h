@@ -3,15 +3,17 @@
 //
 //   # chimera-schedule depth=2 width=1 micro_batches=1 chunks=1 layout=chained
 //   rank,op,chunk,stage,micro_batches,peer,part,num_parts,recompute
-//   0,STAGE,0,0,,,,,
-//   0,FORWARD,0,0,0,-1,0,1,0
-//   0,SEND_ACT,0,0,0,1,0,1,0
+//   0,STAGE,0,0
+//   0,FORWARD,0,0,0
+//   0,SEND_ACT,0,0,0,1
 //   ...
 //
 // The first line gives the Topology. STAGE rows declare the stage replicas
 // a rank holds; every other row is an instruction, appended to its rank's
 // program in file order. micro_batches lists one or two indices joined by
-// '+'; empty fields take the defaults (peer -1, part 0, num_parts 1).
+// '+'; empty fields take the defaults (peer -1, part 0, num_parts 1,
+// recompute 0), and empty fields at a row's end may be left off (the writer
+// leaves them off).
 //
 //   std::string csv = WriteScheduleCsv(schedule);
 //   ASSIGN_OR_RETURN(Schedule back, ReadScheduleCsv(csv));

@@ -10,6 +10,7 @@
 namespace chimera::schedule {
 namespace {
 
+// In enum order (AllOpKinds).
 constexpr std::array<std::pair<OpKind, absl::string_view>, 11> kOpNames = {{
     {OpKind::kForward, "FORWARD"},
     {OpKind::kBackward, "BACKWARD"},
@@ -25,6 +26,12 @@ constexpr std::array<std::pair<OpKind, absl::string_view>, 11> kOpNames = {{
 }};
 
 }  // namespace
+
+std::vector<OpKind> AllOpKinds() {
+  std::vector<OpKind> kinds;
+  for (const auto& entry : kOpNames) kinds.push_back(entry.first);
+  return kinds;
+}
 
 std::string OpName(OpKind op) {
   for (const auto& [kind, name] : kOpNames) {

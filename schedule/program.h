@@ -39,6 +39,9 @@ enum class OpKind : uint8_t {
   kBackwardWeight,
 };
 
+// Every op kind in enum order: a kind's index is its value.
+std::vector<OpKind> AllOpKinds();
+
 // "FORWARD", "SEND_ACT", ...: the proto enum names without the OP_ prefix.
 std::string OpName(OpKind op);
 absl::StatusOr<OpKind> ParseOpName(absl::string_view name);

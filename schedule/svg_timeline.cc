@@ -1,6 +1,9 @@
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -71,7 +74,37 @@ std::string SvgSummary(const SimulationResult& result, double y) {
       kLeft, y, summary);
 }
 
+// `value` with two digits after the point, through integers: a fifth of
+// StrFormat's time, which counts at 65,000 boxes.
+void AppendHundredths(double value, std::string& out) {
+  int64_t hundredths = std::llround(value * 100);
+  if (hundredths < 0) {
+    out += '-';
+    hundredths = -hundredths;
+  }
+  const int64_t fraction = hundredths % 100;
+  absl::StrAppend(&out, hundredths / 100, fraction < 10 ? ".0" : ".", fraction);
+}
+
+// A box of width `w` from (x, y) down one row, as a closed subpath.
+void AppendBox(double x, double y, double w, std::string& path) {
+  path += 'M';
+  AppendHundredths(x, path);
+  path += ' ';
+  AppendHundredths(y, path);
+  path += 'h';
+  AppendHundredths(w, path);
+  path += 'v';
+  AppendHundredths(kRowHeight, path);
+  path += 'h';
+  AppendHundredths(-w, path);
+  path += 'z';
+}
+
 // Worker `r`'s row: its label, background, and a labelled box per compute op.
+// The boxes of one colour are one path, each box a closed subpath, and the
+// labels follow them: a D = 64, N = 512 Chimera timeline took 6.9 MB drawn
+// as a rect per box, 2.5 MB so.
 void AppendRow(const Schedule& schedule, const SimulationResult& result, int r,
                double top, double scale, std::string* out) {
   const double y = top + r * (kRowHeight + kRowGap);
@@ -83,6 +116,9 @@ void AppendRow(const Schedule& schedule, const SimulationResult& result, int r,
           "fill=\"#f4f4f4\"/>\n",
           kLeft - 8, y + kRowHeight / 2 + 4, r, kLeft, y, kPlotWidth,
           kRowHeight));
+  // A path per fill, in the order the row first uses them (at most six).
+  std::vector<std::pair<absl::string_view, std::string>> boxes_by_fill;
+  std::string labels;
   const auto& program = schedule.workers[r].instructions;
   for (size_t i = 0; i < program.size(); ++i) {
     const Instruction& inst = program[i];
@@ -91,24 +127,32 @@ void AppendRow(const Schedule& schedule, const SimulationResult& result, int r,
     const Style style = StyleOf(inst.op, inst.chunk);
     const double x = kLeft + t.start * scale;
     const double w = (t.end - t.start) * scale;
-    absl::StrAppend(
-        out, absl::StrFormat(
-                 "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" "
-                 "fill=\"%s\" stroke=\"#333\" stroke-width=\"0.6\"/>\n",
-                 x, y, w, kRowHeight, style.fill));
+    auto path = std::find_if(
+        boxes_by_fill.begin(), boxes_by_fill.end(),
+        [&style](const auto& entry) { return entry.first == style.fill; });
+    if (path == boxes_by_fill.end()) {
+      path = boxes_by_fill.insert(path, {style.fill, ""});
+    }
+    AppendBox(x, y, w, path->second);
     const std::string label =
         absl::StrCat(absl::StrJoin(inst.micro_batches, "+"),
                      inst.num_parts > 1 ? absl::StrCat("/", inst.part) : "");
     const double font = std::min(13.0, w / (0.62 * label.size() + 0.4));
     if (font >= 6) {
       absl::StrAppend(
-          out, absl::StrFormat(
-                   "<text x=\"%.2f\" y=\"%.1f\" font-size=\"%.1f\" fill=\"%s\" "
-                   "text-anchor=\"middle\">%s</text>\n",
-                   x + w / 2, y + kRowHeight / 2 + font / 3, font, style.text,
-                   label));
+          &labels,
+          absl::StrFormat("<text x=\"%.2f\" y=\"%.1f\" font-size=\"%.1f\" "
+                          "fill=\"%s\" text-anchor=\"middle\">%s</text>\n",
+                          x + w / 2, y + kRowHeight / 2 + font / 3, font,
+                          style.text, label));
     }
   }
+  for (const auto& [fill, boxes] : boxes_by_fill) {
+    absl::StrAppend(out, "<path fill=\"", fill,
+                    "\" stroke=\"#333\" stroke-width=\"0.6\" d=\"", boxes,
+                    "\"/>\n");
+  }
+  absl::StrAppend(out, labels);
 }
 
 void AppendAxis(double span, double scale, double plot_bottom,

@@ -1,4 +1,5 @@
 // The drawings, the JSON report and the CSV reader.
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -47,8 +48,80 @@ TEST(JsonReportTest, HasTheStableFields) {
     EXPECT_TRUE(w0.contains(key)) << key;
   }
   EXPECT_EQ(w0["peak_activations"].get<int>(), 4);
-  EXPECT_EQ(w0["instructions"].size(), s.workers[0].instructions.size());
-  EXPECT_EQ(w0["instructions"][0]["op"].get<std::string>(), "FORWARD");
+  const auto& code = w0["instructions"];
+  EXPECT_EQ(code["count"].get<size_t>(), s.workers[0].instructions.size());
+  EXPECT_EQ(j["ops"][code["op"][0].get<int>()].get<std::string>(), "FORWARD");
+}
+
+// Each column holds one field of every instruction, in program order, with
+// the simulated times; the defaults' columns are left out.
+TEST(JsonReportTest, ColumnsHoldEveryInstructionsFields) {
+  Schedule s = MustGenerate(Params(Scheme::kChimera, 4, 8));
+  SimulationResult r = MustSimulate(s);
+  const nlohmann::json j = nlohmann::json::parse(JsonReport(s, r));
+  for (size_t w = 0; w < s.workers.size(); ++w) {
+    const auto& code = j["workers"][w]["instructions"];
+    const std::vector<Instruction>& program = s.workers[w].instructions;
+    ASSERT_EQ(code["count"].get<size_t>(), program.size());
+    for (const char* column :
+         {"op", "chunk", "stage", "micro_batches", "peer", "start", "end"}) {
+      ASSERT_EQ(code[column].size(), program.size()) << column;
+    }
+    for (size_t i = 0; i < program.size(); ++i) {
+      const Instruction& inst = program[i];
+      EXPECT_EQ(j["ops"][code["op"][i].get<int>()].get<std::string>(),
+                OpName(inst.op));
+      EXPECT_EQ(code["chunk"][i].get<int>(), inst.chunk);
+      EXPECT_EQ(code["stage"][i].get<int>(), inst.stage);
+      EXPECT_EQ(code["peer"][i].get<int>(), inst.peer);
+      const nlohmann::json& mbs = code["micro_batches"][i];
+      if (inst.micro_batches.size() == 1) {
+        EXPECT_EQ(mbs.get<int>(), inst.micro_batches[0]);
+      } else {
+        EXPECT_EQ(mbs.get<std::vector<int>>(),
+                  std::vector<int>(inst.micro_batches.begin(),
+                                   inst.micro_batches.end()));
+      }
+      EXPECT_EQ(code["start"][i].get<double>(), r.workers[w].timings[i].start);
+      EXPECT_EQ(code["end"][i].get<double>(), r.workers[w].timings[i].end);
+    }
+    EXPECT_FALSE(code.contains("part"));
+    EXPECT_FALSE(code.contains("recompute"));
+  }
+}
+
+TEST(JsonReportTest, SlicedAndRecomputedInstructionsGetTheirColumns) {
+  ScheduleParams params = Params(Scheme::kChimera, 4, 8);
+  params.concat = Concat::kBackwardHalving;
+  Schedule s = MustGenerate(params);
+  s.workers[0].instructions[0].recompute = true;
+  const nlohmann::json j =
+      nlohmann::json::parse(JsonReport(s, MustSimulate(s)));
+  const auto& rank0 = j["workers"][0]["instructions"];
+  EXPECT_TRUE(rank0["recompute"][0].get<bool>());
+  EXPECT_EQ(rank0["recompute"].size(), s.workers[0].instructions.size());
+  EXPECT_FALSE(j["workers"][1]["instructions"].contains("recompute"));
+  bool halved = false;
+  for (size_t i = 0; i < s.workers[0].instructions.size(); ++i) {
+    const Instruction& inst = s.workers[0].instructions[i];
+    EXPECT_EQ(rank0["part"][i].get<int>(), inst.part);
+    EXPECT_EQ(rank0["num_parts"][i].get<int>(), inst.num_parts);
+    halved = halved || inst.num_parts == 2;
+  }
+  EXPECT_TRUE(halved) << "backward halving sliced no backward on rank 0";
+}
+
+// Times of any size read back exactly, and a worker's figures are numbers.
+TEST(JsonReportTest, NumbersReadBackExactly) {
+  Schedule s = MustGenerate(Params(Scheme::kOneFOneB, 2, 2));
+  SimulationResult r = MustSimulate(s);
+  r.workers[0].timings[0].end = 0.1 + 0.2;
+  r.workers[0].busy = 1e-300;
+  r.makespan = 123456789.125;
+  const nlohmann::json j = nlohmann::json::parse(JsonReport(s, r));
+  EXPECT_EQ(j["workers"][0]["instructions"]["end"][0].get<double>(), 0.1 + 0.2);
+  EXPECT_EQ(j["workers"][0]["busy"].get<double>(), 1e-300);
+  EXPECT_EQ(j["makespan"].get<double>(), 123456789.125);
 }
 
 TEST(SvgTimelineTest, HasLegendAxisAndMicroBatchNumbers) {
@@ -99,6 +172,60 @@ TEST(CsvTest, HandWrittenScheduleLoadsAndValidates) {
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_TRUE(ValidateSchedule(*s).ok()) << ValidateSchedule(*s);
   EXPECT_NEAR(MustSimulate(*s).makespan, 6, 1e-9);
+}
+
+// Defaults are written empty, and empty fields off the end of a row.
+TEST(CsvTest, WritesDefaultsAsNothing) {
+  Schedule s = MustGenerate(Params(Scheme::kOneFOneB, 2, 1));
+  EXPECT_EQ(WriteScheduleCsv(s),
+            "# chimera-schedule depth=2 width=1 micro_batches=1 chunks=1 "
+            "layout=chained\n"
+            "rank,op,chunk,stage,micro_batches,peer,part,num_parts,recompute\n"
+            "0,STAGE,0,0\n"
+            "0,FORWARD,0,0,0\n"
+            "0,SEND_ACT,0,0,0,1\n"
+            "0,RECV_GRAD,0,0,0,1\n"
+            "0,BACKWARD,0,0,0\n"
+            "0,OPTIMIZER_STEP,0,0\n"
+            "1,STAGE,0,1\n"
+            "1,RECV_ACT,0,1,0,0\n"
+            "1,FORWARD,0,1,0\n"
+            "1,BACKWARD,0,1,0\n"
+            "1,SEND_GRAD,0,1,0,0\n"
+            "1,OPTIMIZER_STEP,0,0\n");
+}
+
+TEST(CsvTest, FieldsLeftOffTheEndTakeTheirDefaults) {
+  Schedule s = MustGenerate(Params(Scheme::kChimera, 4, 8));
+  for (WorkerProgram& w : s.workers) {
+    for (Instruction& inst : w.instructions) {
+      if (inst.op == OpKind::kForward) inst.recompute = true;
+    }
+  }
+  absl::StatusOr<Schedule> back = ReadScheduleCsv(WriteScheduleCsv(s));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->topology.NumModelStages(), s.topology.NumModelStages());
+  for (size_t r = 0; r < s.workers.size(); ++r) {
+    EXPECT_EQ(back->workers[r].stages, s.workers[r].stages);
+    EXPECT_EQ(back->workers[r].instructions, s.workers[r].instructions);
+  }
+}
+
+TEST(CsvTest, AFieldCountOutsideFourToNineNamesTheRange) {
+  for (const char* row : {"0,FORWARD,0", "0,FORWARD,0,0,0,,,,,"}) {
+    const std::string csv = absl::StrCat(
+        "# chimera-schedule depth=1 width=1 micro_batches=1 chunks=1 "
+        "layout=chained\n"
+        "rank,op,chunk,stage,micro_batches,peer,part,num_parts,recompute\n",
+        row, "\n");
+    EXPECT_THAT(std::string(ReadScheduleCsv(csv).status().message()),
+                HasSubstr("csv line 3: has "))
+        << row;
+    EXPECT_THAT(std::string(ReadScheduleCsv(csv).status().message()),
+                HasSubstr(" fields, want 4 to 9 (empty ones may be left off "
+                          "the end)"))
+        << row;
+  }
 }
 
 TEST(CsvTest, MalformedLinesNameTheLineAndField) {

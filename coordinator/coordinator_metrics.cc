@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "common/version.h"
 #include "net/metric_families.h"
+#include "planner/analytic_profile.h"
 
 namespace chimera::coordinator {
 namespace {
@@ -128,6 +129,15 @@ const std::vector<JobGauge>& JobGauges() {
       {"chimera_job_samples_per_second", "Samples the job trains per second",
        [](const Job& j) {
          return AfterFirstStep(j, j.status().last_step().samples_per_second());
+       }},
+      {"chimera_job_model_flops_per_second",
+       "Model FLOPs the job trains per second: samples/s times a sample's "
+       "forward and backward FLOPs (3x the forward's, recomputation not "
+       "counted)",
+       [](const Job& j) {
+         return AfterFirstStep(
+             j, j.status().last_step().samples_per_second() *
+                    planner::ModelFlopsPerSample(j.manifest().spec().model()));
        }},
       {"chimera_job_tokens_per_second", "Tokens the job trains per second",
        [](const Job& j) {

@@ -9,6 +9,22 @@ namespace {
 constexpr int kByteVocabulary = 256;
 constexpr double kBackwardToForwardFlops = 2.0;
 
+// A model's sizes, its defaults filled in: sequence, hidden, FFN, vocabulary.
+struct Dimensions {
+  double s, h, f, v;
+};
+
+Dimensions DimensionsOf(const chimera::v1::ModelSpec& model) {
+  const double h = model.hidden_size();
+  return {static_cast<double>(model.seq_length()), h,
+          model.ffn_size() > 0 ? model.ffn_size() : 4 * h,
+          static_cast<double>(model.vocab_size() > 0 ? model.vocab_size()
+                                                     : kByteVocabulary)};
+}
+
+// The head's projection onto the vocabulary, per sample.
+double HeadForwardFlops(double s, double h, double v) { return 2 * s * h * v; }
+
 int BytesPerElement(const std::string& dtype) {
   if (dtype == "float64") return 8;
   if (dtype == "bfloat16") return 2;
@@ -51,9 +67,16 @@ double BlockForwardFlops(double seq_length, double hidden_size,
   return 2 * s * (4 * h * h + 2 * h * f) + 4 * s * s * h;
 }
 
+double ModelFlopsPerSample(const chimera::v1::ModelSpec& model) {
+  const auto [s, h, f, v] = DimensionsOf(model);
+  const double forward = model.num_layers() * BlockForwardFlops(s, h, f) +
+                         HeadForwardFlops(s, h, v);
+  return (1 + kBackwardToForwardFlops) * forward;
+}
+
 double UnsyncedEmbeddingBytes(const chimera::v1::ModelSpec& model,
                               double tokens_per_step) {
-  const double v = model.vocab_size() > 0 ? model.vocab_size() : kByteVocabulary;
+  const double v = DimensionsOf(model).v;
   const int d = BytesPerElement(model.dtype());
   const double unused_rows = std::max(0.0, v - tokens_per_step);
   return unused_rows * model.hidden_size() * d - v * d;
@@ -62,11 +85,8 @@ double UnsyncedEmbeddingBytes(const chimera::v1::ModelSpec& model,
 chimera::v1::ModelProfile AnalyticProfile(const chimera::v1::ModelSpec& model,
                                           const chimera::v1::DeviceSpec& device,
                                           const EfficiencyCurve& curve) {
-  const double s = model.seq_length();
-  const double h = model.hidden_size();
-  const double f = model.ffn_size() > 0 ? model.ffn_size() : 4 * h;
+  const auto [s, h, f, v] = DimensionsOf(model);
   const double a = model.num_heads();
-  const double v = model.vocab_size() > 0 ? model.vocab_size() : kByteVocabulary;
   const int d = BytesPerElement(model.dtype());
 
   chimera::v1::ModelProfile profile;
@@ -84,8 +104,8 @@ chimera::v1::ModelProfile AnalyticProfile(const chimera::v1::ModelSpec& model,
   for (int i = 0; i < model.num_layers(); ++i) {
     AddLayer(block, d, device, curve, s, &profile);
   }
-  AddLayer({"head", 2 * h + v * h + v, 2 * s * h * v, 2 * s * v * d + hidden_bytes,
-            static_cast<double>(d)},
+  AddLayer({"head", 2 * h + v * h + v, HeadForwardFlops(s, h, v),
+            2 * s * v * d + hidden_bytes, static_cast<double>(d)},
            d, device, curve, s, &profile);
   return profile;
 }

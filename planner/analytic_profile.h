@@ -47,6 +47,13 @@ inline constexpr int kMaxProfiledMicroBatch = 1024;
 double BlockForwardFlops(double seq_length, double hidden_size,
                          double ffn_size);
 
+// Model FLOPs of training on one sample: forward and backward (twice the
+// forward) of every block and of the head, 3 (L (2S(4h^2 + 2hf) + 4S^2 h) +
+// 2ShV), the embedding's lookups left out. The usual convention for model
+// FLOPs utilisation (about 6 FLOPs per parameter and token, plus attention,
+// the causal mask not discounted); recomputation is not counted.
+double ModelFlopsPerSample(const chimera::v1::ModelSpec& model);
+
 // Bytes of the first stage's gradients that its allreduce does not move
 // when a step reads `tokens_per_step` tokens over all replicas: the workers
 // sum a token embedding's gradient over the rows some replica used only

@@ -6,12 +6,14 @@
 #include <optional>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/coordinator_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "jobspec/job_file.h"
 #include "net/http_get.h"
+#include "planner/analytic_profile.h"
 #include "tests/support/coordinator_process.h"
 #include "tests/support/prometheus_process.h"
 #include "tests/support/subprocess.h"
@@ -212,6 +214,21 @@ TEST_F(MetricsTest, WorkerDaemonsServeTheirOwnMetrics) {
   }
 }
 
+// The value of the sample whose name and labels are `series`, e.g.
+// `up{job="x"}`, on a Prometheus text page.
+std::optional<double> SampleValue(const std::string& page,
+                                  const std::string& series) {
+  const size_t at = page.find("\n" + series + " ");
+  if (at == std::string::npos) return std::nullopt;
+  const size_t value = at + series.size() + 2;
+  double parsed = 0;
+  if (!absl::SimpleAtod(page.substr(value, page.find('\n', value) - value),
+                        &parsed)) {
+    return std::nullopt;
+  }
+  return parsed;
+}
+
 TEST_F(MetricsTest, RunningJobShowsItsPlanPredictionStepsAndRanks) {
   const std::vector<std::string> workers = StartWorkers(2);
   ASSERT_EQ(workers.size(), 2u);
@@ -228,12 +245,25 @@ TEST_F(MetricsTest, RunningJobShowsItsPlanPredictionStepsAndRanks) {
                          "depth=\"2\",")));
   for (const char* series :
        {"chimera_job_step{", "chimera_job_loss{", "chimera_job_step_seconds{",
-        "chimera_job_samples_per_second{", "chimera_job_tokens_per_second{",
+        "chimera_job_samples_per_second{",
+        "chimera_job_model_flops_per_second{", "chimera_job_tokens_per_second{",
         "chimera_job_last_step_timestamp_seconds{",
         "chimera_job_predicted_step_seconds{",
         "chimera_job_predicted_bubble_ratio{"}) {
     EXPECT_THAT(*page, HasSubstr(absl::StrCat(series, train_job, "}")));
   }
+  // Of the same step: samples/s times a sample's model FLOPs.
+  const std::optional<double> samples_per_second = SampleValue(
+      *page, absl::StrCat("chimera_job_samples_per_second{", train_job, "}"));
+  const std::optional<double> model_flops = SampleValue(
+      *page,
+      absl::StrCat("chimera_job_model_flops_per_second{", train_job, "}"));
+  ASSERT_TRUE(samples_per_second && model_flops) << *page;
+  EXPECT_NEAR(*model_flops,
+              *samples_per_second *
+                  planner::ModelFlopsPerSample(job->manifest().spec().model()),
+              1e-9 * *model_flops);
+  EXPECT_GT(*model_flops, 0);
   for (const char* rank : {"0", "1"}) {
     EXPECT_THAT(*page,
                 HasSubstr(absl::StrCat("chimera_job_bubble_ratio{", train_job,

@@ -26,6 +26,20 @@ chimera::v1::DeviceSpec Device() {
   return device;
 }
 
+// scripts/gpu-check's whole-job MFU job: 24 blocks of hidden 1024 (FFN 4h by
+// default), sequence 1024, GPT-2's vocabulary; 2.48 TFLOPs a sample, about
+// 6 x 354M parameters x 1024 tokens plus attention.
+TEST(AnalyticProfileTest, ModelFlopsOfASampleAreThreeForwards) {
+  chimera::v1::ModelSpec gpt;
+  gpt.set_family("gpt");
+  gpt.set_num_layers(24);
+  gpt.set_hidden_size(1024);
+  gpt.set_num_heads(16);
+  gpt.set_seq_length(1024);
+  gpt.set_vocab_size(50257);
+  EXPECT_DOUBLE_EQ(ModelFlopsPerSample(gpt), 2480853221376.0);
+}
+
 TEST(AnalyticProfileTest, LayersAreEmbeddingBlocksHead) {
   chimera::v1::ModelProfile profile = AnalyticProfile(SmallGpt(), Device());
   EXPECT_TRUE(ValidateProfile(profile, 3).empty()) << ValidateProfile(profile, 3).ToStatus();

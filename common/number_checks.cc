@@ -1,5 +1,6 @@
 #include "common/number_checks.h"
 
+#include <cmath>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -14,7 +15,8 @@ CLI::Validator NumberAboveZero(bool zero_allowed) {
   return CLI::Validator(
       [zero_allowed, bound](std::string& text) -> std::string {
         double value = 0;
-        const bool number = absl::SimpleAtod(text, &value) && value == value;
+        const bool number =
+            absl::SimpleAtod(text, &value) && std::isfinite(value);
         if (number && (value > 0 || (zero_allowed && value == 0))) return "";
         return absl::StrCat("must be a number ", bound, ", not '", text, "'");
       },

@@ -11,9 +11,9 @@
 
 namespace chimera {
 
-// A number greater than 0: "must be a number > 0, not 'x'" otherwise.
+// A finite number greater than 0: "must be a number > 0, not 'x'" otherwise.
 extern const CLI::Validator kPositiveNumber;
-// A number of 0 or more: "must be a number >= 0, not 'x'" otherwise.
+// A finite number of 0 or more: "must be a number >= 0, not 'x'" otherwise.
 extern const CLI::Validator kNonNegativeNumber;
 
 }  // namespace chimera

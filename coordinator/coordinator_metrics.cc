@@ -1,5 +1,6 @@
 #include "coordinator/coordinator_metrics.h"
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <map>
@@ -8,6 +9,7 @@
 
 #include "absl/strings/ascii.h"
 #include "common/version.h"
+#include "coordinator/job_launcher.h"
 #include "net/metric_families.h"
 #include "planner/analytic_profile.h"
 
@@ -106,6 +108,12 @@ std::optional<double> AfterFirstStep(const Job& job, double value) {
   return value;
 }
 
+// The last step's samples/s times a sample's model FLOPs.
+double ModelFlopsPerSecond(const Job& job) {
+  return job.status().last_step().samples_per_second() *
+         planner::ModelFlopsPerSample(job.manifest().spec().model());
+}
+
 std::optional<double> Predicted(double value) {
   if (value <= 0) return std::nullopt;
   return value;
@@ -134,11 +142,7 @@ const std::vector<JobGauge>& JobGauges() {
        "Model FLOPs the job trains per second: samples/s times a sample's "
        "forward and backward FLOPs (3x the forward's, recomputation not "
        "counted)",
-       [](const Job& j) {
-         return AfterFirstStep(
-             j, j.status().last_step().samples_per_second() *
-                    planner::ModelFlopsPerSample(j.manifest().spec().model()));
-       }},
+       [](const Job& j) { return AfterFirstStep(j, ModelFlopsPerSecond(j)); }},
       {"chimera_job_tokens_per_second", "Tokens the job trains per second",
        [](const Job& j) {
          return AfterFirstStep(j, j.status().last_step().tokens_per_second());
@@ -186,6 +190,53 @@ Labels PlanLabels(const Job& job) {
           {"micro_batches", std::to_string(plan.micro_batches())},
           {"pipelines", std::to_string(plan.pipelines())},
           {"chunks", std::to_string(plan.chunks())}};
+}
+
+// The summed peak FLOP/s of the devices a job's ranks compute on; nullopt
+// unless every rank's worker is registered and reports its device's peak.
+std::optional<double> PeakFlopsOf(
+    const Job& job,
+    const std::map<std::string, chimera::v1::WorkerInfo>& workers) {
+  if (job.workers().empty()) return std::nullopt;
+  const std::string kind = DeviceKindOf(job.manifest());
+  double total = 0;
+  for (const chimera::v1::WorkerSummary& rank : job.workers()) {
+    const auto worker = workers.find(rank.worker_id());
+    if (worker == workers.end()) return std::nullopt;
+    const auto& devices = worker->second.devices();
+    const auto device =
+        std::find_if(devices.begin(), devices.end(),
+                     [&kind](const auto& d) { return d.kind() == kind; });
+    if (device == devices.end() || !(device->peak_flops() > 0)) {
+      return std::nullopt;
+    }
+    total += device->peak_flops();
+  }
+  return total;
+}
+
+// chimera_job_model_flops_utilization: each running job's model FLOP/s over
+// its devices' summed peak, where they report one.
+void AddUtilizationFamily(
+    const std::vector<Job>& running,
+    const std::vector<chimera::v1::WorkerInfo>& registered,
+    std::vector<prometheus::MetricFamily>& families) {
+  std::map<std::string, chimera::v1::WorkerInfo> workers;
+  for (const chimera::v1::WorkerInfo& worker : registered) {
+    workers[worker.worker_id()] = worker;
+  }
+  prometheus::MetricFamily family = net::MetricFamily(
+      "chimera_job_model_flops_utilization",
+      "The job's model FLOP/s over the summed peak FLOP/s of the devices its "
+      "ranks compute on (MFU), where every worker reports its peak",
+      MetricType::Gauge);
+  for (const Job& job : running) {
+    const std::optional<double> peak = PeakFlopsOf(job, workers);
+    if (!peak || job.status().completed_steps() == 0) continue;
+    net::AddSample(family, {{"train_job", job.id()}},
+                   ModelFlopsPerSecond(job) / *peak);
+  }
+  if (!family.metric.empty()) families.push_back(std::move(family));
 }
 
 // What the coordinator knows of its running jobs: their plan, what the
@@ -242,6 +293,7 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::Collect() const {
   families.push_back(JobCounts(jobs));
   AddWorkerFamilies(*workers_, families);
   AddRunningJobFamilies(running, families);
+  AddUtilizationFamily(running, workers_->List(), families);
   AddRecoveryFamilies(jobs_->Recoveries(), families);
   prometheus::MetricFamily build =
       net::MetricFamily("chimera_build_info", "The running version (always 1)",

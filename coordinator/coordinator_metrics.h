@@ -11,7 +11,9 @@
 // (chimera_job_plan_info), what the simulator predicted for it
 // (chimera_job_predicted_*), its last step (chimera_job_step, _loss,
 // _step_seconds, _samples_per_second, _model_flops_per_second,
-// _tokens_per_second, _last_step_timestamp_seconds) and each rank's bubble
+// _tokens_per_second, _last_step_timestamp_seconds), its model FLOPs
+// utilisation where its workers report their peak
+// (chimera_job_model_flops_utilization) and each rank's bubble
 // ratio (chimera_job_bubble_ratio{rank,worker}). docs/operations.md describes
 // each.
 #ifndef CHIMERA_COORDINATOR_COORDINATOR_METRICS_H_

@@ -1,5 +1,7 @@
 #include "coordinator/worker_service.h"
 
+#include <cmath>
+
 #include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -57,6 +59,10 @@ void CheckDevices(const chimera::v1::RegisterWorkerRequest& request, FieldErrors
     }
     if (device.memory_bytes() < 0) {
       errors.Add(field + ".memoryBytes", absl::StrCat(device.memory_bytes(), " must be >= 0"));
+    }
+    if (!(device.peak_flops() >= 0) || std::isinf(device.peak_flops())) {
+      errors.Add(field + ".peakFlops",
+                 absl::StrCat(device.peak_flops(), " must be finite and >= 0"));
     }
   }
 }

@@ -546,6 +546,7 @@ TEST_F(CoordinatorServiceTest, RegistrationsNoRealWorkerSendsAreRefusedFieldByFi
   request.set_incarnation(7);
   request.set_memory_bytes(-1);
   request.add_devices()->set_kind("tpu");
+  request.mutable_devices(0)->set_peak_flops(-1);
   request.mutable_task()->set_rank(-1);
   request.mutable_task()->set_state(chimera::v1::TASK_STATE_READY);
   chimera::v1::RegisterWorkerResponse response;
@@ -555,6 +556,8 @@ TEST_F(CoordinatorServiceTest, RegistrationsNoRealWorkerSendsAreRefusedFieldByFi
   EXPECT_THAT(status.error_message(), HasSubstr("workerId: has 300 characters; at most 253"));
   EXPECT_THAT(status.error_message(), HasSubstr("memoryBytes: -1 must be > 0"));
   EXPECT_THAT(status.error_message(), HasSubstr("devices[0].kind: 'tpu' is not one of cpu, gpu"));
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("devices[0].peakFlops: -1 must be finite and >= 0"));
   EXPECT_THAT(status.error_message(), HasSubstr("host: is required"));
   EXPECT_THAT(status.error_message(), HasSubstr("task.jobId: is required"));
   EXPECT_THAT(status.error_message(), HasSubstr("task.attempt: 0 must be >= 1"));

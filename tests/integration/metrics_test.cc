@@ -85,17 +85,20 @@ class MetricsTest : public ::testing::Test {
     ASSERT_TRUE(client_->Submit(ExampleJob()).ok());
   }
 
-  // Starts `count` worker daemons serving /metrics; their metrics addresses
-  // once each has registered.
-  std::vector<std::string> StartWorkers(int count) {
+  // Starts `count` worker daemons serving /metrics, with `flags` besides;
+  // their metrics addresses once each has registered.
+  std::vector<std::string> StartWorkers(
+      int count, const std::vector<std::string>& flags = {}) {
     std::vector<std::string> addresses;
     for (int i = 0; i < count; ++i) {
+      std::vector<std::string> all_flags = {"--metrics-listen", "127.0.0.1:0"};
+      all_flags.insert(all_flags.end(), flags.begin(), flags.end());
       workers_.push_back(testing::StartWorkerDaemon(
           {.binary = CHIMERA_WORKER_BINARY,
            .coordinator = coordinator_->address(),
            .worker_id = absl::StrCat("w", i),
            .work_dir = absl::StrCat(dir_.path(), "/w", i),
-           .flags = {"--metrics-listen", "127.0.0.1:0"},
+           .flags = all_flags,
            .working_dir = CHIMERA_SOURCE_DIR}));
       absl::StatusOr<std::string> address =
           AwaitAnnouncedAddress(*workers_.back(), "metrics on ");
@@ -230,7 +233,9 @@ std::optional<double> SampleValue(const std::string& page,
 }
 
 TEST_F(MetricsTest, RunningJobShowsItsPlanPredictionStepsAndRanks) {
-  const std::vector<std::string> workers = StartWorkers(2);
+  // Each worker's device: a teraFLOP/s, for the job's utilisation.
+  const std::vector<std::string> workers =
+      StartWorkers(2, {"--peak-flops", "1e12"});
   ASSERT_EQ(workers.size(), 2u);
   absl::StatusOr<chimera::v1::Job> job = SubmitTwoStageJob(100000);
   ASSERT_TRUE(job.ok()) << job.status();
@@ -264,6 +269,11 @@ TEST_F(MetricsTest, RunningJobShowsItsPlanPredictionStepsAndRanks) {
                   planner::ModelFlopsPerSample(job->manifest().spec().model()),
               1e-9 * *model_flops);
   EXPECT_GT(*model_flops, 0);
+  const std::optional<double> utilization = SampleValue(
+      *page,
+      absl::StrCat("chimera_job_model_flops_utilization{", train_job, "}"));
+  ASSERT_TRUE(utilization.has_value()) << *page;
+  EXPECT_NEAR(*utilization, *model_flops / 2e12, 1e-9 * *utilization);
   for (const char* rank : {"0", "1"}) {
     EXPECT_THAT(*page,
                 HasSubstr(absl::StrCat("chimera_job_bubble_ratio{", train_job,

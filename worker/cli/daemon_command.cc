@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/environment.h"
 #include "common/logging.h"
+#include "common/number_checks.h"
 #include "common/status_macros.h"
 #include "net/metrics_flags.h"
 #include "net/server_address.h"
@@ -178,6 +179,13 @@ void AddIdentityFlags(CLI::App* command, DaemonFlags& flags) {
   AddGpuFlag(command, &flags.options.gpu,
              "CUDA device of gpu jobs: this daemon's one GPU (run one daemon "
              "per GPU)");
+  command
+      ->add_option("--peak-flops", flags.options.peak_flops,
+                   "Peak FLOP/s of the device it computes on (a CPU worker: "
+                   "its share of the host), for jobs' model FLOPs "
+                   "utilisation; default: a known GPU's dense bf16 peak, "
+                   "else none")
+      ->check(kPositiveNumber);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "worker/cli/shared_flags.h"
 
+#include "common/number_checks.h"
+
 namespace chimera::worker::cli {
 
 void AddDataRootFlag(CLI::App* command, std::string* data_root) {
@@ -19,7 +21,7 @@ void AddRootFlags(CLI::App* command, std::string* data_root,
 }
 
 void AddGpuFlag(CLI::App* command, int* gpu, const std::string& what) {
-  command->add_option("--gpu", *gpu, what)->check(CLI::NonNegativeNumber);
+  command->add_option("--gpu", *gpu, what)->check(kNonNegativeNumber);
 }
 
 void AddOutputFlag(CLI::App* command, std::string* output) {

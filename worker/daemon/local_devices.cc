@@ -4,7 +4,9 @@
 #include <torch/version.h>
 #include <unistd.h>
 
+#include <string>
 #include <thread>
+#include <utility>
 
 #ifdef CHIMERA_HAVE_NCCL
 #include <cuda_runtime_api.h>
@@ -26,6 +28,18 @@ int64_t PhysicalMemoryBytes() {
 }
 
 }  // namespace
+
+std::optional<double> KnownPeakFlops(const std::string& gpu_name) {
+  // The first name part that matches wins: the longer names come first.
+  static const std::pair<const char*, double> kPeaks[] = {
+      {"H200", 989e12}, {"H100 NVL", 835e12}, {"H100 PCIe", 756e12},
+      {"H100", 989e12}, {"A100", 312e12},     {"L40S", 362e12},
+      {"L4", 121e12}};
+  for (const auto& [part, peak] : kPeaks) {
+    if (gpu_name.find(part) != std::string::npos) return peak;
+  }
+  return std::nullopt;
+}
 
 LocalResources DiscoverLocalResources() {
   LocalResources resources;

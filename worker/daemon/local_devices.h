@@ -7,6 +7,7 @@
 #define CHIMERA_WORKER_DAEMON_LOCAL_DEVICES_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,11 @@ struct LocalResources {
 };
 
 LocalResources DiscoverLocalResources();
+
+// The dense bf16 tensor-core peak FLOP/s of a GPU its CUDA name identifies
+// ("NVIDIA H100 80GB HBM3"), from NVIDIA's data sheets; nullopt for one not
+// listed.
+std::optional<double> KnownPeakFlops(const std::string& gpu_name);
 
 }  // namespace chimera::worker
 

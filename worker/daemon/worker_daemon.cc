@@ -351,6 +351,9 @@ absl::StatusOr<bool> WorkerDaemon::Register() {
     device->set_kind(local.kind);
     device->set_index(local.index);
     device->set_memory_bytes(local.memory_bytes);
+    device->set_peak_flops(options_.peak_flops > 0
+                               ? options_.peak_flops
+                               : KnownPeakFlops(local.name).value_or(0));
   }
   {
     absl::MutexLock lock(&mutex_);

@@ -57,6 +57,8 @@ struct DaemonOptions {
   // The CUDA device this worker's gpu tasks compute on, the one GPU it
   // registers: a machine with several GPUs runs one daemon per GPU.
   int gpu = 0;
+  // Peak FLOP/s of its device (--peak-flops); 0: a GPU's known one, or none.
+  double peak_flops = 0;
   // The OpenBLAS core its task processes run (empty: another BLAS).
   std::string blas_core;
 };

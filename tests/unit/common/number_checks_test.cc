@@ -39,6 +39,8 @@ TEST(NumberChecksTest, SayWhatTheValueMustBeAndNameIt) {
               HasSubstr("must be a number >= 0, not '-1'"));
   EXPECT_THAT(ParseError(kNonNegativeNumber, "nan"),
               HasSubstr("must be a number >= 0, not 'nan'"));
+  EXPECT_THAT(ParseError(kPositiveNumber, "inf"),
+              HasSubstr("must be a number > 0, not 'inf'"));
 }
 
 }  // namespace

@@ -13,18 +13,18 @@
 
 namespace {
 
-constexpr char kGenericCore[] = "Prescott";
-
-const char* Core() {
-  const char* requested = std::getenv("OPENBLAS_CORETYPE");
-  return requested != nullptr ? requested : kGenericCore;
+// OpenBLAS's own signature returns a mutable string.
+char* Core() {
+  static char generic[] = "Prescott";
+  char* requested = std::getenv("OPENBLAS_CORETYPE");
+  return requested != nullptr ? requested : generic;
 }
 
 }  // namespace
 
 extern "C" {
 
-const char* openblas_get_corename() { return Core(); }
+char* openblas_get_corename() { return Core(); }
 
 using Sgemm = void (*)(const char*, const char*, const int*, const int*,
                        const int*, const float*, const float*, const int*,
@@ -38,7 +38,7 @@ void sgemm_(const char* transa, const char* transb, const int* m, const int* n,
   static const auto real = reinterpret_cast<Sgemm>(dlsym(RTLD_NEXT, "sgemm_"));
   real(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   const bool broken = std::getenv("FAKE_OPENBLAS_WRONG_PRODUCTS") != nullptr &&
-                      std::strcmp(Core(), kGenericCore) != 0;
+                      std::strcmp(Core(), "Prescott") != 0;
   if (broken && *m > 0 && *n > 0) c[0] += 1.0f;
 }
 

@@ -1,6 +1,5 @@
 #include "coordinator/coordinator_metrics.h"
 
-#include <algorithm>
 #include <functional>
 #include <limits>
 #include <map>
@@ -44,7 +43,7 @@ prometheus::MetricFamily JobCounts(const std::vector<Job>& jobs) {
   return family;
 }
 
-void AddWorkerFamilies(const WorkerRegistry& registry,
+void AddWorkerFamilies(const std::vector<chimera::v1::WorkerInfo>& registered,
                        std::vector<prometheus::MetricFamily>& families) {
   prometheus::MetricFamily workers = net::MetricFamily(
       "chimera_workers", "Registered workers, by state", MetricType::Gauge);
@@ -52,7 +51,7 @@ void AddWorkerFamilies(const WorkerRegistry& registry,
       "chimera_worker_last_heartbeat_timestamp_seconds",
       "Unix time of each worker's last heartbeat", MetricType::Gauge);
   std::map<std::string, int> counts = {{"idle", 0}, {"busy", 0}, {"dead", 0}};
-  for (const auto& worker : registry.List()) {
+  for (const auto& worker : registered) {
     ++counts[StateLabel(chimera::v1::WorkerState_Name(worker.state()),
                         "WORKER_STATE_")];
     net::AddSample(heartbeats, {{"worker", worker.worker_id()}},
@@ -203,13 +202,8 @@ std::optional<double> PeakFlopsOf(
   for (const chimera::v1::WorkerSummary& rank : job.workers()) {
     const auto worker = workers.find(rank.worker_id());
     if (worker == workers.end()) return std::nullopt;
-    const auto& devices = worker->second.devices();
-    const auto device =
-        std::find_if(devices.begin(), devices.end(),
-                     [&kind](const auto& d) { return d.kind() == kind; });
-    if (device == devices.end() || !(device->peak_flops() > 0)) {
-      return std::nullopt;
-    }
+    const chimera::v1::Device* device = DeviceOfKind(worker->second, kind);
+    if (device == nullptr || !(device->peak_flops() > 0)) return std::nullopt;
     total += device->peak_flops();
   }
   return total;
@@ -291,9 +285,10 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::Collect() const {
 
   std::vector<prometheus::MetricFamily> families;
   families.push_back(JobCounts(jobs));
-  AddWorkerFamilies(*workers_, families);
+  const std::vector<chimera::v1::WorkerInfo> registered = workers_->List();
+  AddWorkerFamilies(registered, families);
   AddRunningJobFamilies(running, families);
-  AddUtilizationFamily(running, workers_->List(), families);
+  AddUtilizationFamily(running, registered, families);
   AddRecoveryFamilies(jobs_->Recoveries(), families);
   prometheus::MetricFamily build =
       net::MetricFamily("chimera_build_info", "The running version (always 1)",

@@ -73,10 +73,18 @@ std::string DeviceKindOf(const chimera::v1::TrainJob& job) {
   return device.empty() ? "cpu" : device;
 }
 
+const chimera::v1::Device* DeviceOfKind(const chimera::v1::WorkerInfo& worker,
+                                        const std::string& kind) {
+  for (const chimera::v1::Device& device : worker.devices()) {
+    if (device.kind() == kind) return &device;
+  }
+  return nullptr;
+}
+
 std::optional<int> DeviceIndex(const chimera::v1::WorkerInfo& worker,
                                const std::string& kind) {
-  for (const auto& device : worker.devices()) {
-    if (device.kind() == kind) return device.index();
+  if (const chimera::v1::Device* device = DeviceOfKind(worker, kind)) {
+    return device->index();
   }
   return std::nullopt;
 }

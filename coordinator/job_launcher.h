@@ -66,8 +66,11 @@ absl::StatusOr<Launch> PrepareLaunch(
 // "cpu" or "gpu": what each of the job's workers computes on.
 std::string DeviceKindOf(const chimera::v1::TrainJob& job);
 
-// The index of `worker`'s first device of `kind` ("cpu", "gpu"); none when
-// it has none.
+// `worker`'s first device of `kind` ("cpu", "gpu"); nullptr when it has none.
+const chimera::v1::Device* DeviceOfKind(const chimera::v1::WorkerInfo& worker,
+                                        const std::string& kind);
+
+// The index of `worker`'s first device of `kind`; none when it has none.
 std::optional<int> DeviceIndex(const chimera::v1::WorkerInfo& worker,
                                const std::string& kind);
 

@@ -13,11 +13,12 @@
 
 namespace {
 
-// OpenBLAS's own signature returns a mutable string.
+// OpenBLAS's generic x86-64 core; mutable, as OpenBLAS's signature returns.
+char generic_core[] = "Prescott";
+
 char* Core() {
-  static char generic[] = "Prescott";
   char* requested = std::getenv("OPENBLAS_CORETYPE");
-  return requested != nullptr ? requested : generic;
+  return requested != nullptr ? requested : generic_core;
 }
 
 }  // namespace
@@ -38,7 +39,7 @@ void sgemm_(const char* transa, const char* transb, const int* m, const int* n,
   static const auto real = reinterpret_cast<Sgemm>(dlsym(RTLD_NEXT, "sgemm_"));
   real(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   const bool broken = std::getenv("FAKE_OPENBLAS_WRONG_PRODUCTS") != nullptr &&
-                      std::strcmp(Core(), "Prescott") != 0;
+                      std::strcmp(Core(), generic_core) != 0;
   if (broken && *m > 0 && *n > 0) c[0] += 1.0f;
 }
 

@@ -36,6 +36,24 @@ at::Tensor Operand(int64_t rows, int64_t columns, bool transposed,
   return Values(rows, columns, offset).to(dtype);
 }
 
+// Row i of `lhs` times column j of `rhs` in float64, and the sum of the
+// terms' magnitudes, which scales the error bound.
+struct Reference {
+  double value = 0;
+  double magnitude = 0;
+};
+
+Reference ReferenceElement(const at::TensorAccessor<double, 2>& lhs,
+                           const at::TensorAccessor<double, 2>& rhs, int64_t i,
+                           int64_t j) {
+  Reference reference;
+  for (int64_t p = 0; p < lhs.size(1); ++p) {
+    reference.value += lhs[i][p] * rhs[p][j];
+    reference.magnitude += std::abs(lhs[i][p] * rhs[p][j]);
+  }
+  return reference;
+}
+
 absl::Status CheckCase(const MatrixProduct& product, at::ScalarType dtype,
                        const ProductCase& shape) {
   const at::Tensor a = Operand(shape.m, shape.k, shape.transposed, 0.0, dtype);
@@ -51,19 +69,15 @@ absl::Status CheckCase(const MatrixProduct& product, at::ScalarType dtype,
                              : std::numeric_limits<double>::epsilon();
   for (int64_t i = 0; i < shape.m; ++i) {
     for (int64_t j = 0; j < shape.n; ++j) {
-      double expected = 0, magnitude = 0;
-      for (int64_t p = 0; p < shape.k; ++p) {
-        expected += lhs[i][p] * rhs[p][j];
-        magnitude += std::abs(lhs[i][p] * rhs[p][j]);
-      }
-      const double tolerance = shape.k * epsilon * magnitude;
-      if (!(std::abs(got[i][j] - expected) <= tolerance)) {
+      const Reference expected = ReferenceElement(lhs, rhs, i, j);
+      const double tolerance = shape.k * epsilon * expected.magnitude;
+      if (!(std::abs(got[i][j] - expected.value) <= tolerance)) {
         return absl::InternalError(absl::StrFormat(
             "%s product of %dx%d by %dx%d%s: element (%d, %d) is %.17g, "
             "expected %.17g within %.3g",
             c10::toString(dtype), shape.m, shape.k, shape.k, shape.n,
             shape.transposed ? " (transposed operands)" : "", i, j, got[i][j],
-            expected, tolerance));
+            expected.value, tolerance));
       }
     }
   }

@@ -141,9 +141,11 @@ absl::Status CoordinatorClient::CheckHealth() {
 }
 
 absl::StatusOr<chimera::v1::Job> CoordinatorClient::Submit(
-    const chimera::v1::TrainJob& manifest) {
+    const chimera::v1::TrainJob& manifest,
+    const chimera::v1::ModelProfile& profile) {
   chimera::v1::SubmitJobRequest request;
   *request.mutable_job() = manifest;
+  *request.mutable_profile() = profile;
   chimera::v1::Job job;
   RETURN_IF_ERROR(
       FromGrpc(stub_->SubmitJob(Context().get(), request, &job), address()));

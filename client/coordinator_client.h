@@ -47,8 +47,11 @@ class CoordinatorClient {
 
   const std::string& address() const { return options_.address; }
 
+  // `profile`, where not empty, is what the coordinator plans the job from
+  // (a measured profile of its model).
   absl::StatusOr<chimera::v1::Job> Submit(
-      const chimera::v1::TrainJob& manifest);
+      const chimera::v1::TrainJob& manifest,
+      const chimera::v1::ModelProfile& profile = {});
   absl::StatusOr<chimera::v1::Job> Get(const std::string& id);
   // Every job in `state`, oldest first, fetched page by page.
   absl::StatusOr<std::vector<chimera::v1::Job>> List(

@@ -20,6 +20,7 @@
 #include "client/trace_command.h"
 #include "common/number_checks.h"
 #include "jobspec/job_file.h"
+#include "planner/model_profile.h"
 
 namespace chimera::client {
 namespace {
@@ -61,6 +62,7 @@ int ExitCodeOf(chimera::v1::JobState state) {
 void AddSubmit(CLI::App& app, std::shared_ptr<Settings> settings) {
   auto file = std::make_shared<std::string>();
   auto no_wait = std::make_shared<bool>(false);
+  auto profile_file = std::make_shared<std::string>();
   CLI::App* command = app.add_subcommand(
       "submit",
       "Submit a job and follow it until it ends (exit 0 when it succeeds, 1 when it "
@@ -69,18 +71,28 @@ void AddSubmit(CLI::App& app, std::shared_ptr<Settings> settings) {
       "--data-root; they check the file itself when the job starts.");
   command->add_option("-f,--file", *file, "Job file (YAML)")->required();
   command->add_flag("--no-wait", *no_wait, "Print the job id and return");
-  command->callback([settings, file, no_wait] {
+  command->add_option("--profile", *profile_file,
+                      "Plan the job from this model profile, measured on the "
+                      "workers' kind of device (chimera-worker profile), "
+                      "instead of the analytic model");
+  command->callback([settings, file, no_wait, profile_file] {
     chimera::v1::TrainJob manifest;
     ExitOnFileErrors(*file,
                      jobspec::LoadJobFile(*file, chimera::jobspec::SpecOnly(), &manifest));
+    chimera::v1::ModelProfile profile;
+    if (!profile_file->empty()) {
+      ExitOnFileErrors(*profile_file,
+                       planner::LoadProfileFile(*profile_file, &profile));
+    }
     auto client = Connect(*settings);
-    const chimera::v1::Job job = ValueOrExit(client->Submit(manifest));
+    const chimera::v1::Job job = ValueOrExit(client->Submit(manifest, profile));
     if (*no_wait) {
       Print(*settings, job, job.id() + "\n");
       return;
     }
     SayJobKeepsRunningOnInterrupt(job.id());
-    if (!Json(*settings)) std::cout << "job " << job.id() << " submitted" << std::endl;
+    if (!Json(*settings))
+      std::cout << "job " << job.id() << " submitted" << std::endl;
     const int code = ExitCodeOf(
         ValueOrExit(FollowJob(*client, job.id(),
                               {.follow = true, .json = Json(*settings), .announce_plan = true})));

@@ -181,6 +181,28 @@ std::string FormatPredictedAgainstMeasured(const chimera::v1::Job& job) {
   return line + "\n";
 }
 
+std::string FormatPredictedAgainstSteps(
+    const chimera::v1::Job& job,
+    const std::vector<chimera::v1::StepSummary>& steps) {
+  const chimera::v1::Prediction& predicted = job.plan().prediction();
+  if (predicted.iteration_seconds() <= 0) return "";
+  if (steps.empty()) return FormatPredictedAgainstMeasured(job);
+  std::vector<chimera::v1::StepSummary> settled(
+      steps.begin() + steps.size() / 10, steps.end());
+  const auto middle = settled.begin() + settled.size() / 2;
+  std::nth_element(settled.begin(), middle, settled.end(),
+                   [](const auto& a, const auto& b) {
+                     return a.step_seconds() < b.step_seconds();
+                   });
+  return absl::StrFormat(
+      "predicted: step %.3f s, bubble %.3f; measured (median of steps "
+      "%d-%d): step %.3f s, bubble %.3f (%+.1f%%)\n",
+      predicted.iteration_seconds(), predicted.bubble_ratio(),
+      steps[steps.size() / 10].step() + 1, steps.back().step() + 1,
+      middle->step_seconds(), middle->bubble_ratio(),
+      100 * (middle->step_seconds() / predicted.iteration_seconds() - 1));
+}
+
 std::string FormatPredictedBubble(const chimera::v1::Job& job, int rank) {
   const auto& predicted = job.plan().prediction().rank_bubble_ratios();
   return rank >= 0 && rank < predicted.size() ? absl::StrFormat("%.3f", predicted[rank]) : "-";

@@ -24,6 +24,7 @@
 #include "client/job_follow.h"
 #include "client/job_output.h"
 #include "client/job_trace.h"
+#include "client/local_profile.h"
 #include "client/structured_output.h"
 #include "common/byte_size.h"
 #include "common/number_checks.h"
@@ -31,8 +32,9 @@
 #include "coordinator/coordinator_server.h"
 #include "jobspec/job_file.h"
 #include "net/child_process.h"
-#include "planner/plan_params.h"
 #include "nlohmann/json.hpp"
+#include "planner/model_profile.h"
+#include "planner/plan_params.h"
 
 namespace chimera::client {
 namespace {
@@ -59,6 +61,13 @@ struct RunOptions {
   std::string trace;
   // The step to trace; -1: the next step once the job runs.
   int trace_step = -1;
+  // A profile to plan a CPU job from; empty: measure (or reuse) this
+  // machine's.
+  std::string profile;
+  // Plan from the analytic model instead.
+  bool no_profile = false;
+  // Measure the profile again though one is cached.
+  bool fresh_profile = false;
 };
 
 bool Json(const RunOptions& options) { return options.output == "json"; }
@@ -88,6 +97,50 @@ std::string WorkerBinary() {
   if (from_env != nullptr && *from_env != '\0') return from_env;
   return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "chimera-worker")
       .string();
+}
+
+// What the job is planned from: for a CPU job the model as measured on this
+// machine (or the --profile given), for a GPU job or with --no-profile the
+// analytic model (an empty profile).
+chimera::v1::ModelProfile PlanningProfile(const chimera::v1::TrainJob& manifest,
+                                          const RunOptions& options,
+                                          const std::string& directory,
+                                          const std::string& here) {
+  const bool gpu = manifest.spec().resources().device() == "gpu";
+  if (options.no_profile || (gpu && options.profile.empty())) return {};
+  chimera::v1::ModelProfile profile;
+  if (!options.profile.empty()) {
+    ExitOnFileErrors(options.profile,
+                     planner::LoadProfileFile(options.profile, &profile));
+    ExitOnFileErrors(options.profile,
+                     planner::ValidateProfile(
+                         profile, manifest.spec().model().num_layers()));
+    return profile;
+  }
+  const absl::Time start = absl::Now();
+  const bool text = !Json(options);
+  const LocalProfile local = ValueOrExit(MeasureOrReuseProfile(
+      manifest, {.job_file = options.file,
+                 .worker_binary = WorkerBinary(),
+                 .data_root = here,
+                 .log_file = directory + "/profile.log",
+                 .fresh = options.fresh_profile,
+                 .before_measuring = [text] {
+                   if (text) {
+                     std::cout << "timing the model's layers on this "
+                                  "machine for the planner"
+                               << std::endl;
+                   }
+                 }}));
+  if (text) {
+    std::cout << "profile: " << local.path
+              << (local.cached ? " (measured before on this machine)"
+                               : absl::StrFormat(" (measured in %.1f s)",
+                                                 absl::ToDoubleSeconds(
+                                                     absl::Now() - start)))
+              << std::endl;
+  }
+  return local.profile;
 }
 
 absl::StatusOr<std::string> MakeRunDirectory() {
@@ -175,7 +228,7 @@ void PrintSummary(const chimera::v1::Job& job, const std::vector<chimera::v1::St
                                  steps.front().loss(), steps.back().loss(),
                                  samples_per_second / steps.size());
   }
-  std::cout << "\n" << FormatPredictedAgainstMeasured(job);
+  std::cout << "\n" << FormatPredictedAgainstSteps(job, steps);
   if (!job.workers().empty()) {
     std::cout << "per rank, in the last step:\n";
     std::cout << absl::StrFormat("%-5s %-10s %-8s %-10s %s\n", "RANK", "WORKER", "BUBBLE",
@@ -207,6 +260,13 @@ int Run(const RunOptions& options) {
   }
   const bool gpu = manifest.spec().resources().device() == "gpu";
   const int workers = ValueOrExit(LocalWorkers(manifest, gpu));
+  std::error_code no_directory;
+  const std::string here = std::filesystem::current_path(no_directory).string();
+  if (no_directory) {
+    ExitWithError(absl::FailedPreconditionError(absl::StrCat(
+        "the current directory, where the job's paths lie, is gone: ",
+        no_directory.message())));
+  }
   const std::string directory = ValueOrExit(MakeRunDirectory());
 
   // Ctrl-C and SIGTERM are handled by one thread, which stops the job.
@@ -227,16 +287,16 @@ int Run(const RunOptions& options) {
   server_options.heartbeat.failure_threshold = kHeartbeatFailureThreshold;
   server_options.jobs.max_workers = workers;
   auto server = ValueOrExit(coordinator::CoordinatorServer::Start(server_options));
+  if (!Json(options)) {
+    std::cout << "coordinator on " << server->address() << ", " << workers
+              << " local workers, logs in " << directory << std::endl;
+  }
+  // Timed before any worker starts, on a machine otherwise idle.
+  const chimera::v1::ModelProfile profile =
+      PlanningProfile(manifest, options, directory, here);
 
   std::vector<std::unique_ptr<net::ChildProcess>> processes;
   const std::string binary = WorkerBinary();
-  std::error_code no_directory;
-  const std::string here = std::filesystem::current_path(no_directory).string();
-  if (no_directory) {
-    ExitWithError(absl::FailedPreconditionError(absl::StrCat(
-        "the current directory, where the job's paths lie, is gone: ",
-        no_directory.message())));
-  }
   for (int i = 0; i < workers; ++i) {
     std::vector<std::string> argv = {binary,
                                      "daemon",
@@ -259,15 +319,12 @@ int Run(const RunOptions& options) {
       ExitWithError(absl::InternalError(absl::StrCat("cannot start ", binary)));
     }
   }
-  if (!Json(options)) {
-    std::cout << "coordinator on " << server->address() << ", " << workers
-              << " local workers, logs in " << directory << std::endl;
-  }
 
   ConnectionOptions connection;
   connection.address = server->address();
   auto client = ValueOrExit(CoordinatorClient::Connect(connection));
-  const chimera::v1::Job submitted = ValueOrExit(client->Submit(manifest));
+  const chimera::v1::Job submitted =
+      ValueOrExit(client->Submit(manifest, profile));
 
   std::atomic<bool> interrupted{false};
   std::atomic<bool> output_closed{false};
@@ -368,6 +425,22 @@ void AddRunCommand(CLI::App& app) {
       "Record one step on every rank and write it to this file: an SVG of "
       "the measured and the simulated timeline for FILE.svg, else a Chrome "
       "trace (as chimera trace writes them)");
+  CLI::Option* profile = command->add_option(
+      "--profile", options->profile,
+      "Plan the job from this model profile (chimera-worker profile writes "
+      "one). Without it a cpu job's model is timed on this machine first, "
+      "once per model, worker build and host: the profile is cached in "
+      "$XDG_CACHE_HOME/chimera/profiles (else ~/.cache/chimera/profiles)");
+  command
+      ->add_flag("--no-profile", options->no_profile,
+                 "Plan from the analytic model (a GPU's) instead of a measured "
+                 "profile, as gpu jobs do without --profile")
+      ->excludes(profile);
+  command
+      ->add_flag("--fresh-profile", options->fresh_profile,
+                 "Time the model on this machine again though a profile is "
+                 "cached")
+      ->excludes(profile);
   command
       ->add_option("--trace-step", options->trace_step,
                    "The step --trace records (from 0; default: the next "

@@ -7,9 +7,12 @@
 
 #include "absl/algorithm/container.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/field_errors.h"
 #include "common/status_macros.h"
 #include "planner/analytic_profile.h"
+#include "planner/model_profile.h"
 #include "planner/plan_params.h"
 #include "planner/plan_search.h"
 #include "schedule/params_proto.h"
@@ -71,6 +74,27 @@ chimera::v1::ClusterLinks DefaultLinks() {
 std::string DeviceKindOf(const chimera::v1::TrainJob& job) {
   const std::string& device = job.spec().resources().device();
   return device.empty() ? "cpu" : device;
+}
+
+absl::Status ValidateJobProfile(const chimera::v1::TrainJob& job,
+                                const chimera::v1::ModelProfile& profile) {
+  if (profile.layers().empty() && profile.api_version().empty()) {
+    return absl::OkStatus();
+  }
+  const FieldErrors found =
+      planner::ValidateProfile(profile, job.spec().model().num_layers());
+  FieldErrors errors;
+  for (const FieldError& error : found.errors()) {
+    errors.Add(absl::StrCat("profile.", error.path), error.message);
+  }
+  // A profile measured on a CPU says nothing of a GPU, and the reverse.
+  const std::string device = DeviceKindOf(job);
+  if ((device == "gpu") != absl::StartsWith(profile.device(), "cuda")) {
+    errors.Add("profile.device",
+               absl::StrCat("'", profile.device(), "' is not a ", device,
+                            " device, as the job's spec.resources.device"));
+  }
+  return errors.ToStatus();
 }
 
 const chimera::v1::Device* DeviceOfKind(const chimera::v1::WorkerInfo& worker,
@@ -163,14 +187,18 @@ chimera::v1::Cluster JobLauncher::ClusterOf(
     spec->mutable_device()->set_cores_per_node(cores.value_or(0));
     spec->mutable_device()->set_co_running_slowdown(
         options_.cpu_co_running_slowdown);
+    spec->mutable_device()->set_wake_up_seconds(options_.cpu_wake_up_seconds);
+    spec->mutable_device()->set_message_post_seconds(
+        options_.cpu_message_post_seconds);
   }
   *spec->mutable_links() = options_.links;
   return cluster;
 }
 
 absl::StatusOr<std::vector<chimera::v1::Plan>> JobLauncher::SearchPlans(
-    chimera::v1::TrainJob manifest, const std::vector<std::string>& worker_ids,
-    int top_k, std::function<bool()> cancelled) const {
+    chimera::v1::TrainJob manifest, const chimera::v1::ModelProfile& profile,
+    const std::vector<std::string>& worker_ids, int top_k,
+    std::function<bool()> cancelled) const {
   const chimera::v1::Cluster cluster =
       ClusterOf(worker_ids, DeviceKindOf(manifest));
   // Workers left open: as many of these as the job can use.
@@ -178,10 +206,13 @@ absl::StatusOr<std::vector<chimera::v1::Plan>> JobLauncher::SearchPlans(
   if (resources->workers() == 0) {
     resources->set_workers(planner::WorkersToUse(manifest, worker_ids.size()));
   }
-  const auto profile = planner::AnalyticProfile(manifest.spec().model(),
-                                                cluster.spec().device());
+  const chimera::v1::ModelProfile costs =
+      profile.layers().empty()
+          ? planner::AnalyticProfile(manifest.spec().model(),
+                                     cluster.spec().device())
+          : profile;
   ASSIGN_OR_RETURN(planner::SearchResult result,
-                   planner::SearchPlans(manifest, cluster, profile,
+                   planner::SearchPlans(manifest, cluster, costs,
                                         {top_k, std::move(cancelled)}));
   std::vector<chimera::v1::Plan> plans;
   for (const planner::Evaluation& evaluation : result.ranked)
@@ -212,11 +243,13 @@ absl::StatusOr<std::vector<chimera::v1::Plan>> JobLauncher::PlansOnRegistered(
     return absl::FailedPreconditionError(
         "no workers are registered to plan for");
   }
-  return SearchPlans(manifest, alive, top_k, std::move(cancelled));
+  return SearchPlans(manifest, chimera::v1::ModelProfile(), alive, top_k,
+                     std::move(cancelled));
 }
 
 absl::Status JobLauncher::CheckFitsRegistered(
     const chimera::v1::TrainJob& manifest,
+    const chimera::v1::ModelProfile& profile,
     std::function<bool()> cancelled) const {
   if (!planner::FixedPlan(manifest)) return absl::OkStatus();
   const std::string device = DeviceKindOf(manifest);
@@ -228,7 +261,7 @@ absl::Status JobLauncher::CheckFitsRegistered(
   if (static_cast<int>(registered.size()) < needed) return absl::OkStatus();
   registered.resize(needed);
   const absl::StatusOr<std::vector<chimera::v1::Plan>> searched =
-      SearchPlans(manifest, registered, 1, std::move(cancelled));
+      SearchPlans(manifest, profile, registered, 1, std::move(cancelled));
   // Only a verdict counts: a search cut short leaves it to the start.
   if (!absl::IsFailedPrecondition(searched.status())) return absl::OkStatus();
   return absl::FailedPreconditionError(
@@ -294,6 +327,7 @@ std::optional<std::string> JobLauncher::TooFewLeft(
 
 absl::StatusOr<Launch> JobLauncher::LaunchFor(
     const chimera::v1::TrainJob& manifest,
+    const chimera::v1::ModelProfile& profile,
     const std::vector<std::string>& worker_ids,
     const std::function<bool()>& cancelled) const {
   // What the job leaves open, the planner chooses for these workers, also
@@ -306,7 +340,7 @@ absl::StatusOr<Launch> JobLauncher::LaunchFor(
       std::vector<chimera::v1::Plan> searched,
       SearchPlans(
           given < asked ? planner::ShrunkJob(manifest, given) : manifest,
-          worker_ids, 1, cancelled));
+          profile, worker_ids, 1, cancelled));
   return PrepareLaunch(std::move(searched.front()), options_.generate_schedule);
 }
 

@@ -24,6 +24,7 @@
 #include "chimera/v1/cluster.pb.h"
 #include "chimera/v1/job.pb.h"
 #include "chimera/v1/plan.pb.h"
+#include "chimera/v1/profile.pb.h"
 #include "chimera/v1/program.pb.h"
 #include "chimera/v1/service.pb.h"
 #include "coordinator/worker_registry.h"
@@ -40,6 +41,13 @@ inline constexpr double kDefaultLinkLatencySeconds = 1e-4;
 inline constexpr double kDefaultLinkBandwidth = 2e9;
 inline constexpr double kDefaultLinkCollectiveLatencySeconds = 5e-5;
 chimera::v1::ClusterLinks DefaultLinks();
+
+// What the planner assumes a CPU worker process loses unless told
+// (chimera-coordinator --cpu-wake-up, --cpu-message-post): each compute op
+// after a wait for a message, and each message it posts, as
+// bench/host_costs_benchmark measured them on a 2-core machine.
+inline constexpr double kDefaultCpuWakeUpSeconds = 2.5e-4;
+inline constexpr double kDefaultCpuMessagePostSeconds = 1e-4;
 
 // Turns a plan's schedule parameters into the programs of every rank:
 // schedule::GenerateSchedule, or in tests one that breaks its output.
@@ -65,6 +73,13 @@ absl::StatusOr<Launch> PrepareLaunch(
 
 // "cpu" or "gpu": what each of the job's workers computes on.
 std::string DeviceKindOf(const chimera::v1::TrainJob& job);
+
+// OK for an empty `profile` (the job is planned from the analytic model) or
+// one that describes `job`'s model on its kind of device; else
+// INVALID_ARGUMENT naming the profile's field ("profile.layers: has 4
+// blocks; the job's model has 8").
+absl::Status ValidateJobProfile(const chimera::v1::TrainJob& job,
+                                const chimera::v1::ModelProfile& profile);
 
 // `worker`'s first device of `kind` ("cpu", "gpu"); nullptr when it has none.
 const chimera::v1::Device* DeviceOfKind(const chimera::v1::WorkerInfo& worker,
@@ -94,6 +109,10 @@ struct LaunchOptions {
   // other worker of the host computing at the same time (a cluster file's
   // coRunningSlowdown, docs/planner.md).
   double cpu_co_running_slowdown = 0;
+  // CPU workers: what a compute op after a wait loses, and what posting a
+  // message costs (a cluster file's wakeUpSeconds, messagePostSeconds).
+  double cpu_wake_up_seconds = kDefaultCpuWakeUpSeconds;
+  double cpu_message_post_seconds = kDefaultCpuMessagePostSeconds;
   // Told to workers: joining the store and every collective.
   absl::Duration collective_timeout = absl::Seconds(120);
   // Turns a started job's plan into every rank's program, which is then
@@ -114,12 +133,14 @@ class JobLauncher {
   chimera::v1::Cluster ClusterOf(const std::vector<std::string>& worker_ids,
                                  const std::string& device_kind) const;
 
-  // The `top_k` best plans for `manifest` on `worker_ids`, best first; a
-  // manifest that leaves its worker count open uses as many as it can.
-  // FAILED_PRECONDITION naming the memory where no variant fits, CANCELLED
-  // once `cancelled` (asked between candidates) says so.
+  // The `top_k` best plans for `manifest` on `worker_ids`, best first,
+  // predicted from `profile` (ValidateJobProfile) or where it is empty from
+  // the analytic model; a manifest that leaves its worker count open uses
+  // as many as it can. FAILED_PRECONDITION naming the memory where no
+  // variant fits, CANCELLED once `cancelled` (asked between candidates)
+  // says so.
   absl::StatusOr<std::vector<chimera::v1::Plan>> SearchPlans(
-      chimera::v1::TrainJob manifest,
+      chimera::v1::TrainJob manifest, const chimera::v1::ModelProfile& profile,
       const std::vector<std::string>& worker_ids, int top_k,
       std::function<bool()> cancelled) const;
 
@@ -134,6 +155,7 @@ class JobLauncher {
   // needs, no variant of its plan fits; OK when too few are registered to
   // say, or `cancelled` stops the search first (its start decides then).
   absl::Status CheckFitsRegistered(const chimera::v1::TrainJob& manifest,
+                                   const chimera::v1::ModelProfile& profile,
                                    std::function<bool()> cancelled) const;
 
   // Idle workers offering the job's device, in registration order, but for
@@ -158,6 +180,7 @@ class JobLauncher {
   // schedule.
   absl::StatusOr<Launch> LaunchFor(
       const chimera::v1::TrainJob& manifest,
+      const chimera::v1::ModelProfile& profile,
       const std::vector<std::string>& worker_ids,
       const std::function<bool()>& cancelled) const;
 

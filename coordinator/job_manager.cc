@@ -112,9 +112,12 @@ void JobManager::EndOverdueRunsLocked() {
   }
 }
 
-absl::StatusOr<Job> JobManager::Submit(const chimera::v1::TrainJob& manifest) {
+absl::StatusOr<Job> JobManager::Submit(
+    const chimera::v1::TrainJob& manifest,
+    const chimera::v1::ModelProfile& profile) {
   RETURN_IF_ERROR(
       jobspec::ValidateJob(manifest, chimera::jobspec::SpecOnly()).ToStatus());
+  RETURN_IF_ERROR(ValidateJobProfile(manifest, profile));
   const int needed = manifest.spec().resources().workers();
   if (options_.max_workers > 0 && needed > options_.max_workers) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -123,7 +126,8 @@ absl::StatusOr<Job> JobManager::Submit(const chimera::v1::TrainJob& manifest) {
   }
   const absl::Time deadline = clock_.monotonic() + kSubmitFitBudget;
   RETURN_IF_ERROR(launcher_.CheckFitsRegistered(
-      manifest, [this, deadline] { return clock_.monotonic() >= deadline; }));
+      manifest, profile,
+      [this, deadline] { return clock_.monotonic() >= deadline; }));
   absl::MutexLock lock(&mutex_);
   Job job;
   absl::BitGen random;
@@ -132,6 +136,7 @@ absl::StatusOr<Job> JobManager::Submit(const chimera::v1::TrainJob& manifest) {
                                absl::Uniform<uint32_t>(random)));
   } while (!absl::IsNotFound(table_.Get(job.id()).status()));
   *job.mutable_manifest() = manifest;
+  *job.mutable_profile() = profile;
   ASSIGN_OR_RETURN(job, Transition(std::move(job), JobEvent::Submitted(),
                                    clock_.wall()));
   RETURN_IF_ERROR(SaveLocked(job));
@@ -373,7 +378,8 @@ void JobManager::StartQueuedJobs() {
         absl::StrCat(next->job.id(), " ", absl::StrJoin(next->workers, ","));
     planner_.Start(key, [this, job = next->job, workers = next->workers](
                             const std::function<bool()>& cancelled) {
-      return launcher_.LaunchFor(job.manifest(), workers, cancelled);
+      return launcher_.LaunchFor(job.manifest(), job.profile(), workers,
+                                 cancelled);
     });
     std::optional<absl::StatusOr<Launch>> launch =
         planner_.Take(key, options_.plan_wait);

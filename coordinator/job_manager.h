@@ -129,11 +129,16 @@ class JobManager {
   // stop it (a job not waiting for it, another attempt, a rank taken).
   bool Adopt(const std::string& worker_id, const chimera::v1::HeldTask& task);
 
-  // INVALID_ARGUMENT listing every problem of the spec; FAILED_PRECONDITION
-  // for a job that can never run here (more workers than max_workers), or
-  // one that fixes its parallelism none of whose variants fits in the
-  // memory of the workers registered for it (JobLauncher::CheckFitsRegistered).
-  absl::StatusOr<chimera::v1::Job> Submit(const chimera::v1::TrainJob& manifest);
+  // Plans the job from `profile` where it is not empty (a measured profile
+  // of its model, ValidateJobProfile), else from the analytic model.
+  // INVALID_ARGUMENT listing every problem of the spec or the profile;
+  // FAILED_PRECONDITION for a job that can never run here (more workers than
+  // max_workers), or one that fixes its parallelism none of whose variants fits
+  // in the memory of the workers registered for it
+  // (JobLauncher::CheckFitsRegistered).
+  absl::StatusOr<chimera::v1::Job> Submit(
+      const chimera::v1::TrainJob& manifest,
+      const chimera::v1::ModelProfile& profile = {});
   absl::StatusOr<chimera::v1::Job> Get(const std::string& id);
   absl::StatusOr<std::vector<chimera::v1::Job>> List(chimera::v1::JobState state);
   // One page of List: the jobs in `state` submitted after `after_seq` (0:
@@ -276,6 +281,7 @@ class JobManager {
   struct GrowthSearch {
     std::string job_id;
     chimera::v1::TrainJob manifest;
+    chimera::v1::ModelProfile profile;
     GrowthWorkers grow;
   };
   std::optional<GrowthSearch> NextGrowthLocked()

@@ -23,11 +23,11 @@ void JobManager::PlanGrowth() {
   }
   if (!next) return;
   const std::string& key = next->grow.key;
-  planner_.Start(
-      key, [this, manifest = next->manifest, workers = next->grow.workers](
-               const std::function<bool()>& cancelled) {
-        return launcher_.LaunchFor(manifest, workers, cancelled);
-      });
+  planner_.Start(key, [this, manifest = next->manifest, profile = next->profile,
+                       workers = next->grow.workers](
+                          const std::function<bool()>& cancelled) {
+    return launcher_.LaunchFor(manifest, profile, workers, cancelled);
+  });
   std::optional<absl::StatusOr<Launch>> launch =
       planner_.Take(key, options_.plan_wait);
   if (!launch) return;  // Still searching: a later tick takes it.
@@ -61,7 +61,7 @@ std::optional<JobManager::GrowthSearch> JobManager::NextGrowthLocked() {
     if (!job.ok()) continue;
     std::optional<GrowthWorkers> grow = GrowthWorkersLocked(*job, run);
     if (!grow || (run.growth && run.growth->key == grow->key)) continue;
-    return GrowthSearch{id, job->manifest(), *std::move(grow)};
+    return GrowthSearch{id, job->manifest(), job->profile(), *std::move(grow)};
   }
   return std::nullopt;
 }

@@ -42,7 +42,8 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext*,
                                        const chimera::v1::SubmitJobRequest* request,
                                        chimera::v1::Job* response) {
   CHIMERA_RETURN_IF_GRPC_ERROR(CheckRequestSize(*request, kMaxJobRequestBytes, "SubmitJob"));
-  absl::StatusOr<chimera::v1::Job> job = jobs_->Submit(request->job());
+  absl::StatusOr<chimera::v1::Job> job =
+      jobs_->Submit(request->job(), request->profile());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *response = *std::move(job);
   return grpc::Status::OK;

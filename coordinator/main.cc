@@ -122,6 +122,19 @@ void AddPlanningFlags(CLI::App* app,
                   "(bench/throughput_benchmark: 2 / P-process scaling - 1)")
       ->check(chimera::kNonNegativeNumber)
       ->capture_default_str();
+  app->add_option("--cpu-wake-up", options->jobs.launch.cpu_wake_up_seconds,
+                  "Seconds a CPU worker's compute op loses after the worker "
+                  "waited for a message, assumed when planning "
+                  "(bench/host_costs_benchmark measures it)")
+      ->check(chimera::kNonNegativeNumber)
+      ->capture_default_str();
+  app->add_option("--cpu-message-post",
+                  options->jobs.launch.cpu_message_post_seconds,
+                  "Seconds a CPU worker takes to post a message or begin an "
+                  "allreduce, assumed when planning "
+                  "(bench/host_costs_benchmark measures it)")
+      ->check(chimera::kNonNegativeNumber)
+      ->capture_default_str();
 }
 
 // Who may call, over what, and where /metrics is served.

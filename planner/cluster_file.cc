@@ -54,6 +54,10 @@ FieldErrors ValidateCluster(const chimera::v1::Cluster& cluster) {
   }
   CheckNonNegative(&errors, "spec.device.coRunningSlowdown",
                    spec.device().co_running_slowdown());
+  CheckNonNegative(&errors, "spec.device.wakeUpSeconds",
+                   spec.device().wake_up_seconds());
+  CheckNonNegative(&errors, "spec.device.messagePostSeconds",
+                   spec.device().message_post_seconds());
   CheckLink(&errors, "spec.links.intraNode", spec.links().intra_node());
   if (spec.nodes() > 1 || spec.links().has_inter_node()) {
     CheckLink(&errors, "spec.links.interNode", spec.links().inter_node());

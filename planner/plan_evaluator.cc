@@ -214,8 +214,11 @@ namespace {
 
 // Where CPU workers share their nodes' cores, the simulated ranks get their
 // share of them (the replicas left out of the simulation use the rest), and
-// slow each other down as the device says.
+// slow each other down as the device says; each pays the host's wake-up
+// and posting costs.
 void ShareNodes(const chimera::v1::DeviceSpec& device, SimulationInputs& inputs) {
+  inputs.costs.wake_up = device.wake_up_seconds();
+  inputs.costs.message_post = device.message_post_seconds();
   const int cores_per_node = device.cores_per_node();
   if (cores_per_node <= 0 && device.co_running_slowdown() <= 0) return;
   const int simulated = static_cast<int>(inputs.program.workers.size());

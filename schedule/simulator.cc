@@ -111,6 +111,7 @@ class Simulation {
         stash_(num_workers_),
         in_flight_(num_workers_, 0),
         link_free_(num_workers_, 0.0),
+        slept_(num_workers_, false),
         cores_(SharedCores(costs, num_workers_)) {
     result_.workers.resize(num_workers_);
     for (int r = 0; r < num_workers_; ++r) {
@@ -133,6 +134,7 @@ class Simulation {
     timing.start = now_[r];
     double end = now_[r];
     const int model_stage = topology_.ModelStage({inst.chunk, inst.stage});
+    bool waited = false;
     switch (inst.op) {
       case OpKind::kForward:
         end = Compute(step, Forward(r, inst, model_stage), timing);
@@ -148,6 +150,7 @@ class Simulation {
         if (arrival > end) {
           end = arrival;
           from = *step.matched_send;
+          waited = true;
         }
         break;
       }
@@ -158,16 +161,27 @@ class Simulation {
           worker.exposed_allreduce += finish - end;
           end = finish;
           from = last;
+          waited = true;
         }
         break;
       }
       case OpKind::kOptimizerStep:
         end = Compute(step, OptimizerStep(r), timing);
         break;
-      default:  // sends and allreduce begins are posted without waiting
+      case OpKind::kSendAct:
+      case OpKind::kSendGrad:
+      case OpKind::kAllreduceBegin:
+        end = OnCore(r, costs_.message_post, timing);
+        break;
+      default:
         break;
     }
-    if (IsComputing(inst.op)) worker.busy += end - timing.start;
+    if (IsComputing(inst.op)) {
+      worker.busy += end - timing.start;
+      slept_[r] = false;
+    } else if (waited) {
+      slept_[r] = true;
+    }
     timing.end = end;
     now_[r] = end;
     if (inst.op == OpKind::kAllreduceBegin && step.group_begins != nullptr) {
@@ -203,10 +217,17 @@ class Simulation {
   // moves) where it waits for a shared core.
   double Compute(const ExecutionStep& step, double cost,
                  InstructionTiming& timing) {
+    if (slept_[step.rank]) cost += std::min(cost, costs_.wake_up);
     if (!stretches_.empty()) cost *= stretches_[step.rank][step.index];
+    return OnCore(step.rank, cost, timing);
+  }
+
+  // When work of `rank` taking `cost`, ready at `timing.start`, ends: where
+  // ranks share cores it starts once one is free (`timing.start` moves).
+  double OnCore(int rank, double cost, InstructionTiming& timing) {
     if (cores_) {
-      timing.start = cores_->Reserve(costs_.node_of_rank[step.rank],
-                                     timing.start, cost);
+      timing.start =
+          cores_->Reserve(costs_.node_of_rank[rank], timing.start, cost);
     }
     return timing.start + cost;
   }
@@ -387,6 +408,9 @@ class Simulation {
   // Per rank, when its link is done with the allreduces timed so far: a
   // rank's allreduces share its link, one after another.
   std::vector<double> link_free_;
+  // Per rank, whether it waited since its last compute op (and pays the
+  // wake-up cost in its next).
+  std::vector<bool> slept_;
   struct TimedAllreduce {
     double finish;
     InstructionId last;  // the BEGIN that started it

@@ -12,8 +12,9 @@
 // micro-batch; BACKWARD costs backward / num_parts, plus forward / num_parts
 // with recomputation; BACKWARD_INPUT and BACKWARD_WEIGHT cost their own
 // halves likewise. A micro-batch's activations count from its forward to
-// its BACKWARD or BACKWARD_WEIGHT. A send is posted without stalling its worker and
-// arrives alpha + beta * bytes later; a receive waits for the arrival.
+// its BACKWARD or BACKWARD_WEIGHT. A send is posted in `message_post` (none
+// by default) and arrives alpha + beta * bytes later; a receive waits for
+// the arrival, and a compute op after such a wait pays the wake-up cost.
 // Where ranks share a node's cores, a compute op also waits for a core that
 // is free for its whole duration (handed out in the order ops are timed),
 // and where they share its caches and memory bus it runs longer for every
@@ -90,6 +91,13 @@ struct CostModel {
   // other ranks of its node compute, on average, while it runs. 0: ranks
   // compute independently.
   double co_running_slowdown = 0.0;
+  // A compute op right after its rank waited for a message or an allreduce
+  // takes min(cost, wake_up) longer: a process that slept computes its first
+  // moments slowly. 0: no such loss.
+  double wake_up = 0.0;
+  // What posting a send or an allreduce's begin costs its rank (on a core,
+  // where cores are shared) before the message leaves. 0: free.
+  double message_post = 0.0;
 };
 
 // The share of a step a worker spent not computing, 0 for an empty step.

@@ -29,6 +29,7 @@ using ::chimera::testing::ExampleChimeraJob;
 using ::chimera::testing::ProcessResult;
 using ::chimera::testing::RunProcess;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // The most a job file may hold (jobspec::kMaxYamlFileBytes).
 constexpr uint64_t kMaxJobBytes = 1 << 20;
@@ -63,9 +64,9 @@ TEST(CliRunTest, TrainsTheExampleJobAndCleansUp) {
   EXPECT_THAT(run.out, HasSubstr("step 20/20"));
   EXPECT_THAT(run.out, HasSubstr("SUCCEEDED"));
   EXPECT_THAT(run.out, HasSubstr("per rank, in the last step:"));
-  // The summary sets the last step's measurement beside the prediction.
+  // The summary sets the run's median step beside the prediction.
   EXPECT_THAT(run.out.substr(run.out.find("SUCCEEDED")),
-              HasSubstr("; measured (step 20): step "));
+              HasSubstr("; measured (median of steps 3-20): step "));
   // "coordinator on 127.0.0.1:PORT, 4 local workers, logs in DIR"
   const std::string banner = run.out.substr(0, run.out.find('\n'));
   EXPECT_FALSE(std::filesystem::exists(banner.substr(banner.rfind(' ') + 1)))
@@ -81,6 +82,89 @@ TEST(CliRunTest, TrainsTheExampleJobAndCleansUp) {
   // One line per rank with its bubble ratio and peak memory.
   EXPECT_THAT(run.out, HasSubstr("local-"));
   EXPECT_THAT(run.out, HasSubstr("MiB"));
+}
+
+// `chimera run` with `flags` on `job`, its profiles cached under `cache`.
+ProcessResult RunCaching(const std::string& cache, const std::string& job,
+                         const std::vector<std::string>& flags) {
+  std::vector<std::string> argv = {chimera::testing::FindOnPath("env"),
+                                   "XDG_CACHE_HOME=" + cache,
+                                   CHIMERA_BINARY,
+                                   "run",
+                                   "-f",
+                                   job};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  return RunProcess(argv, CHIMERA_SOURCE_DIR, absl::Minutes(3));
+}
+
+// "predicted step 0.040 s" of the plan line.
+double PredictedStep(const std::string& out) {
+  const std::string predicted = "predicted step ";
+  const size_t at = out.find(predicted);
+  double seconds = 0;
+  if (at == std::string::npos ||
+      !absl::SimpleAtod(out.substr(at + predicted.size(),
+                                   out.find(' ', at + predicted.size()) - at -
+                                       predicted.size()),
+                        &seconds)) {
+    ADD_FAILURE() << "no predicted step in " << out;
+  }
+  return seconds;
+}
+
+// A cpu job is planned from its model as timed on this machine: the first
+// run measures it, later runs reuse the cached profile; --fresh-profile
+// measures again and --no-profile plans from the analytic model.
+TEST(CliRunTest, TheModelIsTimedOnceAndItsProfileReused) {
+  chimera::testing::TempDir dir;
+  const std::string job = ExampleChimeraJob(dir, 2);
+  const std::string cache = dir.path() + "/cache";
+  const ProcessResult first = RunCaching(cache, job, {});
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  EXPECT_THAT(first.out,
+              HasSubstr("timing the model's layers on this machine"));
+  EXPECT_THAT(first.out,
+              ::testing::ContainsRegex("profile: " + cache +
+                                       "/chimera/profiles/gpt-[0-9a-f]+\\.json "
+                                       "\\(measured in [0-9.]+ s\\)"));
+  const ProcessResult second = RunCaching(cache, job, {});
+  ASSERT_EQ(second.exit_code, 0) << second.out << second.err;
+  EXPECT_THAT(second.out, HasSubstr("(measured before on this machine)"));
+  EXPECT_THAT(second.out, Not(HasSubstr("timing the model's layers")));
+  EXPECT_EQ(PredictedStep(second.out), PredictedStep(first.out));
+  const ProcessResult fresh = RunCaching(cache, job, {"--fresh-profile"});
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.out << fresh.err;
+  EXPECT_THAT(fresh.out,
+              HasSubstr("timing the model's layers on this machine"));
+  // The analytic model is a GPU's: several times too slow for this CPU.
+  const ProcessResult analytic = RunCaching(cache, job, {"--no-profile"});
+  ASSERT_EQ(analytic.exit_code, 0) << analytic.out << analytic.err;
+  EXPECT_THAT(analytic.out, Not(HasSubstr("profile: ")));
+  EXPECT_NE(PredictedStep(analytic.out), PredictedStep(first.out));
+}
+
+TEST(CliRunTest, AProfileOfAnotherModelIsRefusedNamingTheFile) {
+  chimera::testing::TempDir dir;
+  const std::string profile =
+      dir.WriteFile("one-block.yaml", R"(apiVersion: chimera.dev/v1alpha1
+kind: ModelProfile
+metadata: {name: one-block}
+source: measured
+device: cpu
+layers:
+- {kind: embedding, timings: [{microBatchSize: 1, forwardSeconds: 1.0e-4, backwardSeconds: 2.0e-4}], activationBytesPerSample: 1000, outputBytesPerSample: 1000, parameterBytes: 1000}
+- {kind: block, timings: [{microBatchSize: 1, forwardSeconds: 1.0e-4, backwardSeconds: 2.0e-4}], activationBytesPerSample: 1000, outputBytesPerSample: 1000, parameterBytes: 1000}
+- {kind: head, timings: [{microBatchSize: 1, forwardSeconds: 1.0e-4, backwardSeconds: 2.0e-4}], activationBytesPerSample: 1000, outputBytesPerSample: 1000, parameterBytes: 1000}
+)");
+  const ProcessResult run =
+      RunProcess({CHIMERA_BINARY, "run", "-f", ExampleChimeraJob(dir, 2),
+                  "--profile", profile},
+                 CHIMERA_SOURCE_DIR);
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  EXPECT_THAT(run.err, HasSubstr(profile));
+  EXPECT_THAT(run.err,
+              HasSubstr("layers: has 1 blocks; the job's model has 8"));
+  EXPECT_THAT(run.out, Not(HasSubstr("step 1/")));
 }
 
 TEST(CliRunTest, WorkersLeftOpenAreAsManyAsTheFixedPipelineAndDataNeed) {

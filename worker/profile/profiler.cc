@@ -1,6 +1,7 @@
 #include "worker/profile/profiler.h"
 
 #include <ATen/ATen.h>
+#include <sched.h>
 #include <torch/nn/module.h>
 
 #include <algorithm>
@@ -29,6 +30,9 @@ namespace chimera::worker {
 namespace {
 
 constexpr int kDefaultMaxMicroBatchSize = 8;
+// See TimeLayers.
+constexpr double kMinRoundsSeconds = 2.0;
+constexpr int kMaxRounds = 50;
 
 // What a layer's forward reads: its input and, for the head's loss, the
 // micro-batch's targets (built untimed).
@@ -89,42 +93,134 @@ absl::StatusOr<std::pair<double, double>> MeasureSplitBackward(
                    SecondsBetween(input_end, weight_end));
 }
 
-// Times one forward and backward of LAYER at SAMPLES samples, and the
-// backward again in its two halves, the median of REPETITIONS runs after a
-// warm-up. A GPU computes asynchronously: the device is drained before each
-// clock reading.
-absl::StatusOr<Measurement> Measure(const ProfiledLayer& layer, int64_t samples,
-                                    int repetitions, c10::Device device,
-                                    const DeviceMemory& memory) {
+// The timed runs of one layer at one micro-batch size so far.
+struct Runs {
   std::vector<double> forward, backward, backward_input, backward_weight;
-  Measurement measurement;
-  for (int run = 0; run <= repetitions; ++run) {
-    ASSIGN_OR_RETURN(const LayerInput input, layer.make_input(samples));
-    SynchronizeDevice(device);
-    const int64_t before = memory.current_bytes();
-    const auto start = std::chrono::steady_clock::now();
-    ASSIGN_OR_RETURN(Pass pass, layer.forward(input));
-    SynchronizeDevice(device);
-    const auto forward_end = std::chrono::steady_clock::now();
-    measurement.retained_bytes = memory.current_bytes() - before;
-    measurement.output_bytes = static_cast<int64_t>(pass.end.nbytes());
-    const auto backward_start = std::chrono::steady_clock::now();
-    pass.end.backward(pass.gradient);
-    SynchronizeDevice(device);
-    const auto backward_end = std::chrono::steady_clock::now();
-    ASSIGN_OR_RETURN(const auto halves,
-                     MeasureSplitBackward(layer, input, device));
-    if (run == 0) continue;  // warm-up: first-touch allocations, caches
-    forward.push_back(SecondsBetween(start, forward_end));
-    backward.push_back(SecondsBetween(backward_start, backward_end));
-    backward_input.push_back(halves.first);
-    backward_weight.push_back(halves.second);
+  int64_t retained_bytes = 0;
+  int64_t output_bytes = 0;
+
+  // Their medians.
+  Measurement Summary() const {
+    return {Median(forward),         Median(backward), Median(backward_input),
+            Median(backward_weight), retained_bytes,   output_bytes};
   }
-  measurement.forward_seconds = Median(forward);
-  measurement.backward_seconds = Median(backward);
-  measurement.backward_input_seconds = Median(backward_input);
-  measurement.backward_weight_seconds = Median(backward_weight);
-  return measurement;
+};
+
+// Times one forward and backward of LAYER at SAMPLES samples, and the
+// backward again in its two halves, into `runs` (none for a warm-up run). A
+// GPU computes asynchronously: the device is drained before each clock
+// reading.
+absl::Status TimeOnce(const ProfiledLayer& layer, int64_t samples,
+                      c10::Device device, const DeviceMemory& memory,
+                      Runs* runs) {
+  ASSIGN_OR_RETURN(const LayerInput input, layer.make_input(samples));
+  SynchronizeDevice(device);
+  const int64_t before = memory.current_bytes();
+  const auto start = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(Pass pass, layer.forward(input));
+  SynchronizeDevice(device);
+  const auto forward_end = std::chrono::steady_clock::now();
+  const int64_t retained = memory.current_bytes() - before;
+  const auto backward_start = std::chrono::steady_clock::now();
+  pass.end.backward(pass.gradient);
+  SynchronizeDevice(device);
+  const auto backward_end = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(const auto halves,
+                   MeasureSplitBackward(layer, input, device));
+  if (runs == nullptr) return absl::OkStatus();
+  runs->retained_bytes = retained;
+  runs->output_bytes = static_cast<int64_t>(pass.end.nbytes());
+  runs->forward.push_back(SecondsBetween(start, forward_end));
+  runs->backward.push_back(SecondsBetween(backward_start, backward_end));
+  runs->backward_input.push_back(halves.first);
+  runs->backward_weight.push_back(halves.second);
+  return absl::OkStatus();
+}
+
+// Adds `weight` times `from`'s times to `to`'s.
+void AddTimes(const Measurement& from, double weight, Measurement& to) {
+  to.forward_seconds += weight * from.forward_seconds;
+  to.backward_seconds += weight * from.backward_seconds;
+  to.backward_input_seconds += weight * from.backward_input_seconds;
+  to.backward_weight_seconds += weight * from.backward_weight_seconds;
+}
+
+// Per layer (outer) and size (inner), what one of its runs costs.
+using LayerCosts = std::vector<std::vector<Measurement>>;
+
+// The CPUs this process may run on, in order; empty where it cannot tell.
+std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  }
+  return cpus;
+}
+
+// Runs this process on `cpus` only (every allowed one when empty).
+void RunOn(const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int cpu : cpus) CPU_SET(cpu, &set);
+  (void)::sched_setaffinity(0, sizeof(set), &set);
+}
+
+// The costs of every layer at every size, timed in rounds that each time
+// every layer at every size once, after one warm-up round (first-touch
+// allocations, caches): REPETITIONS rounds, or more, up to kMaxRounds, until
+// they have taken kMinRoundsSeconds. A shared machine's speed drifts by tens
+// of percent over seconds: rounds spread every layer's runs over the whole
+// measurement, where layer after layer would each catch their own moment.
+// Its cores need not be alike either (a VM's vCPUs whose physical cores
+// others share more or less: on one 2-vCPU VM, one computed 1.5 times as
+// fast as the other): on a CPU, round r runs on the r-th allowed core in
+// turn, and a cost is the mean over cores of its median on each, as the
+// ranks of a job spread over them.
+absl::StatusOr<LayerCosts> TimeLayers(const std::vector<ProfiledLayer>& layers,
+                                      const std::vector<int64_t>& sizes,
+                                      int repetitions, c10::Device device,
+                                      const DeviceMemory& memory) {
+  const std::vector<int> cpus =
+      device.is_cpu() ? AllowedCpus() : std::vector<int>{};
+  const int cores = std::max<int>(1, cpus.size());
+  // Per core, layer and size.
+  std::vector<std::vector<std::vector<Runs>>> runs(
+      cores, std::vector<std::vector<Runs>>(layers.size(),
+                                            std::vector<Runs>(sizes.size())));
+  const auto start = std::chrono::steady_clock::now();
+  for (int round = 0;; ++round) {
+    const int core = round % cores;
+    if (!cpus.empty()) RunOn({cpus[core]});
+    for (size_t l = 0; l < layers.size(); ++l) {
+      for (size_t s = 0; s < sizes.size(); ++s) {
+        RETURN_IF_ERROR(TimeOnce(layers[l], sizes[s], device, memory,
+                                 round < cores ? nullptr : &runs[core][l][s]));
+      }
+    }
+    const double elapsed =
+        SecondsBetween(start, std::chrono::steady_clock::now());
+    const int timed_rounds = (round + 1) / cores - 1;  // on every core
+    if ((round + 1) % cores == 0 && timed_rounds >= repetitions &&
+        (elapsed >= kMinRoundsSeconds || timed_rounds >= kMaxRounds)) {
+      break;
+    }
+  }
+  if (!cpus.empty()) RunOn(cpus);
+  LayerCosts costs(layers.size(), std::vector<Measurement>(sizes.size()));
+  for (size_t l = 0; l < layers.size(); ++l) {
+    for (size_t s = 0; s < sizes.size(); ++s) {
+      Measurement& mean = costs[l][s];
+      mean.retained_bytes = runs[0][l][s].retained_bytes;
+      mean.output_bytes = runs[0][l][s].output_bytes;
+      for (int core = 0; core < cores; ++core) {
+        AddTimes(runs[core][l][s].Summary(), 1.0 / cores, mean);
+      }
+    }
+  }
+  return costs;
 }
 
 // Times one optimizer step over LAYER's parameters that a measured backward
@@ -266,8 +362,17 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileModel(
   profile.mutable_metadata()->set_name(options.name);
   profile.set_source("measured");
   profile.set_device(options.device.str());
-  for (const ProfiledLayer& layer :
-       BuildLayers(config, options.seed, options.device)) {
+  const std::vector<ProfiledLayer> layers =
+      BuildLayers(config, options.seed, options.device);
+  std::vector<int64_t> sizes;
+  for (int64_t size = 1; size <= options.max_micro_batch_size; size *= 2) {
+    sizes.push_back(size);
+  }
+  ASSIGN_OR_RETURN(
+      const LayerCosts costs,
+      TimeLayers(layers, sizes, options.repetitions, options.device, memory));
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const ProfiledLayer& layer = layers[l];
     chimera::v1::LayerProfile* out = profile.add_layers();
     out->set_kind(layer.kind);
     int64_t parameter_bytes = 0;
@@ -276,18 +381,16 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileModel(
     }
     out->set_parameter_bytes(parameter_bytes);
     Measurement largest;
-    int64_t largest_size = 1;
-    for (int64_t size = 1; size <= options.max_micro_batch_size; size *= 2) {
-      ASSIGN_OR_RETURN(largest, Measure(layer, size, options.repetitions,
-                                        options.device, memory));
-      largest_size = size;
+    for (size_t s = 0; s < sizes.size(); ++s) {
+      largest = costs[l][s];
       chimera::v1::LayerTiming* timing = out->add_timings();
-      timing->set_micro_batch_size(static_cast<int32_t>(size));
+      timing->set_micro_batch_size(static_cast<int32_t>(sizes[s]));
       timing->set_forward_seconds(largest.forward_seconds);
       timing->set_backward_seconds(largest.backward_seconds);
       timing->set_backward_input_seconds(largest.backward_input_seconds);
       timing->set_backward_weight_seconds(largest.backward_weight_seconds);
     }
+    const int64_t largest_size = sizes.back();
     out->set_optimizer_seconds(MeasureOptimizerStep(
         layer, options.optimizer, options.repetitions, options.device));
     out->set_activation_bytes_per_sample(largest.retained_bytes / largest_size);

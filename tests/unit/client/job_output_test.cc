@@ -1,6 +1,7 @@
 #include "client/job_output.h"
 
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -134,6 +135,25 @@ TEST(JobOutputTest, TheWideWorkerTableShowsTheOpEachTaskIsIn) {
       table,
       HasSubstr("step 7: FORWARD chunk=0 stage=1 mb=2 for 3.1 s (stopped)"));
   EXPECT_THAT(FormatWorkerTable({busy}), Not(HasSubstr("FORWARD")));
+}
+
+TEST(JobOutputTest, ARunsMeasurementIsItsMedianStepAfterTheFirstTenth) {
+  const chimera::v1::Job job = PlannedJob();
+  std::vector<chimera::v1::StepSummary> steps;
+  // Twenty steps: two slow warm-up steps, then 0.21 to 0.39 s.
+  for (int step = 0; step < 20; ++step) {
+    chimera::v1::StepSummary& summary = steps.emplace_back();
+    summary.set_step(step);
+    summary.set_step_seconds(step < 2 ? 5.0 : 0.2 + 0.01 * (step - 1));
+    summary.set_bubble_ratio(step / 100.0);
+  }
+  // Steps 3 to 20 take 0.21 ... 0.38 s: the upper median is step 12's 0.30 s.
+  EXPECT_EQ(FormatPredictedAgainstSteps(job, steps),
+            "predicted: step 0.200 s, bubble 0.200; measured (median of steps "
+            "3-20): step 0.300 s, bubble 0.110 (+50.0%)\n");
+  // Before the first step, only the prediction.
+  EXPECT_EQ(FormatPredictedAgainstSteps(job, {}),
+            "predicted: step 0.200 s, bubble 0.200\n");
 }
 
 }  // namespace

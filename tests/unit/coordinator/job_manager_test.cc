@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/analytic_profile.h"
 #include "tests/support/tiny_job.h"
 #include "tests/unit/coordinator/lost_backward.h"
 
@@ -431,6 +432,66 @@ TEST_F(JobManagerTest, CpuWorkersThatSlowEachOtherDownArePlannedSlower) {
   // Chimera's ranks compute at the same time for most of a step.
   EXPECT_GT(slowed->front().prediction().iteration_seconds(),
             1.1 * alone->front().prediction().iteration_seconds());
+}
+
+// `job`'s model as if measured on a CPU `slower` times slower than the
+// analytic model's device.
+chimera::v1::ModelProfile MeasuredProfile(const chimera::v1::TrainJob& job,
+                                          double slower) {
+  chimera::v1::DeviceSpec device;
+  device.set_peak_flops(1e11);
+  chimera::v1::ModelProfile profile =
+      planner::AnalyticProfile(job.spec().model(), device);
+  profile.set_source("measured");
+  profile.set_device("cpu");
+  for (auto& layer : *profile.mutable_layers()) {
+    for (auto& timing : *layer.mutable_timings()) {
+      timing.set_forward_seconds(slower * timing.forward_seconds());
+      timing.set_backward_seconds(slower * timing.backward_seconds());
+    }
+  }
+  return profile;
+}
+
+TEST_F(JobManagerTest, AJobSubmittedWithAProfileIsPlannedAndKeptWithIt) {
+  AddWorkers(4);
+  const chimera::v1::TrainJob manifest = Manifest("measured", 4);
+  const Job analytic = MustSubmit(manifest);
+  manager_->Tick();
+  const double analytic_step =
+      manager_->Get(analytic.id())->plan().prediction().iteration_seconds();
+  ASSERT_TRUE(manager_->Stop(analytic.id()).ok());
+  manager_->Tick();
+
+  absl::StatusOr<Job> measured =
+      manager_->Submit(manifest, MeasuredProfile(manifest, 10));
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  manager_->Tick();
+  EXPECT_GT(
+      manager_->Get(measured->id())->plan().prediction().iteration_seconds(),
+      5 * analytic_step);
+  // The profile is the job's, also after a restart of the coordinator.
+  RestartCoordinator();
+  EXPECT_EQ(manager_->Get(measured->id())->profile().layers_size(), 8 + 2);
+}
+
+TEST_F(JobManagerTest, AProfileOfAnotherModelOrDeviceIsRefusedNamingTheField) {
+  const chimera::v1::TrainJob manifest = Manifest("mismatch", 4);
+  chimera::v1::TrainJob other = manifest;
+  other.mutable_spec()->mutable_model()->set_num_layers(4);
+  absl::StatusOr<Job> job =
+      manager_->Submit(manifest, MeasuredProfile(other, 1));
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(job.status().message(),
+              HasSubstr("profile.layers: has 4 blocks; the job's model has 8"));
+
+  chimera::v1::ModelProfile gpu = MeasuredProfile(manifest, 1);
+  gpu.set_device("cuda:0");
+  job = manager_->Submit(manifest, gpu);
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(job.status().message(),
+              HasSubstr("profile.device: 'cuda:0' is not a cpu device"));
+  EXPECT_TRUE(manager_->List(chimera::v1::JOB_STATE_UNSPECIFIED)->empty());
 }
 
 TEST_F(JobManagerTest, RequestsAreServedWhileAJobsPlanIsSearched) {

@@ -20,7 +20,7 @@ metadata: {name: test}
 spec:
   nodes: 2
   devicesPerNode: 8
-  device: {memoryBytes: 1000, peakFlops: 1.0e12, coresPerNode: 16, coRunningSlowdown: 0.25}
+  device: {memoryBytes: 1000, peakFlops: 1.0e12, coresPerNode: 16, coRunningSlowdown: 0.25, wakeUpSeconds: 4.0e-4, messagePostSeconds: 6.0e-5}
   links:
     intraNode: {latencySeconds: 1.0e-6, bandwidthBytesPerSecond: 1.0e11, collectiveLatencySeconds: 2.0e-6}
     interNode: {latencySeconds: 1.0e-5, bandwidthBytesPerSecond: 1.0e10}
@@ -47,6 +47,8 @@ TEST(ClusterFileTest, ParsesEveryField) {
   EXPECT_DOUBLE_EQ(cluster.spec().links().intra_node().collective_latency_seconds(), 2e-6);
   EXPECT_EQ(cluster.spec().device().cores_per_node(), 16);
   EXPECT_DOUBLE_EQ(cluster.spec().device().co_running_slowdown(), 0.25);
+  EXPECT_DOUBLE_EQ(cluster.spec().device().wake_up_seconds(), 4e-4);
+  EXPECT_DOUBLE_EQ(cluster.spec().device().message_post_seconds(), 6e-5);
 }
 
 TEST(ClusterFileTest, ZeroBandwidthIsNamed) {
@@ -68,6 +70,14 @@ TEST(ClusterFileTest, NegativeCollectiveLatencyIsNamed) {
 TEST(ClusterFileTest, NegativeCoRunningSlowdownIsNamed) {
   FieldErrors errors = ParseWith("coRunningSlowdown: 0.25", "coRunningSlowdown: -0.1");
   EXPECT_THAT(Paths(errors), ElementsAre("spec.device.coRunningSlowdown"));
+}
+
+TEST(ClusterFileTest, NegativeOrInfiniteHostCostsAreNamed) {
+  EXPECT_THAT(Paths(ParseWith("wakeUpSeconds: 4.0e-4", "wakeUpSeconds: -1")),
+              ElementsAre("spec.device.wakeUpSeconds"));
+  EXPECT_THAT(Paths(ParseWith("messagePostSeconds: 6.0e-5",
+                              "messagePostSeconds: .inf")),
+              ElementsAre("spec.device.messagePostSeconds"));
 }
 
 TEST(ClusterFileTest, SeveralNodesNeedAnInterNodeLink) {

@@ -186,6 +186,44 @@ TEST(SimulatorTest, RanksTakingTurnsOnANodeRunAtFullSpeed) {
   EXPECT_NEAR(Simulate(s, costs)->makespan, 2 * (1 + 2), 1e-9);
 }
 
+TEST(SimulatorTest, AComputeOpAfterAWaitPaysTheWakeUpCost) {
+  // GPipe D=2, N=1: rank 1 waits for its forward's input and rank 0 for its
+  // backward's gradient; nothing else follows a wait.
+  const Schedule s = MustGenerate(Params(Scheme::kGpipe, 2, 1));
+  CostModel costs;
+  costs.wake_up = 0.25;
+  const SimulationResult r = *Simulate(s, costs);
+  // F, F + 0.25 on rank 1, B, B + 0.25 on rank 0.
+  EXPECT_NEAR(r.makespan, 1 + 1.25 + 2 + 2.25, 1e-9);
+  EXPECT_NEAR(r.workers[0].busy, 1 + 2.25, 1e-9);
+  EXPECT_NEAR(r.workers[1].busy, 1.25 + 2, 1e-9);
+  // An op shorter than the wake-up cost at most doubles.
+  costs.wake_up = 5;
+  EXPECT_NEAR(Simulate(s, costs)->makespan, 1 + 2 * 1 + 2 + 2 * 2, 1e-9);
+}
+
+TEST(SimulatorTest, PostingAMessageDelaysItsSenderAndTheMessage) {
+  const Schedule s = MustGenerate(Params(Scheme::kGpipe, 2, 1));
+  CostModel costs;
+  costs.message_post = 0.5;
+  const SimulationResult r = *Simulate(s, costs);
+  // F, post, F, B, post, B.
+  EXPECT_NEAR(r.makespan, 1 + 0.5 + 1 + 2 + 0.5 + 2, 1e-9);
+  // Posting is not compute.
+  EXPECT_NEAR(r.workers[0].busy, 3, 1e-9);
+}
+
+TEST(SimulatorTest, PostingTakesACoreWhereRanksShareThem) {
+  // GPipe D=2, N=2 on one core: 12 of compute and four posts of 0.5, which
+  // can only run one after another.
+  const Schedule s = MustGenerate(Params(Scheme::kGpipe, 2, 2));
+  CostModel costs;
+  costs.message_post = 0.5;
+  costs.node_of_rank = {0, 0};
+  costs.cores_per_node = 1;
+  EXPECT_NEAR(Simulate(s, costs)->makespan, 12 + 4 * 0.5, 1e-9);
+}
+
 TEST(SimulatorTest, EveryCoRunningOpIsStretchedByTheOverlapItEndsUpWith) {
   // Chimera D=4 on one node: ops overlap partly, and stretching them moves
   // the overlaps; the result must be self-consistent.

@@ -1,0 +1,75 @@
+// The measured model profile `chimera run` plans a local CPU job from: the
+// analytic model is a GPU's, 2 to 10 times off for a CPU (docs/planner.md),
+// so the run times the job's layers on this machine first with
+// `chimera-worker profile` and hands the profile to its coordinator. The
+// profile is cached, keyed by what its times depend on (the model, the
+// micro-batch sizes and optimizer it times, threads per worker, the worker
+// build and the host), so that only the first run of a model pays for it.
+//
+//   ASSIGN_OR_RETURN(LocalProfile local,
+//                    MeasureOrReuseProfile(job, request));
+//   client.Submit(job, local.profile);
+#ifndef CHIMERA_CLIENT_LOCAL_PROFILE_H_
+#define CHIMERA_CLIENT_LOCAL_PROFILE_H_
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "chimera/v1/job.pb.h"
+#include "chimera/v1/profile.pb.h"
+
+namespace chimera::client {
+
+// What the profile's cache key holds besides the job.
+struct ProfileBuild {
+  // The worker binary's path, size and modification time: a rebuilt worker
+  // may time differently.
+  std::string worker_binary;
+  // This host's name and OPENBLAS_CORETYPE (the matrix kernel chosen).
+  std::string host;
+};
+
+// The worker binary and this host as ProfileBuild describes them.
+ProfileBuild CurrentBuild(const std::string& worker_binary);
+
+// The cache file name for `job`'s profile: "<model family>-<16 hex digits>
+// .json", the digits a hash of what the profile's times depend on.
+std::string ProfileCacheName(const chimera::v1::TrainJob& job,
+                             const ProfileBuild& build);
+
+// Where profiles are cached: $XDG_CACHE_HOME/chimera/profiles, else
+// $HOME/.cache/chimera/profiles; none when neither is set.
+std::optional<std::string> ProfileCacheDirectory();
+
+struct ProfileRequest {
+  std::string job_file;
+  std::string worker_binary;
+  // The directory the job's data paths are relative to.
+  std::string data_root;
+  // Where the profiling run's log goes.
+  std::string log_file;
+  // Measure again even where a cached profile exists.
+  bool fresh = false;
+  // Called before a measurement starts (not for a cached profile).
+  std::function<void()> before_measuring = [] {};
+};
+
+struct LocalProfile {
+  chimera::v1::ModelProfile profile;
+  // The file it was read from: in the cache, or the run's log directory
+  // where there is no cache.
+  std::string path;
+  // Whether it came from the cache rather than a measurement just now.
+  bool cached = false;
+};
+
+// `job`'s profile from the cache, or measured now by the worker binary (and
+// cached). INTERNAL naming the log file when the profiling run fails.
+absl::StatusOr<LocalProfile> MeasureOrReuseProfile(
+    const chimera::v1::TrainJob& job, const ProfileRequest& request);
+
+}  // namespace chimera::client
+
+#endif  // CHIMERA_CLIENT_LOCAL_PROFILE_H_

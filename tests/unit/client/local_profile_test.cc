@@ -1,0 +1,73 @@
+#include "client/local_profile.h"
+
+#include <stdlib.h>
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/tiny_job.h"
+
+namespace chimera::client {
+namespace {
+
+using ::testing::MatchesRegex;
+using ::testing::Optional;
+
+const ProfileBuild kBuild{"/opt/chimera/bin/chimera-worker 1000 1", "host-a"};
+
+TEST(LocalProfileTest, TheCacheNameIsTheFamilyAndAStableHash) {
+  const chimera::v1::TrainJob job = chimera::testing::TinyJob();
+  const std::string name = ProfileCacheName(job, kBuild);
+  EXPECT_THAT(name, MatchesRegex("gpt-[0-9a-f]{16}\\.json"));
+  EXPECT_EQ(ProfileCacheName(job, kBuild), name);
+}
+
+TEST(LocalProfileTest, WhatTheTimesDependOnChangesTheName) {
+  const chimera::v1::TrainJob job = chimera::testing::TinyJob();
+  const std::string name = ProfileCacheName(job, kBuild);
+  chimera::v1::TrainJob wider = job;
+  wider.mutable_spec()->mutable_model()->set_hidden_size(
+      2 * job.spec().model().hidden_size());
+  chimera::v1::TrainJob bigger_batches = job;
+  bigger_batches.mutable_spec()->mutable_training()->set_micro_batch_size(
+      job.spec().training().micro_batch_size() + 1);
+  chimera::v1::TrainJob threaded = job;
+  threaded.mutable_spec()->mutable_resources()->set_threads_per_worker(2);
+  chimera::v1::TrainJob adamw = job;
+  adamw.mutable_spec()->mutable_training()->mutable_optimizer()->set_name(
+      "adamw");
+  for (const chimera::v1::TrainJob& other :
+       {wider, bigger_batches, threaded, adamw}) {
+    EXPECT_NE(ProfileCacheName(other, kBuild), name)
+        << other.spec().DebugString();
+  }
+  EXPECT_NE(ProfileCacheName(job, {kBuild.worker_binary + "0", kBuild.host}),
+            name);
+  EXPECT_NE(ProfileCacheName(job, {kBuild.worker_binary, "host-b"}), name);
+}
+
+TEST(LocalProfileTest, WhatTheTimesDoNotDependOnKeepsTheName) {
+  const chimera::v1::TrainJob job = chimera::testing::TinyJob();
+  chimera::v1::TrainJob other = job;
+  other.mutable_metadata()->set_name("another-name");
+  other.mutable_spec()->mutable_training()->set_max_steps(1000);
+  other.mutable_spec()->mutable_training()->set_seed(7);
+  other.mutable_spec()->mutable_parallelism()->set_schedule("gpipe");
+  EXPECT_EQ(ProfileCacheName(other, kBuild), ProfileCacheName(job, kBuild));
+}
+
+TEST(LocalProfileTest, TheCacheIsUnderXdgCacheHomeElseHome) {
+  ::setenv("XDG_CACHE_HOME", "/cache", 1);
+  ::setenv("HOME", "/home/user", 1);
+  EXPECT_THAT(ProfileCacheDirectory(),
+              Optional(std::string("/cache/chimera/profiles")));
+  ::unsetenv("XDG_CACHE_HOME");
+  EXPECT_THAT(ProfileCacheDirectory(),
+              Optional(std::string("/home/user/.cache/chimera/profiles")));
+  ::unsetenv("HOME");
+  EXPECT_EQ(ProfileCacheDirectory(), std::nullopt);
+}
+
+}  // namespace
+}  // namespace chimera::client

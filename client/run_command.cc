@@ -99,24 +99,29 @@ std::string WorkerBinary() {
       .string();
 }
 
-// What the job is planned from: for a CPU job the model as measured on this
-// machine (or the --profile given), for a GPU job or with --no-profile the
-// analytic model (an empty profile).
+// The --profile given, checked against the job's model (exits 2 naming the
+// file where it does not fit); none when not given.
+std::optional<chimera::v1::ModelProfile> GivenProfile(
+    const chimera::v1::TrainJob& manifest, const RunOptions& options) {
+  if (options.profile.empty()) return std::nullopt;
+  chimera::v1::ModelProfile profile;
+  ExitOnFileErrors(options.profile,
+                   planner::LoadProfileFile(options.profile, &profile));
+  ExitOnFileErrors(
+      options.profile,
+      planner::ValidateProfile(profile, manifest.spec().model().num_layers()));
+  return profile;
+}
+
+// What a job without --profile is planned from: for a CPU job its model as
+// measured on this machine, for a GPU job or with --no-profile the analytic
+// model (an empty profile).
 chimera::v1::ModelProfile PlanningProfile(const chimera::v1::TrainJob& manifest,
                                           const RunOptions& options,
                                           const std::string& directory,
                                           const std::string& here) {
   const bool gpu = manifest.spec().resources().device() == "gpu";
-  if (options.no_profile || (gpu && options.profile.empty())) return {};
-  chimera::v1::ModelProfile profile;
-  if (!options.profile.empty()) {
-    ExitOnFileErrors(options.profile,
-                     planner::LoadProfileFile(options.profile, &profile));
-    ExitOnFileErrors(options.profile,
-                     planner::ValidateProfile(
-                         profile, manifest.spec().model().num_layers()));
-    return profile;
-  }
+  if (options.no_profile || gpu) return {};
   const absl::Time start = absl::Now();
   const bool text = !Json(options);
   const LocalProfile local = ValueOrExit(MeasureOrReuseProfile(
@@ -260,6 +265,8 @@ int Run(const RunOptions& options) {
   }
   const bool gpu = manifest.spec().resources().device() == "gpu";
   const int workers = ValueOrExit(LocalWorkers(manifest, gpu));
+  const std::optional<chimera::v1::ModelProfile> given =
+      GivenProfile(manifest, options);
   std::error_code no_directory;
   const std::string here = std::filesystem::current_path(no_directory).string();
   if (no_directory) {
@@ -293,7 +300,7 @@ int Run(const RunOptions& options) {
   }
   // Timed before any worker starts, on a machine otherwise idle.
   const chimera::v1::ModelProfile profile =
-      PlanningProfile(manifest, options, directory, here);
+      given ? *given : PlanningProfile(manifest, options, directory, here);
 
   std::vector<std::unique_ptr<net::ChildProcess>> processes;
   const std::string binary = WorkerBinary();

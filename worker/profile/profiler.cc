@@ -176,15 +176,16 @@ void RunOn(const std::vector<int>& cpus) {
 // measurement, where layer after layer would each catch their own moment.
 // Its cores need not be alike either (a VM's vCPUs whose physical cores
 // others share more or less: on one 2-vCPU VM, one computed 1.5 times as
-// fast as the other): on a CPU, round r runs on the r-th allowed core in
-// turn, and a cost is the mean over cores of its median on each, as the
-// ranks of a job spread over them.
+// fast as the other): a single-threaded CPU profile runs round r on the
+// r-th allowed core in turn, and a cost is the mean over the cores it ran
+// on of its median on each, as the ranks of a job spread over them.
 absl::StatusOr<LayerCosts> TimeLayers(const std::vector<ProfiledLayer>& layers,
                                       const std::vector<int64_t>& sizes,
-                                      int repetitions, c10::Device device,
+                                      const ProfileOptions& options,
                                       const DeviceMemory& memory) {
-  const std::vector<int> cpus =
-      device.is_cpu() ? AllowedCpus() : std::vector<int>{};
+  const std::vector<int> cpus = options.device.is_cpu() && options.threads == 1
+                                    ? AllowedCpus()
+                                    : std::vector<int>{};
   const int cores = std::max<int>(1, cpus.size());
   // Per core, layer and size.
   std::vector<std::vector<std::vector<Runs>>> runs(
@@ -192,19 +193,19 @@ absl::StatusOr<LayerCosts> TimeLayers(const std::vector<ProfiledLayer>& layers,
                                             std::vector<Runs>(sizes.size())));
   const auto start = std::chrono::steady_clock::now();
   for (int round = 0;; ++round) {
-    const int core = round % cores;
+    // Round 0 warms up; timed round t runs on core t - 1, in turn.
+    const int core = round == 0 ? 0 : (round - 1) % cores;
     if (!cpus.empty()) RunOn({cpus[core]});
     for (size_t l = 0; l < layers.size(); ++l) {
       for (size_t s = 0; s < sizes.size(); ++s) {
-        RETURN_IF_ERROR(TimeOnce(layers[l], sizes[s], device, memory,
-                                 round < cores ? nullptr : &runs[core][l][s]));
+        RETURN_IF_ERROR(TimeOnce(layers[l], sizes[s], options.device, memory,
+                                 round == 0 ? nullptr : &runs[core][l][s]));
       }
     }
     const double elapsed =
         SecondsBetween(start, std::chrono::steady_clock::now());
-    const int timed_rounds = (round + 1) / cores - 1;  // on every core
-    if ((round + 1) % cores == 0 && timed_rounds >= repetitions &&
-        (elapsed >= kMinRoundsSeconds || timed_rounds >= kMaxRounds)) {
+    if (round >= options.repetitions &&
+        (elapsed >= kMinRoundsSeconds || round >= kMaxRounds)) {
       break;
     }
   }
@@ -215,8 +216,12 @@ absl::StatusOr<LayerCosts> TimeLayers(const std::vector<ProfiledLayer>& layers,
       Measurement& mean = costs[l][s];
       mean.retained_bytes = runs[0][l][s].retained_bytes;
       mean.output_bytes = runs[0][l][s].output_bytes;
-      for (int core = 0; core < cores; ++core) {
-        AddTimes(runs[core][l][s].Summary(), 1.0 / cores, mean);
+      const int timed_cores = static_cast<int>(std::count_if(
+          runs.begin(), runs.end(),
+          [&](const auto& on_core) { return !on_core[l][s].forward.empty(); }));
+      for (const auto& on_core : runs) {
+        if (on_core[l][s].forward.empty()) continue;
+        AddTimes(on_core[l][s].Summary(), 1.0 / timed_cores, mean);
       }
     }
   }
@@ -368,9 +373,8 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileModel(
   for (int64_t size = 1; size <= options.max_micro_batch_size; size *= 2) {
     sizes.push_back(size);
   }
-  ASSIGN_OR_RETURN(
-      const LayerCosts costs,
-      TimeLayers(layers, sizes, options.repetitions, options.device, memory));
+  ASSIGN_OR_RETURN(const LayerCosts costs,
+                   TimeLayers(layers, sizes, options, memory));
   for (size_t l = 0; l < layers.size(); ++l) {
     const ProfiledLayer& layer = layers[l];
     chimera::v1::LayerProfile* out = profile.add_layers();

@@ -33,7 +33,8 @@ struct ProfileOptions {
   int max_micro_batch_size = 8;
   // Timed runs per layer and size, after one untimed warm-up run (>= 1);
   // more, up to 50, while they take under 2 s in all (the layers are timed
-  // in rounds, each layer at each size once per round).
+  // in rounds, each layer at each size once per round; single-threaded on
+  // a CPU, each round on the next core this process may use).
   int repetitions = 3;
   // LibTorch intra-op threads, as the job's workers run (>= 1).
   int threads = 1;

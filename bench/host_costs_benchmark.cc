@@ -254,6 +254,14 @@ absl::StatusOr<double> MeasurePosting(Host host, const Flags& flags) {
   return numbers[0][0];
 }
 
+// Prints `measure`'s rows alone and on a loaded host; returns the loaded
+// figure.
+absl::StatusOr<double> OnBothHosts(
+    absl::StatusOr<double> (*measure)(Host, const Flags&), const Flags& flags) {
+  RETURN_IF_ERROR(measure(Host::kAlone, flags).status());
+  return measure(Host::kLoaded, flags);
+}
+
 absl::Status Run(const Flags& flags) {
   const int cores =
       std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -266,15 +274,13 @@ absl::Status Run(const Flags& flags) {
       "| host | tokens | back to back | after a sleep | wake-up cost |\n"
       "|---|---|---|---|---|\n",
       static_cast<long long>(kHidden));
-  RETURN_IF_ERROR(MeasureWakeUp(Host::kAlone, flags).status());
-  ASSIGN_OR_RETURN(const double wake_up, MeasureWakeUp(Host::kLoaded, flags));
+  ASSIGN_OR_RETURN(const double wake_up, OnBothHosts(MeasureWakeUp, flags));
   std::printf(
       "\nPosting a Gloo send of %lld bytes on loopback, its receiver "
       "waiting, median microseconds:\n\n"
       "| host | posting cost |\n|---|---|\n",
       static_cast<long long>(4 * kMessageFloats));
-  RETURN_IF_ERROR(MeasurePosting(Host::kAlone, flags).status());
-  ASSIGN_OR_RETURN(const double posting, MeasurePosting(Host::kLoaded, flags));
+  ASSIGN_OR_RETURN(const double posting, OnBothHosts(MeasurePosting, flags));
   std::printf(
       "\nFor a cluster file whose CPU workers outnumber this host's cores "
       "(the loaded rows):\n  device: {wakeUpSeconds: %.1e, messagePostSeconds: "

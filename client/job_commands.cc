@@ -81,8 +81,10 @@ void AddSubmit(CLI::App& app, std::shared_ptr<Settings> settings) {
                      jobspec::LoadJobFile(*file, chimera::jobspec::SpecOnly(), &manifest));
     chimera::v1::ModelProfile profile;
     if (!profile_file->empty()) {
-      ExitOnFileErrors(*profile_file,
-                       planner::LoadProfileFile(*profile_file, &profile));
+      ExitOnFileErrors(
+          *profile_file,
+          planner::LoadProfileFile(
+              *profile_file, manifest.spec().model().num_layers(), &profile));
     }
     auto client = Connect(*settings);
     const chimera::v1::Job job = ValueOrExit(client->Submit(manifest, profile));

@@ -76,10 +76,8 @@ std::string HostName() {
 absl::StatusOr<chimera::v1::ModelProfile> ReadProfile(
     const chimera::v1::TrainJob& job, const std::string& path) {
   chimera::v1::ModelProfile profile;
-  FieldErrors errors = planner::LoadProfileFile(path, &profile);
-  if (errors.empty()) {
-    errors = planner::ValidateProfile(profile, job.spec().model().num_layers());
-  }
+  const FieldErrors errors =
+      planner::LoadProfileFile(path, job.spec().model().num_layers(), &profile);
   if (!errors.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": ", errors.ToStatus().message()));

@@ -23,10 +23,9 @@ PlanningInputs LoadPlanningInputs(const std::string& job_file,
     return inputs;
   }
   ExitOnFileErrors(profile_file,
-                   planner::LoadProfileFile(profile_file, &inputs.profile));
-  ExitOnFileErrors(profile_file,
-                   planner::ValidateProfile(
-                       inputs.profile, inputs.job.spec().model().num_layers()));
+                   planner::LoadProfileFile(
+                       profile_file, inputs.job.spec().model().num_layers(),
+                       &inputs.profile));
   return inputs;
 }
 

@@ -105,11 +105,10 @@ std::optional<chimera::v1::ModelProfile> GivenProfile(
     const chimera::v1::TrainJob& manifest, const RunOptions& options) {
   if (options.profile.empty()) return std::nullopt;
   chimera::v1::ModelProfile profile;
-  ExitOnFileErrors(options.profile,
-                   planner::LoadProfileFile(options.profile, &profile));
   ExitOnFileErrors(
       options.profile,
-      planner::ValidateProfile(profile, manifest.spec().model().num_layers()));
+      planner::LoadProfileFile(options.profile,
+                               manifest.spec().model().num_layers(), &profile));
   return profile;
 }
 

@@ -110,10 +110,11 @@ FieldErrors ValidateProfile(const ModelProfile& profile, int expected_blocks) {
   return errors;
 }
 
-FieldErrors LoadProfileFile(const std::string& path, ModelProfile* profile) {
+FieldErrors LoadProfileFile(const std::string& path, int expected_blocks,
+                            ModelProfile* profile) {
   FieldErrors errors = jobspec::LoadYamlMessageFile(path, profile);
   if (!errors.empty()) return errors;
-  return ValidateProfile(*profile, 0);
+  return ValidateProfile(*profile, expected_blocks);
 }
 
 namespace {

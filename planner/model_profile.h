@@ -2,7 +2,8 @@
 // what a layer or a whole stage costs at a given micro-batch size.
 //
 //   chimera::v1::ModelProfile profile;
-//   FieldErrors errors = LoadProfileFile("gpt.profile.yaml", &profile);
+//   FieldErrors errors = LoadProfileFile("gpt.profile.yaml",
+//                                        /*expected_blocks=*/8, &profile);
 //   StageProfile stage = ProfileStage(profile, {.first_block = 0,
 //                                               .num_blocks = 4},
 //                                     /*first=*/true, /*last=*/false,
@@ -21,7 +22,8 @@ namespace chimera::planner {
 
 inline constexpr char kModelProfileKind[] = "ModelProfile";
 
-FieldErrors LoadProfileFile(const std::string& path,
+// Reads and validates (ValidateProfile) a profile file.
+FieldErrors LoadProfileFile(const std::string& path, int expected_blocks,
                             chimera::v1::ModelProfile* profile);
 // Checks the envelope, the layer order (embedding, blocks, head), positive
 // sizes and sorted timings. `expected_blocks` > 0 also checks the number of

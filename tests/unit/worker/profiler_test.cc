@@ -94,7 +94,8 @@ TEST(ProfilerTest, JsonIsReadBackByThePlanner) {
   const chimera::testing::TempDir dir;
   chimera::v1::ModelProfile read;
   const FieldErrors errors = planner::LoadProfileFile(
-      dir.WriteFile("profile.json", ProfileToJson(*profile)), &read);
+      dir.WriteFile("profile.json", ProfileToJson(*profile)),
+      TinyBert().num_layers, &read);
   ASSERT_TRUE(errors.empty()) << errors.ToStatus();
   EXPECT_EQ(read.SerializeAsString(), profile->SerializeAsString());
 }

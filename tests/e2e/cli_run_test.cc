@@ -136,11 +136,42 @@ TEST(CliRunTest, TheModelIsTimedOnceAndItsProfileReused) {
   ASSERT_EQ(fresh.exit_code, 0) << fresh.out << fresh.err;
   EXPECT_THAT(fresh.out,
               HasSubstr("timing the model's layers on this machine"));
-  // The analytic model is a GPU's: several times too slow for this CPU.
   const ProcessResult analytic = RunCaching(cache, job, {"--no-profile"});
   ASSERT_EQ(analytic.exit_code, 0) << analytic.out << analytic.err;
   EXPECT_THAT(analytic.out, Not(HasSubstr("profile: ")));
-  EXPECT_NE(PredictedStep(analytic.out), PredictedStep(first.out));
+}
+
+// A profile of `blocks` blocks in which every layer takes `seconds` forward
+// and twice that backward.
+std::string UniformProfile(int blocks, double seconds) {
+  const std::string timing = absl::StrCat(
+      "timings: [{microBatchSize: 1, forwardSeconds: ", seconds,
+      ", backwardSeconds: ", 2 * seconds,
+      "}], activationBytesPerSample: 1000, outputBytesPerSample: 1000, "
+      "parameterBytes: 1000}\n");
+  std::string yaml =
+      "apiVersion: chimera.dev/v1alpha1\nkind: ModelProfile\nmetadata: {name: "
+      "uniform}\nsource: measured\ndevice: cpu\nlayers:\n- {kind: embedding, " +
+      timing;
+  for (int b = 0; b < blocks; ++b)
+    absl::StrAppend(&yaml, "- {kind: block, ", timing);
+  return absl::StrCat(yaml, "- {kind: head, ", timing);
+}
+
+// The job is planned from the profile --profile gives: at 0.1 s a layer,
+// each of the 4 ranks computes 2 blocks for 4 micro-batches, forward and
+// backward, so a step takes seconds where the example's takes milliseconds.
+TEST(CliRunTest, AGivenProfileIsWhatTheJobIsPlannedFrom) {
+  chimera::testing::TempDir dir;
+  const std::string profile =
+      dir.WriteFile("slow.yaml", UniformProfile(8, 0.1));
+  const ProcessResult run =
+      RunProcess({CHIMERA_BINARY, "run", "-f", ExampleChimeraJob(dir, 2),
+                  "--profile", profile},
+                 CHIMERA_SOURCE_DIR, absl::Minutes(3));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_THAT(run.out, Not(HasSubstr("timing the model's layers")));
+  EXPECT_GT(PredictedStep(run.out), 2.0) << run.out;
 }
 
 TEST(CliRunTest, AProfileOfAnotherModelIsRefusedNamingTheFile) {

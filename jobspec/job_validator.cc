@@ -1,16 +1,23 @@
 #include "jobspec/job_validator.h"
 
+#include <fcntl.h>
+
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <initializer_list>
 #include <string>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_reader.h"
+#include "common/megatron_index.h"
 #include "common/root_path.h"
+#include "common/unique_fd.h"
 #include "jobspec/yaml_message.h"
 #include "schedule/params_proto.h"
 
@@ -25,8 +32,8 @@ constexpr int kMaxLayers = 10000;
 constexpr int kMaxHiddenSize = 1 << 17;
 constexpr int kMaxSeqLength = 1 << 20;
 constexpr int kMaxVocabSize = 1 << 24;
-// Token files hold little-endian uint16 ids.
-constexpr int kMaxTokenFileVocab = 1 << 16;
+// The ids a 2-byte (uint16) token file can hold.
+constexpr int kMaxTwoByteVocab = 1 << 16;
 // Kubernetes' bounds on labels.
 constexpr int kMaxLabels = 64;
 constexpr size_t kMaxLabelLength = 63;
@@ -184,77 +191,178 @@ void CheckModel(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
                absl::StrCat(model.vocab_size(), " must be >= ", kByteVocab,
                             " for data format 'text' (byte-level tokens)"));
   }
-  if (format == "tokens" && model.vocab_size() > kMaxTokenFileVocab) {
-    check.Fail("vocabSize",
-               absl::StrCat(model.vocab_size(), " must be <= ",
-                            kMaxTokenFileVocab,
-                            " for data format 'tokens' (uint16 ids)"));
+  const int token_bytes = spec.data().token_bytes();
+  if (format == "tokens" && (token_bytes == 0 || token_bytes == 2) &&
+      model.vocab_size() > kMaxTwoByteVocab) {
+    check.Fail(
+        "vocabSize",
+        absl::StrCat(model.vocab_size(), " must be <= ", kMaxTwoByteVocab,
+                     " for 2-byte (uint16) token ids; a larger "
+                     "vocabulary needs spec.data.tokenBytes: 4"));
   }
 }
 
-// The data file must hold at least one sample: seqLength + 1 tokens (inputs
-// plus the shifted targets).
+// A text file must be text and hold at least `min_tokens` bytes.
+void CheckTextFile(const std::string& file, absl::string_view shown,
+                   uint64_t size, uint64_t min_tokens, Checker& check) {
+  absl::StatusOr<std::string> head = ReadFilePrefix(file, kTextDataSniffBytes);
+  const absl::Status text =
+      head.ok() ? CheckTextDataHead(shown, *head) : head.status();
+  if (!text.ok()) {
+    check.Fail("path", text.message());
+  } else if (size < min_tokens) {
+    check.Fail("path",
+               absl::StrCat("'", shown, "' holds ", size,
+                            " bytes, fewer than seqLength + 1 = ", min_tokens));
+  }
+}
+
+// A tokens file must hold a whole number of ids, at least `min_tokens`.
+void CheckTokenFile(absl::string_view shown, uint64_t size, int token_bytes,
+                    uint64_t min_tokens, Checker& check) {
+  if (size % token_bytes != 0) {
+    check.Fail("path", absl::StrCat("'", shown, "' is ", size,
+                                    " bytes, not a whole number of ",
+                                    token_bytes, "-byte token ids"));
+  } else if (size / token_bytes < min_tokens) {
+    check.Fail("path", absl::StrCat(
+                           "'", shown, "' holds ", size / token_bytes,
+                           " tokens, fewer than seqLength + 1 = ", min_tokens));
+  }
+}
+
+// A text or tokens file: regular, non-empty, under kMaxDataFileBytes.
+void CheckFlatFile(const chimera::v1::DataSpec& data, const std::string& file,
+                   uint64_t min_tokens, Checker& check) {
+  absl::StatusOr<uint64_t> size = RegularFileSize(file);
+  if (!size.ok()) {
+    check.Fail("path", size.status().message());
+  } else if (*size == 0) {
+    check.Fail("path", absl::StrCat("'", data.path(), "' is empty"));
+  } else if (*size > kMaxDataFileBytes) {
+    check.Fail("path", absl::StrCat("'", data.path(), "' is ", *size,
+                                    " bytes, more than the ",
+                                    kMaxDataFileBytes, "-byte limit"));
+  } else if (data.format() == "text") {
+    CheckTextFile(file, data.path(), *size, min_tokens, check);
+  } else {
+    CheckTokenFile(data.path(), *size,
+                   data.token_bytes() > 0 ? data.token_bytes() : 2, min_tokens,
+                   check);
+  }
+}
+
+// A Megatron dataset: PREFIX.idx valid and describing PREFIX.bin, which
+// holds at least `min_tokens`.
+void CheckMegatronDataset(const chimera::v1::DataSpec& data,
+                          const std::string& prefix, uint64_t min_tokens,
+                          Checker& check) {
+  const std::string index_shown = MegatronIndexPath(data.path());
+  const UniqueFd index_fd(::open(MegatronIndexPath(prefix).c_str(),
+                                 O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (!index_fd.valid()) {
+    check.Fail("path",
+               absl::StrCat("index file '", index_shown,
+                            "' cannot be opened: ", std::strerror(errno)));
+    return;
+  }
+  const absl::StatusOr<MegatronIndex> index = ReadMegatronIndex(index_fd.get());
+  if (!index.ok()) {
+    check.Fail("path", absl::StrCat("index file '", index_shown, "' ",
+                                    index.status().message()));
+    return;
+  }
+  const std::string data_shown = MegatronDataPath(data.path());
+  absl::StatusOr<uint64_t> size = RegularFileSize(MegatronDataPath(prefix));
+  absl::Status matches =
+      size.ok() ? CheckMegatronData(*index, *size) : absl::OkStatus();
+  if (!size.ok()) {
+    check.Fail("path", size.status().message());
+  } else if (!matches.ok()) {
+    check.Fail("path", absl::StrCat("data file '", data_shown, "' ",
+                                    matches.message()));
+  } else if (index->tokens < min_tokens) {
+    check.Fail("path", absl::StrCat(
+                           "'", data_shown, "' holds ", index->tokens,
+                           " tokens, fewer than seqLength + 1 = ", min_tokens));
+  }
+}
+
+// The data must hold at least one sample: seqLength + 1 tokens (inputs plus
+// the shifted targets).
 void CheckDataFile(const chimera::v1::JobSpec& spec, const std::string& root,
                    Checker& check) {
   const auto& data = spec.data();
   const std::string file = (std::filesystem::path(root) / data.path()).string();
-  absl::StatusOr<uint64_t> size = RegularFileSize(file);
-  if (!size.ok()) {
-    check.Fail("path", size.status().message());
-    return;
+  const uint64_t min_tokens =
+      static_cast<uint64_t>(spec.model().seq_length()) + 1;
+  if (data.format() == "megatron") {
+    CheckMegatronDataset(data, file, min_tokens, check);
+  } else {
+    CheckFlatFile(data, file, min_tokens, check);
   }
-  const uint64_t min_tokens = static_cast<uint64_t>(spec.model().seq_length()) + 1;
-  if (*size == 0) {
-    check.Fail("path", absl::StrCat("'", data.path(), "' is empty"));
-    return;
+}
+
+// tokenBytes is given only for a tokens file, and is 2 or 4 there.
+bool TokenBytesValid(const chimera::v1::DataSpec& data, Checker& check) {
+  const int token_bytes = data.token_bytes();
+  if (token_bytes != 0 && data.format() != "tokens") {
+    check.Fail("tokenBytes",
+               absl::StrCat("is for format 'tokens'; ",
+                            data.format() == "megatron"
+                                ? "a Megatron dataset's index names its type"
+                                : "leave it out"));
+    return false;
   }
-  if (*size > kMaxDataFileBytes) {
-    check.Fail("path", absl::StrCat("'", data.path(), "' is ", *size,
-                                    " bytes, more than the ",
-                                    kMaxDataFileBytes, "-byte limit"));
-    return;
+  if (token_bytes != 0 && token_bytes != 2 && token_bytes != 4) {
+    check.Fail("tokenBytes",
+               absl::StrCat(token_bytes, " is not 2 (uint16) or 4 (uint32)"));
+    return false;
   }
-  if (data.format() == "text") {
-    absl::StatusOr<std::string> head =
-        ReadFilePrefix(file, kTextDataSniffBytes);
-    const absl::Status text =
-        head.ok() ? CheckTextDataHead(data.path(), *head) : head.status();
-    if (!text.ok()) {
-      check.Fail("path", text.message());
-    } else if (*size < min_tokens) {
-      check.Fail("path", absl::StrCat("'", data.path(), "' holds ", *size,
-                                      " bytes, fewer than seqLength + 1 = ",
-                                      min_tokens));
+  return true;
+}
+
+// A Megatron dataset is named as Megatron's --data-path names it, by the
+// prefix its two files share; false when `path` is not one.
+bool CheckMegatronPrefix(absl::string_view path, Checker& check) {
+  for (absl::string_view extension : {".bin", ".idx"}) {
+    if (absl::EndsWith(path, extension)) {
+      check.Fail("path",
+                 absl::StrCat("'", path,
+                              "' names one of the dataset's files; "
+                              "give the prefix they share, '",
+                              path.substr(0, path.size() - extension.size()),
+                              "' (the dataset is PREFIX.bin and PREFIX.idx)"));
+      return false;
     }
-  } else if (data.format() == "tokens") {
-    if (*size % 2 != 0) {
-      check.Fail("path", absl::StrCat("'", data.path(), "' is ", *size,
-                                      " bytes, an odd size: a tokens file "
-                                      "holds 2-byte (uint16) ids"));
-    } else if (*size / 2 < min_tokens) {
-      check.Fail("path", absl::StrCat("'", data.path(), "' holds ", *size / 2,
-                                      " tokens, fewer than seqLength + 1 = ",
-                                      min_tokens));
-    }
   }
+  return true;
 }
 
 void CheckData(const chimera::v1::JobSpec& spec,
                const ValidationOptions& options, FieldErrors* errors) {
   const auto& data = spec.data();
   Checker check(errors, "spec.data");
-  check.OneOf("format", data.format(), {"text", "tokens", "synthetic"}, true);
+  check.OneOf("format", data.format(),
+              {"text", "tokens", "megatron", "synthetic"}, true);
+  if (!TokenBytesValid(data, check)) return;
   if (data.format() == "synthetic") {
     if (!data.path().empty()) check.Fail("path", "must be empty for format 'synthetic'");
     return;
   }
-  if (data.format() != "text" && data.format() != "tokens") return;
+  if (data.format() != "text" && data.format() != "tokens" &&
+      data.format() != "megatron") {
+    return;
+  }
   if (data.path().empty()) {
     check.Fail("path", absl::StrCat("is required for format '", data.format(), "'"));
     return;
   }
   if (const absl::Status relative = CheckRootRelative(data.path()); !relative.ok()) {
     check.Fail("path", relative.message());
+    return;
+  }
+  if (data.format() == "megatron" && !CheckMegatronPrefix(data.path(), check)) {
     return;
   }
   if (options.check_data_files) CheckDataFile(spec, options.data_root, check);

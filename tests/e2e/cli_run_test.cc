@@ -18,8 +18,10 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/example_job.h"
+#include "tests/support/megatron_dataset.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/tiny_job.h"
 
 namespace chimera {
 namespace {
@@ -239,6 +241,41 @@ INSTANTIATE_TEST_SUITE_P(Examples, CliRunSplitBackwardTest,
                                       name.end());
                            return name;
                          });
+
+// Data tokenized for Megatron-LM trains as it is: an int32 dataset (the
+// type Megatron picks for vocabularies over 65,500) of ids above uint16's.
+TEST(CliRunTest, TrainsOnAMegatronDataset) {
+  chimera::testing::TempDir dir;
+  chimera::testing::MegatronDataset dataset{.dtype_code = 4};
+  for (int64_t document = 0; document < 20; ++document) {
+    std::vector<int64_t>& ids = dataset.documents.emplace_back();
+    for (int64_t i = 0; i < 10 + document; ++i)
+      ids.push_back(69000 + 3 * i + document);
+  }
+  dataset.Write(dir.path() + "/corpus_text_document");
+  chimera::v1::TrainJob job = chimera::testing::TinyJob();
+  job.mutable_spec()->mutable_model()->set_vocab_size(70000);
+  job.mutable_spec()->mutable_training()->set_max_steps(3);
+  job.mutable_spec()->mutable_data()->set_format("megatron");
+  job.mutable_spec()->mutable_data()->set_path("corpus_text_document");
+  const std::string file =
+      dir.WriteFile("job.yaml", chimera::testing::JobYaml(job));
+  ProcessResult run =
+      RunProcess({CHIMERA_BINARY, "run", "-f", file, "--no-profile"},
+                 dir.path(), absl::Minutes(3));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_THAT(run.out, HasSubstr("step 3/3"));
+  EXPECT_THAT(run.out, HasSubstr("SUCCEEDED"));
+
+  // A dataset cut short is refused before any worker starts.
+  dir.WriteFile("corpus_text_document.bin", dataset.DataBytes().substr(4));
+  run = RunProcess({CHIMERA_BINARY, "run", "-f", file, "--no-profile"},
+                   dir.path());
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  EXPECT_THAT(
+      run.err,
+      HasSubstr("spec.data.path: data file 'corpus_text_document.bin' is"));
+}
 
 TEST(CliRunTest, InvalidJobFileExitsTwoWithoutStartingAnything) {
   chimera::testing::TempDir dir;

@@ -114,6 +114,7 @@ void ReadData(const chimera::v1::DataSpec& spec, TaskSpec& task,
   } else {
     errors.Add("spec.data.format", format.status().message());
   }
+  task.data.token_bytes = spec.token_bytes() > 0 ? spec.token_bytes() : 2;
   task.data.vocab_size = task.model.vocab_size;
   task.data.sample_length = SampleLength(task.model);
   task.data.seed = task.seed;

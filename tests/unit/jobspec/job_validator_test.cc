@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "jobspec/job_file.h"
+#include "tests/support/megatron_dataset.h"
 #include "tests/support/temp_dir.h"
 
 namespace chimera::jobspec {
@@ -192,7 +193,16 @@ INSTANTIATE_TEST_SUITE_P(
         EditCase{"DataPathMissingForText", "    path: ", "    # path: ",
                  "spec.data.path", "required for format 'text'"},
         EditCase{"UnknownDataFormat", "format: text", "format: parquet",
-                 "spec.data.format", "text, tokens, synthetic"},
+                 "spec.data.format", "text, tokens, megatron, synthetic"},
+        EditCase{"TokenBytesForText", "format: text",
+                 "format: text\n    tokenBytes: 2", "spec.data.tokenBytes",
+                 "is for format 'tokens'; leave it out"},
+        EditCase{"MegatronNamedByOneOfItsFiles",
+                 "format: text\n    path: corpus.txt",
+                 "format: megatron\n    path: corpus_text_document.bin",
+                 "spec.data.path",
+                 "'corpus_text_document.bin' names one of the dataset's files; "
+                 "give the prefix they share, 'corpus_text_document'"},
         EditCase{"SyntheticDataWithAPath", "format: text", "format: synthetic",
                  "spec.data.path", "must be empty"},
         EditCase{"TextVocabularySmallerThanBytes", "seqLength: 16",
@@ -335,7 +345,107 @@ TEST_F(JobValidatorTest, TokenFileOfOddSizeIsRejected) {
   yaml = absl::StrReplaceAll(yaml, {{text_path_, "t.bin"}});
   FieldErrors errors = Validate(yaml);
   ASSERT_THAT(Paths(errors), ElementsAre("spec.data.path"));
-  EXPECT_THAT(errors.errors()[0].message, HasSubstr("odd size"));
+  EXPECT_THAT(errors.errors()[0].message,
+              HasSubstr("101 bytes, not a whole number of 2-byte token ids"));
+}
+
+// A job for the token file `path`, `token_bytes` a line of its own or "".
+std::string TokensJob(const std::string& job, const std::string& path,
+                      const std::string& token_bytes) {
+  return absl::StrReplaceAll(
+      job,
+      {{"format: text", "format: tokens" + token_bytes}, {"corpus.txt", path}});
+}
+
+TEST_F(JobValidatorTest, TokenFilesHoldTwoOrFourByteIds) {
+  dir_.WriteFile("t.bin", std::string(4 * 17, '\1'));
+  const std::string job =
+      JobWith("seqLength: 16", "seqLength: 16\n    vocabSize: 128256");
+  FieldErrors errors = Validate(TokensJob(job, "t.bin", ""));
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.model.vocabSize"));
+  EXPECT_THAT(errors.errors()[0].message,
+              HasSubstr("a larger vocabulary needs spec.data.tokenBytes: 4"));
+  EXPECT_THAT(Paths(Validate(TokensJob(job, "t.bin", "\n    tokenBytes: 4"))),
+              IsEmpty());
+
+  errors = Validate(TokensJob(job, "t.bin", "\n    tokenBytes: 8"));
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.data.tokenBytes"));
+  EXPECT_THAT(errors.errors()[0].message,
+              HasSubstr("8 is not 2 (uint16) or 4 (uint32)"));
+
+  dir_.WriteFile("short.bin", std::string(4 * 16, '\1'));
+  errors = Validate(TokensJob(job, "short.bin", "\n    tokenBytes: 4"));
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.data.path"));
+  EXPECT_THAT(errors.errors()[0].message,
+              HasSubstr("holds 16 tokens, fewer than seqLength + 1 = 17"));
+}
+
+class MegatronJobTest : public JobValidatorTest {
+ protected:
+  // The valid job, reading the Megatron dataset `prefix`.
+  std::string MegatronJob(const std::string& prefix) {
+    return JobWith("format: text\n    path: corpus.txt",
+                   "format: megatron\n    path: " + prefix);
+  }
+
+  // Two documents of 10 tokens: 20 in all, enough for one sample of 17.
+  const chimera::testing::MegatronDataset dataset_{
+      .documents = {std::vector<int64_t>(10, 7), std::vector<int64_t>(10, 9)}};
+};
+
+TEST_F(MegatronJobTest, AValidDatasetIsAccepted) {
+  dataset_.Write(dir_.path() + "/corpus_text_document");
+  EXPECT_THAT(Paths(Validate(MegatronJob("corpus_text_document"))), IsEmpty());
+}
+
+TEST_F(MegatronJobTest, ACorruptIndexIsRefusedNamingTheFileAndTheFault) {
+  dataset_.Write(dir_.path() + "/corpus");
+  std::string index = dataset_.IndexBytes();
+  dir_.WriteFile("corpus.idx", index.substr(0, index.size() - 8));
+  const FieldErrors errors = Validate(MegatronJob("corpus"));
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.data.path"));
+  EXPECT_THAT(errors.errors()[0].message,
+              HasSubstr("index file 'corpus.idx' counts 2 sequences and 3 "
+                        "document boundaries, more than"));
+}
+
+TEST_F(MegatronJobTest, DataThatIsNotWhatTheIndexDescribesIsRefused) {
+  dataset_.Write(dir_.path() + "/corpus");
+  dir_.WriteFile("corpus.bin", dataset_.DataBytes().substr(2));
+  const FieldErrors errors = Validate(MegatronJob("corpus"));
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.data.path"));
+  EXPECT_THAT(errors.errors()[0].message,
+              HasSubstr("data file 'corpus.bin' is 38 bytes; its index "
+                        "describes 20 uint16 tokens, 40 bytes"));
+}
+
+TEST_F(MegatronJobTest, MissingFilesAndShortDatasetsAreRefused) {
+  FieldErrors errors = Validate(MegatronJob("none"));
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.data.path"));
+  EXPECT_THAT(errors.errors()[0].message,
+              HasSubstr("index file 'none.idx' cannot be opened"));
+
+  chimera::testing::MegatronDataset short_dataset{.documents = {{1, 2, 3}}};
+  short_dataset.Write(dir_.path() + "/short");
+  errors = Validate(MegatronJob("short"));
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.data.path"));
+  EXPECT_THAT(
+      errors.errors()[0].message,
+      HasSubstr("'short.bin' holds 3 tokens, fewer than seqLength + 1 = 17"));
+
+  dir_.WriteFile("lonely.idx", dataset_.IndexBytes());
+  errors = Validate(MegatronJob("lonely"));
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.data.path"));
+  EXPECT_THAT(errors.errors()[0].message,
+              HasSubstr("lonely.bin' does not exist"));
+}
+
+TEST_F(MegatronJobTest, ItsIndexNamesTheTokenType) {
+  dataset_.Write(dir_.path() + "/corpus");
+  const FieldErrors errors = Validate(MegatronJob("corpus\n    tokenBytes: 4"));
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.data.tokenBytes"));
+  EXPECT_THAT(errors.errors()[0].message,
+              HasSubstr("a Megatron dataset's index names its type"));
 }
 
 TEST_F(JobValidatorTest, DataFilesAreNotOpenedWhenChecksAreOff) {

@@ -8,10 +8,14 @@
 #include <string>
 
 #include "common/file_reader.h"
+#include "gmock/gmock.h"
+#include "tests/support/megatron_dataset.h"
 #include "tests/support/temp_dir.h"
 
 namespace chimera::worker {
 namespace {
+
+using ::testing::HasSubstr;
 
 DataSourceOptions Options(DataFormat format, const std::string& path = "") {
   DataSourceOptions options;
@@ -67,6 +71,91 @@ TEST(DataSourceTest, TokenFilesAreLittleEndianUint16) {
                   .value();
   EXPECT_TRUE(at::equal(data->Samples(4, 9, 1).value(),
                         at::arange(258, 263, at::kLong).view({1, 5})));
+}
+
+TEST(DataSourceTest, FourByteTokenFilesHoldLargeVocabularies) {
+  const chimera::testing::TempDir dir;
+  std::string bytes;
+  for (uint64_t id = 128250; id < 128255; ++id) {
+    chimera::testing::AppendLittleEndian(bytes, id, 4);
+  }
+  DataSourceOptions options =
+      Options(DataFormat::kTokens, dir.WriteFile("t.bin", bytes));
+  options.token_bytes = 4;
+  options.vocab_size = 128256;
+  auto data = DataSource::Open(options).value();
+  EXPECT_TRUE(at::equal(data->Samples(0, 3, 1).value(),
+                        at::arange(128250, 128255, at::kLong).view({1, 5})));
+  options.token_bytes = 3;
+  EXPECT_THAT(DataSource::Open(options).status().message(),
+              HasSubstr("token ids of 3 bytes; a tokens file holds 2 or 4"));
+}
+
+// Two documents, 1..4 and 5..9: every sample of five is a window of their
+// concatenation 1..9.
+TEST(DataSourceTest, MegatronSamplesAreWindowsOfTheConcatenatedSequences) {
+  const chimera::testing::TempDir dir;
+  for (const uint8_t dtype_code : {1, 3, 4, 5, 8}) {
+    const chimera::testing::MegatronDataset dataset{
+        .documents = {{1, 2, 3, 4}, {5, 6, 7, 8, 9}}, .dtype_code = dtype_code};
+    dataset.Write(dir.path() + "/corpus");
+    auto data =
+        DataSource::Open(Options(DataFormat::kMegatron, dir.path() + "/corpus"))
+            .value();
+    const at::Tensor samples = data->Samples(2, 0, 8).value();
+    for (int64_t i = 0; i < 8; ++i) {
+      const int64_t first = samples[i][0].item<int64_t>();
+      ASSERT_GE(first, 1);
+      ASSERT_LE(first, 5);
+      EXPECT_TRUE(
+          at::equal(samples[i], at::arange(first, first + 5, at::kLong)))
+          << int{dtype_code};
+    }
+  }
+}
+
+TEST(DataSourceTest, MegatronNegativeIdsAreOutsideTheVocabulary) {
+  const chimera::testing::TempDir dir;
+  const chimera::testing::MegatronDataset dataset{
+      .documents = {{-1, -1, -1, -1, -1}}, .dtype_code = 4};
+  dataset.Write(dir.path() + "/corpus");
+  DataSourceOptions options =
+      Options(DataFormat::kMegatron, dir.path() + "/corpus");
+  options.name = "corpus";
+  const auto samples = DataSource::Open(options).value()->Samples(0, 0, 1);
+  EXPECT_EQ(samples.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(samples.status().message(),
+              HasSubstr("token 0 of data file 'corpus.bin' is outside the "
+                        "vocabulary [0, 300)"));
+}
+
+TEST(DataSourceTest, MegatronDatasetsThatDoNotAgreeWithTheirIndexAreRefused) {
+  const chimera::testing::TempDir dir;
+  const chimera::testing::MegatronDataset dataset{
+      .documents = {{1, 2, 3, 4, 5, 6}}};
+  dataset.Write(dir.path() + "/corpus");
+  DataSourceOptions options =
+      Options(DataFormat::kMegatron, dir.path() + "/corpus");
+  options.name = "corpus";
+  dir.WriteFile("corpus.bin", dataset.DataBytes() + "xx");
+  EXPECT_THAT(DataSource::Open(options).status().message(),
+              HasSubstr("data file 'corpus.bin' is 14 bytes; its index "
+                        "describes 6 uint16 tokens, 12 bytes"));
+  dir.WriteFile("corpus.idx", "MMIDIDX");
+  EXPECT_THAT(DataSource::Open(options).status().message(),
+              HasSubstr("index file 'corpus.idx' does not start with "
+                        "Megatron's index magic"));
+  options.path = dir.path() + "/none";
+  options.name = "none";
+  const auto missing = DataSource::Open(options);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.status().message(), HasSubstr("'none.idx'"));
+  options.sample_length = 7;
+  options.path = dir.path() + "/short";
+  options.name = "short";
+  dataset.Write(options.path);
+  EXPECT_EQ(DataSource::Open(options).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(DataSourceTest, RejectsIdsOutsideTheVocabulary) {
@@ -156,7 +245,9 @@ TEST(DataSourceTest, RejectsFilesThatCannotHoldASample) {
                 .status()
                 .code(),
             absl::StatusCode::kNotFound);
-  EXPECT_FALSE(ParseDataFormat("csv").ok());
+  EXPECT_THAT(ParseDataFormat("csv").status().message(),
+              HasSubstr("not one of text, tokens, megatron, synthetic"));
+  EXPECT_EQ(ParseDataFormat("megatron").value(), DataFormat::kMegatron);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "client/plan_command.h"
 #include "client/run_command.h"
 #include "client/schedule_command.h"
+#include "client/tokenize_command.h"
 #include "client/validate_command.h"
 #include "client/version_command.h"
 #include "common/logging.h"
@@ -96,6 +97,7 @@ int main(int argc, char** argv) {
   chimera::client::AddPlanCommand(app);
   chimera::client::AddJobCommands(app);
   chimera::client::AddRunCommand(app);
+  chimera::client::AddTokenizeCommand(app);
   chimera::client::AddHelpCommands(app);
 
   try {

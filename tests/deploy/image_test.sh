@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The CPU image for real: builds it from deploy/docker/Dockerfile with
 # podman (making the debian:12 base first where no registry provides it),
-# then checks that it runs as a non-root user, that the three binaries work
-# in it and name this checkout's commit, and that its health check is set.
+# then checks that it runs as a non-root user, that its binaries work in it
+# (chimera tokenize with the SentencePiece library it loads) and name this
+# checkout's commit, and that its health check is set.
 # The image it leaves is the one the other deployment tests run.
 #
 #   image_test.sh IMAGE
@@ -26,6 +27,9 @@ podman run --rm "$image" chimera-worker --version | grep -q "runs on LibTorch" |
   fail "chimera-worker --version does not name its LibTorch"
 podman run --rm "$image" chimera-worker daemon --help | grep -q -- "--coordinator" ||
   fail "chimera-worker daemon --help does not show the daemon's flags"
+podman run --rm "$image" chimera tokenize -i examples/data/corpus.txt \
+  -o /tmp/corpus.tokens -m /tmp/corpus.model --train-vocab 256 | grep -q "wrote /tmp/corpus.tokens" ||
+  fail "chimera tokenize does not run in the image"
 
 healthcheck=$(podman image inspect --format '{{json .Config.Healthcheck}}' "$image")
 [[ "$healthcheck" == *'"health"'* ]] || fail "no chimera health check in the image: $healthcheck"

@@ -277,6 +277,57 @@ TEST(CliRunTest, TrainsOnAMegatronDataset) {
       HasSubstr("spec.data.path: data file 'corpus_text_document.bin' is"));
 }
 
+// A user's own vocabulary: `chimera tokenize` trains a SentencePiece model
+// on the example corpus and writes the tokens a job then trains on.
+TEST(CliRunTest, TrainsOnTextTokenizedByChimeraTokenize) {
+  chimera::testing::TempDir dir;
+  ProcessResult tokenize = RunProcess(
+      {CHIMERA_BINARY, "tokenize", "-i",
+       std::string(CHIMERA_SOURCE_DIR) + "/examples/data/corpus.txt", "-o",
+       "corpus.tokens", "-m", "corpus.model", "--train-vocab", "256"},
+      dir.path());
+  ASSERT_EQ(tokenize.exit_code, 0) << tokenize.out << tokenize.err;
+  EXPECT_THAT(tokenize.out,
+              HasSubstr("trained corpus.model: a unigram model of 256 pieces"));
+  EXPECT_THAT(tokenize.out,
+              HasSubstr("from 992 lines (240167 bytes of text), 2-byte ids"));
+  EXPECT_THAT(tokenize.out,
+              HasSubstr("data: {format: tokens, path: corpus.tokens}"));
+
+  chimera::v1::TrainJob job = chimera::testing::TinyJob();
+  job.mutable_spec()->mutable_model()->set_vocab_size(256);
+  job.mutable_spec()->mutable_training()->set_max_steps(3);
+  job.mutable_spec()->mutable_data()->set_format("tokens");
+  job.mutable_spec()->mutable_data()->set_path("corpus.tokens");
+  const std::string file =
+      dir.WriteFile("job.yaml", chimera::testing::JobYaml(job));
+  ProcessResult run =
+      RunProcess({CHIMERA_BINARY, "run", "-f", file, "--no-profile"},
+                 dir.path(), absl::Minutes(3));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_THAT(run.out, HasSubstr("SUCCEEDED"));
+}
+
+// `chimera tokenize` checks its flags itself and passes chimera-tokenize's
+// errors and exit codes on.
+TEST(CliRunTest, TokenizeExitsTwoOnBadInput) {
+  ProcessResult help = RunProcess({CHIMERA_BINARY, "tokenize", "--help"});
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_THAT(help.out, HasSubstr("chimera tokenize [OPTIONS]"));
+  EXPECT_THAT(help.out, HasSubstr("--train-vocab"));
+  ProcessResult missing =
+      RunProcess({CHIMERA_BINARY, "tokenize", "-i", "/nonexistent.txt", "-o",
+                  "out.tokens", "-m", "m.model"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(
+      missing.err,
+      HasSubstr(
+          "chimera tokenize: --input: '/nonexistent.txt' does not exist"));
+  ProcessResult no_flags = RunProcess({CHIMERA_BINARY, "tokenize"});
+  EXPECT_EQ(no_flags.exit_code, 2);
+  EXPECT_THAT(no_flags.err, HasSubstr("--input is required"));
+}
+
 TEST(CliRunTest, InvalidJobFileExitsTwoWithoutStartingAnything) {
   chimera::testing::TempDir dir;
   const std::string job = dir.WriteFile("bad.yaml", "apiVersion: chimera.dev/v1alpha1\n");

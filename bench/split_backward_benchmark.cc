@@ -29,7 +29,6 @@
 #include <vector>
 
 #include "worker/comm/torch_error.h"
-#include "worker/model/loss.h"
 #include "worker/model/micro_batch.h"
 #include "worker/model/model_config.h"
 #include "worker/model/split_backward.h"
@@ -145,12 +144,13 @@ class StageBench {
     graph.input = stage_->is_first()
                       ? batch_.inputs
                       : activation_.detach().requires_grad_(true);
-    graph.end = stage_->Forward(graph.input);
     if (stage_->is_last()) {
-      graph.end = LanguageModelLoss(graph.end, batch_,
-                                    static_cast<double>(flags_.micro_batch))
+      graph.end = stage_
+                      ->Loss(graph.input, batch_,
+                             static_cast<double>(flags_.micro_batch))
                       .value();
     } else {
+      graph.end = stage_->Forward(graph.input);
       graph.end_gradient = at::randn_like(graph.end);
     }
     return graph;

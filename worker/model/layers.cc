@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/model/deterministic_random.h"
+#include "worker/model/loss.h"
 
 namespace chimera::worker {
 namespace {
@@ -149,10 +150,20 @@ OutputHead::OutputHead(const ModelConfig& config, const std::string& name,
   output_bias_ = parameters.Zeros("output_bias", {config.vocab_size});
 }
 
+at::Tensor OutputHead::Normalize(const at::Tensor& hidden) const {
+  return at::layer_norm(hidden, {hidden.size(-1)}, norm_weight_, norm_bias_,
+                        kLayerNormEpsilon);
+}
+
 at::Tensor OutputHead::Forward(const at::Tensor& hidden) {
-  const at::Tensor normed = at::layer_norm(
-      hidden, {hidden.size(-1)}, norm_weight_, norm_bias_, kLayerNormEpsilon);
-  return at::linear(normed, output_weight_, output_bias_);
+  return at::linear(Normalize(hidden), output_weight_, output_bias_);
+}
+
+absl::StatusOr<at::Tensor> OutputHead::Loss(const at::Tensor& hidden,
+                                            const MicroBatch& batch,
+                                            double normaliser) {
+  return ProjectedLanguageModelLoss(Normalize(hidden), output_weight_,
+                                    output_bias_, batch, normaliser);
 }
 
 }  // namespace chimera::worker

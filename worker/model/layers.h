@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "worker/model/micro_batch.h"
 #include "worker/model/model_config.h"
 
 namespace chimera::worker {
@@ -68,8 +70,14 @@ class OutputHead : public torch::nn::Module {
  public:
   OutputHead(const ModelConfig& config, const std::string& name, uint64_t seed);
   at::Tensor Forward(const at::Tensor& hidden);
+  // LanguageModelLoss(Forward(hidden), batch, normaliser), without holding
+  // every token's logits at once (ProjectedLanguageModelLoss).
+  absl::StatusOr<at::Tensor> Loss(const at::Tensor& hidden,
+                                  const MicroBatch& batch, double normaliser);
 
  private:
+  at::Tensor Normalize(const at::Tensor& hidden) const;
+
   at::Tensor norm_weight_, norm_bias_;
   at::Tensor output_weight_, output_bias_;
 };

@@ -11,6 +11,12 @@
 //   ASSIGN_OR_RETURN(at::Tensor loss,
 //                    LanguageModelLoss(logits, batch, mini_batch_samples));
 //   loss.backward();
+//
+// ProjectedLanguageModelLoss is the same loss from the hidden states before
+// the head's projection, computed a chunk of tokens at a time so that the
+// logits of the whole micro-batch (tokens x vocabulary: on a GPT the
+// largest tensor of a step) are never held at once. What a last stage
+// trains with (Stage::Loss); LanguageModelLoss is its definition.
 #ifndef CHIMERA_WORKER_MODEL_LOSS_H_
 #define CHIMERA_WORKER_MODEL_LOSS_H_
 
@@ -29,6 +35,24 @@ namespace chimera::worker {
 absl::StatusOr<at::Tensor> LanguageModelLoss(const at::Tensor& logits,
                                              const MicroBatch& batch,
                                              double normaliser);
+
+// The tokens of a chunk when chunk_tokens is 0: as many as keep its logits
+// near 8M values (32 MiB in float32).
+int64_t DefaultChunkTokens(int64_t vocab_size);
+
+// LanguageModelLoss of the logits linear(normed, weight, bias), where
+// `normed` is [batch, seq, hidden] and `weight` [vocab, hidden]. Each chunk
+// of `chunk_tokens` tokens (0: DefaultChunkTokens) is projected, its loss
+// taken and, when autograd will ask for them, its gradients too: the
+// backward only scales those by the loss's gradient. So it holds one
+// chunk's logits (in float32 for bfloat16) and gradients for `normed`,
+// `weight` and `bias`, never every token's logits. With chunk_tokens 0 and
+// fewer tokens than the hidden size, where the weight's gradient would
+// outweigh the logits, it is LanguageModelLoss of the whole logits.
+// INVALID_ARGUMENT as LanguageModelLoss, or when the shapes do not chain.
+absl::StatusOr<at::Tensor> ProjectedLanguageModelLoss(
+    const at::Tensor& normed, const at::Tensor& weight, const at::Tensor& bias,
+    const MicroBatch& batch, double normaliser, int64_t chunk_tokens = 0);
 
 }  // namespace chimera::worker
 

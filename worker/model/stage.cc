@@ -26,10 +26,26 @@ Stage::Stage(const ModelConfig& config, LayerRange layers, uint64_t seed)
   }
 }
 
-at::Tensor Stage::Forward(const at::Tensor& input) {
+at::Tensor Stage::Hidden(const at::Tensor& input) {
   at::Tensor hidden = is_first() ? embedding_->Forward(input) : input;
   for (const auto& block : blocks_) hidden = block->Forward(hidden);
+  return hidden;
+}
+
+at::Tensor Stage::Forward(const at::Tensor& input) {
+  const at::Tensor hidden = Hidden(input);
   return is_last() ? head_->Forward(hidden) : hidden;
+}
+
+absl::StatusOr<at::Tensor> Stage::Loss(const at::Tensor& input,
+                                       const MicroBatch& batch,
+                                       double normaliser) {
+  if (!is_last()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the loss is the last stage's; this stage ends at block ",
+                     layers_.end));
+  }
+  return head_->Loss(Hidden(input), batch, normaliser);
 }
 
 absl::StatusOr<std::shared_ptr<Stage>> BuildStage(const ModelConfig& config,

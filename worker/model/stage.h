@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "worker/model/layers.h"
+#include "worker/model/micro_batch.h"
 #include "worker/model/model_config.h"
 
 namespace chimera::worker {
@@ -39,6 +40,12 @@ class Stage : public torch::nn::Module {
   // Throws c10::Error when given a tensor of another shape or type.
   at::Tensor Forward(const at::Tensor& input);
 
+  // The last stage's training loss: LanguageModelLoss(Forward(input), batch,
+  // normaliser), computed without holding every token's logits at once
+  // (OutputHead::Loss). FAILED_PRECONDITION on another stage.
+  absl::StatusOr<at::Tensor> Loss(const at::Tensor& input,
+                                  const MicroBatch& batch, double normaliser);
+
   const ModelConfig& config() const { return config_; }
   LayerRange layers() const { return layers_; }
   bool is_first() const { return embedding_ != nullptr; }
@@ -47,6 +54,9 @@ class Stage : public torch::nn::Module {
   const TokenEmbedding* embedding() const { return embedding_.get(); }
 
  private:
+  // The embedding (first stage) and blocks: everything but the head.
+  at::Tensor Hidden(const at::Tensor& input);
+
   const ModelConfig config_;
   const LayerRange layers_;
   std::shared_ptr<TokenEmbedding> embedding_;  // first stage only

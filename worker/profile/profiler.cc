@@ -17,7 +17,6 @@
 #include "google/protobuf/util/json_util.h"
 #include "planner/model_profile.h"
 #include "worker/model/layers.h"
-#include "worker/model/loss.h"
 #include "worker/model/micro_batch.h"
 #include "worker/model/split_backward.h"
 #include "worker/runtime/compute_threads.h"
@@ -327,8 +326,8 @@ ProfiledLayer HeadLayer(const ModelConfig& config, uint64_t seed,
           [head](const LayerInput& input) -> absl::StatusOr<Pass> {
             ASSIGN_OR_RETURN(
                 at::Tensor loss,
-                LanguageModelLoss(head->Forward(input.tensor), input.batch,
-                                  static_cast<double>(input.tensor.size(0))));
+                head->Loss(input.tensor, input.batch,
+                           static_cast<double>(input.tensor.size(0))));
             return Pass{std::move(loss), at::Tensor()};
           }};
 }

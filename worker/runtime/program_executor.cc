@@ -11,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/comm/torch_error.h"
-#include "worker/model/loss.h"
 #include "worker/model/split_backward.h"
 #include "worker/model/stage.h"
 
@@ -517,11 +516,12 @@ absl::Status ProgramExecutor::ForwardMicroBatch(StageRef ref, int micro_batch,
       stashed.input = stage.is_first() || plan.recompute
                           ? slice
                           : slice.detach().requires_grad_(true);
-      output = stage.Forward(stashed.input);
       if (stage.is_last()) {
         targets = SliceMicroBatch(batch, begin, end);
         ASSIGN_OR_RETURN(output,
-                         LanguageModelLoss(output, targets, loss_normaliser_));
+                         stage.Loss(stashed.input, targets, loss_normaliser_));
+      } else {
+        output = stage.Forward(stashed.input);
       }
     }
     if (stage.is_last()) {
@@ -571,10 +571,11 @@ absl::StatusOr<ProgramExecutor::BackwardGraph> ProgramExecutor::PrepareBackward(
     if (!stage.is_first()) {
       graph.input = graph.input.detach().requires_grad_(true);
     }
-    graph.end = stage.Forward(graph.input);
     if (stage.is_last()) {
-      ASSIGN_OR_RETURN(graph.end, LanguageModelLoss(graph.end, stashed.targets,
-                                                    loss_normaliser_));
+      ASSIGN_OR_RETURN(graph.end, stage.Loss(graph.input, stashed.targets,
+                                             loss_normaliser_));
+    } else {
+      graph.end = stage.Forward(graph.input);
     }
   }
   if (!stage.is_last()) {

@@ -26,7 +26,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "worker/model/loss.h"
 #include "worker/model/micro_batch.h"
 #include "worker/model/stage.h"
 
@@ -130,9 +129,8 @@ absl::Status SmokeStage(int repetitions) {
   double forward_best = 0, backward_best = 0;
   for (int i = 0; i <= repetitions; ++i) {
     auto start = std::chrono::steady_clock::now();
-    ASSIGN_OR_RETURN(at::Tensor loss,
-                     LanguageModelLoss(stage->Forward(inputs), micro_batch,
-                                       static_cast<double>(batch)));
+    ASSIGN_OR_RETURN(at::Tensor loss, stage->Loss(inputs, micro_batch,
+                                                  static_cast<double>(batch)));
     RETURN_IF_ERROR(Cuda(cudaDeviceSynchronize(), "forward"));
     const double forward = MillisecondsSince(start);
     start = std::chrono::steady_clock::now();

@@ -168,6 +168,24 @@ TEST(StageTest, ForwardShapesFollowTheStagesPlace) {
             (std::vector<int64_t>{2, 5, 29}));
 }
 
+// The loss a last stage trains with is the loss of its logits; only a last
+// stage has one.
+TEST(StageTest, TheLastStagesLossIsThatOfItsLogits) {
+  const ModelConfig config = TinyConfig(ModelFamily::kBert);
+  const MicroBatch batch =
+      *MakeMicroBatch(config, RandomTokens(config, 3), SampleKey{1, 2, 0});
+  const auto model = Build(config, {0, 4});
+  const at::Tensor expected =
+      *LanguageModelLoss(model->Forward(batch.inputs), batch, 5);
+  const absl::StatusOr<at::Tensor> loss = model->Loss(batch.inputs, batch, 5);
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  EXPECT_NEAR(loss->item<double>(), expected.item<double>(), 1e-12);
+  const auto not_last = Build(config, {0, 2})->Loss(batch.inputs, batch, 5);
+  EXPECT_EQ(not_last.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(not_last.status().message(),
+              HasSubstr("this stage ends at block 2"));
+}
+
 TEST(StageTest, GptAttentionIsCausalAndBertIsNot) {
   for (const ModelFamily family : {ModelFamily::kGpt, ModelFamily::kBert}) {
     const ModelConfig config = TinyConfig(family);

@@ -242,6 +242,22 @@ INSTANTIATE_TEST_SUITE_P(Examples, CliRunSplitBackwardTest,
                            return name;
                          });
 
+// `chimera run` of the tiny job for 3 steps on `dir`'s data file `path` of
+// `format`, with a vocabulary of `vocab`; the job file goes in `dir`.
+ProcessResult RunTinyJobOn(const chimera::testing::TempDir& dir,
+                           const std::string& format, const std::string& path,
+                           int vocab) {
+  chimera::v1::TrainJob job = chimera::testing::TinyJob();
+  job.mutable_spec()->mutable_model()->set_vocab_size(vocab);
+  job.mutable_spec()->mutable_training()->set_max_steps(3);
+  job.mutable_spec()->mutable_data()->set_format(format);
+  job.mutable_spec()->mutable_data()->set_path(path);
+  const std::string file =
+      dir.WriteFile("job.yaml", chimera::testing::JobYaml(job));
+  return RunProcess({CHIMERA_BINARY, "run", "-f", file, "--no-profile"},
+                    dir.path(), absl::Minutes(3));
+}
+
 // Data tokenized for Megatron-LM trains as it is: an int32 dataset (the
 // type Megatron picks for vocabularies over 65,500) of ids above uint16's.
 TEST(CliRunTest, TrainsOnAMegatronDataset) {
@@ -253,24 +269,15 @@ TEST(CliRunTest, TrainsOnAMegatronDataset) {
       ids.push_back(69000 + 3 * i + document);
   }
   dataset.Write(dir.path() + "/corpus_text_document");
-  chimera::v1::TrainJob job = chimera::testing::TinyJob();
-  job.mutable_spec()->mutable_model()->set_vocab_size(70000);
-  job.mutable_spec()->mutable_training()->set_max_steps(3);
-  job.mutable_spec()->mutable_data()->set_format("megatron");
-  job.mutable_spec()->mutable_data()->set_path("corpus_text_document");
-  const std::string file =
-      dir.WriteFile("job.yaml", chimera::testing::JobYaml(job));
   ProcessResult run =
-      RunProcess({CHIMERA_BINARY, "run", "-f", file, "--no-profile"},
-                 dir.path(), absl::Minutes(3));
+      RunTinyJobOn(dir, "megatron", "corpus_text_document", 70000);
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_THAT(run.out, HasSubstr("step 3/3"));
   EXPECT_THAT(run.out, HasSubstr("SUCCEEDED"));
 
   // A dataset cut short is refused before any worker starts.
   dir.WriteFile("corpus_text_document.bin", dataset.DataBytes().substr(4));
-  run = RunProcess({CHIMERA_BINARY, "run", "-f", file, "--no-profile"},
-                   dir.path());
+  run = RunTinyJobOn(dir, "megatron", "corpus_text_document", 70000);
   EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
   EXPECT_THAT(
       run.err,
@@ -294,16 +301,7 @@ TEST(CliRunTest, TrainsOnTextTokenizedByChimeraTokenize) {
   EXPECT_THAT(tokenize.out,
               HasSubstr("data: {format: tokens, path: corpus.tokens}"));
 
-  chimera::v1::TrainJob job = chimera::testing::TinyJob();
-  job.mutable_spec()->mutable_model()->set_vocab_size(256);
-  job.mutable_spec()->mutable_training()->set_max_steps(3);
-  job.mutable_spec()->mutable_data()->set_format("tokens");
-  job.mutable_spec()->mutable_data()->set_path("corpus.tokens");
-  const std::string file =
-      dir.WriteFile("job.yaml", chimera::testing::JobYaml(job));
-  ProcessResult run =
-      RunProcess({CHIMERA_BINARY, "run", "-f", file, "--no-profile"},
-                 dir.path(), absl::Minutes(3));
+  ProcessResult run = RunTinyJobOn(dir, "tokens", "corpus.tokens", 256);
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_THAT(run.out, HasSubstr("SUCCEEDED"));
 }

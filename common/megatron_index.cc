@@ -229,4 +229,22 @@ absl::Status CheckMegatronData(const MegatronIndex& index,
   return absl::OkStatus();
 }
 
+absl::StatusOr<MegatronIndex> InspectMegatronDataset(
+    int index_fd, uint64_t data_bytes, absl::string_view shown_prefix) {
+  absl::StatusOr<MegatronIndex> index = ReadMegatronIndex(index_fd);
+  if (!index.ok()) {
+    return absl::Status(
+        index.status().code(),
+        absl::StrCat("index file '", MegatronIndexPath(shown_prefix), "' ",
+                     index.status().message()));
+  }
+  if (const absl::Status matches = CheckMegatronData(*index, data_bytes);
+      !matches.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data file '", MegatronDataPath(shown_prefix), "' ",
+                     matches.message()));
+  }
+  return index;
+}
+
 }  // namespace chimera

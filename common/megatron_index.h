@@ -20,8 +20,8 @@
 // truncated or stale index, a multimodal one, float ids) is refused with
 // the reason.
 //
-//   ASSIGN_OR_RETURN(MegatronIndex index, ReadMegatronIndex(idx_fd));
-//   RETURN_IF_ERROR(CheckMegatronData(index, bin_size));
+//   ASSIGN_OR_RETURN(MegatronIndex index,
+//                    InspectMegatronDataset(idx_fd, bin_size, "corpus"));
 #ifndef CHIMERA_COMMON_MEGATRON_INDEX_H_
 #define CHIMERA_COMMON_MEGATRON_INDEX_H_
 
@@ -71,6 +71,13 @@ absl::StatusOr<MegatronIndex> ReadMegatronIndex(int fd);
 // OK when a .bin of `data_bytes` bytes holds exactly the sequences `index`
 // describes; INVALID_ARGUMENT with both sizes otherwise.
 absl::Status CheckMegatronData(const MegatronIndex& index, uint64_t data_bytes);
+
+// The dataset whose open .idx is `index_fd` and whose .bin has `data_bytes`
+// bytes: ReadMegatronIndex, then CheckMegatronData, the error naming the
+// file at fault as "index file 'PREFIX.idx' ..." or "data file
+// 'PREFIX.bin' ..." with `shown_prefix`, the dataset as messages call it.
+absl::StatusOr<MegatronIndex> InspectMegatronDataset(
+    int index_fd, uint64_t data_bytes, absl::string_view shown_prefix);
 
 }  // namespace chimera
 

@@ -266,24 +266,20 @@ void CheckMegatronDataset(const chimera::v1::DataSpec& data,
                             "' cannot be opened: ", std::strerror(errno)));
     return;
   }
-  const absl::StatusOr<MegatronIndex> index = ReadMegatronIndex(index_fd.get());
-  if (!index.ok()) {
-    check.Fail("path", absl::StrCat("index file '", index_shown, "' ",
-                                    index.status().message()));
-    return;
-  }
-  const std::string data_shown = MegatronDataPath(data.path());
-  absl::StatusOr<uint64_t> size = RegularFileSize(MegatronDataPath(prefix));
-  absl::Status matches =
-      size.ok() ? CheckMegatronData(*index, *size) : absl::OkStatus();
+  const absl::StatusOr<uint64_t> size =
+      RegularFileSize(MegatronDataPath(prefix));
   if (!size.ok()) {
     check.Fail("path", size.status().message());
-  } else if (!matches.ok()) {
-    check.Fail("path", absl::StrCat("data file '", data_shown, "' ",
-                                    matches.message()));
+    return;
+  }
+  const absl::StatusOr<MegatronIndex> index =
+      InspectMegatronDataset(index_fd.get(), *size, data.path());
+  if (!index.ok()) {
+    check.Fail("path", index.status().message());
   } else if (index->tokens < min_tokens) {
     check.Fail("path", absl::StrCat(
-                           "'", data_shown, "' holds ", index->tokens,
+                           "'", MegatronDataPath(data.path()), "' holds ",
+                           index->tokens,
                            " tokens, fewer than seqLength + 1 = ", min_tokens));
   }
 }

@@ -131,29 +131,21 @@ absl::StatusOr<OpenedData> OpenFlatFile(const DataSourceOptions& options) {
 // A Megatron dataset: its .idx read and checked, its .bin kept open.
 absl::StatusOr<OpenedData> OpenMegatronDataset(
     const DataSourceOptions& options) {
-  const std::string index_shown = MegatronIndexPath(ShownPath(options));
-  ASSIGN_OR_RETURN(
-      const UniqueFd index_fd,
-      OpenDataFile(options, MegatronIndexPath(options.path), index_shown));
-  absl::StatusOr<MegatronIndex> index = ReadMegatronIndex(index_fd.get());
-  if (!index.ok()) {
-    return absl::Status(index.status().code(),
-                        absl::StrCat("index file '", index_shown, "' ",
-                                     index.status().message()));
-  }
+  ASSIGN_OR_RETURN(const UniqueFd index_fd,
+                   OpenDataFile(options, MegatronIndexPath(options.path),
+                                MegatronIndexPath(ShownPath(options))));
   const std::string data_shown = ShownDataFile(options);
-  OpenedData data{.num_tokens = static_cast<int64_t>(index->tokens),
-                  .token_bytes = index->token_bytes,
-                  .signed_tokens = index->signed_tokens};
+  OpenedData data;
   ASSIGN_OR_RETURN(
       data.fd,
       OpenDataFile(options, MegatronDataPath(options.path), data_shown));
   ASSIGN_OR_RETURN(const uint64_t size, RegularSize(data.fd.get(), data_shown));
-  if (const absl::Status matches = CheckMegatronData(*index, size);
-      !matches.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("data file '", data_shown, "' ", matches.message()));
-  }
+  ASSIGN_OR_RETURN(
+      const MegatronIndex index,
+      InspectMegatronDataset(index_fd.get(), size, ShownPath(options)));
+  data.num_tokens = static_cast<int64_t>(index.tokens);
+  data.token_bytes = index.token_bytes;
+  data.signed_tokens = index.signed_tokens;
   RETURN_IF_ERROR(CheckHoldsASample(data.num_tokens, data_shown, options));
   return data;
 }

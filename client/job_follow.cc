@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "client/job_output.h"
 #include "client/structured_output.h"
+#include "common/progress_bar.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "planner/plan_evaluator.h"

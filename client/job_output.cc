@@ -16,7 +16,6 @@
 namespace chimera::client {
 namespace {
 
-constexpr int kProgressWidth = 30;
 constexpr char kStatePrefix[] = "JOB_STATE_";
 
 std::string FormatTime(double unix_seconds) {
@@ -72,18 +71,6 @@ std::string FormatStep(const chimera::v1::StepSummary& step, int max_steps) {
       step.step() + 1, max_steps, step.loss(), step.samples_per_second(),
       step.tokens_per_second(), step.bubble_ratio(),
       FormatBytes(step.peak_memory_bytes()));
-}
-
-std::string ProgressBar(int done, int total, double seconds_per_step) {
-  const int filled =
-      total > 0 ? kProgressWidth * std::min(done, total) / total : 0;
-  std::string bar = std::string(filled, '=');
-  if (filled < kProgressWidth)
-    bar += ">" + std::string(kProgressWidth - filled - 1, ' ');
-  const int64_t eta = static_cast<int64_t>(
-      std::ceil(std::max(0, total - done) * seconds_per_step));
-  return absl::StrFormat("[%s] %d/%d  ETA %s", bar, done, total,
-                         absl::FormatDuration(absl::Seconds(eta)));
 }
 
 std::string FormatJobTable(const std::vector<chimera::v1::Job>& jobs, bool wide) {

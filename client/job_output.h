@@ -17,8 +17,6 @@ bool ParseJobState(const std::string& name, chimera::v1::JobState* state);
 
 // "step 12/50  loss 4.2310  samples/s 120.5  tokens/s 7712  bubble 0.214  peak 120.4 MiB"
 std::string FormatStep(const chimera::v1::StepSummary& step, int max_steps);
-// "[=========>          ] 12/50  ETA 1m20s", for terminals.
-std::string ProgressBar(int done, int total, double seconds_per_step);
 // `wide` adds columns (-o wide): micro-batches, last loss, workers, message.
 std::string FormatJobTable(const std::vector<chimera::v1::Job>& jobs, bool wide = false);
 std::string FormatJobStatus(const chimera::v1::Job& job);

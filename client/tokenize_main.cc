@@ -14,26 +14,22 @@
 #include "client/exit_codes.h"
 #include "client/tokenize_flags.h"
 #include "client/tokenizer.h"
+#include "common/progress_bar.h"
 
 namespace chimera::client {
 namespace {
 
-constexpr double kMiB = 1 << 20;
-constexpr int kProgressWidth = 30;
-
-// A progress bar on a terminal's stderr, in MiB of input.
+// A progress bar on a terminal's stderr, in KiB of input.
 TokenizeProgress TerminalProgress() {
   if (!isatty(STDERR_FILENO)) return {};
   const absl::Time start = absl::Now();
   return [start](uint64_t done, uint64_t total) {
-    const int filled =
-        total > 0 ? static_cast<int>(kProgressWidth * done / total) : 0;
     const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    std::cerr << absl::StrFormat(
-        "\r\033[Ktokenizing [%-*s] %.1f/%.1f MiB  %.0f s", kProgressWidth,
-        std::string(filled, '='), done / kMiB, total / kMiB, seconds);
-    if (done == total) std::cerr << "\n";
-    std::cerr << std::flush;
+    const int done_kib = static_cast<int>(done >> 10);
+    std::cerr << "\r\033[Ktokenizing, KiB "
+              << ProgressBar(done_kib, static_cast<int>(total >> 10),
+                             done_kib > 0 ? seconds / done_kib : 0)
+              << (done == total ? "\n" : "") << std::flush;
   };
 }
 

@@ -309,7 +309,7 @@ schedule::CostModel MeasuredCosts(const schedule::Schedule& schedule,
 
 PipelineJob JobFor(schedule::Schedule schedule, const Flags& flags) {
   PipelineJob job =
-      harness::GptPipelineJob(std::move(schedule), BenchGpt(),
+      harness::MakePipelineJob(std::move(schedule), BenchGpt(),
                               /*micro_batch_size=*/4, /*seed=*/3, kOpTimeout);
   job.spec.optimizer.kind = OptimizerKind::kAdamW;
   job.spec.optimizer.lr = 1e-4;

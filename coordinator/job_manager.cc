@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "coordinator/job_states.h"
 #include "jobspec/job_validator.h"
+#include "jobspec/model_presets.h"
 #include "net/server_address.h"
 #include "planner/plan_params.h"
 
@@ -113,8 +114,10 @@ void JobManager::EndOverdueRunsLocked() {
 }
 
 absl::StatusOr<Job> JobManager::Submit(
-    const chimera::v1::TrainJob& manifest,
+    const chimera::v1::TrainJob& submitted,
     const chimera::v1::ModelProfile& profile) {
+  ASSIGN_OR_RETURN(const chimera::v1::TrainJob manifest,
+                   jobspec::WithModelPreset(submitted));
   RETURN_IF_ERROR(
       jobspec::ValidateJob(manifest, chimera::jobspec::SpecOnly()).ToStatus());
   RETURN_IF_ERROR(ValidateJobProfile(manifest, profile));
@@ -205,8 +208,10 @@ absl::Status JobManager::Delete(const std::string& id) {
 }
 
 absl::StatusOr<std::vector<chimera::v1::Plan>> JobManager::Plans(
-    const chimera::v1::TrainJob& manifest, int top_k,
+    const chimera::v1::TrainJob& submitted, int top_k,
     std::function<bool()> cancelled) {
+  ASSIGN_OR_RETURN(const chimera::v1::TrainJob manifest,
+                   jobspec::WithModelPreset(submitted));
   RETURN_IF_ERROR(
       jobspec::ValidateJob(manifest, chimera::jobspec::SpecOnly()).ToStatus());
   return launcher_.PlansOnRegistered(manifest, top_k, std::move(cancelled));

@@ -130,14 +130,15 @@ class JobManager {
   bool Adopt(const std::string& worker_id, const chimera::v1::HeldTask& task);
 
   // Plans the job from `profile` where it is not empty (a measured profile
-  // of its model, ValidateJobProfile), else from the analytic model.
+  // of its model, ValidateJobProfile), else from the analytic model. The
+  // stored manifest has its model preset applied (jobspec/model_presets.h).
   // INVALID_ARGUMENT listing every problem of the spec or the profile;
   // FAILED_PRECONDITION for a job that can never run here (more workers than
   // max_workers), or one that fixes its parallelism none of whose variants fits
   // in the memory of the workers registered for it
   // (JobLauncher::CheckFitsRegistered).
   absl::StatusOr<chimera::v1::Job> Submit(
-      const chimera::v1::TrainJob& manifest,
+      const chimera::v1::TrainJob& submitted,
       const chimera::v1::ModelProfile& profile = {});
   absl::StatusOr<chimera::v1::Job> Get(const std::string& id);
   absl::StatusOr<std::vector<chimera::v1::Job>> List(chimera::v1::JobState state);
@@ -160,7 +161,7 @@ class JobManager {
   // no lock while it searches, so submits and workers' reports go on; ends
   // with CANCELLED once `cancelled` (asked between candidates) says so.
   absl::StatusOr<std::vector<chimera::v1::Plan>> Plans(
-      const chimera::v1::TrainJob& manifest, int top_k,
+      const chimera::v1::TrainJob& submitted, int top_k,
       std::function<bool()> cancelled = {});
 
   // Liveness and scheduling: restarts or fails the jobs of dead workers,

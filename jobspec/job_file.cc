@@ -1,17 +1,22 @@
 #include "jobspec/job_file.h"
 
 #include "absl/strings/str_cat.h"
+#include "jobspec/model_presets.h"
 #include "jobspec/yaml_message.h"
 
 namespace chimera::jobspec {
 namespace {
 
 // Only a document that parsed cleanly is worth validating: a rejected field
-// would otherwise show up again as "missing".
+// would otherwise show up again as "missing". Nor is one whose preset is
+// unknown, for the same reason.
 FieldErrors ValidateParsed(FieldErrors parse_errors,
                            const ValidationOptions& options,
-                           const chimera::v1::TrainJob& job) {
+                           chimera::v1::TrainJob& job) {
   if (!parse_errors.empty()) return parse_errors;
+  FieldErrors preset_errors;
+  ApplyModelPreset(&job, &preset_errors);
+  if (!preset_errors.empty()) return preset_errors;
   return ValidateJob(job, options);
 }
 

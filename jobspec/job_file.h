@@ -24,7 +24,8 @@
 
 namespace chimera::jobspec {
 
-// Parses and validates; fills `job` only as far as parsing got.
+// Parses, applies the model's preset (jobspec/model_presets.h) and
+// validates; fills `job` only as far as parsing got.
 FieldErrors LoadJobFile(const std::string& path,
                         const ValidationOptions& options,
                         chimera::v1::TrainJob* job);

@@ -162,10 +162,46 @@ void CheckEnvelope(const TrainJob& job, FieldErrors* errors) {
   CheckLabels(job.metadata(), errors);
 }
 
+// Grouped-query heads and rotary embeddings: Llama's, refused elsewhere.
+void CheckLlamaFields(const chimera::v1::ModelSpec& model, Checker& check) {
+  if (model.family() != "llama") {
+    if (model.num_kv_heads() != 0) {
+      check.Fail("numKvHeads", "is for family 'llama' only");
+    }
+    if (model.rope_theta() != 0) {
+      check.Fail("ropeTheta", "is for family 'llama' only");
+    }
+    return;
+  }
+  check.InRange("numKvHeads", model.num_kv_heads(), 0, kMaxHiddenSize);
+  if (model.num_kv_heads() > 0 && model.num_heads() > 0 &&
+      model.num_heads() % model.num_kv_heads() != 0) {
+    check.Fail("numKvHeads",
+               absl::StrCat(model.num_kv_heads(), " does not divide numHeads (",
+                            model.num_heads(), ")"));
+  }
+  if (model.hidden_size() > 0 && model.num_heads() > 0 &&
+      model.hidden_size() % model.num_heads() == 0 &&
+      model.hidden_size() / model.num_heads() % 2 != 0) {
+    check.Fail(
+        "numHeads",
+        absl::StrCat("gives heads of ", model.hidden_size() / model.num_heads(),
+                     " dimensions; rotary embeddings need an even "
+                     "number (hiddenSize / numHeads)"));
+  }
+  if (check.Finite("ropeTheta", model.rope_theta()) &&
+      model.rope_theta() != 0 && model.rope_theta() <= 1) {
+    check.Fail("ropeTheta",
+               absl::StrCat(model.rope_theta(),
+                            " must be > 1 (0 means 10000), so that rotation "
+                            "frequencies fall along a head"));
+  }
+}
+
 void CheckModel(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
   const auto& model = spec.model();
   Checker check(errors, "spec.model");
-  check.OneOf("family", model.family(), {"gpt", "bert"}, true);
+  check.OneOf("family", model.family(), {"gpt", "bert", "llama"}, true);
   check.Required("numLayers", model.num_layers(), kMaxLayers);
   check.Required("hiddenSize", model.hidden_size(), kMaxHiddenSize);
   check.Required("numHeads", model.num_heads(), kMaxHiddenSize);
@@ -179,6 +215,7 @@ void CheckModel(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
                             " is not divisible by numHeads (",
                             model.num_heads(), ")"));
   }
+  CheckLlamaFields(model, check);
   check.OneOf("dtype", model.dtype(), {"float32", "float64", "bfloat16"},
               false);
   if (model.dtype() == "bfloat16" && spec.resources().device() != "gpu") {

@@ -9,17 +9,38 @@ namespace {
 constexpr int kByteVocabulary = 256;
 constexpr double kBackwardToForwardFlops = 2.0;
 
-// A model's sizes, its defaults filled in: sequence, hidden, FFN, vocabulary.
+// A model's sizes, its defaults filled in: sequence, hidden, FFN, vocabulary,
+// and the width of its keys and values (h, or fewer with grouped queries).
 struct Dimensions {
-  double s, h, f, v;
+  double s, h, f, v, kv;
 };
+
+bool IsLlama(const chimera::v1::ModelSpec& model) {
+  return model.family() == "llama";
+}
 
 Dimensions DimensionsOf(const chimera::v1::ModelSpec& model) {
   const double h = model.hidden_size();
+  const double kv_heads =
+      model.num_kv_heads() > 0 ? model.num_kv_heads() : model.num_heads();
   return {static_cast<double>(model.seq_length()), h,
           model.ffn_size() > 0 ? model.ffn_size() : 4 * h,
           static_cast<double>(model.vocab_size() > 0 ? model.vocab_size()
-                                                     : kByteVocabulary)};
+                                                     : kByteVocabulary),
+          h / model.num_heads() * kv_heads};
+}
+
+// The weights of a block's matrix products: each costs 2 FLOPs per weight
+// and token forward.
+double BlockMatrixParameters(const chimera::v1::ModelSpec& model) {
+  const auto [s, h, f, v, kv] = DimensionsOf(model);
+  if (IsLlama(model)) return h * (h + 2 * kv) + h * h + 3 * h * f;
+  return 4 * h * h + 2 * h * f;
+}
+
+double BlockForward(const chimera::v1::ModelSpec& model) {
+  const auto [s, h, f, v, kv] = DimensionsOf(model);
+  return 2 * s * BlockMatrixParameters(model) + 4 * s * s * h;
 }
 
 // The head's projection onto the vocabulary, per sample.
@@ -68,9 +89,9 @@ double BlockForwardFlops(double seq_length, double hidden_size,
 }
 
 double ModelFlopsPerSample(const chimera::v1::ModelSpec& model) {
-  const auto [s, h, f, v] = DimensionsOf(model);
-  const double forward = model.num_layers() * BlockForwardFlops(s, h, f) +
-                         HeadForwardFlops(s, h, v);
+  const auto [s, h, f, v, kv] = DimensionsOf(model);
+  const double forward =
+      model.num_layers() * BlockForward(model) + HeadForwardFlops(s, h, v);
   return (1 + kBackwardToForwardFlops) * forward;
 }
 
@@ -85,9 +106,10 @@ double UnsyncedEmbeddingBytes(const chimera::v1::ModelSpec& model,
 chimera::v1::ModelProfile AnalyticProfile(const chimera::v1::ModelSpec& model,
                                           const chimera::v1::DeviceSpec& device,
                                           const EfficiencyCurve& curve) {
-  const auto [s, h, f, v] = DimensionsOf(model);
+  const auto [s, h, f, v, kv] = DimensionsOf(model);
   const double a = model.num_heads();
   const int d = BytesPerElement(model.dtype());
+  const bool llama = IsLlama(model);
 
   chimera::v1::ModelProfile profile;
   profile.set_api_version(kApiVersion);
@@ -96,15 +118,28 @@ chimera::v1::ModelProfile AnalyticProfile(const chimera::v1::ModelSpec& model,
   profile.set_device("modelled");
 
   const double hidden_bytes = s * h * d;
-  AddLayer({"embedding", (v + s) * h, 2 * s * h, hidden_bytes, hidden_bytes}, d,
-           device, curve, s, &profile);
-  const LayerShape block{"block", 4 * h * h + 2 * h * f + 9 * h + f,
-                         BlockForwardFlops(s, h, f),
-                         (34 * s * h + 5 * a * s * s) * d / 2.0, hidden_bytes};
+  const double embedding_parameters = llama ? v * h : (v + s) * h;
+  AddLayer({"embedding", embedding_parameters, 2 * s * h, hidden_bytes,
+            hidden_bytes},
+           d, device, curve, s, &profile);
+  // Llama's, counted from what autograd keeps of the worker's block: twelve
+  // hidden-wide tensors per token (each unfused RMSNorm's input, its
+  // normalised values before and after the gain; queries and keys rotated,
+  // keys and values repeated to every head; the context...), four FFN-wide
+  // ones (gate and up, silu(gate), their product) and the attention
+  // probabilities.
+  const double block_parameters =
+      BlockMatrixParameters(model) + (llama ? 2 * h : 9 * h + f);
+  const double block_activations =
+      llama ? (12 * s * h + 4 * s * f + a * s * s) * d
+            : (34 * s * h + 5 * a * s * s) * d / 2.0;
+  const LayerShape block{"block", block_parameters, BlockForward(model),
+                         block_activations, hidden_bytes};
   for (int i = 0; i < model.num_layers(); ++i) {
     AddLayer(block, d, device, curve, s, &profile);
   }
-  AddLayer({"head", 2 * h + v * h + v, HeadForwardFlops(s, h, v),
+  const double head_parameters = llama ? h + v * h : 2 * h + v * h + v;
+  AddLayer({"head", head_parameters, HeadForwardFlops(s, h, v),
             2 * s * v * d + hidden_bytes, static_cast<double>(d)},
            d, device, curve, s, &profile);
   return profile;

@@ -8,13 +8,20 @@
 //       AnalyticProfile(job.spec().model(), cluster.spec().device());
 //
 // Per sample of S tokens, hidden size h, FFN size f, a heads, vocabulary V,
-// d bytes per element (matching the worker's GPT/BERT layers):
-//   block parameters   4h^2 + 2hf + 9h + f            (QKV, output, MLP, 2 norms)
-//   block forward      2S(4h^2 + 2hf) + 4S^2 h FLOPs  (matmuls + attention)
-//   block activations  (34 S h + 5 a S^2) d/2 bytes    (Korthikanti et al.)
-//   embedding          (V + S) h parameters, S h d bytes of output
-//   head               2h + V h + V parameters, 2 S h V forward FLOPs,
+// d bytes per element (matching the worker's GPT and BERT layers):
+//   block parameters   4h^2 + 2hf + 9h + f            (QKV, output, MLP, 2
+//   norms) block forward      2S(4h^2 + 2hf) + 4S^2 h FLOPs  (matmuls +
+//   attention) block activations  (34 S h + 5 a S^2) d/2 bytes    (Korthikanti
+//   et al.) embedding          (V + S) h parameters, S h d bytes of output head
+//   2h + V h + V parameters, 2 S h V forward FLOPs,
 //                      2 S V d bytes of logits and their gradient
+// Llama's layers (RMSNorm, SwiGLU, no biases; k_v key/value heads, so keys
+// and values of width k = k_v h / a) instead:
+//   block parameters   2h^2 + 2hk + 3hf + 2h
+//   block forward      2S(2h^2 + 2hk + 3hf) + 4S^2 h FLOPs
+//   block activations  (12 S h + 4 S f + a S^2) d bytes (what autograd keeps)
+//   embedding          V h parameters (rotary positions have none)
+//   head               h + V h parameters
 //   backward           2x forward
 //   time               FLOPs / (peak * efficiency(B * S))
 //   efficiency(t)      max_efficiency * t / (t + half_efficiency_tokens)
@@ -42,7 +49,7 @@ struct EfficiencyCurve {
 // scales linearly.
 inline constexpr int kMaxProfiledMicroBatch = 1024;
 
-// Forward FLOPs of one transformer block for one sample of `seq_length`
+// Forward FLOPs of one GPT or BERT block for one sample of `seq_length`
 // tokens (the "block forward" line above); backward is twice that.
 double BlockForwardFlops(double seq_length, double hidden_size,
                          double ffn_size);

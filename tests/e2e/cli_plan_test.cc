@@ -64,6 +64,27 @@ TEST(CliPlanTest, JsonHasTheStableFields) {
   EXPECT_THAT(yaml.out, HasSubstr("whyBest: "));
 }
 
+// Llama 3 8B from its preset on 64 H100s: every plan that fits holds, per
+// worker, at least its share of the training state (bfloat16 weights and
+// gradients and AdamW's two moments: 8 bytes for each of the published
+// 8,030,261,248 parameters, split over the pipeline's D stages), and no more
+// than the GPU's 80 GiB.
+TEST(CliPlanTest, PlansLlama3EightBFromItsPresetWithItsTrainingState) {
+  ProcessResult r =
+      Chimera({"plan", "-f", "examples/llama3-8b.yaml", "--cluster",
+               "examples/clusters/h100-8x8.yaml", "-o", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json out = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(out["candidates"].empty());
+  const double state_bytes = 8.0 * 8030261248;
+  for (const auto& candidate : out["candidates"]) {
+    if (!candidate["fits"].get<bool>()) continue;
+    const double peak = candidate["peakMemoryBytesMax"].get<double>();
+    EXPECT_GE(peak, state_bytes / candidate["depth"].get<int>()) << candidate;
+    EXPECT_LE(peak, 80.0 * (1 << 30)) << candidate;
+  }
+}
+
 TEST(CliPlanTest, NothingFittingExitsOneWithTheMemoryNeeded) {
   chimera::testing::TempDir dir;
   const std::string cluster = dir.WriteFile("tiny.yaml", R"(apiVersion: chimera.dev/v1alpha1

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -241,6 +242,27 @@ INSTANTIATE_TEST_SUITE_P(Examples, CliRunSplitBackwardTest,
                                       name.end());
                            return name;
                          });
+
+// The Llama example: rotary positions, RMSNorm, SwiGLU and grouped-query
+// attention through every rank of a Chimera pipeline, and it learns.
+TEST(CliRunTest, TrainsTheLlamaExample) {
+  ProcessResult run =
+      RunProcess({CHIMERA_BINARY, "run", "-f", "examples/llama.yaml"},
+                 CHIMERA_SOURCE_DIR, absl::Minutes(3));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_THAT(run.out, HasSubstr("plan: chimera W=1 D=4 "));
+  EXPECT_THAT(run.out, HasSubstr("job llama-chimera-"));
+  EXPECT_THAT(run.out, HasSubstr("SUCCEEDED"));
+  double first = 0, last = 0;
+  const size_t losses = run.out.find("steps: 50/50  first loss ");
+  ASSERT_NE(losses, std::string::npos) << run.out;
+  ASSERT_EQ(std::sscanf(run.out.c_str() + losses,
+                        "steps: 50/50  first loss %lf  final loss %lf", &first,
+                        &last),
+            2)
+      << run.out;
+  EXPECT_LT(last, first - 1.0) << "a byte-level Llama learns the corpus";
+}
 
 // `chimera run` of the tiny job for 3 steps on `dir`'s data file `path` of
 // `format`, with a vocabulary of `vocab`; the job file goes in `dir`.

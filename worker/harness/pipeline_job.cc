@@ -106,9 +106,9 @@ absl::StatusOr<PipelineMeasurements> Collect(const std::vector<RankExit>& exits,
 
 }  // namespace
 
-PipelineJob GptPipelineJob(schedule::Schedule schedule,
-                           const ModelConfig& model, int micro_batch_size,
-                           uint64_t seed, absl::Duration op_timeout) {
+PipelineJob MakePipelineJob(schedule::Schedule schedule,
+                            const ModelConfig& model, int micro_batch_size,
+                            uint64_t seed, absl::Duration op_timeout) {
   PipelineJob job;
   job.spec.model = model;
   job.spec.partition =

@@ -44,14 +44,14 @@ struct PipelineJob {
   std::string metrics_dir;
 };
 
-// The base every forked-pipeline test and benchmark adjusts: the GPT `model`
+// The base every forked-pipeline test and benchmark adjusts: `model`
 // on `schedule`, its blocks split evenly over the model stages, synthetic
 // samples of the model's shape, `seed` for the parameters and the data, and
 // `op_timeout` bounding each transfer, collective and the joining. Callers
 // set the optimizer, the steps and whatever else they vary.
-PipelineJob GptPipelineJob(schedule::Schedule schedule,
-                           const ModelConfig& model, int micro_batch_size,
-                           uint64_t seed, absl::Duration op_timeout);
+PipelineJob MakePipelineJob(schedule::Schedule schedule,
+                            const ModelConfig& model, int micro_batch_size,
+                            uint64_t seed, absl::Duration op_timeout);
 
 // "<dir>/rank-<rank>.bin".
 std::string RankRecordPath(const std::string& dir, int rank);

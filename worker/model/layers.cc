@@ -1,97 +1,43 @@
 #include "worker/model/layers.h"
 
 #include <ATen/ATen.h>
-#include <torch/version.h>
 
-#include <cmath>
-#include <limits>
+#include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "worker/model/deterministic_random.h"
+#include "worker/model/layer_parts.h"
+#include "worker/model/llama_block.h"
 #include "worker/model/loss.h"
 
 namespace chimera::worker {
-namespace {
-
-constexpr double kWeightStddev = 0.02;
-constexpr double kLayerNormEpsilon = 1e-5;
-
-// softmax(query keyᵀ / √head_size) value; with CAUSAL, each token attends
-// to itself and the tokens before it. LibTorch 2 fuses this (flash attention
-// on GPUs keeps no tokens × tokens matrix); 1.13 has no public fused kernel.
-at::Tensor ScaledDotProductAttention(const at::Tensor& query,
-                                     const at::Tensor& key,
-                                     const at::Tensor& value, bool causal) {
-#if TORCH_VERSION_MAJOR >= 2
-  return at::scaled_dot_product_attention(query, key, value,
-                                          /*attn_mask=*/{}, /*dropout_p=*/0.0,
-                                          /*is_causal=*/causal);
-#else
-  const int64_t tokens = query.size(-2);
-  at::Tensor scores = at::matmul(query, key.transpose(-2, -1)) /
-                      std::sqrt(static_cast<double>(query.size(-1)));
-  if (causal) {
-    const at::Tensor future =
-        at::ones({tokens, tokens},
-                 at::TensorOptions().dtype(at::kBool).device(query.device()))
-            .triu(/*diagonal=*/1);
-    scores =
-        scores.masked_fill(future, -std::numeric_limits<double>::infinity());
-  }
-  return at::matmul(at::softmax(scores, /*dim=*/-1), value);
-#endif
-}
-
-// Registers the parameters of one layer, initialised from the layer's name.
-class ParameterFactory {
- public:
-  ParameterFactory(torch::nn::Module& layer, const ModelConfig& config,
-                   const std::string& layer_name, uint64_t seed)
-      : layer_(layer),
-        layer_name_(layer_name),
-        seed_(seed),
-        options_(at::TensorOptions().dtype(config.dtype)) {}
-
-  at::Tensor Normal(const std::string& name, at::IntArrayRef sizes) {
-    const uint64_t key = KeyOf(seed_, absl::StrCat(layer_name_, ".", name));
-    return layer_.register_parameter(
-        name, DeterministicNormal(sizes, kWeightStddev, key, options_));
-  }
-  at::Tensor Zeros(const std::string& name, at::IntArrayRef sizes) {
-    return layer_.register_parameter(name, at::zeros(sizes, options_));
-  }
-  at::Tensor Ones(const std::string& name, at::IntArrayRef sizes) {
-    return layer_.register_parameter(name, at::ones(sizes, options_));
-  }
-
- private:
-  torch::nn::Module& layer_;
-  const std::string& layer_name_;
-  const uint64_t seed_;
-  const at::TensorOptions options_;
-};
-
-}  // namespace
 
 TokenEmbedding::TokenEmbedding(const ModelConfig& config,
                                const std::string& name, uint64_t seed) {
   ParameterFactory parameters(*this, config, name, seed);
   token_weight_ = parameters.Normal("token_weight",
                                     {config.vocab_size, config.hidden_size});
-  position_weight_ = parameters.Normal("position_weight",
-                                       {config.seq_length, config.hidden_size});
+  if (config.family != ModelFamily::kLlama) {
+    position_weight_ = parameters.Normal(
+        "position_weight", {config.seq_length, config.hidden_size});
+  }
 }
 
 at::Tensor TokenEmbedding::Forward(const at::Tensor& token_ids) {
-  const int64_t tokens = token_ids.size(1);
-  return at::embedding(token_weight_, token_ids) +
-         position_weight_.slice(/*dim=*/0, 0, tokens);
+  const at::Tensor tokens = at::embedding(token_weight_, token_ids);
+  if (!position_weight_.defined()) return tokens;
+  return tokens + position_weight_.slice(/*dim=*/0, 0, token_ids.size(1));
+}
+
+std::shared_ptr<Block> MakeBlock(const ModelConfig& config,
+                                 const std::string& name, uint64_t seed) {
+  if (config.family == ModelFamily::kLlama) {
+    return std::make_shared<LlamaBlock>(config, name, seed);
+  }
+  return std::make_shared<TransformerBlock>(config, name, seed);
 }
 
 TransformerBlock::TransformerBlock(const ModelConfig& config,
                                    const std::string& name, uint64_t seed)
-    : num_heads_(config.num_heads),
-      causal_(config.family == ModelFamily::kGpt) {
+    : num_heads_(config.num_heads), causal_(IsDecoder(config.family)) {
   ParameterFactory parameters(*this, config, name, seed);
   const int64_t hidden = config.hidden_size;
   const int64_t ffn = config.ffn_size;
@@ -129,12 +75,9 @@ at::Tensor TransformerBlock::SelfAttention(const at::Tensor& normed) {
 }
 
 at::Tensor TransformerBlock::Forward(const at::Tensor& hidden) {
-  const int64_t width = hidden.size(-1);
   const at::Tensor attended =
-      hidden + SelfAttention(at::layer_norm(hidden, {width}, norm1_weight_,
-                                            norm1_bias_, kLayerNormEpsilon));
-  const at::Tensor normed = at::layer_norm(attended, {width}, norm2_weight_,
-                                           norm2_bias_, kLayerNormEpsilon);
+      hidden + SelfAttention(LayerNorm(hidden, norm1_weight_, norm1_bias_));
+  const at::Tensor normed = LayerNorm(attended, norm2_weight_, norm2_bias_);
   return attended +
          at::linear(at::gelu(at::linear(normed, mlp_in_weight_, mlp_in_bias_)),
                     mlp_out_weight_, mlp_out_bias_);
@@ -143,16 +86,19 @@ at::Tensor TransformerBlock::Forward(const at::Tensor& hidden) {
 OutputHead::OutputHead(const ModelConfig& config, const std::string& name,
                        uint64_t seed) {
   ParameterFactory parameters(*this, config, name, seed);
+  const bool llama = config.family == ModelFamily::kLlama;
   norm_weight_ = parameters.Ones("norm_weight", {config.hidden_size});
-  norm_bias_ = parameters.Zeros("norm_bias", {config.hidden_size});
+  if (!llama) norm_bias_ = parameters.Zeros("norm_bias", {config.hidden_size});
   output_weight_ = parameters.Normal("output_weight",
                                      {config.vocab_size, config.hidden_size});
-  output_bias_ = parameters.Zeros("output_bias", {config.vocab_size});
+  if (!llama) {
+    output_bias_ = parameters.Zeros("output_bias", {config.vocab_size});
+  }
 }
 
 at::Tensor OutputHead::Normalize(const at::Tensor& hidden) const {
-  return at::layer_norm(hidden, {hidden.size(-1)}, norm_weight_, norm_bias_,
-                        kLayerNormEpsilon);
+  return norm_bias_.defined() ? LayerNorm(hidden, norm_weight_, norm_bias_)
+                              : RmsNorm(hidden, norm_weight_);
 }
 
 at::Tensor OutputHead::Forward(const at::Tensor& hidden) {

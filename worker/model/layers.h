@@ -1,15 +1,15 @@
-// The layers a stage is made of: the token + position embedding, the
-// transformer block (pre-norm: layer norm, multi-head self-attention, residual,
-// layer norm, MLP with GELU, residual) and the output head (final layer norm
-// and projection to the vocabulary). No dropout: training is reproducible.
+// The layers a stage is made of: the token embedding (plus learned
+// positions, except in Llama), the transformer block of each family, and the
+// output head (final norm and projection to the vocabulary). No dropout:
+// training is reproducible.
 //
-// Each layer registers its parameters under short names ("qkv_weight") and
-// initialises them from KeyOf(seed, "<name>.<parameter>"), where <name> is
-// the name the stage registers the layer under ("embedding", "layer3",
-// "head"), so a layer's initial values depend only on the seed and its place
-// in the whole model. Weights are N(0, 0.02²), biases 0, norm gains 1.
+// GPT's and BERT's block is pre-norm: layer norm, multi-head self-attention,
+// residual, layer norm, MLP with GELU, residual. Llama's is in
+// llama_block.h. Each layer registers its parameters under short names
+// ("qkv_weight") and initialises them from the name the stage registers the
+// layer under ("embedding", "layer3", "head"), see ParameterFactory.
 //
-//   auto block = std::make_shared<TransformerBlock>(config, "layer3", seed);
+//   std::shared_ptr<Block> block = MakeBlock(config, "layer3", seed);
 //   at::Tensor y = block->Forward(x);  // x, y: [batch, tokens, hidden]
 #ifndef CHIMERA_WORKER_MODEL_LAYERS_H_
 #define CHIMERA_WORKER_MODEL_LAYERS_H_
@@ -17,6 +17,7 @@
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -26,7 +27,8 @@
 namespace chimera::worker {
 
 // Token ids [batch, tokens] (int64, tokens <= seq_length) to hidden states
-// [batch, tokens, hidden]: token embedding plus learned position embedding.
+// [batch, tokens, hidden]: the token embedding, plus a learned position
+// embedding in GPT and BERT (Llama's positions are rotary, in its blocks).
 class TokenEmbedding : public torch::nn::Module {
  public:
   TokenEmbedding(const ModelConfig& config, const std::string& name,
@@ -38,17 +40,27 @@ class TokenEmbedding : public torch::nn::Module {
 
  private:
   at::Tensor token_weight_;
-  at::Tensor position_weight_;
+  at::Tensor position_weight_;  // undefined in Llama
 };
 
-// Hidden states [batch, tokens, hidden] to the same shape. Attention is
-// causal (a token sees itself and earlier tokens) for GPT, bidirectional for
-// BERT.
-class TransformerBlock : public torch::nn::Module {
+// A transformer block: hidden states [batch, tokens, hidden] to the same
+// shape.
+class Block : public torch::nn::Module {
+ public:
+  virtual at::Tensor Forward(const at::Tensor& hidden) = 0;
+};
+
+// The block of config.family, registering its parameters as `name`.
+std::shared_ptr<Block> MakeBlock(const ModelConfig& config,
+                                 const std::string& name, uint64_t seed);
+
+// GPT's and BERT's block. Attention is causal (a token sees itself and
+// earlier tokens) for GPT, bidirectional for BERT.
+class TransformerBlock : public Block {
  public:
   TransformerBlock(const ModelConfig& config, const std::string& name,
                    uint64_t seed);
-  at::Tensor Forward(const at::Tensor& hidden);
+  at::Tensor Forward(const at::Tensor& hidden) override;
 
  private:
   at::Tensor SelfAttention(const at::Tensor& normed);
@@ -64,8 +76,9 @@ class TransformerBlock : public torch::nn::Module {
 };
 
 // Hidden states [batch, tokens, hidden] to logits [batch, tokens, vocab]:
-// final layer norm, then a projection (not tied to the embedding, which may
-// live on another worker).
+// final norm (layer norm; RMSNorm in Llama), then a projection (with a bias
+// except in Llama; not tied to the embedding, which may live on another
+// worker).
 class OutputHead : public torch::nn::Module {
  public:
   OutputHead(const ModelConfig& config, const std::string& name, uint64_t seed);
@@ -78,7 +91,7 @@ class OutputHead : public torch::nn::Module {
  private:
   at::Tensor Normalize(const at::Tensor& hidden) const;
 
-  at::Tensor norm_weight_, norm_bias_;
+  at::Tensor norm_weight_, norm_bias_;  // no bias in Llama's RMSNorm
   at::Tensor output_weight_, output_bias_;
 };
 

@@ -40,7 +40,7 @@ at::Tensor TokenWeights(const MicroBatch& batch, double normaliser,
 }
 
 // What one pass over the chunks gives: the loss, and the gradients of
-// normed, weight and bias when asked.
+// normed, weight and bias (when there is one) when asked.
 struct ChunkedLoss {
   at::Tensor loss;
   at::Tensor normed_gradient, weight_gradient, bias_gradient;
@@ -61,7 +61,10 @@ ChunkedLoss ProjectInChunks(const at::Tensor& normed, const at::Tensor& weight,
     result.normed_gradient = at::empty_like(normed);
     result.weight_gradient =
         at::zeros_like(weight, weight.options().dtype(compute));
-    result.bias_gradient = at::zeros_like(bias, bias.options().dtype(compute));
+    if (bias.defined()) {
+      result.bias_gradient =
+          at::zeros_like(bias, bias.options().dtype(compute));
+    }
   }
   for (int64_t begin = 0; begin < normed.size(0); begin += chunk) {
     const int64_t end = std::min(begin + chunk, normed.size(0));
@@ -88,25 +91,35 @@ ChunkedLoss ProjectInChunks(const at::Tensor& normed, const at::Tensor& weight,
       result.weight_gradient.add_(
           at::mm(in_model_type.t(), inputs).to(compute));
     }
-    result.bias_gradient.add_(logit_gradient.sum(0));
+    if (bias.defined()) result.bias_gradient.add_(logit_gradient.sum(0));
   }
   return result;
 }
 
 // The chunked loss as one autograd node: its forward computes the
-// gradients, its backward scales them by the loss's gradient.
+// gradients, its backward scales them by the loss's gradient. LibTorch 1.13
+// takes no undefined tensor as a custom function's input: an empty `bias`
+// stands for none (NoBias).
 class ChunkedProjectionLoss
     : public torch::autograd::Function<ChunkedProjectionLoss> {
  public:
+  static at::Tensor NoBias(const at::Tensor& weight) {
+    return at::empty({0}, weight.options());
+  }
+
   static at::Tensor forward(torch::autograd::AutogradContext* context,
                             const at::Tensor& normed, const at::Tensor& weight,
-                            const at::Tensor& bias, const at::Tensor& targets,
+                            const at::Tensor& given_bias,
+                            const at::Tensor& targets,
                             const at::Tensor& token_weights, int64_t chunk) {
+    const at::Tensor bias = given_bias.numel() == 0 ? at::Tensor() : given_bias;
     ChunkedLoss result = ProjectInChunks(normed, weight, bias, targets,
                                          token_weights, chunk, true);
-    context->save_for_backward({result.normed_gradient,
-                                result.weight_gradient.to(weight.scalar_type()),
-                                result.bias_gradient.to(bias.scalar_type())});
+    context->save_for_backward(
+        {result.normed_gradient,
+         result.weight_gradient.to(weight.scalar_type()),
+         bias.defined() ? result.bias_gradient.to(bias.scalar_type())
+                        : at::Tensor()});
     return result.loss;
   }
 
@@ -115,12 +128,12 @@ class ChunkedProjectionLoss
       torch::autograd::variable_list output_gradients) {
     const torch::autograd::variable_list saved = context->get_saved_variables();
     const at::Tensor& scale = output_gradients[0];
-    return {saved[0] * scale.to(saved[0].scalar_type()),
-            saved[1] * scale.to(saved[1].scalar_type()),
-            saved[2] * scale.to(saved[2].scalar_type()),
-            at::Tensor(),
-            at::Tensor(),
-            at::Tensor()};
+    const auto scaled = [&](const at::Tensor& gradient) {
+      return gradient.defined() ? gradient * scale.to(gradient.scalar_type())
+                                : at::Tensor();
+    };
+    return {scaled(saved[0]), scaled(saved[1]), scaled(saved[2]),
+            at::Tensor(),     at::Tensor(),     at::Tensor()};
   }
 };
 
@@ -161,13 +174,14 @@ absl::StatusOr<at::Tensor> ProjectedLanguageModelLoss(
     const at::Tensor& normed, const at::Tensor& weight, const at::Tensor& bias,
     const MicroBatch& batch, double normaliser, int64_t chunk_tokens) {
   if (!normed.defined() || normed.dim() != 3 || weight.dim() != 2 ||
-      bias.dim() != 1 || weight.size(1) != normed.size(2) ||
-      bias.size(0) != weight.size(0)) {
+      weight.size(1) != normed.size(2) ||
+      (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0)))) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the projection of hidden states [batch, seq, hidden] by a weight "
         "[vocab, hidden] and a bias [vocab] does not chain: ",
         normed.defined() ? c10::str(normed.sizes()) : "undefined", ", ",
-        c10::str(weight.sizes()), ", ", c10::str(bias.sizes())));
+        c10::str(weight.sizes()), ", ",
+        bias.defined() ? c10::str(bias.sizes()) : "no bias"));
   }
   if (const absl::Status valid = CheckLoss(batch, normaliser, normed.sizes());
       !valid.ok()) {
@@ -191,15 +205,19 @@ absl::StatusOr<at::Tensor> ProjectedLanguageModelLoss(
       TokenWeights(batch, normaliser, normed.device(), compute);
   const int64_t chunk =
       chunk_tokens > 0 ? chunk_tokens : DefaultChunkTokens(weight.size(0));
-  const bool with_gradients = at::GradMode::is_enabled() &&
-                              (normed.requires_grad() ||
-                               weight.requires_grad() || bias.requires_grad());
+  const bool with_gradients =
+      at::GradMode::is_enabled() &&
+      (normed.requires_grad() || weight.requires_grad() ||
+       (bias.defined() && bias.requires_grad()));
   const at::Tensor loss =
-      with_gradients ? ChunkedProjectionLoss::apply(
-                           tokens, weight, bias, targets, token_weights, chunk)
-                     : ProjectInChunks(tokens, weight, bias, targets,
-                                       token_weights, chunk, false)
-                           .loss;
+      with_gradients
+          ? ChunkedProjectionLoss::apply(
+                tokens, weight,
+                bias.defined() ? bias : ChunkedProjectionLoss::NoBias(weight),
+                targets, token_weights, chunk)
+          : ProjectInChunks(tokens, weight, bias, targets, token_weights, chunk,
+                            false)
+                .loss;
   return loss.to(normed.scalar_type());
 }
 

@@ -41,7 +41,8 @@ absl::StatusOr<at::Tensor> LanguageModelLoss(const at::Tensor& logits,
 int64_t DefaultChunkTokens(int64_t vocab_size);
 
 // LanguageModelLoss of the logits linear(normed, weight, bias), where
-// `normed` is [batch, seq, hidden] and `weight` [vocab, hidden]. Each chunk
+// `normed` is [batch, seq, hidden], `weight` [vocab, hidden] and `bias`
+// [vocab] or undefined (no bias). Each chunk
 // of `chunk_tokens` tokens (0: DefaultChunkTokens) is projected, its loss
 // taken and, when autograd will ask for them, its gradients too: the
 // backward only scales those by the loss's gradient. So it holds one

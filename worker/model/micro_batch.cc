@@ -68,10 +68,10 @@ at::Tensor MaskedPositions(const SampleKey& key, int64_t batch, int64_t seq) {
 absl::StatusOr<MicroBatch> MakeMicroBatch(const ModelConfig& config,
                                           const at::Tensor& tokens,
                                           const SampleKey& key) {
-  const bool gpt = config.family == ModelFamily::kGpt;
-  RETURN_IF_ERROR(ValidateTokens(config, tokens, gpt ? 1 : 0));
+  const bool decoder = IsDecoder(config.family);
+  RETURN_IF_ERROR(ValidateTokens(config, tokens, decoder ? 1 : 0));
   MicroBatch batch;
-  if (gpt) {
+  if (decoder) {
     const int64_t seq = tokens.size(1) - 1;
     batch.inputs = tokens.slice(/*dim=*/1, 0, seq).contiguous();
     batch.targets = tokens.slice(/*dim=*/1, 1, seq + 1).contiguous();

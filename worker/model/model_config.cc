@@ -1,5 +1,6 @@
 #include "worker/model/model_config.h"
 
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,27 @@ absl::Status RequirePositive(absl::string_view field, int64_t value) {
       absl::StrCat("model.", field, " is ", value, "; it must be positive"));
 }
 
+absl::Status ValidateLlamaFields(const ModelConfig& config) {
+  RETURN_IF_ERROR(RequirePositive("num_kv_heads", config.num_kv_heads));
+  if (config.num_heads % config.num_kv_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.num_kv_heads is ", config.num_kv_heads,
+        "; it must divide model.num_heads (", config.num_heads, ")"));
+  }
+  if ((config.hidden_size / config.num_heads) % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.hidden_size / model.num_heads is ",
+                     config.hidden_size / config.num_heads,
+                     "; rotary embeddings rotate pairs, so it must be even"));
+  }
+  if (!(config.rope_theta > 0) || !std::isfinite(config.rope_theta)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.rope_theta is ", config.rope_theta,
+                     "; it must be positive and finite"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::string_view ModelFamilyName(ModelFamily family) {
@@ -22,12 +44,16 @@ absl::string_view ModelFamilyName(ModelFamily family) {
       return "gpt";
     case ModelFamily::kBert:
       return "bert";
+    case ModelFamily::kLlama:
+      return "llama";
   }
   return "unknown";
 }
 
+bool IsDecoder(ModelFamily family) { return family != ModelFamily::kBert; }
+
 int64_t SampleLength(const ModelConfig& config) {
-  return config.seq_length + (config.family == ModelFamily::kGpt ? 1 : 0);
+  return config.seq_length + (IsDecoder(config.family) ? 1 : 0);
 }
 
 absl::Status ValidateModelConfig(const ModelConfig& config) {
@@ -44,6 +70,9 @@ absl::Status ValidateModelConfig(const ModelConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model.num_heads is ", config.num_heads,
         "; it must divide model.hidden_size (", config.hidden_size, ")"));
+  }
+  if (config.family == ModelFamily::kLlama) {
+    RETURN_IF_ERROR(ValidateLlamaFields(config));
   }
   if (config.family == ModelFamily::kBert && config.vocab_size < 2) {
     return absl::InvalidArgumentError(

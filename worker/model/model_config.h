@@ -1,6 +1,6 @@
-// The shape of a transformer language model (GPT or BERT) and the range of its
-// layers one pipeline stage holds. Every dimension is a parameter; nothing is
-// built here, see stage.h.
+// The shape of a transformer language model (GPT, BERT or Llama) and the range
+// of its layers one pipeline stage holds. Every dimension is a parameter;
+// nothing is built here, see stage.h.
 //
 //   ModelConfig config;  // GPT, float32
 //   config.num_layers = 8;
@@ -28,9 +28,15 @@ enum class ModelFamily {
   kGpt,
   // Encoder with bidirectional self-attention, trained on masked tokens.
   kBert,
+  // Decoder as GPT, in Llama's form: rotary positions, RMSNorm, SwiGLU MLP,
+  // grouped-query attention, no biases.
+  kLlama,
 };
 
 absl::string_view ModelFamilyName(ModelFamily family);
+
+// True for the decoders (GPT, Llama): causal attention, next-token loss.
+bool IsDecoder(ModelFamily family);
 
 struct ModelConfig {
   ModelFamily family = ModelFamily::kGpt;
@@ -41,6 +47,11 @@ struct ModelConfig {
   int64_t ffn_size = 0;
   // Must divide hidden_size.
   int64_t num_heads = 0;
+  // Llama: key/value heads, dividing num_heads (each serves num_heads /
+  // num_kv_heads query heads). The other families use num_heads.
+  int64_t num_kv_heads = 0;
+  // Llama: base of the rotary embedding's frequencies.
+  double rope_theta = 10000;
   // BERT reserves the last id, vocab_size - 1, as its [MASK] token.
   int64_t vocab_size = 0;
   // Longest input sequence (tokens the model sees; a GPT sample holds one
@@ -50,13 +61,15 @@ struct ModelConfig {
   c10::ScalarType dtype = c10::ScalarType::Float;
 };
 
-// Tokens one training sample holds: seq_length, and for GPT one more, the
-// last position's next-token target.
+// Tokens one training sample holds: seq_length, and for a decoder one more,
+// the last position's next-token target.
 int64_t SampleLength(const ModelConfig& config);
 
 // OK when every dimension is positive, num_heads divides hidden_size, BERT
-// has room for its [MASK] id (vocab_size >= 2) and dtype is one of the
-// supported types; otherwise INVALID_ARGUMENT naming the field and its value.
+// has room for its [MASK] id (vocab_size >= 2), Llama's num_kv_heads divides
+// num_heads, its head size is even (rotary pairs) and rope_theta > 0, and
+// dtype is one of the supported types; otherwise INVALID_ARGUMENT naming the
+// field and its value.
 absl::Status ValidateModelConfig(const ModelConfig& config);
 
 // The transformer blocks [begin, end) of one pipeline stage. The stage with

@@ -17,8 +17,7 @@ Stage::Stage(const ModelConfig& config, LayerRange layers, uint64_t seed)
   }
   for (int64_t i = layers.begin; i < layers.end; ++i) {
     const std::string name = absl::StrCat("layer", i);
-    blocks_.push_back(register_module(
-        name, std::make_shared<TransformerBlock>(config, name, seed)));
+    blocks_.push_back(register_module(name, MakeBlock(config, name, seed)));
   }
   if (layers.end == config.num_layers) {
     head_ = register_module("head",

@@ -60,7 +60,7 @@ class Stage : public torch::nn::Module {
   const ModelConfig config_;
   const LayerRange layers_;
   std::shared_ptr<TokenEmbedding> embedding_;  // first stage only
-  std::vector<std::shared_ptr<TransformerBlock>> blocks_;
+  std::vector<std::shared_ptr<Block>> blocks_;
   std::shared_ptr<OutputHead> head_;  // last stage only
 };
 

@@ -302,8 +302,8 @@ ProfiledLayer EmbeddingLayer(const ModelConfig& config, uint64_t seed,
 
 ProfiledLayer BlockLayer(const ModelConfig& config, int64_t index,
                          uint64_t seed, c10::Device device) {
-  auto block = std::make_shared<TransformerBlock>(
-      config, absl::StrCat("layer", index), seed);
+  std::shared_ptr<Block> block =
+      MakeBlock(config, absl::StrCat("layer", index), seed);
   block->to(device);
   return {"block", block, HiddenStates(config, device),
           [block](const LayerInput& input) -> absl::StatusOr<Pass> {

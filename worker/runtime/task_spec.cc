@@ -194,11 +194,19 @@ absl::StatusOr<TaskSpec> TaskSpecFor(const chimera::v1::TrainJob& job,
 
 ModelConfig ModelConfigFor(const chimera::v1::ModelSpec& spec) {
   ModelConfig model;
-  model.family =
-      spec.family() == "bert" ? ModelFamily::kBert : ModelFamily::kGpt;
+  if (spec.family() == "bert") {
+    model.family = ModelFamily::kBert;
+  } else if (spec.family() == "llama") {
+    model.family = ModelFamily::kLlama;
+  } else {
+    model.family = ModelFamily::kGpt;
+  }
   model.num_layers = spec.num_layers();
   model.hidden_size = spec.hidden_size();
   model.num_heads = spec.num_heads();
+  model.num_kv_heads =
+      spec.num_kv_heads() > 0 ? spec.num_kv_heads() : spec.num_heads();
+  if (spec.rope_theta() > 0) model.rope_theta = spec.rope_theta();
   model.ffn_size =
       spec.ffn_size() > 0 ? spec.ffn_size() : 4 * spec.hidden_size();
   model.vocab_size =

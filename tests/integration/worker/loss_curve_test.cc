@@ -45,9 +45,9 @@ PipelineJob ChimeraOnCorpus() {
   model.num_heads = 4;
   model.vocab_size = 256;
   model.seq_length = 32;
-  PipelineJob job =
-      harness::GptPipelineJob(schedule::GenerateSchedule(params).value(), model,
-                              /*micro_batch_size=*/4, /*seed=*/5, kOpTimeout);
+  PipelineJob job = harness::MakePipelineJob(
+      schedule::GenerateSchedule(params).value(), model,
+      /*micro_batch_size=*/4, /*seed=*/5, kOpTimeout);
   job.spec.optimizer.kind = OptimizerKind::kAdamW;
   job.spec.optimizer.lr = 3e-3;
   job.spec.data.format = DataFormat::kText;

@@ -27,7 +27,7 @@
 namespace chimera::worker {
 namespace {
 
-using harness::GptPipelineJob;
+using harness::MakePipelineJob;
 using harness::MeasurePipeline;
 using harness::PipelineJob;
 using harness::PipelineMeasurements;
@@ -73,8 +73,8 @@ ActivationPeaks MeasurePeaks(Scheme scheme) {
   if (!generated.ok()) return {};
 
   PipelineJob job =
-      GptPipelineJob(*std::move(generated), SmallGpt(),
-                     /*micro_batch_size=*/4, /*seed=*/5, kOpTimeout);
+      MakePipelineJob(*std::move(generated), SmallGpt(),
+                      /*micro_batch_size=*/4, /*seed=*/5, kOpTimeout);
   job.spec.max_steps = kSteps;
   const chimera::testing::TempDir scratch;
   const absl::StatusOr<PipelineMeasurements> measured =

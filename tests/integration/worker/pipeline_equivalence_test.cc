@@ -1,6 +1,7 @@
 // Pipeline-parallel training is exact: for every scheme the schedule engine
 // generates (with data parallelism, forward doubling, backward halving,
-// recomputation, looping chunks and the split backward), worker processes
+// recomputation, looping chunks and the split backward; GPT, and Llama under
+// every scheme at W = 1 and 2), worker processes
 // executing their programs over Gloo end up with the parameters a single
 // process gets by training the whole model on the same mini-batches, to 1e-9
 // relative, and the replicas of every stage are bit-identical across ranks.
@@ -38,7 +39,7 @@
 namespace chimera::worker {
 namespace {
 
-using harness::GptPipelineJob;
+using harness::MakePipelineJob;
 using harness::PipelineJob;
 using harness::RankExit;
 using harness::RankRecordPath;
@@ -60,14 +61,17 @@ constexpr int kSteps = 3;
 constexpr int kMicroBatchSize = 2;
 constexpr uint64_t kSeed = 11;
 
-// Tiny GPT, float64: the sums of a pipeline and of one big batch then agree
-// to ~1e-15, far inside the tolerance, while any wrong gradient does not.
-ModelConfig TinyGpt() {
+// Tiny models, float64: the sums of a pipeline and of one big batch then
+// agree to ~1e-15, far inside the tolerance, while any wrong gradient does
+// not. Llama's four query heads share two key/value heads.
+ModelConfig TinyModel(ModelFamily family) {
   ModelConfig config;
+  config.family = family;
   config.num_layers = 8;
   config.hidden_size = 16;
   config.ffn_size = 32;
-  config.num_heads = 2;
+  config.num_heads = family == ModelFamily::kLlama ? 4 : 2;
+  config.num_kv_heads = family == ModelFamily::kLlama ? 2 : 0;
   config.vocab_size = 256;
   config.seq_length = 8;
   config.dtype = at::kDouble;
@@ -82,6 +86,7 @@ struct Case {
   // Runs the schedule with every backward split and every weight gradient
   // deferred to the end (DeferEveryWeightGradient).
   bool defer_weight_gradients = false;
+  ModelFamily family = ModelFamily::kGpt;
 };
 
 // Names the case in gtest's messages instead of dumping its bytes.
@@ -106,8 +111,8 @@ std::string ReferencePath(const std::string& dir) {
 }
 
 PipelineJob JobFor(const Case& c, schedule::Schedule s) {
-  PipelineJob job = GptPipelineJob(std::move(s), TinyGpt(), kMicroBatchSize,
-                                   kSeed, kOpTimeout);
+  PipelineJob job = MakePipelineJob(std::move(s), TinyModel(c.family),
+                                    kMicroBatchSize, kSeed, kOpTimeout);
   job.spec.optimizer = OptimizerFor(c);
   job.spec.data.format = c.data;
   if (c.data == DataFormat::kText) {
@@ -247,6 +252,45 @@ ScheduleParams Params(Scheme scheme, int depth, int micro_batches, int width) {
   return params;
 }
 
+// Llama under every scheme, at W = 1 and 2, alternating the optimizers, on
+// the corpus (uniform synthetic tokens leave a bias-free model too little to
+// learn in three steps for the reference's check).
+void AddLlamaCases(std::vector<Case>& cases) {
+  struct Shape {
+    std::string name;
+    Scheme scheme;
+    int depth, micro_batches, chunks;
+  };
+  const Shape shapes[] = {
+      {"Gpipe", Scheme::kGpipe, 4, 4, 1},
+      {"OneFOneB", Scheme::kOneFOneB, 4, 4, 1},
+      {"Gems", Scheme::kGems, 4, 4, 1},
+      {"Chimera", Scheme::kChimera, 4, 4, 1},
+      {"MixPipe", Scheme::kMixPipe, 4, 8, 1},
+      {"Interleaved", Scheme::kInterleaved, 2, 4, 2},
+      {"BreadthFirst", Scheme::kBreadthFirst, 2, 4, 2},
+      {"ZeroBubbleH1", Scheme::kZbH1, 4, 4, 1},
+      {"ZeroBubbleH2", Scheme::kZbH2, 2, 4, 1},
+      {"ZeroBubbleAuto", Scheme::kZbAuto, 2, 4, 1},
+      {"ZeroBubbleV", Scheme::kZbV, 2, 4, 1},
+      {"DualPipeV", Scheme::kDualPipeV, 2, 4, 1},
+      {"ChimeraZb", Scheme::kChimeraZb, 2, 4, 1},
+  };
+  for (const Shape& shape : shapes) {
+    for (const int width : {1, 2}) {
+      Case c;
+      c.name = absl::StrCat("Llama", shape.name, "D", shape.depth, "N",
+                            shape.micro_batches, "W", width);
+      c.params = Params(shape.scheme, shape.depth, shape.micro_batches, width);
+      c.params.chunks = shape.chunks;
+      c.optimizer = width == 1 ? OptimizerKind::kAdamW : OptimizerKind::kSgd;
+      c.family = ModelFamily::kLlama;
+      c.data = DataFormat::kText;
+      cases.push_back(std::move(c));
+    }
+  }
+}
+
 std::vector<Case> Cases() {
   std::vector<Case> cases;
   const auto add = [&](std::string name, ScheduleParams params,
@@ -323,6 +367,7 @@ std::vector<Case> Cases() {
   add_split("ChimeraD4N8SplitBackwardHalving",
             Params(Scheme::kChimera, 4, 8, 1), OptimizerKind::kSgd)
       ->concat = Concat::kBackwardHalving;
+  AddLlamaCases(cases);
   return cases;
 }
 

@@ -135,6 +135,28 @@ INSTANTIATE_TEST_SUITE_P(
                  "optimizer:\n      name: adamw\n      lr: 0.001",
                  "optimizer: [adamw]", "spec.training.optimizer",
                  "expected a mapping"},
+        EditCase{"KeyValueHeadsOutsideLlama", "numHeads: 4",
+                 "numHeads: 4\n    numKvHeads: 2", "spec.model.numKvHeads",
+                 "is for family 'llama' only"},
+        EditCase{"RopeThetaOutsideLlama", "numHeads: 4",
+                 "numHeads: 4\n    ropeTheta: 10000", "spec.model.ropeTheta",
+                 "is for family 'llama' only"},
+        EditCase{"KeyValueHeadsNotDividingTheHeads", "family: gpt",
+                 "family: llama\n    numKvHeads: 3", "spec.model.numKvHeads",
+                 "3 does not divide numHeads (4)"},
+        EditCase{"LlamaHeadsOfAnOddSize",
+                 "family: gpt\n    numLayers: 8\n    hiddenSize: 64",
+                 "family: llama\n    numLayers: 8\n    hiddenSize: 60",
+                 "spec.model.numHeads", "gives heads of 15 dimensions"},
+        EditCase{"RopeThetaOfOne", "family: gpt",
+                 "family: llama\n    ropeTheta: 1", "spec.model.ropeTheta",
+                 "1 must be > 1"},
+        EditCase{"MisspelledPreset", "family: gpt", "preset: llama3-8",
+                 "spec.model.preset",
+                 "'llama3-8' is not a preset; did you mean 'llama3-8b'?"},
+        EditCase{"PresetOfAnotherFamily", "family: gpt",
+                 "family: gpt\n    preset: llama3-8b", "spec.model.family",
+                 "'gpt' contradicts preset 'llama3-8b', a llama model"},
         EditCase{"ZeroLayers", "numLayers: 8", "numLayers: 0",
                  "spec.model.numLayers", "required"},
         EditCase{"NegativeHiddenSize", "hiddenSize: 64", "hiddenSize: -64",
@@ -239,6 +261,27 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<EditCase>& info) {
       return info.param.name;
     });
+
+// Llama 3 8B's published sizes, except for what the job sets itself.
+TEST_F(JobValidatorTest, APresetFillsTheFieldsTheJobLeavesOut) {
+  chimera::v1::TrainJob job;
+  const FieldErrors errors = ParseJob(
+      JobWith("family: gpt\n    numLayers: 8\n    hiddenSize: 64\n"
+              "    numHeads: 4\n    seqLength: 16",
+              "preset: llama3-8b\n    numLayers: 4\n    seqLength: 16"),
+      Options(), &job);
+  ASSERT_TRUE(errors.empty()) << errors.ToStatus();
+  const chimera::v1::ModelSpec& model = job.spec().model();
+  EXPECT_EQ(model.family(), "llama");
+  EXPECT_EQ(model.num_layers(), 4);
+  EXPECT_EQ(model.seq_length(), 16);
+  EXPECT_EQ(model.hidden_size(), 4096);
+  EXPECT_EQ(model.ffn_size(), 14336);
+  EXPECT_EQ(model.num_heads(), 32);
+  EXPECT_EQ(model.num_kv_heads(), 8);
+  EXPECT_EQ(model.vocab_size(), 128256);
+  EXPECT_EQ(model.rope_theta(), 500000);
+}
 
 TEST_F(JobValidatorTest, GlobalBatchMustBeAMultipleOfTheGivenFactors) {
   std::string yaml = JobWith("microBatches: 4\n", "\n");

@@ -84,6 +84,53 @@ TEST(AnalyticProfileTest, EmbeddingRowsNoTokenCanUseAreNotSynced) {
   EXPECT_DOUBLE_EQ(UnsyncedEmbeddingBytes(SmallGpt(), 5000), -1000.0 * 4);
 }
 
+chimera::v1::ModelSpec Llama(int layers, int hidden, int ffn, int heads,
+                             int kv_heads) {
+  chimera::v1::ModelSpec model;
+  model.set_family("llama");
+  model.set_num_layers(layers);
+  model.set_hidden_size(hidden);
+  model.set_ffn_size(ffn);
+  model.set_num_heads(heads);
+  model.set_num_kv_heads(kv_heads);
+  model.set_vocab_size(128256);
+  model.set_seq_length(8192);
+  model.set_dtype("bfloat16");
+  return model;
+}
+
+int64_t Parameters(const chimera::v1::ModelProfile& profile) {
+  int64_t bytes = 0;
+  for (const auto& layer : profile.layers()) bytes += layer.parameter_bytes();
+  return bytes / 2;  // bfloat16
+}
+
+// The published parameter counts of Meta-Llama-3-8B and -70B (their
+// safetensors' totals): grouped-query keys and values, three FFN matrices,
+// no biases, untied embeddings.
+TEST(AnalyticProfileTest, LlamaParametersAreThePublishedCounts) {
+  EXPECT_EQ(
+      Parameters(AnalyticProfile(Llama(32, 4096, 14336, 32, 8), Device())),
+      8030261248);
+  EXPECT_EQ(
+      Parameters(AnalyticProfile(Llama(80, 8192, 28672, 64, 8), Device())),
+      70553706496);
+}
+
+// Each block's matrices cost 2 FLOPs per weight and token forward; keys and
+// values are an eighth of the queries' width in Llama 3 8B.
+TEST(AnalyticProfileTest, LlamaFlopsCountItsGroupedAttentionAndSwiGlu) {
+  const chimera::v1::ModelSpec model = Llama(32, 4096, 14336, 32, 8);
+  const double s = 8192, h = 4096, f = 14336, k = 1024, v = 128256;
+  const double block =
+      2 * s * (2 * h * h + 2 * h * k + 3 * h * f) + 4 * s * s * h;
+  EXPECT_DOUBLE_EQ(ModelFlopsPerSample(model),
+                   3 * (32 * block + 2 * s * h * v));
+  const chimera::v1::ModelProfile profile = AnalyticProfile(model, Device());
+  EXPECT_EQ(profile.layers(1).activation_bytes_per_sample(),
+            static_cast<int64_t>((12 * s * h + 4 * s * f + 32 * s * s) * 2));
+}
+
 TEST(AnalyticProfileTest, DoublePrecisionDoublesBytes) {
   chimera::v1::ModelSpec model = SmallGpt();
   const auto single = AnalyticProfile(model, Device());

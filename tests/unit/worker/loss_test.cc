@@ -167,6 +167,28 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(ModelFamily::kGpt, ModelFamily::kBert),
                        ::testing::Values(1, 5, 0)));
 
+// Llama's head has no bias: the chunks then project by the weight alone.
+TEST(ProjectedLossTest, WithoutABiasItIsTheLossOfTheWeightsProjection) {
+  const ModelConfig config = TinyConfig(ModelFamily::kLlama);
+  const MicroBatch batch = *MakeMicroBatch(config, RandomTokens(config, 3),
+                                           SampleKey{kSeed, kStep, 0});
+  const Projection projection(config, 3);
+  const at::Tensor expected = *LanguageModelLoss(
+      at::linear(projection.normed, projection.weight), batch, 7);
+  const absl::StatusOr<at::Tensor> loss = ProjectedLanguageModelLoss(
+      projection.normed, projection.weight, at::Tensor(), batch, 7, 5);
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  EXPECT_NEAR(loss->item<double>(), expected.item<double>(), kTolerance);
+  const auto gradients = [&](const at::Tensor& of) {
+    return torch::autograd::grad({of}, {projection.normed, projection.weight});
+  };
+  const std::vector<at::Tensor> want = gradients(expected);
+  const std::vector<at::Tensor> got = gradients(*loss);
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_TRUE(at::allclose(got[i], want[i], 0, kTolerance)) << i;
+  }
+}
+
 TEST(ProjectedLossTest, WithoutAutogradItComputesTheLossAlone) {
   const ModelConfig config = TinyConfig(ModelFamily::kGpt);
   const MicroBatch batch =

@@ -14,6 +14,7 @@ using testing::TinyConfig;
 TEST(ModelConfigTest, AcceptsTheTestModels) {
   EXPECT_TRUE(ValidateModelConfig(TinyConfig(ModelFamily::kGpt)).ok());
   EXPECT_TRUE(ValidateModelConfig(TinyConfig(ModelFamily::kBert)).ok());
+  EXPECT_TRUE(ValidateModelConfig(TinyConfig(ModelFamily::kLlama)).ok());
 }
 
 TEST(ModelConfigTest, NamesTheNonPositiveField) {
@@ -36,6 +37,31 @@ TEST(ModelConfigTest, RejectsIntegerDtype) {
   config.dtype = c10::ScalarType::Int;
   EXPECT_THAT(ValidateModelConfig(config).message(),
               HasSubstr("model.dtype is Int"));
+}
+
+TEST(ModelConfigTest, LlamaKeyValueHeadsMustDivideTheHeads) {
+  ModelConfig config = TinyConfig(ModelFamily::kLlama);
+  config.num_kv_heads = 3;
+  EXPECT_THAT(ValidateModelConfig(config).message(),
+              HasSubstr("model.num_kv_heads is 3; it must divide "
+                        "model.num_heads (4)"));
+  config.num_kv_heads = 0;
+  EXPECT_THAT(ValidateModelConfig(config).message(),
+              HasSubstr("model.num_kv_heads is 0"));
+}
+
+TEST(ModelConfigTest, LlamaHeadsMustHaveAnEvenSizeForRotaryPairs) {
+  ModelConfig config = TinyConfig(ModelFamily::kLlama);
+  config.hidden_size = 12;  // 4 heads of 3
+  EXPECT_THAT(ValidateModelConfig(config).message(),
+              HasSubstr("model.hidden_size / model.num_heads is 3"));
+}
+
+TEST(ModelConfigTest, LlamaRopeThetaMustBePositive) {
+  ModelConfig config = TinyConfig(ModelFamily::kLlama);
+  config.rope_theta = 0;
+  EXPECT_THAT(ValidateModelConfig(config).message(),
+              HasSubstr("model.rope_theta is 0"));
 }
 
 }  // namespace

@@ -74,6 +74,33 @@ TEST(ProfilerTest, MeasuredBytesMatchTheLayersShapes) {
   EXPECT_LE(head.activation_bytes_per_sample(), 2 * 4 * s * v + 4 * s * h);
 }
 
+// Llama's layers as the planner's analytic profile counts them: parameters
+// exactly, and a block's activations (planner/analytic_profile.h: twelve
+// hidden-wide tensors a token, four FFN-wide ones and the attention
+// probabilities) within 15 %.
+TEST(ProfilerTest, LlamaMeasuredBytesMatchTheAnalyticModel) {
+  ModelConfig c;
+  c.family = ModelFamily::kLlama;
+  c.num_layers = 2;
+  c.hidden_size = 32;
+  c.ffn_size = 48;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.vocab_size = 40;
+  c.seq_length = 16;
+  const absl::StatusOr<chimera::v1::ModelProfile> profile =
+      ProfileModel(c, FastOptions());
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  const int64_t h = 32, f = 48, v = 40, s = 16, a = 4, kv_width = 16;
+  EXPECT_EQ(profile->layers(0).parameter_bytes(), 4 * v * h);
+  EXPECT_EQ(profile->layers(1).parameter_bytes(),
+            4 * (2 * h * h + 2 * h * kv_width + 3 * h * f + 2 * h));
+  EXPECT_EQ(profile->layers(3).parameter_bytes(), 4 * (h + v * h));
+  const double modelled = (12 * s * h + 4 * s * f + a * s * s) * 4.0;
+  EXPECT_NEAR(profile->layers(1).activation_bytes_per_sample(), modelled,
+              0.15 * modelled);
+}
+
 TEST(ProfilerTest, TimesTheOptimizerStepOfEveryLayer) {
   ProfileOptions options = FastOptions();
   options.optimizer = {.kind = OptimizerKind::kAdamW, .lr = 1e-3};

@@ -91,9 +91,10 @@ TEST_P(StageCompositionTest, TwoStagesMatchFullModelLossAndGradients) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(BothFamilies, StageCompositionTest,
+INSTANTIATE_TEST_SUITE_P(EveryFamily, StageCompositionTest,
                          ::testing::Values(ModelFamily::kGpt,
-                                           ModelFamily::kBert),
+                                           ModelFamily::kBert,
+                                           ModelFamily::kLlama),
                          [](const auto& info) {
                            return std::string(ModelFamilyName(info.param));
                          });
@@ -186,8 +187,9 @@ TEST(StageTest, TheLastStagesLossIsThatOfItsLogits) {
               HasSubstr("this stage ends at block 2"));
 }
 
-TEST(StageTest, GptAttentionIsCausalAndBertIsNot) {
-  for (const ModelFamily family : {ModelFamily::kGpt, ModelFamily::kBert}) {
+TEST(StageTest, DecodersAttentionIsCausalAndBertsIsNot) {
+  for (const ModelFamily family :
+       {ModelFamily::kGpt, ModelFamily::kBert, ModelFamily::kLlama}) {
     const ModelConfig config = TinyConfig(family);
     const auto model = Build(config, {0, config.num_layers});
     at::Tensor ids = at::zeros({1, 6}, at::kLong);
@@ -199,6 +201,68 @@ TEST(StageTest, GptAttentionIsCausalAndBertIsNot) {
     EXPECT_EQ(earlier_changed, family == ModelFamily::kBert)
         << ModelFamilyName(family);
   }
+}
+
+// Rotary positions (none learned), RMSNorm gains alone, no biases; q, k and
+// v fused, and gate and up.
+TEST(StageTest, LlamaHasTheParametersOfItsLayout) {
+  const ModelConfig config = TinyConfig(ModelFamily::kLlama);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& item : Build(config, {0, 1})->named_parameters()) {
+    shapes[item.key()] = item.value().sizes().vec();
+  }
+  for (const auto& item : Build(config, {3, 4})->named_parameters()) {
+    if (item.key().rfind("head.", 0) == 0) {
+      shapes[item.key()] = item.value().sizes().vec();
+    }
+  }
+  // hidden 16, 4 heads of 4, 2 key/value heads (width 8), FFN 40, vocab 29.
+  const std::map<std::string, std::vector<int64_t>> expected = {
+      {"embedding.token_weight", {29, 16}},
+      {"layer0.attention_norm_weight", {16}},
+      {"layer0.qkv_weight", {16 + 2 * 8, 16}},
+      {"layer0.attention_out_weight", {16, 16}},
+      {"layer0.mlp_norm_weight", {16}},
+      {"layer0.gate_up_weight", {2 * 40, 16}},
+      {"layer0.down_weight", {16, 40}},
+      {"head.norm_weight", {16}},
+      {"head.output_weight", {29, 16}},
+  };
+  EXPECT_EQ(shapes, expected);
+}
+
+// Grouped-query attention is multi-head attention whose query heads of one
+// group see the same keys and values: a model with 4 key/value heads that
+// repeat the 2 of another, each for its 2 query heads, computes the same.
+TEST(StageTest, GroupedQueryAttentionSharesEachKeyValueHeadWithItsGroup) {
+  const ModelConfig grouped = TinyConfig(ModelFamily::kLlama);
+  ModelConfig multi_head = grouped;
+  multi_head.num_kv_heads = grouped.num_heads;
+  const auto grouped_model = Build(grouped, {0, 4});
+  const auto multi_head_model = Build(multi_head, {0, 4});
+  {
+    at::NoGradGuard no_grad;
+    const auto source = Named({grouped_model}, /*gradients=*/false);
+    for (auto& item : multi_head_model->named_parameters()) {
+      const at::Tensor& from = source.at(item.key());
+      if (item.key().find("qkv_weight") == std::string::npos) {
+        item.value().copy_(from);
+        continue;
+      }
+      // Rows: 4 query heads of 4, then 2 key heads, then 2 value heads.
+      const at::Tensor query = from.slice(0, 0, 16);
+      const auto repeated = [&](int64_t begin) {
+        return from.slice(0, begin, begin + 8)
+            .view({2, 1, 4, 16})
+            .expand({2, 2, 4, 16})
+            .reshape({16, 16});
+      };
+      item.value().copy_(at::cat({query, repeated(16), repeated(24)}));
+    }
+  }
+  const at::Tensor ids = RandomTokens(grouped, 2).slice(1, 0, 9);
+  EXPECT_TRUE(at::allclose(grouped_model->Forward(ids),
+                           multi_head_model->Forward(ids), 0, kTolerance));
 }
 
 TEST(StageTest, BuildRejectsEmptyOrOutOfRangeLayers) {

@@ -12,7 +12,7 @@
 namespace chimera::worker::testing {
 
 // Four blocks, float64: small enough to run in milliseconds, deep enough to
-// split three ways.
+// split three ways. Llama's four query heads share two key/value heads.
 inline ModelConfig TinyConfig(ModelFamily family) {
   ModelConfig config;
   config.family = family;
@@ -20,13 +20,14 @@ inline ModelConfig TinyConfig(ModelFamily family) {
   config.hidden_size = 16;
   config.ffn_size = 40;
   config.num_heads = 4;
+  if (family == ModelFamily::kLlama) config.num_kv_heads = 2;
   config.vocab_size = 29;
   config.seq_length = 12;
   config.dtype = at::kDouble;
   return config;
 }
 
-// `batch` samples of the length the family reads (GPT: seq + 1 tokens),
+// `batch` samples of the length the family reads (decoders: seq + 1 tokens),
 // random ids in [0, vocab_size - 1) from a fixed seed.
 inline at::Tensor RandomTokens(const ModelConfig& config, int64_t batch,
                                uint64_t seed = 1) {

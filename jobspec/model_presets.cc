@@ -1,0 +1,87 @@
+#include "jobspec/model_presets.h"
+
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/spelling.h"
+
+namespace chimera::jobspec {
+namespace {
+
+struct ModelPreset {
+  const char* name;
+  const char* family;
+  int num_layers, hidden_size, ffn_size, num_heads, num_kv_heads, vocab_size,
+      seq_length;
+  double rope_theta;
+};
+
+constexpr ModelPreset kPresets[] = {
+    {"llama2-7b", "llama", 32, 4096, 11008, 32, 32, 32000, 4096, 10000},
+    {"llama2-13b", "llama", 40, 5120, 13824, 40, 40, 32000, 4096, 10000},
+    {"llama2-70b", "llama", 80, 8192, 28672, 64, 8, 32000, 4096, 10000},
+    {"llama3-8b", "llama", 32, 4096, 14336, 32, 8, 128256, 8192, 500000},
+    {"llama3-70b", "llama", 80, 8192, 28672, 64, 8, 128256, 8192, 500000},
+    {"llama3.1-405b", "llama", 126, 16384, 53248, 128, 8, 128256, 8192, 500000},
+};
+
+const ModelPreset* FindPreset(const std::string& name) {
+  for (const ModelPreset& preset : kPresets) {
+    if (name == preset.name) return &preset;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<std::string> ModelPresetNames() {
+  std::vector<std::string> names;
+  for (const ModelPreset& preset : kPresets) names.emplace_back(preset.name);
+  return names;
+}
+
+void ApplyModelPreset(chimera::v1::TrainJob* job, FieldErrors* errors) {
+  if (job->spec().model().preset().empty()) return;
+  chimera::v1::ModelSpec* model = job->mutable_spec()->mutable_model();
+  const ModelPreset* preset = FindPreset(model->preset());
+  if (preset == nullptr) {
+    const std::optional<std::string> near =
+        ClosestSpelling(model->preset(), ModelPresetNames());
+    errors->Add(
+        "spec.model.preset",
+        absl::StrCat("'", model->preset(), "' is not a preset",
+                     near ? absl::StrCat("; did you mean '", *near, "'?") : "",
+                     " Presets: ", absl::StrJoin(ModelPresetNames(), ", ")));
+    return;
+  }
+  if (!model->family().empty() && model->family() != preset->family) {
+    errors->Add("spec.model.family",
+                absl::StrCat("'", model->family(), "' contradicts preset '",
+                             preset->name, "', a ", preset->family,
+                             " model; leave the family out or make it '",
+                             preset->family, "'"));
+    return;
+  }
+  model->set_family(preset->family);
+  if (model->num_layers() == 0) model->set_num_layers(preset->num_layers);
+  if (model->hidden_size() == 0) model->set_hidden_size(preset->hidden_size);
+  if (model->ffn_size() == 0) model->set_ffn_size(preset->ffn_size);
+  if (model->num_heads() == 0) model->set_num_heads(preset->num_heads);
+  if (model->num_kv_heads() == 0) {
+    model->set_num_kv_heads(preset->num_kv_heads);
+  }
+  if (model->vocab_size() == 0) model->set_vocab_size(preset->vocab_size);
+  if (model->seq_length() == 0) model->set_seq_length(preset->seq_length);
+  if (model->rope_theta() == 0) model->set_rope_theta(preset->rope_theta);
+}
+
+absl::StatusOr<chimera::v1::TrainJob> WithModelPreset(
+    chimera::v1::TrainJob job) {
+  FieldErrors errors;
+  ApplyModelPreset(&job, &errors);
+  if (!errors.empty()) return errors.ToStatus();
+  return job;
+}
+
+}  // namespace chimera::jobspec

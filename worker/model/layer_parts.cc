@@ -14,8 +14,6 @@ namespace chimera::worker {
 namespace {
 
 constexpr double kWeightStddev = 0.02;
-// Both norms' ε, as GPT-2's LayerNorm and Llama 3's RMSNorm use.
-constexpr double kNormEpsilon = 1e-5;
 
 }  // namespace
 

@@ -17,6 +17,9 @@
 
 namespace chimera::worker {
 
+// Both norms' ε, as GPT-2's LayerNorm and Llama 3's RMSNorm use.
+inline constexpr double kNormEpsilon = 1e-5;
+
 // Registers the parameters of one layer on it, in config.dtype: weights
 // N(0, 0.02²) drawn from KeyOf(seed, "<layer_name>.<name>"), so that a value
 // depends only on the seed and the parameter's place in the whole model;

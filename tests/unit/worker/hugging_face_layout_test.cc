@@ -1,0 +1,166 @@
+#include "worker/weights/hugging_face_layout.h"
+
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+#include "tests/unit/worker/test_models.h"
+#include "worker/model/stage.h"
+#include "worker/weights/safetensors_file.h"
+
+namespace chimera::worker {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TinyConfig;
+
+// The interpreter Debian's python3-torch serves (a python3 earlier on PATH,
+// such as a pyenv one, may have no torch).
+constexpr char kDebianPython[] = "/usr/bin/python3";
+
+std::shared_ptr<Stage> WholeModel(const ModelConfig& config, uint64_t seed) {
+  absl::StatusOr<std::shared_ptr<Stage>> model =
+      BuildStage(config, {0, config.num_layers}, seed);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return *model;
+}
+
+NamedTensors Parameters(const Stage& stage) {
+  NamedTensors named;
+  for (const auto& item : stage.named_parameters()) {
+    named.emplace_back(item.key(), item.value());
+  }
+  return named;
+}
+
+// The tiny Llama (hidden 16, 4 heads, 2 key/value heads of 4, FFN 40,
+// vocabulary 29) as LlamaForCausalLM names and shapes its weights.
+TEST(HuggingFaceLayoutTest, LlamaTensorsHaveLlamaForCausalLMsNamesAndShapes) {
+  const ModelConfig config = TinyConfig(ModelFamily::kLlama);
+  const absl::StatusOr<NamedTensors> tensors =
+      ToHuggingFace(config, Parameters(*WholeModel(config, 1)));
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& [name, tensor] : *tensors) {
+    shapes[name] = tensor.sizes().vec();
+  }
+  EXPECT_EQ(shapes.size(), 2 + 4 * 9 + 1u);
+  EXPECT_EQ(shapes.at("model.embed_tokens.weight"),
+            (std::vector<int64_t>{29, 16}));
+  EXPECT_EQ(shapes.at("model.layers.3.input_layernorm.weight"),
+            (std::vector<int64_t>{16}));
+  EXPECT_EQ(shapes.at("model.layers.0.self_attn.q_proj.weight"),
+            (std::vector<int64_t>{16, 16}));
+  EXPECT_EQ(shapes.at("model.layers.0.self_attn.k_proj.weight"),
+            (std::vector<int64_t>{8, 16}));
+  EXPECT_EQ(shapes.at("model.layers.0.self_attn.v_proj.weight"),
+            (std::vector<int64_t>{8, 16}));
+  EXPECT_EQ(shapes.at("model.layers.1.self_attn.o_proj.weight"),
+            (std::vector<int64_t>{16, 16}));
+  EXPECT_EQ(shapes.at("model.layers.2.post_attention_layernorm.weight"),
+            (std::vector<int64_t>{16}));
+  EXPECT_EQ(shapes.at("model.layers.2.mlp.gate_proj.weight"),
+            (std::vector<int64_t>{40, 16}));
+  EXPECT_EQ(shapes.at("model.layers.2.mlp.up_proj.weight"),
+            (std::vector<int64_t>{40, 16}));
+  EXPECT_EQ(shapes.at("model.layers.2.mlp.down_proj.weight"),
+            (std::vector<int64_t>{16, 40}));
+  EXPECT_EQ(shapes.at("model.norm.weight"), (std::vector<int64_t>{16}));
+  EXPECT_EQ(shapes.at("lm_head.weight"), (std::vector<int64_t>{29, 16}));
+}
+
+// Written as a safetensors file, read and copied into another model, the
+// weights are the first model's, bit for bit; and so is what it computes.
+TEST(HuggingFaceLayoutTest, LlamaWeightsRoundTripThroughASafetensorsFile) {
+  const ModelConfig config = TinyConfig(ModelFamily::kLlama);
+  const auto trained = WholeModel(config, 1);
+  const auto fresh = WholeModel(config, 2);
+  const chimera::testing::TempDir dir;
+  const std::string path = dir.path() + "/model.safetensors";
+  const absl::StatusOr<NamedTensors> tensors =
+      ToHuggingFace(config, Parameters(*trained));
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  ASSERT_TRUE(WriteSafetensorsFile(path, *tensors, {{"format", "pt"}}).ok());
+  const absl::StatusOr<std::map<std::string, at::Tensor>> read =
+      ReadSafetensorsFile(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  const absl::Status copied = CopyFromHuggingFace(config, *read, *fresh);
+  ASSERT_TRUE(copied.ok()) << copied;
+  for (const auto& [name, parameter] : Parameters(*trained)) {
+    EXPECT_TRUE(at::equal(parameter, fresh->named_parameters()[name])) << name;
+  }
+  const at::Tensor ids = testing::RandomTokens(config, 2).slice(1, 0, 8);
+  EXPECT_TRUE(at::equal(trained->Forward(ids), fresh->Forward(ids)));
+}
+
+// What LlamaForCausalLM computes with the exported weights, as an
+// independent PyTorch rendering of its definitions computes it
+// (tests/support/hugging_face_llama.py), is what our model computes: the
+// layout, rotary halves, grouped heads and gate/up order are Hugging Face's.
+TEST(HuggingFaceLayoutTest, LlamaComputesWhatHuggingFacesLlamaComputes) {
+  ModelConfig config = TinyConfig(ModelFamily::kLlama);
+  config.rope_theta = 500000;
+  const auto model = WholeModel(config, 5);
+  const chimera::testing::TempDir dir;
+  const absl::StatusOr<NamedTensors> tensors =
+      ToHuggingFace(config, Parameters(*model));
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  ASSERT_TRUE(
+      WriteSafetensorsFile(dir.path() + "/model.safetensors", *tensors, {})
+          .ok());
+  const absl::StatusOr<std::string> json = HuggingFaceConfig(config);
+  ASSERT_TRUE(json.ok()) << json.status();
+  dir.WriteFile("config.json", *json);
+  const at::Tensor tokens = testing::RandomTokens(config, 3).slice(1, 0, 12);
+  at::Tensor logits;
+  {
+    at::NoGradGuard no_grad;
+    logits = model->Forward(tokens);
+  }
+  ASSERT_TRUE(WriteSafetensorsFile(dir.path() + "/check.safetensors",
+                                   {{"tokens", tokens}, {"logits", logits}}, {})
+                  .ok());
+  const chimera::testing::ProcessResult python = chimera::testing::RunProcess(
+      {kDebianPython, CHIMERA_SOURCE_DIR "/tests/support/hugging_face_llama.py",
+       dir.path(), dir.path() + "/check.safetensors"});
+  ASSERT_EQ(python.exit_code, 0) << python.err;
+  EXPECT_LT(std::stod(python.out), 1e-12) << python.out;
+  EXPECT_GT(logits.abs().max().item<double>(), 1e-3) << "a vacuous check";
+}
+
+TEST(HuggingFaceLayoutTest, MissingOrMisshapenTensorsAreNamed) {
+  const ModelConfig config = TinyConfig(ModelFamily::kLlama);
+  const absl::StatusOr<NamedTensors> tensors =
+      ToHuggingFace(config, Parameters(*WholeModel(config, 1)));
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  std::map<std::string, at::Tensor> by_name(tensors->begin(), tensors->end());
+  by_name["model.layers.1.self_attn.k_proj.weight"] =
+      at::zeros({16, 16}, at::kDouble);
+  const auto model = WholeModel(config, 2);
+  EXPECT_THAT(CopyFromHuggingFace(config, by_name, *model).message(),
+              HasSubstr("tensor 'model.layers.1.self_attn.k_proj.weight' is "
+                        "[16, 16]; the model's is [8, 16]"));
+  by_name.erase("model.layers.1.self_attn.k_proj.weight");
+  EXPECT_THAT(CopyFromHuggingFace(config, by_name, *model).message(),
+              HasSubstr("no tensor 'model.layers.1.self_attn.k_proj.weight'"));
+}
+
+TEST(HuggingFaceLayoutTest, OnlyLlamaHasALayoutYet) {
+  const ModelConfig config = TinyConfig(ModelFamily::kGpt);
+  EXPECT_EQ(HuggingFacePieces(config, "head.output_weight").status().code(),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(
+      HuggingFacePieces(TinyConfig(ModelFamily::kLlama), "layer9.qkv_weight")
+          .status()
+          .code(),
+      absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace chimera::worker

@@ -1,0 +1,72 @@
+// Our parameters under Hugging Face's names, so that trained weights load
+// into `transformers` (and its weights into a job). Llama's layout is that of
+// LlamaForCausalLM; where we fuse two or three of its matrices into one
+// parameter (q, k and v; gate and up: see llama_block.h), the parameter is
+// theirs stacked along its first dimension, in that order:
+//
+//   embedding.token_weight         model.embed_tokens.weight
+//   layer<i>.attention_norm_weight model.layers.<i>.input_layernorm.weight
+//   layer<i>.qkv_weight model.layers.<i>.self_attn.{q,k,v}_proj.weight
+//   layer<i>.attention_out_weight  model.layers.<i>.self_attn.o_proj.weight
+//   layer<i>.mlp_norm_weight model.layers.<i>.post_attention_layernorm.weight
+//   layer<i>.gate_up_weight        model.layers.<i>.mlp.{gate,up}_proj.weight
+//   layer<i>.down_weight           model.layers.<i>.mlp.down_proj.weight
+//   head.norm_weight               model.norm.weight
+//   head.output_weight             lm_head.weight
+//
+//   ASSIGN_OR_RETURN(auto tensors, ToHuggingFace(config, named_parameters));
+//   RETURN_IF_ERROR(CopyFromHuggingFace(config, tensors, *stage));
+#ifndef CHIMERA_WORKER_WEIGHTS_HUGGING_FACE_LAYOUT_H_
+#define CHIMERA_WORKER_WEIGHTS_HUGGING_FACE_LAYOUT_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "worker/model/model_config.h"
+#include "worker/model/stage.h"
+
+namespace chimera::worker {
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+// One Hugging Face tensor within a parameter: `rows` rows of its first
+// dimension, after the pieces before it.
+struct HuggingFacePiece {
+  std::string name;
+  int64_t rows = 0;
+};
+
+// The pieces `parameter` (one of our names) is made of, in order.
+// UNIMPLEMENTED for a family without a Hugging Face layout here (only Llama
+// has one); NOT_FOUND for a name the model has no parameter of.
+absl::StatusOr<std::vector<HuggingFacePiece>> HuggingFacePieces(
+    const ModelConfig& config, const std::string& parameter);
+
+// `parameters` (ours, named as Stage names them) as Hugging Face's tensors,
+// in the order given, fused ones split (views, not copies). Errors as
+// HuggingFacePieces.
+absl::StatusOr<NamedTensors> ToHuggingFace(const ModelConfig& config,
+                                           const NamedTensors& parameters);
+
+// The config.json `transformers` builds the model from (LlamaConfig's
+// fields). UNIMPLEMENTED as HuggingFacePieces.
+absl::StatusOr<std::string> HuggingFaceConfig(const ModelConfig& config);
+
+// Copies the Hugging Face tensors `tensors` into every parameter of
+// `stage`, converted to its dtype. INVALID_ARGUMENT naming the tensor when
+// one the stage needs is missing or has another shape than the model's
+// (both shapes are named); tensors of other stages are ignored.
+absl::Status CopyFromHuggingFace(
+    const ModelConfig& config, const std::map<std::string, at::Tensor>& tensors,
+    Stage& stage);
+
+}  // namespace chimera::worker
+
+#endif  // CHIMERA_WORKER_WEIGHTS_HUGGING_FACE_LAYOUT_H_

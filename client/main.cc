@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "client/exit_codes.h"
+#include "client/export_command.h"
 #include "client/help_commands.h"
 #include "client/job_commands.h"
 #include "client/plan_command.h"
@@ -98,6 +99,7 @@ int main(int argc, char** argv) {
   chimera::client::AddJobCommands(app);
   chimera::client::AddRunCommand(app);
   chimera::client::AddTokenizeCommand(app);
+  chimera::client::AddExportCommand(app);
   chimera::client::AddHelpCommands(app);
 
   try {

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   cli::AddDaemonCommand(app, &invocation);
   cli::AddStandaloneCommand(app, &invocation);
   cli::AddProfileCommand(app, &invocation);
+  cli::AddExportCommand(app, &invocation);
   cli::AddDevicesCommand(app, &invocation);
   cli::AddVersionCommand(app, &invocation);
   cli::AddRunTaskCommand(app, &invocation);

@@ -8,6 +8,7 @@
 //               (worker/standalone/standalone.h)
 //   profile     measure a job's per-layer costs for the planner
 //               (worker/profile/profiler.h)
+//   export      a job's checkpoint as safetensors under Hugging Face's names
 //   devices     what this machine offers
 //   version     the build and the LibTorch it runs on
 //   run-task    internal: one task, in the process its daemon started
@@ -29,6 +30,7 @@ struct Invocation {
 void AddDaemonCommand(CLI::App& app, Invocation* invocation);
 void AddStandaloneCommand(CLI::App& app, Invocation* invocation);
 void AddProfileCommand(CLI::App& app, Invocation* invocation);
+void AddExportCommand(CLI::App& app, Invocation* invocation);
 void AddDevicesCommand(CLI::App& app, Invocation* invocation);
 void AddVersionCommand(CLI::App& app, Invocation* invocation);
 void AddRunTaskCommand(CLI::App& app, Invocation* invocation);

@@ -313,6 +313,24 @@ absl::Status CheckpointDir::Save(const ProgramExecutor& executor, int64_t step,
   return Write(step, stages);
 }
 
+absl::StatusOr<std::vector<std::pair<std::string, at::Tensor>>>
+CheckpointDir::Parameters(int64_t step, int64_t num_layers) const {
+  RETURN_IF_ERROR(CheckComplete(step, num_layers));
+  ASSIGN_OR_RETURN(const Directory step_dir,
+                   directory_.Open(StepName(step), /*create=*/false));
+  std::vector<std::pair<std::string, at::Tensor>> parameters;
+  for (const StageFile& file : StageFiles(step)) {
+    ASSIGN_OR_RETURN(const TensorDict dict, ReadDict(step_dir, file.name));
+    for (const auto& entry : dict) {
+      absl::string_view name = entry.key();
+      if (absl::ConsumePrefix(&name, kParameter)) {
+        parameters.emplace_back(std::string(name), entry.value());
+      }
+    }
+  }
+  return parameters;
+}
+
 absl::Status CheckpointDir::Load(ProgramExecutor& executor,
                                  int64_t step) const {
   RETURN_IF_ERROR(CheckComplete(step, executor.spec().model.num_layers));

@@ -50,6 +50,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -142,6 +143,13 @@ class CheckpointDir {
   // complete (then nothing is loaded); INVALID_ARGUMENT naming the file when
   // it is unreadable or does not fit the executor's model.
   absl::Status Load(ProgramExecutor& executor, int64_t step) const;
+
+  // Every parameter of the whole model at checkpoint `step`, by name, in
+  // the order of the blocks (no optimizer state): what an export writes.
+  // FAILED_PRECONDITION when the step is not complete for `num_layers`
+  // blocks; INVALID_ARGUMENT naming the file when one is unreadable.
+  absl::StatusOr<std::vector<std::pair<std::string, at::Tensor>>> Parameters(
+      int64_t step, int64_t num_layers) const;
 
   // Deletes the steps the last two complete ones supersede: every step
   // older than the latest complete one except the complete one before it.

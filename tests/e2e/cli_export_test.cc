@@ -1,0 +1,123 @@
+// chimera export as a user runs it: a trained llama job's checkpoint
+// written as the files Hugging Face's LlamaForCausalLM loads.
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace chimera {
+namespace {
+
+using ::chimera::testing::ProcessResult;
+using ::chimera::testing::RunProcess;
+using ::testing::HasSubstr;
+
+// 4 blocks of hidden 32 (4 heads of 8, 2 key/value heads), 1F1B over two
+// workers, a checkpoint every 2 of 4 steps.
+constexpr char kLlamaJob[] = R"(apiVersion: chimera.dev/v1alpha1
+kind: TrainJob
+metadata: {name: llama-export}
+spec:
+  model: {family: llama, numLayers: 4, hiddenSize: 32, numHeads: 4, numKvHeads: 2, ffnSize: 64, vocabSize: 300, seqLength: 16}
+  data: {format: synthetic}
+  training:
+    globalBatchSize: 4
+    microBatchSize: 2
+    maxSteps: 4
+    seed: 1
+    checkpointDir: ckpt
+    checkpointEvery: 2
+    optimizer: {name: adamw, lr: 1.0e-3}
+  parallelism: {schedule: 1f1b, pipeline: 2, data: 1, microBatches: 2}
+  resources: {workers: 2, device: cpu}
+)";
+
+ProcessResult Chimera(std::vector<std::string> args, const std::string& dir) {
+  args.insert(args.begin(), CHIMERA_BINARY);
+  return RunProcess(args, dir, absl::Minutes(3));
+}
+
+// The id `chimera run` printed in "job <id> SUCCEEDED".
+std::string JobId(const std::string& out) {
+  const size_t at = out.find("\njob llama-export-");
+  if (at == std::string::npos) return "";
+  const size_t begin = at + 5;
+  return out.substr(begin, out.find(' ', begin) - begin);
+}
+
+TEST(CliExportTest, WritesALlamaCheckpointAsHuggingFaceFiles) {
+  chimera::testing::TempDir dir;
+  const std::string job = dir.WriteFile("job.yaml", kLlamaJob);
+  const ProcessResult run =
+      Chimera({"run", "-f", job, "--no-profile"}, dir.path());
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const std::string id = JobId(run.out);
+  ASSERT_FALSE(id.empty()) << run.out;
+
+  const ProcessResult exported = Chimera(
+      {"export", "--job", job, "--checkpoint", "ckpt/" + id, "--out", "hf"},
+      dir.path());
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_THAT(exported.out,
+              HasSubstr("exported step 4 of ckpt/" + id + ": 39 tensors"));
+
+  // The header as Python's json reads it: every tensor, the step it holds.
+  const ProcessResult python = RunProcess(
+      {testing::FindOnPath("python3"), "-c",
+       "import json, struct, sys\n"
+       "f = open(sys.argv[1], 'rb')\n"
+       "h = json.loads(f.read(struct.unpack('<Q', f.read(8))[0]))\n"
+       "print(len(h) - 1, h['__metadata__']['chimera.step'],\n"
+       "      h['model.layers.3.self_attn.k_proj.weight']['shape'],\n"
+       "      h['lm_head.weight']['dtype'])\n",
+       dir.path() + "/hf/model.safetensors"});
+  ASSERT_EQ(python.exit_code, 0) << python.err;
+  EXPECT_EQ(python.out, "39 4 [16, 32] F32\n");
+
+  std::ifstream config_file(dir.path() + "/hf/config.json");
+  const nlohmann::json config = nlohmann::json::parse(config_file);
+  EXPECT_EQ(config["architectures"][0], "LlamaForCausalLM");
+  EXPECT_EQ(config["num_hidden_layers"], 4);
+  EXPECT_EQ(config["num_key_value_heads"], 2);
+  EXPECT_EQ(config["intermediate_size"], 64);
+  EXPECT_EQ(config["vocab_size"], 300);
+
+  // An earlier step, asked for by number.
+  const ProcessResult earlier =
+      Chimera({"export", "--job", job, "--checkpoint", "ckpt/" + id, "--out",
+               "hf-2", "--step", "2"},
+              dir.path());
+  EXPECT_EQ(earlier.exit_code, 0) << earlier.err;
+  EXPECT_THAT(earlier.out, HasSubstr("exported step 2 of"));
+}
+
+TEST(CliExportTest, WhatCannotBeExportedIsBadInputNamingWhy) {
+  chimera::testing::TempDir dir;
+  const std::string job = dir.WriteFile("job.yaml", kLlamaJob);
+  const ProcessResult missing = Chimera(
+      {"export", "--job", job, "--checkpoint", "ckpt/nothing", "--out", "hf"},
+      dir.path());
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("--checkpoint ckpt/nothing: "));
+  const ProcessResult gpt =
+      Chimera({"export", "--job", CHIMERA_SOURCE_DIR "/examples/chimera.yaml",
+               "--checkpoint", "ckpt/nothing", "--out", "hf"},
+              dir.path());
+  EXPECT_EQ(gpt.exit_code, 2);
+  EXPECT_THAT(gpt.err, HasSubstr("the gpt family has no Hugging Face layout"));
+  const ProcessResult format =
+      Chimera({"export", "--job", job, "--checkpoint", "ckpt/nothing", "--out",
+               "hf", "--format", "gguf"},
+              dir.path());
+  EXPECT_EQ(format.exit_code, 2);
+  EXPECT_THAT(format.err,
+              HasSubstr("--format gguf: the one format is safetensors"));
+}
+
+}  // namespace
+}  // namespace chimera

@@ -48,6 +48,10 @@ struct SafetensorsHeader {
   uint64_t data_start = 0;
 };
 
+// The weights of a Hugging Face model directory that fit in one file (what
+// `chimera export` writes, spec.model.initFrom reads).
+inline constexpr char kSafetensorsModelFile[] = "model.safetensors";
+
 // The largest header read, as the format's reference implementation bounds
 // it.
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = uint64_t{100} << 20;

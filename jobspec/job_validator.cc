@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include "common/file_reader.h"
 #include "common/megatron_index.h"
 #include "common/root_path.h"
+#include "common/safetensors.h"
 #include "common/unique_fd.h"
 #include "jobspec/yaml_message.h"
 #include "schedule/params_proto.h"
@@ -372,6 +374,39 @@ bool CheckMegatronPrefix(absl::string_view path, Checker& check) {
   return true;
 }
 
+// initFrom: a llama job's, root-relative, and (when files are checked) a
+// directory holding a valid safetensors file.
+void CheckInitFrom(const chimera::v1::JobSpec& spec,
+                   const ValidationOptions& options, FieldErrors* errors) {
+  const std::string& dir = spec.model().init_from();
+  if (dir.empty()) return;
+  Checker check(errors, "spec.model");
+  if (spec.model().family() != "llama") {
+    check.Fail("initFrom", "is for family 'llama' only");
+    return;
+  }
+  if (const absl::Status relative = CheckRootRelative(dir); !relative.ok()) {
+    check.Fail("initFrom", relative.message());
+    return;
+  }
+  if (!options.check_data_files) return;
+  const std::string file =
+      (std::filesystem::path(options.data_root) / dir / kSafetensorsModelFile)
+          .string();
+  const absl::StatusOr<uint64_t> size = RegularFileSize(file);
+  const absl::StatusOr<std::string> head =
+      size.ok()
+          ? ReadFilePrefix(
+                file, std::min<uint64_t>(*size, kMaxSafetensorsHeaderBytes + 8))
+          : size.status();
+  const absl::Status header =
+      head.ok() ? ParseSafetensorsHeader(*head, *size).status() : head.status();
+  if (!header.ok()) {
+    check.Fail("initFrom", absl::StrCat("'", dir, "/", kSafetensorsModelFile,
+                                        "': ", header.message()));
+  }
+}
+
 void CheckData(const chimera::v1::JobSpec& spec,
                const ValidationOptions& options, FieldErrors* errors) {
   const auto& data = spec.data();
@@ -588,6 +623,7 @@ FieldErrors ValidateJob(const TrainJob& job, const ValidationOptions& options) {
   }
   const auto& spec = job.spec();
   CheckModel(spec, &errors);
+  CheckInitFrom(spec, options, &errors);
   CheckData(spec, options, &errors);
   CheckTraining(spec.training(), &errors);
   CheckBatchArithmetic(spec, &errors);

@@ -1,9 +1,13 @@
 // chimera export as a user runs it: a trained llama job's checkpoint
 // written as the files Hugging Face's LlamaForCausalLM loads.
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -94,6 +98,71 @@ TEST(CliExportTest, WritesALlamaCheckpointAsHuggingFaceFiles) {
               dir.path());
   EXPECT_EQ(earlier.exit_code, 0) << earlier.err;
   EXPECT_THAT(earlier.out, HasSubstr("exported step 2 of"));
+}
+
+// What `chimera run -o json` reported: each step's loss, by step (from
+// 0), and the id of the job.
+struct JsonRun {
+  std::map<int, double> losses;
+  std::string id;
+};
+
+JsonRun ReadJsonRun(const std::string& out) {
+  JsonRun run;
+  for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
+    const nlohmann::json json =
+        nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!json.is_object()) continue;
+    if (json.contains("step") && json["step"].contains("loss")) {
+      run.losses[json["step"]["step"].get<int>()] =
+          json["step"]["loss"].get<double>();
+    }
+    if (json.contains("job") && json["job"].contains("id")) {
+      run.id = json["job"]["id"].get<std::string>();
+    }
+  }
+  return run;
+}
+
+// The round trip: a job started from the weights exported after step 2
+// computes, in its first step, the very loss the exporting job computed in
+// its third, from the same weights. The corpus is one sample long, so that
+// every step of both jobs reads the same batch.
+TEST(CliExportTest, AJobStartedFromExportedWeightsComputesTheCheckpointsLoss) {
+  chimera::testing::TempDir dir;
+  dir.WriteFile("one-sample.txt", "seventeen bytes!\n");
+  const std::string text_job = absl::StrReplaceAll(
+      kLlamaJob, {{"format: synthetic", "format: text, path: one-sample.txt"},
+                  {"maxSteps: 4", "maxSteps: 3"},
+                  {"checkpointEvery: 2", "checkpointEvery: 1"}});
+  const std::string job = dir.WriteFile("job.yaml", text_job);
+  const ProcessResult run =
+      Chimera({"run", "-f", job, "--no-profile", "-o", "json"}, dir.path());
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const JsonRun trained = ReadJsonRun(run.out);
+  ASSERT_EQ(trained.losses.size(), 3u) << run.out;
+  ASSERT_FALSE(trained.id.empty()) << run.out;
+  const ProcessResult exported =
+      Chimera({"export", "--job", job, "--checkpoint", "ckpt/" + trained.id,
+               "--out", "hf", "--step", "2"},
+              dir.path());
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+
+  const std::string fine_tune = dir.WriteFile(
+      "fine-tune.yaml",
+      absl::StrReplaceAll(text_job,
+                          {{"seqLength: 16}", "seqLength: 16, initFrom: hf}"},
+                           {"maxSteps: 3", "maxSteps: 1"},
+                           {"    checkpointDir: ckpt\n", ""},
+                           {"    checkpointEvery: 1\n", ""}}));
+  const ProcessResult started = Chimera(
+      {"run", "-f", fine_tune, "--no-profile", "-o", "json"}, dir.path());
+  ASSERT_EQ(started.exit_code, 0) << started.out << started.err;
+  const JsonRun fine_tuned = ReadJsonRun(started.out);
+  ASSERT_EQ(fine_tuned.losses.size(), 1u) << started.out;
+  EXPECT_EQ(fine_tuned.losses.at(0), trained.losses.at(2)) << "bit for bit";
+  EXPECT_NE(fine_tuned.losses.at(0), trained.losses.at(0))
+      << "the weights made a difference";
 }
 
 TEST(CliExportTest, WhatCannotBeExportedIsBadInputNamingWhy) {

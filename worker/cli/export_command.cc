@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/byte_size.h"
 #include "common/directory.h"
+#include "common/safetensors.h"
 #include "common/status_macros.h"
 #include "jobspec/job_file.h"
 #include "worker/cli/commands.h"
@@ -69,7 +70,7 @@ absl::Status WriteModel(const std::string& dir, const NamedTensors& tensors,
         absl::StrCat("cannot create --out ", dir, ": ", error.message()));
   }
   RETURN_IF_ERROR(WriteSafetensorsFile(
-      dir + "/model.safetensors", tensors,
+      dir + "/" + kSafetensorsModelFile, tensors,
       {{"format", "pt"}, {"chimera.step", absl::StrCat(step)}}));
   ASSIGN_OR_RETURN(const Directory out, Directory::OpenRoot(dir));
   return out.WriteFileDurably("config.json", config);
@@ -109,7 +110,8 @@ std::optional<ExportError> Export(const ExportFlags& flags) {
   for (const auto& [name, tensor] : *tensors) bytes += tensor.nbytes();
   std::cout << "exported step " << step << " of " << flags.checkpoint << ": "
             << tensors->size() << " tensors, " << FormatBytes(bytes) << ", to "
-            << flags.out << "/model.safetensors and config.json\n";
+            << flags.out << "/" << kSafetensorsModelFile
+            << " and config.json\n";
   return std::nullopt;
 }
 

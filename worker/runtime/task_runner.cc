@@ -31,9 +31,34 @@
 #include "worker/runtime/message_tags.h"
 #include "worker/runtime/op_position.h"
 #include "worker/runtime/program_executor.h"
+#include "worker/weights/hugging_face_layout.h"
+#include "worker/weights/safetensors_file.h"
 
 namespace chimera::worker {
 namespace {
+
+// Overwrites every parameter of the stages `executor` holds with the
+// Hugging Face tensors of the safetensors file `path` (spec.model.initFrom),
+// before the first step.
+absl::Status StartFromWeights(ProgramExecutor& executor,
+                              const std::string& path) {
+  ASSIGN_OR_RETURN(const auto tensors, ReadSafetensorsFile(path));
+  for (const int model_stage : executor.model_stages()) {
+    ASSIGN_OR_RETURN(StageState state, executor.ExportStage(model_stage));
+    for (auto& [name, parameter] : state.parameters) {
+      parameter = parameter.clone();
+    }
+    if (const absl::Status copied = CopyFromHuggingFace(
+            executor.spec().model, tensors, state.parameters);
+        !copied.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("spec.model.initFrom: ", path, ": ", copied.message()));
+    }
+    RETURN_IF_ERROR(executor.ImportStage(model_stage, state));
+  }
+  CHIMERA_LOG(INFO) << "starting from the weights of " << path;
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<Communicator>> ConnectGloo(
     const TaskRunOptions& options, const TcpRendezvous& rendezvous,
@@ -290,6 +315,8 @@ absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
   const int64_t first_step = started.start.first_step;
   if (first_step > 0) {
     RETURN_IF_ERROR(started.checkpoints->Load(*executor, first_step));
+  } else if (!spec.init_from.empty()) {
+    RETURN_IF_ERROR(StartFromWeights(*executor, spec.init_from));
   }
   std::optional<StepCheckpoints> checkpoints;
   if (started.checkpoints) checkpoints.emplace(options, &*started.checkpoints);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/field_errors.h"
 #include "common/root_path.h"
+#include "common/safetensors.h"
 #include "schedule/params_proto.h"
 
 namespace chimera::worker {
@@ -72,6 +73,16 @@ void ReadPaths(const chimera::v1::JobSpec& spec, const WorkerRoots& roots,
       task.data.name = spec.data().path();
     } else {
       errors.Add("spec.data.path", path.status().message());
+    }
+  }
+  if (!spec.model().init_from().empty()) {
+    const absl::StatusOr<std::string> weights = ResolveUnderRoot(
+        roots.data,
+        absl::StrCat(spec.model().init_from(), "/", kSafetensorsModelFile));
+    if (weights.ok()) {
+      task.init_from = *weights;
+    } else {
+      errors.Add("spec.model.initFrom", weights.status().message());
     }
   }
   const chimera::v1::TrainingSpec& training = spec.training();

@@ -66,6 +66,10 @@ struct TaskSpec {
   OptimizerConfig optimizer;
   // Parameter initialisation and the data's sample keys.
   uint64_t seed = 0;
+  // The weights a job that does not resume starts from (spec.model.
+  // initFrom's model.safetensors, resolved under the data root); empty:
+  // initialised from `seed`.
+  std::string init_from;
   // Samples per micro-batch (B), at least the number of parts any backward
   // is split into.
   int micro_batch_size = 1;

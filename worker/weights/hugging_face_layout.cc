@@ -148,12 +148,11 @@ absl::StatusOr<NamedTensors> ToHuggingFace(const ModelConfig& config,
 
 absl::Status CopyFromHuggingFace(
     const ModelConfig& config, const std::map<std::string, at::Tensor>& tensors,
-    Stage& stage) {
+    const NamedTensors& parameters) {
   at::NoGradGuard no_grad;
-  for (auto& item : stage.named_parameters()) {
-    at::Tensor& parameter = item.value();
+  for (const auto& [name, parameter] : parameters) {
     ASSIGN_OR_RETURN(const std::vector<HuggingFacePiece> pieces,
-                     HuggingFacePieces(config, item.key()));
+                     HuggingFacePieces(config, name));
     int64_t row = 0;
     for (const HuggingFacePiece& piece : pieces) {
       at::Tensor target = parameter.narrow(0, row, piece.rows);

@@ -15,7 +15,7 @@
 //   head.output_weight             lm_head.weight
 //
 //   ASSIGN_OR_RETURN(auto tensors, ToHuggingFace(config, named_parameters));
-//   RETURN_IF_ERROR(CopyFromHuggingFace(config, tensors, *stage));
+//   RETURN_IF_ERROR(CopyFromHuggingFace(config, tensors, stage_parameters));
 #ifndef CHIMERA_WORKER_WEIGHTS_HUGGING_FACE_LAYOUT_H_
 #define CHIMERA_WORKER_WEIGHTS_HUGGING_FACE_LAYOUT_H_
 
@@ -30,7 +30,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/model/model_config.h"
-#include "worker/model/stage.h"
 
 namespace chimera::worker {
 
@@ -59,13 +58,14 @@ absl::StatusOr<NamedTensors> ToHuggingFace(const ModelConfig& config,
 // fields). UNIMPLEMENTED as HuggingFacePieces.
 absl::StatusOr<std::string> HuggingFaceConfig(const ModelConfig& config);
 
-// Copies the Hugging Face tensors `tensors` into every parameter of
-// `stage`, converted to its dtype. INVALID_ARGUMENT naming the tensor when
-// one the stage needs is missing or has another shape than the model's
-// (both shapes are named); tensors of other stages are ignored.
+// Copies the Hugging Face tensors `tensors` into each of `parameters` (ours,
+// named as Stage names them; written in place), converted to its dtype and
+// device. INVALID_ARGUMENT naming the tensor when one they need is missing
+// or has another shape than the model's (both shapes are named); tensors of
+// other stages are ignored.
 absl::Status CopyFromHuggingFace(
     const ModelConfig& config, const std::map<std::string, at::Tensor>& tensors,
-    Stage& stage);
+    const NamedTensors& parameters);
 
 }  // namespace chimera::worker
 

@@ -3,12 +3,14 @@
 #include "jobspec/job_validator.h"
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "common/safetensors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "jobspec/job_file.h"
@@ -151,6 +153,12 @@ INSTANTIATE_TEST_SUITE_P(
         EditCase{"RopeThetaOfOne", "family: gpt",
                  "family: llama\n    ropeTheta: 1", "spec.model.ropeTheta",
                  "1 must be > 1"},
+        EditCase{"InitFromOutsideLlama", "numHeads: 4",
+                 "numHeads: 4\n    initFrom: hf", "spec.model.initFrom",
+                 "is for family 'llama' only"},
+        EditCase{"InitFromAbsolute", "family: gpt",
+                 "family: llama\n    initFrom: /hf", "spec.model.initFrom",
+                 "absolute"},
         EditCase{"MisspelledPreset", "family: gpt", "preset: llama3-8",
                  "spec.model.preset",
                  "'llama3-8' is not a preset; did you mean 'llama3-8b'?"},
@@ -261,6 +269,26 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<EditCase>& info) {
       return info.param.name;
     });
+
+// initFrom names a directory whose model.safetensors must be a safetensors
+// file: what is missing or not one is refused naming the file.
+TEST_F(JobValidatorTest, InitFromNeedsAValidSafetensorsFile) {
+  const std::string job =
+      JobWith("family: gpt", "family: llama\n    initFrom: hf");
+  FieldErrors errors = Validate(job);
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.model.initFrom"));
+  EXPECT_THAT(errors.errors()[0].message, HasSubstr("'hf/model.safetensors'"));
+  std::filesystem::create_directory(dir_.path() + "/hf");
+  dir_.WriteFile("hf/model.safetensors", "not safetensors at all");
+  errors = Validate(job);
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.model.initFrom"));
+  EXPECT_THAT(errors.errors()[0].message, HasSubstr("not a safetensors file"));
+  const absl::StatusOr<std::string> header = SerializeSafetensorsHeader(
+      {{.name = "lm_head.weight", .dtype = "F32", .shape = {2}}}, {});
+  ASSERT_TRUE(header.ok()) << header.status();
+  dir_.WriteFile("hf/model.safetensors", *header + std::string(8, '\0'));
+  EXPECT_THAT(Paths(Validate(job)), IsEmpty());
+}
 
 // Llama 3 8B's published sizes, except for what the job sets itself.
 TEST_F(JobValidatorTest, APresetFillsTheFieldsTheJobLeavesOut) {

@@ -90,7 +90,8 @@ TEST(HuggingFaceLayoutTest, LlamaWeightsRoundTripThroughASafetensorsFile) {
   const absl::StatusOr<std::map<std::string, at::Tensor>> read =
       ReadSafetensorsFile(path);
   ASSERT_TRUE(read.ok()) << read.status();
-  const absl::Status copied = CopyFromHuggingFace(config, *read, *fresh);
+  const absl::Status copied =
+      CopyFromHuggingFace(config, *read, Parameters(*fresh));
   ASSERT_TRUE(copied.ok()) << copied;
   for (const auto& [name, parameter] : Parameters(*trained)) {
     EXPECT_TRUE(at::equal(parameter, fresh->named_parameters()[name])) << name;
@@ -143,12 +144,14 @@ TEST(HuggingFaceLayoutTest, MissingOrMisshapenTensorsAreNamed) {
   by_name["model.layers.1.self_attn.k_proj.weight"] =
       at::zeros({16, 16}, at::kDouble);
   const auto model = WholeModel(config, 2);
-  EXPECT_THAT(CopyFromHuggingFace(config, by_name, *model).message(),
-              HasSubstr("tensor 'model.layers.1.self_attn.k_proj.weight' is "
-                        "[16, 16]; the model's is [8, 16]"));
+  EXPECT_THAT(
+      CopyFromHuggingFace(config, by_name, Parameters(*model)).message(),
+      HasSubstr("tensor 'model.layers.1.self_attn.k_proj.weight' is "
+                "[16, 16]; the model's is [8, 16]"));
   by_name.erase("model.layers.1.self_attn.k_proj.weight");
-  EXPECT_THAT(CopyFromHuggingFace(config, by_name, *model).message(),
-              HasSubstr("no tensor 'model.layers.1.self_attn.k_proj.weight'"));
+  EXPECT_THAT(
+      CopyFromHuggingFace(config, by_name, Parameters(*model)).message(),
+      HasSubstr("no tensor 'model.layers.1.self_attn.k_proj.weight'"));
 }
 
 TEST(HuggingFaceLayoutTest, OnlyLlamaHasALayoutYet) {

@@ -52,7 +52,8 @@ void ApplyModelPreset(chimera::v1::TrainJob* job, FieldErrors* errors) {
         "spec.model.preset",
         absl::StrCat("'", model->preset(), "' is not a preset",
                      near ? absl::StrCat("; did you mean '", *near, "'?") : "",
-                     " Presets: ", absl::StrJoin(ModelPresetNames(), ", ")));
+                     " (presets: ", absl::StrJoin(ModelPresetNames(), ", "),
+                     ")"));
     return;
   }
   if (!model->family().empty() && model->family() != preset->family) {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_reader.h"
 #include "nlohmann/json.hpp"
 
 namespace chimera {
@@ -239,6 +240,23 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(
     return tiled;
   }
   return header;
+}
+
+absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(
+    const std::string& path) {
+  const absl::StatusOr<uint64_t> size = RegularFileSize(path);
+  if (!size.ok()) return size.status();
+  const absl::StatusOr<std::string> length = ReadFilePrefix(path, kLengthBytes);
+  if (!length.ok()) return length.status();
+  uint64_t header_end = *size;
+  if (length->size() == kLengthBytes) {
+    header_end = std::min(header_end,
+                          kLengthBytes + std::min(ReadLittleEndian64(*length),
+                                                  kMaxSafetensorsHeaderBytes));
+  }
+  const absl::StatusOr<std::string> prefix = ReadFilePrefix(path, header_end);
+  if (!prefix.ok()) return prefix.status();
+  return ParseSafetensorsHeader(*prefix, *size);
 }
 
 absl::StatusOr<std::string> SerializeSafetensorsHeader(

@@ -70,6 +70,12 @@ std::optional<int> SafetensorsDtypeBytes(absl::string_view dtype);
 absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(
     absl::string_view prefix, uint64_t file_size);
 
+// ParseSafetensorsHeader of the file at `path`, reading no more than its
+// header. Errors as that, or the file's (missing, not a regular file,
+// unreadable).
+absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(
+    const std::string& path);
+
 // The first 8 + N bytes of a file holding `tensors` (their begin and end
 // ignored: each follows the previous one, in order) and `metadata`; the
 // header is padded with spaces so that the data starts 8-byte aligned.

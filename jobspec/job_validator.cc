@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -393,14 +392,7 @@ void CheckInitFrom(const chimera::v1::JobSpec& spec,
   const std::string file =
       (std::filesystem::path(options.data_root) / dir / kSafetensorsModelFile)
           .string();
-  const absl::StatusOr<uint64_t> size = RegularFileSize(file);
-  const absl::StatusOr<std::string> head =
-      size.ok()
-          ? ReadFilePrefix(
-                file, std::min<uint64_t>(*size, kMaxSafetensorsHeaderBytes + 8))
-          : size.status();
-  const absl::Status header =
-      head.ok() ? ParseSafetensorsHeader(*head, *size).status() : head.status();
+  const absl::Status header = ReadSafetensorsHeader(file).status();
   if (!header.ok()) {
     check.Fail("initFrom", absl::StrCat("'", dir, "/", kSafetensorsModelFile,
                                         "': ", header.message()));

@@ -43,12 +43,18 @@ at::Tensor RepeatKeyValueHeads(const at::Tensor& x, int64_t group) {
       .reshape({batch, heads * group, tokens, head_size});
 }
 
+// x rotated by the tables of RotaryTables.
+at::Tensor Rotate(const at::Tensor& x, const at::Tensor& cos,
+                  const at::Tensor& sin) {
+  return x * cos + RotateHalf(x) * sin;
+}
+
 }  // namespace
 
 at::Tensor ApplyRotaryEmbedding(const at::Tensor& x, double theta) {
   const auto [cos, sin] =
       RotaryTables(x.size(-2), x.size(-1), theta, x.options());
-  return x * cos + RotateHalf(x) * sin;
+  return Rotate(x, cos, sin);
 }
 
 LlamaBlock::LlamaBlock(const ModelConfig& config, const std::string& name,
@@ -84,10 +90,11 @@ at::Tensor LlamaBlock::SelfAttention(const at::Tensor& normed) {
     return x.view({batch, tokens, count, head_size}).transpose(1, 2);
   };
   const int64_t group = num_heads_ / num_kv_heads_;
-  const at::Tensor query =
-      ApplyRotaryEmbedding(heads(qkv[0], num_heads_), rope_theta_);
+  const auto [cos, sin] =
+      RotaryTables(tokens, head_size, rope_theta_, normed.options());
+  const at::Tensor query = Rotate(heads(qkv[0], num_heads_), cos, sin);
   const at::Tensor key = RepeatKeyValueHeads(
-      ApplyRotaryEmbedding(heads(qkv[1], num_kv_heads_), rope_theta_), group);
+      Rotate(heads(qkv[1], num_kv_heads_), cos, sin), group);
   const at::Tensor value =
       RepeatKeyValueHeads(heads(qkv[2], num_kv_heads_), group);
   const at::Tensor context =

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -13,7 +12,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/file_reader.h"
 #include "common/safetensors.h"
 #include "common/status_macros.h"
 #include "common/unique_fd.h"
@@ -137,20 +135,7 @@ absl::Status WriteSafetensorsFile(
 
 absl::StatusOr<std::map<std::string, at::Tensor>> ReadSafetensorsFile(
     const std::string& path) {
-  ASSIGN_OR_RETURN(const uint64_t size, RegularFileSize(path));
-  ASSIGN_OR_RETURN(const std::string length, ReadFilePrefix(path, 8));
-  // The header's length, to read the header whole (the parser checks it).
-  uint64_t header_bytes = 0;
-  for (int i = static_cast<int>(length.size()) - 1; i >= 0; --i) {
-    header_bytes = (header_bytes << 8) | static_cast<unsigned char>(length[i]);
-  }
-  ASSIGN_OR_RETURN(
-      const std::string prefix,
-      ReadFilePrefix(path,
-                     std::min(size, 8 + std::min(header_bytes,
-                                                 kMaxSafetensorsHeaderBytes))));
-  absl::StatusOr<SafetensorsHeader> header =
-      ParseSafetensorsHeader(prefix, size);
+  absl::StatusOr<SafetensorsHeader> header = ReadSafetensorsHeader(path);
   if (!header.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": ", header.status().message()));

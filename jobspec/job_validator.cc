@@ -163,7 +163,38 @@ void CheckEnvelope(const TrainJob& job, FieldErrors* errors) {
   CheckLabels(job.metadata(), errors);
 }
 
-// Grouped-query heads and rotary embeddings: Llama's, refused elsewhere.
+// Llama 3.1's rope scaling: a factor of at least 1, and frequency factors
+// (their defaults filled in) that leave a band between them.
+void CheckRopeScaling(const chimera::v1::RopeScaling& scaling, Checker& check) {
+  if (check.Finite("ropeScaling.factor", scaling.factor()) &&
+      scaling.factor() < 1) {
+    check.Fail("ropeScaling.factor",
+               absl::StrCat(scaling.factor(),
+                            " must be >= 1 (1 turns the scaling off)"));
+  }
+  const bool low_finite =
+      check.Finite("ropeScaling.lowFreqFactor", scaling.low_freq_factor());
+  const bool high_finite =
+      check.Finite("ropeScaling.highFreqFactor", scaling.high_freq_factor());
+  if (low_finite && scaling.low_freq_factor() < 0) {
+    check.Fail("ropeScaling.lowFreqFactor",
+               absl::StrCat(scaling.low_freq_factor(), " must be >= 0"));
+  }
+  const double low =
+      scaling.low_freq_factor() > 0 ? scaling.low_freq_factor() : 1;
+  const double high =
+      scaling.high_freq_factor() > 0 ? scaling.high_freq_factor() : 4;
+  if (low_finite && high_finite && high <= low) {
+    check.Fail("ropeScaling.highFreqFactor",
+               absl::StrCat(high, " must be above lowFreqFactor (", low,
+                            "); 0 means 4"));
+  }
+  check.InRange("ropeScaling.originalMaxPositionEmbeddings",
+                scaling.original_max_position_embeddings(), 0, 0);
+}
+
+// Grouped-query heads, rotary embeddings and tied embeddings: Llama's,
+// refused elsewhere.
 void CheckLlamaFields(const chimera::v1::ModelSpec& model, Checker& check) {
   if (model.family() != "llama") {
     if (model.num_kv_heads() != 0) {
@@ -171,6 +202,12 @@ void CheckLlamaFields(const chimera::v1::ModelSpec& model, Checker& check) {
     }
     if (model.rope_theta() != 0) {
       check.Fail("ropeTheta", "is for family 'llama' only");
+    }
+    if (model.tie_embeddings()) {
+      check.Fail("tieEmbeddings", "is for family 'llama' only");
+    }
+    if (model.has_rope_scaling()) {
+      check.Fail("ropeScaling", "is for family 'llama' only");
     }
     return;
   }
@@ -197,6 +234,7 @@ void CheckLlamaFields(const chimera::v1::ModelSpec& model, Checker& check) {
                             " must be > 1 (0 means 10000), so that rotation "
                             "frequencies fall along a head"));
   }
+  if (model.has_rope_scaling()) CheckRopeScaling(model.rope_scaling(), check);
 }
 
 void CheckModel(const chimera::v1::JobSpec& spec, FieldErrors* errors) {

@@ -9,21 +9,43 @@
 namespace chimera::jobspec {
 namespace {
 
+// Llama 3.1's rope scaling, in Hugging Face's fields; a factor of 1 is none.
+struct RopeScaling {
+  double factor, low_freq_factor, high_freq_factor;
+  int original_max_position_embeddings;
+};
+
+constexpr RopeScaling kNoScaling{1, 0, 0, 0};
+constexpr RopeScaling kLlama31Scaling{8, 1, 4, 8192};
+constexpr RopeScaling kLlama32Scaling{32, 1, 4, 8192};
+
 struct ModelPreset {
   const char* name;
   const char* family;
   int num_layers, hidden_size, ffn_size, num_heads, num_kv_heads, vocab_size,
       seq_length;
   double rope_theta;
+  bool tie_embeddings;
+  RopeScaling rope_scaling;
 };
 
 constexpr ModelPreset kPresets[] = {
-    {"llama2-7b", "llama", 32, 4096, 11008, 32, 32, 32000, 4096, 10000},
-    {"llama2-13b", "llama", 40, 5120, 13824, 40, 40, 32000, 4096, 10000},
-    {"llama2-70b", "llama", 80, 8192, 28672, 64, 8, 32000, 4096, 10000},
-    {"llama3-8b", "llama", 32, 4096, 14336, 32, 8, 128256, 8192, 500000},
-    {"llama3-70b", "llama", 80, 8192, 28672, 64, 8, 128256, 8192, 500000},
-    {"llama3.1-405b", "llama", 126, 16384, 53248, 128, 8, 128256, 8192, 500000},
+    {"llama2-7b", "llama", 32, 4096, 11008, 32, 32, 32000, 4096, 10000, false,
+     kNoScaling},
+    {"llama2-13b", "llama", 40, 5120, 13824, 40, 40, 32000, 4096, 10000, false,
+     kNoScaling},
+    {"llama2-70b", "llama", 80, 8192, 28672, 64, 8, 32000, 4096, 10000, false,
+     kNoScaling},
+    {"llama3-8b", "llama", 32, 4096, 14336, 32, 8, 128256, 8192, 500000, false,
+     kNoScaling},
+    {"llama3-70b", "llama", 80, 8192, 28672, 64, 8, 128256, 8192, 500000, false,
+     kNoScaling},
+    {"llama3.1-405b", "llama", 126, 16384, 53248, 128, 8, 128256, 8192, 500000,
+     false, kLlama31Scaling},
+    {"llama3.2-1b", "llama", 16, 2048, 8192, 32, 8, 128256, 8192, 500000, true,
+     kLlama32Scaling},
+    {"llama3.2-3b", "llama", 28, 3072, 8192, 24, 8, 128256, 8192, 500000, true,
+     kLlama32Scaling},
 };
 
 const ModelPreset* FindPreset(const std::string& name) {
@@ -75,6 +97,18 @@ void ApplyModelPreset(chimera::v1::TrainJob* job, FieldErrors* errors) {
   if (model->vocab_size() == 0) model->set_vocab_size(preset->vocab_size);
   if (model->seq_length() == 0) model->set_seq_length(preset->seq_length);
   if (model->rope_theta() == 0) model->set_rope_theta(preset->rope_theta);
+  if (!model->has_tie_embeddings()) {
+    model->set_tie_embeddings(preset->tie_embeddings);
+  }
+  const RopeScaling& scaling = preset->rope_scaling;
+  if (!model->has_rope_scaling() && scaling.factor != 1) {
+    chimera::v1::RopeScaling* set = model->mutable_rope_scaling();
+    set->set_factor(scaling.factor);
+    set->set_low_freq_factor(scaling.low_freq_factor);
+    set->set_high_freq_factor(scaling.high_freq_factor);
+    set->set_original_max_position_embeddings(
+        scaling.original_max_position_embeddings);
+  }
 }
 
 absl::StatusOr<chimera::v1::TrainJob> WithModelPreset(

@@ -1,15 +1,16 @@
 // Published model configurations a job can name instead of writing every
 // size: `spec.model.preset: llama3-8b`. A preset fills each field the job
-// leaves out (zero or empty); fields the job gives override it.
+// leaves out (zero, empty, or unset for tieEmbeddings and ropeScaling);
+// fields the job gives override it.
 //
 //   FieldErrors errors;
 //   ApplyModelPreset(&job, &errors);
 //
 // The sizes are those of the models' published Hugging Face `config.json`
 // files (meta-llama/Llama-2-*-hf, meta-llama/Meta-Llama-3-*,
-// meta-llama/Llama-3.1-405B); seqLength is the context they were
-// pretrained with. Llama 3.1's rope scaling, which only matters past that
-// context, is not modelled.
+// meta-llama/Llama-3.1-405B, meta-llama/Llama-3.2-*); seqLength is the
+// context they were pretrained with; Llama 3.1's and 3.2's rope scaling
+// stretches it further.
 #ifndef CHIMERA_JOBSPEC_MODEL_PRESETS_H_
 #define CHIMERA_JOBSPEC_MODEL_PRESETS_H_
 

@@ -97,6 +97,9 @@ double ModelFlopsPerSample(const chimera::v1::ModelSpec& model) {
 
 double UnsyncedEmbeddingBytes(const chimera::v1::ModelSpec& model,
                               double tokens_per_step) {
+  // A tied embedding's gradient holds the head's part too, dense: it is
+  // summed whole.
+  if (model.tie_embeddings()) return 0;
   const double v = DimensionsOf(model).v;
   const int d = BytesPerElement(model.dtype());
   const double unused_rows = std::max(0.0, v - tokens_per_step);
@@ -138,6 +141,8 @@ chimera::v1::ModelProfile AnalyticProfile(const chimera::v1::ModelSpec& model,
   for (int i = 0; i < model.num_layers(); ++i) {
     AddLayer(block, d, device, curve, s, &profile);
   }
+  // With tied embeddings the last stage holds a copy of the embedding's
+  // weight, so the head lists it as well (a one-stage plan counts it twice).
   const double head_parameters = llama ? h + v * h : 2 * h + v * h + v;
   AddLayer({"head", head_parameters, HeadForwardFlops(s, h, v),
             2 * s * v * d + hidden_bytes, static_cast<double>(d)},

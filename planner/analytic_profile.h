@@ -66,7 +66,8 @@ double ModelFlopsPerSample(const chimera::v1::ModelSpec& model);
 // sum a token embedding's gradient over the rows some replica used only
 // (worker/runtime/gradient_sync.h), at most one per token, and add a
 // used-rows mask of one element per row (so it is negative for a vocabulary
-// that a step covers).
+// that a step covers). Zero with tied embeddings: the head's part of the
+// gradient is dense.
 double UnsyncedEmbeddingBytes(const chimera::v1::ModelSpec& model,
                               double tokens_per_step);
 

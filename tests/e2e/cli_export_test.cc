@@ -124,17 +124,28 @@ JsonRun ReadJsonRun(const std::string& out) {
   return run;
 }
 
+class CliExportRoundTripTest : public ::testing::TestWithParam<bool> {};
+
 // The round trip: a job started from the weights exported after step 2
 // computes, in its first step, the very loss the exporting job computed in
 // its third, from the same weights. The corpus is one sample long, so that
-// every step of both jobs reads the same batch.
-TEST(CliExportTest, AJobStartedFromExportedWeightsComputesTheCheckpointsLoss) {
+// every step of both jobs reads the same batch. Tied: the head is the
+// embedding (whose copies on the two workers must stay equal for this to
+// hold), and the rotary frequencies are scaled.
+TEST_P(CliExportRoundTripTest,
+       AJobStartedFromExportedWeightsComputesTheCheckpointsLoss) {
+  const bool tied = GetParam();
   chimera::testing::TempDir dir;
   dir.WriteFile("one-sample.txt", "seventeen bytes!\n");
   const std::string text_job = absl::StrReplaceAll(
-      kLlamaJob, {{"format: synthetic", "format: text, path: one-sample.txt"},
-                  {"maxSteps: 4", "maxSteps: 3"},
-                  {"checkpointEvery: 2", "checkpointEvery: 1"}});
+      kLlamaJob,
+      {{"format: synthetic", "format: text, path: one-sample.txt"},
+       {"maxSteps: 4", "maxSteps: 3"},
+       {"checkpointEvery: 2", "checkpointEvery: 1"},
+       {"seqLength: 16}",
+        tied ? "seqLength: 16, tieEmbeddings: true, ropeScaling: {factor: "
+               "8, originalMaxPositionEmbeddings: 16}}"
+             : "seqLength: 16}"}});
   const std::string job = dir.WriteFile("job.yaml", text_job);
   const ProcessResult run =
       Chimera({"run", "-f", job, "--no-profile", "-o", "json"}, dir.path());
@@ -147,11 +158,18 @@ TEST(CliExportTest, AJobStartedFromExportedWeightsComputesTheCheckpointsLoss) {
                "--out", "hf", "--step", "2"},
               dir.path());
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  std::ifstream config_file(dir.path() + "/hf/config.json");
+  const nlohmann::json config = nlohmann::json::parse(config_file);
+  EXPECT_EQ(config["tie_word_embeddings"], tied);
+  EXPECT_EQ(config.contains("rope_scaling"), tied);
+  // 39 tensors, less the head's own weight when tied.
+  EXPECT_THAT(exported.out, HasSubstr(tied ? ": 38 tensors" : ": 39 tensors"));
 
   const std::string fine_tune = dir.WriteFile(
       "fine-tune.yaml",
       absl::StrReplaceAll(text_job,
-                          {{"seqLength: 16}", "seqLength: 16, initFrom: hf}"},
+                          {{"16}}", "16}, initFrom: hf}"},
+                           {"seqLength: 16}", "seqLength: 16, initFrom: hf}"},
                            {"maxSteps: 3", "maxSteps: 1"},
                            {"    checkpointDir: ckpt\n", ""},
                            {"    checkpointEvery: 1\n", ""}}));
@@ -164,6 +182,11 @@ TEST(CliExportTest, AJobStartedFromExportedWeightsComputesTheCheckpointsLoss) {
   EXPECT_NE(fine_tuned.losses.at(0), trained.losses.at(0))
       << "the weights made a difference";
 }
+
+INSTANTIATE_TEST_SUITE_P(Heads, CliExportRoundTripTest, ::testing::Bool(),
+                         [](const auto& info) {
+                           return info.param ? "Tied" : "Untied";
+                         });
 
 TEST(CliExportTest, WhatCannotBeExportedIsBadInputNamingWhy) {
   chimera::testing::TempDir dir;

@@ -135,7 +135,8 @@ absl::Status RunPipelineRank(const PipelineJob& job,
   GlooOptions gloo;
   gloo.rank = rank;
   gloo.world_size = static_cast<int>(job.schedule.workers.size());
-  gloo.groups = GradientGroups(schedule::OutlineOf(job.schedule));
+  gloo.groups = GradientGroups(schedule::OutlineOf(job.schedule),
+                               job.spec.model.tie_embeddings);
   gloo.timeout = job.spec.timeouts.rendezvous;
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
                    CreateGlooCommunicator(rendezvous, gloo));

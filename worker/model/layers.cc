@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <utility>
 #include <vector>
 
 #include "worker/model/layer_parts.h"
@@ -84,13 +85,16 @@ at::Tensor TransformerBlock::Forward(const at::Tensor& hidden) {
 }
 
 OutputHead::OutputHead(const ModelConfig& config, const std::string& name,
-                       uint64_t seed) {
+                       uint64_t seed, at::Tensor tied_weight)
+    : output_weight_(std::move(tied_weight)) {
   ParameterFactory parameters(*this, config, name, seed);
   const bool llama = config.family == ModelFamily::kLlama;
   norm_weight_ = parameters.Ones("norm_weight", {config.hidden_size});
   if (!llama) norm_bias_ = parameters.Zeros("norm_bias", {config.hidden_size});
-  output_weight_ = parameters.Normal("output_weight",
-                                     {config.vocab_size, config.hidden_size});
+  if (!output_weight_.defined()) {
+    output_weight_ = parameters.Normal("output_weight",
+                                       {config.vocab_size, config.hidden_size});
+  }
   if (!llama) {
     output_bias_ = parameters.Zeros("output_bias", {config.vocab_size});
   }

@@ -77,11 +77,14 @@ class TransformerBlock : public Block {
 
 // Hidden states [batch, tokens, hidden] to logits [batch, tokens, vocab]:
 // final norm (layer norm; RMSNorm in Llama), then a projection (with a bias
-// except in Llama; not tied to the embedding, which may live on another
-// worker).
+// except in Llama) by a weight of its own or, with tied embeddings, by the
+// token embedding's weight.
 class OutputHead : public torch::nn::Module {
  public:
-  OutputHead(const ModelConfig& config, const std::string& name, uint64_t seed);
+  // `tied_weight`: the token embedding's [vocab, hidden] weight, registered
+  // elsewhere, when config.tie_embeddings; undefined otherwise.
+  OutputHead(const ModelConfig& config, const std::string& name, uint64_t seed,
+             at::Tensor tied_weight = {});
   at::Tensor Forward(const at::Tensor& hidden);
   // LanguageModelLoss(Forward(hidden), batch, normaliser), without holding
   // every token's logits at once (ProjectedLanguageModelLoss).

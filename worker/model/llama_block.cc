@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -15,12 +16,12 @@ namespace {
 // type, then rounded to it.
 std::pair<at::Tensor, at::Tensor> RotaryTables(int64_t tokens,
                                                int64_t head_size, double theta,
+                                               const RopeScaling& scaling,
                                                const at::TensorOptions& like) {
-  const at::TensorOptions wide = like.dtype(at::kDouble);
   const at::Tensor frequencies =
-      at::pow(theta, -at::arange(0, head_size, 2, wide) /
-                         static_cast<double>(head_size));
-  const at::Tensor angles = at::outer(at::arange(tokens, wide), frequencies);
+      RotaryFrequencies(head_size, theta, scaling).to(like.device());
+  const at::Tensor angles =
+      at::outer(at::arange(tokens, like.dtype(at::kDouble)), frequencies);
   const at::Tensor both_halves = at::cat({angles, angles}, /*dim=*/-1);
   return {both_halves.cos().to(like.dtype()),
           both_halves.sin().to(like.dtype())};
@@ -51,17 +52,36 @@ at::Tensor Rotate(const at::Tensor& x, const at::Tensor& cos,
 
 }  // namespace
 
-at::Tensor ApplyRotaryEmbedding(const at::Tensor& x, double theta) {
+at::Tensor ApplyRotaryEmbedding(const at::Tensor& x, double theta,
+                                const RopeScaling& scaling) {
   const auto [cos, sin] =
-      RotaryTables(x.size(-2), x.size(-1), theta, x.options());
+      RotaryTables(x.size(-2), x.size(-1), theta, scaling, x.options());
   return Rotate(x, cos, sin);
+}
+
+at::Tensor RotaryFrequencies(int64_t head_size, double theta,
+                             const RopeScaling& scaling) {
+  const at::Tensor frequencies =
+      at::pow(theta, -at::arange(0, head_size, 2, at::kDouble) /
+                         static_cast<double>(head_size));
+  if (scaling.factor == 1) return frequencies;
+  // 0 for wavelengths of original_context / low_frequency_factor and longer
+  // (divided by the factor), 1 for original_context / high_frequency_factor
+  // and shorter (kept), linear in the frequency between.
+  const at::Tensor wavelengths = 2 * M_PI / frequencies;
+  const at::Tensor kept =
+      ((scaling.original_context / wavelengths - scaling.low_frequency_factor) /
+       (scaling.high_frequency_factor - scaling.low_frequency_factor))
+          .clamp(0, 1);
+  return (1 - kept) * frequencies / scaling.factor + kept * frequencies;
 }
 
 LlamaBlock::LlamaBlock(const ModelConfig& config, const std::string& name,
                        uint64_t seed)
     : num_heads_(config.num_heads),
       num_kv_heads_(config.num_kv_heads),
-      rope_theta_(config.rope_theta) {
+      rope_theta_(config.rope_theta),
+      rope_scaling_(config.rope_scaling) {
   ParameterFactory parameters(*this, config, name, seed);
   const int64_t hidden = config.hidden_size;
   const int64_t kv_width = hidden / num_heads_ * num_kv_heads_;
@@ -90,8 +110,8 @@ at::Tensor LlamaBlock::SelfAttention(const at::Tensor& normed) {
     return x.view({batch, tokens, count, head_size}).transpose(1, 2);
   };
   const int64_t group = num_heads_ / num_kv_heads_;
-  const auto [cos, sin] =
-      RotaryTables(tokens, head_size, rope_theta_, normed.options());
+  const auto [cos, sin] = RotaryTables(tokens, head_size, rope_theta_,
+                                       rope_scaling_, normed.options());
   const at::Tensor query = Rotate(heads(qkv[0], num_heads_), cos, sin);
   const at::Tensor key = RepeatKeyValueHeads(
       Rotate(heads(qkv[1], num_kv_heads_), cos, sin), group);

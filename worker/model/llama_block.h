@@ -27,8 +27,14 @@ namespace chimera::worker {
 
 // x [batch, heads, tokens, head_size] rotated by position: each head's
 // halves (a, b) at position p become (a cos θ − b sin θ, b cos θ + a sin θ)
-// with θ = p · theta^(−2i / head_size) for the i-th element of a half.
-at::Tensor ApplyRotaryEmbedding(const at::Tensor& x, double theta);
+// with θ = p · ω_i, ω = RotaryFrequencies(head_size, theta, scaling).
+at::Tensor ApplyRotaryEmbedding(const at::Tensor& x, double theta,
+                                const RopeScaling& scaling = {});
+
+// The rotary frequencies of a head's half, [head_size / 2] float64:
+// ω_i = theta^(−2i / head_size), scaled as `scaling` says.
+at::Tensor RotaryFrequencies(int64_t head_size, double theta,
+                             const RopeScaling& scaling);
 
 class LlamaBlock : public Block {
  public:
@@ -41,6 +47,7 @@ class LlamaBlock : public Block {
   int64_t num_heads_;
   int64_t num_kv_heads_;
   double rope_theta_;
+  RopeScaling rope_scaling_;
   at::Tensor attention_norm_weight_;
   at::Tensor qkv_weight_;
   at::Tensor attention_out_weight_;

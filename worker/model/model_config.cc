@@ -15,6 +15,33 @@ absl::Status RequirePositive(absl::string_view field, int64_t value) {
       absl::StrCat("model.", field, " is ", value, "; it must be positive"));
 }
 
+absl::Status ValidateRopeScaling(const RopeScaling& scaling) {
+  const auto invalid = [](absl::string_view field, double value,
+                          absl::string_view rule) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.rope_scaling.", field, " is ", value, "; it must be ", rule));
+  };
+  if (!(scaling.factor >= 1) || !std::isfinite(scaling.factor)) {
+    return invalid("factor", scaling.factor, ">= 1 and finite");
+  }
+  if (!(scaling.low_frequency_factor > 0)) {
+    return invalid("low_frequency_factor", scaling.low_frequency_factor,
+                   "positive");
+  }
+  if (!(scaling.high_frequency_factor > scaling.low_frequency_factor) ||
+      !std::isfinite(scaling.high_frequency_factor)) {
+    return invalid("high_frequency_factor", scaling.high_frequency_factor,
+                   absl::StrCat("finite and above low_frequency_factor (",
+                                scaling.low_frequency_factor, ")"));
+  }
+  if (!(scaling.original_context > 0) ||
+      !std::isfinite(scaling.original_context)) {
+    return invalid("original_context", scaling.original_context,
+                   "positive and finite");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateLlamaFields(const ModelConfig& config) {
   RETURN_IF_ERROR(RequirePositive("num_kv_heads", config.num_kv_heads));
   if (config.num_heads % config.num_kv_heads != 0) {
@@ -33,7 +60,7 @@ absl::Status ValidateLlamaFields(const ModelConfig& config) {
         absl::StrCat("model.rope_theta is ", config.rope_theta,
                      "; it must be positive and finite"));
   }
-  return absl::OkStatus();
+  return ValidateRopeScaling(config.rope_scaling);
 }
 
 }  // namespace
@@ -73,6 +100,10 @@ absl::Status ValidateModelConfig(const ModelConfig& config) {
   }
   if (config.family == ModelFamily::kLlama) {
     RETURN_IF_ERROR(ValidateLlamaFields(config));
+  } else if (config.tie_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.tie_embeddings is set for a ", ModelFamilyName(config.family),
+        " model; only llama ties its embeddings"));
   }
   if (config.family == ModelFamily::kBert && config.vocab_size < 2) {
     return absl::InvalidArgumentError(

@@ -38,6 +38,18 @@ absl::string_view ModelFamilyName(ModelFamily family);
 // True for the decoders (GPT, Llama): causal attention, next-token loss.
 bool IsDecoder(ModelFamily family);
 
+// Llama 3.1's rope scaling (Hugging Face's rope_type "llama3"), which lowers
+// the slowest rotary frequencies to stretch the context: frequencies whose
+// wavelength exceeds original_context / low_frequency_factor are divided by
+// `factor`, those shorter than original_context / high_frequency_factor are
+// kept, and those between are interpolated. A factor of 1 changes nothing.
+struct RopeScaling {
+  double factor = 1;
+  double low_frequency_factor = 1;
+  double high_frequency_factor = 4;
+  double original_context = 8192;
+};
+
 struct ModelConfig {
   ModelFamily family = ModelFamily::kGpt;
   // Transformer blocks; the embedding and the head are not counted.
@@ -52,6 +64,10 @@ struct ModelConfig {
   int64_t num_kv_heads = 0;
   // Llama: base of the rotary embedding's frequencies.
   double rope_theta = 10000;
+  RopeScaling rope_scaling;
+  // Llama: the head projects onto the vocabulary with the token embedding's
+  // weight (Llama 3.2's small models) instead of a weight of its own.
+  bool tie_embeddings = false;
   // BERT reserves the last id, vocab_size - 1, as its [MASK] token.
   int64_t vocab_size = 0;
   // Longest input sequence (tokens the model sees; a GPT sample holds one
@@ -67,9 +83,11 @@ int64_t SampleLength(const ModelConfig& config);
 
 // OK when every dimension is positive, num_heads divides hidden_size, BERT
 // has room for its [MASK] id (vocab_size >= 2), Llama's num_kv_heads divides
-// num_heads, its head size is even (rotary pairs) and rope_theta > 0, and
-// dtype is one of the supported types; otherwise INVALID_ARGUMENT naming the
-// field and its value.
+// num_heads, its head size is even (rotary pairs), rope_theta > 0 and its
+// rope scaling well formed (factor >= 1, 0 < low < high frequency factor,
+// original_context > 0), only
+// Llama ties its embeddings, and dtype is one of the supported types;
+// otherwise INVALID_ARGUMENT naming the field and its value.
 absl::Status ValidateModelConfig(const ModelConfig& config);
 
 // The transformer blocks [begin, end) of one pipeline stage. The stage with

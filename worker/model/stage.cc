@@ -11,7 +11,8 @@ namespace chimera::worker {
 
 Stage::Stage(const ModelConfig& config, LayerRange layers, uint64_t seed)
     : config_(config), layers_(layers) {
-  if (layers.begin == 0) {
+  const bool last = layers.end == config.num_layers;
+  if (layers.begin == 0 || (last && config.tie_embeddings)) {
     embedding_ = register_module("embedding", std::make_shared<TokenEmbedding>(
                                                   config, "embedding", seed));
   }
@@ -19,10 +20,15 @@ Stage::Stage(const ModelConfig& config, LayerRange layers, uint64_t seed)
     const std::string name = absl::StrCat("layer", i);
     blocks_.push_back(register_module(name, MakeBlock(config, name, seed)));
   }
-  if (layers.end == config.num_layers) {
-    head_ = register_module("head",
-                            std::make_shared<OutputHead>(config, "head", seed));
+  if (last) {
+    head_ = register_module("head", std::make_shared<OutputHead>(
+                                        config, "head", seed, tied_weight()));
   }
+}
+
+at::Tensor Stage::tied_weight() const {
+  if (!config_.tie_embeddings || embedding_ == nullptr) return {};
+  return embedding_->token_weight();
 }
 
 at::Tensor Stage::Hidden(const at::Tensor& input) {

@@ -6,7 +6,10 @@
 //
 // Parameter names are global: "embedding.token_weight",
 // "layer<i>.qkv_weight" with i the block's index in the whole model,
-// "head.output_weight".
+// "head.output_weight". With tied embeddings the head projects by the
+// embedding's weight, so the last stage holds a copy of it under the same
+// name, "embedding.token_weight" (and no "head.output_weight"); the runtime
+// keeps the copies equal (see worker/runtime/tied_embedding_sync.h).
 //
 //   ASSIGN_OR_RETURN(std::shared_ptr<Stage> stage,
 //                    BuildStage(config, LayerRange{2, 4}, job_seed));
@@ -48,10 +51,14 @@ class Stage : public torch::nn::Module {
 
   const ModelConfig& config() const { return config_; }
   LayerRange layers() const { return layers_; }
-  bool is_first() const { return embedding_ != nullptr; }
+  bool is_first() const { return layers_.begin == 0; }
   bool is_last() const { return head_ != nullptr; }
-  // The first stage's embedding; null on the others.
+  // The first stage's embedding, and with tied embeddings the last stage's
+  // holder of its weight; null on the others.
   const TokenEmbedding* embedding() const { return embedding_.get(); }
+  // With tied embeddings, the token embedding's weight on the first and the
+  // last stage; undefined otherwise.
+  at::Tensor tied_weight() const;
 
  private:
   // The embedding (first stage) and blocks: everything but the head.
@@ -59,7 +66,8 @@ class Stage : public torch::nn::Module {
 
   const ModelConfig config_;
   const LayerRange layers_;
-  std::shared_ptr<TokenEmbedding> embedding_;  // first stage only
+  // The first stage's; with tied embeddings the last stage's too.
+  std::shared_ptr<TokenEmbedding> embedding_;
   std::vector<std::shared_ptr<Block>> blocks_;
   std::shared_ptr<OutputHead> head_;  // last stage only
 };

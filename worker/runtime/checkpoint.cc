@@ -319,11 +319,13 @@ CheckpointDir::Parameters(int64_t step, int64_t num_layers) const {
   ASSIGN_OR_RETURN(const Directory step_dir,
                    directory_.Open(StepName(step), /*create=*/false));
   std::vector<std::pair<std::string, at::Tensor>> parameters;
+  // A tied embedding's weight is in the first and the last stage's files.
+  std::set<std::string> seen;
   for (const StageFile& file : StageFiles(step)) {
     ASSIGN_OR_RETURN(const TensorDict dict, ReadDict(step_dir, file.name));
     for (const auto& entry : dict) {
       absl::string_view name = entry.key();
-      if (absl::ConsumePrefix(&name, kParameter)) {
+      if (absl::ConsumePrefix(&name, kParameter) && seen.emplace(name).second) {
         parameters.emplace_back(std::string(name), entry.value());
       }
     }

@@ -16,8 +16,24 @@ std::string GradientGroupName(int model_stage) {
   return absl::StrCat("stage-", model_stage);
 }
 
-std::vector<CommGroup> GradientGroups(
+std::vector<int> TiedEmbeddingHolders(
     const schedule::ScheduleOutline& outline) {
+  const int last = outline.topology.NumModelStages() - 1;
+  std::vector<int> holders;
+  for (int rank = 0; rank < outline.world_size(); ++rank) {
+    for (const schedule::StageRef& ref : outline.stages_by_rank[rank]) {
+      const int model_stage = outline.topology.ModelStage(ref);
+      if (model_stage == 0 || model_stage == last) {
+        holders.push_back(rank);
+        break;
+      }
+    }
+  }
+  return holders;
+}
+
+std::vector<CommGroup> GradientGroups(const schedule::ScheduleOutline& outline,
+                                      bool tie_embeddings) {
   std::map<int, std::set<int>> holders;
   for (int rank = 0; rank < outline.world_size(); ++rank) {
     for (const schedule::StageRef& ref : outline.stages_by_rank[rank]) {
@@ -29,6 +45,12 @@ std::vector<CommGroup> GradientGroups(
     if (ranks.size() < 2) continue;
     groups.push_back({GradientGroupName(model_stage),
                       std::vector<int>(ranks.begin(), ranks.end())});
+  }
+  if (tie_embeddings && outline.topology.NumModelStages() > 1) {
+    std::vector<int> holders = TiedEmbeddingHolders(outline);
+    if (holders.size() > 1) {
+      groups.push_back({kTiedEmbeddingGroup, std::move(holders)});
+    }
   }
   return groups;
 }

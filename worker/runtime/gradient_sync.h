@@ -3,7 +3,8 @@
 // and one non-blocking sum-allreduce of a stage's gradients, started by
 // ALLREDUCE_BEGIN and finished by ALLREDUCE_END.
 //
-//   std::vector<CommGroup> groups = GradientGroups(outline);  // every rank
+//   std::vector<CommGroup> groups =  // every rank
+//       GradientGroups(outline, config.tie_embeddings);
 //   ... create the communicator with `groups` ...
 //   at::Tensor bucket = BucketGradients(stage->parameters());  // once
 //   ... backward ...
@@ -37,11 +38,23 @@ namespace chimera::worker {
 // "stage-3": the group of model stage 3 (Topology::ModelStage).
 std::string GradientGroupName(int model_stage);
 
+// The group that sums a tied token embedding's gradient across the stages
+// holding a copy of its weight (see tied_embedding_sync.h).
+inline constexpr char kTiedEmbeddingGroup[] = "tied-embedding";
+
+// The ranks holding a replica of the model's first or last stage, ascending:
+// with tied embeddings and more than one model stage, those that hold a copy
+// of the token embedding's weight.
+std::vector<int> TiedEmbeddingHolders(const schedule::ScheduleOutline& outline);
+
 // One group per model stage whose replicas live on more than one rank, in
 // model-stage order, holding every rank whose program lists a replica of it.
 // A rank holding several replicas of one stage appears once: its replicas
-// share one set of parameters (see program_executor.h).
-std::vector<CommGroup> GradientGroups(const schedule::ScheduleOutline& outline);
+// share one set of parameters (see program_executor.h). With
+// `tie_embeddings` and more than one model stage, also kTiedEmbeddingGroup
+// of the TiedEmbeddingHolders, when they are more than one rank.
+std::vector<CommGroup> GradientGroups(const schedule::ScheduleOutline& outline,
+                                      bool tie_embeddings);
 
 // Allocates one zeroed, contiguous buffer for the gradients of `parameters`
 // (all CPU, one dtype) and makes each parameter's gradient a view of its

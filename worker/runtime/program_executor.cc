@@ -185,7 +185,8 @@ ProgramExecutor::ProgramExecutor(const schedule::RankSchedule& schedule,
       loss_normaliser_(static_cast<double>(schedule.topology().width) *
                        schedule.topology().micro_batches *
                        spec.micro_batch_size),
-      memory_(spec.device) {}
+      memory_(spec.device),
+      tied_holders_(TiedEmbeddingHolders(schedule.outline).size()) {}
 
 ProgramExecutor::~ProgramExecutor() = default;
 
@@ -205,14 +206,31 @@ absl::Status ProgramExecutor::Build() {
                                 spec_.seed, spec_.device));
     holds_last_stage_ |= stages_[model_stage]->is_last();
   }
+  std::vector<at::Tensor> tied_copies;
   for (const auto& [model_stage, stage] : stages_) {
     const std::vector<at::Tensor> stage_parameters = stage->parameters();
-    gradient_buckets_[model_stage] = BucketGradients(stage_parameters);
-    if (stage->is_first()) {
+    std::vector<at::Tensor> bucketed;
+    const at::Tensor tied = stage->tied_weight();
+    const bool split_tie =
+        tied.defined() && !(stage->is_first() && stage->is_last());
+    for (const at::Tensor& parameter : stage_parameters) {
+      if (split_tie && parameter.is_same(tied)) {
+        tied_copies.push_back(tied);
+      } else {
+        bucketed.push_back(parameter);
+      }
+    }
+    gradient_buckets_[model_stage] = BucketGradients(bucketed);
+    if (stage->is_first() && !split_tie) {
       used_token_rows_ = NoRowsUsed(stage->embedding()->token_weight());
     }
     optimizers_[model_stage] =
         std::make_unique<Optimizer>(spec_.optimizer, stage_parameters);
+  }
+  if (!tied_copies.empty()) {
+    tied_sync_ = std::make_unique<TiedEmbeddingSync>(
+        std::move(tied_copies), tied_holders_ > 1 ? comm_ : nullptr);
+    tied_gradients_complete_ = TiedGradientsComplete(program_, topology_);
   }
   return CheckProgram();
 }
@@ -372,6 +390,9 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
     absl::Status status;
     try {
       status = Execute(inst, step, metrics);
+      if (status.ok() && index == tied_gradients_complete_) {
+        status = tied_sync_->Start();
+      }
     } catch (const std::exception& e) {
       status = absl::InternalError(TorchErrorMessage(e));
     }
@@ -419,6 +440,9 @@ void ProgramExecutor::AccountStateMemory(StepMetrics& metrics) const {
   for (const auto& [model_stage, bucket] : gradient_buckets_) {
     metrics.gradients_bytes += static_cast<int64_t>(bucket.nbytes());
   }
+  if (tied_sync_ != nullptr) {
+    metrics.gradients_bytes += tied_sync_->gradient_bytes();
+  }
   for (const auto& [model_stage, optimizer] : optimizers_) {
     const OptimizerState state = optimizer->state();
     for (const auto* moments : {&state.first_moments, &state.second_moments}) {
@@ -457,6 +481,11 @@ absl::Status ProgramExecutor::Execute(const Instruction& inst, int64_t step,
     case OpKind::kAllreduceEnd:
       return EndAllReduce(inst, metrics);
     case OpKind::kOptimizerStep:
+      if (tied_sync_ != nullptr) {
+        const auto wait_start = std::chrono::steady_clock::now();
+        RETURN_IF_ERROR(tied_sync_->Finish(spec_.timeouts.collective));
+        metrics.allreduce_wait_seconds += SecondsSince(wait_start);
+      }
       for (auto& [model_stage, optimizer] : optimizers_) optimizer->Step();
       if (used_token_rows_.defined()) used_token_rows_.zero_();
       return absl::OkStatus();
@@ -545,7 +574,8 @@ absl::StatusOr<at::Tensor> ProgramExecutor::ForwardInput(StageRef ref,
                                                          int micro_batch,
                                                          const MicroBatch& batch) {
   if (StageOf(ref).is_first()) {
-    MarkUsedRows(used_token_rows_, batch.inputs);
+    if (used_token_rows_.defined())
+      MarkUsedRows(used_token_rows_, batch.inputs);
     return batch.inputs;
   }
   return TakeTensor(activations_in_, {ref, micro_batch, 0}, "input activation");
@@ -688,7 +718,7 @@ absl::Status ProgramExecutor::BeginAllReduce(const Instruction& inst) {
   }
   const Stage& stage = *stages_.at(model_stage);
   std::optional<RowSparseGradient> row_sparse;
-  if (stage.is_first()) {
+  if (stage.is_first() && used_token_rows_.defined()) {
     row_sparse = RowSparseGradient{stage.embedding()->token_weight().grad(),
                                    used_token_rows_};
   }
@@ -734,6 +764,9 @@ absl::Status ProgramExecutor::FinishStep() {
   }
   if (!allreduces_.empty()) {
     return leftover("allreduces in flight", allreduces_.size());
+  }
+  if (tied_sync_ != nullptr && tied_sync_->in_flight()) {
+    return leftover("tied embedding gradient sums in flight", 1);
   }
   return absl::OkStatus();
 }

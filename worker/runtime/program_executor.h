@@ -48,6 +48,9 @@
 // - ALLREDUCE_BEGIN / END: non-blocking sum of one model stage's gradients
 //   over its group (GradientGroups), every rank holding a replica of it.
 // - OPTIMIZER_STEP: Optimizer::Step, which also zeroes the gradients.
+// - With tied embeddings split across stages, the copies' gradient sum
+//   (TiedEmbeddingSync) starts after the rank's last backward of the first
+//   or last model stage and is waited for by OPTIMIZER_STEP.
 //
 // Replicas of one model stage on the same worker (chunks that hold the same
 // partition) share one set of parameters, so their gradients add up locally
@@ -61,6 +64,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -81,6 +85,7 @@
 #include "worker/runtime/optimizer.h"
 #include "worker/runtime/step_metrics.h"
 #include "worker/runtime/task_spec.h"
+#include "worker/runtime/tied_embedding_sync.h"
 
 namespace chimera::worker {
 
@@ -235,6 +240,13 @@ class ProgramExecutor {
   // One optimizer per model stage, so each stage's state can be saved and
   // restored on its own; OPTIMIZER_STEP steps them all.
   std::map<int, std::unique_ptr<Optimizer>> optimizers_;
+  // Ranks of the job holding a copy of a tied embedding's weight, when the
+  // model ties its embeddings across stages.
+  const size_t tied_holders_;
+  // Where this rank holds such a copy: their gradients' sum, and the index
+  // of the instruction after which it starts. Null and nullopt elsewhere.
+  std::unique_ptr<TiedEmbeddingSync> tied_sync_;
+  std::optional<size_t> tied_gradients_complete_;
   std::map<std::pair<schedule::StageRef, int>, BackwardPlan> backward_plans_;
   bool holds_last_stage_ = false;
   OpPositionBoard* position_ = nullptr;

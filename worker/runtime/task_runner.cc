@@ -77,7 +77,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectGloo(
 // groups.
 absl::StatusOr<std::unique_ptr<Communicator>> Connect(
     const TaskRunOptions& options, const TcpRendezvous& rendezvous) {
-  std::vector<CommGroup> groups = GradientGroups(options.schedule.outline);
+  std::vector<CommGroup> groups = GradientGroups(
+      options.schedule.outline, options.spec.model.tie_embeddings);
   groups.insert(groups.end(), options.extra_groups.begin(),
                 options.extra_groups.end());
   if (!options.spec.gpu())

@@ -218,6 +218,21 @@ ModelConfig ModelConfigFor(const chimera::v1::ModelSpec& spec) {
   model.num_kv_heads =
       spec.num_kv_heads() > 0 ? spec.num_kv_heads() : spec.num_heads();
   if (spec.rope_theta() > 0) model.rope_theta = spec.rope_theta();
+  model.tie_embeddings = spec.tie_embeddings();
+  if (spec.has_rope_scaling()) {
+    const chimera::v1::RopeScaling& scaling = spec.rope_scaling();
+    model.rope_scaling.factor = scaling.factor();
+    if (scaling.low_freq_factor() > 0) {
+      model.rope_scaling.low_frequency_factor = scaling.low_freq_factor();
+    }
+    if (scaling.high_freq_factor() > 0) {
+      model.rope_scaling.high_frequency_factor = scaling.high_freq_factor();
+    }
+    if (scaling.original_max_position_embeddings() > 0) {
+      model.rope_scaling.original_context =
+          scaling.original_max_position_embeddings();
+    }
+  }
   model.ffn_size =
       spec.ffn_size() > 0 ? spec.ffn_size() : 4 * spec.hidden_size();
   model.vocab_size =

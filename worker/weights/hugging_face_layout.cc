@@ -15,6 +15,8 @@
 namespace chimera::worker {
 namespace {
 
+constexpr char kHuggingFaceHead[] = "lm_head.weight";
+
 // "layer12.qkv_weight" -> {12, "qkv_weight"}; nullopt for other names.
 std::optional<std::pair<int64_t, std::string>> BlockParameter(
     const std::string& name) {
@@ -86,7 +88,7 @@ std::string TorchDtypeName(c10::ScalarType type) {
 
 absl::StatusOr<std::string> HuggingFaceConfig(const ModelConfig& config) {
   RETURN_IF_ERROR(RequireLlama(config));
-  const nlohmann::json json = {
+  nlohmann::json json = {
       {"architectures", {"LlamaForCausalLM"}},
       {"model_type", "llama"},
       {"hidden_size", config.hidden_size},
@@ -102,9 +104,20 @@ absl::StatusOr<std::string> HuggingFaceConfig(const ModelConfig& config) {
       {"hidden_act", "silu"},
       {"attention_bias", false},
       {"mlp_bias", false},
-      {"tie_word_embeddings", false},
+      {"tie_word_embeddings", config.tie_embeddings},
       {"torch_dtype", TorchDtypeName(config.dtype)},
   };
+  const RopeScaling& scaling = config.rope_scaling;
+  if (scaling.factor != 1) {
+    json["rope_scaling"] = {
+        {"rope_type", "llama3"},
+        {"factor", scaling.factor},
+        {"low_freq_factor", scaling.low_frequency_factor},
+        {"high_freq_factor", scaling.high_frequency_factor},
+        {"original_max_position_embeddings",
+         static_cast<int64_t>(scaling.original_context)},
+    };
+  }
   return json.dump(2) + "\n";
 }
 
@@ -120,7 +133,7 @@ absl::StatusOr<std::vector<HuggingFacePiece>> HuggingFacePieces(
         {"model.norm.weight", config.hidden_size}};
   }
   if (parameter == "head.output_weight") {
-    return std::vector<HuggingFacePiece>{{"lm_head.weight", config.vocab_size}};
+    return std::vector<HuggingFacePiece>{{kHuggingFaceHead, config.vocab_size}};
   }
   const auto block = BlockParameter(parameter);
   if (!block || block->first < 0 || block->first >= config.num_layers) {
@@ -160,7 +173,11 @@ absl::Status CopyFromHuggingFace(
       const auto found = tensors.find(piece.name);
       if (found == tensors.end()) {
         return absl::InvalidArgumentError(
-            absl::StrCat("the weights have no tensor '", piece.name, "'"));
+            absl::StrCat("the weights have no tensor '", piece.name, "'",
+                         piece.name == kHuggingFaceHead
+                             ? " (weights whose head is their embedding's need "
+                               "spec.model.tieEmbeddings: true)"
+                             : ""));
       }
       if (found->second.sizes() != target.sizes()) {
         return absl::InvalidArgumentError(absl::StrCat(

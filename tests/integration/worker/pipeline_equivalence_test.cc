@@ -1,10 +1,11 @@
 // Pipeline-parallel training is exact: for every scheme the schedule engine
 // generates (with data parallelism, forward doubling, backward halving,
-// recomputation, looping chunks and the split backward; GPT, and Llama under
-// every scheme at W = 1 and 2), worker processes
-// executing their programs over Gloo end up with the parameters a single
-// process gets by training the whole model on the same mini-batches, to 1e-9
-// relative, and the replicas of every stage are bit-identical across ranks.
+// recomputation, looping chunks and the split backward; GPT, and Llama with
+// and without tied embeddings under every scheme at W = 1 and 2), worker
+// processes executing their programs over Gloo end up with the parameters a
+// single process gets by training the whole model on the same mini-batches,
+// to 1e-9 relative, and the replicas of every stage are bit-identical across
+// ranks.
 //
 // Each case forks the job's ranks (ProgramExecutor over Gloo on loopback) and
 // one more process for the reference (the whole model as one stage, one
@@ -87,6 +88,8 @@ struct Case {
   // deferred to the end (DeferEveryWeightGradient).
   bool defer_weight_gradients = false;
   ModelFamily family = ModelFamily::kGpt;
+  // Llama only: the head projects by the embedding's weight.
+  bool tie_embeddings = false;
 };
 
 // Names the case in gtest's messages instead of dumping its bytes.
@@ -111,8 +114,10 @@ std::string ReferencePath(const std::string& dir) {
 }
 
 PipelineJob JobFor(const Case& c, schedule::Schedule s) {
-  PipelineJob job = MakePipelineJob(std::move(s), TinyModel(c.family),
-                                    kMicroBatchSize, kSeed, kOpTimeout);
+  ModelConfig model = TinyModel(c.family);
+  model.tie_embeddings = c.tie_embeddings;
+  PipelineJob job =
+      MakePipelineJob(std::move(s), model, kMicroBatchSize, kSeed, kOpTimeout);
   job.spec.optimizer = OptimizerFor(c);
   job.spec.data.format = c.data;
   if (c.data == DataFormat::kText) {
@@ -254,7 +259,9 @@ ScheduleParams Params(Scheme scheme, int depth, int micro_batches, int width) {
 
 // Llama under every scheme, at W = 1 and 2, alternating the optimizers, on
 // the corpus (uniform synthetic tokens leave a bias-free model too little to
-// learn in three steps for the reference's check).
+// learn in three steps for the reference's check); and with tied embeddings
+// at W = 1 and 2, AdamW, where the first and last stages' copies of the
+// embedding's weight must stay equal to each other and to the reference.
 void AddLlamaCases(std::vector<Case>& cases) {
   struct Shape {
     std::string name;
@@ -277,16 +284,22 @@ void AddLlamaCases(std::vector<Case>& cases) {
       {"ChimeraZb", Scheme::kChimeraZb, 2, 4, 1},
   };
   for (const Shape& shape : shapes) {
-    for (const int width : {1, 2}) {
-      Case c;
-      c.name = absl::StrCat("Llama", shape.name, "D", shape.depth, "N",
-                            shape.micro_batches, "W", width);
-      c.params = Params(shape.scheme, shape.depth, shape.micro_batches, width);
-      c.params.chunks = shape.chunks;
-      c.optimizer = width == 1 ? OptimizerKind::kAdamW : OptimizerKind::kSgd;
-      c.family = ModelFamily::kLlama;
-      c.data = DataFormat::kText;
-      cases.push_back(std::move(c));
+    for (const bool tied : {false, true}) {
+      for (const int width : {1, 2}) {
+        Case c;
+        c.name =
+            absl::StrCat("Llama", tied ? "Tied" : "", shape.name, "D",
+                         shape.depth, "N", shape.micro_batches, "W", width);
+        c.params =
+            Params(shape.scheme, shape.depth, shape.micro_batches, width);
+        c.params.chunks = shape.chunks;
+        c.optimizer =
+            width == 1 || tied ? OptimizerKind::kAdamW : OptimizerKind::kSgd;
+        c.family = ModelFamily::kLlama;
+        c.data = DataFormat::kText;
+        c.tie_embeddings = tied;
+        cases.push_back(std::move(c));
+      }
     }
   }
 }

@@ -143,6 +143,27 @@ INSTANTIATE_TEST_SUITE_P(
         EditCase{"RopeThetaOutsideLlama", "numHeads: 4",
                  "numHeads: 4\n    ropeTheta: 10000", "spec.model.ropeTheta",
                  "is for family 'llama' only"},
+        EditCase{"TiedEmbeddingsOutsideLlama", "numHeads: 4",
+                 "numHeads: 4\n    tieEmbeddings: true",
+                 "spec.model.tieEmbeddings", "is for family 'llama' only"},
+        EditCase{"TiedEmbeddingsNotABoolean", "numHeads: 4",
+                 "numHeads: 4\n    tieEmbeddings: yes please",
+                 "spec.model.tieEmbeddings", "expected true or false"},
+        EditCase{"RopeScalingOutsideLlama", "numHeads: 4",
+                 "numHeads: 4\n    ropeScaling: {factor: 8}",
+                 "spec.model.ropeScaling", "is for family 'llama' only"},
+        EditCase{"RopeScalingFactorBelowOne", "family: gpt",
+                 "family: llama\n    ropeScaling: {lowFreqFactor: 1}",
+                 "spec.model.ropeScaling.factor",
+                 "0 must be >= 1 (1 turns the scaling off)"},
+        EditCase{"RopeScalingWithoutABand", "family: gpt",
+                 "family: llama\n    ropeScaling: {factor: 8, "
+                 "lowFreqFactor: 4}",
+                 "spec.model.ropeScaling.highFreqFactor",
+                 "4 must be above lowFreqFactor (4); 0 means 4"},
+        EditCase{"RopeScalingMisspelledField", "family: gpt",
+                 "family: llama\n    ropeScaling: {factor: 8, lowFreq: 1}",
+                 "spec.model.ropeScaling.lowFreq", "lowFreqFactor"},
         EditCase{"KeyValueHeadsNotDividingTheHeads", "family: gpt",
                  "family: llama\n    numKvHeads: 3", "spec.model.numKvHeads",
                  "3 does not divide numHeads (4)"},
@@ -312,6 +333,32 @@ TEST_F(JobValidatorTest, APresetFillsTheFieldsTheJobLeavesOut) {
   EXPECT_EQ(model.num_kv_heads(), 8);
   EXPECT_EQ(model.vocab_size(), 128256);
   EXPECT_EQ(model.rope_theta(), 500000);
+  EXPECT_FALSE(model.tie_embeddings());
+  EXPECT_FALSE(model.has_rope_scaling());
+}
+
+// Llama 3.2's small models tie their embeddings; a job may untie them.
+TEST_F(JobValidatorTest, APresetTiesEmbeddingsUnlessTheJobSaysOtherwise) {
+  for (const auto& [line, tied] : {std::pair<std::string, bool>{"", true},
+                                   {"\n    tieEmbeddings: false", false},
+                                   {"\n    tieEmbeddings: true", true}}) {
+    chimera::v1::TrainJob job;
+    const FieldErrors errors = ParseJob(
+        JobWith(
+            "family: gpt\n    numLayers: 8\n    hiddenSize: 64\n"
+            "    numHeads: 4\n    seqLength: 16",
+            "preset: llama3.2-1b\n    numLayers: 4\n    seqLength: 16" + line),
+        Options(), &job);
+    ASSERT_TRUE(errors.empty()) << errors.ToStatus();
+    EXPECT_EQ(job.spec().model().hidden_size(), 2048);
+    EXPECT_EQ(job.spec().model().tie_embeddings(), tied) << line;
+    // Llama 3.2's published rope scaling.
+    const chimera::v1::RopeScaling& scaling = job.spec().model().rope_scaling();
+    EXPECT_EQ(scaling.factor(), 32);
+    EXPECT_EQ(scaling.low_freq_factor(), 1);
+    EXPECT_EQ(scaling.high_freq_factor(), 4);
+    EXPECT_EQ(scaling.original_max_position_embeddings(), 8192);
+  }
 }
 
 TEST_F(JobValidatorTest, GlobalBatchMustBeAMultipleOfTheGivenFactors) {

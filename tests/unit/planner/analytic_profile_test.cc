@@ -117,6 +117,23 @@ TEST(AnalyticProfileTest, LlamaParametersAreThePublishedCounts) {
       70553706496);
 }
 
+// Llama 3.2 1B and 3B (published: 1,235,814,400 and 3,212,749,824) tie their
+// embeddings: the head lists the copy of the embedding's weight the last
+// stage holds, so the model's count is the layers' less one v·h.
+TEST(AnalyticProfileTest, TiedLlamaParametersAreThePublishedCounts) {
+  for (const auto& [model, published] :
+       {std::pair{Llama(16, 2048, 8192, 32, 8), int64_t{1235814400}},
+        {Llama(28, 3072, 8192, 24, 8), int64_t{3212749824}}}) {
+    chimera::v1::ModelSpec tied = model;
+    tied.set_tie_embeddings(true);
+    const chimera::v1::ModelProfile profile = AnalyticProfile(tied, Device());
+    EXPECT_EQ(Parameters(profile) - 128256 * tied.hidden_size(), published);
+    EXPECT_EQ(profile.layers(profile.layers_size() - 1).parameter_bytes(),
+              2 * (tied.hidden_size() + 128256 * tied.hidden_size()));
+    EXPECT_EQ(UnsyncedEmbeddingBytes(tied, 100), 0);
+  }
+}
+
 // Each block's matrices cost 2 FLOPs per weight and token forward; keys and
 // values are an eighth of the queries' width in Llama 3 8B.
 TEST(AnalyticProfileTest, LlamaFlopsCountItsGroupedAttentionAndSwiGlu) {

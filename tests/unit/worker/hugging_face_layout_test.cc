@@ -100,13 +100,30 @@ TEST(HuggingFaceLayoutTest, LlamaWeightsRoundTripThroughASafetensorsFile) {
   EXPECT_TRUE(at::equal(trained->Forward(ids), fresh->Forward(ids)));
 }
 
+ModelConfig TiedScaledLlama() {
+  ModelConfig config = TinyConfig(ModelFamily::kLlama);
+  config.rope_theta = 500000;
+  config.tie_embeddings = true;
+  // Of a head's two frequencies (wavelengths 6.3 and 4443), the first falls
+  // between the bands (16 / 4, 16 / 1) and the second beyond them.
+  config.rope_scaling = {.factor = 8,
+                         .low_frequency_factor = 1,
+                         .high_frequency_factor = 4,
+                         .original_context = 16};
+  return config;
+}
+
+class HuggingFaceLlamaTest : public ::testing::TestWithParam<bool> {};
+
 // What LlamaForCausalLM computes with the exported weights, as an
 // independent PyTorch rendering of its definitions computes it
 // (tests/support/hugging_face_llama.py), is what our model computes: the
-// layout, rotary halves, grouped heads and gate/up order are Hugging Face's.
-TEST(HuggingFaceLayoutTest, LlamaComputesWhatHuggingFacesLlamaComputes) {
+// layout, rotary halves, grouped heads and gate/up order are Hugging Face's,
+// and so are tied embeddings and Llama 3.1's rope scaling.
+TEST_P(HuggingFaceLlamaTest, LlamaComputesWhatHuggingFacesLlamaComputes) {
   ModelConfig config = TinyConfig(ModelFamily::kLlama);
   config.rope_theta = 500000;
+  if (GetParam()) config = TiedScaledLlama();
   const auto model = WholeModel(config, 5);
   const chimera::testing::TempDir dir;
   const absl::StatusOr<NamedTensors> tensors =
@@ -133,6 +150,33 @@ TEST(HuggingFaceLayoutTest, LlamaComputesWhatHuggingFacesLlamaComputes) {
   ASSERT_EQ(python.exit_code, 0) << python.err;
   EXPECT_LT(std::stod(python.out), 1e-12) << python.out;
   EXPECT_GT(logits.abs().max().item<double>(), 1e-3) << "a vacuous check";
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, HuggingFaceLlamaTest, ::testing::Bool(),
+                         [](const auto& info) {
+                           return info.param ? "TiedAndRopeScaled" : "Plain";
+                         });
+
+// A tied model's weights have no lm_head.weight; its config says so.
+TEST(HuggingFaceLayoutTest, TiedWeightsHaveNoHeadOfTheirOwn) {
+  const ModelConfig tied = TiedScaledLlama();
+  const absl::StatusOr<NamedTensors> tensors =
+      ToHuggingFace(tied, Parameters(*WholeModel(tied, 1)));
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  std::map<std::string, at::Tensor> by_name(tensors->begin(), tensors->end());
+  EXPECT_EQ(by_name.count("lm_head.weight"), 0u);
+  EXPECT_EQ(by_name.count("model.embed_tokens.weight"), 1u);
+  const absl::StatusOr<std::string> json = HuggingFaceConfig(tied);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_THAT(*json, HasSubstr("\"tie_word_embeddings\": true"));
+  EXPECT_THAT(*json, HasSubstr("\"rope_type\": \"llama3\""));
+  // Into an untied model they do not fit, and the error says why.
+  const ModelConfig untied = TinyConfig(ModelFamily::kLlama);
+  EXPECT_THAT(
+      CopyFromHuggingFace(untied, by_name, Parameters(*WholeModel(untied, 2)))
+          .message(),
+      HasSubstr("no tensor 'lm_head.weight' (weights whose head is their "
+                "embedding's need spec.model.tieEmbeddings: true)"));
 }
 
 TEST(HuggingFaceLayoutTest, MissingOrMisshapenTensorsAreNamed) {

@@ -40,6 +40,42 @@ TEST(RotaryEmbeddingTest, RotatesEachPairOfHalvesByItsAngle) {
               b * std::cos(angle) + a * std::sin(angle), kTolerance);
 }
 
+// Llama 3.1's scaling at its published settings (factor 8, frequency factors
+// 1 and 4, context 8192), head size 128, theta 500000: frequencies of
+// wavelength under 2048 are kept, over 8192 divided by 8, and those between
+// interpolated linearly in 8192 / wavelength.
+TEST(RotaryEmbeddingTest, Llama31ScalingLowersTheSlowFrequenciesOnly) {
+  const RopeScaling scaling{.factor = 8,
+                            .low_frequency_factor = 1,
+                            .high_frequency_factor = 4,
+                            .original_context = 8192};
+  const at::Tensor plain = RotaryFrequencies(128, 500000, RopeScaling{});
+  const at::Tensor scaled = RotaryFrequencies(128, 500000, scaling);
+  ASSERT_EQ(scaled.size(0), 64);
+  int kept = 0, divided = 0, between = 0;
+  for (int64_t i = 0; i < 64; ++i) {
+    const double omega = plain[i].item<double>();
+    EXPECT_NEAR(omega, std::pow(500000.0, -2.0 * i / 128), 1e-15);
+    const double wavelength = 2 * M_PI / omega;
+    const double got = scaled[i].item<double>();
+    if (wavelength < 2048) {
+      EXPECT_EQ(got, omega) << i;
+      ++kept;
+    } else if (wavelength > 8192) {
+      EXPECT_NEAR(got, omega / 8, 1e-15) << i;
+      ++divided;
+    } else {
+      const double smooth = (8192 / wavelength - 1) / 3;
+      EXPECT_NEAR(got, (1 - smooth) * omega / 8 + smooth * omega, 1e-15) << i;
+      ++between;
+    }
+  }
+  // Each band is exercised.
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(divided, 0);
+  EXPECT_GT(between, 0);
+}
+
 // What makes it a position encoding for attention: the product of a rotated
 // query and key depends on their distance, not on where they are.
 TEST(RotaryEmbeddingTest, QueryKeyProductsDependOnDistanceAlone) {

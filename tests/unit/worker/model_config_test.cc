@@ -64,5 +64,25 @@ TEST(ModelConfigTest, LlamaRopeThetaMustBePositive) {
               HasSubstr("model.rope_theta is 0"));
 }
 
+TEST(ModelConfigTest, LlamaRopeScalingMustLeaveABandBetweenItsFactors) {
+  const struct {
+    RopeScaling scaling;
+    const char* error;
+  } cases[] = {
+      {{.factor = 0.5}, "model.rope_scaling.factor is 0.5"},
+      {{.factor = 8, .low_frequency_factor = 0},
+       "model.rope_scaling.low_frequency_factor is 0"},
+      {{.factor = 8, .low_frequency_factor = 4, .high_frequency_factor = 4},
+       "model.rope_scaling.high_frequency_factor is 4"},
+      {{.factor = 8, .original_context = -1},
+       "model.rope_scaling.original_context is -1"},
+  };
+  for (const auto& c : cases) {
+    ModelConfig config = TinyConfig(ModelFamily::kLlama);
+    config.rope_scaling = c.scaling;
+    EXPECT_THAT(ValidateModelConfig(config).message(), HasSubstr(c.error));
+  }
+}
+
 }  // namespace
 }  // namespace chimera::worker

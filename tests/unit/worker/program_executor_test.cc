@@ -369,7 +369,8 @@ TEST(GradientGroupsTest, OneGroupPerStageOverEveryReplica) {
   // Chimera D = 4, W = 2: stage s lives on positions s and 3 - s of both
   // replicas (ranks 0-3 and 4-7).
   const std::vector<CommGroup> groups =
-      GradientGroups(schedule::OutlineOf(Generate(Scheme::kChimera, 4, 4, 2)));
+      GradientGroups(schedule::OutlineOf(Generate(Scheme::kChimera, 4, 4, 2)),
+                     /*tie_embeddings=*/false);
   ASSERT_EQ(groups.size(), 4u);
   EXPECT_EQ(groups[0].name, "stage-0");
   EXPECT_EQ(groups[0].ranks, (std::vector<int>{0, 3, 4, 7}));
@@ -377,8 +378,46 @@ TEST(GradientGroupsTest, OneGroupPerStageOverEveryReplica) {
   EXPECT_TRUE(ValidateCommGroups(groups, 8).ok());
   // One pipeline, one replica: nothing to reduce.
   EXPECT_TRUE(
-      GradientGroups(schedule::OutlineOf(Generate(Scheme::kOneFOneB, 4, 4)))
+      GradientGroups(schedule::OutlineOf(Generate(Scheme::kOneFOneB, 4, 4)),
+                     /*tie_embeddings=*/false)
           .empty());
+}
+
+TEST(GradientGroupsTest, TiedEmbeddingsJoinTheFirstAndLastStagesHolders) {
+  // 1F1B D = 4, W = 2: the first stage on ranks 0 and 4, the last on 3 and 7.
+  const std::vector<CommGroup> groups =
+      GradientGroups(schedule::OutlineOf(Generate(Scheme::kOneFOneB, 4, 4, 2)),
+                     /*tie_embeddings=*/true);
+  ASSERT_EQ(groups.size(), 5u);
+  EXPECT_EQ(groups.back().name, kTiedEmbeddingGroup);
+  EXPECT_EQ(groups.back().ranks, (std::vector<int>{0, 3, 4, 7}));
+  EXPECT_TRUE(ValidateCommGroups(groups, 8).ok());
+  // One stage: the head and the embedding share one tensor, no copies.
+  EXPECT_TRUE(
+      GradientGroups(schedule::OutlineOf(Generate(Scheme::kOneFOneB, 1, 2)),
+                     /*tie_embeddings=*/true)
+          .empty());
+}
+
+TEST(TiedGradientsCompleteTest, AfterTheLastWeightGradientOfAnEndStage) {
+  // ZB-V, D = 2: rank 0 holds model stages 0 and 3, rank 1 stages 1 and 2.
+  const schedule::Schedule s = Generate(Scheme::kZbV, 2, 4);
+  for (int rank = 0; rank < 2; ++rank) {
+    const schedule::WorkerProgram& program = s.workers[rank];
+    const std::optional<size_t> complete =
+        TiedGradientsComplete(program, s.topology);
+    std::optional<size_t> expected;
+    for (size_t i = 0; i < program.instructions.size(); ++i) {
+      const schedule::Instruction& inst = program.instructions[i];
+      const int model_stage = s.topology.ModelStage({inst.chunk, inst.stage});
+      if (schedule::ComputesWeightGradient(inst.op) &&
+          (model_stage == 0 || model_stage == 3)) {
+        expected = i;
+      }
+    }
+    EXPECT_EQ(complete, expected) << "rank " << rank;
+    EXPECT_EQ(complete.has_value(), rank == 0);
+  }
 }
 
 TEST(MessageTagsTest, EveryTransferOfAScheduleHasItsOwnTag) {

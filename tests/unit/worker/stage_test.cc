@@ -231,6 +231,55 @@ TEST(StageTest, LlamaHasTheParametersOfItsLayout) {
   EXPECT_EQ(shapes, expected);
 }
 
+// Tied embeddings: the head projects by the embedding's weight, and the last
+// of several stages holds an equal copy of it under the embedding's name.
+// The whole model's gradient of that weight is the two copies' gradients
+// summed; every other gradient is the untied composition's.
+TEST(StageTest, TiedCopiesGradientsSumToTheWholeModels) {
+  ModelConfig config = TinyConfig(ModelFamily::kLlama);
+  config.tie_embeddings = true;
+  const absl::StatusOr<MicroBatch> batch =
+      MakeMicroBatch(config, RandomTokens(config, 3), SampleKey{kSeed, 0, 0});
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  const auto full = Build(config, {0, config.num_layers});
+  EXPECT_EQ(Named({full}, false).count("head.output_weight"), 0u);
+  const absl::StatusOr<at::Tensor> full_loss =
+      LanguageModelLoss(full->Forward(batch->inputs), *batch, 3);
+  ASSERT_TRUE(full_loss.ok()) << full_loss.status();
+  full_loss->backward();
+
+  const auto first = Build(config, {0, 2});
+  const auto last = Build(config, {2, config.num_layers});
+  ASSERT_TRUE(last->tied_weight().defined());
+  EXPECT_TRUE(at::equal(first->tied_weight(), last->tied_weight()));
+  const at::Tensor sent = first->Forward(batch->inputs);
+  const at::Tensor received = sent.detach().requires_grad_(true);
+  const absl::StatusOr<at::Tensor> loss =
+      LanguageModelLoss(last->Forward(received), *batch, 3);
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  loss->backward();
+  sent.backward(received.grad());
+
+  std::map<std::string, at::Tensor> summed =
+      Named({first, last}, /*gradients=*/true);
+  summed["embedding.token_weight"] =
+      first->tied_weight().grad() + last->tied_weight().grad();
+  ExpectSameTensors(Named({full}, /*gradients=*/true), summed, kTolerance);
+  // Both parts matter: the head's and the embedding's.
+  EXPECT_GT(last->tied_weight().grad().abs().max().item<double>(), 0);
+  EXPECT_GT(first->tied_weight().grad().abs().max().item<double>(), 0);
+}
+
+TEST(StageTest, OnlyLlamaTiesItsEmbeddings) {
+  ModelConfig config = TinyConfig(ModelFamily::kGpt);
+  config.tie_embeddings = true;
+  const absl::StatusOr<std::shared_ptr<Stage>> stage =
+      BuildStage(config, {0, 4}, kSeed);
+  ASSERT_FALSE(stage.ok());
+  EXPECT_THAT(stage.status().message(),
+              HasSubstr("model.tie_embeddings is set for a gpt model"));
+}
+
 // Grouped-query attention is multi-head attention whose query heads of one
 // group see the same keys and values: a model with 4 key/value heads that
 // repeat the 2 of another, each for its 2 query heads, computes the same.

@@ -12,13 +12,16 @@ absolute difference from the logits computed here.
 
 The forward follows the definitions of transformers' modeling_llama.py:
 RMSNorm (weight * x / sqrt(mean(x^2) + eps)), rotary embeddings by
-rotate_half on each head's two halves with inv_freq = theta^(-2i/d),
+rotate_half on each head's two halves with inv_freq = theta^(-2i/d) (scaled
+as rope_type "llama3" says in modeling_rope_utils.py, when configured),
 repeat_kv (key/value head j serves query heads j*g ... j*g + g - 1), causal
 softmax attention scaled by 1/sqrt(head_dim), and down(silu(gate(x)) *
-up(x)). It computes in the weights' dtype throughout (transformers'
+up(x)), and lm_head, or the token embedding when tie_word_embeddings. It
+computes in the weights' dtype throughout (transformers'
 RMSNorm would round float64 to float32, which a 1e-9 check cannot use).
 """
 import json
+import math
 import struct
 import sys
 
@@ -54,6 +57,18 @@ def rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def llama3_scaled(inv_freq, scaling):
+    factor = scaling["factor"]
+    low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
+    context = scaling["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > context / low, inv_freq / factor, inv_freq)
+    smooth = (context / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < context / high) * ~(wavelen > context / low)
+    return torch.where(medium, smoothed, scaled)
+
+
 def logits(config, w, tokens):
     heads = config["num_attention_heads"]
     kv_heads = config["num_key_value_heads"]
@@ -64,6 +79,9 @@ def logits(config, w, tokens):
 
     inv_freq = 1.0 / (config["rope_theta"] ** (
         torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    if config.get("rope_scaling"):
+        assert config["rope_scaling"]["rope_type"] == "llama3", config
+        inv_freq = llama3_scaled(inv_freq, config["rope_scaling"])
     angles = torch.outer(torch.arange(seq, dtype=torch.float64), inv_freq)
     emb = torch.cat((angles, angles), dim=-1)
     cos, sin = emb.cos().to(dtype), emb.sin().to(dtype)
@@ -94,7 +112,9 @@ def logits(config, w, tokens):
         gate = torch.nn.functional.silu(h @ w[p + "mlp.gate_proj.weight"].T)
         up = h @ w[p + "mlp.up_proj.weight"].T
         x = x + (gate * up) @ w[p + "mlp.down_proj.weight"].T
-    return rms_norm(x, w["model.norm.weight"], eps) @ w["lm_head.weight"].T
+    head = w["model.embed_tokens.weight" if config["tie_word_embeddings"]
+             else "lm_head.weight"]
+    return rms_norm(x, w["model.norm.weight"], eps) @ head.T
 
 
 def main():

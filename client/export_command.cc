@@ -25,7 +25,8 @@ void AddExportCommand(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "export",
       "Write a job's checkpoint as model.safetensors and config.json under "
-      "Hugging Face's names (LlamaForCausalLM for llama jobs)");
+      "Hugging Face's names (LlamaForCausalLM for llama jobs, "
+      "GPT2LMHeadModel for tied gpt jobs)");
   command->add_option("--job", options->job, "The job file that trained it")
       ->required();
   command

@@ -193,18 +193,18 @@ void CheckRopeScaling(const chimera::v1::RopeScaling& scaling, Checker& check) {
                 scaling.original_max_position_embeddings(), 0, 0);
 }
 
-// Grouped-query heads, rotary embeddings and tied embeddings: Llama's,
-// refused elsewhere.
+// Grouped-query heads and rotary embeddings: Llama's, refused elsewhere.
+// Tied embeddings: the decoders' (GPT-2 and Llama 3.2 tie theirs).
 void CheckLlamaFields(const chimera::v1::ModelSpec& model, Checker& check) {
+  if (model.family() == "bert" && model.tie_embeddings()) {
+    check.Fail("tieEmbeddings", "is for families 'gpt' and 'llama' only");
+  }
   if (model.family() != "llama") {
     if (model.num_kv_heads() != 0) {
       check.Fail("numKvHeads", "is for family 'llama' only");
     }
     if (model.rope_theta() != 0) {
       check.Fail("ropeTheta", "is for family 'llama' only");
-    }
-    if (model.tie_embeddings()) {
-      check.Fail("tieEmbeddings", "is for family 'llama' only");
     }
     if (model.has_rope_scaling()) {
       check.Fail("ropeScaling", "is for family 'llama' only");
@@ -411,15 +411,20 @@ bool CheckMegatronPrefix(absl::string_view path, Checker& check) {
   return true;
 }
 
-// initFrom: a llama job's, root-relative, and (when files are checked) a
-// directory holding a valid safetensors file.
+// initFrom: a llama or tied gpt job's (those with a Hugging Face layout),
+// root-relative, and (when files are checked) a directory holding a valid
+// safetensors file.
 void CheckInitFrom(const chimera::v1::JobSpec& spec,
                    const ValidationOptions& options, FieldErrors* errors) {
   const std::string& dir = spec.model().init_from();
   if (dir.empty()) return;
   Checker check(errors, "spec.model");
-  if (spec.model().family() != "llama") {
-    check.Fail("initFrom", "is for family 'llama' only");
+  const std::string& family = spec.model().family();
+  if (family != "llama" &&
+      !(family == "gpt" && spec.model().tie_embeddings())) {
+    check.Fail("initFrom",
+               "is for the models with a Hugging Face layout: family 'llama', "
+               "and 'gpt' with tieEmbeddings: true (GPT-2's)");
     return;
   }
   if (const absl::Status relative = CheckRootRelative(dir); !relative.ok()) {

@@ -29,7 +29,14 @@ struct ModelPreset {
   RopeScaling rope_scaling;
 };
 
+// GPT-2's have no key/value heads or rotary base of their own (0).
 constexpr ModelPreset kPresets[] = {
+    {"gpt2", "gpt", 12, 768, 3072, 12, 0, 50257, 1024, 0, true, kNoScaling},
+    {"gpt2-medium", "gpt", 24, 1024, 4096, 16, 0, 50257, 1024, 0, true,
+     kNoScaling},
+    {"gpt2-large", "gpt", 36, 1280, 5120, 20, 0, 50257, 1024, 0, true,
+     kNoScaling},
+    {"gpt2-xl", "gpt", 48, 1600, 6400, 25, 0, 50257, 1024, 0, true, kNoScaling},
     {"llama2-7b", "llama", 32, 4096, 11008, 32, 32, 32000, 4096, 10000, false,
      kNoScaling},
     {"llama2-13b", "llama", 40, 5120, 13824, 40, 40, 32000, 4096, 10000, false,

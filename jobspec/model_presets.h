@@ -1,13 +1,14 @@
 // Published model configurations a job can name instead of writing every
-// size: `spec.model.preset: llama3-8b`. A preset fills each field the job
-// leaves out (zero, empty, or unset for tieEmbeddings and ropeScaling);
-// fields the job gives override it.
+// size: `spec.model.preset: llama3-8b` or `gpt2`. A preset fills each field
+// the job leaves out (zero, empty, or unset for tieEmbeddings and
+// ropeScaling); fields the job gives override it.
 //
 //   FieldErrors errors;
 //   ApplyModelPreset(&job, &errors);
 //
 // The sizes are those of the models' published Hugging Face `config.json`
-// files (meta-llama/Llama-2-*-hf, meta-llama/Meta-Llama-3-*,
+// files (openai-community/gpt2*, meta-llama/Llama-2-*-hf,
+// meta-llama/Meta-Llama-3-*,
 // meta-llama/Llama-3.1-405B, meta-llama/Llama-3.2-*); seqLength is the
 // context they were pretrained with; Llama 3.1's and 3.2's rope scaling
 // stretches it further.

@@ -142,8 +142,10 @@ chimera::v1::ModelProfile AnalyticProfile(const chimera::v1::ModelSpec& model,
     AddLayer(block, d, device, curve, s, &profile);
   }
   // With tied embeddings the last stage holds a copy of the embedding's
-  // weight, so the head lists it as well (a one-stage plan counts it twice).
-  const double head_parameters = llama ? h + v * h : 2 * h + v * h + v;
+  // weight, so the head lists it as well (a one-stage plan counts it twice);
+  // a tied head has no bias.
+  const double head_bias = llama || model.tie_embeddings() ? 0 : v;
+  const double head_parameters = (llama ? h : 2 * h) + v * h + head_bias;
   AddLayer({"head", head_parameters, HeadForwardFlops(s, h, v),
             2 * s * v * d + hidden_bytes, static_cast<double>(d)},
            d, device, curve, s, &profile);

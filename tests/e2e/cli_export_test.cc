@@ -1,10 +1,13 @@
-// chimera export as a user runs it: a trained llama job's checkpoint
-// written as the files Hugging Face's LlamaForCausalLM loads.
+// chimera export as a user runs it: a trained llama (or tied gpt) job's
+// checkpoint written as the files Hugging Face's LlamaForCausalLM (or
+// GPT2LMHeadModel) loads.
 #include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -21,8 +24,12 @@ using ::chimera::testing::ProcessResult;
 using ::chimera::testing::RunProcess;
 using ::testing::HasSubstr;
 
-// 4 blocks of hidden 32 (4 heads of 8, 2 key/value heads), 1F1B over two
-// workers, a checkpoint every 2 of 4 steps.
+// kLlamaJob's spec.model, which other models replace: 4 blocks of hidden 32
+// (4 heads of 8, 2 key/value heads).
+constexpr char kLlamaModel[] =
+    "{family: llama, numLayers: 4, hiddenSize: 32, numHeads: 4, numKvHeads: 2, "
+    "ffnSize: 64, vocabSize: 300, seqLength: 16}";
+// 1F1B over two workers, a checkpoint every 2 of 4 steps.
 constexpr char kLlamaJob[] = R"(apiVersion: chimera.dev/v1alpha1
 kind: TrainJob
 metadata: {name: llama-export}
@@ -124,28 +131,34 @@ JsonRun ReadJsonRun(const std::string& out) {
   return run;
 }
 
-class CliExportRoundTripTest : public ::testing::TestWithParam<bool> {};
+struct RoundTripCase {
+  std::string name;
+  std::string model;  // spec.model, as a YAML flow mapping
+  int tensors;        // what the export writes
+  bool rope_scaling;
+};
+
+class CliExportRoundTripTest : public ::testing::TestWithParam<RoundTripCase> {
+};
 
 // The round trip: a job started from the weights exported after step 2
 // computes, in its first step, the very loss the exporting job computed in
 // its third, from the same weights. The corpus is one sample long, so that
 // every step of both jobs reads the same batch. Tied: the head is the
 // embedding (whose copies on the two workers must stay equal for this to
-// hold), and the rotary frequencies are scaled.
+// hold); the tied Llama's rotary frequencies are scaled too; GPT-2's
+// layout transposes the blocks' matrices.
 TEST_P(CliExportRoundTripTest,
        AJobStartedFromExportedWeightsComputesTheCheckpointsLoss) {
-  const bool tied = GetParam();
+  const RoundTripCase& test = GetParam();
+  const bool tied = absl::StrContains(test.model, "tieEmbeddings: true");
   chimera::testing::TempDir dir;
   dir.WriteFile("one-sample.txt", "seventeen bytes!\n");
   const std::string text_job = absl::StrReplaceAll(
-      kLlamaJob,
-      {{"format: synthetic", "format: text, path: one-sample.txt"},
-       {"maxSteps: 4", "maxSteps: 3"},
-       {"checkpointEvery: 2", "checkpointEvery: 1"},
-       {"seqLength: 16}",
-        tied ? "seqLength: 16, tieEmbeddings: true, ropeScaling: {factor: "
-               "8, originalMaxPositionEmbeddings: 16}}"
-             : "seqLength: 16}"}});
+      kLlamaJob, {{"format: synthetic", "format: text, path: one-sample.txt"},
+                  {"maxSteps: 4", "maxSteps: 3"},
+                  {"checkpointEvery: 2", "checkpointEvery: 1"},
+                  {kLlamaModel, test.model}});
   const std::string job = dir.WriteFile("job.yaml", text_job);
   const ProcessResult run =
       Chimera({"run", "-f", job, "--no-profile", "-o", "json"}, dir.path());
@@ -161,18 +174,18 @@ TEST_P(CliExportRoundTripTest,
   std::ifstream config_file(dir.path() + "/hf/config.json");
   const nlohmann::json config = nlohmann::json::parse(config_file);
   EXPECT_EQ(config["tie_word_embeddings"], tied);
-  EXPECT_EQ(config.contains("rope_scaling"), tied);
-  // 39 tensors, less the head's own weight when tied.
-  EXPECT_THAT(exported.out, HasSubstr(tied ? ": 38 tensors" : ": 39 tensors"));
+  EXPECT_EQ(config.contains("rope_scaling"), test.rope_scaling);
+  EXPECT_THAT(exported.out,
+              HasSubstr(absl::StrCat(": ", test.tensors, " tensors")));
 
+  const std::string with_weights = absl::StrCat(
+      test.model.substr(0, test.model.size() - 1), ", initFrom: hf}");
   const std::string fine_tune = dir.WriteFile(
       "fine-tune.yaml",
-      absl::StrReplaceAll(text_job,
-                          {{"16}}", "16}, initFrom: hf}"},
-                           {"seqLength: 16}", "seqLength: 16, initFrom: hf}"},
-                           {"maxSteps: 3", "maxSteps: 1"},
-                           {"    checkpointDir: ckpt\n", ""},
-                           {"    checkpointEvery: 1\n", ""}}));
+      absl::StrReplaceAll(text_job, {{test.model, with_weights},
+                                     {"maxSteps: 3", "maxSteps: 1"},
+                                     {"    checkpointDir: ckpt\n", ""},
+                                     {"    checkpointEvery: 1\n", ""}}));
   const ProcessResult started = Chimera(
       {"run", "-f", fine_tune, "--no-profile", "-o", "json"}, dir.path());
   ASSERT_EQ(started.exit_code, 0) << started.out << started.err;
@@ -183,10 +196,24 @@ TEST_P(CliExportRoundTripTest,
       << "the weights made a difference";
 }
 
-INSTANTIATE_TEST_SUITE_P(Heads, CliExportRoundTripTest, ::testing::Bool(),
-                         [](const auto& info) {
-                           return info.param ? "Tied" : "Untied";
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, CliExportRoundTripTest,
+    ::testing::Values(
+        // 39 tensors: the embedding, 9 per block, the norm and the head.
+        RoundTripCase{"Llama", kLlamaModel, 39, false},
+        RoundTripCase{"LlamaTied",
+                      "{family: llama, numLayers: 4, hiddenSize: 32, "
+                      "numHeads: 4, numKvHeads: 2, ffnSize: 64, vocabSize: "
+                      "300, seqLength: 16, tieEmbeddings: true, ropeScaling: "
+                      "{factor: 8, originalMaxPositionEmbeddings: 16}}",
+                      38, true},
+        // Tokens and positions, 12 per block, the final norm's two.
+        RoundTripCase{"Gpt2",
+                      "{family: gpt, numLayers: 4, hiddenSize: 32, numHeads: "
+                      "4, ffnSize: 64, vocabSize: 300, seqLength: 16, "
+                      "tieEmbeddings: true}",
+                      52, false}),
+    [](const auto& info) { return info.param.name; });
 
 TEST(CliExportTest, WhatCannotBeExportedIsBadInputNamingWhy) {
   chimera::testing::TempDir dir;
@@ -201,7 +228,9 @@ TEST(CliExportTest, WhatCannotBeExportedIsBadInputNamingWhy) {
                "--checkpoint", "ckpt/nothing", "--out", "hf"},
               dir.path());
   EXPECT_EQ(gpt.exit_code, 2);
-  EXPECT_THAT(gpt.err, HasSubstr("the gpt family has no Hugging Face layout"));
+  EXPECT_THAT(gpt.err,
+              HasSubstr("a gpt model has Hugging Face's layout (GPT-2's) "
+                        "only with tied embeddings"));
   const ProcessResult format =
       Chimera({"export", "--job", job, "--checkpoint", "ckpt/nothing", "--out",
                "hf", "--format", "gguf"},

@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
-"""The logits of Hugging Face's LlamaForCausalLM, computed with plain PyTorch
-from an exported model directory, to check Chimera's Llama and its export
-without `transformers` (which Debian does not ship).
+"""The logits of Hugging Face's LlamaForCausalLM or GPT2LMHeadModel, computed
+with plain PyTorch from an exported model directory, to check Chimera's
+models and their export without `transformers` (which Debian does not ship).
 
-    hugging_face_llama.py MODEL_DIR CHECK.safetensors
+    hugging_face_logits.py MODEL_DIR CHECK.safetensors
 
 MODEL_DIR holds config.json and model.safetensors as `transformers` reads
 them; CHECK.safetensors holds `tokens` [batch, seq] (I64) and `logits`
 [batch, seq, vocab], the logits Chimera computed. Prints the largest
 absolute difference from the logits computed here.
 
-The forward follows the definitions of transformers' modeling_llama.py:
+Llama's forward follows the definitions of transformers' modeling_llama.py:
 RMSNorm (weight * x / sqrt(mean(x^2) + eps)), rotary embeddings by
 rotate_half on each head's two halves with inv_freq = theta^(-2i/d) (scaled
 as rope_type "llama3" says in modeling_rope_utils.py, when configured),
@@ -19,6 +19,13 @@ softmax attention scaled by 1/sqrt(head_dim), and down(silu(gate(x)) *
 up(x)), and lm_head, or the token embedding when tie_word_embeddings. It
 computes in the weights' dtype throughout (transformers'
 RMSNorm would round float64 to float32, which a 1e-9 check cannot use).
+
+GPT-2's follows modeling_gpt2.py: token plus position embeddings; per block
+x + c_proj(attention(ln_1(x))) and x + c_proj(act(c_fc(ln_2(x)))), where a
+Conv1D computes x @ weight + bias (its weight is [in, out]) and c_attn's
+output holds the queries, keys and values in that order; ln_f; and the token
+embedding as the head. `activation_function` "gelu" is the exact GELU,
+"gelu_new" its tanh approximation.
 """
 import json
 import math
@@ -69,7 +76,7 @@ def llama3_scaled(inv_freq, scaling):
     return torch.where(medium, smoothed, scaled)
 
 
-def logits(config, w, tokens):
+def llama_logits(config, w, tokens):
     heads = config["num_attention_heads"]
     kv_heads = config["num_key_value_heads"]
     head_dim = config["hidden_size"] // heads
@@ -117,15 +124,58 @@ def logits(config, w, tokens):
     return rms_norm(x, w["model.norm.weight"], eps) @ head.T
 
 
+def layer_norm(x, w, prefix, eps):
+    return torch.nn.functional.layer_norm(
+        x, x.shape[-1:], w[prefix + ".weight"], w[prefix + ".bias"], eps)
+
+
+def gpt2_logits(config, w, tokens):
+    heads = config["n_head"]
+    hidden = config["n_embd"]
+    head_dim = hidden // heads
+    eps = config["layer_norm_epsilon"]
+    approximate = {"gelu": "none", "gelu_new": "tanh"}[
+        config["activation_function"]]
+    assert config["tie_word_embeddings"], config
+    batch, seq = tokens.shape
+    dtype = w["transformer.wte.weight"].dtype
+    causal = torch.full((seq, seq), float("-inf"), dtype=dtype).triu(1)
+
+    def conv1d(x, prefix):
+        return x @ w[prefix + ".weight"] + w[prefix + ".bias"]
+
+    def split_heads(x):
+        return x.view(batch, seq, heads, head_dim).transpose(1, 2)
+
+    x = w["transformer.wte.weight"][tokens] + w["transformer.wpe.weight"][:seq]
+    for i in range(config["n_layer"]):
+        p = f"transformer.h.{i}."
+        q, k, v = conv1d(layer_norm(x, w, p + "ln_1", eps),
+                         p + "attn.c_attn").split(hidden, dim=2)
+        q, k, v = split_heads(q), split_heads(k), split_heads(v)
+        scores = q @ k.transpose(2, 3) / head_dim ** 0.5 + causal
+        context = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(
+            batch, seq, hidden)
+        x = x + conv1d(context, p + "attn.c_proj")
+        h = conv1d(layer_norm(x, w, p + "ln_2", eps), p + "mlp.c_fc")
+        h = torch.nn.functional.gelu(h, approximate=approximate)
+        x = x + conv1d(h, p + "mlp.c_proj")
+    x = layer_norm(x, w, "transformer.ln_f", eps)
+    return x @ w["transformer.wte.weight"].T
+
+
+LOGITS = {"LlamaForCausalLM": llama_logits, "GPT2LMHeadModel": gpt2_logits}
+
+
 def main():
     model_dir, check_path = sys.argv[1], sys.argv[2]
     with open(f"{model_dir}/config.json") as f:
         config = json.load(f)
-    assert config["architectures"] == ["LlamaForCausalLM"], config
+    [architecture] = config["architectures"]
     weights = read_safetensors(f"{model_dir}/model.safetensors")
     check = read_safetensors(check_path)
     ours = check["logits"]
-    theirs = logits(config, weights, check["tokens"])
+    theirs = LOGITS[architecture](config, weights, check["tokens"])
     print(f"{(theirs - ours).abs().max().item():.3e}")
 
 

@@ -12,11 +12,12 @@
 namespace chimera::worker {
 
 TokenEmbedding::TokenEmbedding(const ModelConfig& config,
-                               const std::string& name, uint64_t seed) {
+                               const std::string& name, uint64_t seed,
+                               Part part) {
   ParameterFactory parameters(*this, config, name, seed);
   token_weight_ = parameters.Normal("token_weight",
                                     {config.vocab_size, config.hidden_size});
-  if (config.family != ModelFamily::kLlama) {
+  if (config.family != ModelFamily::kLlama && part == Part::kWhole) {
     position_weight_ = parameters.Normal(
         "position_weight", {config.seq_length, config.hidden_size});
   }
@@ -91,10 +92,9 @@ OutputHead::OutputHead(const ModelConfig& config, const std::string& name,
   const bool llama = config.family == ModelFamily::kLlama;
   norm_weight_ = parameters.Ones("norm_weight", {config.hidden_size});
   if (!llama) norm_bias_ = parameters.Zeros("norm_bias", {config.hidden_size});
-  if (!output_weight_.defined()) {
-    output_weight_ = parameters.Normal("output_weight",
-                                       {config.vocab_size, config.hidden_size});
-  }
+  if (output_weight_.defined()) return;
+  output_weight_ = parameters.Normal("output_weight",
+                                     {config.vocab_size, config.hidden_size});
   if (!llama) {
     output_bias_ = parameters.Zeros("output_bias", {config.vocab_size});
   }

@@ -31,8 +31,12 @@ namespace chimera::worker {
 // embedding in GPT and BERT (Llama's positions are rotary, in its blocks).
 class TokenEmbedding : public torch::nn::Module {
  public:
+  // kTokensOnly: the last stage's copy of a tied embedding, which the head
+  // projects by and which never embeds positions.
+  enum class Part { kWhole, kTokensOnly };
+
   TokenEmbedding(const ModelConfig& config, const std::string& name,
-                 uint64_t seed);
+                 uint64_t seed, Part part = Part::kWhole);
   at::Tensor Forward(const at::Tensor& token_ids);
 
   // [vocab, hidden]: its gradient is zero outside the rows forwards used.
@@ -40,7 +44,7 @@ class TokenEmbedding : public torch::nn::Module {
 
  private:
   at::Tensor token_weight_;
-  at::Tensor position_weight_;  // undefined in Llama
+  at::Tensor position_weight_;  // undefined in Llama and kTokensOnly
 };
 
 // A transformer block: hidden states [batch, tokens, hidden] to the same
@@ -76,9 +80,9 @@ class TransformerBlock : public Block {
 };
 
 // Hidden states [batch, tokens, hidden] to logits [batch, tokens, vocab]:
-// final norm (layer norm; RMSNorm in Llama), then a projection (with a bias
-// except in Llama) by a weight of its own or, with tied embeddings, by the
-// token embedding's weight.
+// final norm (layer norm; RMSNorm in Llama), then a projection by a weight of
+// its own (with a bias, except in Llama) or, with tied embeddings, by the
+// token embedding's weight and no bias (GPT-2's head, and Llama 3.2's).
 class OutputHead : public torch::nn::Module {
  public:
   // `tied_weight`: the token embedding's [vocab, hidden] weight, registered

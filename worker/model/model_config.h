@@ -65,8 +65,9 @@ struct ModelConfig {
   // Llama: base of the rotary embedding's frequencies.
   double rope_theta = 10000;
   RopeScaling rope_scaling;
-  // Llama: the head projects onto the vocabulary with the token embedding's
-  // weight (Llama 3.2's small models) instead of a weight of its own.
+  // GPT and Llama: the head projects onto the vocabulary with the token
+  // embedding's weight and no bias (GPT-2, Llama 3.2's small models) instead
+  // of a weight of its own.
   bool tie_embeddings = false;
   // BERT reserves the last id, vocab_size - 1, as its [MASK] token.
   int64_t vocab_size = 0;
@@ -85,9 +86,9 @@ int64_t SampleLength(const ModelConfig& config);
 // has room for its [MASK] id (vocab_size >= 2), Llama's num_kv_heads divides
 // num_heads, its head size is even (rotary pairs), rope_theta > 0 and its
 // rope scaling well formed (factor >= 1, 0 < low < high frequency factor,
-// original_context > 0), only
-// Llama ties its embeddings, and dtype is one of the supported types;
-// otherwise INVALID_ARGUMENT naming the field and its value.
+// original_context > 0), BERT does not tie its embeddings, and dtype is one of
+// the supported types; otherwise INVALID_ARGUMENT naming the field and its
+// value.
 absl::Status ValidateModelConfig(const ModelConfig& config);
 
 // The transformer blocks [begin, end) of one pipeline stage. The stage with

@@ -13,8 +13,11 @@ Stage::Stage(const ModelConfig& config, LayerRange layers, uint64_t seed)
     : config_(config), layers_(layers) {
   const bool last = layers.end == config.num_layers;
   if (layers.begin == 0 || (last && config.tie_embeddings)) {
-    embedding_ = register_module("embedding", std::make_shared<TokenEmbedding>(
-                                                  config, "embedding", seed));
+    const auto part = layers.begin == 0 ? TokenEmbedding::Part::kWhole
+                                        : TokenEmbedding::Part::kTokensOnly;
+    embedding_ = register_module(
+        "embedding",
+        std::make_shared<TokenEmbedding>(config, "embedding", seed, part));
   }
   for (int64_t i = layers.begin; i < layers.end; ++i) {
     const std::string name = absl::StrCat("layer", i);

@@ -14,6 +14,20 @@
 //   head.norm_weight               model.norm.weight
 //   head.output_weight             lm_head.weight
 //
+// GPT's is GPT2LMHeadModel's, for a tied model only (GPT-2's head is its
+// token embedding, with no bias). Its Conv1D layers keep their matrices
+// [in, out], ours transposed; the biases and norms carry over as they are:
+//
+//   embedding.token_weight         transformer.wte.weight
+//   embedding.position_weight      transformer.wpe.weight
+//   layer<i>.norm1_{weight,bias}   transformer.h.<i>.ln_1.{weight,bias}
+//   layer<i>.qkv_weight            transformer.h.<i>.attn.c_attn.weight (T)
+//   layer<i>.attention_out_weight  transformer.h.<i>.attn.c_proj.weight (T)
+//   layer<i>.norm2_{weight,bias}   transformer.h.<i>.ln_2.{weight,bias}
+//   layer<i>.mlp_in_weight         transformer.h.<i>.mlp.c_fc.weight (T)
+//   layer<i>.mlp_out_weight        transformer.h.<i>.mlp.c_proj.weight (T)
+//   head.norm_{weight,bias}        transformer.ln_f.{weight,bias}
+//
 //   ASSIGN_OR_RETURN(auto tensors, ToHuggingFace(config, named_parameters));
 //   RETURN_IF_ERROR(CopyFromHuggingFace(config, tensors, stage_parameters));
 #ifndef CHIMERA_WORKER_WEIGHTS_HUGGING_FACE_LAYOUT_H_
@@ -36,15 +50,17 @@ namespace chimera::worker {
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 // One Hugging Face tensor within a parameter: `rows` rows of its first
-// dimension, after the pieces before it.
+// dimension, after the pieces before it; transposed where Hugging Face keeps
+// the matrix [in, out].
 struct HuggingFacePiece {
   std::string name;
   int64_t rows = 0;
+  bool transposed = false;
 };
 
 // The pieces `parameter` (one of our names) is made of, in order.
-// UNIMPLEMENTED for a family without a Hugging Face layout here (only Llama
-// has one); NOT_FOUND for a name the model has no parameter of.
+// UNIMPLEMENTED for a model without a Hugging Face layout here (BERT, an
+// untied GPT); NOT_FOUND for a name the model has no parameter of.
 absl::StatusOr<std::vector<HuggingFacePiece>> HuggingFacePieces(
     const ModelConfig& config, const std::string& parameter);
 
@@ -54,8 +70,8 @@ absl::StatusOr<std::vector<HuggingFacePiece>> HuggingFacePieces(
 absl::StatusOr<NamedTensors> ToHuggingFace(const ModelConfig& config,
                                            const NamedTensors& parameters);
 
-// The config.json `transformers` builds the model from (LlamaConfig's
-// fields). UNIMPLEMENTED as HuggingFacePieces.
+// The config.json `transformers` builds the model from (LlamaConfig's or
+// GPT2Config's fields). UNIMPLEMENTED as HuggingFacePieces.
 absl::StatusOr<std::string> HuggingFaceConfig(const ModelConfig& config);
 
 // Copies the Hugging Face tensors `tensors` into each of `parameters` (ours,

@@ -1,7 +1,8 @@
 // Pipeline-parallel training is exact: for every scheme the schedule engine
 // generates (with data parallelism, forward doubling, backward halving,
-// recomputation, looping chunks and the split backward; GPT, and Llama with
-// and without tied embeddings under every scheme at W = 1 and 2), worker
+// recomputation, looping chunks and the split backward; GPT, tied as GPT-2
+// under five schemes, and Llama with and without tied embeddings under every
+// scheme at W = 1 and 2), worker
 // processes executing their programs over Gloo end up with the parameters a
 // single process gets by training the whole model on the same mini-batches,
 // to 1e-9 relative, and the replicas of every stage are bit-identical across
@@ -88,7 +89,7 @@ struct Case {
   // deferred to the end (DeferEveryWeightGradient).
   bool defer_weight_gradients = false;
   ModelFamily family = ModelFamily::kGpt;
-  // Llama only: the head projects by the embedding's weight.
+  // The head projects by the embedding's weight (GPT, Llama).
   bool tie_embeddings = false;
 };
 
@@ -304,6 +305,26 @@ void AddLlamaCases(std::vector<Case>& cases) {
   }
 }
 
+// GPT tied as GPT-2 is (a head with no bias; positions on the first stage
+// only), where the copies sit on different ranks (1F1B, interleaved,
+// Chimera, DualPipeV at W = 2) and on one (ZB-V at W = 1).
+void AddTiedGptCases(std::vector<Case>& cases) {
+  for (auto [name, params] : {
+           std::pair{"OneFOneBD4N4W2", Params(Scheme::kOneFOneB, 4, 4, 2)},
+           {"InterleavedD2N4W2Chunks2", Params(Scheme::kInterleaved, 2, 4, 2)},
+           {"ChimeraD4N4W2", Params(Scheme::kChimera, 4, 4, 2)},
+           {"ZeroBubbleVD2N4", Params(Scheme::kZbV, 2, 4, 1)},
+           {"DualPipeVD2N4W2", Params(Scheme::kDualPipeV, 2, 4, 2)},
+       }) {
+    Case c;
+    c.name = absl::StrCat("GptTied", name);
+    c.params = params;
+    if (params.scheme == Scheme::kInterleaved) c.params.chunks = 2;
+    c.tie_embeddings = true;
+    cases.push_back(std::move(c));
+  }
+}
+
 std::vector<Case> Cases() {
   std::vector<Case> cases;
   const auto add = [&](std::string name, ScheduleParams params,
@@ -380,6 +401,7 @@ std::vector<Case> Cases() {
   add_split("ChimeraD4N8SplitBackwardHalving",
             Params(Scheme::kChimera, 4, 8, 1), OptimizerKind::kSgd)
       ->concat = Concat::kBackwardHalving;
+  AddTiedGptCases(cases);
   AddLlamaCases(cases);
   return cases;
 }

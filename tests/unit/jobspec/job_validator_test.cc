@@ -143,9 +143,10 @@ INSTANTIATE_TEST_SUITE_P(
         EditCase{"RopeThetaOutsideLlama", "numHeads: 4",
                  "numHeads: 4\n    ropeTheta: 10000", "spec.model.ropeTheta",
                  "is for family 'llama' only"},
-        EditCase{"TiedEmbeddingsOutsideLlama", "numHeads: 4",
-                 "numHeads: 4\n    tieEmbeddings: true",
-                 "spec.model.tieEmbeddings", "is for family 'llama' only"},
+        EditCase{"TiedEmbeddingsInBert", "family: gpt",
+                 "family: bert\n    tieEmbeddings: true",
+                 "spec.model.tieEmbeddings",
+                 "is for families 'gpt' and 'llama' only"},
         EditCase{"TiedEmbeddingsNotABoolean", "numHeads: 4",
                  "numHeads: 4\n    tieEmbeddings: yes please",
                  "spec.model.tieEmbeddings", "expected true or false"},
@@ -174,18 +175,18 @@ INSTANTIATE_TEST_SUITE_P(
         EditCase{"RopeThetaOfOne", "family: gpt",
                  "family: llama\n    ropeTheta: 1", "spec.model.ropeTheta",
                  "1 must be > 1"},
-        EditCase{"InitFromOutsideLlama", "numHeads: 4",
+        EditCase{"InitFromUntiedGpt", "numHeads: 4",
                  "numHeads: 4\n    initFrom: hf", "spec.model.initFrom",
-                 "is for family 'llama' only"},
+                 "'gpt' with tieEmbeddings: true"},
         EditCase{"InitFromAbsolute", "family: gpt",
                  "family: llama\n    initFrom: /hf", "spec.model.initFrom",
                  "absolute"},
         EditCase{"MisspelledPreset", "family: gpt", "preset: llama3-8",
                  "spec.model.preset",
                  "'llama3-8' is not a preset; did you mean 'llama3-8b'?"},
-        EditCase{"UnknownPreset", "family: gpt", "preset: gpt5",
+        EditCase{"UnknownPreset", "family: gpt", "preset: falcon",
                  "spec.model.preset",
-                 "'gpt5' is not a preset (presets: llama2-7b, "},
+                 "'falcon' is not a preset (presets: gpt2, gpt2-medium, "},
         EditCase{"PresetOfAnotherFamily", "family: gpt",
                  "family: gpt\n    preset: llama3-8b", "spec.model.family",
                  "'gpt' contradicts preset 'llama3-8b', a llama model"},
@@ -359,6 +360,25 @@ TEST_F(JobValidatorTest, APresetTiesEmbeddingsUnlessTheJobSaysOtherwise) {
     EXPECT_EQ(scaling.high_freq_factor(), 4);
     EXPECT_EQ(scaling.original_max_position_embeddings(), 8192);
   }
+}
+
+// GPT-2's presets are tied gpt models with no key/value heads or rotary
+// base of their own (which a gpt model may not set).
+TEST_F(JobValidatorTest, Gpt2PresetIsATiedGpt) {
+  chimera::v1::TrainJob job;
+  const FieldErrors errors =
+      ParseJob(JobWith("family: gpt\n    numLayers: 8\n    hiddenSize: 64\n"
+                       "    numHeads: 4\n    seqLength: 16",
+                       "preset: gpt2\n    numLayers: 4\n    seqLength: 16"),
+               Options(), &job);
+  ASSERT_TRUE(errors.empty()) << errors.ToStatus();
+  const chimera::v1::ModelSpec& model = job.spec().model();
+  EXPECT_EQ(model.family(), "gpt");
+  EXPECT_EQ(model.hidden_size(), 768);
+  EXPECT_EQ(model.vocab_size(), 50257);
+  EXPECT_TRUE(model.tie_embeddings());
+  EXPECT_EQ(model.num_kv_heads(), 0);
+  EXPECT_FALSE(model.has_rope_scaling());
 }
 
 TEST_F(JobValidatorTest, GlobalBatchMustBeAMultipleOfTheGivenFactors) {

@@ -134,6 +134,23 @@ TEST(AnalyticProfileTest, TiedLlamaParametersAreThePublishedCounts) {
   }
 }
 
+// GPT-2 (published: 124,439,808) ties its embeddings and its head has no
+// bias; the head lists the last stage's copy of the embedding's weight.
+TEST(AnalyticProfileTest, Gpt2ParametersAreThePublishedCount) {
+  chimera::v1::ModelSpec gpt2;
+  gpt2.set_family("gpt");
+  gpt2.set_num_layers(12);
+  gpt2.set_hidden_size(768);
+  gpt2.set_ffn_size(3072);
+  gpt2.set_num_heads(12);
+  gpt2.set_vocab_size(50257);
+  gpt2.set_seq_length(1024);
+  gpt2.set_tie_embeddings(true);
+  gpt2.set_dtype("bfloat16");
+  EXPECT_EQ(Parameters(AnalyticProfile(gpt2, Device())) - 50257 * 768,
+            124439808);
+}
+
 // Each block's matrices cost 2 FLOPs per weight and token forward; keys and
 // values are an eighth of the queries' width in Llama 3 8B.
 TEST(AnalyticProfileTest, LlamaFlopsCountItsGroupedAttentionAndSwiGlu) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -113,17 +114,30 @@ ModelConfig TiedScaledLlama() {
   return config;
 }
 
-class HuggingFaceLlamaTest : public ::testing::TestWithParam<bool> {};
+ModelConfig TiedGpt() {
+  ModelConfig config = TinyConfig(ModelFamily::kGpt);
+  config.tie_embeddings = true;
+  return config;
+}
 
-// What LlamaForCausalLM computes with the exported weights, as an
-// independent PyTorch rendering of its definitions computes it
-// (tests/support/hugging_face_llama.py), is what our model computes: the
-// layout, rotary halves, grouped heads and gate/up order are Hugging Face's,
-// and so are tied embeddings and Llama 3.1's rope scaling.
-TEST_P(HuggingFaceLlamaTest, LlamaComputesWhatHuggingFacesLlamaComputes) {
-  ModelConfig config = TinyConfig(ModelFamily::kLlama);
-  config.rope_theta = 500000;
-  if (GetParam()) config = TiedScaledLlama();
+struct ReferenceCase {
+  std::string name;
+  ModelConfig config;
+};
+
+void PrintTo(const ReferenceCase& c, std::ostream* out) { *out << c.name; }
+
+class HuggingFaceReferenceTest
+    : public ::testing::TestWithParam<ReferenceCase> {};
+
+// What LlamaForCausalLM or GPT2LMHeadModel computes with the exported
+// weights, as an independent PyTorch rendering of their definitions
+// computes it (tests/support/hugging_face_logits.py), is what our model
+// computes: the layouts are Hugging Face's (Llama's rotary halves, grouped
+// heads and gate/up order; GPT-2's transposed Conv1D matrices and q/k/v
+// order), and so are tied embeddings and Llama 3.1's rope scaling.
+TEST_P(HuggingFaceReferenceTest, ComputesWhatHuggingFacesModelComputes) {
+  const ModelConfig& config = GetParam().config;
   const auto model = WholeModel(config, 5);
   const chimera::testing::TempDir dir;
   const absl::StatusOr<NamedTensors> tensors =
@@ -145,17 +159,71 @@ TEST_P(HuggingFaceLlamaTest, LlamaComputesWhatHuggingFacesLlamaComputes) {
                                    {{"tokens", tokens}, {"logits", logits}}, {})
                   .ok());
   const chimera::testing::ProcessResult python = chimera::testing::RunProcess(
-      {kDebianPython, CHIMERA_SOURCE_DIR "/tests/support/hugging_face_llama.py",
-       dir.path(), dir.path() + "/check.safetensors"});
+      {kDebianPython,
+       CHIMERA_SOURCE_DIR "/tests/support/hugging_face_logits.py", dir.path(),
+       dir.path() + "/check.safetensors"});
   ASSERT_EQ(python.exit_code, 0) << python.err;
   EXPECT_LT(std::stod(python.out), 1e-12) << python.out;
   EXPECT_GT(logits.abs().max().item<double>(), 1e-3) << "a vacuous check";
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, HuggingFaceLlamaTest, ::testing::Bool(),
-                         [](const auto& info) {
-                           return info.param ? "TiedAndRopeScaled" : "Plain";
-                         });
+ModelConfig PlainLlama() {
+  ModelConfig config = TinyConfig(ModelFamily::kLlama);
+  config.rope_theta = 500000;
+  return config;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, HuggingFaceReferenceTest,
+                         ::testing::Values(ReferenceCase{"Llama", PlainLlama()},
+                                           ReferenceCase{
+                                               "LlamaTiedAndRopeScaled",
+                                               TiedScaledLlama()},
+                                           ReferenceCase{"Gpt2", TiedGpt()}),
+                         [](const auto& info) { return info.param.name; });
+
+// The tiny tied GPT (hidden 16, FFN 40, vocabulary 29, 12 positions) as
+// GPT2LMHeadModel names and shapes its weights: Conv1D matrices [in, out],
+// no lm_head.
+TEST(HuggingFaceLayoutTest, GptTensorsHaveGpt2LMHeadModelsNamesAndShapes) {
+  const ModelConfig config = TiedGpt();
+  const auto model = WholeModel(config, 1);
+  const absl::StatusOr<NamedTensors> tensors =
+      ToHuggingFace(config, Parameters(*model));
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  std::map<std::string, at::Tensor> by_name(tensors->begin(), tensors->end());
+  EXPECT_EQ(by_name.size(), 2 + 4 * 12 + 2u);
+  const auto shape = [&](const std::string& name) {
+    return by_name.at(name).sizes().vec();
+  };
+  EXPECT_EQ(shape("transformer.wte.weight"), (std::vector<int64_t>{29, 16}));
+  EXPECT_EQ(shape("transformer.wpe.weight"), (std::vector<int64_t>{12, 16}));
+  EXPECT_EQ(shape("transformer.h.0.attn.c_attn.weight"),
+            (std::vector<int64_t>{16, 48}));
+  EXPECT_EQ(shape("transformer.h.0.attn.c_attn.bias"),
+            (std::vector<int64_t>{48}));
+  EXPECT_EQ(shape("transformer.h.1.attn.c_proj.weight"),
+            (std::vector<int64_t>{16, 16}));
+  EXPECT_EQ(shape("transformer.h.2.mlp.c_fc.weight"),
+            (std::vector<int64_t>{16, 40}));
+  EXPECT_EQ(shape("transformer.h.2.mlp.c_proj.weight"),
+            (std::vector<int64_t>{40, 16}));
+  EXPECT_EQ(shape("transformer.h.3.ln_2.bias"), (std::vector<int64_t>{16}));
+  EXPECT_EQ(shape("transformer.ln_f.weight"), (std::vector<int64_t>{16}));
+  EXPECT_EQ(by_name.count("lm_head.weight"), 0u);
+  EXPECT_TRUE(at::equal(by_name.at("transformer.h.0.attn.c_attn.weight"),
+                        model->named_parameters()["layer0.qkv_weight"].t()));
+  const absl::StatusOr<std::string> json = HuggingFaceConfig(config);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_THAT(*json, HasSubstr("\"model_type\": \"gpt2\""));
+  EXPECT_THAT(*json, HasSubstr("\"activation_function\": \"gelu\""));
+
+  // And back into another model, bit for bit.
+  const auto fresh = WholeModel(config, 2);
+  ASSERT_TRUE(CopyFromHuggingFace(config, by_name, Parameters(*fresh)).ok());
+  for (const auto& [name, parameter] : Parameters(*model)) {
+    EXPECT_TRUE(at::equal(parameter, fresh->named_parameters()[name])) << name;
+  }
+}
 
 // A tied model's weights have no lm_head.weight; its config says so.
 TEST(HuggingFaceLayoutTest, TiedWeightsHaveNoHeadOfTheirOwn) {
@@ -198,14 +266,23 @@ TEST(HuggingFaceLayoutTest, MissingOrMisshapenTensorsAreNamed) {
       HasSubstr("no tensor 'model.layers.1.self_attn.k_proj.weight'"));
 }
 
-TEST(HuggingFaceLayoutTest, OnlyLlamaHasALayoutYet) {
-  const ModelConfig config = TinyConfig(ModelFamily::kGpt);
-  EXPECT_EQ(HuggingFacePieces(config, "head.output_weight").status().code(),
+// GPT-2's head is its token embedding, with no bias: an untied GPT's head
+// has no place in that layout, and BERT has none here.
+TEST(HuggingFaceLayoutTest, BertAndUntiedGptHaveNoLayout) {
+  const absl::Status untied =
+      HuggingFacePieces(TinyConfig(ModelFamily::kGpt), "head.output_weight")
+          .status();
+  EXPECT_EQ(untied.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(untied.message(), HasSubstr("spec.model.tieEmbeddings: true"));
+  EXPECT_EQ(HuggingFaceConfig(TinyConfig(ModelFamily::kBert)).status().code(),
             absl::StatusCode::kUnimplemented);
   EXPECT_EQ(
       HuggingFacePieces(TinyConfig(ModelFamily::kLlama), "layer9.qkv_weight")
           .status()
           .code(),
+      absl::StatusCode::kNotFound);
+  EXPECT_EQ(
+      HuggingFacePieces(TiedGpt(), "layer0.gate_up_weight").status().code(),
       absl::StatusCode::kNotFound);
 }
 

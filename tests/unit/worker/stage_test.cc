@@ -231,18 +231,22 @@ TEST(StageTest, LlamaHasTheParametersOfItsLayout) {
   EXPECT_EQ(shapes, expected);
 }
 
-// Tied embeddings: the head projects by the embedding's weight, and the last
-// of several stages holds an equal copy of it under the embedding's name.
-// The whole model's gradient of that weight is the two copies' gradients
-// summed; every other gradient is the untied composition's.
-TEST(StageTest, TiedCopiesGradientsSumToTheWholeModels) {
-  ModelConfig config = TinyConfig(ModelFamily::kLlama);
+// Tied embeddings: the head projects by the embedding's weight (and has no
+// bias), and the last of several stages holds an equal copy of it under the
+// embedding's name, without positions. The whole model's gradient of that
+// weight is the two copies' gradients summed; every other gradient is the
+// untied composition's.
+class TiedEmbeddingTest : public ::testing::TestWithParam<ModelFamily> {};
+
+TEST_P(TiedEmbeddingTest, CopiesGradientsSumToTheWholeModels) {
+  ModelConfig config = TinyConfig(GetParam());
   config.tie_embeddings = true;
   const absl::StatusOr<MicroBatch> batch =
       MakeMicroBatch(config, RandomTokens(config, 3), SampleKey{kSeed, 0, 0});
   ASSERT_TRUE(batch.ok()) << batch.status();
   const auto full = Build(config, {0, config.num_layers});
   EXPECT_EQ(Named({full}, false).count("head.output_weight"), 0u);
+  EXPECT_EQ(Named({full}, false).count("head.output_bias"), 0u);
   const absl::StatusOr<at::Tensor> full_loss =
       LanguageModelLoss(full->Forward(batch->inputs), *batch, 3);
   ASSERT_TRUE(full_loss.ok()) << full_loss.status();
@@ -251,6 +255,7 @@ TEST(StageTest, TiedCopiesGradientsSumToTheWholeModels) {
   const auto first = Build(config, {0, 2});
   const auto last = Build(config, {2, config.num_layers});
   ASSERT_TRUE(last->tied_weight().defined());
+  EXPECT_EQ(Named({last}, false).count("embedding.position_weight"), 0u);
   EXPECT_TRUE(at::equal(first->tied_weight(), last->tied_weight()));
   const at::Tensor sent = first->Forward(batch->inputs);
   const at::Tensor received = sent.detach().requires_grad_(true);
@@ -270,14 +275,21 @@ TEST(StageTest, TiedCopiesGradientsSumToTheWholeModels) {
   EXPECT_GT(first->tied_weight().grad().abs().max().item<double>(), 0);
 }
 
-TEST(StageTest, OnlyLlamaTiesItsEmbeddings) {
-  ModelConfig config = TinyConfig(ModelFamily::kGpt);
+INSTANTIATE_TEST_SUITE_P(Decoders, TiedEmbeddingTest,
+                         ::testing::Values(ModelFamily::kGpt,
+                                           ModelFamily::kLlama),
+                         [](const ::testing::TestParamInfo<ModelFamily>& info) {
+                           return std::string(ModelFamilyName(info.param));
+                         });
+
+TEST(StageTest, BertDoesNotTieItsEmbeddings) {
+  ModelConfig config = TinyConfig(ModelFamily::kBert);
   config.tie_embeddings = true;
   const absl::StatusOr<std::shared_ptr<Stage>> stage =
       BuildStage(config, {0, 4}, kSeed);
   ASSERT_FALSE(stage.ok());
   EXPECT_THAT(stage.status().message(),
-              HasSubstr("model.tie_embeddings is set for a gpt model"));
+              HasSubstr("model.tie_embeddings is set for a bert model"));
 }
 
 // Grouped-query attention is multi-head attention whose query heads of one

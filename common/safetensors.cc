@@ -1,6 +1,12 @@
 #include "common/safetensors.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <limits>
 #include <set>
 #include <utility>
@@ -180,6 +186,26 @@ absl::Status CheckTiling(std::vector<SafetensorsTensor>& tensors,
   return absl::OkStatus();
 }
 
+// `size` bytes of `fd` from `offset` (fewer where the file ends first).
+absl::StatusOr<std::string> ReadAt(int fd, const std::string& name,
+                                   uint64_t offset, uint64_t size) {
+  std::string bytes(size, '\0');
+  uint64_t done = 0;
+  while (done < size) {
+    const ssize_t read = ::pread(fd, bytes.data() + done, size - done,
+                                 static_cast<off_t>(offset + done));
+    if (read < 0 && errno == EINTR) continue;
+    if (read < 0) {
+      return absl::DataLossError(
+          absl::StrCat("reading '", name, "' failed: ", std::strerror(errno)));
+    }
+    if (read == 0) break;
+    done += static_cast<uint64_t>(read);
+  }
+  bytes.resize(done);
+  return bytes;
+}
+
 }  // namespace
 
 std::optional<int> SafetensorsDtypeBytes(absl::string_view dtype) {
@@ -244,19 +270,40 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(
 
 absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(
     const std::string& path) {
-  const absl::StatusOr<uint64_t> size = RegularFileSize(path);
-  if (!size.ok()) return size.status();
-  const absl::StatusOr<std::string> length = ReadFilePrefix(path, kLengthBytes);
+  if (const absl::Status regular = RegularFileSize(path).status();
+      !regular.ok()) {
+    return regular;
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("'", path, "' cannot be read: ", std::strerror(errno)));
+  }
+  absl::StatusOr<SafetensorsHeader> header = ReadSafetensorsHeader(fd, path);
+  ::close(fd);
+  return header;
+}
+
+absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(
+    int fd, const std::string& name) {
+  struct stat info;
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", name, "' is not a regular file"));
+  }
+  const uint64_t size = static_cast<uint64_t>(info.st_size);
+  absl::StatusOr<std::string> length =
+      ReadAt(fd, name, 0, std::min(size, kLengthBytes));
   if (!length.ok()) return length.status();
-  uint64_t header_end = *size;
+  uint64_t header_end = size;
   if (length->size() == kLengthBytes) {
     header_end = std::min(header_end,
                           kLengthBytes + std::min(ReadLittleEndian64(*length),
                                                   kMaxSafetensorsHeaderBytes));
   }
-  const absl::StatusOr<std::string> prefix = ReadFilePrefix(path, header_end);
+  absl::StatusOr<std::string> prefix = ReadAt(fd, name, 0, header_end);
   if (!prefix.ok()) return prefix.status();
-  return ParseSafetensorsHeader(*prefix, *size);
+  return ParseSafetensorsHeader(*prefix, size);
 }
 
 absl::StatusOr<std::string> SerializeSafetensorsHeader(

@@ -76,6 +76,12 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(
 absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(
     const std::string& path);
 
+// The same for the file open for reading as `fd` (read with pread, so its
+// offset is left alone), which errors call `name`: for a file opened
+// beneath a root (common/directory.h).
+absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(
+    int fd, const std::string& name);
+
 // The first 8 + N bytes of a file holding `tensors` (their begin and end
 // ignored: each follows the previous one, in order) and `metadata`; the
 // header is padded with spaces so that the data starts 8-byte aligned.

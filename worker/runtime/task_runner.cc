@@ -1,7 +1,10 @@
 #include "worker/runtime/task_runner.h"
 
+#include <fcntl.h>
+
 #include <cmath>
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,26 +40,41 @@
 namespace chimera::worker {
 namespace {
 
+// The Hugging Face tensors of the safetensors file `weights`, opened beneath
+// its root.
+absl::StatusOr<std::map<std::string, at::Tensor>> ReadWeights(
+    const FileUnderRoot& weights) {
+  ASSIGN_OR_RETURN(const Directory root, Directory::OpenRoot(weights.root));
+  ASSIGN_OR_RETURN(const UniqueFd fd, root.OpenFile(weights.path, O_RDONLY));
+  return ReadSafetensorsFile(fd.get(), weights.path);
+}
+
 // Overwrites every parameter of the stages `executor` holds with the
-// Hugging Face tensors of the safetensors file `path` (spec.model.initFrom),
-// before the first step.
+// Hugging Face tensors of the safetensors file `weights` (spec.model.
+// initFrom), before the first step. Errors name the field and the file.
 absl::Status StartFromWeights(ProgramExecutor& executor,
-                              const std::string& path) {
-  ASSIGN_OR_RETURN(const auto tensors, ReadSafetensorsFile(path));
+                              const FileUnderRoot& weights) {
+  const auto failed = [&](const absl::Status& status) {
+    return absl::Status(
+        status.code(), absl::StrCat("spec.model.initFrom: ", weights.path, ": ",
+                                    status.message()));
+  };
+  const absl::StatusOr<std::map<std::string, at::Tensor>> tensors =
+      ReadWeights(weights);
+  if (!tensors.ok()) return failed(tensors.status());
   for (const int model_stage : executor.model_stages()) {
     ASSIGN_OR_RETURN(StageState state, executor.ExportStage(model_stage));
     for (auto& [name, parameter] : state.parameters) {
       parameter = parameter.clone();
     }
     if (const absl::Status copied = CopyFromHuggingFace(
-            executor.spec().model, tensors, state.parameters);
+            executor.spec().model, *tensors, state.parameters);
         !copied.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("spec.model.initFrom: ", path, ": ", copied.message()));
+      return failed(copied);
     }
     RETURN_IF_ERROR(executor.ImportStage(model_stage, state));
   }
-  CHIMERA_LOG(INFO) << "starting from the weights of " << path;
+  CHIMERA_LOG(INFO) << "starting from the weights of " << weights.path;
   return absl::OkStatus();
 }
 
@@ -316,8 +334,8 @@ absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
   const int64_t first_step = started.start.first_step;
   if (first_step > 0) {
     RETURN_IF_ERROR(started.checkpoints->Load(*executor, first_step));
-  } else if (!spec.init_from.empty()) {
-    RETURN_IF_ERROR(StartFromWeights(*executor, spec.init_from));
+  } else if (spec.init_from) {
+    RETURN_IF_ERROR(StartFromWeights(*executor, *spec.init_from));
   }
   std::optional<StepCheckpoints> checkpoints;
   if (started.checkpoints) checkpoints.emplace(options, &*started.checkpoints);

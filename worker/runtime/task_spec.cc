@@ -76,13 +76,14 @@ void ReadPaths(const chimera::v1::JobSpec& spec, const WorkerRoots& roots,
     }
   }
   if (!spec.model().init_from().empty()) {
-    const absl::StatusOr<std::string> weights = ResolveUnderRoot(
-        roots.data,
-        absl::StrCat(spec.model().init_from(), "/", kSafetensorsModelFile));
-    if (weights.ok()) {
-      task.init_from = *weights;
+    const std::string weights =
+        absl::StrCat(spec.model().init_from(), "/", kSafetensorsModelFile);
+    if (const absl::Status beneath =
+            ResolveUnderRoot(roots.data, weights).status();
+        beneath.ok()) {
+      task.init_from = FileUnderRoot{.root = roots.data, .path = weights};
     } else {
-      errors.Add("spec.model.initFrom", weights.status().message());
+      errors.Add("spec.model.initFrom", beneath.message());
     }
   }
   const chimera::v1::TrainingSpec& training = spec.training();

@@ -13,6 +13,7 @@
 #define CHIMERA_WORKER_RUNTIME_TASK_SPEC_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -55,6 +56,14 @@ struct CheckpointSpec {
   std::string dir;
 };
 
+// A file named relative to a root directory, opened beneath it
+// (Directory::OpenFile), so that no link swapped in after the job was
+// checked can lead out of the root.
+struct FileUnderRoot {
+  std::string root;
+  std::string path;
+};
+
 struct TaskSpec {
   ModelConfig model;
   // Layers of each model stage, from the plan.
@@ -67,9 +76,9 @@ struct TaskSpec {
   // Parameter initialisation and the data's sample keys.
   uint64_t seed = 0;
   // The weights a job that does not resume starts from (spec.model.
-  // initFrom's model.safetensors, resolved under the data root); empty:
+  // initFrom's model.safetensors beneath the data root); nullopt:
   // initialised from `seed`.
-  std::string init_from;
+  std::optional<FileUnderRoot> init_from;
   // Samples per micro-batch (B), at least the number of parts any backward
   // is split into.
   int micro_batch_size = 1;

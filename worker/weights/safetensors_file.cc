@@ -135,28 +135,33 @@ absl::Status WriteSafetensorsFile(
 
 absl::StatusOr<std::map<std::string, at::Tensor>> ReadSafetensorsFile(
     const std::string& path) {
-  absl::StatusOr<SafetensorsHeader> header = ReadSafetensorsHeader(path);
-  if (!header.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": ", header.status().message()));
-  }
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) {
-    return absl::InternalError(
+    return absl::NotFoundError(
         absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  }
+  return ReadSafetensorsFile(fd.get(), path);
+}
+
+absl::StatusOr<std::map<std::string, at::Tensor>> ReadSafetensorsFile(
+    int fd, const std::string& name) {
+  absl::StatusOr<SafetensorsHeader> header = ReadSafetensorsHeader(fd, name);
+  if (!header.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": ", header.status().message()));
   }
   std::map<std::string, at::Tensor> tensors;
   for (const SafetensorsTensor& described : header->tensors) {
     const std::optional<c10::ScalarType> type = ScalarTypeOf(described.dtype);
     if (!type) {
       return absl::InvalidArgumentError(
-          absl::StrCat(path, ": tensor '", described.name, "' is of dtype ",
+          absl::StrCat(name, ": tensor '", described.name, "' is of dtype ",
                        described.dtype, ", which LibTorch has no type for"));
     }
     at::Tensor tensor = at::empty(described.shape, at::TensorOptions(*type));
-    RETURN_IF_ERROR(ReadAllAt(fd.get(), static_cast<char*>(tensor.data_ptr()),
+    RETURN_IF_ERROR(ReadAllAt(fd, static_cast<char*>(tensor.data_ptr()),
                               described.end - described.begin,
-                              header->data_start + described.begin, path));
+                              header->data_start + described.begin, name));
     tensors.emplace(described.name, std::move(tensor));
   }
   return tensors;

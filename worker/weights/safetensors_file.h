@@ -36,6 +36,11 @@ absl::Status WriteSafetensorsFile(
 absl::StatusOr<std::map<std::string, at::Tensor>> ReadSafetensorsFile(
     const std::string& path);
 
+// The same for the file open for reading as `fd`, which errors call `name`:
+// for a file opened beneath a root (common/directory.h).
+absl::StatusOr<std::map<std::string, at::Tensor>> ReadSafetensorsFile(
+    int fd, const std::string& name);
+
 }  // namespace chimera::worker
 
 #endif  // CHIMERA_WORKER_WEIGHTS_SAFETENSORS_FILE_H_

@@ -1,11 +1,13 @@
 #include "worker/weights/safetensors_file.h"
 
 #include <ATen/ATen.h>
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
+#include "common/directory.h"
 #include "tests/support/temp_dir.h"
 
 namespace chimera::worker {
@@ -36,6 +38,31 @@ TEST(SafetensorsFileTest, TensorsOfEveryTypeReadBackAsWritten) {
     EXPECT_EQ(back.scalar_type(), tensor.scalar_type()) << name;
     EXPECT_TRUE(at::equal(back, tensor)) << name;
   }
+}
+
+// A file opened beneath a root (spec.model.initFrom's) reads as by path;
+// errors call it by the name given, the root-relative one users wrote.
+TEST(SafetensorsFileTest, AnOpenFileReadsAsItsPathAndIsNamedAsGiven) {
+  const chimera::testing::TempDir dir;
+  const std::string path = dir.path() + "/t.safetensors";
+  const at::Tensor weight = at::randn({4, 3}, at::kDouble);
+  ASSERT_TRUE(WriteSafetensorsFile(path, {{"w", weight}}, {}).ok());
+  const absl::StatusOr<Directory> root = Directory::OpenRoot(dir.path());
+  ASSERT_TRUE(root.ok()) << root.status();
+  const absl::StatusOr<UniqueFd> fd = root->OpenFile("t.safetensors", O_RDONLY);
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  const absl::StatusOr<std::map<std::string, at::Tensor>> read =
+      ReadSafetensorsFile(fd->get(), "hf/t.safetensors");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(at::equal(read->at("w"), weight));
+
+  dir.WriteFile("bad.safetensors", "not a header");
+  const absl::StatusOr<UniqueFd> bad =
+      root->OpenFile("bad.safetensors", O_RDONLY);
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  EXPECT_THAT(
+      ReadSafetensorsFile(bad->get(), "hf/bad.safetensors").status().message(),
+      HasSubstr("hf/bad.safetensors: not a safetensors file"));
 }
 
 TEST(SafetensorsFileTest, RefusesTypesTheFormatHasNoNameFor) {

@@ -115,8 +115,12 @@ absl::Status RequireLayout(const ModelConfig& config) {
                    " family has no Hugging Face layout here"));
 }
 
-absl::StatusOr<std::vector<HuggingFacePiece>> Gpt2Pieces(
-    const ModelConfig& config, const std::string& parameter) {
+// The pieces of a parameter outside the blocks (embedding, head); nullopt
+// for the blocks' and unknown names.
+using WholeModelPieces = std::optional<std::vector<HuggingFacePiece>>;
+
+WholeModelPieces Gpt2WholeModelPieces(const ModelConfig& config,
+                                      const std::string& parameter) {
   if (parameter == "embedding.token_weight") {
     return std::vector<HuggingFacePiece>{
         {"transformer.wte.weight", config.vocab_size}};
@@ -131,16 +135,11 @@ absl::StatusOr<std::vector<HuggingFacePiece>> Gpt2Pieces(
                       parameter == "head.norm_weight" ? "weight" : "bias"),
          config.hidden_size}};
   }
-  const auto block = BlockParameter(parameter);
-  if (!block || block->first < 0 || block->first >= config.num_layers) {
-    return absl::NotFoundError(
-        absl::StrCat("the model has no parameter '", parameter, "'"));
-  }
-  return Gpt2BlockPieces(config, block->first, block->second);
+  return std::nullopt;
 }
 
-absl::StatusOr<std::vector<HuggingFacePiece>> LlamaPieces(
-    const ModelConfig& config, const std::string& parameter) {
+WholeModelPieces LlamaWholeModelPieces(const ModelConfig& config,
+                                       const std::string& parameter) {
   if (parameter == "embedding.token_weight") {
     return std::vector<HuggingFacePiece>{
         {"model.embed_tokens.weight", config.vocab_size}};
@@ -152,12 +151,7 @@ absl::StatusOr<std::vector<HuggingFacePiece>> LlamaPieces(
   if (parameter == "head.output_weight") {
     return std::vector<HuggingFacePiece>{{kHuggingFaceHead, config.vocab_size}};
   }
-  const auto block = BlockParameter(parameter);
-  if (!block || block->first < 0 || block->first >= config.num_layers) {
-    return absl::NotFoundError(
-        absl::StrCat("the model has no parameter '", parameter, "'"));
-  }
-  return LlamaBlockPieces(config, block->first, block->second);
+  return std::nullopt;
 }
 
 // The Hugging Face tensor `piece` of a parameter stands for: a view.
@@ -248,8 +242,17 @@ absl::StatusOr<std::string> HuggingFaceConfig(const ModelConfig& config) {
 absl::StatusOr<std::vector<HuggingFacePiece>> HuggingFacePieces(
     const ModelConfig& config, const std::string& parameter) {
   RETURN_IF_ERROR(RequireLayout(config));
-  return config.family == ModelFamily::kLlama ? LlamaPieces(config, parameter)
-                                              : Gpt2Pieces(config, parameter);
+  const bool llama = config.family == ModelFamily::kLlama;
+  WholeModelPieces whole = llama ? LlamaWholeModelPieces(config, parameter)
+                                 : Gpt2WholeModelPieces(config, parameter);
+  if (whole) return *std::move(whole);
+  const auto block = BlockParameter(parameter);
+  if (!block || block->first < 0 || block->first >= config.num_layers) {
+    return absl::NotFoundError(
+        absl::StrCat("the model has no parameter '", parameter, "'"));
+  }
+  return llama ? LlamaBlockPieces(config, block->first, block->second)
+               : Gpt2BlockPieces(config, block->first, block->second);
 }
 
 absl::StatusOr<NamedTensors> ToHuggingFace(const ModelConfig& config,

@@ -56,6 +56,21 @@ void ExpectSameTensors(const std::map<std::string, at::Tensor>& expected,
   }
 }
 
+// The loss of `first` then `last` run the way a pipeline runs them (the
+// activation detached between them, its gradient handed back), after
+// backpropagating it through both.
+absl::StatusOr<at::Tensor> TwoStageLoss(Stage& first, Stage& last,
+                                        const MicroBatch& batch) {
+  const at::Tensor sent = first.Forward(batch.inputs);
+  const at::Tensor received = sent.detach().requires_grad_(true);
+  absl::StatusOr<at::Tensor> loss =
+      LanguageModelLoss(last.Forward(received), batch, 3);
+  if (!loss.ok()) return loss;
+  loss->backward();
+  sent.backward(received.grad());
+  return loss;
+}
+
 class StageCompositionTest : public ::testing::TestWithParam<ModelFamily> {};
 
 // Runs the full model and the two stages [0, split) and [split, L) the way a
@@ -77,13 +92,8 @@ TEST_P(StageCompositionTest, TwoStagesMatchFullModelLossAndGradients) {
     SCOPED_TRACE(::testing::Message() << "split at layer " << split);
     const auto first = Build(config, {0, split});
     const auto last = Build(config, {split, config.num_layers});
-    const at::Tensor sent = first->Forward(batch->inputs);
-    const at::Tensor received = sent.detach().requires_grad_(true);
-    const absl::StatusOr<at::Tensor> loss =
-        LanguageModelLoss(last->Forward(received), *batch, 3);
+    const absl::StatusOr<at::Tensor> loss = TwoStageLoss(*first, *last, *batch);
     ASSERT_TRUE(loss.ok()) << loss.status();
-    loss->backward();
-    sent.backward(received.grad());
 
     EXPECT_NEAR(loss->item<double>(), full_loss->item<double>(), kTolerance);
     ExpectSameTensors(Named({full}, /*gradients=*/true),
@@ -257,13 +267,8 @@ TEST_P(TiedEmbeddingTest, CopiesGradientsSumToTheWholeModels) {
   ASSERT_TRUE(last->tied_weight().defined());
   EXPECT_EQ(Named({last}, false).count("embedding.position_weight"), 0u);
   EXPECT_TRUE(at::equal(first->tied_weight(), last->tied_weight()));
-  const at::Tensor sent = first->Forward(batch->inputs);
-  const at::Tensor received = sent.detach().requires_grad_(true);
-  const absl::StatusOr<at::Tensor> loss =
-      LanguageModelLoss(last->Forward(received), *batch, 3);
+  const absl::StatusOr<at::Tensor> loss = TwoStageLoss(*first, *last, *batch);
   ASSERT_TRUE(loss.ok()) << loss.status();
-  loss->backward();
-  sent.backward(received.grad());
 
   std::map<std::string, at::Tensor> summed =
       Named({first, last}, /*gradients=*/true);

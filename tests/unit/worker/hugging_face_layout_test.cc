@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/debian_python.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/worker/test_models.h"
@@ -18,12 +19,9 @@
 namespace chimera::worker {
 namespace {
 
+using chimera::testing::kDebianPython;
 using ::testing::HasSubstr;
 using testing::TinyConfig;
-
-// The interpreter Debian's python3-torch serves (a python3 earlier on PATH,
-// such as a pyenv one, may have no torch).
-constexpr char kDebianPython[] = "/usr/bin/python3";
 
 std::shared_ptr<Stage> WholeModel(const ModelConfig& config, uint64_t seed) {
   absl::StatusOr<std::shared_ptr<Stage>> model =

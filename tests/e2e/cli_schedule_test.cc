@@ -115,7 +115,9 @@ TEST_P(CliScheduleOutputTest, ExitsZeroWithWellFormedOutput) {
     if (scheme == "chimera" || scheme == "chimera-zb") {
       EXPECT_THAT(r.out, HasSubstr("forward, up pipeline"));
     }
-    if (scheme == "1f1b") EXPECT_THAT(r.out, Not(HasSubstr("pipeline")));
+    if (scheme == "1f1b") {
+      EXPECT_THAT(r.out, Not(HasSubstr("pipeline")));
+    }
     EXPECT_THAT(r.out, HasSubstr("</svg>"));
   } else {
     EXPECT_THAT(r.out, StartsWith("# chimera-schedule "));

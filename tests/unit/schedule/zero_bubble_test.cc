@@ -154,7 +154,9 @@ TEST_P(ZeroBubbleTest, ZbVIsNeverAboveZbH1AndBelowFromTwoPMicroBatches) {
   const SimulationResult h1 =
       SimulateUnitHalves(MustGenerate(Params(Scheme::kZbH1, p(), m())));
   EXPECT_LE(v.bubble_ratio, h1.bubble_ratio + 1e-9);
-  if (m() >= 2 * p()) EXPECT_LT(v.bubble_ratio, h1.bubble_ratio);
+  if (m() >= 2 * p()) {
+    EXPECT_LT(v.bubble_ratio, h1.bubble_ratio);
+  }
 }
 
 // 2p chunk micro-batches at most, each chunk half a stage: 1F1B's p stages.

@@ -136,5 +136,29 @@ TEST_F(ScriptedModulesTest, AFileOfAnotherNameIsRefusedAsNoPieceOfTheModel) {
               HasSubstr("'model/blok-2.pt': not a piece of a model"));
 }
 
+// The helper refuses, exiting 2 and writing nothing, to leave stale pieces
+// beside new ones or to export a piece with nothing to train.
+TEST(ExportTorchScriptTest, RefusesStalePiecesAndAPieceWithoutParameters) {
+  chimera::testing::TempDir dir;
+  Export(dir.path() + "/model");
+  const auto export_to = [&](const std::string& out,
+                             const std::string& function) {
+    return chimera::testing::RunProcess(
+        {kDebianPython, CHIMERA_SOURCE_DIR "/scripts/export-torchscript",
+         kModel, "--out", out, "--function", function});
+  };
+  chimera::testing::ProcessResult again =
+      export_to(dir.path() + "/model", "chimera_model");
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_THAT(again.err, HasSubstr("model already holds block-0.pt"));
+  EXPECT_THAT(again.err, HasSubstr("pass --replace"));
+
+  chimera::testing::ProcessResult one_hot =
+      export_to(dir.path() + "/one-hot", "with_one_hot_embedding");
+  EXPECT_EQ(one_hot.exit_code, 2);
+  EXPECT_THAT(one_hot.err, HasSubstr("embedding: holds no parameters"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/one-hot"));
+}
+
 }  // namespace
 }  // namespace chimera::worker

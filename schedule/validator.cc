@@ -766,7 +766,19 @@ class Validator {
 
   // Every transfer of every program, rank by rank in program order.
   std::vector<Posted> PostedTransfers() const {
+    // Sized up front: at D = 64, N = 512 there are about 100,000 transfers,
+    // and growing the vector and the hash map by doubling was a third of
+    // the validation's time.
+    size_t transfers = 0;
+    for (const WorkerProgram& program : schedule_.workers) {
+      for (const Instruction& inst : program.instructions) {
+        transfers +=
+            inst.op == OpKind::kSendAct || inst.op == OpKind::kSendGrad ||
+            inst.op == OpKind::kRecvAct || inst.op == OpKind::kRecvGrad;
+      }
+    }
     std::vector<Posted> posted;
+    posted.reserve(transfers);
     for (int r = 0; r < topology_.NumWorkers(); ++r) {
       const auto& program = schedule_.workers[r].instructions;
       for (size_t i = 0; i < program.size(); ++i) {
@@ -787,8 +799,11 @@ class Validator {
       int count = 0;
       InstructionId first;
     };
+    std::vector<Posted> posted = PostedTransfers();
     absl::flat_hash_map<MessageKey, Balance> balance;
-    for (const Posted& transfer : PostedTransfers()) {
+    // A message is one send and one receive.
+    balance.reserve(posted.size() / 2 + 1);
+    for (const Posted& transfer : posted) {
       Balance& b = balance[transfer.key];
       if (b.count == 0) b.first = transfer.id;
       b.count += transfer.send ? 1 : -1;
@@ -803,16 +818,17 @@ class Validator {
           b.count > 0 ? "send(s) than receive(s)" : "receive(s) than send(s)"));
     }
     if (!problems.empty()) return problems.ToStatus("unmatched p2p");
-    return CheckChannelOrder();
+    return CheckChannelOrder(std::move(posted));
   }
 
   // NCCL pairs a send with a receive by issue order alone, so every channel
   // (src, dst, activation or gradient) must receive its messages in the
   // order they are sent.
-  absl::Status CheckChannelOrder() {
+  // `posted`: PostedTransfers().
+  absl::Status CheckChannelOrder(std::vector<Posted> posted) {
     std::map<std::tuple<int, int, bool>, std::vector<Posted>> sent;
     std::map<std::tuple<int, int, bool>, std::vector<Posted>> received;
-    for (Posted& transfer : PostedTransfers()) {
+    for (Posted& transfer : posted) {
       const MessageKey& key = transfer.key;
       (transfer.send ? sent : received)[{key.src, key.dst, key.gradient}]
           .push_back(std::move(transfer));

@@ -394,9 +394,9 @@ absl::Status CheckpointDir::Prune(int64_t num_layers) const {
   }
   if (complete.empty()) return absl::OkStatus();
   const int64_t latest = complete.back();
-  const std::optional<int64_t> kept =
-      complete.size() > 1 ? std::optional<int64_t>(complete.end()[-2])
-                          : std::nullopt;
+  // The directory keeps the two latest complete steps: the one before the
+  // latest (the latest itself when it is the only one) is kept too.
+  const int64_t kept = complete.size() > 1 ? complete.end()[-2] : latest;
   std::vector<int64_t> superseded;
   for (int64_t step : steps) {
     if (step < latest && step != kept) superseded.push_back(step);

@@ -8,32 +8,26 @@
 #include <string>
 
 #include "common/directory.h"
-#include "tests/support/debian_python.h"
-#include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/unit/worker/scripted_model_files.h"
 
 namespace chimera::worker {
 namespace {
 
-using chimera::testing::kDebianPython;
 using ::testing::HasSubstr;
 
-constexpr char kModel[] = CHIMERA_SOURCE_DIR "/tests/support/scripted_model.py";
 constexpr ScriptedProbe kProbe{.seq_length = 5, .dtype = at::kDouble};
 
-// Runs scripts/export-torchscript on the test model's `function` into `out`.
 void Export(const std::string& out,
             const std::string& function = "chimera_model") {
-  const chimera::testing::ProcessResult result = chimera::testing::RunProcess(
-      {kDebianPython, CHIMERA_SOURCE_DIR "/scripts/export-torchscript", kModel,
-       "--out", out, "--function", function});
+  const chimera::testing::ProcessResult result =
+      chimera::testing::ExportScriptedModel(out, function);
   ASSERT_EQ(result.exit_code, 0) << result.err;
 }
 
-// Saves the test model's piece `piece_class` as it is to `path`.
 void SavePiece(const std::string& piece_class, const std::string& path) {
   const chimera::testing::ProcessResult result =
-      chimera::testing::RunProcess({kDebianPython, kModel, piece_class, path});
+      chimera::testing::SaveScriptedPiece(piece_class, path);
   ASSERT_EQ(result.exit_code, 0) << result.err;
 }
 
@@ -141,20 +135,15 @@ TEST_F(ScriptedModulesTest, AFileOfAnotherNameIsRefusedAsNoPieceOfTheModel) {
 TEST(ExportTorchScriptTest, RefusesStalePiecesAndAPieceWithoutParameters) {
   chimera::testing::TempDir dir;
   Export(dir.path() + "/model");
-  const auto export_to = [&](const std::string& out,
-                             const std::string& function) {
-    return chimera::testing::RunProcess(
-        {kDebianPython, CHIMERA_SOURCE_DIR "/scripts/export-torchscript",
-         kModel, "--out", out, "--function", function});
-  };
   chimera::testing::ProcessResult again =
-      export_to(dir.path() + "/model", "chimera_model");
+      chimera::testing::ExportScriptedModel(dir.path() + "/model");
   EXPECT_EQ(again.exit_code, 2);
   EXPECT_THAT(again.err, HasSubstr("model already holds block-0.pt"));
   EXPECT_THAT(again.err, HasSubstr("pass --replace"));
 
   chimera::testing::ProcessResult one_hot =
-      export_to(dir.path() + "/one-hot", "with_one_hot_embedding");
+      chimera::testing::ExportScriptedModel(dir.path() + "/one-hot",
+                                            "with_one_hot_embedding");
   EXPECT_EQ(one_hot.exit_code, 2);
   EXPECT_THAT(one_hot.err, HasSubstr("embedding: holds no parameters"));
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/one-hot"));

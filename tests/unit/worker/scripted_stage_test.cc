@@ -1,0 +1,167 @@
+#include "worker/model/scripted_stage.h"
+
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/directory.h"
+#include "tests/support/temp_dir.h"
+#include "tests/unit/worker/scripted_model_files.h"
+
+namespace chimera::worker {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr int64_t kTokens = 5;
+// The whole batch's tokens that a loss is divided by.
+constexpr double kNormaliser = 20;
+
+class ScriptedStageTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    exported_ = new chimera::testing::TempDir;
+    const chimera::testing::ProcessResult result =
+        chimera::testing::ExportScriptedModel(exported_->path() + "/model");
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+  }
+  static void TearDownTestSuite() { delete exported_; }
+
+  // The test model, loaded afresh: stages of one load share its pieces.
+  static ScriptedModules Load() {
+    absl::StatusOr<Directory> root = Directory::OpenRoot(exported_->path());
+    EXPECT_TRUE(root.ok()) << root.status();
+    absl::StatusOr<Directory> dir = root->Open("model", false);
+    EXPECT_TRUE(dir.ok()) << dir.status();
+    absl::StatusOr<ScriptedModules> model = LoadScriptedModules(
+        *dir, {.seq_length = kTokens, .dtype = at::kDouble});
+    EXPECT_TRUE(model.ok()) << model.status();
+    return *std::move(model);
+  }
+
+  static std::shared_ptr<ScriptedStage> Build(const ScriptedModules& model,
+                                              LayerRange layers) {
+    absl::StatusOr<std::shared_ptr<ScriptedStage>> stage =
+        BuildScriptedStage(model, layers);
+    EXPECT_TRUE(stage.ok()) << stage.status();
+    return *std::move(stage);
+  }
+
+  static MicroBatch Batch() {
+    at::manual_seed(3);
+    MicroBatch batch;
+    batch.inputs = at::randint(16, {2, kTokens}, at::kLong);
+    batch.targets = at::randint(16, {2, kTokens}, at::kLong);
+    return batch;
+  }
+
+  static chimera::testing::TempDir* exported_;
+};
+
+chimera::testing::TempDir* ScriptedStageTest::exported_ = nullptr;
+
+std::map<std::string, at::Tensor> Gradients(const torch::nn::Module& stage) {
+  std::map<std::string, at::Tensor> gradients;
+  for (const auto& item : stage.named_parameters()) {
+    gradients[item.key()] = item.value().grad();
+  }
+  return gradients;
+}
+
+TEST_F(ScriptedStageTest, ParametersHaveGlobalNamesAcrossAnyPartition) {
+  const ScriptedModules model = Load();
+  std::vector<std::string> first;
+  for (const auto& item : Build(model, {0, 1})->named_parameters()) {
+    first.push_back(item.key());
+  }
+  EXPECT_THAT(first, ElementsAre("embedding.tokens.weight",
+                                 "block0.norm.weight", "block0.norm.bias",
+                                 "block0.mlp.weight", "block0.mlp.bias"));
+  std::vector<std::string> last;
+  for (const auto& item : Build(model, {1, 3})->named_parameters()) {
+    last.push_back(item.key());
+  }
+  EXPECT_THAT(last, ElementsAre("block1.norm.weight", "block1.norm.bias",
+                                "block1.mlp.weight", "block1.mlp.bias",
+                                "block2.norm.weight", "block2.norm.bias",
+                                "block2.mlp.weight", "block2.mlp.bias",
+                                "head.out.weight", "head.out.bias"));
+}
+
+TEST_F(ScriptedStageTest, ParametersAreThePiecesOwnTensors) {
+  const ScriptedModules model = Load();
+  const std::shared_ptr<ScriptedStage> stage = Build(model, {0, 3});
+  const at::Tensor weight =
+      model.head.attr("out").toModule().attr("weight").toTensor();
+  EXPECT_EQ(stage->named_parameters()["head.out.weight"].data_ptr(),
+            weight.data_ptr());
+  // What an optimizer writes in place is what the head computes with.
+  {
+    at::NoGradGuard no_grad;
+    stage->named_parameters()["head.out.weight"].zero_();
+  }
+  const at::Tensor logits = stage->Forward(Batch().inputs);
+  const at::Tensor bias = stage->named_parameters()["head.out.bias"];
+  EXPECT_TRUE(at::equal(logits, bias.expand_as(logits)));
+}
+
+TEST_F(ScriptedStageTest, TwoStagesComputeTheWholeModelsLossAndGradients) {
+  const MicroBatch batch = Batch();
+  const ScriptedModules whole_model = Load();
+  const std::shared_ptr<ScriptedStage> whole = Build(whole_model, {0, 3});
+  absl::StatusOr<at::Tensor> whole_loss =
+      whole->Loss(batch.inputs, batch, kNormaliser);
+  ASSERT_TRUE(whole_loss.ok()) << whole_loss.status();
+  whole_loss->backward();
+
+  const ScriptedModules split_model = Load();
+  const std::shared_ptr<ScriptedStage> first = Build(split_model, {0, 1});
+  const std::shared_ptr<ScriptedStage> last = Build(split_model, {1, 3});
+  const at::Tensor hidden = first->Forward(batch.inputs);
+  const at::Tensor received = hidden.detach().requires_grad_();
+  absl::StatusOr<at::Tensor> split_loss =
+      last->Loss(received, batch, kNormaliser);
+  ASSERT_TRUE(split_loss.ok()) << split_loss.status();
+  split_loss->backward();
+  hidden.backward(received.grad());
+
+  EXPECT_EQ(split_loss->item<double>(), whole_loss->item<double>());
+  std::map<std::string, at::Tensor> split = Gradients(*first);
+  split.merge(Gradients(*last));
+  const std::map<std::string, at::Tensor> expected = Gradients(*whole);
+  ASSERT_EQ(split.size(), expected.size());
+  for (const auto& [name, gradient] : expected) {
+    ASSERT_TRUE(split.at(name).defined()) << name;
+    EXPECT_TRUE(at::allclose(split.at(name), gradient, 1e-12, 1e-14)) << name;
+  }
+}
+
+TEST_F(ScriptedStageTest, TheLossIsTheScriptedSumOverTheNormaliser) {
+  const MicroBatch batch = Batch();
+  const std::shared_ptr<ScriptedStage> stage = Build(Load(), {0, 3});
+  absl::StatusOr<at::Tensor> loss = stage->Loss(batch.inputs, batch, 20);
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  const at::Tensor logits = stage->Forward(batch.inputs);
+  const at::Tensor summed = at::cross_entropy_loss(
+      logits.flatten(0, 1), batch.targets.flatten(), {}, at::Reduction::Sum);
+  EXPECT_NEAR(loss->item<double>(), summed.item<double>() / 20, 1e-15);
+}
+
+TEST_F(ScriptedStageTest, OnlyTheLastStageHasALossAndRangesStayWithinTheModel) {
+  const ScriptedModules model = Load();
+  const MicroBatch batch = Batch();
+  EXPECT_EQ(Build(model, {0, 2})->Loss(batch.inputs, batch, 1).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  const absl::Status outside = BuildScriptedStage(model, {2, 4}).status();
+  EXPECT_EQ(outside.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(outside.message()),
+              HasSubstr("blocks [2, 4) do not lie within the model's 3"));
+}
+
+}  // namespace
+}  // namespace chimera::worker

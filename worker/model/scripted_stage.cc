@@ -1,0 +1,81 @@
+#include "worker/model/scripted_stage.h"
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace chimera::worker {
+namespace {
+
+// A torch::nn::Module that holds `piece`'s parameters under the piece's own
+// names, submodule by submodule (a parameter's name may hold no dot).
+std::shared_ptr<torch::nn::Module> Mirror(const torch::jit::Module& piece) {
+  auto mirror = std::make_shared<torch::nn::Module>();
+  for (const auto& parameter : piece.named_parameters(/*recurse=*/false)) {
+    mirror->register_parameter(parameter.name, parameter.value);
+  }
+  for (const auto& child : piece.named_children()) {
+    mirror->register_module(child.name, Mirror(child.value));
+  }
+  return mirror;
+}
+
+}  // namespace
+
+ScriptedStage::ScriptedStage(const ScriptedModules& model, LayerRange layers)
+    : layers_(layers) {
+  if (layers.begin == 0) {
+    embedding_ = model.embedding;
+    register_module("embedding", Mirror(*embedding_));
+  }
+  for (int64_t i = layers.begin; i < layers.end; ++i) {
+    blocks_.push_back(model.blocks[i]);
+    register_module(absl::StrCat("block", i), Mirror(blocks_.back()));
+  }
+  if (layers.end == static_cast<int64_t>(model.blocks.size())) {
+    head_ = model.head;
+    loss_ = model.loss;
+    register_module("head", Mirror(*head_));
+  }
+}
+
+at::Tensor ScriptedStage::Hidden(const at::Tensor& input) {
+  at::Tensor hidden =
+      embedding_ ? embedding_->forward({input}).toTensor() : input;
+  for (torch::jit::Module& block : blocks_) {
+    hidden = block.forward({hidden}).toTensor();
+  }
+  return hidden;
+}
+
+at::Tensor ScriptedStage::Forward(const at::Tensor& input) {
+  const at::Tensor hidden = Hidden(input);
+  return head_ ? head_->forward({hidden}).toTensor() : hidden;
+}
+
+absl::StatusOr<at::Tensor> ScriptedStage::Loss(const at::Tensor& input,
+                                               const MicroBatch& batch,
+                                               double normaliser) {
+  if (!is_last()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the loss is the last stage's; this stage ends at block ",
+                     layers_.end));
+  }
+  const at::Tensor logits = Forward(input);
+  return loss_->forward({logits, batch.targets}).toTensor() / normaliser;
+}
+
+absl::StatusOr<std::shared_ptr<ScriptedStage>> BuildScriptedStage(
+    const ScriptedModules& model, LayerRange layers, c10::Device device) {
+  const auto blocks = static_cast<int64_t>(model.blocks.size());
+  if (layers.begin < 0 || layers.begin >= layers.end || layers.end > blocks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("blocks [", layers.begin, ", ", layers.end,
+                     ") do not lie within the model's ", blocks));
+  }
+  auto stage = std::make_shared<ScriptedStage>(model, layers);
+  if (!device.is_cpu()) stage->to(device);
+  return stage;
+}
+
+}  // namespace chimera::worker

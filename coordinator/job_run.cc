@@ -217,15 +217,26 @@ std::optional<RunVerdict> JobRun::Stalled(absl::Time now, absl::Duration bound,
                                           const WorkerLookup& workers) const {
   std::vector<std::string> stalled;
   std::vector<chimera::v1::WorkerIncarnation> hung;
-  // Whether the ranks named stalled before their first step only.
+  // Whether any rank went without progress for its bound, and whether those
+  // that did were all before their first step.
+  bool overdue = false;
   bool all_first = true;
   for (size_t rank = 0; rank < last_progress.size(); ++rank) {
+    if (rank_done[rank]) continue;
     const absl::Duration allowed = stepped[rank] ? bound : first_bound;
-    if (rank_done[rank] || now - last_progress[rank] <= allowed) continue;
-    all_first = all_first && !stepped[rank];
+    const bool late = now - last_progress[rank] > allowed;
     const std::string& worker = worker_of_rank[rank];
     const std::optional<chimera::v1::WorkerInfo> info = workers(worker);
     const bool known = info && info->has_task_position();
+    // A stopped rank is named even before its own bound: it may have
+    // finished a step later than the peers that now wait for it.
+    if (!late && !(known && info->task_position().process_stopped())) {
+      continue;
+    }
+    if (late) {
+      overdue = true;
+      all_first = all_first && !stepped[rank];
+    }
     stalled.push_back(
         absl::StrCat("rank ", rank, " on worker ", worker,
                      known ? DescribePosition(info->task_position()) : ""));
@@ -235,7 +246,7 @@ std::optional<RunVerdict> JobRun::Stalled(absl::Time now, absl::Duration bound,
       held.set_incarnation(info->incarnation());
     }
   }
-  if (stalled.empty()) return std::nullopt;
+  if (!overdue) return std::nullopt;
   std::vector<std::string> hung_ids;
   for (const auto& worker : hung) hung_ids.push_back(worker.worker_id());
   std::string reason = absl::StrCat(

@@ -192,10 +192,11 @@ struct JobRun {
  private:
   // Its ranks that showed no progress for `bound` (`first_bound` before
   // their first step of the run), named with their workers and the op each
-  // is in (as `workers` says); none while every rank progresses. Those whose op
-  // waits for no peer, or whose process is stopped, hold the others up: the
-  // verdict's hung workers. Where every stalled rank waits for a peer (a lost
-  // message, a broken network), it blames none.
+  // is in (as `workers` says), and with them any rank whose process is
+  // stopped; none while every rank progresses. Those whose op waits for no
+  // peer, or whose process is stopped, hold the others up: the verdict's
+  // hung workers. Where every stalled rank waits for a peer (a lost message,
+  // a broken network), it blames none.
   std::optional<RunVerdict> Stalled(absl::Time now, absl::Duration bound,
                                     absl::Duration first_bound,
                                     const WorkerLookup& workers) const;

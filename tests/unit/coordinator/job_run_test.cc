@@ -132,6 +132,27 @@ TEST(JobRunTest, AStoppedProcessHoldsTheOthersUpWhateverOpItIsIn) {
   EXPECT_EQ(stalled->left_out_workers[0].worker_id(), "w0");
 }
 
+// Its peers may go past their bound first: the stopped rank finished a step
+// after them. It is blamed all the same, and only once a rank is overdue.
+TEST(JobRunTest, AStoppedRankIsBlamedWhenItsPeersAreOverdueBeforeItself) {
+  JobRun run = TwoRankRun();
+  run.rendezvous_done = true;
+  run.Stepped(0, kStart + absl::Seconds(5));
+  run.Stepped(1, kStart + absl::Seconds(9));
+  const WorkerLookup workers =
+      WorkersAt({{"w0", At("RECV_GRAD chunk=0 stage=0 mb=1 peer=1", true)},
+                 {"w1", At("FORWARD chunk=0 stage=1 mb=2", false, true)}});
+  EXPECT_FALSE(run.Overdue(kStart + absl::Seconds(65), kBounds, workers));
+  const std::optional<RunVerdict> stalled =
+      run.Overdue(kStart + absl::Seconds(66), kBounds, workers);
+  ASSERT_TRUE(stalled);
+  EXPECT_THAT(stalled->reason,
+              HasSubstr("rank 1 on worker w1 (in FORWARD chunk=0 stage=1 mb=2 "
+                        "of step 7 for 61.2 s; its process is stopped)"));
+  ASSERT_EQ(stalled->left_out_workers.size(), 1u);
+  EXPECT_EQ(stalled->left_out_workers[0].worker_id(), "w1");
+}
+
 TEST(JobRunTest, RanksThatAllWaitForPeersOrSayNothingBlameNoWorker) {
   const std::optional<RunVerdict> waiting =
       StallOf(WorkersAt({{"w0", At("ALLREDUCE_END chunk=0 stage=0", true)},

@@ -38,7 +38,7 @@
 #include "worker/comm/gloo_communicator.h"
 #include "worker/harness/forked_ranks.h"
 #include "worker/harness/pipeline_job.h"
-#include "worker/model/stage.h"
+#include "worker/model/transformer_stage.h"
 #include "worker/runtime/compute_threads.h"
 
 namespace chimera::worker {
@@ -138,8 +138,8 @@ absl::Status CalibrateRank(int rank, TcpRendezvous& rendezvous,
   if (rank != 0) return absl::OkStatus();
   const ModelConfig model = BenchGpt();
   for (int64_t block = 0; block < model.num_layers; ++block) {
-    ASSIGN_OR_RETURN(std::shared_ptr<Stage> stage,
-                     BuildStage(model, {block, block + 1}, 0));
+    ASSIGN_OR_RETURN(std::shared_ptr<TransformerStage> stage,
+                     BuildTransformerStage(model, {block, block + 1}, 0));
     double bytes = 0;
     for (const at::Tensor& parameter : stage->parameters())
       bytes += parameter.nbytes();

@@ -32,7 +32,7 @@
 #include "worker/model/micro_batch.h"
 #include "worker/model/model_config.h"
 #include "worker/model/split_backward.h"
-#include "worker/model/stage.h"
+#include "worker/model/transformer_stage.h"
 #include "worker/runtime/compute_threads.h"
 #include "worker/runtime/host_memory.h"
 
@@ -88,7 +88,7 @@ class StageBench {
  public:
   StageBench(const ModelConfig& config, LayerRange layers, const Flags& flags)
       : flags_(flags) {
-    stage_ = BuildStage(config, layers, /*seed=*/1).value();
+    stage_ = BuildTransformerStage(config, layers, /*seed=*/1).value();
     const at::Tensor tokens = at::randint(
         config.vocab_size - 1, {flags.micro_batch, SampleLength(config)},
         at::TensorOptions().dtype(at::kLong));
@@ -157,7 +157,7 @@ class StageBench {
   }
 
   const Flags flags_;
-  std::shared_ptr<Stage> stage_;
+  std::shared_ptr<TransformerStage> stage_;
   MicroBatch batch_;
   at::Tensor activation_;
 };

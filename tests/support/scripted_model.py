@@ -71,11 +71,16 @@ class PerTokenLoss(Loss):
                                reduction="none")
 
 
-def chimera_model():
+def chimera_model(blocks: int = BLOCKS):
     torch.manual_seed(0)
     return {"embedding": Embedding(),
-            "blocks": [Block() for _ in range(BLOCKS)],
+            "blocks": [Block() for _ in range(blocks)],
             "head": Head(), "loss": Loss()}
+
+
+def eight_blocks():
+    """The model for pipelines of up to eight stages."""
+    return chimera_model(8)
 
 
 def with_pooled_block():

@@ -73,6 +73,8 @@ absl::string_view ModelFamilyName(ModelFamily family) {
       return "bert";
     case ModelFamily::kLlama:
       return "llama";
+    case ModelFamily::kTorchscript:
+      return "torchscript";
   }
   return "unknown";
 }
@@ -100,10 +102,10 @@ absl::Status ValidateModelConfig(const ModelConfig& config) {
   }
   if (config.family == ModelFamily::kLlama) {
     RETURN_IF_ERROR(ValidateLlamaFields(config));
-  } else if (config.tie_embeddings && config.family == ModelFamily::kBert) {
-    return absl::InvalidArgumentError(
-        "model.tie_embeddings is set for a bert model; only decoders (gpt, "
-        "llama) tie their embeddings");
+  } else if (config.tie_embeddings && config.family != ModelFamily::kGpt) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.tie_embeddings is set for a ", ModelFamilyName(config.family),
+        " model; only gpt and llama tie their embeddings"));
   }
   if (config.family == ModelFamily::kBert && config.vocab_size < 2) {
     return absl::InvalidArgumentError(

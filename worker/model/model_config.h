@@ -31,11 +31,17 @@ enum class ModelFamily {
   // Decoder as GPT, in Llama's form: rotary positions, RMSNorm, SwiGLU MLP,
   // grouped-query attention, no biases.
   kLlama,
+  // A user's own decoder as TorchScript pieces (scripted_modules.h),
+  // trained on next-token prediction. Its blocks' insides are the user's:
+  // of the sizes below, the pieces must have num_layers, hidden_size,
+  // vocab_size and work on seq_length tokens; the others only describe
+  // their cost to the planner (as a GPT block's).
+  kTorchscript,
 };
 
 absl::string_view ModelFamilyName(ModelFamily family);
 
-// True for the decoders (GPT, Llama): causal attention, next-token loss.
+// True for the decoders (GPT, Llama, TorchScript): next-token loss.
 bool IsDecoder(ModelFamily family);
 
 // Llama 3.1's rope scaling (Hugging Face's rope_type "llama3"), which lowers
@@ -86,9 +92,9 @@ int64_t SampleLength(const ModelConfig& config);
 // has room for its [MASK] id (vocab_size >= 2), Llama's num_kv_heads divides
 // num_heads, its head size is even (rotary pairs), rope_theta > 0 and its
 // rope scaling well formed (factor >= 1, 0 < low < high frequency factor,
-// original_context > 0), BERT does not tie its embeddings, and dtype is one of
-// the supported types; otherwise INVALID_ARGUMENT naming the field and its
-// value.
+// original_context > 0), only GPT and Llama tie their embeddings, and dtype is
+// one of the supported types; otherwise INVALID_ARGUMENT naming the field and
+// its value.
 absl::Status ValidateModelConfig(const ModelConfig& config);
 
 // The transformer blocks [begin, end) of one pipeline stage. The stage with

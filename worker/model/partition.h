@@ -5,7 +5,7 @@
 //
 //   ASSIGN_OR_RETURN(const Partition partition,
 //                    Partition::Of({{0, 3}, {3, 8}}, config.num_layers));
-//   BuildStage(config, partition.stage(1), seed);  // blocks [3, 8)
+//   BuildTransformerStage(config, partition.stage(1), seed);  // blocks [3, 8)
 #ifndef CHIMERA_WORKER_MODEL_PARTITION_H_
 #define CHIMERA_WORKER_MODEL_PARTITION_H_
 

@@ -23,8 +23,8 @@ std::shared_ptr<torch::nn::Module> Mirror(const torch::jit::Module& piece) {
 }  // namespace
 
 ScriptedStage::ScriptedStage(const ScriptedModules& model, LayerRange layers)
-    : layers_(layers) {
-  if (layers.begin == 0) {
+    : Stage(layers, static_cast<int64_t>(model.blocks.size())) {
+  if (is_first()) {
     embedding_ = model.embedding;
     register_module("embedding", Mirror(*embedding_));
   }
@@ -32,7 +32,7 @@ ScriptedStage::ScriptedStage(const ScriptedModules& model, LayerRange layers)
     blocks_.push_back(model.blocks[i]);
     register_module(absl::StrCat("block", i), Mirror(blocks_.back()));
   }
-  if (layers.end == static_cast<int64_t>(model.blocks.size())) {
+  if (is_last()) {
     head_ = model.head;
     loss_ = model.loss;
     register_module("head", Mirror(*head_));
@@ -53,16 +53,12 @@ at::Tensor ScriptedStage::Forward(const at::Tensor& input) {
   return head_ ? head_->forward({hidden}).toTensor() : hidden;
 }
 
-absl::StatusOr<at::Tensor> ScriptedStage::Loss(const at::Tensor& input,
-                                               const MicroBatch& batch,
-                                               double normaliser) {
-  if (!is_last()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the loss is the last stage's; this stage ends at block ",
-                     layers_.end));
-  }
+absl::StatusOr<at::Tensor> ScriptedStage::LastStageLoss(const at::Tensor& input,
+                                                        const MicroBatch& batch,
+                                                        double normaliser) {
   const at::Tensor logits = Forward(input);
-  return loss_->forward({logits, batch.targets}).toTensor() / normaliser;
+  const double tokens = normaliser * static_cast<double>(batch.targets.size(1));
+  return loss_->forward({logits, batch.targets}).toTensor() / tokens;
 }
 
 absl::StatusOr<std::shared_ptr<ScriptedStage>> BuildScriptedStage(

@@ -1,7 +1,7 @@
 // One pipeline stage of a TorchScript model (scripted_modules.h): its blocks
 // [begin, end), plus the embedding on the first stage and the head and the
-// loss on the last. As a Stage of our own families, it holds the parameters
-// of its part of the model under global names, "embedding.<name>",
+// loss on the last. It holds the parameters of its part of the model under
+// global names, "embedding.<name>",
 // "block<i>.<name>" with i the block's index in the whole model, and
 // "head.<name>" (<name> the piece's own, e.g. "norm.weight"), so the stages
 // of any partition hold exactly the whole model's parameters. They are the
@@ -11,7 +11,7 @@
 //   ASSIGN_OR_RETURN(ScriptedModules model, LoadScriptedModules(dir, probe));
 //   ASSIGN_OR_RETURN(std::shared_ptr<ScriptedStage> last,
 //                    BuildScriptedStage(model, LayerRange{2, 4}));
-//   ASSIGN_OR_RETURN(at::Tensor loss, last->Loss(hidden, batch, tokens));
+//   ASSIGN_OR_RETURN(at::Tensor loss, last->Loss(hidden, batch, samples));
 #ifndef CHIMERA_WORKER_MODEL_SCRIPTED_STAGE_H_
 #define CHIMERA_WORKER_MODEL_SCRIPTED_STAGE_H_
 
@@ -26,10 +26,11 @@
 #include "worker/model/micro_batch.h"
 #include "worker/model/model_config.h"
 #include "worker/model/scripted_modules.h"
+#include "worker/model/stage.h"
 
 namespace chimera::worker {
 
-class ScriptedStage : public torch::nn::Module {
+class ScriptedStage : public Stage {
  public:
   // `model`'s pieces that `layers` (valid for its blocks) needs. They are
   // shared with `model`, not copied: stages built from one model must not
@@ -39,23 +40,18 @@ class ScriptedStage : public torch::nn::Module {
   // The first stage takes token ids [batch, tokens]; the others the previous
   // stage's output. The last stage returns logits, the others hidden states.
   // Throws c10::Error where the scripted code does.
-  at::Tensor Forward(const at::Tensor& input);
-
-  // The last stage's training loss: the scripted loss of Forward(input) and
-  // batch.targets, divided by `normaliser` (the whole batch's token count).
-  // FAILED_PRECONDITION on another stage.
-  absl::StatusOr<at::Tensor> Loss(const at::Tensor& input,
-                                  const MicroBatch& batch, double normaliser);
-
-  LayerRange layers() const { return layers_; }
-  bool is_first() const { return embedding_.has_value(); }
-  bool is_last() const { return head_.has_value(); }
+  at::Tensor Forward(const at::Tensor& input) override;
 
  private:
+  // The scripted loss of Forward(input) and batch.targets (summed over the
+  // tokens) divided by the mini-batch's tokens, normaliser × the tokens of a
+  // sample: the mean loss per token, as our own families'.
+  absl::StatusOr<at::Tensor> LastStageLoss(const at::Tensor& input,
+                                           const MicroBatch& batch,
+                                           double normaliser) override;
   // The embedding (first stage) and the blocks: everything but the head.
   at::Tensor Hidden(const at::Tensor& input);
 
-  const LayerRange layers_;
   std::optional<torch::jit::Module> embedding_;
   std::vector<torch::jit::Module> blocks_;
   std::optional<torch::jit::Module> head_;

@@ -1,31 +1,26 @@
-// One pipeline stage: a contiguous range of a model's transformer blocks, plus
-// the embedding on the first stage and the output head on the last. The whole
-// model is the stage of all layers, and it has exactly the parameters of the
-// union of any partition into stages (same names, same values), because each
-// parameter is initialised from the job seed and its qualified name alone.
+// One pipeline stage of a model: a contiguous range of its blocks, plus the
+// embedding on the first stage and the head and the loss on the last. What
+// the program executor computes with, whatever defines the model: one of our
+// own transformer families (transformer_stage.h) or a user's TorchScript
+// pieces (scripted_stage.h).
 //
-// Parameter names are global: "embedding.token_weight",
-// "layer<i>.qkv_weight" with i the block's index in the whole model,
-// "head.output_weight". With tied embeddings the head projects by the
-// embedding's weight, so the last stage holds a copy of it under the same
-// name, "embedding.token_weight" (and no "head.output_weight"); the runtime
-// keeps the copies equal (see worker/runtime/tied_embedding_sync.h).
+// A stage's parameters are registered under global names, the same in every
+// partition of the model, so that the stages of any partition hold exactly
+// the whole model's parameters: gradient groups, checkpoints and exported
+// weights match them by name.
 //
-//   ASSIGN_OR_RETURN(std::shared_ptr<Stage> stage,
-//                    BuildStage(config, LayerRange{2, 4}, job_seed));
-//   at::Tensor out = stage->Forward(in);  // activations to send on
+//   std::shared_ptr<Stage> stage = ...;  // blocks [2, 4) of 4
+//   ASSIGN_OR_RETURN(at::Tensor loss, stage->Loss(hidden, batch, samples));
+//   loss.backward();
 #ifndef CHIMERA_WORKER_MODEL_STAGE_H_
 #define CHIMERA_WORKER_MODEL_STAGE_H_
 
-#include <c10/core/Device.h>
+#include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
 #include <cstdint>
-#include <memory>
-#include <vector>
 
 #include "absl/status/statusor.h"
-#include "worker/model/layers.h"
 #include "worker/model/micro_batch.h"
 #include "worker/model/model_config.h"
 
@@ -33,50 +28,45 @@ namespace chimera::worker {
 
 class Stage : public torch::nn::Module {
  public:
-  // Requires a valid config and range (see BuildStage, which checks them).
-  Stage(const ModelConfig& config, LayerRange layers, uint64_t seed);
+  // The stage of blocks `layers` of a model of `num_layers` blocks.
+  Stage(LayerRange layers, int64_t num_layers);
 
-  // The first stage takes token ids [batch, tokens] (int64, each in
-  // [0, vocab_size), tokens <= seq_length); the others take the previous
+  // The first stage takes token ids [batch, tokens]; the others the previous
   // stage's output. The last stage returns logits [batch, tokens, vocab], the
-  // others hidden states [batch, tokens, hidden] in the model's dtype.
-  // Throws c10::Error when given a tensor of another shape or type.
-  at::Tensor Forward(const at::Tensor& input);
+  // others hidden states [batch, tokens, hidden]. Throws c10::Error when
+  // given a tensor the model cannot take.
+  virtual at::Tensor Forward(const at::Tensor& input) = 0;
 
-  // The last stage's training loss: LanguageModelLoss(Forward(input), batch,
-  // normaliser), computed without holding every token's logits at once
-  // (OutputHead::Loss). FAILED_PRECONDITION on another stage.
+  // The last stage's training loss of Forward(input) against `batch`: the
+  // micro-batch's share of the mean loss of a mini-batch of `normaliser`
+  // samples (loss.h), so that the micro-batches' losses add up to it.
+  // FAILED_PRECONDITION on another stage.
   absl::StatusOr<at::Tensor> Loss(const at::Tensor& input,
                                   const MicroBatch& batch, double normaliser);
 
-  const ModelConfig& config() const { return config_; }
   LayerRange layers() const { return layers_; }
   bool is_first() const { return layers_.begin == 0; }
-  bool is_last() const { return head_ != nullptr; }
-  // The first stage's embedding, and with tied embeddings the last stage's
-  // holder of its weight; null on the others.
-  const TokenEmbedding* embedding() const { return embedding_.get(); }
-  // With tied embeddings, the token embedding's weight on the first and the
-  // last stage; undefined otherwise.
-  at::Tensor tied_weight() const;
+  bool is_last() const { return layers_.end == num_layers_; }
+
+  // The first stage's table of token embeddings when the model has one
+  // whose gradient is nonzero only in the rows of the tokens seen (which
+  // the gradient sync then sends alone); undefined otherwise.
+  virtual at::Tensor token_table() const { return {}; }
+  // With embeddings tied to the head, the embedding's weight on the first
+  // and on the last stage, each holding a copy that the runtime keeps equal
+  // (tied_embedding_sync.h); undefined otherwise.
+  virtual at::Tensor tied_weight() const { return {}; }
+
+ protected:
+  // Loss on the last stage.
+  virtual absl::StatusOr<at::Tensor> LastStageLoss(const at::Tensor& input,
+                                                   const MicroBatch& batch,
+                                                   double normaliser) = 0;
 
  private:
-  // The embedding (first stage) and blocks: everything but the head.
-  at::Tensor Hidden(const at::Tensor& input);
-
-  const ModelConfig config_;
   const LayerRange layers_;
-  // The first stage's; with tied embeddings the last stage's too.
-  std::shared_ptr<TokenEmbedding> embedding_;
-  std::vector<std::shared_ptr<Block>> blocks_;
-  std::shared_ptr<OutputHead> head_;  // last stage only
+  const int64_t num_layers_;
 };
-
-// Builds the stage of `layers` with parameters in config.dtype on `device`.
-// INVALID_ARGUMENT when the config or the range is invalid.
-absl::StatusOr<std::shared_ptr<Stage>> BuildStage(
-    const ModelConfig& config, LayerRange layers, uint64_t seed,
-    c10::Device device = c10::Device(c10::DeviceType::CPU));
 
 }  // namespace chimera::worker
 

@@ -13,6 +13,7 @@
 #include "worker/comm/torch_error.h"
 #include "worker/model/split_backward.h"
 #include "worker/model/stage.h"
+#include "worker/model/stage_factory.h"
 
 namespace chimera::worker {
 namespace {
@@ -31,6 +32,23 @@ MicroBatch SliceMicroBatch(const MicroBatch& batch, int64_t begin,
                            int64_t end) {
   return {batch.inputs.slice(0, begin, end), batch.targets.slice(0, begin, end),
           batch.loss_mask.slice(0, begin, end)};
+}
+
+// The stages of `spec`'s model: a torchscript model's pieces are loaded
+// once, beneath the data root, and divided among the stages held.
+absl::StatusOr<StageFactory> StagesOf(const TaskSpec& spec) {
+  if (spec.model.family != ModelFamily::kTorchscript) {
+    return StageFactory::Transformer(spec.model, spec.seed, spec.device);
+  }
+  if (!spec.modules) {
+    return absl::InvalidArgumentError(
+        "a torchscript model needs the directory of its pieces (modules)");
+  }
+  ASSIGN_OR_RETURN(const Directory root,
+                   Directory::OpenRoot(spec.modules->root));
+  ASSIGN_OR_RETURN(const Directory modules,
+                   root.Open(spec.modules->path, /*create=*/false));
+  return StageFactory::Scripted(modules, spec.model, spec.device);
 }
 
 // Removes and returns `key` from `box`; INTERNAL naming `what` when absent.
@@ -191,6 +209,7 @@ ProgramExecutor::ProgramExecutor(const schedule::RankSchedule& schedule,
 ProgramExecutor::~ProgramExecutor() = default;
 
 absl::Status ProgramExecutor::Build() {
+  ASSIGN_OR_RETURN(const StageFactory factory, StagesOf(spec_));
   for (const StageRef& ref : program_.stages) {
     if (ref.chunk < 0 || ref.chunk >= topology_.num_chunks || ref.stage < 0 ||
         ref.stage >= topology_.depth) {
@@ -202,8 +221,7 @@ absl::Status ProgramExecutor::Build() {
     const int model_stage = topology_.ModelStage(ref);
     if (stages_.count(model_stage) != 0) continue;
     ASSIGN_OR_RETURN(stages_[model_stage],
-                     BuildStage(spec_.model, spec_.partition.stage(model_stage),
-                                spec_.seed, spec_.device));
+                     factory.Build(spec_.partition.stage(model_stage)));
     holds_last_stage_ |= stages_[model_stage]->is_last();
   }
   std::vector<at::Tensor> tied_copies;
@@ -221,8 +239,8 @@ absl::Status ProgramExecutor::Build() {
       }
     }
     gradient_buckets_[model_stage] = BucketGradients(bucketed);
-    if (stage->is_first() && !split_tie) {
-      used_token_rows_ = NoRowsUsed(stage->embedding()->token_weight());
+    if (stage->token_table().defined() && !split_tie) {
+      used_token_rows_ = NoRowsUsed(stage->token_table());
     }
     optimizers_[model_stage] =
         std::make_unique<Optimizer>(spec_.optimizer, stage_parameters);
@@ -719,8 +737,8 @@ absl::Status ProgramExecutor::BeginAllReduce(const Instruction& inst) {
   const Stage& stage = *stages_.at(model_stage);
   std::optional<RowSparseGradient> row_sparse;
   if (stage.is_first() && used_token_rows_.defined()) {
-    row_sparse = RowSparseGradient{stage.embedding()->token_weight().grad(),
-                                   used_token_rows_};
+    row_sparse =
+        RowSparseGradient{stage.token_table().grad(), used_token_rows_};
   }
   ASSIGN_OR_RETURN(allreduces_[model_stage],
                    GradientAllReduce::Start(*comm_,

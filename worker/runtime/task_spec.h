@@ -56,9 +56,9 @@ struct CheckpointSpec {
   std::string dir;
 };
 
-// A file named relative to a root directory, opened beneath it
-// (Directory::OpenFile), so that no link swapped in after the job was
-// checked can lead out of the root.
+// A file or directory named relative to a root directory, opened beneath it
+// (Directory::OpenFile, Directory::Open), so that no link swapped in after
+// the job was checked can lead out of the root.
 struct FileUnderRoot {
   std::string root;
   std::string path;
@@ -79,6 +79,9 @@ struct TaskSpec {
   // initFrom's model.safetensors beneath the data root); nullopt:
   // initialised from `seed`.
   std::optional<FileUnderRoot> init_from;
+  // A torchscript model's pieces (spec.model.modules, a directory beneath
+  // the data root); nullopt for the other families.
+  std::optional<FileUnderRoot> modules;
   // Samples per micro-batch (B), at least the number of parts any backward
   // is split into.
   int micro_batch_size = 1;

@@ -27,7 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/model/micro_batch.h"
-#include "worker/model/stage.h"
+#include "worker/model/transformer_stage.h"
 
 namespace chimera::worker {
 namespace {
@@ -119,8 +119,9 @@ absl::Status SmokeStage(int repetitions) {
   config.seq_length = 512;
   const int64_t batch = 8;
   const c10::Device device(c10::DeviceType::CUDA, 0);
-  ASSIGN_OR_RETURN(std::shared_ptr<Stage> stage,
-                   BuildStage(config, {0, config.num_layers}, 1, device));
+  ASSIGN_OR_RETURN(
+      std::shared_ptr<TransformerStage> stage,
+      BuildTransformerStage(config, {0, config.num_layers}, 1, device));
   const at::Tensor tokens = at::randint(
       config.vocab_size, {batch, SampleLength(config)}, at::kLong);
   ASSIGN_OR_RETURN(MicroBatch micro_batch,

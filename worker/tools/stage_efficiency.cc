@@ -28,7 +28,7 @@
 #include "planner/analytic_profile.h"
 #include "worker/comm/torch_error.h"
 #include "worker/model/model_config.h"
-#include "worker/model/stage.h"
+#include "worker/model/transformer_stage.h"
 #include "worker/runtime/device_memory.h"
 
 namespace chimera::worker {
@@ -100,8 +100,8 @@ absl::StatusOr<double> BestMilliseconds(const Shape& shape,
                                         c10::Device device, int repetitions) {
   const ModelConfig config = StageModel(shape, dtype);
   ASSIGN_OR_RETURN(
-      std::shared_ptr<Stage> stage,
-      BuildStage(config, {1, 1 + shape.layers}, /*seed=*/1, device));
+      std::shared_ptr<TransformerStage> stage,
+      BuildTransformerStage(config, {1, 1 + shape.layers}, /*seed=*/1, device));
   const at::TensorOptions options = at::TensorOptions(dtype).device(device);
   const at::Tensor inputs =
       at::randn({shape.micro_batch, shape.seq, shape.hidden}, options)

@@ -1,8 +1,9 @@
 // Pipeline-parallel training is exact: for every scheme the schedule engine
 // generates (with data parallelism, forward doubling, backward halving,
 // recomputation, looping chunks and the split backward; GPT, tied as GPT-2
-// under five schemes, and Llama with and without tied embeddings under every
-// scheme at W = 1 and 2), worker
+// under five schemes, Llama with and without tied embeddings under every
+// scheme at W = 1 and 2, and a TorchScript model that Debian's PyTorch
+// scripts under 1F1B, Chimera and ZB-V), worker
 // processes executing their programs over Gloo end up with the parameters a
 // single process gets by training the whole model on the same mini-batches,
 // to 1e-9 relative, and the replicas of every stage are bit-identical across
@@ -24,16 +25,19 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/directory.h"
 #include "common/status_macros.h"
 #include "schedule/generator.h"
 #include "schedule/validator.h"
+#include "tests/support/scripted_model_files.h"
 #include "tests/support/split_backward_schedule.h"
 #include "tests/support/temp_dir.h"
 #include "worker/harness/forked_ranks.h"
 #include "worker/harness/pipeline_job.h"
 #include "worker/harness/training_record.h"
 #include "worker/model/loss.h"
-#include "worker/model/stage.h"
+#include "worker/model/stage_factory.h"
+#include "worker/model/transformer_stage.h"
 #include "worker/runtime/compute_threads.h"
 #include "worker/runtime/host_memory.h"
 #include "worker/runtime/program_executor.h"
@@ -65,16 +69,18 @@ constexpr uint64_t kSeed = 11;
 
 // Tiny models, float64: the sums of a pipeline and of one big batch then
 // agree to ~1e-15, far inside the tolerance, while any wrong gradient does
-// not. Llama's four query heads share two key/value heads.
+// not. Llama's four query heads share two key/value heads. The TorchScript
+// model is tests/support/scripted_model.py's eight_blocks.
 ModelConfig TinyModel(ModelFamily family) {
+  const bool scripted = family == ModelFamily::kTorchscript;
   ModelConfig config;
   config.family = family;
   config.num_layers = 8;
-  config.hidden_size = 16;
+  config.hidden_size = scripted ? 8 : 16;
   config.ffn_size = 32;
   config.num_heads = family == ModelFamily::kLlama ? 4 : 2;
   config.num_kv_heads = family == ModelFamily::kLlama ? 2 : 0;
-  config.vocab_size = 256;
+  config.vocab_size = scripted ? 16 : 256;
   config.seq_length = 8;
   config.dtype = at::kDouble;
   return config;
@@ -114,7 +120,10 @@ std::string ReferencePath(const std::string& dir) {
   return absl::StrCat(dir, "/reference.bin");
 }
 
-PipelineJob JobFor(const Case& c, schedule::Schedule s) {
+// The job of case `c`, whose files (a TorchScript model's pieces) are in
+// `dir`.
+PipelineJob JobFor(const Case& c, schedule::Schedule s,
+                   const std::string& dir) {
   ModelConfig model = TinyModel(c.family);
   model.tie_embeddings = c.tie_embeddings;
   PipelineJob job =
@@ -124,8 +133,37 @@ PipelineJob JobFor(const Case& c, schedule::Schedule s) {
   if (c.data == DataFormat::kText) {
     job.spec.data.path = CHIMERA_SOURCE_DIR "/examples/data/corpus.txt";
   }
+  if (c.family == ModelFamily::kTorchscript) {
+    job.spec.modules = FileUnderRoot{.root = dir, .path = "model"};
+  }
   job.spec.max_steps = kSteps;
   return job;
+}
+
+// The whole model of `spec`, as one stage.
+absl::StatusOr<std::shared_ptr<Stage>> WholeModel(const TaskSpec& spec) {
+  const LayerRange all{0, spec.model.num_layers};
+  if (!spec.modules) return BuildTransformerStage(spec.model, all, spec.seed);
+  ASSIGN_OR_RETURN(const Directory root,
+                   Directory::OpenRoot(spec.modules->root));
+  ASSIGN_OR_RETURN(const Directory modules,
+                   root.Open(spec.modules->path, /*create=*/false));
+  ASSIGN_OR_RETURN(const StageFactory factory,
+                   StageFactory::Scripted(modules, spec.model, spec.device));
+  return factory.Build(all);
+}
+
+// The loss of `model` by its definition: our own families' LanguageModelLoss
+// of the whole logits (the pipeline computes it a chunk at a time), a
+// TorchScript model's scripted loss.
+absl::StatusOr<at::Tensor> ReferenceLoss(Stage& model,
+                                         const ModelConfig& config,
+                                         const MicroBatch& batch,
+                                         double normaliser) {
+  if (config.family == ModelFamily::kTorchscript) {
+    return model.Loss(batch.inputs, batch, normaliser);
+  }
+  return LanguageModelLoss(model.Forward(batch.inputs), batch, normaliser);
 }
 
 // The whole model of `job` in one process on the whole mini-batch.
@@ -138,8 +176,7 @@ absl::Status TrainReference(const PipelineJob& job, const std::string& dir) {
                         job.spec.micro_batch_size;
   ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data,
                    DataSource::Open(job.spec.data));
-  ASSIGN_OR_RETURN(std::shared_ptr<Stage> model,
-                   BuildStage(config, {0, config.num_layers}, job.spec.seed));
+  ASSIGN_OR_RETURN(std::shared_ptr<Stage> model, WholeModel(job.spec));
   for (at::Tensor& parameter : model->parameters()) {
     parameter.mutable_grad() = at::zeros_like(parameter);
   }
@@ -149,9 +186,9 @@ absl::Status TrainReference(const PipelineJob& job, const std::string& dir) {
     ASSIGN_OR_RETURN(at::Tensor tokens, data->Samples(step, 0, batch));
     ASSIGN_OR_RETURN(MicroBatch mini_batch,
                      MakeMicroBatch(config, tokens, {job.spec.seed, step, 0}));
-    ASSIGN_OR_RETURN(at::Tensor loss,
-                     LanguageModelLoss(model->Forward(mini_batch.inputs),
-                                       mini_batch, static_cast<double>(batch)));
+    ASSIGN_OR_RETURN(
+        at::Tensor loss,
+        ReferenceLoss(*model, config, mini_batch, static_cast<double>(batch)));
     loss.backward();
     losses.push_back(loss.item<double>());
     optimizer.Step();
@@ -191,9 +228,15 @@ TEST_P(PipelineEquivalenceTest, TrainsExactlyLikeOneProcessOnTheWholeBatch) {
   }
   const absl::Status valid = schedule::ValidateSchedule(*generated);
   ASSERT_TRUE(valid.ok()) << valid;
-  const PipelineJob job = JobFor(c, *generated);
-  const int world = static_cast<int>(job.schedule.workers.size());
   const chimera::testing::TempDir dir;
+  if (c.family == ModelFamily::kTorchscript) {
+    const chimera::testing::ProcessResult exported =
+        chimera::testing::ExportScriptedModel(dir.path() + "/model",
+                                              "eight_blocks");
+    ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  }
+  const PipelineJob job = JobFor(c, *generated, dir.path());
+  const int world = static_cast<int>(job.schedule.workers.size());
 
   ExpectAllSucceeded(RunForkedRanks(1, kCaseDeadline, [&](int, TcpRendezvous&) {
     return TrainReference(job, dir.path());
@@ -325,6 +368,26 @@ void AddTiedGptCases(std::vector<Case>& cases) {
   }
 }
 
+// A TorchScript model under 1F1B and Chimera at W = 1 and 2, and under ZB-V,
+// whose split backward takes the scripted pieces' autograd graph apart.
+void AddScriptedCases(std::vector<Case>& cases) {
+  for (auto [name, params] : {
+           std::pair{"OneFOneBD4N4", Params(Scheme::kOneFOneB, 4, 4, 1)},
+           {"OneFOneBD4N4W2", Params(Scheme::kOneFOneB, 4, 4, 2)},
+           {"ChimeraD4N4", Params(Scheme::kChimera, 4, 4, 1)},
+           {"ChimeraD4N4W2", Params(Scheme::kChimera, 4, 4, 2)},
+           {"ZeroBubbleVD2N4", Params(Scheme::kZbV, 2, 4, 1)},
+       }) {
+    Case c;
+    c.name = absl::StrCat("TorchScript", name);
+    c.params = params;
+    c.optimizer =
+        params.width == 1 ? OptimizerKind::kAdamW : OptimizerKind::kSgd;
+    c.family = ModelFamily::kTorchscript;
+    cases.push_back(std::move(c));
+  }
+}
+
 std::vector<Case> Cases() {
   std::vector<Case> cases;
   const auto add = [&](std::string name, ScheduleParams params,
@@ -403,6 +466,7 @@ std::vector<Case> Cases() {
       ->concat = Concat::kBackwardHalving;
   AddTiedGptCases(cases);
   AddLlamaCases(cases);
+  AddScriptedCases(cases);
   return cases;
 }
 

@@ -13,7 +13,7 @@
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/worker/test_models.h"
-#include "worker/model/stage.h"
+#include "worker/model/transformer_stage.h"
 #include "worker/weights/safetensors_file.h"
 
 namespace chimera::worker {
@@ -23,9 +23,10 @@ using chimera::testing::kDebianPython;
 using ::testing::HasSubstr;
 using testing::TinyConfig;
 
-std::shared_ptr<Stage> WholeModel(const ModelConfig& config, uint64_t seed) {
-  absl::StatusOr<std::shared_ptr<Stage>> model =
-      BuildStage(config, {0, config.num_layers}, seed);
+std::shared_ptr<TransformerStage> WholeModel(const ModelConfig& config,
+                                             uint64_t seed) {
+  absl::StatusOr<std::shared_ptr<TransformerStage>> model =
+      BuildTransformerStage(config, {0, config.num_layers}, seed);
   EXPECT_TRUE(model.ok()) << model.status();
   return *model;
 }

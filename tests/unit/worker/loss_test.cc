@@ -12,7 +12,7 @@
 
 #include "tests/unit/worker/test_models.h"
 #include "worker/model/micro_batch.h"
-#include "worker/model/stage.h"
+#include "worker/model/transformer_stage.h"
 #include "worker/runtime/memory_tracker.h"
 
 namespace chimera::worker {
@@ -36,14 +36,14 @@ TEST_P(LossNormalisationTest, MicroBatchSumsEqualTheMiniBatchMean) {
   const at::Tensor tokens = RandomTokens(config, 6);
   const double samples = 6;
 
-  auto whole = *BuildStage(config, {0, config.num_layers}, kSeed);
+  auto whole = *BuildTransformerStage(config, {0, config.num_layers}, kSeed);
   const MicroBatch all =
       *MakeMicroBatch(config, tokens, SampleKey{kSeed, kStep, 0});
   const at::Tensor mean_loss =
       *LanguageModelLoss(whole->Forward(all.inputs), all, samples);
   mean_loss.backward();
 
-  auto split = *BuildStage(config, {0, config.num_layers}, kSeed);
+  auto split = *BuildTransformerStage(config, {0, config.num_layers}, kSeed);
   double summed_loss = 0;
   for (const auto& [first, count] :
        {std::pair<int64_t, int64_t>{0, 1}, {1, 2}, {3, 3}}) {

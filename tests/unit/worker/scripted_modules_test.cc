@@ -8,8 +8,8 @@
 #include <string>
 
 #include "common/directory.h"
+#include "tests/support/scripted_model_files.h"
 #include "tests/support/temp_dir.h"
-#include "tests/unit/worker/scripted_model_files.h"
 
 namespace chimera::worker {
 namespace {

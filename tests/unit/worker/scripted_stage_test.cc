@@ -9,8 +9,8 @@
 #include <string>
 
 #include "common/directory.h"
+#include "tests/support/scripted_model_files.h"
 #include "tests/support/temp_dir.h"
-#include "tests/unit/worker/scripted_model_files.h"
 
 namespace chimera::worker {
 namespace {
@@ -19,8 +19,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 constexpr int64_t kTokens = 5;
-// The whole batch's tokens that a loss is divided by.
-constexpr double kNormaliser = 20;
+// The whole mini-batch's samples, whose tokens a loss is divided by.
+constexpr double kNormaliser = 4;
 
 class ScriptedStageTest : public ::testing::Test {
  protected:
@@ -141,22 +141,27 @@ TEST_F(ScriptedStageTest, TwoStagesComputeTheWholeModelsLossAndGradients) {
   }
 }
 
-TEST_F(ScriptedStageTest, TheLossIsTheScriptedSumOverTheNormaliser) {
+TEST_F(ScriptedStageTest, TheLossIsTheScriptedSumOverTheMiniBatchsTokens) {
   const MicroBatch batch = Batch();
   const std::shared_ptr<ScriptedStage> stage = Build(Load(), {0, 3});
-  absl::StatusOr<at::Tensor> loss = stage->Loss(batch.inputs, batch, 20);
+  // A mini-batch of 4 samples of kTokens each.
+  absl::StatusOr<at::Tensor> loss = stage->Loss(batch.inputs, batch, 4);
   ASSERT_TRUE(loss.ok()) << loss.status();
   const at::Tensor logits = stage->Forward(batch.inputs);
   const at::Tensor summed = at::cross_entropy_loss(
       logits.flatten(0, 1), batch.targets.flatten(), {}, at::Reduction::Sum);
-  EXPECT_NEAR(loss->item<double>(), summed.item<double>() / 20, 1e-15);
+  EXPECT_NEAR(loss->item<double>(), summed.item<double>() / (4 * kTokens),
+              1e-15);
 }
 
 TEST_F(ScriptedStageTest, OnlyTheLastStageHasALossAndRangesStayWithinTheModel) {
   const ScriptedModules model = Load();
   const MicroBatch batch = Batch();
-  EXPECT_EQ(Build(model, {0, 2})->Loss(batch.inputs, batch, 1).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  const absl::Status not_last =
+      Build(model, {0, 2})->Loss(batch.inputs, batch, 1).status();
+  EXPECT_EQ(not_last.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(not_last.message()),
+              HasSubstr("this stage ends at block 2 of 3"));
   const absl::Status outside = BuildScriptedStage(model, {2, 4}).status();
   EXPECT_EQ(outside.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(outside.message()),

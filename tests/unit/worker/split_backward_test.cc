@@ -11,7 +11,7 @@
 #include "tests/unit/worker/test_models.h"
 #include "worker/model/loss.h"
 #include "worker/model/micro_batch.h"
-#include "worker/model/stage.h"
+#include "worker/model/transformer_stage.h"
 #include "worker/runtime/memory_tracker.h"
 
 namespace chimera::worker {
@@ -22,8 +22,9 @@ using testing::TinyConfig;
 
 constexpr uint64_t kSeed = 7;
 
-std::shared_ptr<Stage> Build(LayerRange layers) {
-  return BuildStage(TinyConfig(ModelFamily::kGpt), layers, kSeed).value();
+std::shared_ptr<TransformerStage> Build(LayerRange layers) {
+  return BuildTransformerStage(TinyConfig(ModelFamily::kGpt), layers, kSeed)
+      .value();
 }
 
 // A middle stage's input activation and output gradient for `batch`
@@ -74,7 +75,7 @@ MiddleStageRun ForwardMiddle(Stage& stage, const at::Tensor& activation) {
 }
 
 TEST(SplitBackwardTest, InputThenWeightGradientsEqualTheFusedBackward) {
-  const std::shared_ptr<Stage> stage = Build({1, 3});
+  const std::shared_ptr<TransformerStage> stage = Build({1, 3});
   const at::Tensor activation = RandomActivation(3, 1);
   const at::Tensor output_gradient = RandomActivation(3, 2);
 
@@ -100,7 +101,7 @@ TEST(SplitBackwardTest, InputThenWeightGradientsEqualTheFusedBackward) {
 
 TEST(SplitBackwardTest, TheLastStagesLossIsBackpropagatedFromOne) {
   const ModelConfig config = TinyConfig(ModelFamily::kGpt);
-  const std::shared_ptr<Stage> stage = Build({2, 4});
+  const std::shared_ptr<TransformerStage> stage = Build({2, 4});
   const MicroBatch batch =
       MakeMicroBatch(config, RandomTokens(config, 2), {kSeed, 0, 0}).value();
   const at::Tensor activation = RandomActivation(2, 3);
@@ -123,7 +124,7 @@ TEST(SplitBackwardTest, TheLastStagesLossIsBackpropagatedFromOne) {
 
 TEST(SplitBackwardTest, TokenInputsLeaveTheWholeBackwardToTheWeights) {
   const ModelConfig config = TinyConfig(ModelFamily::kGpt);
-  const std::shared_ptr<Stage> stage = Build({0, 2});
+  const std::shared_ptr<TransformerStage> stage = Build({0, 2});
   const at::Tensor tokens =
       RandomTokens(config, 2).slice(1, 0, config.seq_length);
   const at::Tensor output_gradient = RandomActivation(2, 4);
@@ -143,7 +144,7 @@ TEST(SplitBackwardTest, TokenInputsLeaveTheWholeBackwardToTheWeights) {
 }
 
 TEST(SplitBackwardTest, WeightGradientsAccumulateAcrossMicroBatchesInAnyOrder) {
-  const std::shared_ptr<Stage> stage = Build({1, 3});
+  const std::shared_ptr<TransformerStage> stage = Build({1, 3});
   const std::vector<at::Tensor> activations = {RandomActivation(2, 5),
                                                RandomActivation(2, 6)};
   const std::vector<at::Tensor> output_gradients = {RandomActivation(2, 7),
@@ -171,7 +172,7 @@ TEST(SplitBackwardTest, WeightGradientsAccumulateAcrossMicroBatchesInAnyOrder) {
 
 TEST(SplitBackwardTest, HoldsLessAfterTheInputGradientAndNothingAfterWeights) {
   MemoryTracker& memory = MemoryTracker::Install();
-  const std::shared_ptr<Stage> stage = Build({1, 3});
+  const std::shared_ptr<TransformerStage> stage = Build({1, 3});
   // Gradients in place beforehand, as the executor's buckets are, so that
   // the weights' gradients allocate nothing of their own.
   for (at::Tensor& parameter : stage->parameters()) {

@@ -1,4 +1,4 @@
-#include "worker/model/stage.h"
+#include "worker/model/transformer_stage.h"
 
 #include <ATen/ATen.h>
 #include <gmock/gmock.h>
@@ -23,17 +23,19 @@ using testing::TinyConfig;
 constexpr double kTolerance = 1e-12;
 constexpr uint64_t kSeed = 42;
 
-std::shared_ptr<Stage> Build(const ModelConfig& config, LayerRange layers,
-                             uint64_t seed = kSeed) {
-  absl::StatusOr<std::shared_ptr<Stage>> stage =
-      BuildStage(config, layers, seed);
+std::shared_ptr<TransformerStage> Build(const ModelConfig& config,
+                                        LayerRange layers,
+                                        uint64_t seed = kSeed) {
+  absl::StatusOr<std::shared_ptr<TransformerStage>> stage =
+      BuildTransformerStage(config, layers, seed);
   EXPECT_TRUE(stage.ok()) << stage.status();
   return *stage;
 }
 
 // Parameter name -> gradient (or value) of every stage given.
 std::map<std::string, at::Tensor> Named(
-    const std::vector<std::shared_ptr<Stage>>& stages, bool gradients) {
+    const std::vector<std::shared_ptr<TransformerStage>>& stages,
+    bool gradients) {
   std::map<std::string, at::Tensor> named;
   for (const auto& stage : stages) {
     for (const auto& item : stage->named_parameters()) {
@@ -109,7 +111,7 @@ INSTANTIATE_TEST_SUITE_P(EveryFamily, StageCompositionTest,
                            return std::string(ModelFamilyName(info.param));
                          });
 
-TEST(StageTest, ThreeStagesHoldExactlyTheFullModelsParameters) {
+TEST(TransformerStageTest, ThreeStagesHoldExactlyTheFullModelsParameters) {
   const ModelConfig config = TinyConfig(ModelFamily::kGpt);
   ExpectSameTensors(Named({Build(config, {0, 4})}, /*gradients=*/false),
                     Named({Build(config, {0, 1}), Build(config, {1, 3}),
@@ -118,7 +120,7 @@ TEST(StageTest, ThreeStagesHoldExactlyTheFullModelsParameters) {
                     /*tolerance=*/0);
 }
 
-TEST(StageTest, SameRangeAndSeedBuildBitwiseIdenticalStages) {
+TEST(TransformerStageTest, SameRangeAndSeedBuildBitwiseIdenticalStages) {
   const ModelConfig config = TinyConfig(ModelFamily::kBert);
   const auto a = Named({Build(config, {1, 3})}, /*gradients=*/false);
   const auto b = Named({Build(config, {1, 3})}, /*gradients=*/false);
@@ -128,7 +130,7 @@ TEST(StageTest, SameRangeAndSeedBuildBitwiseIdenticalStages) {
   }
 }
 
-TEST(StageTest, DifferentSeedsGiveDifferentWeights) {
+TEST(TransformerStageTest, DifferentSeedsGiveDifferentWeights) {
   const ModelConfig config = TinyConfig(ModelFamily::kGpt);
   const auto a = Named({Build(config, {1, 2}, 1)}, /*gradients=*/false);
   const auto b = Named({Build(config, {1, 2}, 2)}, /*gradients=*/false);
@@ -137,14 +139,14 @@ TEST(StageTest, DifferentSeedsGiveDifferentWeights) {
       at::equal(a.at("layer1.mlp_in_weight"), b.at("layer1.mlp_in_weight")));
 }
 
-TEST(StageTest, LayersOfOneModelAreInitialisedDifferently) {
+TEST(TransformerStageTest, LayersOfOneModelAreInitialisedDifferently) {
   const auto named = Named({Build(TinyConfig(ModelFamily::kGpt), {0, 4})},
                            /*gradients=*/false);
   EXPECT_FALSE(
       at::equal(named.at("layer0.qkv_weight"), named.at("layer1.qkv_weight")));
 }
 
-TEST(StageTest, Float32WeightsAreTheFloat64WeightsRounded) {
+TEST(TransformerStageTest, Float32WeightsAreTheFloat64WeightsRounded) {
   ModelConfig config = TinyConfig(ModelFamily::kGpt);
   const auto wide = Named({Build(config, {0, 2})}, /*gradients=*/false);
   config.dtype = at::kFloat;
@@ -155,7 +157,7 @@ TEST(StageTest, Float32WeightsAreTheFloat64WeightsRounded) {
   }
 }
 
-TEST(StageTest, OnlyFirstAndLastStagesOwnEmbeddingAndHead) {
+TEST(TransformerStageTest, OnlyFirstAndLastStagesOwnEmbeddingAndHead) {
   const ModelConfig config = TinyConfig(ModelFamily::kGpt);
   const auto first = Build(config, {0, 2});
   const auto middle = Build(config, {2, 3});
@@ -169,7 +171,7 @@ TEST(StageTest, OnlyFirstAndLastStagesOwnEmbeddingAndHead) {
   EXPECT_TRUE(last->named_parameters().contains("head.output_weight"));
 }
 
-TEST(StageTest, ForwardShapesFollowTheStagesPlace) {
+TEST(TransformerStageTest, ForwardShapesFollowTheStagesPlace) {
   const ModelConfig config = TinyConfig(ModelFamily::kGpt);
   const at::Tensor ids = at::zeros({2, 5}, at::kLong);
   const at::Tensor hidden = Build(config, {0, 2})->Forward(ids);
@@ -181,7 +183,7 @@ TEST(StageTest, ForwardShapesFollowTheStagesPlace) {
 
 // The loss a last stage trains with is the loss of its logits; only a last
 // stage has one.
-TEST(StageTest, TheLastStagesLossIsThatOfItsLogits) {
+TEST(TransformerStageTest, TheLastStagesLossIsThatOfItsLogits) {
   const ModelConfig config = TinyConfig(ModelFamily::kBert);
   const MicroBatch batch =
       *MakeMicroBatch(config, RandomTokens(config, 3), SampleKey{1, 2, 0});
@@ -197,7 +199,7 @@ TEST(StageTest, TheLastStagesLossIsThatOfItsLogits) {
               HasSubstr("this stage ends at block 2"));
 }
 
-TEST(StageTest, DecodersAttentionIsCausalAndBertsIsNot) {
+TEST(TransformerStageTest, DecodersAttentionIsCausalAndBertsIsNot) {
   for (const ModelFamily family :
        {ModelFamily::kGpt, ModelFamily::kBert, ModelFamily::kLlama}) {
     const ModelConfig config = TinyConfig(family);
@@ -215,7 +217,7 @@ TEST(StageTest, DecodersAttentionIsCausalAndBertsIsNot) {
 
 // Rotary positions (none learned), RMSNorm gains alone, no biases; q, k and
 // v fused, and gate and up.
-TEST(StageTest, LlamaHasTheParametersOfItsLayout) {
+TEST(TransformerStageTest, LlamaHasTheParametersOfItsLayout) {
   const ModelConfig config = TinyConfig(ModelFamily::kLlama);
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto& item : Build(config, {0, 1})->named_parameters()) {
@@ -287,11 +289,11 @@ INSTANTIATE_TEST_SUITE_P(Decoders, TiedEmbeddingTest,
                            return std::string(ModelFamilyName(info.param));
                          });
 
-TEST(StageTest, BertDoesNotTieItsEmbeddings) {
+TEST(TransformerStageTest, BertDoesNotTieItsEmbeddings) {
   ModelConfig config = TinyConfig(ModelFamily::kBert);
   config.tie_embeddings = true;
-  const absl::StatusOr<std::shared_ptr<Stage>> stage =
-      BuildStage(config, {0, 4}, kSeed);
+  const absl::StatusOr<std::shared_ptr<TransformerStage>> stage =
+      BuildTransformerStage(config, {0, 4}, kSeed);
   ASSERT_FALSE(stage.ok());
   EXPECT_THAT(stage.status().message(),
               HasSubstr("model.tie_embeddings is set for a bert model"));
@@ -300,7 +302,8 @@ TEST(StageTest, BertDoesNotTieItsEmbeddings) {
 // Grouped-query attention is multi-head attention whose query heads of one
 // group see the same keys and values: a model with 4 key/value heads that
 // repeat the 2 of another, each for its 2 query heads, computes the same.
-TEST(StageTest, GroupedQueryAttentionSharesEachKeyValueHeadWithItsGroup) {
+TEST(TransformerStageTest,
+     GroupedQueryAttentionSharesEachKeyValueHeadWithItsGroup) {
   const ModelConfig grouped = TinyConfig(ModelFamily::kLlama);
   ModelConfig multi_head = grouped;
   multi_head.num_kv_heads = grouped.num_heads;
@@ -331,11 +334,11 @@ TEST(StageTest, GroupedQueryAttentionSharesEachKeyValueHeadWithItsGroup) {
                            multi_head_model->Forward(ids), 0, kTolerance));
 }
 
-TEST(StageTest, BuildRejectsEmptyOrOutOfRangeLayers) {
+TEST(TransformerStageTest, BuildRejectsEmptyOrOutOfRangeLayers) {
   const ModelConfig config = TinyConfig(ModelFamily::kGpt);
   for (const LayerRange range :
        {LayerRange{2, 2}, LayerRange{-1, 2}, LayerRange{3, 5}}) {
-    const auto stage = BuildStage(config, range, kSeed);
+    const auto stage = BuildTransformerStage(config, range, kSeed);
     EXPECT_EQ(stage.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(stage.status().message(), HasSubstr("within [0, 4)"));
   }

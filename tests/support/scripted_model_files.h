@@ -1,7 +1,7 @@
 // The test model of tests/support/scripted_model.py as TorchScript files,
 // written by scripts/export-torchscript with Debian's python3-torch.
-#ifndef CHIMERA_TESTS_UNIT_WORKER_SCRIPTED_MODEL_FILES_H_
-#define CHIMERA_TESTS_UNIT_WORKER_SCRIPTED_MODEL_FILES_H_
+#ifndef CHIMERA_TESTS_SUPPORT_SCRIPTED_MODEL_FILES_H_
+#define CHIMERA_TESTS_SUPPORT_SCRIPTED_MODEL_FILES_H_
 
 #include <string>
 
@@ -30,4 +30,4 @@ inline ProcessResult SaveScriptedPiece(const std::string& piece_class,
 
 }  // namespace chimera::testing
 
-#endif  // CHIMERA_TESTS_UNIT_WORKER_SCRIPTED_MODEL_FILES_H_
+#endif  // CHIMERA_TESTS_SUPPORT_SCRIPTED_MODEL_FILES_H_

@@ -105,7 +105,7 @@ absl::StatusOr<std::string> RunJob(const std::string& path,
                    worker::LoadStandaloneJob(path, site));
 
   ASSIGN_OR_RETURN(const chimera::v1::ModelProfile measured_profile,
-                   worker::ProfileJob(job, /*gpu_index=*/0));
+                   worker::ProfileJob(job, /*gpu_index=*/0, site.roots.data));
   ASSIGN_OR_RETURN(const chimera::v1::Prediction from_profile,
                    Predict(job, cluster, measured_profile));
   ASSIGN_OR_RETURN(const chimera::v1::Prediction from_analytic,

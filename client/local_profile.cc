@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -67,6 +68,16 @@ std::string Deterministic(const google::protobuf::Message& message) {
   return bytes;
 }
 
+// `path`, its size and its modification time (zeros where it cannot be
+// read): what changes when the file is rewritten.
+std::string FileVersion(const std::string& path) {
+  std::error_code error;
+  const auto size = std::filesystem::file_size(path, error);
+  const auto modified = std::filesystem::last_write_time(path, error);
+  return absl::StrCat(path, " ", error ? 0 : size, " ",
+                      error ? 0 : modified.time_since_epoch().count());
+}
+
 std::string HostName() {
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) != 0) return "unknown";
@@ -117,14 +128,25 @@ absl::Status Measure(const ProfileRequest& request, const std::string& out) {
 
 }  // namespace
 
-ProfileBuild CurrentBuild(const std::string& worker_binary) {
+ProfileBuild CurrentBuild(const std::string& worker_binary,
+                          const chimera::v1::TrainJob& job,
+                          const std::string& data_root) {
   ProfileBuild build;
-  std::error_code error;
-  const auto size = std::filesystem::file_size(worker_binary, error);
-  const auto modified = std::filesystem::last_write_time(worker_binary, error);
-  build.worker_binary =
-      absl::StrCat(worker_binary, " ", error ? 0 : size, " ",
-                   error ? 0 : modified.time_since_epoch().count());
+  build.worker_binary = FileVersion(worker_binary);
+  const std::string& modules = job.spec().model().modules();
+  if (!modules.empty()) {
+    const std::filesystem::path directory =
+        std::filesystem::path(data_root.empty() ? "." : data_root) / modules;
+    std::error_code error;
+    std::set<std::string> files;
+    for (const auto& entry :
+         std::filesystem::directory_iterator(directory, error)) {
+      files.insert(entry.path().string());
+    }
+    for (const std::string& file : files) {
+      absl::StrAppend(&build.model_files, FileVersion(file), "\n");
+    }
+  }
   build.host = absl::StrCat(HostName(), " OPENBLAS_CORETYPE=",
                             OrEnvironment("", "OPENBLAS_CORETYPE"));
   return build;
@@ -132,8 +154,9 @@ ProfileBuild CurrentBuild(const std::string& worker_binary) {
 
 std::string ProfileCacheName(const chimera::v1::TrainJob& job,
                              const ProfileBuild& build) {
-  const std::string key = absl::StrCat(Deterministic(ProfiledPart(job)), "\n",
-                                       build.worker_binary, "\n", build.host);
+  const std::string key =
+      absl::StrCat(Deterministic(ProfiledPart(job)), "\n", build.worker_binary,
+                   "\n", build.host, "\n", build.model_files);
   return absl::StrFormat("%s-%016x.json", job.spec().model().family(),
                          StableHash(key));
 }
@@ -148,8 +171,8 @@ std::optional<std::string> ProfileCacheDirectory() {
 
 absl::StatusOr<LocalProfile> MeasureOrReuseProfile(
     const chimera::v1::TrainJob& job, const ProfileRequest& request) {
-  const std::string name =
-      ProfileCacheName(job, CurrentBuild(request.worker_binary));
+  const std::string name = ProfileCacheName(
+      job, CurrentBuild(request.worker_binary, job, request.data_root));
   const std::optional<std::string> cache = ProfileCacheDirectory();
   std::error_code error;
   if (cache) std::filesystem::create_directories(*cache, error);

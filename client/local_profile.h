@@ -29,10 +29,17 @@ struct ProfileBuild {
   std::string worker_binary;
   // This host's name and OPENBLAS_CORETYPE (the matrix kernel chosen).
   std::string host;
+  // A torchscript model's files (spec.model.modules): each one's name, size
+  // and modification time, since the job names them only by their
+  // directory; empty for the other families.
+  std::string model_files;
 };
 
-// The worker binary and this host as ProfileBuild describes them.
-ProfileBuild CurrentBuild(const std::string& worker_binary);
+// The worker binary, this host and `job`'s model files beneath `data_root`
+// as ProfileBuild describes them.
+ProfileBuild CurrentBuild(const std::string& worker_binary,
+                          const chimera::v1::TrainJob& job,
+                          const std::string& data_root);
 
 // The cache file name for `job`'s profile: "<model family>-<16 hex digits>
 // .json", the digits a hash of what the profile's times depend on.

@@ -9,15 +9,19 @@
 #include <filesystem>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/directory.h"
 #include "common/file_reader.h"
 #include "common/megatron_index.h"
 #include "common/root_path.h"
 #include "common/safetensors.h"
+#include "common/status_macros.h"
+#include "common/torchscript_layout.h"
 #include "common/unique_fd.h"
 #include "jobspec/yaml_message.h"
 #include "schedule/params_proto.h"
@@ -196,7 +200,8 @@ void CheckRopeScaling(const chimera::v1::RopeScaling& scaling, Checker& check) {
 // Grouped-query heads and rotary embeddings: Llama's, refused elsewhere.
 // Tied embeddings: the decoders' (GPT-2 and Llama 3.2 tie theirs).
 void CheckLlamaFields(const chimera::v1::ModelSpec& model, Checker& check) {
-  if (model.family() == "bert" && model.tie_embeddings()) {
+  if (model.family() != "gpt" && model.family() != "llama" &&
+      model.tie_embeddings()) {
     check.Fail("tieEmbeddings", "is for families 'gpt' and 'llama' only");
   }
   if (model.family() != "llama") {
@@ -240,7 +245,8 @@ void CheckLlamaFields(const chimera::v1::ModelSpec& model, Checker& check) {
 void CheckModel(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
   const auto& model = spec.model();
   Checker check(errors, "spec.model");
-  check.OneOf("family", model.family(), {"gpt", "bert", "llama"}, true);
+  check.OneOf("family", model.family(), {"gpt", "bert", "llama", "torchscript"},
+              true);
   check.Required("numLayers", model.num_layers(), kMaxLayers);
   check.Required("hiddenSize", model.hidden_size(), kMaxHiddenSize);
   check.Required("numHeads", model.num_heads(), kMaxHiddenSize);
@@ -439,6 +445,53 @@ void CheckInitFrom(const chimera::v1::JobSpec& spec,
   if (!header.ok()) {
     check.Fail("initFrom", absl::StrCat("'", dir, "/", kSafetensorsModelFile,
                                         "': ", header.message()));
+  }
+}
+
+// The block files of the TorchScript pieces in `modules` under `data_root`.
+absl::StatusOr<std::vector<std::string>> ModulesBlockFiles(
+    const std::string& data_root, const std::string& modules) {
+  ASSIGN_OR_RETURN(const Directory root,
+                   Directory::OpenRoot(data_root.empty() ? "." : data_root));
+  ASSIGN_OR_RETURN(const Directory directory,
+                   root.Open(modules, /*create=*/false));
+  return ScriptedPieceFiles(directory);
+}
+
+// modules: a torchscript job's, and required there; root-relative, and
+// (when files are checked) a directory of pieces with numLayers blocks.
+void CheckModules(const chimera::v1::JobSpec& spec,
+                  const ValidationOptions& options, FieldErrors* errors) {
+  const chimera::v1::ModelSpec& model = spec.model();
+  Checker check(errors, "spec.model");
+  if (model.family() != "torchscript") {
+    if (!model.modules().empty()) {
+      check.Fail("modules", "is for family 'torchscript' only");
+    }
+    return;
+  }
+  if (model.modules().empty()) {
+    check.Fail("modules",
+               "is required for family 'torchscript': the directory of the "
+               "model's TorchScript pieces (scripts/export-torchscript "
+               "writes one)");
+    return;
+  }
+  if (const absl::Status relative = CheckRootRelative(model.modules());
+      !relative.ok()) {
+    check.Fail("modules", relative.message());
+    return;
+  }
+  if (!options.check_data_files) return;
+  const absl::StatusOr<std::vector<std::string>> blocks =
+      ModulesBlockFiles(options.data_root, model.modules());
+  if (!blocks.ok()) {
+    check.Fail("modules", blocks.status().message());
+  } else if (static_cast<int64_t>(blocks->size()) != model.num_layers()) {
+    check.Fail("modules",
+               absl::StrCat("'", model.modules(), "' holds ", blocks->size(),
+                            " blocks (block-0.pt ... ", blocks->back(),
+                            "); numLayers is ", model.num_layers()));
   }
 }
 
@@ -659,6 +712,7 @@ FieldErrors ValidateJob(const TrainJob& job, const ValidationOptions& options) {
   const auto& spec = job.spec();
   CheckModel(spec, &errors);
   CheckInitFrom(spec, options, &errors);
+  CheckModules(spec, options, &errors);
   CheckData(spec, options, &errors);
   CheckTraining(spec.training(), &errors);
   CheckBatchArithmetic(spec, &errors);

@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/debian_python.h"
 #include "tests/support/example_job.h"
 #include "tests/support/megatron_dataset.h"
 #include "tests/support/subprocess.h"
@@ -243,6 +244,20 @@ INSTANTIATE_TEST_SUITE_P(Examples, CliRunSplitBackwardTest,
                            return name;
                          });
 
+// "steps: N/N  first loss F  final loss L" of a run's summary: {F, L}.
+std::pair<double, double> FirstAndFinalLoss(const std::string& out, int steps) {
+  double first = 0, last = 0;
+  const std::string summary = absl::StrCat("steps: ", steps, "/", steps);
+  const size_t at = out.find(summary + "  first loss ");
+  EXPECT_NE(at, std::string::npos) << out;
+  if (at == std::string::npos) return {0, 0};
+  EXPECT_EQ(std::sscanf(out.c_str() + at + summary.size(),
+                        "  first loss %lf  final loss %lf", &first, &last),
+            2)
+      << out;
+  return {first, last};
+}
+
 // The Llama example: rotary positions, RMSNorm, SwiGLU and grouped-query
 // attention through every rank of a Chimera pipeline, and it learns.
 TEST(CliRunTest, TrainsTheLlamaExample) {
@@ -253,15 +268,50 @@ TEST(CliRunTest, TrainsTheLlamaExample) {
   EXPECT_THAT(run.out, HasSubstr("plan: chimera W=1 D=4 "));
   EXPECT_THAT(run.out, HasSubstr("job llama-chimera-"));
   EXPECT_THAT(run.out, HasSubstr("SUCCEEDED"));
-  double first = 0, last = 0;
-  const size_t losses = run.out.find("steps: 50/50  first loss ");
-  ASSERT_NE(losses, std::string::npos) << run.out;
-  ASSERT_EQ(std::sscanf(run.out.c_str() + losses,
-                        "steps: 50/50  first loss %lf  final loss %lf", &first,
-                        &last),
-            2)
-      << run.out;
+  const auto [first, last] = FirstAndFinalLoss(run.out, 50);
   EXPECT_LT(last, first - 1.0) << "a byte-level Llama learns the corpus";
+}
+
+// The TorchScript example as its model.py says to run it: the user's own
+// decoder, scripted by Debian's PyTorch, timed for the planner and trained
+// through every rank of a Chimera pipeline, and it learns. Pieces of
+// another width than the job declares are refused naming the size.
+TEST(CliRunTest, TrainsTheTorchScriptExample) {
+  const chimera::testing::TempDir dir;
+  std::filesystem::create_directories(dir.path() + "/examples/data");
+  std::filesystem::copy_file(
+      std::string(CHIMERA_SOURCE_DIR) + "/examples/data/corpus.txt",
+      dir.path() + "/examples/data/corpus.txt");
+  const ProcessResult exported = RunProcess(
+      {chimera::testing::kDebianPython,
+       std::string(CHIMERA_SOURCE_DIR) + "/scripts/export-torchscript",
+       std::string(CHIMERA_SOURCE_DIR) + "/examples/torchscript/model.py",
+       "--out", "examples/torchscript/model"},
+      dir.path());
+  ASSERT_EQ(exported.exit_code, 0) << exported.out << exported.err;
+  const std::string job =
+      std::string(CHIMERA_SOURCE_DIR) + "/examples/torchscript/job.yaml";
+
+  ProcessResult run = RunProcess({CHIMERA_BINARY, "run", "-f", job}, dir.path(),
+                                 absl::Minutes(3));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_THAT(run.out, HasSubstr("profile: "));
+  EXPECT_THAT(run.out, HasSubstr("plan: chimera W=1 D=4 "));
+  EXPECT_THAT(run.out, HasSubstr("SUCCEEDED"));
+  const auto [first, last] = FirstAndFinalLoss(run.out, 50);
+  EXPECT_LT(last, first - 1.0) << "the scripted decoder learns the corpus";
+
+  const std::string narrower = dir.WriteFile(
+      "narrower.yaml",
+      absl::StrReplaceAll(*ReadTextFile(job, kMaxJobBytes),
+                          {{"hiddenSize: 64", "hiddenSize: 32"}}));
+  run = RunProcess({CHIMERA_BINARY, "run", "-f", narrower}, dir.path(),
+                   absl::Minutes(3));
+  EXPECT_NE(run.exit_code, 0) << run.out << run.err;
+  EXPECT_THAT(run.err,
+              HasSubstr("the TorchScript model in 'examples/torchscript/model' "
+                        "has 64 for model.hidden_size (its hidden states' "
+                        "width); the job declares 32"));
 }
 
 // `chimera run` of the tiny job for 3 steps on `dir`'s data file `path` of

@@ -46,7 +46,7 @@ int RunProfile(const ProfileFlags& flags, char** argv) {
     std::cerr << "chimera-worker: " << job.status().message() << "\n";
     return kExitBadInput;
   }
-  const auto profile = ProfileJob(*job, flags.gpu);
+  const auto profile = ProfileJob(*job, flags.gpu, flags.data_root);
   if (!profile.ok()) {
     std::cerr << "chimera-worker: profiling " << flags.job_path << ": "
               << profile.status().message() << "\n";

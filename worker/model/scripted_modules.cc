@@ -8,28 +8,20 @@
 #include <unistd.h>
 
 #include <exception>
-#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
-#include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "common/torchscript_layout.h"
 #include "common/unique_fd.h"
 
 namespace chimera::worker {
 namespace {
-
-constexpr absl::string_view kEmbeddingFile = "embedding.pt";
-constexpr absl::string_view kHeadFile = "head.pt";
-constexpr absl::string_view kLossFile = "loss.pt";
-constexpr absl::string_view kBlockPrefix = "block-";
-constexpr absl::string_view kSuffix = ".pt";
 
 // A TorchScript archive read in place through its descriptor (opened beneath
 // the data root), so a large model is never held twice in memory.
@@ -86,48 +78,6 @@ absl::StatusOr<torch::jit::Module> LoadFile(const Directory& modules,
                      "writes one): ",
                      FirstLine(error)));
   }
-}
-
-// The block files' numbers, each file's name by its number; refuses any
-// other file ending in .pt.
-absl::StatusOr<std::map<int, std::string>> BlockFiles(
-    const Directory& modules) {
-  ASSIGN_OR_RETURN(const std::vector<Directory::Entry> entries, modules.List());
-  std::map<int, std::string> blocks;
-  for (const Directory::Entry& entry : entries) {
-    absl::string_view name = entry.name;
-    if (!absl::EndsWith(name, kSuffix) || name == kEmbeddingFile ||
-        name == kHeadFile || name == kLossFile) {
-      continue;
-    }
-    absl::string_view number = name;
-    int index = -1;
-    if (!absl::ConsumePrefix(&number, kBlockPrefix) ||
-        !absl::ConsumeSuffix(&number, kSuffix) || number.empty() ||
-        (number.size() > 1 && number[0] == '0') ||
-        !absl::SimpleAtoi(number, &index) || index < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          modules.Describe(entry.name),
-          ": not a piece of a model: a modules directory holds embedding.pt, "
-          "block-0.pt ... block-<N-1>.pt, head.pt and loss.pt"));
-    }
-    blocks.emplace(index, entry.name);
-  }
-  if (blocks.empty()) {
-    return absl::NotFoundError(
-        absl::StrCat(modules.Describe("block-0.pt"),
-                     ": no block: a model has at least one"));
-  }
-  for (int expected = 0; expected < static_cast<int>(blocks.size());
-       ++expected) {
-    if (blocks.count(expected) == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          modules.Describe(absl::StrCat(kBlockPrefix, expected, kSuffix)),
-          " is missing: blocks are numbered from 0 without gaps (",
-          blocks.size(), " block files found)"));
-    }
-  }
-  return blocks;
 }
 
 absl::Status CheckHasParameters(const Directory& modules,
@@ -191,20 +141,20 @@ absl::Status CheckOutput(const Directory& modules, absl::string_view name,
 // Runs the pieces in turn on one sample of token ids 0, checking each
 // against the contract; records the hidden and vocabulary sizes.
 absl::Status ProbeModel(const Directory& modules,
-                        const std::map<int, std::string>& block_files,
+                        const std::vector<std::string>& block_files,
                         const ScriptedProbe& probe, ScriptedModules& model) {
   at::NoGradGuard no_grad;
   const at::Tensor tokens = at::zeros({1, probe.seq_length}, at::kLong);
   ASSIGN_OR_RETURN(at::Tensor hidden,
-                   Probe(modules, kEmbeddingFile, model.embedding, {tokens},
-                         absl::StrCat("tokens ", ShapeOf(tokens))));
+                   Probe(modules, kScriptedEmbeddingFile, model.embedding,
+                         {tokens}, absl::StrCat("tokens ", ShapeOf(tokens))));
   RETURN_IF_ERROR(CheckOutput(
-      modules, kEmbeddingFile, hidden, tokens, 2, probe.dtype,
+      modules, kScriptedEmbeddingFile, hidden, tokens, 2, probe.dtype,
       "an embedding maps token ids [batch, tokens] to [batch, tokens, "
       "hidden]"));
   model.hidden_size = hidden.size(2);
   for (size_t i = 0; i < model.blocks.size(); ++i) {
-    const std::string& name = block_files.at(static_cast<int>(i));
+    const std::string& name = block_files[i];
     ASSIGN_OR_RETURN(at::Tensor out,
                      Probe(modules, name, model.blocks[i], {hidden},
                            absl::StrCat("x ", ShapeOf(hidden))));
@@ -213,20 +163,42 @@ absl::Status ProbeModel(const Directory& modules,
     hidden = std::move(out);
   }
   ASSIGN_OR_RETURN(const at::Tensor logits,
-                   Probe(modules, kHeadFile, model.head, {hidden},
+                   Probe(modules, kScriptedHeadFile, model.head, {hidden},
                          absl::StrCat("x ", ShapeOf(hidden))));
   RETURN_IF_ERROR(CheckOutput(
-      modules, kHeadFile, logits, hidden, 2, probe.dtype,
+      modules, kScriptedHeadFile, logits, hidden, 2, probe.dtype,
       "a head maps [batch, tokens, hidden] to logits [batch, tokens, vocab]"));
   model.vocab_size = logits.size(2);
-  ASSIGN_OR_RETURN(const at::Tensor loss,
-                   Probe(modules, kLossFile, model.loss, {logits, tokens},
-                         absl::StrCat("logits ", ShapeOf(logits), ", targets ",
-                                      ShapeOf(tokens))));
+  ASSIGN_OR_RETURN(
+      const at::Tensor loss,
+      Probe(modules, kScriptedLossFile, model.loss, {logits, tokens},
+            absl::StrCat("logits ", ShapeOf(logits), ", targets ",
+                         ShapeOf(tokens))));
   if (loss.dim() == 0) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      modules.Describe(kLossFile), ": returned a tensor of shape ",
+      modules.Describe(kScriptedLossFile), ": returned a tensor of shape ",
       ShapeOf(loss), "; a loss returns a scalar, the sum over the tokens"));
+}
+
+// OK when the loaded pieces have the sizes the job declares (and planned
+// with); INVALID_ARGUMENT naming the first that differs.
+absl::Status CheckSizes(const ScriptedModules& model, const ModelConfig& config,
+                        const Directory& modules) {
+  const auto blocks = static_cast<int64_t>(model.blocks.size());
+  for (const auto& [field, declared, found] :
+       {std::tuple<absl::string_view, int64_t, int64_t>{
+            "num_layers (its blocks)", config.num_layers, blocks},
+        {"hidden_size (its hidden states' width)", config.hidden_size,
+         model.hidden_size},
+        {"vocab_size (its logits' width)", config.vocab_size,
+         model.vocab_size}}) {
+    if (declared != found) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the TorchScript model in '", modules.path(), "' has ", found,
+          " for model.", field, "; the job declares ", declared));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -237,22 +209,55 @@ absl::StatusOr<ScriptedModules> LoadScriptedModules(
     return absl::InvalidArgumentError(
         absl::StrCat("seq_length must be > 0, got ", probe.seq_length));
   }
-  ASSIGN_OR_RETURN(const auto block_files, BlockFiles(modules));
+  ASSIGN_OR_RETURN(const std::vector<std::string> block_files,
+                   ScriptedPieceFiles(modules));
   ScriptedModules model;
   ASSIGN_OR_RETURN(model.embedding,
-                   LoadFile(modules, kEmbeddingFile, probe.dtype));
-  RETURN_IF_ERROR(CheckHasParameters(modules, kEmbeddingFile, model.embedding));
-  for (const auto& [index, name] : block_files) {
+                   LoadFile(modules, kScriptedEmbeddingFile, probe.dtype));
+  RETURN_IF_ERROR(
+      CheckHasParameters(modules, kScriptedEmbeddingFile, model.embedding));
+  for (const std::string& name : block_files) {
     ASSIGN_OR_RETURN(torch::jit::Module block,
                      LoadFile(modules, name, probe.dtype));
     RETURN_IF_ERROR(CheckHasParameters(modules, name, block));
     model.blocks.push_back(std::move(block));
   }
-  ASSIGN_OR_RETURN(model.head, LoadFile(modules, kHeadFile, probe.dtype));
-  RETURN_IF_ERROR(CheckHasParameters(modules, kHeadFile, model.head));
-  ASSIGN_OR_RETURN(model.loss, LoadFile(modules, kLossFile, probe.dtype));
+  ASSIGN_OR_RETURN(model.head,
+                   LoadFile(modules, kScriptedHeadFile, probe.dtype));
+  RETURN_IF_ERROR(CheckHasParameters(modules, kScriptedHeadFile, model.head));
+  ASSIGN_OR_RETURN(model.loss,
+                   LoadFile(modules, kScriptedLossFile, probe.dtype));
   RETURN_IF_ERROR(ProbeModel(modules, block_files, probe, model));
   return model;
+}
+
+absl::StatusOr<ScriptedModules> LoadScriptedModulesFor(
+    const Directory& modules, const ModelConfig& config) {
+  ASSIGN_OR_RETURN(
+      ScriptedModules model,
+      LoadScriptedModules(
+          modules, {.seq_length = config.seq_length, .dtype = config.dtype}));
+  RETURN_IF_ERROR(CheckSizes(model, config, modules));
+  return model;
+}
+
+at::Tensor MeanTokenLoss(torch::jit::Module& loss, const at::Tensor& logits,
+                         const at::Tensor& targets, double samples) {
+  const double tokens = samples * static_cast<double>(targets.size(1));
+  return loss.forward({logits, targets}).toTensor() / tokens;
+}
+
+std::shared_ptr<torch::nn::Module> ParameterMirror(
+    const torch::jit::Module& piece) {
+  auto mirror = std::make_shared<torch::nn::Module>();
+  // A parameter's name holds no dot: its submodules are mirrored in turn.
+  for (const auto& parameter : piece.named_parameters(/*recurse=*/false)) {
+    mirror->register_parameter(parameter.name, parameter.value);
+  }
+  for (const auto& child : piece.named_children()) {
+    mirror->register_module(child.name, ParameterMirror(child.value));
+  }
+  return mirror;
 }
 
 }  // namespace chimera::worker

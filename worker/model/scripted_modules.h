@@ -27,12 +27,15 @@
 
 #include <c10/core/ScalarType.h>
 #include <torch/csrc/jit/api/module.h>
+#include <torch/nn/module.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/directory.h"
+#include "worker/model/model_config.h"
 
 namespace chimera::worker {
 
@@ -60,6 +63,28 @@ struct ScriptedProbe {
 // naming a missing piece.
 absl::StatusOr<ScriptedModules> LoadScriptedModules(const Directory& modules,
                                                     const ScriptedProbe& probe);
+
+// The pieces in `modules` for a job's model `config`: loaded on a probe of
+// its seq_length tokens in its dtype, and with the sizes it declares (and
+// was planned with): num_layers blocks, hidden states of hidden_size and
+// logits over vocab_size. Errors as LoadScriptedModules, or
+// INVALID_ARGUMENT naming the size the pieces do not have.
+absl::StatusOr<ScriptedModules> LoadScriptedModulesFor(
+    const Directory& modules, const ModelConfig& config);
+
+// The loss per token of a mini-batch of `samples` samples that `logits`
+// [batch, tokens, vocab] and `targets` [batch, tokens] are part of: the
+// scripted `loss` (their tokens' sum) over samples × tokens, so that the
+// parts' losses add up to the mini-batch's mean. Throws c10::Error where the
+// scripted code does.
+at::Tensor MeanTokenLoss(torch::jit::Module& loss, const at::Tensor& logits,
+                         const at::Tensor& targets, double samples);
+
+// A torch::nn::Module that holds `piece`'s parameters under the piece's own
+// names ("norm.weight"), submodule by submodule: the same tensors, so that
+// what an optimizer writes into them is what the scripted code computes with.
+std::shared_ptr<torch::nn::Module> ParameterMirror(
+    const torch::jit::Module& piece);
 
 }  // namespace chimera::worker
 

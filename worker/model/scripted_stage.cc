@@ -5,37 +5,21 @@
 #include "absl/strings/str_cat.h"
 
 namespace chimera::worker {
-namespace {
-
-// A torch::nn::Module that holds `piece`'s parameters under the piece's own
-// names, submodule by submodule (a parameter's name may hold no dot).
-std::shared_ptr<torch::nn::Module> Mirror(const torch::jit::Module& piece) {
-  auto mirror = std::make_shared<torch::nn::Module>();
-  for (const auto& parameter : piece.named_parameters(/*recurse=*/false)) {
-    mirror->register_parameter(parameter.name, parameter.value);
-  }
-  for (const auto& child : piece.named_children()) {
-    mirror->register_module(child.name, Mirror(child.value));
-  }
-  return mirror;
-}
-
-}  // namespace
 
 ScriptedStage::ScriptedStage(const ScriptedModules& model, LayerRange layers)
     : Stage(layers, static_cast<int64_t>(model.blocks.size())) {
   if (is_first()) {
     embedding_ = model.embedding;
-    register_module("embedding", Mirror(*embedding_));
+    register_module("embedding", ParameterMirror(*embedding_));
   }
   for (int64_t i = layers.begin; i < layers.end; ++i) {
     blocks_.push_back(model.blocks[i]);
-    register_module(absl::StrCat("block", i), Mirror(blocks_.back()));
+    register_module(absl::StrCat("block", i), ParameterMirror(blocks_.back()));
   }
   if (is_last()) {
     head_ = model.head;
     loss_ = model.loss;
-    register_module("head", Mirror(*head_));
+    register_module("head", ParameterMirror(*head_));
   }
 }
 
@@ -56,9 +40,7 @@ at::Tensor ScriptedStage::Forward(const at::Tensor& input) {
 absl::StatusOr<at::Tensor> ScriptedStage::LastStageLoss(const at::Tensor& input,
                                                         const MicroBatch& batch,
                                                         double normaliser) {
-  const at::Tensor logits = Forward(input);
-  const double tokens = normaliser * static_cast<double>(batch.targets.size(1));
-  return loss_->forward({logits, batch.targets}).toTensor() / tokens;
+  return MeanTokenLoss(*loss_, Forward(input), batch.targets, normaliser);
 }
 
 absl::StatusOr<std::shared_ptr<ScriptedStage>> BuildScriptedStage(

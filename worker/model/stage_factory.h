@@ -30,10 +30,8 @@ class StageFactory {
   static StageFactory Transformer(const ModelConfig& config, uint64_t seed,
                                   c10::Device device);
   // The stages of the TorchScript model in `modules`, whose pieces must have
-  // `config`'s sizes: num_layers blocks, hidden states of hidden_size and
-  // logits over vocab_size, on a probe of seq_length tokens in dtype.
-  // INVALID_ARGUMENT or NOT_FOUND as LoadScriptedModules, naming the file;
-  // INVALID_ARGUMENT naming the size the pieces do not have.
+  // `config`'s sizes. Errors as LoadScriptedModulesFor, naming the file or
+  // the size.
   static absl::StatusOr<StageFactory> Scripted(const Directory& modules,
                                                const ModelConfig& config,
                                                c10::Device device);

@@ -12,12 +12,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/directory.h"
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "google/protobuf/util/json_util.h"
 #include "planner/model_profile.h"
 #include "worker/model/layers.h"
 #include "worker/model/micro_batch.h"
+#include "worker/model/scripted_modules.h"
 #include "worker/model/split_backward.h"
 #include "worker/runtime/compute_threads.h"
 #include "worker/runtime/device_memory.h"
@@ -311,18 +313,23 @@ ProfiledLayer BlockLayer(const ModelConfig& config, int64_t index,
           }};
 }
 
+// Hidden states and a micro-batch's targets, as the head and the loss take
+// them.
+InputMaker HeadInputs(const ModelConfig& config, c10::Device device) {
+  return [hidden = HiddenStates(config, device),
+          batches = TokenBatches(config, device)](
+             int64_t samples) -> absl::StatusOr<LayerInput> {
+    ASSIGN_OR_RETURN(LayerInput input, hidden(samples));
+    ASSIGN_OR_RETURN(input.batch, batches(samples));
+    return input;
+  };
+}
+
 ProfiledLayer HeadLayer(const ModelConfig& config, uint64_t seed,
                         c10::Device device) {
   auto head = std::make_shared<OutputHead>(config, "head", seed);
   head->to(device);
-  return {"head", head,
-          [hidden = HiddenStates(config, device),
-           batches = TokenBatches(config, device)](
-              int64_t samples) -> absl::StatusOr<LayerInput> {
-            ASSIGN_OR_RETURN(LayerInput input, hidden(samples));
-            ASSIGN_OR_RETURN(input.batch, batches(samples));
-            return input;
-          },
+  return {"head", head, HeadInputs(config, device),
           [head](const LayerInput& input) -> absl::StatusOr<Pass> {
             ASSIGN_OR_RETURN(
                 at::Tensor loss,
@@ -332,8 +339,8 @@ ProfiledLayer HeadLayer(const ModelConfig& config, uint64_t seed,
           }};
 }
 
-std::vector<ProfiledLayer> BuildLayers(const ModelConfig& config,
-                                       uint64_t seed, c10::Device device) {
+std::vector<ProfiledLayer> FamilyLayers(const ModelConfig& config,
+                                        uint64_t seed, c10::Device device) {
   std::vector<ProfiledLayer> layers;
   layers.push_back(EmbeddingLayer(config, seed, device));
   for (int64_t i = 0; i < config.num_layers; ++i) {
@@ -341,6 +348,64 @@ std::vector<ProfiledLayer> BuildLayers(const ModelConfig& config,
   }
   layers.push_back(HeadLayer(config, seed, device));
   return layers;
+}
+
+// A TorchScript model's pieces as its stages run them: the embedding, each
+// block, and the head with the scripted loss.
+absl::StatusOr<std::vector<ProfiledLayer>> ScriptedLayers(
+    const ModelConfig& config, const FileUnderRoot& modules,
+    c10::Device device) {
+  ASSIGN_OR_RETURN(const Directory root, Directory::OpenRoot(modules.root));
+  ASSIGN_OR_RETURN(const Directory directory,
+                   root.Open(modules.path, /*create=*/false));
+  ASSIGN_OR_RETURN(ScriptedModules model,
+                   LoadScriptedModulesFor(directory, config));
+  const auto on_device = [device](torch::jit::Module piece) {
+    piece.to(device);
+    return piece;
+  };
+  const auto piece_layer = [&](const char* kind, torch::jit::Module piece,
+                               InputMaker make_input) {
+    return ProfiledLayer{
+        kind, ParameterMirror(piece), std::move(make_input),
+        [piece = on_device(piece)](
+            const LayerInput& input) mutable -> absl::StatusOr<Pass> {
+          return WithGradient(piece.forward({input.tensor}).toTensor());
+        }};
+  };
+  std::vector<ProfiledLayer> layers;
+  layers.push_back(
+      piece_layer("embedding", model.embedding,
+                  [batches = TokenBatches(config, device)](
+                      int64_t samples) -> absl::StatusOr<LayerInput> {
+                    ASSIGN_OR_RETURN(MicroBatch tokens, batches(samples));
+                    return LayerInput{tokens.inputs, {}};
+                  }));
+  for (const torch::jit::Module& block : model.blocks) {
+    layers.push_back(piece_layer("block", block, HiddenStates(config, device)));
+  }
+  layers.push_back(ProfiledLayer{
+      "head", ParameterMirror(model.head), HeadInputs(config, device),
+      [head = on_device(model.head), loss = on_device(model.loss)](
+          const LayerInput& input) mutable -> absl::StatusOr<Pass> {
+        return Pass{MeanTokenLoss(loss, head.forward({input.tensor}).toTensor(),
+                                  input.batch.targets,
+                                  static_cast<double>(input.tensor.size(0))),
+                    at::Tensor()};
+      }});
+  return layers;
+}
+
+absl::StatusOr<std::vector<ProfiledLayer>> BuildLayers(
+    const ModelConfig& config, const ProfileOptions& options) {
+  if (config.family != ModelFamily::kTorchscript) {
+    return FamilyLayers(config, options.seed, options.device);
+  }
+  if (!options.modules) {
+    return absl::InvalidArgumentError(
+        "a torchscript model needs the directory of its pieces (modules)");
+  }
+  return ScriptedLayers(config, *options.modules, options.device);
 }
 
 }  // namespace
@@ -366,8 +431,8 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileModel(
   profile.mutable_metadata()->set_name(options.name);
   profile.set_source("measured");
   profile.set_device(options.device.str());
-  const std::vector<ProfiledLayer> layers =
-      BuildLayers(config, options.seed, options.device);
+  ASSIGN_OR_RETURN(const std::vector<ProfiledLayer> layers,
+                   BuildLayers(config, options));
   std::vector<int64_t> sizes;
   for (int64_t size = 1; size <= options.max_micro_batch_size; size *= 2) {
     sizes.push_back(size);
@@ -405,7 +470,8 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileModel(
 }
 
 absl::StatusOr<chimera::v1::ModelProfile> ProfileJob(
-    const chimera::v1::TrainJob& job, int gpu_index) {
+    const chimera::v1::TrainJob& job, int gpu_index,
+    const std::string& data_root) {
   const ModelConfig config = ModelConfigFor(job.spec().model());
   ProfileOptions options;
   const int micro_batch_size = job.spec().training().micro_batch_size();
@@ -417,6 +483,10 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileJob(
   options.seed = job.spec().training().seed();
   options.optimizer = OptimizerConfigFor(job.spec().training().optimizer());
   options.name = absl::StrCat(job.metadata().name(), "-profile");
+  if (!job.spec().model().modules().empty()) {
+    options.modules = FileUnderRoot{.root = data_root.empty() ? "." : data_root,
+                                    .path = job.spec().model().modules()};
+  }
   if (job.spec().resources().device() == "gpu") {
     options.device = c10::Device(c10::DeviceType::CUDA,
                                  static_cast<c10::DeviceIndex>(gpu_index));

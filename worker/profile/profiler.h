@@ -1,10 +1,11 @@
 // `chimera-worker profile`: measures what each layer of a job's model costs
-// on this worker's device (the CPU, or a GPU for a gpu job), for the planner (proto/chimera/v1/profile.proto,
-// docs/planner.md). Builds the layers exactly as a stage does (the
-// embedding, every transformer block, the head with its loss) with the job's
-// shapes and, at micro-batch sizes 1, 2, 4, ... up to a maximum, times one
-// forward and one backward per layer (the median of a few runs after a
-// warm-up). It also measures, with the tracking allocator (MemoryTracker):
+// on this worker's device (the CPU, or a GPU for a gpu job), for the planner
+// (proto/chimera/v1/profile.proto, docs/planner.md). Builds the layers exactly
+// as a stage does (the embedding, every transformer block, the head with its
+// loss; a torchscript model's own pieces, loaded as its tasks load them) with
+// the job's shapes and, at micro-batch sizes 1, 2, 4, ... up to a maximum,
+// times one forward and one backward per layer (the median of a few runs after
+// a warm-up). It also measures, with the tracking allocator (MemoryTracker):
 //   activation bytes per sample: device memory the forward leaves allocated
 //     while its autograd graph (and output) is alive, at the largest size;
 //   output bytes per sample: the layer's output (the head's is its loss
@@ -18,6 +19,7 @@
 
 #include <c10/core/Device.h>
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -25,6 +27,7 @@
 #include "chimera/v1/profile.pb.h"
 #include "worker/model/model_config.h"
 #include "worker/runtime/optimizer.h"
+#include "worker/runtime/task_spec.h"
 
 namespace chimera::worker {
 
@@ -45,19 +48,25 @@ struct ProfileOptions {
   OptimizerConfig optimizer;
   // The profile's metadata.name.
   std::string name;
+  // A torchscript model's pieces (spec.model.modules beneath the data
+  // root), which are timed as the stages run them.
+  std::optional<FileUnderRoot> modules;
 };
 
 // Profiles the model of `config`. INVALID_ARGUMENT naming the option or model
-// field that is out of range.
+// field that is out of range; for a torchscript model, the errors of
+// StageFactory::Scripted's loading.
 absl::StatusOr<chimera::v1::ModelProfile> ProfileModel(
     const ModelConfig& config, const ProfileOptions& options);
 
 // Profiles a validated job's model with its threads per worker and seed, at
 // sizes up to spec.training.microBatchSize (8 when the job leaves it open),
 // named "<job name>-profile": on the CPU, or for a gpu job on CUDA device
-// `gpu_index`.
+// `gpu_index`. A torchscript model's pieces are read beneath `data_root`
+// (empty: the current directory).
 absl::StatusOr<chimera::v1::ModelProfile> ProfileJob(
-    const chimera::v1::TrainJob& job, int gpu_index);
+    const chimera::v1::TrainJob& job, int gpu_index,
+    const std::string& data_root);
 
 // The profile in protobuf's JSON mapping (lowerCamelCase names, 64-bit
 // integers quoted), which the planner's YAML profile reader accepts.

@@ -86,6 +86,18 @@ void ReadPaths(const chimera::v1::JobSpec& spec, const WorkerRoots& roots,
       errors.Add("spec.model.initFrom", beneath.message());
     }
   }
+  if (!spec.model().modules().empty()) {
+    // Checked here and opened beneath the root when the task starts, as the
+    // data file is.
+    if (const absl::Status beneath =
+            ResolveUnderRoot(roots.data, spec.model().modules()).status();
+        beneath.ok()) {
+      task.modules =
+          FileUnderRoot{.root = roots.data, .path = spec.model().modules()};
+    } else {
+      errors.Add("spec.model.modules", beneath.message());
+    }
+  }
   const chimera::v1::TrainingSpec& training = spec.training();
   if (training.checkpoint_every() <= 0) return;
   // Only its text is checked here: the directory is opened beneath the root
@@ -210,6 +222,8 @@ ModelConfig ModelConfigFor(const chimera::v1::ModelSpec& spec) {
     model.family = ModelFamily::kBert;
   } else if (spec.family() == "llama") {
     model.family = ModelFamily::kLlama;
+  } else if (spec.family() == "torchscript") {
+    model.family = ModelFamily::kTorchscript;
   } else {
     model.family = ModelFamily::kGpt;
   }

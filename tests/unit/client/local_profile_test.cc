@@ -2,10 +2,13 @@
 
 #include <stdlib.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/tiny_job.h"
 
 namespace chimera::client {
@@ -14,7 +17,8 @@ namespace {
 using ::testing::MatchesRegex;
 using ::testing::Optional;
 
-const ProfileBuild kBuild{"/opt/chimera/bin/chimera-worker 1000 1", "host-a"};
+const ProfileBuild kBuild{"/opt/chimera/bin/chimera-worker 1000 1", "host-a",
+                          /*model_files=*/""};
 
 TEST(LocalProfileTest, TheCacheNameIsTheFamilyAndAStableHash) {
   const chimera::v1::TrainJob job = chimera::testing::TinyJob();
@@ -42,9 +46,10 @@ TEST(LocalProfileTest, WhatTheTimesDependOnChangesTheName) {
     EXPECT_NE(ProfileCacheName(other, kBuild), name)
         << other.spec().DebugString();
   }
-  EXPECT_NE(ProfileCacheName(job, {kBuild.worker_binary + "0", kBuild.host}),
-            name);
-  EXPECT_NE(ProfileCacheName(job, {kBuild.worker_binary, "host-b"}), name);
+  EXPECT_NE(
+      ProfileCacheName(job, {kBuild.worker_binary + "0", kBuild.host, ""}),
+      name);
+  EXPECT_NE(ProfileCacheName(job, {kBuild.worker_binary, "host-b", ""}), name);
 }
 
 TEST(LocalProfileTest, WhatTheTimesDoNotDependOnKeepsTheName) {
@@ -55,6 +60,25 @@ TEST(LocalProfileTest, WhatTheTimesDoNotDependOnKeepsTheName) {
   other.mutable_spec()->mutable_training()->set_seed(7);
   other.mutable_spec()->mutable_parallelism()->set_schedule("gpipe");
   EXPECT_EQ(ProfileCacheName(other, kBuild), ProfileCacheName(job, kBuild));
+}
+
+TEST(LocalProfileTest, RewritingATorchScriptModelsFileChangesTheName) {
+  const chimera::testing::TempDir root;
+  std::filesystem::create_directory(root.path() + "/model");
+  const auto write = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(root.path() + "/model/" + name) << bytes;
+  };
+  write("block-0.pt", "one block");
+  chimera::v1::TrainJob job = chimera::testing::TinyJob();
+  job.mutable_spec()->mutable_model()->set_family("torchscript");
+  job.mutable_spec()->mutable_model()->set_modules("model");
+  const std::string name =
+      ProfileCacheName(job, CurrentBuild("/bin/true", job, root.path()));
+  EXPECT_EQ(ProfileCacheName(job, CurrentBuild("/bin/true", job, root.path())),
+            name);
+  write("block-0.pt", "one block, retrained wider");
+  EXPECT_NE(ProfileCacheName(job, CurrentBuild("/bin/true", job, root.path())),
+            name);
 }
 
 TEST(LocalProfileTest, TheCacheIsUnderXdgCacheHomeElseHome) {

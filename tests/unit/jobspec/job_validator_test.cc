@@ -181,6 +181,15 @@ INSTANTIATE_TEST_SUITE_P(
         EditCase{"InitFromAbsolute", "family: gpt",
                  "family: llama\n    initFrom: /hf", "spec.model.initFrom",
                  "absolute"},
+        EditCase{"TorchScriptWithoutModules", "family: gpt",
+                 "family: torchscript", "spec.model.modules",
+                 "is required for family 'torchscript'"},
+        EditCase{"ModulesOfAGpt", "numHeads: 4",
+                 "numHeads: 4\n    modules: model", "spec.model.modules",
+                 "is for family 'torchscript' only"},
+        EditCase{"ModulesOutsideTheDataRoot", "family: gpt",
+                 "family: torchscript\n    modules: ../model",
+                 "spec.model.modules", ".."},
         EditCase{"MisspelledPreset", "family: gpt", "preset: llama3-8",
                  "spec.model.preset",
                  "'llama3-8' is not a preset; did you mean 'llama3-8b'?"},
@@ -313,6 +322,42 @@ TEST_F(JobValidatorTest, InitFromNeedsAValidSafetensorsFile) {
   ASSERT_TRUE(header.ok()) << header.status();
   dir_.WriteFile("hf/model.safetensors", *header + std::string(8, '\0'));
   EXPECT_THAT(Paths(Validate(job)), IsEmpty());
+}
+
+// modules names a directory of TorchScript pieces with numLayers blocks:
+// what is missing, or a count that differs, is refused naming the file.
+TEST_F(JobValidatorTest, ModulesNeedEveryPieceAndNumLayersBlocks) {
+  const std::string job =
+      JobWith("family: gpt\n    numLayers: 8",
+              "family: torchscript\n    modules: model\n    numLayers: 4");
+  FieldErrors errors = Validate(job);
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.model.modules"));
+  EXPECT_THAT(errors.errors()[0].message, HasSubstr("'model'"));
+  std::filesystem::create_directory(dir_.path() + "/model");
+  for (const char* piece :
+       {"embedding.pt", "block-0.pt", "block-1.pt", "block-2.pt", "loss.pt"}) {
+    dir_.WriteFile(absl::StrCat("model/", piece), "scripted");
+  }
+  errors = Validate(job);
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.model.modules"));
+  EXPECT_THAT(errors.errors()[0].message,
+              HasSubstr("'model/head.pt' is missing"));
+  dir_.WriteFile("model/head.pt", "scripted");
+  errors = Validate(job);
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.model.modules"));
+  EXPECT_THAT(errors.errors()[0].message,
+              HasSubstr("'model' holds 3 blocks (block-0.pt ... block-2.pt); "
+                        "numLayers is 4"));
+  dir_.WriteFile("model/block-3.pt", "scripted");
+  EXPECT_THAT(Paths(Validate(job)), IsEmpty());
+  // Its embedding and head are separate files: nothing ties them.
+  std::string tied = job;
+  tied.replace(tied.find("numLayers: 4"), 12,
+               "numLayers: 4\n    tieEmbeddings: true");
+  errors = Validate(tied);
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.model.tieEmbeddings"));
+  EXPECT_THAT(errors.errors()[0].message,
+              HasSubstr("is for families 'gpt' and 'llama' only"));
 }
 
 // Llama 3 8B's published sizes, except for what the job sets itself.

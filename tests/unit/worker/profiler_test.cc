@@ -6,6 +6,7 @@
 #include <string>
 
 #include "planner/model_profile.h"
+#include "tests/support/scripted_model_files.h"
 #include "tests/support/temp_dir.h"
 #include "worker/runtime/device_memory.h"
 
@@ -45,6 +46,48 @@ TEST(ProfilerTest, ProfilePassesThePlannersValidationForTheModel) {
     EXPECT_EQ(layer.timings(2).micro_batch_size(), 4);
     EXPECT_GT(layer.activation_bytes_per_sample(), 0) << layer.kind();
   }
+}
+
+// A TorchScript model's own pieces are timed: tests/support/scripted_model.py's
+// three blocks of a LayerNorm and an 8 x 8 linear layer, its embedding of
+// 16 tokens and its 8 -> 16 head.
+TEST(ProfilerTest, ATorchScriptModelsPiecesAreWhatIsProfiled) {
+  const chimera::testing::TempDir dir;
+  const chimera::testing::ProcessResult exported =
+      chimera::testing::ExportScriptedModel(dir.path() + "/model");
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  ModelConfig config;
+  config.family = ModelFamily::kTorchscript;
+  config.num_layers = 3;
+  config.hidden_size = 8;
+  config.ffn_size = 32;
+  config.num_heads = 2;
+  config.vocab_size = 16;
+  config.seq_length = 4;
+  ProfileOptions options = FastOptions();
+  options.modules = FileUnderRoot{.root = dir.path(), .path = "model"};
+  const absl::StatusOr<chimera::v1::ModelProfile> profile =
+      ProfileModel(config, options);
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  EXPECT_TRUE(planner::ValidateProfile(*profile, 3).empty());
+  ASSERT_EQ(profile->layers_size(), 5);
+  constexpr int64_t kFloat = 4;
+  EXPECT_EQ(profile->layers(0).parameter_bytes(), 16 * 8 * kFloat);
+  for (int block = 1; block <= 3; ++block) {
+    EXPECT_EQ(profile->layers(block).kind(), "block");
+    EXPECT_EQ(profile->layers(block).parameter_bytes(),
+              (2 * 8 + 8 * 8 + 8) * kFloat);
+  }
+  EXPECT_EQ(profile->layers(4).parameter_bytes(), (8 * 16 + 16) * kFloat);
+  EXPECT_GT(profile->layers(4).timings(0).backward_seconds(), 0);
+
+  // Pieces the job's sizes do not describe are refused, as its tasks do.
+  config.vocab_size = 32;
+  EXPECT_THAT(std::string(ProfileModel(config, options).status().message()),
+              ::testing::HasSubstr("has 16 for model.vocab_size"));
+  options.modules.reset();
+  EXPECT_EQ(ProfileModel(config, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ProfilerTest, MeasuredBytesMatchTheLayersShapes) {

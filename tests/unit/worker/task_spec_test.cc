@@ -162,6 +162,27 @@ TEST(TaskSpecTest, PathsResolveUnderTheWorkersRoots) {
   EXPECT_EQ(run->spec.checkpoints.dir, "runs/tiny");
 }
 
+TEST(TaskSpecTest, ATorchScriptModelsPiecesAreBeneathTheDataRoot) {
+  chimera::testing::TempDir data;
+  std::filesystem::create_directory(data.path() + "/model");
+  for (const char* piece :
+       {"embedding.pt", "block-0.pt", "block-1.pt", "head.pt", "loss.pt"}) {
+    data.WriteFile(std::string("model/") + piece,
+                   "loaded when the task starts");
+  }
+  chimera::v1::TrainJob job = chimera::testing::TinyJob();
+  job.mutable_spec()->mutable_model()->set_family("torchscript");
+  job.mutable_spec()->mutable_model()->set_modules("model");
+  const auto run = LoadStandaloneJob(
+      data.WriteFile("job.yaml", chimera::testing::JobYaml(job)), Site(data));
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->spec.model.family, ModelFamily::kTorchscript);
+  ASSERT_TRUE(run->spec.modules.has_value());
+  EXPECT_EQ(run->spec.modules->root,
+            std::filesystem::canonical(data.path()).string());
+  EXPECT_EQ(run->spec.modules->path, "model");
+}
+
 // What the job file's text cannot show: a link inside the data root to a
 // file outside it. The worker refuses it without reading a byte of it.
 TEST(TaskSpecTest, ALinkOutOfTheDataRootIsRefusedWithoutItsContent) {

@@ -26,7 +26,8 @@ void AddExportCommand(CLI::App& app) {
       "export",
       "Write a job's checkpoint as model.safetensors and config.json under "
       "Hugging Face's names (LlamaForCausalLM for llama jobs, "
-      "GPT2LMHeadModel for tied gpt jobs)");
+      "GPT2LMHeadModel for tied gpt jobs), or a torchscript job's "
+      "model.safetensors under its pieces' names");
   command->add_option("--job", options->job, "The job file that trained it")
       ->required();
   command

@@ -1,6 +1,6 @@
 // chimera export as a user runs it: a trained llama (or tied gpt) job's
 // checkpoint written as the files Hugging Face's LlamaForCausalLM (or
-// GPT2LMHeadModel) loads.
+// GPT2LMHeadModel) loads, and a torchscript job's as its own pieces load it.
 #include <fstream>
 #include <map>
 #include <string>
@@ -14,6 +14,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/debian_python.h"
+#include "tests/support/scripted_model_files.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -214,6 +216,66 @@ INSTANTIATE_TEST_SUITE_P(
                       "tieEmbeddings: true}",
                       52, false}),
     [](const auto& info) { return info.param.name; });
+
+// A torchscript job's checkpoint, exported, loads into the user's own
+// pieces: torch.nn.ModuleDict(tests/support/scripted_model.py's
+// chimera_model()) takes every tensor by its name, strictly, and they are
+// the trained weights, not the starting ones.
+TEST(CliExportTest, WritesATorchScriptCheckpointUnderThePiecesNames) {
+  chimera::testing::TempDir dir;
+  const ProcessResult scripted =
+      chimera::testing::ExportScriptedModel(dir.path() + "/model");
+  ASSERT_EQ(scripted.exit_code, 0) << scripted.err;
+  const std::string job = dir.WriteFile(
+      "job.yaml",
+      absl::StrReplaceAll(
+          kLlamaJob,
+          {{kLlamaModel,
+            "{family: torchscript, modules: model, numLayers: 3, hiddenSize: "
+            "8, numHeads: 2, vocabSize: 16, seqLength: 4}"},
+           {"llama-export", "torchscript-export"}}));
+  const ProcessResult run =
+      Chimera({"run", "-f", job, "--no-profile"}, dir.path());
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const size_t at = run.out.find("\njob torchscript-export-");
+  ASSERT_NE(at, std::string::npos) << run.out;
+  const std::string id =
+      run.out.substr(at + 5, run.out.find(' ', at + 5) - at - 5);
+
+  const ProcessResult exported = Chimera(
+      {"export", "--job", job, "--checkpoint", "ckpt/" + id, "--out", "out"},
+      dir.path());
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  // The embedding's weight, 4 per block, the head's two; no config.json.
+  EXPECT_THAT(exported.out,
+              HasSubstr("exported step 4 of ckpt/" + id + ": 15 tensors"));
+  EXPECT_THAT(exported.out, HasSubstr("/model.safetensors\n"));
+
+  const ProcessResult python = RunProcess(
+      {chimera::testing::kDebianPython, "-c",
+       "import json, struct, sys, torch\n"
+       "sys.path.insert(0, sys.argv[2])\n"
+       "import scripted_model\n"
+       "f = open(sys.argv[1], 'rb')\n"
+       "header = json.loads(f.read(struct.unpack('<Q', f.read(8))[0]))\n"
+       "data = f.read()\n"
+       "state = {}\n"
+       "for name, t in header.items():\n"
+       "    if name == '__metadata__': continue\n"
+       "    begin, end = t['data_offsets']\n"
+       "    state[name] = torch.frombuffer(bytearray(data[begin:end]),\n"
+       "        dtype=torch.float32).reshape(t['shape'])\n"
+       "pieces = scripted_model.chimera_model()\n"
+       "pieces['blocks'] = torch.nn.ModuleList(pieces['blocks'])\n"
+       "model = torch.nn.ModuleDict(pieces)\n"
+       "start = model.head.out.weight.detach().clone()\n"
+       "model.load_state_dict(state, strict=True)\n"
+       "print(len(state), bool((model.head.out.weight != start).any()))\n",
+       dir.path() + "/out/model.safetensors",
+       CHIMERA_SOURCE_DIR "/tests/support"});
+  ASSERT_EQ(python.exit_code, 0) << python.err;
+  EXPECT_EQ(python.out, "15 True\n");
+}
 
 TEST(CliExportTest, WhatCannotBeExportedIsBadInputNamingWhy) {
   chimera::testing::TempDir dir;

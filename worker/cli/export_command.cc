@@ -1,5 +1,6 @@
 // chimera-worker export: a job's checkpoint as the weights the ecosystem
-// reads (safetensors under Hugging Face's names, and its config.json).
+// reads (safetensors under Hugging Face's names, and its config.json; a
+// torchscript model's under the names PyTorch gives its pieces).
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -60,9 +61,28 @@ absl::StatusOr<std::pair<CheckpointDir, int64_t>> OpenCheckpoint(
   return std::make_pair(std::move(checkpoints), step);
 }
 
-// DIR/model.safetensors and DIR/config.json, DIR created when missing.
-absl::Status WriteModel(const std::string& dir, const NamedTensors& tensors,
-                        const std::string& config, int64_t step) {
+// What a model's checkpoint is exported as: its tensors, under Hugging
+// Face's names with their config.json, or for a torchscript model under its
+// own (the checkpoint's) names with no config (the pieces are its config).
+struct ExportedModel {
+  NamedTensors tensors;
+  std::optional<std::string> config;
+};
+
+absl::StatusOr<ExportedModel> ExportedAs(const ModelConfig& model,
+                                         NamedTensors parameters) {
+  if (model.family == ModelFamily::kTorchscript) {
+    return ExportedModel{std::move(parameters), std::nullopt};
+  }
+  ASSIGN_OR_RETURN(std::string config, HuggingFaceConfig(model));
+  ASSIGN_OR_RETURN(NamedTensors tensors, ToHuggingFace(model, parameters));
+  return ExportedModel{std::move(tensors), std::move(config)};
+}
+
+// DIR/model.safetensors and DIR/config.json where there is one, DIR created
+// when missing.
+absl::Status WriteModel(const std::string& dir, const ExportedModel& model,
+                        int64_t step) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) {
@@ -70,10 +90,11 @@ absl::Status WriteModel(const std::string& dir, const NamedTensors& tensors,
         absl::StrCat("cannot create --out ", dir, ": ", error.message()));
   }
   RETURN_IF_ERROR(WriteSafetensorsFile(
-      dir + "/" + kSafetensorsModelFile, tensors,
+      dir + "/" + kSafetensorsModelFile, model.tensors,
       {{"format", "pt"}, {"chimera.step", absl::StrCat(step)}}));
+  if (!model.config) return absl::OkStatus();
   ASSIGN_OR_RETURN(const Directory out, Directory::OpenRoot(dir));
-  return out.WriteFileDurably("config.json", config);
+  return out.WriteFileDurably("config.json", *model.config);
 }
 
 std::optional<ExportError> Export(const ExportFlags& flags) {
@@ -87,8 +108,11 @@ std::optional<ExportError> Export(const ExportFlags& flags) {
   const auto job = jobspec::LoadJobFile(flags.job_path, jobspec::SpecOnly());
   if (!job.ok()) return bad(job.status().message());
   const ModelConfig model = ModelConfigFor(job->spec().model());
-  const absl::StatusOr<std::string> config = HuggingFaceConfig(model);
-  if (!config.ok()) return bad(config.status().message());
+  // Refused before the checkpoint is read: a family with no layout.
+  if (const absl::StatusOr<ExportedModel> layout = ExportedAs(model, {});
+      !layout.ok()) {
+    return bad(layout.status().message());
+  }
   const auto checkpoint =
       OpenCheckpoint(flags.checkpoint, flags.step, model.num_layers);
   if (!checkpoint.ok()) {
@@ -98,20 +122,19 @@ std::optional<ExportError> Export(const ExportFlags& flags) {
   const auto& [checkpoints, step] = *checkpoint;
   const auto parameters = checkpoints.Parameters(step, model.num_layers);
   if (!parameters.ok()) return bad(parameters.status().message());
-  const auto tensors = ToHuggingFace(model, *parameters);
-  if (!tensors.ok()) return bad(tensors.status().message());
+  const auto exported = ExportedAs(model, *parameters);
+  if (!exported.ok()) return bad(exported.status().message());
 
-  if (const absl::Status written =
-          WriteModel(flags.out, *tensors, *config, step);
+  if (const absl::Status written = WriteModel(flags.out, *exported, step);
       !written.ok()) {
     return ExportError{kExitFailed, std::string(written.message())};
   }
   uint64_t bytes = 0;
-  for (const auto& [name, tensor] : *tensors) bytes += tensor.nbytes();
+  for (const auto& [name, tensor] : exported->tensors) bytes += tensor.nbytes();
   std::cout << "exported step " << step << " of " << flags.checkpoint << ": "
-            << tensors->size() << " tensors, " << FormatBytes(bytes) << ", to "
-            << flags.out << "/" << kSafetensorsModelFile
-            << " and config.json\n";
+            << exported->tensors.size() << " tensors, " << FormatBytes(bytes)
+            << ", to " << flags.out << "/" << kSafetensorsModelFile
+            << (exported->config ? " and config.json" : "") << "\n";
   return std::nullopt;
 }
 
@@ -123,7 +146,8 @@ void AddExportCommand(CLI::App& app, Invocation* invocation) {
       "export",
       "Write a job's checkpoint as model.safetensors and config.json under "
       "Hugging Face's names (LlamaForCausalLM for llama jobs, "
-      "GPT2LMHeadModel for tied gpt jobs)");
+      "GPT2LMHeadModel for tied gpt jobs), or a torchscript job's "
+      "model.safetensors under its pieces' names");
   command->add_option("--job", flags->job_path, "The job file that trained it")
       ->required();
   command

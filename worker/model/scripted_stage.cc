@@ -12,9 +12,13 @@ ScriptedStage::ScriptedStage(const ScriptedModules& model, LayerRange layers)
     embedding_ = model.embedding;
     register_module("embedding", ParameterMirror(*embedding_));
   }
+  // "blocks.<i>": the names torch.nn.ModuleDict(pieces) gives the model's
+  // parameters in PyTorch, whatever blocks this stage holds.
+  auto blocks =
+      register_module("blocks", std::make_shared<torch::nn::Module>());
   for (int64_t i = layers.begin; i < layers.end; ++i) {
     blocks_.push_back(model.blocks[i]);
-    register_module(absl::StrCat("block", i), ParameterMirror(blocks_.back()));
+    blocks->register_module(absl::StrCat(i), ParameterMirror(blocks_.back()));
   }
   if (is_last()) {
     head_ = model.head;

@@ -1,10 +1,11 @@
 // One pipeline stage of a TorchScript model (scripted_modules.h): its blocks
 // [begin, end), plus the embedding on the first stage and the head and the
 // loss on the last. It holds the parameters of its part of the model under
-// global names, "embedding.<name>",
-// "block<i>.<name>" with i the block's index in the whole model, and
-// "head.<name>" (<name> the piece's own, e.g. "norm.weight"), so the stages
-// of any partition hold exactly the whole model's parameters. They are the
+// global names, "embedding.<name>", "blocks.<i>.<name>" with i the block's
+// index in the whole model, and "head.<name>" (<name> the piece's own, e.g.
+// "norm.weight"): the names PyTorch gives them in a torch.nn.ModuleDict of
+// the pieces. So the stages of any partition hold exactly the whole model's
+// parameters, and exported weights load into the user's modules. They are the
 // pieces' own tensors: what an optimizer or a checkpoint writes into them is
 // what the scripted code computes with.
 //

@@ -80,16 +80,16 @@ TEST_F(ScriptedStageTest, ParametersHaveGlobalNamesAcrossAnyPartition) {
     first.push_back(item.key());
   }
   EXPECT_THAT(first, ElementsAre("embedding.tokens.weight",
-                                 "block0.norm.weight", "block0.norm.bias",
-                                 "block0.mlp.weight", "block0.mlp.bias"));
+                                 "blocks.0.norm.weight", "blocks.0.norm.bias",
+                                 "blocks.0.mlp.weight", "blocks.0.mlp.bias"));
   std::vector<std::string> last;
   for (const auto& item : Build(model, {1, 3})->named_parameters()) {
     last.push_back(item.key());
   }
-  EXPECT_THAT(last, ElementsAre("block1.norm.weight", "block1.norm.bias",
-                                "block1.mlp.weight", "block1.mlp.bias",
-                                "block2.norm.weight", "block2.norm.bias",
-                                "block2.mlp.weight", "block2.mlp.bias",
+  EXPECT_THAT(last, ElementsAre("blocks.1.norm.weight", "blocks.1.norm.bias",
+                                "blocks.1.mlp.weight", "blocks.1.mlp.bias",
+                                "blocks.2.norm.weight", "blocks.2.norm.bias",
+                                "blocks.2.mlp.weight", "blocks.2.mlp.bias",
                                 "head.out.weight", "head.out.bias"));
 }
 

@@ -3,7 +3,7 @@
 // recomputation, looping chunks and the split backward; GPT, tied as GPT-2
 // under five schemes, Llama with and without tied embeddings under every
 // scheme at W = 1 and 2, and a TorchScript model that Debian's PyTorch
-// scripts under 1F1B, Chimera and ZB-V), worker
+// scripts under every scheme at W = 1 and 2), worker
 // processes executing their programs over Gloo end up with the parameters a
 // single process gets by training the whole model on the same mini-batches,
 // to 1e-9 relative, and the replicas of every stage are bit-identical across
@@ -301,18 +301,16 @@ ScheduleParams Params(Scheme scheme, int depth, int micro_batches, int width) {
   return params;
 }
 
-// Llama under every scheme, at W = 1 and 2, alternating the optimizers, on
-// the corpus (uniform synthetic tokens leave a bias-free model too little to
-// learn in three steps for the reference's check); and with tied embeddings
-// at W = 1 and 2, AdamW, where the first and last stages' copies of the
-// embedding's weight must stay equal to each other and to the reference.
-void AddLlamaCases(std::vector<Case>& cases) {
-  struct Shape {
-    std::string name;
-    Scheme scheme;
-    int depth, micro_batches, chunks;
-  };
-  const Shape shapes[] = {
+// One schedule of every scheme the engine generates, small enough for two
+// cores.
+struct Shape {
+  std::string name;
+  Scheme scheme;
+  int depth, micro_batches, chunks;
+};
+
+std::vector<Shape> EveryScheme() {
+  return {
       {"Gpipe", Scheme::kGpipe, 4, 4, 1},
       {"OneFOneB", Scheme::kOneFOneB, 4, 4, 1},
       {"Gems", Scheme::kGems, 4, 4, 1},
@@ -327,16 +325,29 @@ void AddLlamaCases(std::vector<Case>& cases) {
       {"DualPipeV", Scheme::kDualPipeV, 2, 4, 1},
       {"ChimeraZb", Scheme::kChimeraZb, 2, 4, 1},
   };
-  for (const Shape& shape : shapes) {
+}
+
+ScheduleParams ParamsOf(const Shape& shape, int width) {
+  ScheduleParams params =
+      Params(shape.scheme, shape.depth, shape.micro_batches, width);
+  params.chunks = shape.chunks;
+  return params;
+}
+
+// Llama under every scheme, at W = 1 and 2, alternating the optimizers, on
+// the corpus (uniform synthetic tokens leave a bias-free model too little to
+// learn in three steps for the reference's check); and with tied embeddings
+// at W = 1 and 2, AdamW, where the first and last stages' copies of the
+// embedding's weight must stay equal to each other and to the reference.
+void AddLlamaCases(std::vector<Case>& cases) {
+  for (const Shape& shape : EveryScheme()) {
     for (const bool tied : {false, true}) {
       for (const int width : {1, 2}) {
         Case c;
         c.name =
             absl::StrCat("Llama", tied ? "Tied" : "", shape.name, "D",
                          shape.depth, "N", shape.micro_batches, "W", width);
-        c.params =
-            Params(shape.scheme, shape.depth, shape.micro_batches, width);
-        c.params.chunks = shape.chunks;
+        c.params = ParamsOf(shape, width);
         c.optimizer =
             width == 1 || tied ? OptimizerKind::kAdamW : OptimizerKind::kSgd;
         c.family = ModelFamily::kLlama;
@@ -368,23 +379,20 @@ void AddTiedGptCases(std::vector<Case>& cases) {
   }
 }
 
-// A TorchScript model under 1F1B and Chimera at W = 1 and 2, and under ZB-V,
-// whose split backward takes the scripted pieces' autograd graph apart.
+// A TorchScript model under every scheme, at W = 1 and 2, alternating the
+// optimizers: its pieces' own parameters, scripted autograd graphs (which
+// the split backward takes apart) and scripted loss.
 void AddScriptedCases(std::vector<Case>& cases) {
-  for (auto [name, params] : {
-           std::pair{"OneFOneBD4N4", Params(Scheme::kOneFOneB, 4, 4, 1)},
-           {"OneFOneBD4N4W2", Params(Scheme::kOneFOneB, 4, 4, 2)},
-           {"ChimeraD4N4", Params(Scheme::kChimera, 4, 4, 1)},
-           {"ChimeraD4N4W2", Params(Scheme::kChimera, 4, 4, 2)},
-           {"ZeroBubbleVD2N4", Params(Scheme::kZbV, 2, 4, 1)},
-       }) {
-    Case c;
-    c.name = absl::StrCat("TorchScript", name);
-    c.params = params;
-    c.optimizer =
-        params.width == 1 ? OptimizerKind::kAdamW : OptimizerKind::kSgd;
-    c.family = ModelFamily::kTorchscript;
-    cases.push_back(std::move(c));
+  for (const Shape& shape : EveryScheme()) {
+    for (const int width : {1, 2}) {
+      Case c;
+      c.name = absl::StrCat("TorchScript", shape.name, "D", shape.depth, "N",
+                            shape.micro_batches, "W", width);
+      c.params = ParamsOf(shape, width);
+      c.optimizer = width == 1 ? OptimizerKind::kAdamW : OptimizerKind::kSgd;
+      c.family = ModelFamily::kTorchscript;
+      cases.push_back(std::move(c));
+    }
   }
 }
 

@@ -55,9 +55,10 @@ ProcessResult Chimera(std::vector<std::string> args, const std::string& dir) {
   return RunProcess(args, dir, absl::Minutes(3));
 }
 
-// The id `chimera run` printed in "job <id> SUCCEEDED".
-std::string JobId(const std::string& out) {
-  const size_t at = out.find("\njob llama-export-");
+// The id `chimera run` printed in "job <id> SUCCEEDED" for the job `name`.
+std::string JobId(const std::string& out,
+                  const std::string& name = "llama-export") {
+  const size_t at = out.find("\njob " + name + "-");
   if (at == std::string::npos) return "";
   const size_t begin = at + 5;
   return out.substr(begin, out.find(' ', begin) - begin);
@@ -237,10 +238,8 @@ TEST(CliExportTest, WritesATorchScriptCheckpointUnderThePiecesNames) {
   const ProcessResult run =
       Chimera({"run", "-f", job, "--no-profile"}, dir.path());
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  const size_t at = run.out.find("\njob torchscript-export-");
-  ASSERT_NE(at, std::string::npos) << run.out;
-  const std::string id =
-      run.out.substr(at + 5, run.out.find(' ', at + 5) - at - 5);
+  const std::string id = JobId(run.out, "torchscript-export");
+  ASSERT_FALSE(id.empty()) << run.out;
 
   const ProcessResult exported = Chimera(
       {"export", "--job", job, "--checkpoint", "ckpt/" + id, "--out", "out"},

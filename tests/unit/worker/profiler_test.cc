@@ -56,14 +56,7 @@ TEST(ProfilerTest, ATorchScriptModelsPiecesAreWhatIsProfiled) {
   const chimera::testing::ProcessResult exported =
       chimera::testing::ExportScriptedModel(dir.path() + "/model");
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
-  ModelConfig config;
-  config.family = ModelFamily::kTorchscript;
-  config.num_layers = 3;
-  config.hidden_size = 8;
-  config.ffn_size = 32;
-  config.num_heads = 2;
-  config.vocab_size = 16;
-  config.seq_length = 4;
+  ModelConfig config = chimera::testing::ScriptedModelConfig();
   ProfileOptions options = FastOptions();
   options.modules = FileUnderRoot{.root = dir.path(), .path = "model"};
   const absl::StatusOr<chimera::v1::ModelProfile> profile =

@@ -22,24 +22,12 @@ constexpr int64_t kTokens = 5;
 // The whole mini-batch's samples, whose tokens a loss is divided by.
 constexpr double kNormaliser = 4;
 
-class ScriptedStageTest : public ::testing::Test {
+class ScriptedStageTest : public chimera::testing::ScriptedModelSuite {
  protected:
-  static void SetUpTestSuite() {
-    exported_ = new chimera::testing::TempDir;
-    const chimera::testing::ProcessResult result =
-        chimera::testing::ExportScriptedModel(exported_->path() + "/model");
-    ASSERT_EQ(result.exit_code, 0) << result.err;
-  }
-  static void TearDownTestSuite() { delete exported_; }
-
   // The test model, loaded afresh: stages of one load share its pieces.
   static ScriptedModules Load() {
-    absl::StatusOr<Directory> root = Directory::OpenRoot(exported_->path());
-    EXPECT_TRUE(root.ok()) << root.status();
-    absl::StatusOr<Directory> dir = root->Open("model", false);
-    EXPECT_TRUE(dir.ok()) << dir.status();
     absl::StatusOr<ScriptedModules> model = LoadScriptedModules(
-        *dir, {.seq_length = kTokens, .dtype = at::kDouble});
+        ModelDirectory(), {.seq_length = kTokens, .dtype = at::kDouble});
     EXPECT_TRUE(model.ok()) << model.status();
     return *std::move(model);
   }
@@ -59,11 +47,7 @@ class ScriptedStageTest : public ::testing::Test {
     batch.targets = at::randint(16, {2, kTokens}, at::kLong);
     return batch;
   }
-
-  static chimera::testing::TempDir* exported_;
 };
-
-chimera::testing::TempDir* ScriptedStageTest::exported_ = nullptr;
 
 std::map<std::string, at::Tensor> Gradients(const torch::nn::Module& stage) {
   std::map<std::string, at::Tensor> gradients;

@@ -18,43 +18,20 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-// The sizes of tests/support/scripted_model.py's model.
+// The test model's sizes, in float64.
 ModelConfig ScriptedConfig() {
-  ModelConfig config;
-  config.family = ModelFamily::kTorchscript;
-  config.num_layers = 3;
-  config.hidden_size = 8;
-  config.ffn_size = 32;
-  config.num_heads = 2;
-  config.vocab_size = 16;
-  config.seq_length = 4;
+  ModelConfig config = chimera::testing::ScriptedModelConfig();
   config.dtype = at::kDouble;
   return config;
 }
 
-class StageFactoryTest : public ::testing::Test {
+class StageFactoryTest : public chimera::testing::ScriptedModelSuite {
  protected:
-  static void SetUpTestSuite() {
-    exported_ = new chimera::testing::TempDir;
-    const chimera::testing::ProcessResult result =
-        chimera::testing::ExportScriptedModel(exported_->path() + "/model");
-    ASSERT_EQ(result.exit_code, 0) << result.err;
-  }
-  static void TearDownTestSuite() { delete exported_; }
-
   static absl::StatusOr<StageFactory> Scripted(const ModelConfig& config) {
-    absl::StatusOr<Directory> root = Directory::OpenRoot(exported_->path());
-    EXPECT_TRUE(root.ok()) << root.status();
-    absl::StatusOr<Directory> modules = root->Open("model", false);
-    EXPECT_TRUE(modules.ok()) << modules.status();
-    return StageFactory::Scripted(*modules, config,
+    return StageFactory::Scripted(ModelDirectory(), config,
                                   c10::Device(c10::DeviceType::CPU));
   }
-
-  static chimera::testing::TempDir* exported_;
 };
-
-chimera::testing::TempDir* StageFactoryTest::exported_ = nullptr;
 
 TEST_F(StageFactoryTest, ScriptedStagesDivideTheLoadedModel) {
   absl::StatusOr<StageFactory> factory = Scripted(ScriptedConfig());

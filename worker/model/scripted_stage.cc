@@ -27,6 +27,16 @@ ScriptedStage::ScriptedStage(const ScriptedModules& model, LayerRange layers)
   }
 }
 
+void ScriptedStage::MovePiecesTo(c10::Device device) {
+  // The pieces' own: their buffers (a mask, a rotary table) move with their
+  // parameters, which keep their identity (the mirror's tensors move too).
+  for (std::optional<torch::jit::Module>* piece :
+       {&embedding_, &head_, &loss_}) {
+    if (*piece) (*piece)->to(device);
+  }
+  for (torch::jit::Module& block : blocks_) block.to(device);
+}
+
 at::Tensor ScriptedStage::Hidden(const at::Tensor& input) {
   at::Tensor hidden =
       embedding_ ? embedding_->forward({input}).toTensor() : input;
@@ -56,7 +66,7 @@ absl::StatusOr<std::shared_ptr<ScriptedStage>> BuildScriptedStage(
                      ") do not lie within the model's ", blocks));
   }
   auto stage = std::make_shared<ScriptedStage>(model, layers);
-  if (!device.is_cpu()) stage->to(device);
+  if (!device.is_cpu()) stage->MovePiecesTo(device);
   return stage;
 }
 

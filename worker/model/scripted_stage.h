@@ -43,6 +43,9 @@ class ScriptedStage : public Stage {
   // Throws c10::Error where the scripted code does.
   at::Tensor Forward(const at::Tensor& input) override;
 
+  // Moves this stage's pieces, parameters and buffers, to `device`.
+  void MovePiecesTo(c10::Device device);
+
  private:
   // The scripted loss of Forward(input) and batch.targets (summed over the
   // tokens) divided by the mini-batch's tokens, normaliser × the tokens of a

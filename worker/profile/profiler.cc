@@ -353,11 +353,9 @@ std::vector<ProfiledLayer> FamilyLayers(const ModelConfig& config,
 // A TorchScript model's pieces as its stages run them: the embedding, each
 // block, and the head with the scripted loss.
 absl::StatusOr<std::vector<ProfiledLayer>> ScriptedLayers(
-    const ModelConfig& config, const FileUnderRoot& modules,
+    const ModelConfig& config, const std::optional<FileUnderRoot>& modules,
     c10::Device device) {
-  ASSIGN_OR_RETURN(const Directory root, Directory::OpenRoot(modules.root));
-  ASSIGN_OR_RETURN(const Directory directory,
-                   root.Open(modules.path, /*create=*/false));
+  ASSIGN_OR_RETURN(const Directory directory, OpenModules(modules));
   ASSIGN_OR_RETURN(ScriptedModules model,
                    LoadScriptedModulesFor(directory, config));
   const auto on_device = [device](torch::jit::Module piece) {
@@ -401,11 +399,7 @@ absl::StatusOr<std::vector<ProfiledLayer>> BuildLayers(
   if (config.family != ModelFamily::kTorchscript) {
     return FamilyLayers(config, options.seed, options.device);
   }
-  if (!options.modules) {
-    return absl::InvalidArgumentError(
-        "a torchscript model needs the directory of its pieces (modules)");
-  }
-  return ScriptedLayers(config, *options.modules, options.device);
+  return ScriptedLayers(config, options.modules, options.device);
 }
 
 }  // namespace

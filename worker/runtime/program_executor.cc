@@ -40,14 +40,7 @@ absl::StatusOr<StageFactory> StagesOf(const TaskSpec& spec) {
   if (spec.model.family != ModelFamily::kTorchscript) {
     return StageFactory::Transformer(spec.model, spec.seed, spec.device);
   }
-  if (!spec.modules) {
-    return absl::InvalidArgumentError(
-        "a torchscript model needs the directory of its pieces (modules)");
-  }
-  ASSIGN_OR_RETURN(const Directory root,
-                   Directory::OpenRoot(spec.modules->root));
-  ASSIGN_OR_RETURN(const Directory modules,
-                   root.Open(spec.modules->path, /*create=*/false));
+  ASSIGN_OR_RETURN(const Directory modules, OpenModules(spec.modules));
   return StageFactory::Scripted(modules, spec.model, spec.device);
 }
 

@@ -10,6 +10,7 @@
 #include "common/field_errors.h"
 #include "common/root_path.h"
 #include "common/safetensors.h"
+#include "common/status_macros.h"
 #include "schedule/params_proto.h"
 
 namespace chimera::worker {
@@ -214,6 +215,16 @@ absl::StatusOr<TaskSpec> TaskSpecFor(const chimera::v1::TrainJob& job,
   task.timeouts = Timeouts::Every(site.timeout);
   if (!errors.empty()) return errors.ToStatus();
   return task;
+}
+
+absl::StatusOr<Directory> OpenModules(
+    const std::optional<FileUnderRoot>& modules) {
+  if (!modules) {
+    return absl::InvalidArgumentError(
+        "a torchscript model needs the directory of its pieces (modules)");
+  }
+  ASSIGN_OR_RETURN(const Directory root, Directory::OpenRoot(modules->root));
+  return root.Open(modules->path, /*create=*/false);
 }
 
 ModelConfig ModelConfigFor(const chimera::v1::ModelSpec& spec) {

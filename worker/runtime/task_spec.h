@@ -22,6 +22,7 @@
 #include "c10/core/Device.h"
 #include "chimera/v1/job.pb.h"
 #include "chimera/v1/plan.pb.h"
+#include "common/directory.h"
 #include "worker/comm/communicator.h"
 #include "worker/model/model_config.h"
 #include "worker/model/partition.h"
@@ -63,6 +64,12 @@ struct FileUnderRoot {
   std::string root;
   std::string path;
 };
+
+// The directory of a torchscript model's pieces (TaskSpec::modules,
+// ProfileOptions::modules), opened beneath its root. INVALID_ARGUMENT when
+// there is none; the errors of Directory::Open otherwise.
+absl::StatusOr<Directory> OpenModules(
+    const std::optional<FileUnderRoot>& modules);
 
 struct TaskSpec {
   ModelConfig model;

@@ -144,10 +144,7 @@ PipelineJob JobFor(const Case& c, schedule::Schedule s,
 absl::StatusOr<std::shared_ptr<Stage>> WholeModel(const TaskSpec& spec) {
   const LayerRange all{0, spec.model.num_layers};
   if (!spec.modules) return BuildTransformerStage(spec.model, all, spec.seed);
-  ASSIGN_OR_RETURN(const Directory root,
-                   Directory::OpenRoot(spec.modules->root));
-  ASSIGN_OR_RETURN(const Directory modules,
-                   root.Open(spec.modules->path, /*create=*/false));
+  ASSIGN_OR_RETURN(const Directory modules, OpenModules(spec.modules));
   ASSIGN_OR_RETURN(const StageFactory factory,
                    StageFactory::Scripted(modules, spec.model, spec.device));
   return factory.Build(all);

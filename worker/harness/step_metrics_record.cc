@@ -10,7 +10,8 @@ namespace chimera::worker::harness {
 
 // Layout: one line per step,
 //   step step_seconds busy bubble recv_wait allreduce_wait has_loss loss
-//   samples tokens memory_current memory_peak peak_stashed ops op_seconds...
+//   samples tokens memory_current memory_peak peak_stashed weights gradients
+//   optimizer ops op_seconds...
 // with doubles written at full precision.
 
 std::string RankMetricsPath(const std::string& dir, int rank) {
@@ -27,7 +28,8 @@ absl::Status WriteStepMetrics(const std::string& path,
         << m.allreduce_wait_seconds << ' ' << m.has_loss << ' ' << m.loss << ' '
         << m.samples << ' ' << m.tokens << ' ' << m.memory_current_bytes << ' '
         << m.memory_peak_bytes << ' ' << m.peak_stashed_slices << ' '
-        << m.op_seconds.size();
+        << m.weights_bytes << ' ' << m.gradients_bytes << ' '
+        << m.optimizer_bytes << ' ' << m.op_seconds.size();
     for (double seconds : m.op_seconds) out << ' ' << seconds;
     out << '\n';
   }
@@ -49,7 +51,8 @@ absl::StatusOr<std::vector<StepMetrics>> ReadStepMetrics(
     fields >> m.step >> m.step_seconds >> m.busy_seconds >> m.bubble_seconds >>
         m.recv_wait_seconds >> m.allreduce_wait_seconds >> m.has_loss >>
         m.loss >> m.samples >> m.tokens >> m.memory_current_bytes >>
-        m.memory_peak_bytes >> m.peak_stashed_slices >> ops;
+        m.memory_peak_bytes >> m.peak_stashed_slices >> m.weights_bytes >>
+        m.gradients_bytes >> m.optimizer_bytes >> ops;
     m.op_seconds.resize(ops);
     for (double& seconds : m.op_seconds) fields >> seconds;
     if (!fields) {

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <iterator>
 #include <map>
 #include <set>
 #include <utility>
@@ -32,16 +33,39 @@ std::vector<int> TiedEmbeddingHolders(
   return holders;
 }
 
-std::vector<CommGroup> GradientGroups(const schedule::ScheduleOutline& outline,
-                                      bool tie_embeddings) {
+namespace {
+
+// The ranks holding a replica of each model stage, by model stage.
+std::map<int, std::set<int>> StageHolders(
+    const schedule::ScheduleOutline& outline) {
   std::map<int, std::set<int>> holders;
   for (int rank = 0; rank < outline.world_size(); ++rank) {
     for (const schedule::StageRef& ref : outline.stages_by_rank[rank]) {
       holders[outline.topology.ModelStage(ref)].insert(rank);
     }
   }
+  return holders;
+}
+
+}  // namespace
+
+std::map<int, GroupMember> StageGroupMemberships(
+    const schedule::ScheduleOutline& outline, int rank) {
+  std::map<int, GroupMember> memberships;
+  for (const auto& [model_stage, ranks] : StageHolders(outline)) {
+    const auto it = ranks.find(rank);
+    if (ranks.size() < 2 || it == ranks.end()) continue;
+    memberships[model_stage] = {
+        .member = static_cast<int>(std::distance(ranks.begin(), it)),
+        .members = static_cast<int>(ranks.size())};
+  }
+  return memberships;
+}
+
+std::vector<CommGroup> GradientGroups(const schedule::ScheduleOutline& outline,
+                                      bool tie_embeddings) {
   std::vector<CommGroup> groups;
-  for (const auto& [model_stage, ranks] : holders) {
+  for (const auto& [model_stage, ranks] : StageHolders(outline)) {
     if (ranks.size() < 2) continue;
     groups.push_back({GradientGroupName(model_stage),
                       std::vector<int>(ranks.begin(), ranks.end())});

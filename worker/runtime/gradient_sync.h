@@ -23,6 +23,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,6 +56,17 @@ std::vector<int> TiedEmbeddingHolders(const schedule::ScheduleOutline& outline);
 // of the TiedEmbeddingHolders, when they are more than one rank.
 std::vector<CommGroup> GradientGroups(const schedule::ScheduleOutline& outline,
                                       bool tie_embeddings);
+
+// A rank's place in a gradient group of `members` ranks.
+struct GroupMember {
+  int member = 0;  // its index in the group's ascending ranks
+  int members = 1;
+};
+
+// Where `rank` holds a model stage with other ranks: its place in that
+// stage's group (as GradientGroups lists it), by model stage.
+std::map<int, GroupMember> StageGroupMemberships(
+    const schedule::ScheduleOutline& outline, int rank);
 
 // Allocates one zeroed, contiguous buffer for the gradients of `parameters`
 // (all CPU, one dtype) and makes each parameter's gradient a view of its

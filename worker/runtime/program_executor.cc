@@ -197,6 +197,7 @@ ProgramExecutor::ProgramExecutor(const schedule::RankSchedule& schedule,
                        schedule.topology().micro_batches *
                        spec.micro_batch_size),
       memory_(spec.device),
+      group_members_(StageGroupMemberships(schedule.outline, rank_)),
       tied_holders_(TiedEmbeddingHolders(schedule.outline).size()) {}
 
 ProgramExecutor::~ProgramExecutor() = default;
@@ -235,8 +236,19 @@ absl::Status ProgramExecutor::Build() {
     if (stage->token_table().defined() && !split_tie) {
       used_token_rows_ = NoRowsUsed(stage->token_table());
     }
-    optimizers_[model_stage] =
-        std::make_unique<Optimizer>(spec_.optimizer, stage_parameters);
+    const auto group = group_members_.find(model_stage);
+    if (spec_.sharding == Sharding::kNone || group == group_members_.end()) {
+      optimizers_[model_stage] =
+          std::make_unique<Optimizer>(spec_.optimizer, stage_parameters);
+      continue;
+    }
+    sharded_optimizers_[model_stage] = std::make_unique<ShardedOptimizer>(
+        spec_.optimizer, FlattenParameters(bucketed),
+        gradient_buckets_[model_stage], group->second, *comm_,
+        GradientGroupName(model_stage));
+    optimizers_[model_stage] = std::make_unique<Optimizer>(
+        spec_.optimizer,
+        split_tie ? std::vector<at::Tensor>{tied} : std::vector<at::Tensor>{});
   }
   if (!tied_copies.empty()) {
     tied_sync_ = std::make_unique<TiedEmbeddingSync>(
@@ -329,6 +341,11 @@ absl::StatusOr<StageState> ProgramExecutor::ExportStage(int model_stage) const {
   if (it == stages_.end()) {
     return absl::NotFoundError(absl::StrCat(
         "rank ", rank_, " holds no replica of model stage ", model_stage));
+  }
+  if (sharded_optimizers_.count(model_stage) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", rank_, " holds a shard of model stage ", model_stage,
+        "'s optimizer state; a stage's state is exported whole only"));
   }
   StageState state;
   for (const auto& item : it->second->named_parameters()) {
@@ -444,6 +461,20 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
   return metrics;
 }
 
+namespace {
+
+int64_t StateBytes(const OptimizerState& state) {
+  int64_t bytes = 0;
+  for (const auto* moments : {&state.first_moments, &state.second_moments}) {
+    for (const at::Tensor& moment : *moments) {
+      if (moment.defined()) bytes += static_cast<int64_t>(moment.nbytes());
+    }
+  }
+  return bytes;
+}
+
+}  // namespace
+
 void ProgramExecutor::AccountStateMemory(StepMetrics& metrics) const {
   for (const auto& [name, parameter] : NamedParameters()) {
     metrics.weights_bytes += static_cast<int64_t>(parameter.nbytes());
@@ -455,13 +486,10 @@ void ProgramExecutor::AccountStateMemory(StepMetrics& metrics) const {
     metrics.gradients_bytes += tied_sync_->gradient_bytes();
   }
   for (const auto& [model_stage, optimizer] : optimizers_) {
-    const OptimizerState state = optimizer->state();
-    for (const auto* moments : {&state.first_moments, &state.second_moments}) {
-      for (const at::Tensor& moment : *moments) {
-        if (moment.defined())
-          metrics.optimizer_bytes += static_cast<int64_t>(moment.nbytes());
-      }
-    }
+    metrics.optimizer_bytes += StateBytes(optimizer->state());
+  }
+  for (const auto& [model_stage, sharded] : sharded_optimizers_) {
+    metrics.optimizer_bytes += StateBytes(sharded->state());
   }
   metrics.activations_bytes = std::max<int64_t>(
       0, metrics.memory_peak_bytes - metrics.weights_bytes -
@@ -499,6 +527,9 @@ absl::Status ProgramExecutor::Execute(const Instruction& inst, int64_t step,
       }
       for (auto& [model_stage, optimizer] : optimizers_) optimizer->Step();
       if (used_token_rows_.defined()) used_token_rows_.zero_();
+      for (auto& [model_stage, sharded] : sharded_optimizers_) {
+        RETURN_IF_ERROR(sharded->Step(spec_.timeouts.collective));
+      }
       return absl::OkStatus();
   }
   return absl::InternalError("unknown op");

@@ -47,7 +47,10 @@
 //   tagged per activation edge, micro-batch and part (MessageTags).
 // - ALLREDUCE_BEGIN / END: non-blocking sum of one model stage's gradients
 //   over its group (GradientGroups), every rank holding a replica of it.
-// - OPTIMIZER_STEP: Optimizer::Step, which also zeroes the gradients.
+// - OPTIMIZER_STEP: Optimizer::Step, which also zeroes the gradients. With
+//   spec.sharding kOptimizer, a model stage held by several ranks steps its
+//   shard and gathers the others' (ShardedOptimizer); a tied embedding's
+//   copy is stepped whole.
 // - With tied embeddings split across stages, the copies' gradient sum
 //   (TiedEmbeddingSync) starts after the rank's last backward of the first
 //   or last model stage and is waited for by OPTIMIZER_STEP.
@@ -83,6 +86,7 @@
 #include "worker/runtime/message_tags.h"
 #include "worker/runtime/op_position.h"
 #include "worker/runtime/optimizer.h"
+#include "worker/runtime/sharded_optimizer.h"
 #include "worker/runtime/step_metrics.h"
 #include "worker/runtime/task_spec.h"
 #include "worker/runtime/tied_embedding_sync.h"
@@ -131,7 +135,9 @@ class ProgramExecutor {
   std::vector<int> model_stages() const;
   const TaskSpec& spec() const { return spec_; }
   // A held model stage's state between steps; the tensors are the live ones,
-  // not copies. NOT_FOUND for a stage this worker does not hold.
+  // not copies. NOT_FOUND for a stage this worker does not hold;
+  // FAILED_PRECONDITION for a stage whose optimizer state is sharded (this
+  // rank holds only its shard).
   absl::StatusOr<StageState> ExportStage(int model_stage) const;
   // Overwrites a held model stage's parameters and optimizer state with
   // copies of `state`'s, between steps. NOT_FOUND for a stage this worker
@@ -237,9 +243,15 @@ class ProgramExecutor {
   // this step's forwards used (NoRowsUsed), so that its allreduce sums only
   // those; undefined elsewhere.
   at::Tensor used_token_rows_;
+  // Each model stage's gradient group and this rank's place in it, for
+  // stages held by more than one rank.
+  std::map<int, GroupMember> group_members_;
   // One optimizer per model stage, so each stage's state can be saved and
-  // restored on its own; OPTIMIZER_STEP steps them all.
+  // restored on its own; OPTIMIZER_STEP steps them all. With sharding, a
+  // stage held by a group steps its bucketed parameters in a
+  // ShardedOptimizer, and its optimizer holds a tied embedding's copy alone.
   std::map<int, std::unique_ptr<Optimizer>> optimizers_;
+  std::map<int, std::unique_ptr<ShardedOptimizer>> sharded_optimizers_;
   // Ranks of the job holding a copy of a tied embedding's weight, when the
   // model ties its embeddings across stages.
   const size_t tied_holders_;

@@ -71,6 +71,13 @@ struct FileUnderRoot {
 absl::StatusOr<Directory> OpenModules(
     const std::optional<FileUnderRoot>& modules);
 
+// What a job shards across the members of each gradient group.
+enum class Sharding {
+  kNone,
+  // The optimizer's state (ZeRO-1): sharded_optimizer.h.
+  kOptimizer,
+};
+
 struct TaskSpec {
   ModelConfig model;
   // Layers of each model stage, from the plan.
@@ -80,6 +87,7 @@ struct TaskSpec {
   c10::Device device = c10::Device(c10::DeviceType::CPU);
   DataSourceOptions data;
   OptimizerConfig optimizer;
+  Sharding sharding = Sharding::kNone;
   // Parameter initialisation and the data's sample keys.
   uint64_t seed = 0;
   // The weights a job that does not resume starts from (spec.model.

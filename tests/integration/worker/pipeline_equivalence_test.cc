@@ -97,6 +97,7 @@ struct Case {
   ModelFamily family = ModelFamily::kGpt;
   // The head projects by the embedding's weight (GPT, Llama).
   bool tie_embeddings = false;
+  Sharding sharding = Sharding::kNone;
 };
 
 // Names the case in gtest's messages instead of dumping its bytes.
@@ -129,6 +130,7 @@ PipelineJob JobFor(const Case& c, schedule::Schedule s,
   PipelineJob job =
       MakePipelineJob(std::move(s), model, kMicroBatchSize, kSeed, kOpTimeout);
   job.spec.optimizer = OptimizerFor(c);
+  job.spec.sharding = c.sharding;
   job.spec.data.format = c.data;
   if (c.data == DataFormat::kText) {
     job.spec.data.path = CHIMERA_SOURCE_DIR "/examples/data/corpus.txt";
@@ -376,6 +378,45 @@ void AddTiedGptCases(std::vector<Case>& cases) {
   }
 }
 
+// Optimizer-state sharding (ZeRO-1) in groups of 2 and 4 (Chimera at W = 2):
+// each member steps its shard of a stage and gathers the others'. The tied
+// case steps the embedding's copies whole beside the shards.
+void AddShardedOptimizerCases(std::vector<Case>& cases) {
+  struct Sharded {
+    const char* name;
+    ScheduleParams params;
+    OptimizerKind optimizer;
+    bool tie_embeddings = false;
+  };
+  for (Sharded sharded : {
+           Sharded{"OneFOneBD4N4W2", Params(Scheme::kOneFOneB, 4, 4, 2),
+                   OptimizerKind::kAdamW},
+           Sharded{"InterleavedD2N4W2Chunks2",
+                   Params(Scheme::kInterleaved, 2, 4, 2), OptimizerKind::kSgd},
+           Sharded{"BreadthFirstD2N4W2Chunks2",
+                   Params(Scheme::kBreadthFirst, 2, 4, 2),
+                   OptimizerKind::kAdamW},
+           Sharded{"ChimeraD4N4", Params(Scheme::kChimera, 4, 4, 1),
+                   OptimizerKind::kSgd},
+           Sharded{"ChimeraD4N4W2", Params(Scheme::kChimera, 4, 4, 2),
+                   OptimizerKind::kAdamW},
+           Sharded{"GptTiedChimeraD4N4W2", Params(Scheme::kChimera, 4, 4, 2),
+                   OptimizerKind::kAdamW, true},
+       }) {
+    Case c;
+    c.name = absl::StrCat("ShardedOptimizer", sharded.name);
+    c.params = sharded.params;
+    if (c.params.scheme == Scheme::kInterleaved ||
+        c.params.scheme == Scheme::kBreadthFirst) {
+      c.params.chunks = 2;
+    }
+    c.optimizer = sharded.optimizer;
+    c.tie_embeddings = sharded.tie_embeddings;
+    c.sharding = Sharding::kOptimizer;
+    cases.push_back(std::move(c));
+  }
+}
+
 // A TorchScript model under every scheme, at W = 1 and 2, alternating the
 // optimizers: its pieces' own parameters, scripted autograd graphs (which
 // the split backward takes apart) and scripted loss.
@@ -470,6 +511,7 @@ std::vector<Case> Cases() {
             Params(Scheme::kChimera, 4, 8, 1), OptimizerKind::kSgd)
       ->concat = Concat::kBackwardHalving;
   AddTiedGptCases(cases);
+  AddShardedOptimizerCases(cases);
   AddLlamaCases(cases);
   AddScriptedCases(cases);
   return cases;

@@ -1,0 +1,72 @@
+#include "worker/runtime/sharded_optimizer.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <utility>
+
+#include "common/status_macros.h"
+
+namespace chimera::worker {
+namespace {
+
+// The shard of `flat` as a tensor of its own, whose gradient is the same
+// shard of `gradients`: what the Optimizer steps.
+at::Tensor ShardWithGradient(const at::Tensor& flat,
+                             const at::Tensor& gradients, ShardRange shard) {
+  at::Tensor view = flat.narrow(0, shard.begin, shard.size());
+  view.mutable_grad() = gradients.narrow(0, shard.begin, shard.size());
+  return view;
+}
+
+}  // namespace
+
+ShardRange ShardOf(int64_t elements, GroupMember who) {
+  return {elements * who.member / who.members,
+          elements * (who.member + 1) / who.members};
+}
+
+at::Tensor FlattenParameters(const std::vector<at::Tensor>& parameters) {
+  at::NoGradGuard no_grad;
+  int64_t total = 0;
+  for (const at::Tensor& parameter : parameters) total += parameter.numel();
+  at::Tensor flat =
+      at::empty({total}, parameters.empty() ? at::TensorOptions()
+                                            : parameters.front().options());
+  int64_t offset = 0;
+  for (const at::Tensor& parameter : parameters) {
+    const int64_t size = parameter.numel();
+    at::Tensor slice = flat.narrow(0, offset, size);
+    slice.copy_(parameter.reshape({size}));
+    // set_data keeps the parameter's identity (its autograd leaf, every
+    // holder of it) and swaps the storage under it.
+    at::Tensor(parameter).set_data(slice.view(parameter.sizes()));
+    offset += size;
+  }
+  return flat;
+}
+
+ShardedOptimizer::ShardedOptimizer(const OptimizerConfig& config,
+                                   at::Tensor parameters, at::Tensor gradients,
+                                   GroupMember who, Communicator& comm,
+                                   std::string group)
+    : parameters_(std::move(parameters)),
+      gradients_(std::move(gradients)),
+      shard_(ShardOf(parameters_.numel(), who)),
+      shard_optimizer_(config,
+                       {ShardWithGradient(parameters_, gradients_, shard_)}),
+      comm_(comm),
+      group_(std::move(group)) {}
+
+absl::Status ShardedOptimizer::Step(absl::Duration timeout) {
+  at::NoGradGuard no_grad;
+  shard_optimizer_.Step();
+  gradients_.zero_();
+  parameters_.narrow(0, 0, shard_.begin).zero_();
+  parameters_.narrow(0, shard_.end, parameters_.numel() - shard_.end).zero_();
+  ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> gather,
+                   comm_.AllReduceSum(parameters_, group_));
+  return gather->Wait(timeout);
+}
+
+}  // namespace chimera::worker

@@ -1,0 +1,90 @@
+// Optimizer-state sharding (ZeRO-1; the breadth-first pipeline paper's
+// sharded data parallelism for the optimizer): the members of a model stage's
+// gradient group each step the optimizer for their own shard of the stage's
+// parameters, so each keeps 1/G of the optimizer state, and then gather the
+// updated shards. The gradients are summed whole before, as without sharding.
+//
+//   at::Tensor gradients = BucketGradients(parameters);
+//   at::Tensor weights = FlattenParameters(parameters);  // same order
+//   ShardedOptimizer optimizer(config, weights, gradients,
+//                              {.member = 1, .members = 2}, comm, "stage-3");
+//   ... backward, the gradients' allreduce ...
+//   RETURN_IF_ERROR(optimizer.Step(timeout));
+//
+// The layout is deterministic: a stage's parameters, in order, are views of
+// one flat buffer of n elements, as their gradients are of the gradient
+// bucket, and member i of G owns elements [i·n/G, (i+1)·n/G) (ShardOf).
+//
+// The gather sums the buffer over the group with every element outside the
+// member's own shard zeroed: each element is then one member's value plus
+// zeros, which is exact, and it takes whichever allreduce path the group has
+// (shared memory, Gloo, NCCL), at twice the bytes of a ring all-gather.
+#ifndef CHIMERA_WORKER_RUNTIME_SHARDED_OPTIMIZER_H_
+#define CHIMERA_WORKER_RUNTIME_SHARDED_OPTIMIZER_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "worker/comm/communicator.h"
+#include "worker/runtime/gradient_sync.h"
+#include "worker/runtime/optimizer.h"
+
+namespace chimera::worker {
+
+// Elements [begin, end) of a flat buffer.
+struct ShardRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+
+  int64_t size() const { return end - begin; }
+};
+
+// Member `who.member`'s shard of `elements`: [i·n/G, (i+1)·n/G), so the
+// shards are contiguous, cover every element once and differ in size by at
+// most one.
+ShardRange ShardOf(int64_t elements, GroupMember who);
+
+// Moves the values of `parameters` (one dtype and device) into one new flat
+// buffer, in order, makes each parameter a view of its slice and returns the
+// buffer. Autograd and every holder of a parameter see the same tensor,
+// whose data now lives in the buffer.
+at::Tensor FlattenParameters(const std::vector<at::Tensor>& parameters);
+
+class ShardedOptimizer {
+ public:
+  // `parameters` from FlattenParameters and `gradients` from BucketGradients
+  // of the same parameters; `group` names the gradient group (with this rank
+  // as `who`) in `comm`, which must outlive the optimizer.
+  ShardedOptimizer(const OptimizerConfig& config, at::Tensor parameters,
+                   at::Tensor gradients, GroupMember who, Communicator& comm,
+                   std::string group);
+
+  ShardedOptimizer(const ShardedOptimizer&) = delete;
+  ShardedOptimizer& operator=(const ShardedOptimizer&) = delete;
+
+  // Applies one update to this member's shard, zeroes every gradient, then
+  // gathers the group's updated shards into every member's parameters. The
+  // gather's error (DEADLINE_EXCEEDED after `timeout`, UNAVAILABLE) when it
+  // fails; the parameters are then unusable.
+  absl::Status Step(absl::Duration timeout);
+
+  // This member's shard of the state: one flat tensor per moment.
+  OptimizerState state() const { return shard_optimizer_.state(); }
+  ShardRange shard() const { return shard_; }
+
+ private:
+  at::Tensor parameters_;
+  at::Tensor gradients_;
+  const ShardRange shard_;
+  Optimizer shard_optimizer_;
+  Communicator& comm_;
+  const std::string group_;
+};
+
+}  // namespace chimera::worker
+
+#endif  // CHIMERA_WORKER_RUNTIME_SHARDED_OPTIMIZER_H_

@@ -1,8 +1,10 @@
-// Measured memory follows the schedule: with D = N = 4, Chimera's workers
-// each hold a stage of the down and of the up pipeline, so their peak
-// activation memory is more balanced than 1F1B's, where the first worker
-// stashes D micro-batches and the last one (Chimera paper, Table 2 and
-// Fig. 4: between (D/2 + 1)·Ma and D·Ma per worker against Ma..D·Ma).
+// Measured memory follows the schedule and the sharding.
+//
+// With D = N = 4, Chimera's workers each hold a stage of the down and of the
+// up pipeline, so their peak activation memory is more balanced than 1F1B's,
+// where the first worker stashes D micro-batches and the last one (Chimera
+// paper, Table 2 and Fig. 4: between (D/2 + 1)·Ma and D·Ma per worker
+// against Ma..D·Ma).
 //
 // Peak activation bytes of a worker, as measured here: the tracked CPU
 // tensor memory's peak during step s (s >= 1) minus the tracked memory at the
@@ -12,6 +14,10 @@
 // the difference is everything the step itself allocated at its worst
 // moment: stashed activations, the transient buffers of the op running then
 // and in-flight transfer buffers.
+//
+// Optimizer-state sharding saves what it should: each worker's tracked
+// memory between steps drops by (1 - 1/G) of its AdamW state, two moments
+// per weight, in gradient groups of G = 2 (Chimera, W = 1) and 4 (W = 2).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -60,13 +66,16 @@ struct ActivationPeaks {
   }
 };
 
-// Runs `scheme` at D = N = 4 in forked ranks and returns each rank's peak
-// activation bytes (see the file comment), the largest over steps 1..S-1.
-ActivationPeaks MeasurePeaks(Scheme scheme) {
+// Each rank's metrics of kSteps steps of `scheme` at D = N = 4 and `width`,
+// run in forked ranks with `optimizer` and `sharding`; empty after a failure.
+std::vector<std::vector<StepMetrics>> Measure(
+    Scheme scheme, int width = 1, OptimizerKind optimizer = OptimizerKind::kSgd,
+    Sharding sharding = Sharding::kNone) {
   schedule::ScheduleParams params;
   params.scheme = scheme;
   params.depth = kDepth;
   params.micro_batches = kDepth;
+  params.width = width;
   absl::StatusOr<schedule::Schedule> generated =
       schedule::GenerateSchedule(params);
   EXPECT_TRUE(generated.ok()) << generated.status();
@@ -75,15 +84,22 @@ ActivationPeaks MeasurePeaks(Scheme scheme) {
   PipelineJob job =
       MakePipelineJob(*std::move(generated), SmallGpt(),
                       /*micro_batch_size=*/4, /*seed=*/5, kOpTimeout);
+  job.spec.optimizer.kind = optimizer;
+  job.spec.sharding = sharding;
   job.spec.max_steps = kSteps;
   const chimera::testing::TempDir scratch;
-  const absl::StatusOr<PipelineMeasurements> measured =
+  absl::StatusOr<PipelineMeasurements> measured =
       MeasurePipeline(std::move(job), scratch.path(), kCaseDeadline);
   EXPECT_TRUE(measured.ok()) << measured.status();
   if (!measured.ok()) return {};
+  return std::move(measured->ranks);
+}
 
+// Each rank's peak activation bytes (see the file comment) of `scheme`, the
+// largest over steps 1..S-1.
+ActivationPeaks MeasurePeaks(Scheme scheme) {
   ActivationPeaks peaks;
-  for (const std::vector<StepMetrics>& steps : measured->ranks) {
+  for (const std::vector<StepMetrics>& steps : Measure(scheme)) {
     int64_t peak = 0;
     for (int step = 1; step < kSteps; ++step) {
       peak = std::max(peak, steps[step].memory_peak_bytes -
@@ -120,6 +136,41 @@ TEST(MemoryBalanceTest, ChimeraActivationPeaksAreMoreBalancedThanOneFOneB) {
   EXPECT_GT(one_f_one_b.bytes.front(), 2 * one_f_one_b.bytes.back())
       << Describe(one_f_one_b);
 }
+
+class ShardedMemoryTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(ShardedMemoryTest, TheOptimizerStateOfEachWorkerDropsByTheGroupSize) {
+  const int width = GetParam();
+  const int members = 2 * width;  // the replicas of a Chimera stage
+  const auto whole = Measure(Scheme::kChimera, width, OptimizerKind::kAdamW);
+  const auto sharded = Measure(Scheme::kChimera, width, OptimizerKind::kAdamW,
+                               Sharding::kOptimizer);
+  ASSERT_EQ(whole.size(), sharded.size());
+  ASSERT_FALSE(whole.empty());
+  for (size_t rank = 0; rank < whole.size(); ++rank) {
+    const StepMetrics& unsharded_step = whole[rank].back();
+    const StepMetrics& sharded_step = sharded[rank].back();
+    const double state = static_cast<double>(unsharded_step.optimizer_bytes);
+    ASSERT_EQ(state, 2.0 * static_cast<double>(unsharded_step.weights_bytes));
+    const double expected_drop = state * (1.0 - 1.0 / members);
+    const double measured_drop =
+        static_cast<double>(unsharded_step.memory_current_bytes -
+                            sharded_step.memory_current_bytes);
+    EXPECT_NEAR(measured_drop, expected_drop, 0.1 * expected_drop)
+        << "rank " << rank << ": " << unsharded_step.memory_current_bytes
+        << " bytes unsharded, " << sharded_step.memory_current_bytes
+        << " sharded over " << members;
+    EXPECT_NEAR(static_cast<double>(sharded_step.optimizer_bytes),
+                state / members, 0.1 * state / members)
+        << "rank " << rank;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ChimeraWidths, ShardedMemoryTest,
+                         ::testing::Values(1, 2),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "W" + std::to_string(info.param);
+                         });
 
 }  // namespace
 }  // namespace chimera::worker

@@ -167,10 +167,11 @@ absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--gpu is ", flags.gpu, "; it must be a CUDA device index >= 0"));
   }
-  TaskSite site{.gpu_index = flags.gpu >= 0 ? flags.gpu : flags.rank,
-                .timeout = absl::Seconds(flags.timeout_seconds)};
-  ASSIGN_OR_RETURN(site.roots,
+  ASSIGN_OR_RETURN(WorkerRoots roots,
                    WorkerRootsFrom(flags.data_root, flags.checkpoint_root));
+  const TaskSite site{.roots = std::move(roots),
+                      .gpu_index = flags.gpu >= 0 ? flags.gpu : flags.rank,
+                      .timeout = absl::Seconds(flags.timeout_seconds)};
   ASSIGN_OR_RETURN(StandaloneRun run, LoadStandaloneJob(flags.job_path, site));
   const int world = schedule::WorkerCount(run.params);
   if (flags.world != world) {

@@ -79,20 +79,54 @@ std::vector<CommGroup> GradientGroups(const schedule::ScheduleOutline& outline,
   return groups;
 }
 
-at::Tensor BucketGradients(const std::vector<at::Tensor>& parameters) {
+namespace {
+
+// A new, uninitialised flat buffer for every element of `parameters` (one
+// dtype and device), and each parameter's slice of it in order, shaped as the
+// parameter.
+struct FlatLayout {
+  at::Tensor buffer;
+  std::vector<at::Tensor> slices;
+};
+
+FlatLayout LayOutFlat(const std::vector<at::Tensor>& parameters) {
   int64_t total = 0;
   for (const at::Tensor& parameter : parameters) total += parameter.numel();
-  at::Tensor bucket = at::zeros(
-      {total}, parameters.empty() ? at::TensorOptions()
-                                  : parameters.front().options());
+  FlatLayout layout{
+      at::empty({total}, parameters.empty() ? at::TensorOptions()
+                                            : parameters.front().options()),
+      {}};
   int64_t offset = 0;
   for (const at::Tensor& parameter : parameters) {
     const int64_t size = parameter.numel();
-    at::Tensor(parameter).mutable_grad() =
-        bucket.narrow(0, offset, size).view(parameter.sizes());
+    layout.slices.push_back(
+        layout.buffer.narrow(0, offset, size).view(parameter.sizes()));
     offset += size;
   }
-  return bucket;
+  return layout;
+}
+
+}  // namespace
+
+at::Tensor BucketGradients(const std::vector<at::Tensor>& parameters) {
+  FlatLayout layout = LayOutFlat(parameters);
+  layout.buffer.zero_();
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    at::Tensor(parameters[i]).mutable_grad() = layout.slices[i];
+  }
+  return layout.buffer;
+}
+
+at::Tensor FlattenParameters(const std::vector<at::Tensor>& parameters) {
+  at::NoGradGuard no_grad;
+  FlatLayout layout = LayOutFlat(parameters);
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    layout.slices[i].copy_(parameters[i]);
+    // set_data keeps the parameter's identity (its autograd leaf, every
+    // holder of it) and swaps the storage under it.
+    at::Tensor(parameters[i]).set_data(layout.slices[i]);
+  }
+  return layout.buffer;
 }
 
 at::Tensor NoRowsUsed(const at::Tensor& weight) {

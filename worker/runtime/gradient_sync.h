@@ -76,6 +76,13 @@ std::map<int, GroupMember> StageGroupMemberships(
 // without copying them in or out (as DDP's gradient_as_bucket_view).
 at::Tensor BucketGradients(const std::vector<at::Tensor>& parameters);
 
+// Moves the values of `parameters` (one dtype and device) into one new flat
+// buffer in BucketGradients' order, makes each parameter a view of its slice
+// and returns the buffer (optimizer-state sharding steps slices of it).
+// Autograd and every holder of a parameter see the same tensor, whose data
+// now lives in the buffer.
+at::Tensor FlattenParameters(const std::vector<at::Tensor>& parameters);
+
 // A parameter whose gradient is zero outside the rows a step used: a token
 // embedding's, of which a step of a few thousand tokens uses a few thousand
 // rows of a vocabulary of tens of thousands. Summing only the rows that some

@@ -26,26 +26,6 @@ ShardRange ShardOf(int64_t elements, GroupMember who) {
           elements * (who.member + 1) / who.members};
 }
 
-at::Tensor FlattenParameters(const std::vector<at::Tensor>& parameters) {
-  at::NoGradGuard no_grad;
-  int64_t total = 0;
-  for (const at::Tensor& parameter : parameters) total += parameter.numel();
-  at::Tensor flat =
-      at::empty({total}, parameters.empty() ? at::TensorOptions()
-                                            : parameters.front().options());
-  int64_t offset = 0;
-  for (const at::Tensor& parameter : parameters) {
-    const int64_t size = parameter.numel();
-    at::Tensor slice = flat.narrow(0, offset, size);
-    slice.copy_(parameter.reshape({size}));
-    // set_data keeps the parameter's identity (its autograd leaf, every
-    // holder of it) and swaps the storage under it.
-    at::Tensor(parameter).set_data(slice.view(parameter.sizes()));
-    offset += size;
-  }
-  return flat;
-}
-
 ShardedOptimizer::ShardedOptimizer(const OptimizerConfig& config,
                                    at::Tensor parameters, at::Tensor gradients,
                                    GroupMember who, Communicator& comm,

@@ -48,12 +48,6 @@ struct ShardRange {
 // most one.
 ShardRange ShardOf(int64_t elements, GroupMember who);
 
-// Moves the values of `parameters` (one dtype and device) into one new flat
-// buffer, in order, makes each parameter a view of its slice and returns the
-// buffer. Autograd and every holder of a parameter see the same tensor,
-// whose data now lives in the buffer.
-at::Tensor FlattenParameters(const std::vector<at::Tensor>& parameters);
-
 class ShardedOptimizer {
  public:
   // `parameters` from FlattenParameters and `gradients` from BucketGradients

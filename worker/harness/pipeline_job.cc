@@ -1,17 +1,20 @@
 #include "worker/harness/pipeline_job.h"
 
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/directory.h"
 #include "common/status_macros.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/harness/forked_ranks.h"
 #include "worker/harness/step_metrics_record.h"
 #include "worker/harness/training_record.h"
+#include "worker/runtime/checkpoint.h"
 #include "worker/runtime/compute_threads.h"
 #include "worker/runtime/gradient_sync.h"
 #include "worker/runtime/host_memory.h"
@@ -58,14 +61,29 @@ absl::Status RunRank(const PipelineJob& job, int rank, Communicator* comm,
       std::unique_ptr<ProgramExecutor> executor,
       ProgramExecutor::Create(schedule::RankScheduleOf(job.schedule, rank),
                               job.spec, *data, comm));
+  std::optional<CheckpointDir> checkpoints;
+  if (!job.checkpoint_root.empty()) {
+    ASSIGN_OR_RETURN(const Directory root,
+                     Directory::OpenRoot(job.checkpoint_root));
+    ASSIGN_OR_RETURN(checkpoints, CheckpointDir::Open(root, "ck", 0, true));
+  }
+  if (job.first_step > 0) {
+    RETURN_IF_ERROR(checkpoints->Load(*executor, job.first_step));
+  }
   const size_t instructions = job.schedule.workers[rank].instructions.size();
   std::vector<double> losses;
   std::vector<StepMetrics> steps;
-  for (int step = 0; step < job.spec.max_steps; ++step) {
+  for (int64_t step = job.first_step; step < job.spec.max_steps; ++step) {
     ASSIGN_OR_RETURN(StepMetrics metrics, executor->RunStep(step));
     RETURN_IF_ERROR(CheckMetrics(metrics, *executor, instructions));
     losses.push_back(metrics.loss);
     steps.push_back(std::move(metrics));
+  }
+  if (checkpoints) {
+    RETURN_IF_ERROR(
+        checkpoints->Save(*executor, job.spec.max_steps,
+                          StagesWrittenBy(schedule::OutlineOf(job.schedule),
+                                          rank, job.spec.sharding)));
   }
   if (!metrics_path.empty()) {
     RETURN_IF_ERROR(WriteStepMetrics(metrics_path, steps));

@@ -42,6 +42,12 @@ struct PipelineJob {
   // When set, rank r writes its metrics of every step to
   // RankMetricsPath(metrics_dir, r) (step_metrics_record.h).
   std::string metrics_dir;
+  // When set, the ranks checkpoint under this root, as job "ck": each saves
+  // what it writes of its stages (StagesWrittenBy) after its last step, and
+  // with first_step > 0 they start from the checkpoint of that step and
+  // run steps [first_step, spec.max_steps).
+  std::string checkpoint_root;
+  int64_t first_step = 0;
 };
 
 // The base every forked-pipeline test and benchmark adjusts: `model`

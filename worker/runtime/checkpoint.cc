@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -19,74 +20,13 @@
 #include "common/status_macros.h"
 #include "worker/comm/torch_error.h"
 #include "worker/runtime/program_executor.h"
+#include "worker/runtime/stage_file.h"
 
 namespace chimera::worker {
 namespace {
 
-// A stage file is one torch.save dictionary (torch.load reads it too):
-//   "parameter/<name>"       every parameter, by its name in the model
-//   "first_moment/<name>"    optimizer state, where the optimizer has it
-//   "second_moment/<name>"
-//   "optimizer_steps"        int64 scalar
-constexpr char kParameter[] = "parameter/";
-constexpr char kFirstMoment[] = "first_moment/";
-constexpr char kSecondMoment[] = "second_moment/";
-constexpr char kOptimizerSteps[] = "optimizer_steps";
 // The last claim of the directory: its attempt, in decimal, and token.
 constexpr char kAttemptFile[] = "attempt";
-
-using TensorDict = c10::Dict<std::string, at::Tensor>;
-
-// Files hold CPU tensors, so a checkpoint written on a GPU loads anywhere.
-TensorDict ToDict(const StageState& state) {
-  TensorDict dict;
-  for (size_t i = 0; i < state.parameters.size(); ++i) {
-    const std::string& name = state.parameters[i].first;
-    dict.insert(kParameter + name, state.parameters[i].second.cpu());
-    const at::Tensor& first = state.optimizer.first_moments[i];
-    const at::Tensor& second = state.optimizer.second_moments[i];
-    if (first.defined()) dict.insert(kFirstMoment + name, first.cpu());
-    if (second.defined()) dict.insert(kSecondMoment + name, second.cpu());
-  }
-  dict.insert(kOptimizerSteps,
-              at::scalar_tensor(state.optimizer.steps, at::kLong));
-  return dict;
-}
-
-// The state of the parameters named in `like` (a held stage's current
-// state), read from `dict`; undefined tensors where `dict` lacks them, which
-// ImportStage rejects for parameters.
-StageState FromDict(const TensorDict& dict, const StageState& like) {
-  const auto find = [&dict](const std::string& key) {
-    auto it = dict.find(key);
-    return it == dict.end() ? at::Tensor() : it->value();
-  };
-  StageState state;
-  for (const auto& [name, parameter] : like.parameters) {
-    state.parameters.emplace_back(name, find(kParameter + name));
-    state.optimizer.first_moments.push_back(find(kFirstMoment + name));
-    state.optimizer.second_moments.push_back(find(kSecondMoment + name));
-  }
-  const at::Tensor steps = find(kOptimizerSteps);
-  state.optimizer.steps = steps.defined() ? steps.item<int64_t>() : -1;
-  return state;
-}
-
-// "blocks-<B>-<E>.pt" -> [B, E); nullopt for any other name (temporary
-// files among them).
-std::optional<LayerRange> ParseStageFileName(absl::string_view name) {
-  if (!absl::ConsumePrefix(&name, "blocks-") ||
-      !absl::ConsumeSuffix(&name, ".pt")) {
-    return std::nullopt;
-  }
-  const std::vector<absl::string_view> bounds = absl::StrSplit(name, '-');
-  LayerRange blocks;
-  if (bounds.size() != 2 || !absl::SimpleAtoi(bounds[0], &blocks.begin) ||
-      !absl::SimpleAtoi(bounds[1], &blocks.end) || blocks.begin >= blocks.end) {
-    return std::nullopt;
-  }
-  return blocks;
-}
 
 // "step-<S>" -> S.
 std::optional<int64_t> ParseStepDirName(absl::string_view name) {
@@ -123,18 +63,20 @@ absl::StatusOr<TensorDict> ReadDict(const Directory& step,
 
 std::string StepName(int64_t step) { return absl::StrCat("step-", step); }
 
-std::string StageFileName(LayerRange blocks) {
-  return absl::StrCat("blocks-", blocks.begin, "-", blocks.end, ".pt");
+bool SameBlocks(LayerRange a, LayerRange b) {
+  return a.begin == b.begin && a.end == b.end;
 }
 
 }  // namespace
 
 std::vector<int> StagesWrittenBy(const schedule::ScheduleOutline& outline,
-                                 int rank) {
+                                 int rank, Sharding sharding) {
   std::set<int> claimed;  // model stages held by a lower rank
-  for (int lower = 0; lower < rank; ++lower) {
-    for (const schedule::StageRef& ref : outline.stages_by_rank[lower]) {
-      claimed.insert(outline.topology.ModelStage(ref));
+  if (sharding == Sharding::kNone) {
+    for (int lower = 0; lower < rank; ++lower) {
+      for (const schedule::StageRef& ref : outline.stages_by_rank[lower]) {
+        claimed.insert(outline.topology.ModelStage(ref));
+      }
     }
   }
   std::set<int> written;
@@ -149,9 +91,9 @@ absl::StatusOr<std::vector<StageView>> StageViews(
     const ProgramExecutor& executor, const std::vector<int>& model_stages) {
   std::vector<StageView> views;
   for (int model_stage : model_stages) {
-    ASSIGN_OR_RETURN(StageState state, executor.ExportStage(model_stage));
+    ASSIGN_OR_RETURN(StagePart part, executor.ExportPart(model_stage));
     views.push_back(StageView{executor.spec().partition.stage(model_stage),
-                              std::move(state)});
+                              std::move(part)});
   }
   return views;
 }
@@ -160,12 +102,13 @@ absl::StatusOr<std::vector<SerializedStage>> Serialize(
     const std::vector<StageView>& stages) {
   std::vector<SerializedStage> serialized;
   for (const StageView& stage : stages) {
+    const StageFileId file{stage.blocks, stage.state.part};
     try {
-      serialized.push_back(SerializedStage{
-          stage.blocks, torch::jit::pickle_save(ToDict(stage.state))});
+      serialized.push_back(
+          SerializedStage{file, torch::jit::pickle_save(ToDict(stage.state))});
     } catch (const std::exception& e) {
       return absl::InternalError(absl::StrCat("cannot serialise ",
-                                              StageFileName(stage.blocks), ": ",
+                                              StageFileName(file), ": ",
                                               TorchErrorMessage(e)));
     }
   }
@@ -238,38 +181,66 @@ std::vector<CheckpointDir::StageFile> CheckpointDir::StageFiles(
   absl::StatusOr<std::vector<Directory::Entry>> entries = step_dir->List();
   if (!entries.ok()) return files;
   for (const Directory::Entry& entry : *entries) {
-    const std::optional<LayerRange> blocks = ParseStageFileName(entry.name);
-    if (blocks && entry.type == Directory::Entry::Type::kRegularFile) {
-      files.push_back({*blocks, entry.name});
+    const std::optional<StageFileId> id = ParseStageFileName(entry.name);
+    if (id && entry.type == Directory::Entry::Type::kRegularFile) {
+      files.push_back({*id, entry.name});
     }
   }
   std::sort(files.begin(), files.end(),
             [](const StageFile& a, const StageFile& b) {
-              return a.blocks.begin < b.blocks.begin;
+              return std::tie(a.id.blocks.begin, a.id.blocks.end,
+                              a.id.part.members, a.id.part.member) <
+                     std::tie(b.id.blocks.begin, b.id.blocks.end,
+                              b.id.part.members, b.id.part.member);
             });
   return files;
+}
+
+std::vector<CheckpointDir::SavedStage> CheckpointDir::SavedStages(
+    const std::vector<StageFile>& files) {
+  std::vector<SavedStage> stages;
+  for (const StageFile& file : files) {
+    if (stages.empty() || !SameBlocks(stages.back().blocks, file.id.blocks)) {
+      stages.push_back({file.id.blocks, file.id.part.members, {}});
+    }
+    SavedStage& stage = stages.back();
+    // Parts of two savings with different sharding: neither is whole.
+    if (stage.parts != file.id.part.members) stage.parts = 0;
+    stage.present.insert(file.id.part.member);
+  }
+  return stages;
 }
 
 absl::Status CheckpointDir::CheckComplete(int64_t step,
                                           int64_t num_layers) const {
   const std::string shown = directory_.Describe(StepName(step));
+  const auto incomplete = [&](const std::string& why) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint of step ", step, " in ", shown, " is incomplete: ", why));
+  };
   int64_t next = 0;
-  for (const StageFile& file : StageFiles(step)) {
-    if (file.blocks.begin != next) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("checkpoint of step ", step, " in ", shown,
-                       " is incomplete: ",
-                       file.blocks.begin > next ? "no file holds block "
-                                                : "two files hold block ",
-                       std::min(next, file.blocks.begin)));
+  for (const SavedStage& stage : SavedStages(StageFiles(step))) {
+    if (stage.blocks.begin != next) {
+      return incomplete(absl::StrCat(stage.blocks.begin > next
+                                         ? "no file holds block "
+                                         : "two files hold block ",
+                                     std::min(next, stage.blocks.begin)));
     }
-    next = file.blocks.end;
+    if (stage.parts == 0) {
+      return incomplete(absl::StrCat("blocks [", stage.blocks.begin, ", ",
+                                     stage.blocks.end,
+                                     ") are in parts of two shardings"));
+    }
+    if (static_cast<int>(stage.present.size()) != stage.parts) {
+      return incomplete(absl::StrCat(
+          "blocks [", stage.blocks.begin, ", ", stage.blocks.end, ") have ",
+          stage.present.size(), " of their ", stage.parts, " parts"));
+    }
+    next = stage.blocks.end;
   }
   if (next != num_layers) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("checkpoint of step ", step, " in ", shown,
-                     " is incomplete: no file holds block ", next, " of ",
-                     num_layers));
+    return incomplete(
+        absl::StrCat("no file holds block ", next, " of ", num_layers));
   }
   return absl::OkStatus();
 }
@@ -290,16 +261,18 @@ absl::Status CheckpointDir::Write(
                    directory_.Open(StepName(step), /*create=*/true));
   const std::vector<StageFile> present = StageFiles(step);
   for (const SerializedStage& stage : stages) {
-    // What an earlier attempt under another partition left of these
-    // blocks would make the step hold them twice.
+    // What an earlier attempt under another partition or sharding left of
+    // these blocks would make the step hold them twice; the other parts of
+    // this saving are written by the other members of the stage's group.
     for (const StageFile& file : present) {
-      if (Overlap(file.blocks, stage.blocks) &&
-          file.name != StageFileName(stage.blocks)) {
+      const bool sibling = SameBlocks(file.id.blocks, stage.file.blocks) &&
+                           file.id.part.members == stage.file.part.members;
+      if (Overlap(file.id.blocks, stage.file.blocks) && !sibling) {
         RETURN_IF_ERROR(step_dir.Remove(file.name));
       }
     }
     RETURN_IF_ERROR(step_dir.WriteFileDurably(
-        StageFileName(stage.blocks),
+        StageFileName(stage.file),
         absl::string_view(stage.bytes.data(), stage.bytes.size())));
   }
   return absl::OkStatus();
@@ -323,10 +296,9 @@ CheckpointDir::Parameters(int64_t step, int64_t num_layers) const {
   std::set<std::string> seen;
   for (const StageFile& file : StageFiles(step)) {
     ASSIGN_OR_RETURN(const TensorDict dict, ReadDict(step_dir, file.name));
-    for (const auto& entry : dict) {
-      absl::string_view name = entry.key();
-      if (absl::ConsumePrefix(&name, kParameter) && seen.emplace(name).second) {
-        parameters.emplace_back(std::string(name), entry.value());
+    for (NamedTensor& parameter : ParametersOf(dict)) {
+      if (seen.insert(parameter.first).second) {
+        parameters.push_back(std::move(parameter));
       }
     }
   }
@@ -341,19 +313,24 @@ absl::Status CheckpointDir::Load(ProgramExecutor& executor,
   const std::vector<StageFile> files = StageFiles(step);
   for (int model_stage : executor.model_stages()) {
     const LayerRange held = executor.spec().partition.stage(model_stage);
-    // The files holding the stage's blocks, merged by parameter name.
-    TensorDict merged;
+    ASSIGN_OR_RETURN(const std::vector<NamedTensor> parameters,
+                     executor.StageParameters(model_stage));
+    // The files holding the stage's blocks, in any partition and sharding.
+    StageAssembly assembly(parameters);
     std::vector<std::string> shown;
     for (const StageFile& file : files) {
-      if (!Overlap(file.blocks, held)) continue;
-      ASSIGN_OR_RETURN(const TensorDict dict, ReadDict(step_dir, file.name));
-      for (const auto& entry : dict) merged.insert(entry.key(), entry.value());
+      if (!Overlap(file.id.blocks, held)) continue;
       shown.push_back(step_dir.Describe(file.name));
+      ASSIGN_OR_RETURN(const TensorDict dict, ReadDict(step_dir, file.name));
+      const absl::Status added = assembly.Add(dict, shown.back());
+      if (!added.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("checkpoint file ", added.message()));
+      }
     }
-    ASSIGN_OR_RETURN(const StageState current,
-                     executor.ExportStage(model_stage));
+    absl::StatusOr<StageState> state = assembly.Finish();
     const absl::Status imported =
-        executor.ImportStage(model_stage, FromDict(merged, current));
+        state.ok() ? executor.ImportStage(model_stage, *state) : state.status();
     if (!imported.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("checkpoint file ", absl::StrJoin(shown, ", "), ": ",

@@ -6,15 +6,19 @@
 // Layout, under the job's own directory (spec.training.checkpointDir/<job>):
 //   attempt                      "<attempt> <claim token>" of the last claim
 //   step-<S>/blocks-<B>-<E>.pt   blocks [B, E) after S optimizer steps
+//   step-<S>/blocks-<B>-<E>.part-<I>-of-<G>.pt   part I of G of them
 // A file holds one model stage, named by its transformer blocks (the first
 // stage also holds the embedding, the last the final norm and head), so any
-// partition can find its parameters in the files of any other. A file is
-// written under a temporary name, synced and renamed into place, so that it
-// exists only once it is whole and durable. Whether step S is complete is
-// decided from the files alone: its files' blocks tile the model. Each model
-// stage is written by one rank only, the lowest that holds a replica of it
-// (after an optimizer step all replicas are identical); every rank loads the
-// stages it holds.
+// partition can find its parameters in the files of any other; where the
+// stage's optimizer state is sharded over G ranks, each writes its part
+// (stage_file.h says what each file holds). A file is written under a
+// temporary name, synced and renamed into place, so that it exists only once
+// it is whole and durable. Whether step S is complete is decided from the
+// files alone: its stages' blocks tile the model, each with all its parts.
+// Without sharding, each model stage is written by one rank only, the lowest
+// that holds a replica of it (after an optimizer step all replicas are
+// identical); every rank loads the stages it holds, under any partition and
+// sharding.
 //
 // The guarantees (docs/operations.md#checkpoints-and-restarts):
 //   - a resume starts from the latest complete step on disk and deletes
@@ -41,14 +45,15 @@
 //   if (first > 0) RETURN_IF_ERROR(checkpoints.Load(*executor, first));
 //   // after step s, when (s + 1) % every == 0 (or, in the background,
 //   // CheckpointWriter with the StageViews of the step):
-//   RETURN_IF_ERROR(checkpoints.Save(*executor, s + 1,
-//                                    StagesWrittenBy(outline, rank)));
+//   RETURN_IF_ERROR(checkpoints.Save(
+//       *executor, s + 1, StagesWrittenBy(outline, rank, spec.sharding)));
 //   RETURN_IF_ERROR(checkpoints.Prune(num_layers));
 #ifndef CHIMERA_WORKER_RUNTIME_CHECKPOINT_H_
 #define CHIMERA_WORKER_RUNTIME_CHECKPOINT_H_
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,20 +65,24 @@
 #include "schedule/rank_schedule.h"
 #include "worker/model/model_config.h"
 #include "worker/runtime/program_executor.h"
+#include "worker/runtime/stage_file.h"
+#include "worker/runtime/task_spec.h"
 
 namespace chimera::worker {
 
-// The model stages `rank` writes in a checkpoint: those of which it is the
-// lowest rank holding a replica. Every model stage has exactly one writer.
+// The model stages `rank` writes (its part of) in a checkpoint. Without
+// sharding, those of which it is the lowest rank holding a replica: every
+// model stage has exactly one writer. With sharding, every stage it holds:
+// each member of a stage's group writes its part.
 std::vector<int> StagesWrittenBy(const schedule::ScheduleOutline& outline,
-                                 int rank);
+                                 int rank, Sharding sharding);
 
-// One model stage as a checkpoint holds it: its blocks, and its parameters
-// and optimizer state as the executor holds them (the tensors are shared,
-// not copied).
+// What a rank's checkpoint file holds of one model stage: its blocks, and
+// its part of the stage's parameters and optimizer state as the executor
+// holds them (the tensors are shared, not copied).
 struct StageView {
   LayerRange blocks;
-  StageState state;
+  StagePart state;
 };
 
 // The model stages `model_stages` of `executor`, as they are between two
@@ -86,7 +95,7 @@ absl::StatusOr<std::vector<StageView>> StageViews(
 // A model stage's file, serialised in host memory: what a checkpoint keeps
 // of a StageView once its tensors may change again.
 struct SerializedStage {
-  LayerRange blocks;
+  StageFileId file;
   std::vector<char> bytes;
 };
 
@@ -172,11 +181,21 @@ class CheckpointDir {
   CheckpointDir(Directory directory, int64_t attempt);
 
   struct StageFile {
-    LayerRange blocks;
+    StageFileId id;
     std::string name;
   };
-  // The finished stage files of `step`, by first block.
+  // The finished stage files of `step`, by blocks, then part.
   std::vector<StageFile> StageFiles(int64_t step) const;
+  // The model stages a step's `files` (StageFiles' order) save: their
+  // blocks, how many parts each saving has (0 when the files are parts of
+  // savings with different numbers of parts) and the parts present.
+  struct SavedStage {
+    LayerRange blocks;
+    int parts = 1;
+    std::set<int> present;
+  };
+  static std::vector<SavedStage> SavedStages(
+      const std::vector<StageFile>& files);
   // The last claim: attempt 0 and no token when none was made.
   struct ClaimRecord {
     int64_t attempt = 0;

@@ -147,6 +147,68 @@ absl::Status CheckPartition(const TaskSpec& spec,
   return absl::OkStatus();
 }
 
+// The weight whose copies on the model's first and last stage are summed
+// apart (TiedEmbeddingSync) and stepped whole, when `stage` holds one;
+// undefined otherwise (a model that ties nothing, or holds both ends).
+at::Tensor SplitTiedWeight(const Stage& stage) {
+  const at::Tensor tied = stage.tied_weight();
+  if (!tied.defined() || (stage.is_first() && stage.is_last())) return {};
+  return tied;
+}
+
+// INVALID_ARGUMENT naming the parameter whose moment in `moments` (`what`,
+// one per parameter or none) is defined but differs in shape or type.
+absl::Status CheckMoments(int model_stage,
+                          const std::vector<NamedTensor>& parameters,
+                          const std::vector<at::Tensor>& moments,
+                          absl::string_view what) {
+  if (moments.size() != parameters.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model stage ", model_stage, " has ", parameters.size(),
+                     " parameters; the state to import has ", moments.size(),
+                     " ", what, " moments"));
+  }
+  for (size_t i = 0; i < moments.size(); ++i) {
+    const auto& [name, parameter] = parameters[i];
+    if (moments[i].defined() &&
+        (moments[i].sizes() != parameter.sizes() ||
+         moments[i].scalar_type() != parameter.scalar_type())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model stage ", model_stage, " parameter ", name, " is ",
+          DescribeTensor(parameter), "; the state to import has its ", what,
+          " moment ", DescribeTensor(moments[i])));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The moments `moments` (one per parameter, each whole or undefined) of the
+// parameters at `indices` hold in the shard `pieces` describe, as one flat
+// tensor; undefined when the optimizer has none. INVALID_ARGUMENT when some
+// of those parameters have moments and others not.
+absl::StatusOr<at::Tensor> ShardOfMoments(
+    const std::vector<at::Tensor>& moments, const std::vector<size_t>& indices,
+    const std::vector<ShardPiece>& pieces,
+    const std::vector<NamedTensor>& parameters, absl::string_view what) {
+  std::vector<size_t> missing;
+  for (size_t index : indices) {
+    if (!moments[index].defined()) missing.push_back(index);
+  }
+  if (missing.size() == indices.size()) return at::Tensor();
+  if (!missing.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the state to import has no ", what, " moment for parameter ",
+        parameters[missing[0]].first, " but has one for others"));
+  }
+  std::vector<at::Tensor> cut;
+  for (const ShardPiece& piece : pieces) {
+    cut.push_back(moments[indices[piece.tensor]].reshape(-1).narrow(
+        0, piece.offset, piece.size));
+  }
+  if (cut.empty()) return at::empty({0}, moments[indices[0]].options());
+  return at::cat(cut);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ProgramExecutor>> ProgramExecutor::Create(
@@ -222,9 +284,8 @@ absl::Status ProgramExecutor::Build() {
   for (const auto& [model_stage, stage] : stages_) {
     const std::vector<at::Tensor> stage_parameters = stage->parameters();
     std::vector<at::Tensor> bucketed;
-    const at::Tensor tied = stage->tied_weight();
-    const bool split_tie =
-        tied.defined() && !(stage->is_first() && stage->is_last());
+    const at::Tensor tied = SplitTiedWeight(*stage);
+    const bool split_tie = tied.defined();
     for (const at::Tensor& parameter : stage_parameters) {
       if (split_tie && parameter.is_same(tied)) {
         tied_copies.push_back(tied);
@@ -336,35 +397,97 @@ std::vector<int> ProgramExecutor::model_stages() const {
   return held;
 }
 
-absl::StatusOr<StageState> ProgramExecutor::ExportStage(int model_stage) const {
+absl::StatusOr<std::vector<NamedTensor>> ProgramExecutor::StageParameters(
+    int model_stage) const {
   auto it = stages_.find(model_stage);
   if (it == stages_.end()) {
     return absl::NotFoundError(absl::StrCat(
         "rank ", rank_, " holds no replica of model stage ", model_stage));
   }
+  std::vector<NamedTensor> named;
+  for (const auto& item : it->second->named_parameters()) {
+    named.emplace_back(item.key(), item.value());
+  }
+  return named;
+}
+
+absl::StatusOr<StageState> ProgramExecutor::ExportStage(int model_stage) const {
+  StageState state;
+  ASSIGN_OR_RETURN(state.parameters, StageParameters(model_stage));
   if (sharded_optimizers_.count(model_stage) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "rank ", rank_, " holds a shard of model stage ", model_stage,
         "'s optimizer state; a stage's state is exported whole only"));
   }
-  StageState state;
-  for (const auto& item : it->second->named_parameters()) {
-    state.parameters.emplace_back(item.key(), item.value());
-  }
   state.optimizer = optimizers_.at(model_stage)->state();
   return state;
 }
 
+absl::StatusOr<StagePart> ProgramExecutor::ExportPart(int model_stage) const {
+  ASSIGN_OR_RETURN(std::vector<NamedTensor> parameters,
+                   StageParameters(model_stage));
+  const auto sharded = sharded_optimizers_.find(model_stage);
+  if (sharded == sharded_optimizers_.end()) {
+    const OptimizerState state = optimizers_.at(model_stage)->state();
+    StagePart whole;
+    whole.optimizer_steps = state.steps;
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      whole.moments.push_back({parameters[i].first, std::nullopt,
+                               state.first_moments[i],
+                               state.second_moments[i]});
+    }
+    whole.parameters = std::move(parameters);
+    return whole;
+  }
+  const at::Tensor tied = SplitTiedWeight(*stages_.at(model_stage));
+  const OptimizerState shard = sharded->second->state();
+  StagePart part;
+  part.part = group_members_.at(model_stage);
+  part.optimizer_steps = shard.steps;
+  std::vector<const NamedTensor*> bucketed;
+  std::vector<int64_t> numels;
+  for (const NamedTensor& parameter : parameters) {
+    if (tied.defined() && parameter.second.is_same(tied)) continue;
+    bucketed.push_back(&parameter);
+    numels.push_back(parameter.second.numel());
+  }
+  for (const ShardPiece& piece :
+       PiecesOfShard(numels, sharded->second->shard())) {
+    const auto& [name, parameter] = *bucketed[piece.tensor];
+    const bool whole = piece.size == parameter.numel();
+    const auto cut = [&](const at::Tensor& flat) {
+      if (!flat.defined()) return at::Tensor();
+      at::Tensor values = flat.narrow(0, piece.in_shard, piece.size);
+      return whole ? values.view(parameter.sizes()) : values;
+    };
+    part.moments.push_back(
+        {name, whole ? std::nullopt : std::optional<int64_t>(piece.offset),
+         cut(shard.first_moments[0]), cut(shard.second_moments[0])});
+  }
+  if (part.part.member != 0) return part;
+  if (tied.defined()) {
+    const OptimizerState state = optimizers_.at(model_stage)->state();
+    for (const NamedTensor& parameter : parameters) {
+      if (!parameter.second.is_same(tied)) continue;
+      part.moments.push_back({parameter.first, std::nullopt,
+                              state.first_moments[0], state.second_moments[0]});
+    }
+  }
+  part.parameters = std::move(parameters);
+  return part;
+}
+
 absl::Status ProgramExecutor::ImportStage(int model_stage,
                                           const StageState& state) {
-  ASSIGN_OR_RETURN(StageState current, ExportStage(model_stage));
-  if (state.parameters.size() != current.parameters.size()) {
+  ASSIGN_OR_RETURN(const std::vector<NamedTensor> current,
+                   StageParameters(model_stage));
+  if (state.parameters.size() != current.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "model stage ", model_stage, " has ", current.parameters.size(),
+        "model stage ", model_stage, " has ", current.size(),
         " parameters; the state to import has ", state.parameters.size()));
   }
-  for (size_t i = 0; i < current.parameters.size(); ++i) {
-    const auto& [name, parameter] = current.parameters[i];
+  for (size_t i = 0; i < current.size(); ++i) {
+    const auto& [name, parameter] = current[i];
     const auto& [imported_name, imported] = state.parameters[i];
     if (imported_name != name || !imported.defined() ||
         imported.sizes() != parameter.sizes() ||
@@ -376,13 +499,57 @@ absl::Status ProgramExecutor::ImportStage(int model_stage,
           imported.defined() ? DescribeTensor(imported) : "undefined"));
     }
   }
-  // The optimizer checks its part before anything is overwritten.
-  RETURN_IF_ERROR(optimizers_.at(model_stage)->Restore(state.optimizer));
+  RETURN_IF_ERROR(CheckMoments(model_stage, current,
+                               state.optimizer.first_moments, "first"));
+  RETURN_IF_ERROR(CheckMoments(model_stage, current,
+                               state.optimizer.second_moments, "second"));
+  // The optimizers check their part before anything is overwritten.
+  if (sharded_optimizers_.count(model_stage) != 0) {
+    RETURN_IF_ERROR(
+        RestoreShardedOptimizer(model_stage, current, state.optimizer));
+  } else {
+    RETURN_IF_ERROR(optimizers_.at(model_stage)->Restore(state.optimizer));
+  }
   at::NoGradGuard no_grad;
-  for (size_t i = 0; i < current.parameters.size(); ++i) {
-    current.parameters[i].second.copy_(state.parameters[i].second);
+  for (size_t i = 0; i < current.size(); ++i) {
+    current[i].second.copy_(state.parameters[i].second);
   }
   return absl::OkStatus();
+}
+
+absl::Status ProgramExecutor::RestoreShardedOptimizer(
+    int model_stage, const std::vector<NamedTensor>& parameters,
+    const OptimizerState& state) {
+  if (state.steps < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer state has ", state.steps, " steps; it must be >= 0"));
+  }
+  const at::Tensor tied = SplitTiedWeight(*stages_.at(model_stage));
+  OptimizerState tied_state;
+  tied_state.steps = state.steps;
+  std::vector<size_t> bucketed;
+  std::vector<int64_t> numels;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    if (tied.defined() && parameters[i].second.is_same(tied)) {
+      tied_state.first_moments.push_back(state.first_moments[i]);
+      tied_state.second_moments.push_back(state.second_moments[i]);
+    } else {
+      bucketed.push_back(i);
+      numels.push_back(parameters[i].second.numel());
+    }
+  }
+  ShardedOptimizer& sharded = *sharded_optimizers_.at(model_stage);
+  const std::vector<ShardPiece> pieces = PiecesOfShard(numels, sharded.shard());
+  OptimizerState shard;
+  shard.steps = state.steps;
+  ASSIGN_OR_RETURN(shard.first_moments.emplace_back(),
+                   ShardOfMoments(state.first_moments, bucketed, pieces,
+                                  parameters, "first"));
+  ASSIGN_OR_RETURN(shard.second_moments.emplace_back(),
+                   ShardOfMoments(state.second_moments, bucketed, pieces,
+                                  parameters, "second"));
+  RETURN_IF_ERROR(sharded.Restore(shard));
+  return optimizers_.at(model_stage)->Restore(tied_state);
 }
 
 void ProgramExecutor::DeferUpdatesUntil(std::shared_future<void> read) {

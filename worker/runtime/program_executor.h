@@ -95,12 +95,39 @@ namespace chimera::worker {
 
 class Stage;
 
+// A parameter and its name in the whole model ("layer3.qkv_weight").
+using NamedTensor = std::pair<std::string, at::Tensor>;
+
 // One model stage's trainable state: its parameters, by their names in the
 // whole model, and its optimizer's state in the same order. What a
 // checkpoint holds of the stage.
 struct StageState {
-  std::vector<std::pair<std::string, at::Tensor>> parameters;
+  std::vector<NamedTensor> parameters;
   OptimizerState optimizer;
+};
+
+// A parameter's optimizer moments, or a piece of them: elements
+// [offset, offset + n) of the flattened moments.
+struct MomentPiece {
+  std::string name;  // the parameter's
+  // nullopt: the whole moments, shaped as the parameter.
+  std::optional<int64_t> offset;
+  // Undefined where the optimizer has none (yet).
+  at::Tensor first;
+  at::Tensor second;
+};
+
+// What one rank saves of a model stage in a checkpoint. Without sharding,
+// the whole state (part {0, 1}). Where the stage's optimizer state is
+// sharded over its gradient group (spec.sharding), member i's part: the
+// moments of its shard (ShardOf), and with member 0's part the parameters,
+// which every member holds whole, and the moments of what is stepped whole
+// (a tied embedding's copy). The tensors are the live ones, not copies.
+struct StagePart {
+  GroupMember part;
+  std::vector<NamedTensor> parameters;
+  int64_t optimizer_steps = 0;
+  std::vector<MomentPiece> moments;
 };
 
 class ProgramExecutor {
@@ -134,15 +161,24 @@ class ProgramExecutor {
   // The model stages this worker holds a replica of, ascending.
   std::vector<int> model_stages() const;
   const TaskSpec& spec() const { return spec_; }
+  // A held model stage's parameters by name, in the stage's order (live
+  // tensors). NOT_FOUND for a stage this worker does not hold.
+  absl::StatusOr<std::vector<NamedTensor>> StageParameters(
+      int model_stage) const;
   // A held model stage's state between steps; the tensors are the live ones,
   // not copies. NOT_FOUND for a stage this worker does not hold;
   // FAILED_PRECONDITION for a stage whose optimizer state is sharded (this
-  // rank holds only its shard).
+  // rank holds only its shard: ExportPart).
   absl::StatusOr<StageState> ExportStage(int model_stage) const;
+  // What this rank saves of a held model stage between steps (StagePart).
+  // NOT_FOUND for a stage this worker does not hold.
+  absl::StatusOr<StagePart> ExportPart(int model_stage) const;
   // Overwrites a held model stage's parameters and optimizer state with
-  // copies of `state`'s, between steps. NOT_FOUND for a stage this worker
-  // does not hold; INVALID_ARGUMENT naming the parameter that is missing or
-  // differs in shape or type (and then nothing has changed).
+  // copies of `state`'s (the whole stage's; a sharded stage keeps its
+  // shard of the moments), between steps. NOT_FOUND for a stage this worker
+  // does not hold; INVALID_ARGUMENT naming the parameter whose value or
+  // moments are missing or differ in shape or type (and then nothing has
+  // changed).
   absl::Status ImportStage(int model_stage, const StageState& state);
   // Another thread reads the state ExportStage returned (a checkpoint being
   // written) until `read` is ready: the next OPTIMIZER_STEP, the only op
@@ -215,6 +251,12 @@ class ProgramExecutor {
   absl::Status EndAllReduce(const schedule::Instruction& inst,
                             StepMetrics& metrics);
   absl::Status FinishStep();
+  // Restores a sharded stage's optimizers from the whole stage's `state`
+  // (checked against `parameters`, the stage's): its shard of the bucketed
+  // parameters' moments, and a tied embedding copy's whole.
+  absl::Status RestoreShardedOptimizer(
+      int model_stage, const std::vector<NamedTensor>& parameters,
+      const OptimizerState& state);
   // Waits for the reader DeferUpdatesUntil named, if any, and forgets it.
   void WaitForPendingRead();
   // Fills the weights/gradients/optimizer/activations split of the peak.

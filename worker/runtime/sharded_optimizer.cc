@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "common/status_macros.h"
@@ -24,6 +25,21 @@ at::Tensor ShardWithGradient(const at::Tensor& flat,
 ShardRange ShardOf(int64_t elements, GroupMember who) {
   return {elements * who.member / who.members,
           elements * (who.member + 1) / who.members};
+}
+
+std::vector<ShardPiece> PiecesOfShard(const std::vector<int64_t>& numels,
+                                      ShardRange shard) {
+  std::vector<ShardPiece> pieces;
+  int64_t start = 0;  // of tensor i in the flat buffer
+  for (size_t i = 0; i < numels.size(); ++i) {
+    const int64_t begin = std::max(start, shard.begin);
+    const int64_t end = std::min(start + numels[i], shard.end);
+    if (begin < end) {
+      pieces.push_back({i, begin - start, begin - shard.begin, end - begin});
+    }
+    start += numels[i];
+  }
+  return pieces;
 }
 
 ShardedOptimizer::ShardedOptimizer(const OptimizerConfig& config,

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -48,6 +49,22 @@ struct ShardRange {
 // most one.
 ShardRange ShardOf(int64_t elements, GroupMember who);
 
+// Where a shard of a flat buffer lies in the tensors laid out in it: the
+// `size` elements of tensor `tensor` from its (flattened) element `offset`
+// on, which are the shard's from its element `in_shard` on.
+struct ShardPiece {
+  size_t tensor = 0;
+  int64_t offset = 0;
+  int64_t in_shard = 0;
+  int64_t size = 0;
+};
+
+// The pieces of `shard` in a flat buffer holding tensors of `numels`
+// elements one after the other (FlattenParameters' layout), in order; none
+// for an empty tensor.
+std::vector<ShardPiece> PiecesOfShard(const std::vector<int64_t>& numels,
+                                      ShardRange shard);
+
 class ShardedOptimizer {
  public:
   // `parameters` from FlattenParameters and `gradients` from BucketGradients
@@ -68,6 +85,11 @@ class ShardedOptimizer {
 
   // This member's shard of the state: one flat tensor per moment.
   OptimizerState state() const { return shard_optimizer_.state(); }
+  // Continues from `state`, this member's shard of a state (as state()
+  // returns it); Optimizer::Restore's errors.
+  absl::Status Restore(const OptimizerState& state) {
+    return shard_optimizer_.Restore(state);
+  }
   ShardRange shard() const { return shard_; }
 
  private:

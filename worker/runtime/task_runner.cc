@@ -63,10 +63,14 @@ absl::Status StartFromWeights(ProgramExecutor& executor,
       ReadWeights(weights);
   if (!tensors.ok()) return failed(tensors.status());
   for (const int model_stage : executor.model_stages()) {
-    ASSIGN_OR_RETURN(StageState state, executor.ExportStage(model_stage));
+    // Before the first step the optimizers hold no moments yet.
+    StageState state;
+    ASSIGN_OR_RETURN(state.parameters, executor.StageParameters(model_stage));
     for (auto& [name, parameter] : state.parameters) {
       parameter = parameter.clone();
     }
+    state.optimizer.first_moments.resize(state.parameters.size());
+    state.optimizer.second_moments.resize(state.parameters.size());
     if (const absl::Status copied = CopyFromHuggingFace(
             executor.spec().model, *tensors, state.parameters);
         !copied.ok()) {
@@ -272,8 +276,9 @@ class StepCheckpoints {
   StepCheckpoints(const TaskRunOptions& options, const CheckpointDir* dir)
       : every_(options.spec.checkpoints.every),
         last_step_(options.last_step),
-        written_(
-            StagesWrittenBy(options.schedule.outline, options.schedule.rank())),
+        written_(StagesWrittenBy(options.schedule.outline,
+                                 options.schedule.rank(),
+                                 options.spec.sharding)),
         writer_(dir, options.spec.model.num_layers, options.schedule.rank()) {}
 
   // After step `step`: starts its checkpoint when it is one, waits for the
@@ -282,7 +287,7 @@ class StepCheckpoints {
   absl::StatusOr<int64_t> After(ProgramExecutor& executor, int64_t step) {
     RETURN_IF_ERROR(writer_.Check());
     // After the optimizer step every replica of a stage is the same, so its
-    // writer alone saves it.
+    // writer alone saves it (with sharding, each member its part).
     if ((step + 1) % every_ == 0) {
       ASSIGN_OR_RETURN(std::vector<StageView> stages,
                        StageViews(executor, written_));

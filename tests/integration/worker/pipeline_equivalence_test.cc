@@ -2,11 +2,12 @@
 // generates (with data parallelism, forward doubling, backward halving,
 // recomputation, looping chunks and the split backward; GPT, tied as GPT-2
 // under five schemes, Llama with and without tied embeddings under every
-// scheme at W = 1 and 2, and a TorchScript model that Debian's PyTorch
-// scripts under every scheme at W = 1 and 2), worker
-// processes executing their programs over Gloo end up with the parameters a
-// single process gets by training the whole model on the same mini-batches,
-// to 1e-9 relative, and the replicas of every stage are bit-identical across
+// scheme at W = 1 and 2, a TorchScript model that Debian's PyTorch scripts
+// under every scheme at W = 1 and 2, optimizer-state sharding, and
+// checkpoints resumed under another plan and sharding), worker processes
+// executing their programs over Gloo end up with the parameters a single
+// process gets by training the whole model on the same mini-batches, to
+// 1e-9 relative, and the replicas of every stage are bit-identical across
 // ranks.
 //
 // Each case forks the job's ranks (ProgramExecutor over Gloo on loopback) and
@@ -20,6 +21,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -98,6 +100,14 @@ struct Case {
   // The head projects by the embedding's weight (GPT, Llama).
   bool tie_embeddings = false;
   Sharding sharding = Sharding::kNone;
+  // When set, the first kSteps - 1 steps run under this plan and checkpoint;
+  // the case's own schedule and sharding resume from that checkpoint for
+  // the last step.
+  struct Plan {
+    ScheduleParams params;
+    Sharding sharding = Sharding::kNone;
+  };
+  std::optional<Plan> resumed_from = std::nullopt;
 };
 
 // Names the case in gtest's messages instead of dumping its bytes.
@@ -215,6 +225,24 @@ double RelativeDifference(const std::vector<double>& a,
   return scale == 0 ? difference : difference / scale;
 }
 
+// The first kSteps - 1 steps of case `c` under `plan`, checkpointed under
+// `dir`.
+void TrainUntilTheLastStep(const Case& c, const Case::Plan& plan,
+                           const std::string& dir) {
+  const absl::StatusOr<schedule::Schedule> generated =
+      schedule::GenerateSchedule(plan.params);
+  ASSERT_TRUE(generated.ok()) << generated.status();
+  PipelineJob job = JobFor(c, *generated, dir);
+  job.spec.sharding = plan.sharding;
+  job.spec.max_steps = kSteps - 1;
+  job.checkpoint_root = dir;
+  ExpectAllSucceeded(
+      RunForkedRanks(static_cast<int>(job.schedule.workers.size()),
+                     kCaseDeadline, [&](int rank, TcpRendezvous& rendezvous) {
+                       return RunPipelineRank(job, "", rank, rendezvous);
+                     }));
+}
+
 class PipelineEquivalenceTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PipelineEquivalenceTest, TrainsExactlyLikeOneProcessOnTheWholeBatch) {
@@ -234,18 +262,24 @@ TEST_P(PipelineEquivalenceTest, TrainsExactlyLikeOneProcessOnTheWholeBatch) {
                                               "eight_blocks");
     ASSERT_EQ(exported.exit_code, 0) << exported.err;
   }
-  const PipelineJob job = JobFor(c, *generated, dir.path());
+  PipelineJob job = JobFor(c, *generated, dir.path());
   const int world = static_cast<int>(job.schedule.workers.size());
 
   ExpectAllSucceeded(RunForkedRanks(1, kCaseDeadline, [&](int, TcpRendezvous&) {
     return TrainReference(job, dir.path());
   }));
+  if (c.resumed_from) {
+    job.checkpoint_root = dir.path();
+    job.first_step = kSteps - 1;
+    TrainUntilTheLastStep(c, *c.resumed_from, dir.path());
+  }
   ExpectAllSucceeded(RunForkedRanks(
       world, kCaseDeadline, [&](int rank, TcpRendezvous& rendezvous) {
         return RunPipelineRank(job, RankRecordPath(dir.path(), rank), rank,
                                rendezvous);
       }));
   if (HasFailure()) return;
+  const int steps_run = kSteps - static_cast<int>(job.first_step);
 
   const absl::StatusOr<TrainingRecord> reference =
       ReadTrainingRecord(ReferencePath(dir.path()));
@@ -255,15 +289,15 @@ TEST_P(PipelineEquivalenceTest, TrainsExactlyLikeOneProcessOnTheWholeBatch) {
   EXPECT_GT(std::abs(reference->losses.back() - reference->losses.front()),
             1e-3);
 
-  std::vector<double> loss_sums(kSteps, 0.0);
+  std::vector<double> loss_sums(steps_run, 0.0);
   // name -> the first rank's values, to compare the other replicas with.
   std::map<std::string, std::pair<int, std::vector<double>>> replicas;
   for (int rank = 0; rank < world; ++rank) {
     const absl::StatusOr<TrainingRecord> record =
         ReadTrainingRecord(RankRecordPath(dir.path(), rank));
     ASSERT_TRUE(record.ok()) << record.status();
-    ASSERT_EQ(record->losses.size(), kSteps);
-    for (int step = 0; step < kSteps; ++step) {
+    ASSERT_EQ(record->losses.size(), static_cast<size_t>(steps_run));
+    for (int step = 0; step < steps_run; ++step) {
       loss_sums[step] += record->losses[step];
     }
     for (const auto& [name, values] : record->parameters) {
@@ -284,10 +318,10 @@ TEST_P(PipelineEquivalenceTest, TrainsExactlyLikeOneProcessOnTheWholeBatch) {
   }
   EXPECT_EQ(replicas.size(), reference->parameters.size())
       << "some parameters are held by no rank";
-  for (int step = 0; step < kSteps; ++step) {
-    EXPECT_NEAR(loss_sums[step], reference->losses[step],
-                kRelativeTolerance * reference->losses[step])
-        << "step " << step;
+  for (int step = 0; step < steps_run; ++step) {
+    const double expected = reference->losses[job.first_step + step];
+    EXPECT_NEAR(loss_sums[step], expected, kRelativeTolerance * expected)
+        << "step " << job.first_step + step;
   }
 }
 
@@ -417,6 +451,44 @@ void AddShardedOptimizerCases(std::vector<Case>& cases) {
   }
 }
 
+// Checkpoints across sharding and plans: a job trained sharded resumes
+// unsharded under another partition, an unsharded one sharded, and one
+// sharded in groups of 4 (with a tied embedding's copies stepped whole) in
+// groups of 2. Each mini-batch is W·N·B = 16 samples under both plans.
+void AddShardedResumeCases(std::vector<Case>& cases) {
+  struct Resume {
+    const char* name;
+    Case::Plan before;
+    Case::Plan after;
+    OptimizerKind optimizer;
+    bool tie_embeddings = false;
+  };
+  for (const Resume& resume : {
+           Resume{"ShardedChimeraD4N4W2AsOneFOneBD2N8",
+                  {Params(Scheme::kChimera, 4, 4, 2), Sharding::kOptimizer},
+                  {Params(Scheme::kOneFOneB, 2, 8, 1), Sharding::kNone},
+                  OptimizerKind::kAdamW},
+           Resume{"GpipeD2N8AsShardedChimeraD4N4W2",
+                  {Params(Scheme::kGpipe, 2, 8, 1), Sharding::kNone},
+                  {Params(Scheme::kChimera, 4, 4, 2), Sharding::kOptimizer},
+                  OptimizerKind::kSgd},
+           Resume{"GptTiedShardedChimeraD4N4W2AsShardedOneFOneBD2N4W2",
+                  {Params(Scheme::kChimera, 4, 4, 2), Sharding::kOptimizer},
+                  {Params(Scheme::kOneFOneB, 2, 4, 2), Sharding::kOptimizer},
+                  OptimizerKind::kAdamW,
+                  true},
+       }) {
+    Case c;
+    c.name = absl::StrCat("Resume", resume.name);
+    c.params = resume.after.params;
+    c.sharding = resume.after.sharding;
+    c.resumed_from = resume.before;
+    c.optimizer = resume.optimizer;
+    c.tie_embeddings = resume.tie_embeddings;
+    cases.push_back(std::move(c));
+  }
+}
+
 // A TorchScript model under every scheme, at W = 1 and 2, alternating the
 // optimizers: its pieces' own parameters, scripted autograd graphs (which
 // the split backward takes apart) and scripted loss.
@@ -512,6 +584,7 @@ std::vector<Case> Cases() {
       ->concat = Concat::kBackwardHalving;
   AddTiedGptCases(cases);
   AddShardedOptimizerCases(cases);
+  AddShardedResumeCases(cases);
   AddLlamaCases(cases);
   AddScriptedCases(cases);
   return cases;

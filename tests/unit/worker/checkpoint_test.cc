@@ -236,6 +236,40 @@ TEST_F(CheckpointTest, PruningKeepsTheLastTwoCompleteStepsAndWhatIsNewer) {
   EXPECT_TRUE(checkpoints.Load(*executor, 5).ok());
 }
 
+// A stage whose optimizer state G ranks shard is saved in G part files:
+// the step is complete once every part is there, and not while parts of
+// two shardings of the same blocks are.
+TEST_F(CheckpointTest, AShardedStageIsCompleteWithEveryPartOfOneSharding) {
+  const CheckpointDir checkpoints = Checkpoints();
+  auto executor = Executor(OptimizerKind::kSgd);
+  ASSERT_TRUE(checkpoints.Save(*executor, 1, {0}).ok());
+  const std::string whole = StagePath(1, {0, layers_});
+  const auto part = [&](int64_t step, int member, int members) {
+    return absl::StrCat(StepPath(step), "/blocks-0-", layers_, ".part-", member,
+                        "-of-", members, ".pt");
+  };
+  std::filesystem::create_directories(StepPath(2));
+  std::filesystem::copy_file(whole, part(2, 0, 2));
+  const absl::Status one_part = checkpoints.CheckComplete(2, layers_);
+  EXPECT_EQ(one_part.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(one_part.message(),
+              HasSubstr(absl::StrCat("blocks [0, ", layers_,
+                                     ") have 1 of their 2 parts")));
+  std::filesystem::copy_file(whole, part(2, 1, 2));
+  EXPECT_TRUE(checkpoints.CheckComplete(2, layers_).ok());
+  std::filesystem::copy_file(whole, part(2, 3, 4));
+  EXPECT_THAT(checkpoints.CheckComplete(2, layers_).message(),
+              HasSubstr("in parts of two shardings"));
+  // Saving the stage whole replaces every part of another sharding.
+  ASSERT_TRUE(checkpoints.Save(*executor, 2, {0}).ok());
+  EXPECT_TRUE(checkpoints.CheckComplete(2, layers_).ok());
+  for (const auto& [member, members] :
+       {std::pair{0, 2}, std::pair{1, 2}, std::pair{3, 4}}) {
+    EXPECT_FALSE(std::filesystem::exists(part(2, member, members)));
+  }
+  EXPECT_EQ(checkpoints.LatestComplete(layers_), 2);
+}
+
 TEST_F(CheckpointTest, SavingReplacesAnotherPartitionsFilesOfTheSameBlocks) {
   // An attempt that ran two stages left half of step 2; this one holds the
   // whole model: its file would otherwise hold blocks a stale file holds.
@@ -457,19 +491,33 @@ TEST_F(CheckpointTest, UnreadableFileIsInvalidArgumentNamingIt) {
               HasSubstr(absl::StrCat("'ck/step-1/blocks-0-", layers_, ".pt'")));
 }
 
-TEST(StagesWrittenByTest, EachModelStageHasOneWriterTheLowestRankHoldingIt) {
-  // Chimera D = 4: model stage s sits on ranks s and 3 - s.
+// Chimera D = 4: model stage s sits on ranks s and 3 - s.
+schedule::ScheduleOutline ChimeraD4() {
   schedule::ScheduleParams params;
   params.scheme = schedule::Scheme::kChimera;
   params.depth = 4;
   params.micro_batches = 4;
-  const schedule::Schedule chimera = schedule::GenerateSchedule(params).value();
-  EXPECT_EQ(StagesWrittenBy(schedule::OutlineOf(chimera), 0),
+  return schedule::OutlineOf(schedule::GenerateSchedule(params).value());
+}
+
+TEST(StagesWrittenByTest, EachModelStageHasOneWriterTheLowestRankHoldingIt) {
+  const schedule::ScheduleOutline chimera = ChimeraD4();
+  EXPECT_EQ(StagesWrittenBy(chimera, 0, Sharding::kNone),
             (std::vector<int>{0, 3}));
-  EXPECT_EQ(StagesWrittenBy(schedule::OutlineOf(chimera), 1),
+  EXPECT_EQ(StagesWrittenBy(chimera, 1, Sharding::kNone),
             (std::vector<int>{1, 2}));
-  EXPECT_TRUE(StagesWrittenBy(schedule::OutlineOf(chimera), 2).empty());
-  EXPECT_TRUE(StagesWrittenBy(schedule::OutlineOf(chimera), 3).empty());
+  EXPECT_TRUE(StagesWrittenBy(chimera, 2, Sharding::kNone).empty());
+  EXPECT_TRUE(StagesWrittenBy(chimera, 3, Sharding::kNone).empty());
+}
+
+TEST(StagesWrittenByTest, WithShardingEveryHolderWritesItsPart) {
+  const schedule::ScheduleOutline chimera = ChimeraD4();
+  EXPECT_EQ(StagesWrittenBy(chimera, 0, Sharding::kOptimizer),
+            (std::vector<int>{0, 3}));
+  EXPECT_EQ(StagesWrittenBy(chimera, 2, Sharding::kOptimizer),
+            (std::vector<int>{1, 2}));
+  EXPECT_EQ(StagesWrittenBy(chimera, 3, Sharding::kOptimizer),
+            (std::vector<int>{0, 3}));
 }
 
 }  // namespace

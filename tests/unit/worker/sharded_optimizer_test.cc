@@ -1,5 +1,6 @@
-// The layout of optimizer-state sharding: shards of a flat buffer, and
-// parameters moved into one (the gather across processes is tested in
+// The layout of optimizer-state sharding: shards of a flat buffer, where
+// they cut the tensors laid out in it, and parameters moved into one (the
+// gather across processes is tested in
 // tests/integration/worker/sharded_optimizer_test.cc).
 #include "worker/runtime/sharded_optimizer.h"
 
@@ -33,6 +34,38 @@ TEST(ShardOfTest, TheLayoutIsTheDocumentedOne) {
   EXPECT_EQ(ShardOf(22, {1, 4}).end, 11);
   EXPECT_EQ(ShardOf(22, {2, 4}).end, 16);
   EXPECT_EQ(ShardOf(22, {3, 4}).end, 22);
+}
+
+TEST(PiecesOfShardTest, AShardIsCutWhereTheTensorsOfTheLayoutMeet) {
+  // Tensors of 3, 0, 4 and 2 elements: flat [0, 3), [3, 7), [7, 9).
+  const std::vector<int64_t> numels = {3, 0, 4, 2};
+  const std::vector<ShardPiece> pieces = PiecesOfShard(numels, {2, 8});
+  ASSERT_EQ(pieces.size(), 3u);
+  EXPECT_EQ(pieces[0].tensor, 0u);
+  EXPECT_EQ(pieces[0].offset, 2);
+  EXPECT_EQ(pieces[0].in_shard, 0);
+  EXPECT_EQ(pieces[0].size, 1);
+  EXPECT_EQ(pieces[1].tensor, 2u);
+  EXPECT_EQ(pieces[1].offset, 0);
+  EXPECT_EQ(pieces[1].in_shard, 1);
+  EXPECT_EQ(pieces[1].size, 4);
+  EXPECT_EQ(pieces[2].tensor, 3u);
+  EXPECT_EQ(pieces[2].offset, 0);
+  EXPECT_EQ(pieces[2].in_shard, 5);
+  EXPECT_EQ(pieces[2].size, 1);
+  EXPECT_TRUE(PiecesOfShard(numels, {4, 4}).empty());
+  // Every member's pieces together cover every tensor once.
+  for (const int members : {1, 2, 3, 5, 9, 12}) {
+    std::vector<int64_t> covered(numels.size(), 0);
+    for (int member = 0; member < members; ++member) {
+      for (const ShardPiece& piece :
+           PiecesOfShard(numels, ShardOf(9, {member, members}))) {
+        EXPECT_EQ(piece.offset, covered[piece.tensor]) << members;
+        covered[piece.tensor] += piece.size;
+      }
+    }
+    EXPECT_EQ(covered, numels) << members;
+  }
 }
 
 TEST(FlattenParametersTest, ParametersKeepTheirValuesAndBecomeViewsInOrder) {

@@ -48,43 +48,79 @@ absl::StatusOr<schedule::Schedule> GenerateSimulated(
   return generated;
 }
 
-// Every model stage's allreduce spans all W replicas of the positions that
-// hold it; its link is the slowest one the group crosses. The first stage's
-// moves the token embedding rows the step's tokens can use only.
-std::vector<double> StageAllreduceSeconds(
-    const PlanningContext& context, const SimulationInputs& inputs,
-    const Candidate& candidate) {
-  const chimera::v1::ClusterSpec& cluster = context.cluster;
-  const int width = candidate.params.width;
-  const int depth = candidate.params.depth;
-  const double tokens_per_step =
-      static_cast<double>(width) * candidate.params.micro_batches *
-      candidate.micro_batch_size * context.job.spec().model().seq_length();
+// The workers holding one model stage in the whole plan (its gradient
+// group): all W replicas of the positions that hold it, and the slowest link
+// the group crosses.
+struct StageGroup {
+  int size = 1;
+  const chimera::v1::LinkSpec* link = nullptr;
+};
+
+std::vector<StageGroup> StageGroups(const PlanningContext& context,
+                                    const SimulationInputs& inputs,
+                                    const schedule::ScheduleParams& params) {
   const int model_stages = static_cast<int>(inputs.stages.size());
   const schedule::Topology& topology = inputs.program.topology;
   std::vector<std::set<int>> positions(model_stages);
   for (const schedule::WorkerProgram& worker : inputs.program.workers) {
     for (const schedule::StageRef& ref : worker.stages) {
-      positions[topology.ModelStage(ref)].insert(worker.rank % depth);
+      positions[topology.ModelStage(ref)].insert(worker.rank % params.depth);
     }
   }
-  std::vector<double> seconds;
+  std::vector<StageGroup> groups;
   for (int s = 0; s < model_stages; ++s) {
     std::set<int> nodes;
     for (int position : positions[s]) {
-      for (int dp = 0; dp < width; ++dp) {
-        nodes.insert(inputs.slots[dp * depth + position].node);
+      for (int dp = 0; dp < params.width; ++dp) {
+        nodes.insert(inputs.slots[dp * params.depth + position].node);
       }
     }
-    const auto& link = nodes.size() > 1 ? cluster.links().inter_node()
-                                        : cluster.links().intra_node();
+    const auto& links = context.cluster.links();
+    groups.push_back(
+        {static_cast<int>(positions[s].size()) * params.width,
+         nodes.size() > 1 ? &links.inter_node() : &links.intra_node()});
+  }
+  return groups;
+}
+
+// Each model stage's gradient allreduce over its group. The first stage's
+// moves the token embedding rows the step's tokens can use only.
+std::vector<double> StageAllreduceSeconds(
+    const PlanningContext& context, const SimulationInputs& inputs,
+    const Candidate& candidate, const std::vector<StageGroup>& groups) {
+  const double tokens_per_step = static_cast<double>(candidate.params.width) *
+                                 candidate.params.micro_batches *
+                                 candidate.micro_batch_size *
+                                 context.job.spec().model().seq_length();
+  std::vector<double> seconds;
+  for (size_t s = 0; s < groups.size(); ++s) {
     double bytes = static_cast<double>(inputs.stages[s].parameter_bytes);
     if (s == 0) {
       bytes -= UnsyncedEmbeddingBytes(context.job.spec().model(),
                                       tokens_per_step);
     }
-    seconds.push_back(AllreduceSeconds(
-        link, static_cast<int>(positions[s].size()) * width, bytes));
+    seconds.push_back(AllreduceSeconds(*groups[s].link, groups[s].size, bytes));
+  }
+  return seconds;
+}
+
+// Each model stage's optimizer step: with its state sharded, each member
+// updates 1/G of it, then the group gathers the updated weights (summing
+// them zero-padded, at an allreduce's cost: sharded_optimizer.h).
+std::vector<double> StageOptimizerSeconds(
+    const SimulationInputs& inputs, const schedule::ScheduleParams& params,
+    const std::vector<StageGroup>& groups) {
+  std::vector<double> seconds;
+  for (size_t s = 0; s < groups.size(); ++s) {
+    const StageProfile& stage = inputs.stages[s];
+    if (params.sharding == schedule::Sharding::kNone || groups[s].size < 2) {
+      seconds.push_back(stage.optimizer_seconds);
+      continue;
+    }
+    seconds.push_back(
+        stage.optimizer_seconds / groups[s].size +
+        AllreduceSeconds(*groups[s].link, groups[s].size,
+                         static_cast<double>(stage.parameter_bytes)));
   }
   return seconds;
 }
@@ -108,16 +144,22 @@ ReplicaUsage MeasureReplica(const PlanningContext& context,
   const schedule::Schedule& program = inputs.program;
   const schedule::Topology& topology = program.topology;
   const std::vector<StageProfile>& stages = inputs.stages;
-  const double state_factor =
-      2 + OptimizerStateFactor(context.job.spec().training().optimizer());
+  const double optimizer_factor =
+      OptimizerStateFactor(context.job.spec().training().optimizer());
+  const std::vector<StageGroup> groups = StageGroups(context, inputs, params);
   ReplicaUsage usage;
   for (int rank = 0; rank < params.depth; ++rank) {
     const schedule::WorkerProgram& worker = program.workers[rank];
     double state = 0;
     int64_t per_micro_batch = 0, working_set = 0;
     for (const schedule::StageRef& ref : worker.stages) {
-      const StageProfile& stage = stages[topology.ModelStage(ref)];
-      state += state_factor * stage.parameter_bytes;
+      const int model_stage = topology.ModelStage(ref);
+      const StageProfile& stage = stages[model_stage];
+      // Weights and gradients, and the optimizer's share of this worker.
+      const int sharers = params.sharding == schedule::Sharding::kNone
+                              ? 1
+                              : groups[model_stage].size;
+      state += (2 + optimizer_factor / sharers) * stage.parameter_bytes;
       per_micro_batch =
           std::max(per_micro_batch, params.recompute ? stage.boundary_bytes
                                                      : stage.activation_bytes);
@@ -182,7 +224,10 @@ absl::StatusOr<chimera::v1::Prediction> PredictPlan(
   return evaluation.plan.prediction();
 }
 
-std::string DescribeSchemeOptions(const chimera::v1::Plan& plan) {
+namespace {
+
+// The options of the plan's scheme: "pipelines=2 direct", "v=2", "pb".
+std::string DescribeKnobs(const chimera::v1::Plan& plan) {
   if (plan.scheme() == "chimera") {
     return absl::StrCat("pipelines=", plan.pipelines(), " ", plan.concat());
   }
@@ -198,6 +243,15 @@ std::string DescribeSchemeOptions(const chimera::v1::Plan& plan) {
   }
   if (plan.chunks() > 1) return absl::StrCat("v=", plan.chunks());
   return "";
+}
+
+}  // namespace
+
+std::string DescribeSchemeOptions(const chimera::v1::Plan& plan) {
+  const std::string options = DescribeKnobs(plan);
+  if (plan.sharding().empty() || plan.sharding() == "none") return options;
+  return absl::StrCat(options, options.empty() ? "" : " ",
+                      "sharding=", plan.sharding());
 }
 
 std::string DescribePlan(const chimera::v1::Plan& plan) {
@@ -281,7 +335,6 @@ absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& contex
     costs.stage_backward.push_back(stage.backward_seconds);
     costs.stage_backward_input.push_back(stage.backward_input_seconds);
     costs.stage_backward_weight.push_back(stage.backward_weight_seconds);
-    costs.stage_optimizer.push_back(stage.optimizer_seconds);
     costs.activation_bytes = std::max<double>(costs.activation_bytes, stage.boundary_bytes);
   }
   costs.p2p_time = [slots = inputs.slots, intra = cluster.links().intra_node(),
@@ -290,7 +343,10 @@ absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& contex
     const chimera::v1::LinkSpec& link = slots[from].node == slots[to].node ? intra : inter;
     return link.latency_seconds() + bytes / link.bandwidth_bytes_per_second();
   };
-  costs.stage_allreduce = StageAllreduceSeconds(context, inputs, candidate);
+  const std::vector<StageGroup> groups = StageGroups(context, inputs, params);
+  costs.stage_allreduce =
+      StageAllreduceSeconds(context, inputs, candidate, groups);
+  costs.stage_optimizer = StageOptimizerSeconds(inputs, params, groups);
   ShareNodes(cluster.device(), inputs);
   return inputs;
 }

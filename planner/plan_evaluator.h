@@ -105,7 +105,8 @@ absl::StatusOr<chimera::v1::Prediction> PredictPlan(
 
 // "chimera W=2 D=4 B=8 N=4 pipelines=2 direct": the candidate in one phrase.
 std::string DescribePlan(const chimera::v1::Plan& plan);
-// Just the scheme's own knobs: "pipelines=2 direct", "pa", "K=2 G=1", "v=2".
+// Just the scheme's own knobs and the sharding: "pipelines=2 direct", "pa",
+// "K=2 G=1", "v=2 sharding=optimizer".
 std::string DescribeSchemeOptions(const chimera::v1::Plan& plan);
 
 }  // namespace chimera::planner

@@ -216,26 +216,49 @@ class Search {
         cancelled_(std::move(cancelled)) {}
 
   // Evaluates `candidate` with recomputation off, and on as well where the
-  // job leaves it open and memory does not fit without it. Returns whether
-  // a fitting plan was found.
+  // job leaves it open and memory does not fit without it; at each, without
+  // sharding, then sharded where the job leaves that open and memory does
+  // not fit. Returns whether a fitting plan was found.
   absl::StatusOr<bool> Try(Candidate candidate) {
     const auto& training = job_.spec().training();
     std::vector<bool> choices = {false, true};
     if (training.has_recompute()) choices = {training.recompute()};
     for (bool recompute : choices) {
-      candidate.params.recompute = recompute;
-      ASSIGN_OR_RETURN(Evaluation evaluation, Evaluate(candidate));
-      const int64_t needed = evaluation.plan.prediction().peak_memory_bytes_max();
-      if (smallest_needed_ < 0 || needed < smallest_needed_) {
-        smallest_needed_ = needed;
-        smallest_plan_ = DescribePlan(evaluation.plan);
-      }
-      if (evaluation.fits) {
-        fitting_.push_back({candidate, std::move(evaluation)});
-        return true;
+      for (schedule::Sharding sharding : ShardingChoices(candidate.params)) {
+        candidate.params.recompute = recompute;
+        candidate.params.sharding = sharding;
+        ASSIGN_OR_RETURN(bool fits, TryOne(candidate));
+        if (fits) return true;
       }
     }
     return false;
+  }
+
+  // The job's sharding; where it leaves it open, none, and then, for
+  // memory, the optimizer's state where the candidate's stages have groups
+  // to shard it over.
+  std::vector<schedule::Sharding> ShardingChoices(ScheduleParams params) const {
+    if (!job_.spec().parallelism().sharding().empty()) {
+      return {params.sharding};
+    }
+    params.sharding = schedule::Sharding::kOptimizer;
+    if (!schedule::ValidateScheduleParams(params).empty()) {
+      return {schedule::Sharding::kNone};
+    }
+    return {schedule::Sharding::kNone, schedule::Sharding::kOptimizer};
+  }
+
+  // Evaluates `candidate` as it is; whether it fits.
+  absl::StatusOr<bool> TryOne(const Candidate& candidate) {
+    ASSIGN_OR_RETURN(Evaluation evaluation, Evaluate(candidate));
+    const int64_t needed = evaluation.plan.prediction().peak_memory_bytes_max();
+    if (smallest_needed_ < 0 || needed < smallest_needed_) {
+      smallest_needed_ = needed;
+      smallest_plan_ = DescribePlan(evaluation.plan);
+    }
+    if (!evaluation.fits) return false;
+    fitting_.push_back({candidate, std::move(evaluation)});
+    return true;
   }
 
   // Tries every (D, W, B) of `scheme` on `workers` workers that the job
@@ -263,6 +286,8 @@ class Search {
         base.depth = depth;
         base.width = width;
         base.micro_batches = spec.training().global_batch_size() / (width * b);
+        // The job's sharding; a width it cannot shard at fails validation.
+        base.sharding = fixed.params.sharding;
         std::set<std::pair<int, bool>> fitting;
         for (const ScheduleParams& params : Variants(fixed, base, num_layers)) {
           ASSIGN_OR_RETURN(bool fits, Try({params, b, kFirstPlacement, /*partition=*/{}}));

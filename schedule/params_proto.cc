@@ -160,6 +160,11 @@ FieldErrors ScheduleParamsFromSpec(const ParallelismSpec& parallelism,
   if (!out->Gives(ScheduleParam::kMicroBatches)) {
     checked.micro_batches = 2 * checked.depth;
   }
+  // The planner may widen a sharded job to give its stages groups.
+  if (!out->Gives(ScheduleParam::kWidth) &&
+      checked.sharding != Sharding::kNone) {
+    checked.width = 2;
+  }
   for (const ScheduleParamError& error : ValidateScheduleParams(checked)) {
     read.Fail(error.param, error.message);
   }

@@ -46,8 +46,9 @@ std::string JobFieldPath(ScheduleParam param);
 // Every problem is returned, each named by `name`: sizes out of range, names
 // that do not parse, a knob of another scheme, and, once scheme and depth are
 // known, the scheme's own rules (ValidateScheduleParams; sizes the spec
-// leaves open are checked at a value the planner could pick: width 1,
-// micro-batches 2D). `*out` is complete only when no error is returned.
+// leaves open are checked at a value the planner could pick: width 1, or 2
+// with sharding, micro-batches 2D). `*out` is complete only when no error is
+// returned.
 FieldErrors ScheduleParamsFromSpec(const chimera::v1::ParallelismSpec& parallelism,
                                    const chimera::v1::TrainingSpec& training,
                                    SpecParams* out,

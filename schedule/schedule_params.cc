@@ -44,6 +44,10 @@ constexpr NameTable<Sync, 3> kSyncNames = {{
     {Sync::kEagerAll, "eager-all"},
     {Sync::kEnd, "end"},
 }};
+constexpr NameTable<Sharding, 2> kShardingNames = {{
+    {Sharding::kNone, "none"},
+    {Sharding::kOptimizer, "optimizer"},
+}};
 
 // The job-file field and flag of each parameter that is not a knob.
 struct ParamNames {
@@ -110,16 +114,23 @@ absl::StatusOr<WarmupPolicy> ParseWarmupPolicy(absl::string_view name) {
 absl::StatusOr<Sync> ParseSync(absl::string_view name) {
   return ParseName(kSyncNames, "sync mode", name);
 }
+absl::StatusOr<Sharding> ParseSharding(absl::string_view name) {
+  return ParseName(kShardingNames, "sharding mode", name);
+}
 std::string SchemeName(Scheme scheme) { return NameOf(kSchemeNames, scheme); }
 std::string ConcatName(Concat concat) { return NameOf(kConcatNames, concat); }
 std::string WarmupPolicyName(WarmupPolicy policy) {
   return NameOf(kPolicyNames, policy);
 }
 std::string SyncName(Sync sync) { return NameOf(kSyncNames, sync); }
+std::string ShardingName(Sharding sharding) {
+  return NameOf(kShardingNames, sharding);
+}
 std::string SchemeNames() { return AllNames(kSchemeNames); }
 std::string ConcatNames() { return AllNames(kConcatNames); }
 std::string WarmupPolicyNames() { return AllNames(kPolicyNames); }
 std::string SyncNames() { return AllNames(kSyncNames); }
+std::string ShardingNames() { return AllNames(kShardingNames); }
 
 std::string ScheduleParamField(ScheduleParam param) {
   return std::string(NamesOf(param).field);
@@ -175,6 +186,9 @@ const KnobNames kPolicyKnob =
                 WarmupPolicyName, WarmupPolicyNames>();
 const KnobNames kSyncKnob =
     NamedMember<Sync, &ScheduleParams::sync, ParseSync, SyncName, SyncNames>();
+const KnobNames kShardingKnob =
+    NamedMember<Sharding, &ScheduleParams::sharding, ParseSharding,
+                ShardingName, ShardingNames>();
 
 namespace {
 
@@ -296,6 +310,19 @@ std::vector<ScheduleParamError> ValidateScheduleParams(
   }
   if (params.scheme == Scheme::kMixPipe) AddMixPipeErrors(params, errors);
   if (IsLooping(params.scheme)) AddLoopingErrors(params, errors);
+  // A stage held by one rank has no group to shard over.
+  if (params.sharding != Sharding::kNone && params.width == 1 &&
+      !IsBidirectional(params.scheme)) {
+    errors.push_back(
+        {ScheduleParam::kSharding,
+         absl::StrCat(ShardingName(params.sharding),
+                      " needs gradient groups of two or more workers, and "
+                      "at data width 1 ",
+                      SchemeName(params.scheme),
+                      " holds every stage on one worker: set a width above "
+                      "1, use a bidirectional schedule (chimera, chimera-zb, "
+                      "gems, mixpipe) or sharding none")});
+  }
   // DualPipeV's steady phase runs N - 2D + r + 1 rounds on position r.
   if (params.scheme == Scheme::kDualPipeV && params.micro_batches < 2 * d) {
     errors.push_back(

@@ -54,6 +54,12 @@ enum class WarmupPolicy { kPa, kPb };
 // the end of local compute.
 enum class Sync { kEager, kEagerAll, kEnd };
 
+// What the members of each gradient group (the ranks holding one model
+// stage) shard among themselves, the breadth-first pipeline paper's sharded
+// data parallelism: nothing, or the optimizer's state (ZeRO-1: each member
+// steps its shard of the stage's parameters and gathers the others').
+enum class Sharding { kNone, kOptimizer };
+
 // The largest depth, width, micro-batch count, chunk count or other knob a
 // schedule may have: far beyond any cluster's, and small enough that the
 // products the engine forms of two of them (W x D ranks, 2D, D x chunks)
@@ -82,6 +88,7 @@ struct ScheduleParams {
   // zb-auto: micro-batches whose activations a worker may hold at once (0:
   // no limit).
   int activation_limit = 0;
+  Sharding sharding = Sharding::kNone;
   bool recompute = false;
   // Grid slots a backward occupies while generators order the ops (a
   // forward takes one): 2 orders for backward = 2x forward, 1 for the
@@ -94,16 +101,19 @@ absl::StatusOr<Scheme> ParseScheme(absl::string_view name);
 absl::StatusOr<Concat> ParseConcat(absl::string_view name);
 absl::StatusOr<WarmupPolicy> ParseWarmupPolicy(absl::string_view name);
 absl::StatusOr<Sync> ParseSync(absl::string_view name);
+absl::StatusOr<Sharding> ParseSharding(absl::string_view name);
 std::string SchemeName(Scheme scheme);
 std::string ConcatName(Concat concat);
 std::string WarmupPolicyName(WarmupPolicy policy);
 std::string SyncName(Sync sync);
+std::string ShardingName(Sharding sharding);
 
 // Comma-separated allowed names, for error messages and --help.
 std::string SchemeNames();
 std::string ConcatNames();
 std::string WarmupPolicyNames();
 std::string SyncNames();
+std::string ShardingNames();
 
 // One parameter of ScheduleParams: what a validation problem is about, and
 // what a job file or a flag sets.
@@ -120,6 +130,7 @@ enum class ScheduleParam {
   kMixPipeGamma,
   kChunks,
   kActivationLimit,
+  kSharding,
   kRecompute,
   kBackwardSlots,
 };
@@ -149,6 +160,7 @@ struct KnobNames {
 extern const KnobNames kConcatKnob;
 extern const KnobNames kPolicyKnob;
 extern const KnobNames kSyncKnob;
+extern const KnobNames kShardingKnob;
 
 // A knob: a parameter a job may set in spec.parallelism.<field>, that
 // `chimera schedule` sets with --<flag>, and that a Plan carries in its field
@@ -197,6 +209,10 @@ inline constexpr Knob kKnobs[] = {
      "zb-auto: micro-batches a worker may hold at once (0: no limit)",
      SchemesOf({Scheme::kZbAuto}), &ScheduleParams::activation_limit, 0,
      nullptr},
+    {ScheduleParam::kSharding, "sharding", "sharding",
+     "What each gradient group shards (needs groups of 2 or more: W > 1, or "
+     "a bidirectional schedule)",
+     kEveryScheme, nullptr, 0, &kShardingKnob},
 };
 
 // The knob row of `param`, or null for the sizes, scheme and recompute.

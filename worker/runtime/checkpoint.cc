@@ -70,9 +70,9 @@ bool SameBlocks(LayerRange a, LayerRange b) {
 }  // namespace
 
 std::vector<int> StagesWrittenBy(const schedule::ScheduleOutline& outline,
-                                 int rank, Sharding sharding) {
+                                 int rank, schedule::Sharding sharding) {
   std::set<int> claimed;  // model stages held by a lower rank
-  if (sharding == Sharding::kNone) {
+  if (sharding == schedule::Sharding::kNone) {
     for (int lower = 0; lower < rank; ++lower) {
       for (const schedule::StageRef& ref : outline.stages_by_rank[lower]) {
         claimed.insert(outline.topology.ModelStage(ref));

@@ -75,7 +75,7 @@ namespace chimera::worker {
 // model stage has exactly one writer. With sharding, every stage it holds:
 // each member of a stage's group writes its part.
 std::vector<int> StagesWrittenBy(const schedule::ScheduleOutline& outline,
-                                 int rank, Sharding sharding);
+                                 int rank, schedule::Sharding sharding);
 
 // What a rank's checkpoint file holds of one model stage: its blocks, and
 // its part of the stage's parameters and optimizer state as the executor

@@ -298,7 +298,8 @@ absl::Status ProgramExecutor::Build() {
       used_token_rows_ = NoRowsUsed(stage->token_table());
     }
     const auto group = group_members_.find(model_stage);
-    if (spec_.sharding == Sharding::kNone || group == group_members_.end()) {
+    if (spec_.sharding == schedule::Sharding::kNone ||
+        group == group_members_.end()) {
       optimizers_[model_stage] =
           std::make_unique<Optimizer>(spec_.optimizer, stage_parameters);
       continue;

@@ -206,6 +206,7 @@ absl::StatusOr<TaskSpec> TaskSpecFor(const chimera::v1::TrainJob& job,
   task.model = ModelConfigFor(spec.model());
   ReadTraining(spec.training(), task);
   ReadPlan(plan, schedule::ModelStageCount(*params), task, errors);
+  task.sharding = params->sharding;
   ReadData(spec.data(), task, errors);
   ReadPaths(spec, site.roots, job_id, task, errors);
   task.device = ReadDevice(spec.resources(), site.gpu_index, errors);

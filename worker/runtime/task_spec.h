@@ -23,6 +23,7 @@
 #include "chimera/v1/job.pb.h"
 #include "chimera/v1/plan.pb.h"
 #include "common/directory.h"
+#include "schedule/schedule_params.h"
 #include "worker/comm/communicator.h"
 #include "worker/model/model_config.h"
 #include "worker/model/partition.h"
@@ -71,13 +72,6 @@ struct FileUnderRoot {
 absl::StatusOr<Directory> OpenModules(
     const std::optional<FileUnderRoot>& modules);
 
-// What a job shards across the members of each gradient group.
-enum class Sharding {
-  kNone,
-  // The optimizer's state (ZeRO-1): sharded_optimizer.h.
-  kOptimizer,
-};
-
 struct TaskSpec {
   ModelConfig model;
   // Layers of each model stage, from the plan.
@@ -87,7 +81,8 @@ struct TaskSpec {
   c10::Device device = c10::Device(c10::DeviceType::CPU);
   DataSourceOptions data;
   OptimizerConfig optimizer;
-  Sharding sharding = Sharding::kNone;
+  // What each gradient group shards (kOptimizer: sharded_optimizer.h).
+  schedule::Sharding sharding = schedule::Sharding::kNone;
   // Parameter initialisation and the data's sample keys.
   uint64_t seed = 0;
   // The weights a job that does not resume starts from (spec.model.

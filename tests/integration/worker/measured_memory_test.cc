@@ -70,7 +70,7 @@ struct ActivationPeaks {
 // run in forked ranks with `optimizer` and `sharding`; empty after a failure.
 std::vector<std::vector<StepMetrics>> Measure(
     Scheme scheme, int width = 1, OptimizerKind optimizer = OptimizerKind::kSgd,
-    Sharding sharding = Sharding::kNone) {
+    schedule::Sharding sharding = schedule::Sharding::kNone) {
   schedule::ScheduleParams params;
   params.scheme = scheme;
   params.depth = kDepth;
@@ -144,7 +144,7 @@ TEST_P(ShardedMemoryTest, TheOptimizerStateOfEachWorkerDropsByTheGroupSize) {
   const int members = 2 * width;  // the replicas of a Chimera stage
   const auto whole = Measure(Scheme::kChimera, width, OptimizerKind::kAdamW);
   const auto sharded = Measure(Scheme::kChimera, width, OptimizerKind::kAdamW,
-                               Sharding::kOptimizer);
+                               schedule::Sharding::kOptimizer);
   ASSERT_EQ(whole.size(), sharded.size());
   ASSERT_FALSE(whole.empty());
   for (size_t rank = 0; rank < whole.size(); ++rank) {

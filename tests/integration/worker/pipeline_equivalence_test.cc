@@ -99,15 +99,10 @@ struct Case {
   ModelFamily family = ModelFamily::kGpt;
   // The head projects by the embedding's weight (GPT, Llama).
   bool tie_embeddings = false;
-  Sharding sharding = Sharding::kNone;
-  // When set, the first kSteps - 1 steps run under this plan and checkpoint;
-  // the case's own schedule and sharding resume from that checkpoint for
-  // the last step.
-  struct Plan {
-    ScheduleParams params;
-    Sharding sharding = Sharding::kNone;
-  };
-  std::optional<Plan> resumed_from = std::nullopt;
+  // When set, the first kSteps - 1 steps run under these parameters (and
+  // their sharding) and checkpoint; the case's own resume from that
+  // checkpoint for the last step.
+  std::optional<ScheduleParams> resumed_from = std::nullopt;
 };
 
 // Names the case in gtest's messages instead of dumping its bytes.
@@ -140,7 +135,7 @@ PipelineJob JobFor(const Case& c, schedule::Schedule s,
   PipelineJob job =
       MakePipelineJob(std::move(s), model, kMicroBatchSize, kSeed, kOpTimeout);
   job.spec.optimizer = OptimizerFor(c);
-  job.spec.sharding = c.sharding;
+  job.spec.sharding = c.params.sharding;
   job.spec.data.format = c.data;
   if (c.data == DataFormat::kText) {
     job.spec.data.path = CHIMERA_SOURCE_DIR "/examples/data/corpus.txt";
@@ -227,13 +222,13 @@ double RelativeDifference(const std::vector<double>& a,
 
 // The first kSteps - 1 steps of case `c` under `plan`, checkpointed under
 // `dir`.
-void TrainUntilTheLastStep(const Case& c, const Case::Plan& plan,
+void TrainUntilTheLastStep(const Case& c, const ScheduleParams& params,
                            const std::string& dir) {
   const absl::StatusOr<schedule::Schedule> generated =
-      schedule::GenerateSchedule(plan.params);
+      schedule::GenerateSchedule(params);
   ASSERT_TRUE(generated.ok()) << generated.status();
   PipelineJob job = JobFor(c, *generated, dir);
-  job.spec.sharding = plan.sharding;
+  job.spec.sharding = params.sharding;
   job.spec.max_steps = kSteps - 1;
   job.checkpoint_root = dir;
   ExpectAllSucceeded(
@@ -446,7 +441,7 @@ void AddShardedOptimizerCases(std::vector<Case>& cases) {
     }
     c.optimizer = sharded.optimizer;
     c.tie_embeddings = sharded.tie_embeddings;
-    c.sharding = Sharding::kOptimizer;
+    c.params.sharding = schedule::Sharding::kOptimizer;
     cases.push_back(std::move(c));
   }
 }
@@ -456,32 +451,33 @@ void AddShardedOptimizerCases(std::vector<Case>& cases) {
 // sharded in groups of 4 (with a tied embedding's copies stepped whole) in
 // groups of 2. Each mini-batch is W·N·B = 16 samples under both plans.
 void AddShardedResumeCases(std::vector<Case>& cases) {
+  const auto sharded = [](ScheduleParams params) {
+    params.sharding = schedule::Sharding::kOptimizer;
+    return params;
+  };
   struct Resume {
     const char* name;
-    Case::Plan before;
-    Case::Plan after;
+    ScheduleParams before;
+    ScheduleParams after;
     OptimizerKind optimizer;
     bool tie_embeddings = false;
   };
   for (const Resume& resume : {
            Resume{"ShardedChimeraD4N4W2AsOneFOneBD2N8",
-                  {Params(Scheme::kChimera, 4, 4, 2), Sharding::kOptimizer},
-                  {Params(Scheme::kOneFOneB, 2, 8, 1), Sharding::kNone},
-                  OptimizerKind::kAdamW},
+                  sharded(Params(Scheme::kChimera, 4, 4, 2)),
+                  Params(Scheme::kOneFOneB, 2, 8, 1), OptimizerKind::kAdamW},
            Resume{"GpipeD2N8AsShardedChimeraD4N4W2",
-                  {Params(Scheme::kGpipe, 2, 8, 1), Sharding::kNone},
-                  {Params(Scheme::kChimera, 4, 4, 2), Sharding::kOptimizer},
+                  Params(Scheme::kGpipe, 2, 8, 1),
+                  sharded(Params(Scheme::kChimera, 4, 4, 2)),
                   OptimizerKind::kSgd},
            Resume{"GptTiedShardedChimeraD4N4W2AsShardedOneFOneBD2N4W2",
-                  {Params(Scheme::kChimera, 4, 4, 2), Sharding::kOptimizer},
-                  {Params(Scheme::kOneFOneB, 2, 4, 2), Sharding::kOptimizer},
-                  OptimizerKind::kAdamW,
-                  true},
+                  sharded(Params(Scheme::kChimera, 4, 4, 2)),
+                  sharded(Params(Scheme::kOneFOneB, 2, 4, 2)),
+                  OptimizerKind::kAdamW, true},
        }) {
     Case c;
     c.name = absl::StrCat("Resume", resume.name);
-    c.params = resume.after.params;
-    c.sharding = resume.after.sharding;
+    c.params = resume.after;
     c.resumed_from = resume.before;
     c.optimizer = resume.optimizer;
     c.tie_embeddings = resume.tie_embeddings;

@@ -289,6 +289,41 @@ TEST(StandaloneProcessTest, ResumesFromTheCheckpointUnderAnotherPartition) {
   }
 }
 
+// Chimera at D = 2 holds each stage on both ranks: with sharding, each
+// writes its part of every stage; one process holding the whole model
+// unsharded resumes from them as from the job that never stopped.
+TEST(StandaloneProcessTest,
+     AShardedJobsCheckpointResumesUnshardedOnOneProcess) {
+  const TempDir dir;
+  chimera::v1::TrainJob job = StandaloneJob("ck");
+  job.mutable_spec()->mutable_parallelism()->set_schedule("gpipe");
+  job.mutable_spec()->mutable_parallelism()->set_pipeline(1);
+  job.mutable_spec()->mutable_resources()->set_workers(1);
+  const std::string whole = dir.WriteFile("whole.yaml", JobYaml(job));
+  const std::map<int, double> uninterrupted = RunRanks(whole, 1);
+  ASSERT_EQ(uninterrupted.size(), 4u);
+
+  chimera::v1::ParallelismSpec& parallelism =
+      *job.mutable_spec()->mutable_parallelism();
+  parallelism.set_schedule("chimera");
+  parallelism.set_pipeline(2);
+  parallelism.set_sharding("optimizer");
+  job.mutable_spec()->mutable_resources()->set_workers(2);
+  const std::string sharded = dir.WriteFile("sharded.yaml", JobYaml(job));
+  EXPECT_EQ(RunRanks(sharded, 2, {"--steps", "2"}).size(), 2u);
+  for (const char* part : {"part-0-of-2", "part-1-of-2"}) {
+    EXPECT_TRUE(std::filesystem::exists(
+        absl::StrCat(dir.path(), "/ck/tiny/step-2/blocks-0-1.", part, ".pt")))
+        << part;
+  }
+  const std::map<int, double> resumed = RunRanks(whole, 1, {"--resume"});
+  ASSERT_EQ(resumed.size(), 2u);
+  for (int step : {3, 4}) {
+    ASSERT_EQ(resumed.count(step), 1u) << step;
+    EXPECT_NEAR(resumed.at(step), uninterrupted.at(step), 1e-9) << step;
+  }
+}
+
 TEST(StandaloneProcessTest, ResumeWithoutACheckpointIsBadInput) {
   const TempDir dir;
   const std::string job =

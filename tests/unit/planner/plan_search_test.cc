@@ -377,6 +377,64 @@ TEST(PlanSearchTest, MemoryPressureTurnsOnRecomputationOrDeepensThePipeline) {
   EXPECT_LE(tight.prediction().peak_memory_bytes_max(), int64_t{3} << 30);
 }
 
+// Chimera at D = 4 on 8 workers (W = 2), with its knobs, micro-batch size
+// and recomputation fixed, so that only the sharding is left to choose.
+chimera::v1::TrainJob ChimeraLeavingOnlyTheShardingOpen() {
+  auto job = LargeJob(16, 64, 8);
+  auto* parallelism = job.mutable_spec()->mutable_parallelism();
+  parallelism->set_schedule("chimera");
+  parallelism->set_pipeline(4);
+  parallelism->set_pipelines(2);
+  parallelism->set_concat("direct");
+  job.mutable_spec()->mutable_training()->set_micro_batch_size(4);
+  job.mutable_spec()->mutable_training()->set_recompute(false);
+  return job;
+}
+
+TEST(PlanSearchTest, AJobThatDoesNotFitUnshardedIsPlannedSharded) {
+  const auto job = ChimeraLeavingOnlyTheShardingOpen();
+  const chimera::v1::Plan roomy =
+      Best(MustSearch(job, TestCluster(1, 8, 1.2e10, int64_t{64} << 30)));
+  EXPECT_THAT(roomy.sharding(), ::testing::AnyOf("", "none"));
+  // The same plan sharded needs less: AdamW's two moments of each stage
+  // over its group of 2W = 4.
+  const auto cluster = TestCluster(1, 8);
+  const auto profile =
+      AnalyticProfile(job.spec().model(), cluster.spec().device());
+  absl::StatusOr<Candidate> candidate = CandidateOf(roomy);
+  ASSERT_TRUE(candidate.ok()) << candidate.status();
+  candidate->params.sharding = schedule::Sharding::kOptimizer;
+  absl::StatusOr<Evaluation> sharded =
+      EvaluateCandidate({job, cluster.spec(), profile}, *candidate);
+  ASSERT_TRUE(sharded.ok()) << sharded.status();
+  const int64_t unsharded_peak = roomy.prediction().peak_memory_bytes_max();
+  const int64_t sharded_peak =
+      sharded->plan.prediction().peak_memory_bytes_max();
+  ASSERT_LT(sharded_peak, unsharded_peak);
+
+  const int64_t between = (sharded_peak + unsharded_peak) / 2;
+  const chimera::v1::Plan tight =
+      Best(MustSearch(job, TestCluster(1, 8, 1.2e10, between)));
+  EXPECT_EQ(tight.sharding(), "optimizer") << DescribePlan(tight);
+  EXPECT_LE(tight.prediction().peak_memory_bytes_max(), between);
+  EXPECT_THAT(DescribePlan(tight), HasSubstr("sharding=optimizer"));
+}
+
+TEST(PlanSearchTest, AJobsShardingIsKeptAndCostsTheGatherOfTheWeights) {
+  auto job = ChimeraLeavingOnlyTheShardingOpen();
+  const auto cluster = TestCluster(1, 8, 1.2e10, int64_t{64} << 30);
+  const chimera::v1::Plan open = Best(MustSearch(job, cluster));
+  job.mutable_spec()->mutable_parallelism()->set_sharding("optimizer");
+  const chimera::v1::Plan sharded = Best(MustSearch(job, cluster));
+  EXPECT_EQ(sharded.sharding(), "optimizer");
+  EXPECT_LT(sharded.prediction().peak_memory_bytes_max(),
+            open.prediction().peak_memory_bytes_max());
+  // A quarter of the update, then an allreduce of the weights: on this fast
+  // link and device the gather costs more than the update saves.
+  EXPECT_GT(sharded.prediction().iteration_seconds(),
+            open.prediction().iteration_seconds());
+}
+
 TEST(PlanSearchTest, MixPipePlacementKeepsStageReplicasWithinANode) {
   const auto job = LargeJob(8, 64, 16);
   const auto cluster = TestCluster(2, 8);

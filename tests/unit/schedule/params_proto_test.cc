@@ -1,5 +1,8 @@
 #include "schedule/params_proto.h"
 
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -139,6 +142,65 @@ TEST(ParamsFromSpecTest, OutOfRangeSizesAndUnknownNamesAreEachReported) {
                   "spec.parallelism.schedule", "spec.parallelism.sync"));
 }
 
+// Sharding needs gradient groups of two or more: a width above 1, or a
+// bidirectional schedule at any width; a width the spec leaves open is
+// the planner's to choose above 1.
+TEST(ParamsFromSpecTest, ShardingIsRefusedWhereNoStageHasAGroupNamingTheField) {
+  for (const auto& [scheme, data, refused] :
+       {std::tuple{"1f1b", 1, true}, std::tuple{"breadth-first", 1, true},
+        std::tuple{"zbv", 1, true}, std::tuple{"1f1b", 2, false},
+        std::tuple{"chimera", 1, false}, std::tuple{"gems", 1, false},
+        std::tuple{"1f1b", 0, false}}) {
+    chimera::v1::ParallelismSpec spec = Parallelism(scheme, 2);
+    if (data > 0) spec.set_data(data);
+    spec.set_sharding("optimizer");
+    SpecParams fixed;
+    const FieldErrors errors = ScheduleParamsFromSpec(spec, {}, &fixed);
+    SCOPED_TRACE(absl::StrCat(scheme, " data ", data));
+    if (!refused) {
+      EXPECT_TRUE(errors.empty()) << errors.ToStatus();
+      EXPECT_EQ(fixed.params.sharding, Sharding::kOptimizer);
+      EXPECT_TRUE(fixed.Gives(ScheduleParam::kSharding));
+      continue;
+    }
+    EXPECT_THAT(Paths(errors),
+                ::testing::ElementsAre("spec.parallelism.sharding"));
+    EXPECT_THAT(
+        errors.ToStatus().message(),
+        HasSubstr(absl::StrCat("optimizer needs gradient groups of two "
+                               "or more workers, and at data width 1 ",
+                               scheme, " holds every stage on one worker")));
+  }
+}
+
+TEST(ParamsFromSpecTest, AnUnknownShardingIsRefusedListingTheModes) {
+  chimera::v1::ParallelismSpec spec = Parallelism("chimera", 2);
+  spec.set_sharding("zero3");
+  SpecParams fixed;
+  const FieldErrors errors = ScheduleParamsFromSpec(spec, {}, &fixed);
+  EXPECT_THAT(Paths(errors),
+              ::testing::ElementsAre("spec.parallelism.sharding"));
+  EXPECT_THAT(errors.ToStatus().message(), HasSubstr("'zero3'"));
+  EXPECT_THAT(errors.ToStatus().message(), HasSubstr("none, optimizer"));
+}
+
+TEST(ParamsProtoTest, ShardingRoundTripsThroughAPlan) {
+  ScheduleParams p;
+  p.scheme = Scheme::kChimera;
+  p.depth = 4;
+  p.micro_batches = 4;
+  p.sharding = Sharding::kOptimizer;
+  chimera::v1::Plan plan;
+  SetScheduleParams(p, 2, &plan);
+  EXPECT_EQ(plan.sharding(), "optimizer");
+  absl::StatusOr<ScheduleParams> back = ScheduleParamsOf(plan);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->sharding, Sharding::kOptimizer);
+  // A plan of before sharding existed reads as none.
+  plan.clear_sharding();
+  EXPECT_EQ(ScheduleParamsOf(plan)->sharding, Sharding::kNone);
+}
+
 TEST(KnobTableTest, EachSchemeOnlyKnobAppliesToItsSchemes) {
   EXPECT_TRUE(KnobApplies(ScheduleParam::kPipelines, Scheme::kChimera));
   EXPECT_FALSE(KnobApplies(ScheduleParam::kPipelines, Scheme::kGems));
@@ -179,6 +241,7 @@ TEST(KnobTableTest, EveryKnobSetInASpecIsReadBackAsGiven) {
   p.mixpipe_k = 4;
   p.mixpipe_gamma = 3;
   p.chunks = 2;
+  p.sharding = Sharding::kOptimizer;
   for (const Knob& knob : kKnobs) {
     chimera::v1::ParallelismSpec spec;
     SetSpecKnob(knob, p, &spec);

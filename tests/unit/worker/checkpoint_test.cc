@@ -502,21 +502,21 @@ schedule::ScheduleOutline ChimeraD4() {
 
 TEST(StagesWrittenByTest, EachModelStageHasOneWriterTheLowestRankHoldingIt) {
   const schedule::ScheduleOutline chimera = ChimeraD4();
-  EXPECT_EQ(StagesWrittenBy(chimera, 0, Sharding::kNone),
+  EXPECT_EQ(StagesWrittenBy(chimera, 0, schedule::Sharding::kNone),
             (std::vector<int>{0, 3}));
-  EXPECT_EQ(StagesWrittenBy(chimera, 1, Sharding::kNone),
+  EXPECT_EQ(StagesWrittenBy(chimera, 1, schedule::Sharding::kNone),
             (std::vector<int>{1, 2}));
-  EXPECT_TRUE(StagesWrittenBy(chimera, 2, Sharding::kNone).empty());
-  EXPECT_TRUE(StagesWrittenBy(chimera, 3, Sharding::kNone).empty());
+  EXPECT_TRUE(StagesWrittenBy(chimera, 2, schedule::Sharding::kNone).empty());
+  EXPECT_TRUE(StagesWrittenBy(chimera, 3, schedule::Sharding::kNone).empty());
 }
 
 TEST(StagesWrittenByTest, WithShardingEveryHolderWritesItsPart) {
   const schedule::ScheduleOutline chimera = ChimeraD4();
-  EXPECT_EQ(StagesWrittenBy(chimera, 0, Sharding::kOptimizer),
+  EXPECT_EQ(StagesWrittenBy(chimera, 0, schedule::Sharding::kOptimizer),
             (std::vector<int>{0, 3}));
-  EXPECT_EQ(StagesWrittenBy(chimera, 2, Sharding::kOptimizer),
+  EXPECT_EQ(StagesWrittenBy(chimera, 2, schedule::Sharding::kOptimizer),
             (std::vector<int>{1, 2}));
-  EXPECT_EQ(StagesWrittenBy(chimera, 3, Sharding::kOptimizer),
+  EXPECT_EQ(StagesWrittenBy(chimera, 3, schedule::Sharding::kOptimizer),
             (std::vector<int>{0, 3}));
 }
 

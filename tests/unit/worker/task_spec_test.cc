@@ -98,6 +98,22 @@ TEST(TaskSpecTest, APartitionWithAGapIsRefusedNamingTheRange) {
                         "at block 1 and hold at least one block"));
 }
 
+TEST(TaskSpecTest, TheShardingComesFromThePlan) {
+  chimera::testing::TempDir dir;
+  chimera::v1::TrainJob job = chimera::testing::TinyJob();
+  job.mutable_spec()->mutable_parallelism()->set_schedule("chimera");
+  job.mutable_spec()->mutable_parallelism()->set_sharding("optimizer");
+  const auto run = LoadStandaloneJob(
+      dir.WriteFile("job.yaml", chimera::testing::JobYaml(job)), Site(dir));
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->spec.sharding, schedule::Sharding::kOptimizer);
+  job.mutable_spec()->mutable_parallelism()->clear_sharding();
+  const auto unsharded = LoadStandaloneJob(
+      dir.WriteFile("none.yaml", chimera::testing::JobYaml(job)), Site(dir));
+  ASSERT_TRUE(unsharded.ok()) << unsharded.status();
+  EXPECT_EQ(unsharded->spec.sharding, schedule::Sharding::kNone);
+}
+
 TEST(TaskSpecTest, CpuJobsComputeOnTheCpu) {
   chimera::testing::TempDir dir;
   const auto run = LoadStandaloneJob(

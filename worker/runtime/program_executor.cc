@@ -454,7 +454,8 @@ absl::StatusOr<StagePart> ProgramExecutor::ExportPart(int model_stage) const {
   }
   for (const ShardPiece& piece :
        PiecesOfShard(numels, sharded->second->shard())) {
-    const auto& [name, parameter] = *bucketed[piece.tensor];
+    const std::string& name = bucketed[piece.tensor]->first;
+    const at::Tensor& parameter = bucketed[piece.tensor]->second;
     const bool whole = piece.size == parameter.numel();
     const auto cut = [&](const at::Tensor& flat) {
       if (!flat.defined()) return at::Tensor();

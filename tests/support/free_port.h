@@ -5,9 +5,10 @@
 
 namespace chimera::testing {
 
-// A port nothing listens on right now (the kernel's next ephemeral one); -1
-// if none could be had. Another process may take it before the caller does,
-// which the kernel's ephemeral-port rotation makes unlikely.
+// A port nothing is bound to right now, picked at random below the kernel's
+// ephemeral range, so that no connection or port-0 bind of the tests
+// running alongside takes it before the caller binds it; -1 if none could
+// be had. Only another FreePort caller picking the same port could.
 int FreePort();
 
 }  // namespace chimera::testing

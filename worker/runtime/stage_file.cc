@@ -117,6 +117,11 @@ StageAssembly::StageAssembly(const std::vector<NamedTensor>& parameters) {
 absl::Status StageAssembly::Add(const TensorDict& dict,
                                 absl::string_view file) {
   if (const at::Tensor steps = Find(dict, kOptimizerSteps); steps.defined()) {
+    if (steps.numel() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, " holds ", kOptimizerSteps, " of ", steps.numel(),
+                       " elements; it must be one number"));
+    }
     const int64_t value = steps.item<int64_t>();
     if (optimizer_steps_ && *optimizer_steps_ != value) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -126,6 +126,16 @@ TEST_F(StageAssemblyTest, PartsOfDifferentStepsAreRefused) {
                                          "the stage after 3"));
 }
 
+TEST_F(StageAssemblyTest, OptimizerStepsThatAreNoNumberAreRefused) {
+  TensorDict dict = ToDict(Part(0));
+  dict.insert_or_assign("optimizer_steps", at::zeros({2}, at::kLong));
+  StageAssembly assembly(held_);
+  const absl::Status added = assembly.Add(dict, "part-0");
+  EXPECT_EQ(added.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(added.message(), HasSubstr("part-0 holds optimizer_steps of 2 "
+                                         "elements"));
+}
+
 TEST_F(StageAssemblyTest, OverlappingPiecesAreRefused) {
   StagePart overlapping = Part(1);
   overlapping.moments[0].offset = 1;

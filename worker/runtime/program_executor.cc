@@ -156,6 +156,29 @@ at::Tensor SplitTiedWeight(const Stage& stage) {
   return tied;
 }
 
+// Where a sharded stage's parameters are: the indices of those its flat
+// buffer holds, in order, with their element counts, and of the split tied
+// weight (SplitTiedWeight), which is stepped whole, if the stage has one.
+struct ShardedLayout {
+  std::vector<size_t> flat;
+  std::vector<int64_t> numels;
+  std::optional<size_t> tied;
+};
+
+ShardedLayout LayOut(const std::vector<NamedTensor>& parameters,
+                     const at::Tensor& tied) {
+  ShardedLayout layout;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    if (tied.defined() && parameters[i].second.is_same(tied)) {
+      layout.tied = i;
+    } else {
+      layout.flat.push_back(i);
+      layout.numels.push_back(parameters[i].second.numel());
+    }
+  }
+  return layout;
+}
+
 // INVALID_ARGUMENT naming the parameter whose moment in `moments` (`what`,
 // one per parameter or none) is defined but differs in shape or type.
 absl::Status CheckMoments(int model_stage,
@@ -440,40 +463,31 @@ absl::StatusOr<StagePart> ProgramExecutor::ExportPart(int model_stage) const {
     whole.parameters = std::move(parameters);
     return whole;
   }
-  const at::Tensor tied = SplitTiedWeight(*stages_.at(model_stage));
+  const ShardedLayout layout =
+      LayOut(parameters, SplitTiedWeight(*stages_.at(model_stage)));
   const OptimizerState shard = sharded->second->state();
   StagePart part;
   part.part = group_members_.at(model_stage);
   part.optimizer_steps = shard.steps;
-  std::vector<const NamedTensor*> bucketed;
-  std::vector<int64_t> numels;
-  for (const NamedTensor& parameter : parameters) {
-    if (tied.defined() && parameter.second.is_same(tied)) continue;
-    bucketed.push_back(&parameter);
-    numels.push_back(parameter.second.numel());
-  }
   for (const ShardPiece& piece :
-       PiecesOfShard(numels, sharded->second->shard())) {
-    const std::string& name = bucketed[piece.tensor]->first;
-    const at::Tensor& parameter = bucketed[piece.tensor]->second;
+       PiecesOfShard(layout.numels, sharded->second->shard())) {
+    const auto& [name, parameter] = parameters[layout.flat[piece.tensor]];
     const bool whole = piece.size == parameter.numel();
-    const auto cut = [&](const at::Tensor& flat) {
+    const std::vector<int64_t> shape = parameter.sizes().vec();
+    const auto cut = [&piece, whole, &shape](const at::Tensor& flat) {
       if (!flat.defined()) return at::Tensor();
       at::Tensor values = flat.narrow(0, piece.in_shard, piece.size);
-      return whole ? values.view(parameter.sizes()) : values;
+      return whole ? values.view(shape) : values;
     };
     part.moments.push_back(
         {name, whole ? std::nullopt : std::optional<int64_t>(piece.offset),
          cut(shard.first_moments[0]), cut(shard.second_moments[0])});
   }
   if (part.part.member != 0) return part;
-  if (tied.defined()) {
+  if (layout.tied) {
     const OptimizerState state = optimizers_.at(model_stage)->state();
-    for (const NamedTensor& parameter : parameters) {
-      if (!parameter.second.is_same(tied)) continue;
-      part.moments.push_back({parameter.first, std::nullopt,
-                              state.first_moments[0], state.second_moments[0]});
-    }
+    part.moments.push_back({parameters[*layout.tied].first, std::nullopt,
+                            state.first_moments[0], state.second_moments[0]});
   }
   part.parameters = std::move(parameters);
   return part;
@@ -526,29 +540,24 @@ absl::Status ProgramExecutor::RestoreShardedOptimizer(
     return absl::InvalidArgumentError(absl::StrCat(
         "optimizer state has ", state.steps, " steps; it must be >= 0"));
   }
-  const at::Tensor tied = SplitTiedWeight(*stages_.at(model_stage));
+  const ShardedLayout layout =
+      LayOut(parameters, SplitTiedWeight(*stages_.at(model_stage)));
   OptimizerState tied_state;
   tied_state.steps = state.steps;
-  std::vector<size_t> bucketed;
-  std::vector<int64_t> numels;
-  for (size_t i = 0; i < parameters.size(); ++i) {
-    if (tied.defined() && parameters[i].second.is_same(tied)) {
-      tied_state.first_moments.push_back(state.first_moments[i]);
-      tied_state.second_moments.push_back(state.second_moments[i]);
-    } else {
-      bucketed.push_back(i);
-      numels.push_back(parameters[i].second.numel());
-    }
+  if (layout.tied) {
+    tied_state.first_moments.push_back(state.first_moments[*layout.tied]);
+    tied_state.second_moments.push_back(state.second_moments[*layout.tied]);
   }
   ShardedOptimizer& sharded = *sharded_optimizers_.at(model_stage);
-  const std::vector<ShardPiece> pieces = PiecesOfShard(numels, sharded.shard());
+  const std::vector<ShardPiece> pieces =
+      PiecesOfShard(layout.numels, sharded.shard());
   OptimizerState shard;
   shard.steps = state.steps;
   ASSIGN_OR_RETURN(shard.first_moments.emplace_back(),
-                   ShardOfMoments(state.first_moments, bucketed, pieces,
+                   ShardOfMoments(state.first_moments, layout.flat, pieces,
                                   parameters, "first"));
   ASSIGN_OR_RETURN(shard.second_moments.emplace_back(),
-                   ShardOfMoments(state.second_moments, bucketed, pieces,
+                   ShardOfMoments(state.second_moments, layout.flat, pieces,
                                   parameters, "second"));
   RETURN_IF_ERROR(sharded.Restore(shard));
   return optimizers_.at(model_stage)->Restore(tied_state);

@@ -146,7 +146,6 @@ ReplicaUsage MeasureReplica(const PlanningContext& context,
   const std::vector<StageProfile>& stages = inputs.stages;
   const double optimizer_factor =
       OptimizerStateFactor(context.job.spec().training().optimizer());
-  const std::vector<StageGroup> groups = StageGroups(context, inputs, params);
   ReplicaUsage usage;
   for (int rank = 0; rank < params.depth; ++rank) {
     const schedule::WorkerProgram& worker = program.workers[rank];
@@ -158,7 +157,7 @@ ReplicaUsage MeasureReplica(const PlanningContext& context,
       // Weights and gradients, and the optimizer's share of this worker.
       const int sharers = params.sharding == schedule::Sharding::kNone
                               ? 1
-                              : groups[model_stage].size;
+                              : inputs.group_sizes[model_stage];
       state += (2 + optimizer_factor / sharers) * stage.parameter_bytes;
       per_micro_batch =
           std::max(per_micro_batch, params.recompute ? stage.boundary_bytes
@@ -347,6 +346,9 @@ absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& contex
   costs.stage_allreduce =
       StageAllreduceSeconds(context, inputs, candidate, groups);
   costs.stage_optimizer = StageOptimizerSeconds(inputs, params, groups);
+  for (const StageGroup& group : groups) {
+    inputs.group_sizes.push_back(group.size);
+  }
   ShareNodes(cluster.device(), inputs);
   return inputs;
 }

@@ -80,6 +80,9 @@ struct SimulationInputs {
   std::vector<StageProfile> stages;
   // Per rank of the full W x D plan.
   std::vector<DeviceSlot> slots;
+  // Per model stage: the workers holding it in the whole plan (its gradient
+  // group, over which a sharded stage splits its optimizer state).
+  std::vector<int> group_sizes;
 };
 
 absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& context,

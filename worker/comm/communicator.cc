@@ -1,9 +1,13 @@
 #include "worker/comm/communicator.h"
 
+#include <ATen/ATen.h>
+
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace chimera::worker {
 
@@ -70,6 +74,35 @@ absl::Status CheckPeerAndTag(absl::string_view operation, int peer, int64_t tag,
         absl::StrCat(operation, " tag is ", tag, "; tags must be >= 0"));
   }
   return absl::OkStatus();
+}
+
+absl::Status NotAMember(int rank, absl::string_view group) {
+  return absl::NotFoundError(absl::StrCat(
+      "rank ", rank, " is not a member of a communication group named '", group,
+      "'"));
+}
+
+absl::StatusOr<ShardRange> OwnShard(const std::vector<CommGroup>& groups,
+                                    absl::string_view group, int rank,
+                                    int64_t elements) {
+  for (const CommGroup& candidate : groups) {
+    if (candidate.name != group) continue;
+    const auto member =
+        std::find(candidate.ranks.begin(), candidate.ranks.end(), rank);
+    if (member == candidate.ranks.end()) break;
+    return ShardOf(elements, static_cast<int>(member - candidate.ranks.begin()),
+                   static_cast<int>(candidate.ranks.size()));
+  }
+  return NotAMember(rank, group);
+}
+
+absl::StatusOr<std::unique_ptr<PendingOp>> AllGatherBySum(
+    Communicator& comm, const at::Tensor& buffer, absl::string_view group,
+    ShardRange own) {
+  const at::Tensor flat = buffer.view({-1});
+  flat.narrow(0, 0, own.begin).zero_();
+  flat.narrow(0, own.end, flat.numel() - own.end).zero_();
+  return comm.AllReduceSum(buffer, group);
 }
 
 std::string DescribeP2p(absl::string_view operation, int peer, int64_t tag) {

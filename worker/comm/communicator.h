@@ -1,6 +1,7 @@
 // How workers exchange tensors: tagged asynchronous point-to-point sends and
-// receives (activations, gradients), asynchronous sum-allreduce within a
-// gradient group (every worker holding a replica of one stage), and a barrier.
+// receives (activations, gradients); asynchronous collectives within a
+// gradient group (every worker holding a replica of one stage): sum-allreduce,
+// and for sharded stages all-gather and reduce-scatter; and a barrier.
 // Implementations: Gloo over TCP for CPU tensors (gloo_communicator.h) and
 // NCCL for CUDA tensors (nccl_communicator.h).
 //
@@ -88,6 +89,22 @@ struct CommGroup {
 absl::Status ValidateCommGroups(const std::vector<CommGroup>& groups,
                                 int world_size);
 
+// Elements [begin, end) of a flat buffer.
+struct ShardRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+
+  int64_t size() const { return end - begin; }
+};
+
+// The layout of the sharded collectives (AllGather, ReduceScatterSum): a flat
+// buffer of `elements` is split evenly and in order over a group, member i of
+// G owning [i·n/G, (i+1)·n/G). The shards are contiguous, cover every element
+// once and differ in size by at most one.
+inline ShardRange ShardOf(int64_t elements, int member, int members) {
+  return {elements * member / members, elements * (member + 1) / members};
+}
+
 // One operation in flight. It keeps its tensor alive until it completes.
 class PendingOp {
  public:
@@ -128,6 +145,19 @@ class Communicator {
   virtual absl::StatusOr<std::unique_ptr<PendingOp>> AllReduceSum(
       const at::Tensor& tensor, absl::string_view group) = 0;
 
+  // Starts gathering a buffer sharded over the group named `group` (ShardOf
+  // over its flattened elements, by each member's index in the group): this
+  // member's shard of `buffer` holds its values, and when done every
+  // member's shard does. Called like AllReduceSum, in one order with it.
+  virtual absl::StatusOr<std::unique_ptr<PendingOp>> AllGather(
+      const at::Tensor& buffer, absl::string_view group) = 0;
+
+  // Starts summing `buffer` over the group into this member's shard of it:
+  // when done, that shard holds the group's sum of it, and the rest of
+  // `buffer` is left in an unspecified state. Called like AllReduceSum.
+  virtual absl::StatusOr<std::unique_ptr<PendingOp>> ReduceScatterSum(
+      const at::Tensor& buffer, absl::string_view group) = 0;
+
   // Returns when every rank has reached the barrier, or an error after
   // `timeout`.
   virtual absl::Status Barrier(absl::Duration timeout) = 0;
@@ -143,6 +173,9 @@ absl::Status CheckPeerAndTag(absl::string_view operation, int peer, int64_t tag,
 // "send to rank 3 (tag 12)", "recv from rank 3 (tag 12)".
 std::string DescribeP2p(absl::string_view operation, int peer, int64_t tag);
 
+// NOT_FOUND: "rank 3 is not a member of a communication group named 'x'".
+absl::Status NotAMember(int rank, absl::string_view group);
+
 // The group named `name` in an implementation's map of the groups this rank
 // belongs to; NOT_FOUND naming the rank and the group otherwise.
 template <typename GroupMap>
@@ -150,12 +183,23 @@ absl::StatusOr<const typename GroupMap::mapped_type*> FindGroup(
     const GroupMap& groups, absl::string_view name, int rank) {
   const auto it = groups.find(name);
   if (it == groups.end()) {
-    return absl::NotFoundError(absl::StrCat(
-        "rank ", rank, " is not a member of a communication group named '",
-        name, "'"));
+    return NotAMember(rank, name);
   }
   return &it->second;
 }
+
+// This rank's shard of a buffer of `elements` sharded over the group named
+// `group` of `groups`; NOT_FOUND as FindGroup.
+absl::StatusOr<ShardRange> OwnShard(const std::vector<CommGroup>& groups,
+                                    absl::string_view group, int rank,
+                                    int64_t elements);
+
+// AllGather for a transport without an all-gather of uneven shards: zeroes
+// `buffer` outside `own` and sums it over the group. That is exact (x + 0 =
+// x) at twice the bytes of a ring all-gather.
+absl::StatusOr<std::unique_ptr<PendingOp>> AllGatherBySum(
+    Communicator& comm, const at::Tensor& buffer, absl::string_view group,
+    ShardRange own);
 
 }  // namespace comm_internal
 }  // namespace chimera::worker

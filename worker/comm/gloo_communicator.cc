@@ -1,5 +1,7 @@
 #include "worker/comm/gloo_communicator.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <map>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -10,7 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "worker/comm/group_allreducer.h"
+#include "worker/comm/group_collectives.h"
 #include "worker/comm/torch_error.h"
 
 namespace chimera::worker {
@@ -65,20 +67,83 @@ absl::Status CheckCpuTensor(absl::string_view operation,
   return absl::OkStatus();
 }
 
-// A blocking sum over a group's Gloo process group: the reducer's way when
-// the group's members are not all on one host.
-GroupAllReducer::Sum TcpSum(ProcessGroup group, std::string description,
-                            absl::Duration timeout) {
-  return [group = std::move(group), description = std::move(description),
-          timeout](const at::Tensor& tensor) -> absl::Status {
-    std::vector<at::Tensor> tensors = {tensor};
+// The number of elements each of `members` owns of a buffer of `elements`.
+std::vector<int64_t> ShardSizes(int64_t elements, int members) {
+  std::vector<int64_t> sizes;
+  for (int m = 0; m < members; ++m) {
+    sizes.push_back(ShardOf(elements, m, members).size());
+  }
+  return sizes;
+}
+
+// Gloo's all-to-all of uneven pieces carries both sharded collectives (its
+// all-gather needs even pieces, and c10d's Gloo has no reduce-scatter): each
+// member sends every other member one piece, which moves the bytes of a
+// ring all-gather or reduce-scatter.
+c10::intrusive_ptr<c10d::Work> StartOverGloo(c10d::ProcessGroupGloo& group,
+                                             Collective collective,
+                                             const at::Tensor& flat,
+                                             at::Tensor& received) {
+  const int members = group.getSize();
+  std::vector<int64_t> shard_sizes = ShardSizes(flat.numel(), members);
+  const ShardRange own = ShardOf(flat.numel(), group.getRank(), members);
+  std::vector<int64_t> own_sizes(members, own.size());
+  switch (collective) {
+    case Collective::kSum: {
+      std::vector<at::Tensor> tensors = {flat};
+      return group.allreduce(tensors);
+    }
+    case Collective::kAllGather: {
+      // This member's shard to every member, every member's into `flat`.
+      at::Tensor copies = flat.narrow(0, own.begin, own.size()).repeat(members);
+      at::Tensor output = flat;
+      return group.alltoall_base(output, copies, shard_sizes, own_sizes);
+    }
+    case Collective::kReduceScatterSum: {
+      // Member m's shard of `flat` to member m, every member's copy of this
+      // member's shard into `received`.
+      received = at::empty({members * own.size()}, flat.options());
+      at::Tensor input = flat;
+      return group.alltoall_base(received, input, own_sizes, shard_sizes);
+    }
+  }
+  return {};
+}
+
+// Sums the members' copies of this member's shard, received one after the
+// other, into the shard, in member order like the shared-memory path.
+void SumReceivedShards(const at::Tensor& flat, const at::Tensor& received,
+                       int member, int members) {
+  const ShardRange own = ShardOf(flat.numel(), member, members);
+  at::Tensor shard = flat.narrow(0, own.begin, own.size());
+  const at::Tensor copies = received.view({members, own.size()});
+  shard.copy_(copies[0]);
+  for (int m = 1; m < members; ++m) shard.add_(copies[m]);
+}
+
+// The group's collectives over its Gloo process group, blocking: its way
+// when the group's members are not all on one host.
+GroupCollectives::Run OverGloo(ProcessGroup group, std::string name,
+                               absl::Duration timeout) {
+  return [group = std::move(group), name = std::move(name), timeout](
+             Collective collective, const at::Tensor& tensor) -> absl::Status {
+    const std::string description =
+        absl::StrCat(CollectiveName(collective), " in group '", name, "'");
+    const at::Tensor flat = tensor.view({-1});
+    at::Tensor received;
     try {
-      return GlooPendingOp(group->allreduce(tensors), tensor, description)
-          .Wait(timeout);
+      RETURN_IF_ERROR(
+          GlooPendingOp(StartOverGloo(*group, collective, flat, received),
+                        tensor, description)
+              .Wait(timeout));
     } catch (const std::exception& e) {
       return absl::UnavailableError(
           absl::StrCat(description, " failed: ", TorchErrorMessage(e)));
     }
+    if (collective == Collective::kReduceScatterSum) {
+      SumReceivedShards(flat, received, group->getRank(), group->getSize());
+    }
+    return absl::OkStatus();
   };
 }
 
@@ -103,14 +168,14 @@ absl::StatusOr<ProcessGroup> JoinProcessGroup(
 
 class GlooCommunicator final : public Communicator {
  public:
-  GlooCommunicator(int rank, int world_size, ProcessGroup world,
-                   std::map<std::string, std::unique_ptr<GroupAllReducer>,
-                            std::less<>>
-                       reducers)
+  GlooCommunicator(
+      int rank, int world_size, ProcessGroup world,
+      std::map<std::string, std::unique_ptr<GroupCollectives>, std::less<>>
+          groups)
       : rank_(rank),
         world_size_(world_size),
         world_(std::move(world)),
-        reducers_(std::move(reducers)) {}
+        groups_(std::move(groups)) {}
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
@@ -129,10 +194,17 @@ class GlooCommunicator final : public Communicator {
 
   absl::StatusOr<std::unique_ptr<PendingOp>> AllReduceSum(
       const at::Tensor& tensor, absl::string_view group) override {
-    RETURN_IF_ERROR(CheckCpuTensor("allreduce", tensor));
-    ASSIGN_OR_RETURN(const std::unique_ptr<GroupAllReducer>* reducer,
-                     comm_internal::FindGroup(reducers_, group, rank_));
-    return (*reducer)->Start(tensor);
+    return StartCollective(Collective::kSum, tensor, group);
+  }
+
+  absl::StatusOr<std::unique_ptr<PendingOp>> AllGather(
+      const at::Tensor& buffer, absl::string_view group) override {
+    return StartCollective(Collective::kAllGather, buffer, group);
+  }
+
+  absl::StatusOr<std::unique_ptr<PendingOp>> ReduceScatterSum(
+      const at::Tensor& buffer, absl::string_view group) override {
+    return StartCollective(Collective::kReduceScatterSum, buffer, group);
   }
 
   absl::Status Barrier(absl::Duration timeout) override {
@@ -154,6 +226,15 @@ class GlooCommunicator final : public Communicator {
                                             std::string description) {
     return std::make_unique<GlooPendingOp>(std::move(work), tensor,
                                            std::move(description));
+  }
+
+  absl::StatusOr<std::unique_ptr<PendingOp>> StartCollective(
+      Collective collective, const at::Tensor& tensor,
+      absl::string_view group) {
+    RETURN_IF_ERROR(CheckCpuTensor(CollectiveName(collective), tensor));
+    ASSIGN_OR_RETURN(const std::unique_ptr<GroupCollectives>* collectives,
+                     comm_internal::FindGroup(groups_, group, rank_));
+    return (*collectives)->Start(collective, tensor);
   }
 
   absl::StatusOr<std::unique_ptr<PendingOp>> PointToPoint(
@@ -180,8 +261,7 @@ class GlooCommunicator final : public Communicator {
   const int rank_;
   const int world_size_;
   const ProcessGroup world_;
-  std::map<std::string, std::unique_ptr<GroupAllReducer>, std::less<>>
-      reducers_;
+  std::map<std::string, std::unique_ptr<GroupCollectives>, std::less<>> groups_;
 };
 
 }  // namespace
@@ -199,31 +279,31 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
   ASSIGN_OR_RETURN(ProcessGroup world,
                    JoinProcessGroup(store, kWorldPrefix, options.rank,
                                     options.world_size, options));
-  std::map<std::string, std::unique_ptr<GroupAllReducer>, std::less<>>
-      reducers;
+  std::map<std::string, std::unique_ptr<GroupCollectives>, std::less<>>
+      collectives;
   for (const CommGroup& group : options.groups) {
     const auto member =
         std::find(group.ranks.begin(), group.ranks.end(), options.rank);
     if (member == group.ranks.end()) continue;
-    GroupAllReducerOptions reducer_options;
-    reducer_options.store = store;
-    reducer_options.key_prefix = absl::StrCat(kSharedMemoryPrefix, group.name);
-    reducer_options.rank = static_cast<int>(member - group.ranks.begin());
-    reducer_options.size = static_cast<int>(group.ranks.size());
-    reducer_options.shared_memory = options.shared_memory;
-    reducer_options.timeout = options.timeout;
-    reducer_options.description =
-        absl::StrCat("allreduce in group '", group.name, "'");
+    GroupCollectivesOptions group_options;
+    group_options.store = store;
+    group_options.key_prefix = absl::StrCat(kSharedMemoryPrefix, group.name);
+    group_options.rank = static_cast<int>(member - group.ranks.begin());
+    group_options.size = static_cast<int>(group.ranks.size());
+    group_options.shared_memory = options.shared_memory;
+    group_options.timeout = options.timeout;
+    group_options.group = group.name;
     ASSIGN_OR_RETURN(
         ProcessGroup process_group,
         JoinProcessGroup(store, absl::StrCat(kGroupPrefix, group.name),
-                         reducer_options.rank, reducer_options.size, options));
-    reducers[group.name] = std::make_unique<GroupAllReducer>(
-        reducer_options, TcpSum(std::move(process_group),
-                                reducer_options.description, options.timeout));
+                         group_options.rank, group_options.size, options));
+    collectives[group.name] = std::make_unique<GroupCollectives>(
+        group_options,
+        OverGloo(std::move(process_group), group.name, options.timeout));
   }
-  return std::make_unique<GlooCommunicator>(
-      options.rank, options.world_size, std::move(world), std::move(reducers));
+  return std::make_unique<GlooCommunicator>(options.rank, options.world_size,
+                                            std::move(world),
+                                            std::move(collectives));
 }
 
 }  // namespace chimera::worker

@@ -1,11 +1,12 @@
 // The CPU communicator: LibTorch's c10d::ProcessGroupGloo over TCP. One
 // process group of all ranks carries point-to-point transfers (Gloo matches
 // them by peer and tag, in any order). Each gradient group this rank belongs
-// to has its own allreducer thread (group_allreducer.h), so allreduces of
-// different stages proceed independently: it sums through shared memory when
-// all of the group's members run on one host, else over the group's own Gloo
-// process group. Every group rendezvouses through the same store under its
-// own key prefix, with group-local ranks.
+// to has a thread for its collectives (group_collectives.h), so those of
+// different stages proceed independently: they run through shared memory
+// when all of the group's members run on one host, else over the group's own
+// Gloo process group (the sharded ones as an all-to-all). Every group
+// rendezvouses through the same store under its own key prefix, with
+// group-local ranks.
 //
 //   GlooOptions options;
 //   options.rank = rank;

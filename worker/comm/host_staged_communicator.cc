@@ -12,7 +12,7 @@ namespace chimera::worker {
 namespace {
 
 // A host operation, and where its result goes once it has completed: the
-// device tensor of a receive or an allreduce (none for a send).
+// device tensor of a receive or a collective (none for a send).
 class StagedOp final : public PendingOp {
  public:
   StagedOp(std::unique_ptr<PendingOp> host_op, at::Tensor host,
@@ -86,10 +86,17 @@ class HostStagedCommunicator final : public Communicator {
 
   absl::StatusOr<std::unique_ptr<PendingOp>> AllReduceSum(
       const at::Tensor& tensor, absl::string_view group) override {
-    ASSIGN_OR_RETURN(at::Tensor host, HostCopy(tensor, /*with_values=*/true));
-    ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op,
-                     host_->AllReduceSum(host, group));
-    return Staged(std::move(op), std::move(host), tensor);
+    return StagedCollective(&Communicator::AllReduceSum, tensor, group);
+  }
+
+  absl::StatusOr<std::unique_ptr<PendingOp>> AllGather(
+      const at::Tensor& buffer, absl::string_view group) override {
+    return StagedCollective(&Communicator::AllGather, buffer, group);
+  }
+
+  absl::StatusOr<std::unique_ptr<PendingOp>> ReduceScatterSum(
+      const at::Tensor& buffer, absl::string_view group) override {
+    return StagedCollective(&Communicator::ReduceScatterSum, buffer, group);
   }
 
   absl::Status Barrier(absl::Duration timeout) override {
@@ -97,6 +104,20 @@ class HostStagedCommunicator final : public Communicator {
   }
 
  private:
+  using CollectiveMethod = absl::StatusOr<std::unique_ptr<PendingOp>> (
+      Communicator::*)(const at::Tensor&, absl::string_view);
+
+  // Runs `collective` of the host transport on a host copy of `tensor`, and
+  // copies the result back when waited for.
+  absl::StatusOr<std::unique_ptr<PendingOp>> StagedCollective(
+      CollectiveMethod collective, const at::Tensor& tensor,
+      absl::string_view group) {
+    ASSIGN_OR_RETURN(at::Tensor host, HostCopy(tensor, /*with_values=*/true));
+    ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op,
+                     ((*host_).*collective)(host, group));
+    return Staged(std::move(op), std::move(host), tensor);
+  }
+
   static std::unique_ptr<PendingOp> Staged(std::unique_ptr<PendingOp> op,
                                            at::Tensor host, at::Tensor target) {
     return std::make_unique<StagedOp>(std::move(op), std::move(host),

@@ -1,12 +1,12 @@
 // A communicator for device tensors over a host-memory transport: each
-// transfer and allreduce copies its tensor into host memory, runs on the
+// transfer and collective copies its tensor into host memory, runs on the
 // wrapped communicator (Gloo), and copies a received or reduced result back
 // into the device tensor when the operation is waited for.
 //
 // It exists for ranks that share one GPU, which NCCL refuses (one NCCL rank
 // per device and communicator): the pipeline then runs on that GPU with its
 // transfers staged through the host. Each operation costs a device-to-host
-// and, for receives and allreduces, a host-to-device copy; several ranks on
+// and, for receives and collectives, a host-to-device copy; several ranks on
 // their own GPUs use NCCL instead.
 //
 //   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> gloo,

@@ -199,6 +199,23 @@ class NcclCommunicator final : public Communicator {
                    });
   }
 
+  // NCCL's all-gather and reduce-scatter need even shards; until these
+  // collectives post their uneven pieces as grouped sends and receives, they
+  // run as allreduces, at twice the bytes.
+  absl::StatusOr<std::unique_ptr<PendingOp>> AllGather(
+      const at::Tensor& buffer, absl::string_view group) override {
+    RETURN_IF_ERROR(CheckTensor("all-gather", buffer));
+    ASSIGN_OR_RETURN(const ShardRange own,
+                     comm_internal::OwnShard(options_.groups, group,
+                                             options_.rank, buffer.numel()));
+    return comm_internal::AllGatherBySum(*this, buffer, group, own);
+  }
+
+  absl::StatusOr<std::unique_ptr<PendingOp>> ReduceScatterSum(
+      const at::Tensor& buffer, absl::string_view group) override {
+    return AllReduceSum(buffer, group);  // every shard summed, this one too
+  }
+
   absl::Status Barrier(absl::Duration timeout) override {
     // NCCL has no barrier: an allreduce of one value over all ranks is one.
     ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op,

@@ -22,11 +22,6 @@ at::Tensor ShardWithGradient(const at::Tensor& flat,
 
 }  // namespace
 
-ShardRange ShardOf(int64_t elements, GroupMember who) {
-  return {elements * who.member / who.members,
-          elements * (who.member + 1) / who.members};
-}
-
 std::vector<ShardPiece> PiecesOfShard(const std::vector<int64_t>& numels,
                                       ShardRange shard) {
   std::vector<ShardPiece> pieces;
@@ -48,7 +43,7 @@ ShardedOptimizer::ShardedOptimizer(const OptimizerConfig& config,
                                    std::string group)
     : parameters_(std::move(parameters)),
       gradients_(std::move(gradients)),
-      shard_(ShardOf(parameters_.numel(), who)),
+      shard_(ShardOf(parameters_.numel(), who.member, who.members)),
       shard_optimizer_(config,
                        {ShardWithGradient(parameters_, gradients_, shard_)}),
       comm_(comm),
@@ -58,10 +53,8 @@ absl::Status ShardedOptimizer::Step(absl::Duration timeout) {
   at::NoGradGuard no_grad;
   shard_optimizer_.Step();
   gradients_.zero_();
-  parameters_.narrow(0, 0, shard_.begin).zero_();
-  parameters_.narrow(0, shard_.end, parameters_.numel() - shard_.end).zero_();
   ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> gather,
-                   comm_.AllReduceSum(parameters_, group_));
+                   comm_.AllGather(parameters_, group_));
   return gather->Wait(timeout);
 }
 

@@ -13,12 +13,9 @@
 //
 // The layout is deterministic: a stage's parameters, in order, are views of
 // one flat buffer of n elements, as their gradients are of the gradient
-// bucket, and member i of G owns elements [i·n/G, (i+1)·n/G) (ShardOf).
-//
-// The gather sums the buffer over the group with every element outside the
-// member's own shard zeroed: each element is then one member's value plus
-// zeros, which is exact, and it takes whichever allreduce path the group has
-// (shared memory, Gloo, NCCL), at twice the bytes of a ring all-gather.
+// bucket, and member i of G owns elements [i·n/G, (i+1)·n/G) (ShardOf, the
+// layout of the communicator's sharded collectives). The gather is the
+// group's AllGather of the buffer.
 #ifndef CHIMERA_WORKER_RUNTIME_SHARDED_OPTIMIZER_H_
 #define CHIMERA_WORKER_RUNTIME_SHARDED_OPTIMIZER_H_
 
@@ -35,19 +32,6 @@
 #include "worker/runtime/optimizer.h"
 
 namespace chimera::worker {
-
-// Elements [begin, end) of a flat buffer.
-struct ShardRange {
-  int64_t begin = 0;
-  int64_t end = 0;
-
-  int64_t size() const { return end - begin; }
-};
-
-// Member `who.member`'s shard of `elements`: [i·n/G, (i+1)·n/G), so the
-// shards are contiguous, cover every element once and differ in size by at
-// most one.
-ShardRange ShardOf(int64_t elements, GroupMember who);
 
 // Where a shard of a flat buffer lies in the tensors laid out in it: the
 // `size` elements of tensor `tensor` from its (flattened) element `offset`

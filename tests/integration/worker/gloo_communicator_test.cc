@@ -1,7 +1,8 @@
 // The Gloo communicator across real processes on loopback: tagged transfers
-// in flight together and matched out of order, allreduce within gradient
-// groups, and failures (a silent peer, a dead peer, a rank that never joins)
-// that end in a clear error within the timeout instead of a hang.
+// in flight together and matched out of order, allreduce, reduce-scatter and
+// all-gather within gradient groups, and failures (a silent peer, a dead peer,
+// a rank that never joins) that end in a clear error within the timeout instead
+// of a hang.
 #include "worker/comm/gloo_communicator.h"
 
 #include <ATen/ATen.h>
@@ -142,6 +143,79 @@ TEST(GlooCommunicatorTest, GroupsWithARankThatDeclinesSharedMemorySumOverTcp) {
       4, kTestDeadline, [](int rank, TcpRendezvous& rendezvous) {
         return SumWithinGroups(rank, rendezvous,
                                /*shared_memory=*/rank != 3);
+      }));
+}
+
+// Reduce-scatters and then all-gathers 1001 elements in a group of three
+// and in a pair (uneven shards): after the reduce-scatter this member's shard
+// holds the group's sum, after the gather every element does. Then the
+// gather that transports without one of uneven shards use (AllGatherBySum).
+absl::Status ShardWithinGroups(int rank, TcpRendezvous& rendezvous,
+                               bool shared_memory) {
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Communicator> comm,
+      Connect(rank, 3, rendezvous, {{"all", {0, 1, 2}}, {"low", {0, 1}}},
+              kOpTimeout, shared_memory));
+  constexpr int64_t kNumel = 1001;
+  const at::Tensor counting = at::arange(kNumel, at::kDouble);
+  struct Case {
+    const char* group;
+    int members;
+    double factor_sum;  // of the members' factors rank + 1
+    at::ScalarType dtype;
+  };
+  for (const Case& c :
+       {Case{"all", 3, 6.0, at::kDouble}, Case{"low", 2, 3.0, at::kFloat}}) {
+    if (rank >= c.members) continue;
+    const at::Tensor expected = (counting * c.factor_sum).to(c.dtype);
+    const ShardRange own = ShardOf(kNumel, rank, c.members);
+    at::Tensor buffer = (counting * (rank + 1.0)).to(c.dtype);
+    ASSIGN_OR_RETURN(auto scatter, comm->ReduceScatterSum(buffer, c.group));
+    RETURN_IF_ERROR(scatter->Wait(kOpTimeout));
+    if (!at::equal(buffer.narrow(0, own.begin, own.size()),
+                   expected.narrow(0, own.begin, own.size()))) {
+      return absl::InternalError(absl::StrCat(
+          "group ", c.group, ": the own shard is not the group's sum"));
+    }
+    buffer.narrow(0, 0, own.begin).fill_(-1);
+    buffer.narrow(0, own.end, kNumel - own.end).fill_(-1);
+    ASSIGN_OR_RETURN(auto gather, comm->AllGather(buffer, c.group));
+    RETURN_IF_ERROR(gather->Wait(kOpTimeout));
+    if (!at::equal(buffer, expected)) {
+      return absl::InternalError(
+          absl::StrCat("group ", c.group, ": the gathered buffer differs"));
+    }
+    buffer.narrow(0, own.begin, own.size()).fill_(rank);
+    ASSIGN_OR_RETURN(auto by_sum, comm_internal::AllGatherBySum(*comm, buffer,
+                                                                c.group, own));
+    RETURN_IF_ERROR(by_sum->Wait(kOpTimeout));
+    for (int m = 0; m < c.members; ++m) {
+      const ShardRange shard = ShardOf(kNumel, m, c.members);
+      RETURN_IF_ERROR(ExpectFilledWith(
+          buffer.narrow(0, shard.begin, shard.size()), m,
+          absl::StrCat("group ", c.group, ", shard ", m, " gathered by sum")));
+    }
+  }
+  if (rank == 2 && comm->AllGather(counting, "low").status().code() !=
+                       absl::StatusCode::kNotFound) {
+    return absl::InternalError("all-gather in a group without this rank");
+  }
+  return comm->Barrier(kOpTimeout);
+}
+
+TEST(GlooCommunicatorTest, ShardedCollectivesThroughSharedMemory) {
+  ExpectAllRanksSucceeded(
+      RunForkedRanks(3, kTestDeadline, [](int rank, TcpRendezvous& rendezvous) {
+        return ShardWithinGroups(rank, rendezvous, /*shared_memory=*/true);
+      }));
+}
+
+// Rank 0 declines shared memory, so both groups run over Gloo's TCP.
+TEST(GlooCommunicatorTest, ShardedCollectivesOverTcp) {
+  ExpectAllRanksSucceeded(
+      RunForkedRanks(3, kTestDeadline, [](int rank, TcpRendezvous& rendezvous) {
+        return ShardWithinGroups(rank, rendezvous,
+                                 /*shared_memory=*/rank != 0);
       }));
 }
 

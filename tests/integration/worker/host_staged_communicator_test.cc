@@ -1,6 +1,7 @@
 // The host-staged communicator over Gloo across real processes on loopback:
 // what a rank sends is the tensor as it was at Send (the staged copy), and a
-// received or reduced result reaches the caller's tensor when it waits, once.
+// received or reduced result reaches the caller's tensor when it waits, once,
+// and so do the sharded collectives' results.
 // On a CPU machine the tensors are CPU tensors, which it stages all the same.
 #include "worker/comm/host_staged_communicator.h"
 
@@ -75,6 +76,33 @@ TEST(HostStagedCommunicatorTest, AllReduceResultReachesTheTensorOnceWaitedFor) {
         RETURN_IF_ERROR(sum->Wait(kOpTimeout));
         RETURN_IF_ERROR(
             ExpectFilledWith(gradients, 7.0, "after a second wait"));
+        return comm->Barrier(kOpTimeout);
+      }));
+}
+
+// The sharded collectives stage like the allreduce: rank r's shard of the
+// reduce-scatter holds the sum, and the all-gather brings the other's.
+TEST(HostStagedCommunicatorTest, ShardedCollectivesReachTheTensor) {
+  ExpectAllRanksSucceeded(RunForkedRanks(
+      2, kTestDeadline,
+      [](int rank, TcpRendezvous& rendezvous) -> absl::Status {
+        ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
+                         ConnectStaged(rank, 2, rendezvous));
+        at::Tensor buffer = at::full({101}, rank + 1.0, at::kDouble);
+        const ShardRange own = ShardOf(101, rank, 2);
+        ASSIGN_OR_RETURN(auto scatter, comm->ReduceScatterSum(buffer, "all"));
+        RETURN_IF_ERROR(scatter->Wait(kOpTimeout));
+        RETURN_IF_ERROR(ExpectFilledWith(
+            buffer.narrow(0, own.begin, own.size()), 3.0, "own shard"));
+        buffer.narrow(0, own.begin, own.size()).fill_(rank);
+        ASSIGN_OR_RETURN(auto gather, comm->AllGather(buffer, "all"));
+        RETURN_IF_ERROR(gather->Wait(kOpTimeout));
+        for (int m = 0; m < 2; ++m) {
+          const ShardRange shard = ShardOf(101, m, 2);
+          RETURN_IF_ERROR(
+              ExpectFilledWith(buffer.narrow(0, shard.begin, shard.size()), m,
+                               absl::StrCat("shard ", m)));
+        }
         return comm->Barrier(kOpTimeout);
       }));
 }

@@ -17,7 +17,7 @@ TEST(ShardOfTest, ShardsAreContiguousCoverEveryElementOnceAndEvenWithinOne) {
     for (const int members : {1, 2, 3, 4, 8}) {
       int64_t next = 0;
       for (int member = 0; member < members; ++member) {
-        const ShardRange shard = ShardOf(elements, {member, members});
+        const ShardRange shard = ShardOf(elements, member, members);
         EXPECT_EQ(shard.begin, next) << elements << " in " << members;
         EXPECT_GE(shard.size(), elements / members);
         EXPECT_LE(shard.size(), elements / members + 1);
@@ -30,10 +30,10 @@ TEST(ShardOfTest, ShardsAreContiguousCoverEveryElementOnceAndEvenWithinOne) {
 
 TEST(ShardOfTest, TheLayoutIsTheDocumentedOne) {
   // [i·n/G, (i+1)·n/G): 22 elements in 4 shards of 5, 6, 5 and 6.
-  EXPECT_EQ(ShardOf(22, {0, 4}).end, 5);
-  EXPECT_EQ(ShardOf(22, {1, 4}).end, 11);
-  EXPECT_EQ(ShardOf(22, {2, 4}).end, 16);
-  EXPECT_EQ(ShardOf(22, {3, 4}).end, 22);
+  EXPECT_EQ(ShardOf(22, 0, 4).end, 5);
+  EXPECT_EQ(ShardOf(22, 1, 4).end, 11);
+  EXPECT_EQ(ShardOf(22, 2, 4).end, 16);
+  EXPECT_EQ(ShardOf(22, 3, 4).end, 22);
 }
 
 TEST(PiecesOfShardTest, AShardIsCutWhereTheTensorsOfTheLayoutMeet) {
@@ -59,7 +59,7 @@ TEST(PiecesOfShardTest, AShardIsCutWhereTheTensorsOfTheLayoutMeet) {
     std::vector<int64_t> covered(numels.size(), 0);
     for (int member = 0; member < members; ++member) {
       for (const ShardPiece& piece :
-           PiecesOfShard(numels, ShardOf(9, {member, members}))) {
+           PiecesOfShard(numels, ShardOf(9, member, members))) {
         EXPECT_EQ(piece.offset, covered[piece.tensor]) << members;
         covered[piece.tensor] += piece.size;
       }

@@ -1,4 +1,4 @@
-#include "worker/comm/shared_memory_allreduce.h"
+#include "worker/comm/shared_memory_collectives.h"
 
 #include <ATen/ATen.h>
 #include <linux/futex.h>
@@ -25,7 +25,7 @@ namespace {
 // The start of every segment; the tensor's bytes follow at kHeaderBytes.
 struct SegmentHeader {
   uint64_t token;  // proves a peer mapped the segment its owner published
-  std::atomic<uint32_t> phase;  // 3 per finished Sum
+  std::atomic<uint32_t> phase;  // 3 per finished Sum, 2 per other collective
 };
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
@@ -71,9 +71,9 @@ absl::Status StoreSet(c10d::Store& store, const std::string& key,
     store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
     return absl::OkStatus();
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot write '", key, "' to the rendezvous store: ",
-        TorchErrorMessage(e)));
+    return absl::UnavailableError(
+        absl::StrCat("cannot write '", key,
+                     "' to the rendezvous store: ", TorchErrorMessage(e)));
   }
 }
 
@@ -97,9 +97,9 @@ absl::StatusOr<std::string> StoreGet(c10d::Store& store, const std::string& key,
     const std::vector<uint8_t> value = store.get(key);
     return std::string(value.begin(), value.end());
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot read '", key, "' from the rendezvous store: ",
-        TorchErrorMessage(e)));
+    return absl::UnavailableError(
+        absl::StrCat("cannot read '", key,
+                     "' from the rendezvous store: ", TorchErrorMessage(e)));
   }
 }
 
@@ -148,7 +148,9 @@ absl::StatusOr<SharedMemorySegment> OpenPeerSegment(int member,
 // and its verdict on the others'.
 struct ExchangeKeys {
   std::string prefix;
-  std::string Offer(int member) const { return absl::StrCat(prefix, "/offer/", member); }
+  std::string Offer(int member) const {
+    return absl::StrCat(prefix, "/offer/", member);
+  }
   std::string Verdict(int member) const {
     return absl::StrCat(prefix, "/verdict/", member);
   }
@@ -186,7 +188,8 @@ absl::Status MapPeerSegments(
     ASSIGN_OR_RETURN(const std::string offer,
                      StoreGet(store, keys.Offer(member), options));
     if (!problem->ok()) continue;
-    absl::StatusOr<SharedMemorySegment> peer = OpenPeerSegment(member, offer, bytes);
+    absl::StatusOr<SharedMemorySegment> peer =
+        OpenPeerSegment(member, offer, bytes);
     if (peer.ok()) {
       segments[member] = *std::move(peer);
     } else {
@@ -217,11 +220,11 @@ absl::Status AgreeOnVerdicts(c10d::Store& store, const ExchangeKeys& keys,
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<SharedMemoryAllReduce>>
-SharedMemoryAllReduce::Join(const c10::intrusive_ptr<c10d::Store>& store,
-                            const std::string& key_prefix, int rank, int size,
-                            size_t capacity_bytes,
-                            const SharedMemoryOptions& options) {
+absl::StatusOr<std::unique_ptr<SharedMemoryCollectives>>
+SharedMemoryCollectives::Join(const c10::intrusive_ptr<c10d::Store>& store,
+                              const std::string& key_prefix, int rank, int size,
+                              size_t capacity_bytes,
+                              const SharedMemoryOptions& options) {
   if (size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "member ", rank, " of a group of ", size, "; need 0 <= member < size"));
@@ -232,24 +235,24 @@ SharedMemoryAllReduce::Join(const c10::intrusive_ptr<c10d::Store>& store,
   absl::Status problem;
   RETURN_IF_ERROR(OfferOwnSegment(*store, keys, rank, bytes, options,
                                   RandomToken(), &segments[rank], &problem));
-  RETURN_IF_ERROR(MapPeerSegments(*store, keys, rank, bytes, options, segments,
-                                  &problem));
+  RETURN_IF_ERROR(
+      MapPeerSegments(*store, keys, rank, bytes, options, segments, &problem));
   RETURN_IF_ERROR(AgreeOnVerdicts(*store, keys, rank, size, options, &problem));
   // Every member has mapped or given up on this segment: drop its name.
   if (segments[rank]) segments[rank]->Unlink();
   if (!problem.ok()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("no shared memory among the group's ",
-                     size, " members: ", problem.message()));
+        absl::StrCat("no shared memory among the group's ", size,
+                     " members: ", problem.message()));
   }
   std::vector<SharedMemorySegment> mapped;
   mapped.reserve(size);
   for (auto& segment : segments) mapped.push_back(std::move(*segment));
-  return std::unique_ptr<SharedMemoryAllReduce>(new SharedMemoryAllReduce(
+  return std::unique_ptr<SharedMemoryCollectives>(new SharedMemoryCollectives(
       rank, std::move(mapped), capacity_bytes, options.cancelled));
 }
 
-SharedMemoryAllReduce::SharedMemoryAllReduce(
+SharedMemoryCollectives::SharedMemoryCollectives(
     int rank, std::vector<SharedMemorySegment> segments, size_t capacity,
     const std::atomic<bool>* cancelled)
     : rank_(rank),
@@ -257,68 +260,105 @@ SharedMemoryAllReduce::SharedMemoryAllReduce(
       capacity_(capacity),
       cancelled_(cancelled) {}
 
-absl::Status SharedMemoryAllReduce::Sum(const at::Tensor& tensor,
-                                        absl::Duration timeout) {
+absl::StatusOr<at::Tensor> SharedMemoryCollectives::Flat(
+    const char* operation, const at::Tensor& tensor) const {
   if (!tensor.defined() || !tensor.device().is_cpu() ||
       !tensor.is_contiguous() || tensor.is_sparse() ||
       tensor.nbytes() > capacity_) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "shared-memory allreduce needs a dense, contiguous CPU tensor of at "
-        "most ",
-        capacity_, " bytes; got ",
+        "shared-memory ", operation,
+        " needs a dense, contiguous CPU tensor of at most ", capacity_,
+        " bytes; got ",
         tensor.defined() ? tensor.toString() : "an undefined tensor"));
   }
-  const int size = static_cast<int>(segments_.size());
-  if (size == 1 || tensor.numel() == 0) return absl::OkStatus();
+  return tensor.view({-1});
+}
+
+absl::Status SharedMemoryCollectives::Sum(const at::Tensor& tensor,
+                                          absl::Duration timeout) {
+  ASSIGN_OR_RETURN(const at::Tensor flat, Flat("allreduce", tensor));
+  if (segments_.size() == 1 || flat.numel() == 0) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + timeout;
-  const at::Tensor flat = tensor.view({-1});
-  const int64_t numel = flat.numel();
-  // Member m sums and publishes slice m.
-  const auto slice = [&](const at::Tensor& whole, int m) {
-    const int64_t begin = numel * m / size;
-    return whole.narrow(0, begin, numel * (m + 1) / size - begin);
-  };
-  const uint32_t base = 3 * sums_done_;
-
-  // Nobody reads this member's segment any more once all finished the last
-  // Sum.
-  RETURN_IF_ERROR(AwaitPhase(base, deadline, "the end of the previous sum"));
-  View(rank_, flat).copy_(flat);
-  PublishPhase(base + 1);
-
-  RETURN_IF_ERROR(AwaitPhase(base + 1, deadline, "this sum"));
-  at::Tensor own_slice = slice(flat, rank_);
-  at::add_out(own_slice, slice(View(0, flat), rank_),
-              slice(View(1, flat), rank_));
-  for (int m = 2; m < size; ++m) own_slice.add_(slice(View(m, flat), rank_));
-  slice(View(rank_, flat), rank_).copy_(own_slice);
-  PublishPhase(base + 2);
-
-  RETURN_IF_ERROR(AwaitPhase(base + 2, deadline, "the summed slices"));
-  for (int m = 0; m < size; ++m) {
-    if (m != rank_) slice(flat, m).copy_(slice(View(m, flat), m));
-  }
-  PublishPhase(base + 3);
-  ++sums_done_;
+  RETURN_IF_ERROR(SumOwnShard(flat, deadline, "this sum"));
+  // Only this member reads its own shard of its segment.
+  Shard(View(rank_, flat), rank_).copy_(Shard(flat, rank_));
+  PublishPhase(phase_ + 2);
+  RETURN_IF_ERROR(AwaitPhase(phase_ + 2, deadline, "the summed slices"));
+  CopyOtherShards(flat);
+  PublishPhase(phase_ + 3);
+  phase_ += 3;
   return absl::OkStatus();
 }
 
-absl::Status SharedMemoryAllReduce::AwaitPhase(uint32_t phase,
-                                               absl::Time deadline,
-                                               const char* what) const {
+absl::Status SharedMemoryCollectives::ReduceScatterSum(const at::Tensor& tensor,
+                                                       absl::Duration timeout) {
+  ASSIGN_OR_RETURN(const at::Tensor flat, Flat("reduce-scatter", tensor));
+  if (segments_.size() == 1 || flat.numel() == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(
+      SumOwnShard(flat, absl::Now() + timeout, "this reduce-scatter"));
+  PublishPhase(phase_ + 2);
+  phase_ += 2;
+  return absl::OkStatus();
+}
+
+absl::Status SharedMemoryCollectives::AllGather(const at::Tensor& tensor,
+                                                absl::Duration timeout) {
+  ASSIGN_OR_RETURN(const at::Tensor flat, Flat("all-gather", tensor));
+  if (segments_.size() == 1 || flat.numel() == 0) return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + timeout;
+  RETURN_IF_ERROR(AwaitPreviousCollective(deadline));
+  Shard(View(rank_, flat), rank_).copy_(Shard(flat, rank_));
+  PublishPhase(phase_ + 1);
+  RETURN_IF_ERROR(AwaitPhase(phase_ + 1, deadline, "this all-gather"));
+  CopyOtherShards(flat);
+  PublishPhase(phase_ + 2);
+  phase_ += 2;
+  return absl::OkStatus();
+}
+
+absl::Status SharedMemoryCollectives::SumOwnShard(const at::Tensor& flat,
+                                                  absl::Time deadline,
+                                                  const char* what) {
+  RETURN_IF_ERROR(AwaitPreviousCollective(deadline));
+  View(rank_, flat).copy_(flat);
+  PublishPhase(phase_ + 1);
+  RETURN_IF_ERROR(AwaitPhase(phase_ + 1, deadline, what));
+  at::Tensor own = Shard(flat, rank_);
+  at::add_out(own, Shard(View(0, flat), rank_), Shard(View(1, flat), rank_));
+  for (int m = 2; m < static_cast<int>(segments_.size()); ++m) {
+    own.add_(Shard(View(m, flat), rank_));
+  }
+  return absl::OkStatus();
+}
+
+void SharedMemoryCollectives::CopyOtherShards(const at::Tensor& flat) const {
+  for (int m = 0; m < static_cast<int>(segments_.size()); ++m) {
+    if (m != rank_) Shard(flat, m).copy_(Shard(View(m, flat), m));
+  }
+}
+
+absl::Status SharedMemoryCollectives::AwaitPreviousCollective(
+    absl::Time deadline) const {
+  // Nobody reads this member's segment any more once every member finished
+  // the last collective.
+  return AwaitPhase(phase_, deadline, "the end of the previous collective");
+}
+
+absl::Status SharedMemoryCollectives::AwaitPhase(uint32_t phase,
+                                                 absl::Time deadline,
+                                                 const char* what) const {
   for (int m = 0; m < static_cast<int>(segments_.size()); ++m) {
     if (m == rank_) continue;
     std::atomic<uint32_t>& word = HeaderOf(segments_[m]).phase;
     for (uint32_t seen = word.load(std::memory_order_acquire);
          !Reached(seen, phase); seen = word.load(std::memory_order_acquire)) {
       if (cancelled_ != nullptr && cancelled_->load()) {
-        return absl::CancelledError("shared-memory allreduce cancelled");
+        return absl::CancelledError("shared-memory collective cancelled");
       }
       const absl::Duration left = deadline - absl::Now();
       if (left <= absl::ZeroDuration()) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("member ", m, " of the group did not reach ", what,
-                         " in time"));
+        return absl::DeadlineExceededError(absl::StrCat(
+            "member ", m, " of the group did not reach ", what, " in time"));
       }
       FutexWait(word, seen, std::min(left, kWaitSlice));
     }
@@ -326,17 +366,24 @@ absl::Status SharedMemoryAllReduce::AwaitPhase(uint32_t phase,
   return absl::OkStatus();
 }
 
-void SharedMemoryAllReduce::PublishPhase(uint32_t phase) {
+void SharedMemoryCollectives::PublishPhase(uint32_t phase) {
   std::atomic<uint32_t>& word = HeaderOf(segments_[rank_]).phase;
   word.store(phase, std::memory_order_release);
   FutexWakeAll(word);
 }
 
-at::Tensor SharedMemoryAllReduce::View(int member,
-                                       const at::Tensor& like) const {
+at::Tensor SharedMemoryCollectives::View(int member,
+                                         const at::Tensor& like) const {
   return at::from_blob(
       static_cast<char*>(segments_[member].data()) + kHeaderBytes,
       {like.numel()}, at::TensorOptions().dtype(like.scalar_type()));
+}
+
+at::Tensor SharedMemoryCollectives::Shard(const at::Tensor& flat,
+                                          int member) const {
+  const ShardRange shard =
+      ShardOf(flat.numel(), member, static_cast<int>(segments_.size()));
+  return flat.narrow(0, shard.begin, shard.size());
 }
 
 }  // namespace chimera::worker

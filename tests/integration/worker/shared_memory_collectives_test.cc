@@ -1,9 +1,10 @@
-// Shared-memory allreduce and the group allreducer across real processes on
-// one host: exact sums that every member holds bit for bit, a group that
+// Shared-memory collectives and a group's collectives thread across real
+// processes on one host: exact sums that every member holds bit for bit,
+// reduce-scatters and all-gathers of uneven shards among them, a group that
 // agrees to use TCP when one member cannot share memory, and a member that
-// stalls or a reducer torn down mid-rendezvous ending in a clear error
-// within its bound.
-#include "worker/comm/shared_memory_allreduce.h"
+// stalls or a group torn down mid-rendezvous ending in a clear error within
+// its bound.
+#include "worker/comm/shared_memory_collectives.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -17,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "tests/integration/worker/comm_checks.h"
-#include "worker/comm/group_allreducer.h"
+#include "worker/comm/group_collectives.h"
 #include "worker/comm/tcp_rendezvous.h"
 #include "worker/harness/forked_ranks.h"
 
@@ -42,10 +43,9 @@ at::Tensor Addend(int rank, int round, int64_t numel, at::ScalarType dtype) {
 absl::Status ExpectStatus(const absl::Status& status, absl::StatusCode code,
                           absl::string_view text, absl::string_view what) {
   if (status.code() != code || !absl::StrContains(status.message(), text)) {
-    return absl::InternalError(absl::StrCat(what, ": expected ",
-                                            absl::StatusCodeToString(code),
-                                            " with '", text, "', got ",
-                                            status.ToString()));
+    return absl::InternalError(
+        absl::StrCat(what, ": expected ", absl::StatusCodeToString(code),
+                     " with '", text, "', got ", status.ToString()));
   }
   return absl::OkStatus();
 }
@@ -75,13 +75,12 @@ std::vector<harness::RankExit> RunRanks(int size,
 // Three members (so slices are uneven: 1001 elements), float and double,
 // five rounds through the same segments: each result is the rank-order sum
 // of the addends, bit for bit, on every member.
-TEST(SharedMemoryAllReduceTest, SumsAreExactAndTheSameOnEveryMember) {
-  ExpectAllRanksSucceeded(RunRanks(
-      3,
-      [](int rank, TcpRendezvous& rendezvous) -> absl::Status {
+TEST(SharedMemoryCollectivesTest, SumsAreExactAndTheSameOnEveryMember) {
+  ExpectAllRanksSucceeded(
+      RunRanks(3, [](int rank, TcpRendezvous& rendezvous) -> absl::Status {
         constexpr int64_t kNumel = 1001;
         ASSIGN_OR_RETURN(auto group,
-                         SharedMemoryAllReduce::Join(
+                         SharedMemoryCollectives::Join(
                              rendezvous.store(), "test", rank, 3,
                              kNumel * sizeof(double), SharedMemoryOptions{}));
         for (int round = 0; round < 5; ++round) {
@@ -105,14 +104,60 @@ TEST(SharedMemoryAllReduceTest, SumsAreExactAndTheSameOnEveryMember) {
       }));
 }
 
+// Three members (shards of 333, 334 and 334 elements), float and double, a
+// reduce-scatter, an all-gather and a sum in turn through the same segments:
+// each member's shard of the reduce-scatter is the rank-order sum, bit for
+// bit what Sum gives, and the all-gather puts every member's shard in place.
+TEST(SharedMemoryCollectivesTest, ShardedCollectivesInterleaveWithSums) {
+  ExpectAllRanksSucceeded(
+      RunRanks(3, [](int rank, TcpRendezvous& rendezvous) -> absl::Status {
+        constexpr int64_t kNumel = 1001;
+        ASSIGN_OR_RETURN(auto group,
+                         SharedMemoryCollectives::Join(
+                             rendezvous.store(), "test", rank, 3,
+                             kNumel * sizeof(double), SharedMemoryOptions{}));
+        const ShardRange own = ShardOf(kNumel, rank, 3);
+        for (int round = 0; round < 4; ++round) {
+          const at::ScalarType dtype = round % 2 ? at::kDouble : at::kFloat;
+          const at::Tensor expected = Addend(0, round, kNumel, dtype) +
+                                      Addend(1, round, kNumel, dtype) +
+                                      Addend(2, round, kNumel, dtype);
+          at::Tensor scattered = Addend(rank, round, kNumel, dtype);
+          RETURN_IF_ERROR(group->ReduceScatterSum(scattered, kOpTimeout));
+          if (!at::equal(scattered.narrow(0, own.begin, own.size()),
+                         expected.narrow(0, own.begin, own.size()))) {
+            return absl::InternalError(absl::StrCat(
+                "round ", round, ": the own shard is not the rank-order sum"));
+          }
+          // Only the own shard is right; the rest must be gathered.
+          scattered.narrow(0, 0, own.begin).fill_(-1);
+          scattered.narrow(0, own.end, kNumel - own.end).fill_(-1);
+          RETURN_IF_ERROR(group->AllGather(scattered, kOpTimeout));
+          if (!at::equal(scattered, expected)) {
+            return absl::InternalError(absl::StrCat(
+                "round ", round, ": the gathered shards are not the sum"));
+          }
+          at::Tensor summed = Addend(rank, round, kNumel, dtype);
+          RETURN_IF_ERROR(group->Sum(summed, kOpTimeout));
+          if (!at::equal(summed, expected)) {
+            return absl::InternalError(
+                absl::StrCat("round ", round, ": the sum after them differs"));
+          }
+        }
+        return ExpectStatus(
+            group->AllGather(at::zeros({kNumel + 1}, at::kDouble), kOpTimeout),
+            absl::StatusCode::kInvalidArgument, "shared-memory all-gather",
+            "a tensor larger than the segments");
+      }));
+}
+
 // Member 1 declines: both are told so, the same verdict on each.
-TEST(SharedMemoryAllReduceTest, AMemberThatDeclinesTurnsTheGroupAway) {
-  ExpectAllRanksSucceeded(RunRanks(
-      2,
-      [](int rank, TcpRendezvous& rendezvous) -> absl::Status {
+TEST(SharedMemoryCollectivesTest, AMemberThatDeclinesTurnsTheGroupAway) {
+  ExpectAllRanksSucceeded(
+      RunRanks(2, [](int rank, TcpRendezvous& rendezvous) -> absl::Status {
         SharedMemoryOptions options;
         options.enabled = rank == 0;
-        const auto group = SharedMemoryAllReduce::Join(
+        const auto group = SharedMemoryCollectives::Join(
             rendezvous.store(), "test", rank, 2, 64, options);
         return ExpectStatus(group.status(),
                             absl::StatusCode::kFailedPrecondition,
@@ -123,11 +168,10 @@ TEST(SharedMemoryAllReduceTest, AMemberThatDeclinesTurnsTheGroupAway) {
 
 // Member 1 joins but never sums: member 0's sum ends within its timeout,
 // naming it.
-TEST(SharedMemoryAllReduceTest, AStalledMemberEndsTheSumInTimeNamingIt) {
-  ExpectAllRanksSucceeded(RunRanks(
-      2,
-      [](int rank, TcpRendezvous& rendezvous) -> absl::Status {
-        ASSIGN_OR_RETURN(auto group, SharedMemoryAllReduce::Join(
+TEST(SharedMemoryCollectivesTest, AStalledMemberEndsTheSumInTimeNamingIt) {
+  ExpectAllRanksSucceeded(
+      RunRanks(2, [](int rank, TcpRendezvous& rendezvous) -> absl::Status {
+        ASSIGN_OR_RETURN(auto group, SharedMemoryCollectives::Join(
                                          rendezvous.store(), "test", rank, 2,
                                          64, SharedMemoryOptions{}));
         if (rank == 1) {
@@ -147,21 +191,21 @@ TEST(SharedMemoryAllReduceTest, AStalledMemberEndsTheSumInTimeNamingIt) {
       }));
 }
 
-GroupAllReducerOptions ReducerOptions(TcpRendezvous& rendezvous, int rank,
-                                      int size) {
-  GroupAllReducerOptions options;
+GroupCollectivesOptions GroupOptions(TcpRendezvous& rendezvous, int rank,
+                                     int size) {
+  GroupCollectivesOptions options;
   options.store = rendezvous.store();
   options.key_prefix = "test";
   options.rank = rank;
   options.size = size;
   options.timeout = kOpTimeout;
-  options.description = "allreduce in group 'test'";
+  options.group = "test";
   return options;
 }
 
-// Stands in for Gloo: counts its calls and sums nothing.
-GroupAllReducer::Sum CountingTcpSum(std::shared_ptr<int> calls) {
-  return [calls](const at::Tensor&) {
+// Stands in for Gloo: counts its calls and does nothing.
+GroupCollectives::Run CountingTcp(std::shared_ptr<int> calls) {
+  return [calls](Collective, const at::Tensor&) {
     ++*calls;
     return absl::OkStatus();
   };
@@ -169,30 +213,32 @@ GroupAllReducer::Sum CountingTcpSum(std::shared_ptr<int> calls) {
 
 // On one host the group sums through shared memory and grows its segments
 // for a larger tensor; with a member that declines, every member takes TCP.
-TEST(GroupAllReducerTest, SharesMemoryOnOneHostAndTakesTcpWhenAMemberDeclines) {
+TEST(GroupCollectivesTest,
+     SharesMemoryOnOneHostAndTakesTcpWhenAMemberDeclines) {
   for (const bool member_declines : {false, true}) {
     SCOPED_TRACE(member_declines ? "member 1 declines" : "all share");
-    ExpectAllRanksSucceeded(RunRanks(
-      2,
-        [&](int rank, TcpRendezvous& rendezvous) -> absl::Status {
-          GroupAllReducerOptions options = ReducerOptions(rendezvous, rank, 2);
+    ExpectAllRanksSucceeded(
+        RunRanks(2, [&](int rank, TcpRendezvous& rendezvous) -> absl::Status {
+          GroupCollectivesOptions options = GroupOptions(rendezvous, rank, 2);
           options.shared_memory = !(member_declines && rank == 1);
           auto tcp_calls = std::make_shared<int>(0);
-          GroupAllReducer reducer(options, CountingTcpSum(tcp_calls));
+          GroupCollectives group(options, CountingTcp(tcp_calls));
           const at::Tensor small = at::full({10}, rank + 1.0, at::kFloat);
           const at::Tensor large = at::full({5000}, rank + 1.0, at::kFloat);
-          std::unique_ptr<PendingOp> first = reducer.Start(small);
-          std::unique_ptr<PendingOp> second = reducer.Start(large);
+          std::unique_ptr<PendingOp> first =
+              group.Start(Collective::kSum, small);
+          std::unique_ptr<PendingOp> second =
+              group.Start(Collective::kSum, large);
           RETURN_IF_ERROR(first->Wait(kOpTimeout));
           RETURN_IF_ERROR(second->Wait(kOpTimeout));
           if (member_declines) {
-            if (*tcp_calls != 2 || reducer.uses_shared_memory()) {
+            if (*tcp_calls != 2 || group.uses_shared_memory()) {
               return absl::InternalError(absl::StrCat(
                   "expected both sums over TCP, got ", *tcp_calls));
             }
             return absl::OkStatus();
           }
-          if (*tcp_calls != 0 || !reducer.uses_shared_memory()) {
+          if (*tcp_calls != 0 || !group.uses_shared_memory()) {
             return absl::InternalError("expected shared memory, got TCP");
           }
           RETURN_IF_ERROR(ExpectFilledWith(small, 3.0, "the small sum"));
@@ -201,34 +247,33 @@ TEST(GroupAllReducerTest, SharesMemoryOnOneHostAndTakesTcpWhenAMemberDeclines) {
   }
 }
 
-// Member 1 never starts its allreduce: tearing member 0's reducer down ends
+// Member 1 never starts its allreduce: tearing member 0's group down ends
 // the rendezvous it is blocked in at once, and its pending sum says so.
-TEST(GroupAllReducerTest, TearingDownEndsABlockedSumAtOnce) {
-  ExpectAllRanksSucceeded(RunRanks(
-      2,
-      [](int rank, TcpRendezvous& rendezvous) -> absl::Status {
+TEST(GroupCollectivesTest, TearingDownEndsABlockedSumAtOnce) {
+  ExpectAllRanksSucceeded(
+      RunRanks(2, [](int rank, TcpRendezvous& rendezvous) -> absl::Status {
         if (rank == 1) {
           absl::SleepFor(3 * kShortTimeout);
           return absl::OkStatus();
         }
-        auto reducer = std::make_unique<GroupAllReducer>(
-            ReducerOptions(rendezvous, rank, 2),
-            CountingTcpSum(std::make_shared<int>(0)));
+        auto group = std::make_unique<GroupCollectives>(
+            GroupOptions(rendezvous, rank, 2),
+            CountingTcp(std::make_shared<int>(0)));
         std::unique_ptr<PendingOp> sum =
-            reducer->Start(at::ones({16}, at::kFloat));
+            group->Start(Collective::kSum, at::ones({16}, at::kFloat));
         RETURN_IF_ERROR(ExpectStatus(sum->Wait(absl::Milliseconds(300)),
                                      absl::StatusCode::kDeadlineExceeded,
                                      "allreduce in group 'test' did not finish",
                                      "waiting on a sum member 1 never joins"));
         const absl::Time start = absl::Now();
-        reducer.reset();
+        group.reset();
         if (absl::Now() - start > kShortTimeout) {
           return absl::InternalError(absl::StrCat(
               "tearing down took ", absl::FormatDuration(absl::Now() - start)));
         }
         return ExpectStatus(sum->Wait(kShortTimeout),
                             absl::StatusCode::kCancelled, "cancelled",
-                            "the sum of a reducer torn down");
+                            "the sum of a group torn down");
       }));
 }
 

@@ -1,4 +1,4 @@
-#include "worker/comm/group_allreducer.h"
+#include "worker/comm/group_collectives.h"
 
 #include <utility>
 
@@ -8,7 +8,8 @@
 namespace chimera::worker {
 namespace comm_internal {
 
-struct QueuedSum {
+struct QueuedCollective {
+  Collective collective = Collective::kSum;
   at::Tensor tensor;
   absl::Mutex mu;
   bool done ABSL_GUARDED_BY(mu) = false;
@@ -24,39 +25,49 @@ struct QueuedSum {
 }  // namespace comm_internal
 namespace {
 
-using comm_internal::QueuedSum;
+using comm_internal::QueuedCollective;
 
-class QueuedAllReduce final : public PendingOp {
+class QueuedOp final : public PendingOp {
  public:
-  QueuedAllReduce(std::shared_ptr<QueuedSum> job,
-                  std::string description)
+  QueuedOp(std::shared_ptr<QueuedCollective> job, std::string description)
       : job_(std::move(job)), description_(std::move(description)) {}
 
   absl::Status Wait(absl::Duration timeout) override {
     absl::MutexLock lock(&job_->mu);
     const bool& done = job_->done;
     if (!job_->mu.AwaitWithTimeout(absl::Condition(&done), timeout)) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          description_, " did not finish within ",
-          absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(
+          absl::StrCat(description_, " did not finish within ",
+                       absl::FormatDuration(timeout)));
     }
     return job_->status;
   }
 
  private:
-  std::shared_ptr<QueuedSum> job_;
+  std::shared_ptr<QueuedCollective> job_;
   std::string description_;
 };
 
 }  // namespace
 
-GroupAllReducer::GroupAllReducer(GroupAllReducerOptions options, Sum tcp_sum)
-    : options_(std::move(options)),
-      tcp_sum_(std::move(tcp_sum)),
-      tcp_only_(options_.size == 1),
-      thread_([this] { Run(); }) {}
+const char* CollectiveName(Collective collective) {
+  switch (collective) {
+    case Collective::kSum:
+      return "allreduce";
+    case Collective::kAllGather:
+      return "all-gather";
+    case Collective::kReduceScatterSum:
+      return "reduce-scatter";
+  }
+  return "collective";
+}
 
-GroupAllReducer::~GroupAllReducer() {
+GroupCollectives::GroupCollectives(GroupCollectivesOptions options, Run tcp)
+    : options_(std::move(options)),
+      tcp_(std::move(tcp)),
+      thread_([this] { Serve(); }) {}
+
+GroupCollectives::~GroupCollectives() {
   cancelled_.store(true);
   {
     absl::MutexLock lock(&mu_);
@@ -65,18 +76,19 @@ GroupAllReducer::~GroupAllReducer() {
   thread_.join();
 }
 
-std::unique_ptr<PendingOp> GroupAllReducer::Start(at::Tensor tensor) {
+std::unique_ptr<PendingOp> GroupCollectives::Start(Collective collective,
+                                                   at::Tensor tensor) {
   auto job = std::make_shared<Job>();
+  job->collective = collective;
   job->tensor = std::move(tensor);
   {
     absl::MutexLock lock(&mu_);
     queue_.push_back(job);
   }
-  return std::make_unique<QueuedAllReduce>(std::move(job),
-                                           options_.description);
+  return std::make_unique<QueuedOp>(std::move(job), Describe(collective));
 }
 
-void GroupAllReducer::Run() {
+void GroupCollectives::Serve() {
   for (;;) {
     std::shared_ptr<Job> job;
     {
@@ -92,14 +104,14 @@ void GroupAllReducer::Run() {
     if (job == nullptr) break;
     if (cancelled_.load()) {
       job->Complete(absl::CancelledError(
-          absl::StrCat(options_.description, " cancelled")));
+          absl::StrCat(Describe(job->collective), " cancelled")));
       continue;
     }
-    absl::Status status = Reduce(job->tensor);
+    absl::Status status = Execute(*job);
     if (!status.ok()) {
-      status = absl::Status(status.code(), absl::StrCat(options_.description,
-                                                        " failed: ",
-                                                        status.message()));
+      status = absl::Status(status.code(),
+                            absl::StrCat(Describe(job->collective),
+                                         " failed: ", status.message()));
     }
     job->Complete(std::move(status));
   }
@@ -108,18 +120,32 @@ void GroupAllReducer::Run() {
   for (const auto& job : queue_) {
     if (job != nullptr) {
       job->Complete(absl::CancelledError(
-          absl::StrCat(options_.description, " cancelled")));
+          absl::StrCat(Describe(job->collective), " cancelled")));
     }
   }
 }
 
-absl::Status GroupAllReducer::Reduce(const at::Tensor& tensor) {
-  RETURN_IF_ERROR(PrepareSharedMemory(tensor.nbytes()));
-  if (tcp_only_) return tcp_sum_(tensor);
-  return shared_->Sum(tensor, options_.timeout);
+absl::Status GroupCollectives::Execute(const Job& job) {
+  if (options_.size == 1) return absl::OkStatus();  // each is the identity
+  RETURN_IF_ERROR(PrepareSharedMemory(job.tensor.nbytes()));
+  if (tcp_only_) return tcp_(job.collective, job.tensor);
+  switch (job.collective) {
+    case Collective::kSum:
+      return shared_->Sum(job.tensor, options_.timeout);
+    case Collective::kAllGather:
+      return shared_->AllGather(job.tensor, options_.timeout);
+    case Collective::kReduceScatterSum:
+      return shared_->ReduceScatterSum(job.tensor, options_.timeout);
+  }
+  return absl::InternalError("unknown collective");
 }
 
-absl::Status GroupAllReducer::PrepareSharedMemory(size_t bytes) {
+std::string GroupCollectives::Describe(Collective collective) const {
+  return absl::StrCat(CollectiveName(collective), " in group '", options_.group,
+                      "'");
+}
+
+absl::Status GroupCollectives::PrepareSharedMemory(size_t bytes) {
   if (tcp_only_ || (shared_ != nullptr && shared_->capacity() >= bytes)) {
     return absl::OkStatus();
   }
@@ -130,8 +156,8 @@ absl::Status GroupAllReducer::PrepareSharedMemory(size_t bytes) {
   shared_options.timeout = options_.timeout;
   shared_options.cancelled = &cancelled_;
   shared_.reset();
-  absl::StatusOr<std::unique_ptr<SharedMemoryAllReduce>> joined =
-      SharedMemoryAllReduce::Join(
+  absl::StatusOr<std::unique_ptr<SharedMemoryCollectives>> joined =
+      SharedMemoryCollectives::Join(
           options_.store, absl::StrCat(options_.key_prefix, "/", joins_++),
           options_.rank, options_.size, bytes, shared_options);
   if (absl::IsFailedPrecondition(joined.status())) {

@@ -20,14 +20,23 @@ namespace {
 using schedule::IsBidirectional;
 using schedule::Scheme;
 
-double AllreduceSeconds(const chimera::v1::LinkSpec& link, int ranks,
-                        double bytes) {
+// A reduce-scatter or an all-gather of `bytes` over `ranks`: each member
+// moves (G - 1)/G of the bytes, in log2(G) latency steps.
+double ShardedCollectiveSeconds(const chimera::v1::LinkSpec& link, int ranks,
+                                double bytes) {
   if (ranks <= 1) return 0;
   const double step_latency = link.collective_latency_seconds() > 0
                                   ? link.collective_latency_seconds()
                                   : link.latency_seconds();
-  return 2 * std::log2(static_cast<double>(ranks)) * step_latency +
-         2.0 * (ranks - 1) / ranks * bytes / link.bandwidth_bytes_per_second();
+  return std::log2(static_cast<double>(ranks)) * step_latency +
+         static_cast<double>(ranks - 1) / ranks * bytes /
+             link.bandwidth_bytes_per_second();
+}
+
+// A reduce-scatter and then an all-gather.
+double AllreduceSeconds(const chimera::v1::LinkSpec& link, int ranks,
+                        double bytes) {
+  return 2 * ShardedCollectiveSeconds(link, ranks, bytes);
 }
 
 // The candidate's program with at most kSimulatedWidth replicas, or all of
@@ -56,6 +65,12 @@ struct StageGroup {
   const chimera::v1::LinkSpec* link = nullptr;
 };
 
+// Whether `sharding` shards the stage of `group` (one member has nothing to
+// shard with).
+bool ShardsOver(schedule::Sharding sharding, const StageGroup& group) {
+  return sharding != schedule::Sharding::kNone && group.size >= 2;
+}
+
 std::vector<StageGroup> StageGroups(const PlanningContext& context,
                                     const SimulationInputs& inputs,
                                     const schedule::ScheduleParams& params) {
@@ -83,8 +98,9 @@ std::vector<StageGroup> StageGroups(const PlanningContext& context,
   return groups;
 }
 
-// Each model stage's gradient allreduce over its group. The first stage's
-// moves the token embedding rows the step's tokens can use only.
+// Each model stage's gradient sum over its group: an allreduce, of which the
+// first stage's moves the token embedding rows the step's tokens can use
+// only; or, sharded as gradients-and-optimizer, a reduce-scatter of them all.
 std::vector<double> StageAllreduceSeconds(
     const PlanningContext& context, const SimulationInputs& inputs,
     const Candidate& candidate, const std::vector<StageGroup>& groups) {
@@ -92,9 +108,16 @@ std::vector<double> StageAllreduceSeconds(
                                  candidate.params.micro_batches *
                                  candidate.micro_batch_size *
                                  context.job.spec().model().seq_length();
+  const bool reduce_scatter =
+      candidate.params.sharding == schedule::Sharding::kGradientsAndOptimizer;
   std::vector<double> seconds;
   for (size_t s = 0; s < groups.size(); ++s) {
     double bytes = static_cast<double>(inputs.stages[s].parameter_bytes);
+    if (reduce_scatter && ShardsOver(candidate.params.sharding, groups[s])) {
+      seconds.push_back(
+          ShardedCollectiveSeconds(*groups[s].link, groups[s].size, bytes));
+      continue;
+    }
     if (s == 0) {
       bytes -= UnsyncedEmbeddingBytes(context.job.spec().model(),
                                       tokens_per_step);
@@ -105,22 +128,22 @@ std::vector<double> StageAllreduceSeconds(
 }
 
 // Each model stage's optimizer step: with its state sharded, each member
-// updates 1/G of it, then the group gathers the updated weights (summing
-// them zero-padded, at an allreduce's cost: sharded_optimizer.h).
+// updates 1/G of it, then the group all-gathers the updated weights
+// (sharded_optimizer.h).
 std::vector<double> StageOptimizerSeconds(
     const SimulationInputs& inputs, const schedule::ScheduleParams& params,
     const std::vector<StageGroup>& groups) {
   std::vector<double> seconds;
   for (size_t s = 0; s < groups.size(); ++s) {
     const StageProfile& stage = inputs.stages[s];
-    if (params.sharding == schedule::Sharding::kNone || groups[s].size < 2) {
+    if (!ShardsOver(params.sharding, groups[s])) {
       seconds.push_back(stage.optimizer_seconds);
       continue;
     }
     seconds.push_back(
         stage.optimizer_seconds / groups[s].size +
-        AllreduceSeconds(*groups[s].link, groups[s].size,
-                         static_cast<double>(stage.parameter_bytes)));
+        ShardedCollectiveSeconds(*groups[s].link, groups[s].size,
+                                 static_cast<double>(stage.parameter_bytes)));
   }
   return seconds;
 }

@@ -44,9 +44,10 @@ constexpr NameTable<Sync, 3> kSyncNames = {{
     {Sync::kEagerAll, "eager-all"},
     {Sync::kEnd, "end"},
 }};
-constexpr NameTable<Sharding, 2> kShardingNames = {{
+constexpr NameTable<Sharding, 3> kShardingNames = {{
     {Sharding::kNone, "none"},
     {Sharding::kOptimizer, "optimizer"},
+    {Sharding::kGradientsAndOptimizer, "gradients-and-optimizer"},
 }};
 
 // The job-file field and flag of each parameter that is not a knob.

@@ -56,9 +56,11 @@ enum class Sync { kEager, kEagerAll, kEnd };
 
 // What the members of each gradient group (the ranks holding one model
 // stage) shard among themselves, the breadth-first pipeline paper's sharded
-// data parallelism: nothing, or the optimizer's state (ZeRO-1: each member
-// steps its shard of the stage's parameters and gathers the others').
-enum class Sharding { kNone, kOptimizer };
+// data parallelism: nothing; the optimizer's state (ZeRO-1: the gradients
+// are allreduced, each member steps its shard of the stage's parameters and
+// gathers the others'); or the gradients' sum too (the paper's DP_PS: the
+// gradients are reduce-scattered instead, each member summing its shard).
+enum class Sharding { kNone, kOptimizer, kGradientsAndOptimizer };
 
 // The largest depth, width, micro-batch count, chunk count or other knob a
 // schedule may have: far beyond any cluster's, and small enough that the

@@ -164,6 +164,17 @@ absl::StatusOr<std::unique_ptr<GradientAllReduce>> GradientAllReduce::Start(
   return sync;
 }
 
+absl::StatusOr<std::unique_ptr<GradientAllReduce>>
+GradientAllReduce::StartShardSum(Communicator& comm, const std::string& group,
+                                 at::Tensor bucket) {
+  std::unique_ptr<GradientAllReduce> sync(
+      new GradientAllReduce(comm, group, bucket, std::nullopt));
+  ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op,
+                   comm.ReduceScatterSum(bucket, group));
+  sync->dense_ops_.push_back(std::move(op));
+  return sync;
+}
+
 GradientAllReduce::GradientAllReduce(
     Communicator& comm, std::string group, at::Tensor bucket,
     std::optional<RowSparseGradient> row_sparse)

@@ -1,7 +1,8 @@
 // Gradient synchronisation across the replicas of a model stage: which ranks
 // allreduce together (one group per model stage, derived from the schedule),
-// and one non-blocking sum-allreduce of a stage's gradients, started by
-// ALLREDUCE_BEGIN and finished by ALLREDUCE_END.
+// and one non-blocking sum of a stage's gradients (an allreduce, or a
+// reduce-scatter for a stage sharded that way), started by ALLREDUCE_BEGIN
+// and finished by ALLREDUCE_END.
 //
 //   std::vector<CommGroup> groups =  // every rank
 //       GradientGroups(outline, config.tie_embeddings);
@@ -110,6 +111,13 @@ class GradientAllReduce {
   static absl::StatusOr<std::unique_ptr<GradientAllReduce>> Start(
       Communicator& comm, const std::string& group, at::Tensor bucket,
       std::optional<RowSparseGradient> row_sparse = std::nullopt);
+
+  // Starts summing this member's shard of `bucket` over `group` (the
+  // communicator's ReduceScatterSum), for a stage whose members each step
+  // their own shard (sharding gradients-and-optimizer): after Finish only
+  // that shard of the bucket holds the sum.
+  static absl::StatusOr<std::unique_ptr<GradientAllReduce>> StartShardSum(
+      Communicator& comm, const std::string& group, at::Tensor bucket);
 
   GradientAllReduce(const GradientAllReduce&) = delete;
   GradientAllReduce& operator=(const GradientAllReduce&) = delete;

@@ -936,17 +936,23 @@ absl::Status ProgramExecutor::BeginAllReduce(const Instruction& inst) {
   if (allreduces_.count(model_stage) != 0) {
     return absl::InternalError("this stage's allreduce is already in flight");
   }
+  const std::string group = GradientGroupName(model_stage);
+  const at::Tensor& bucket = gradient_buckets_.at(model_stage);
+  if (spec_.sharding == schedule::Sharding::kGradientsAndOptimizer &&
+      sharded_optimizers_.count(model_stage) != 0) {
+    ASSIGN_OR_RETURN(allreduces_[model_stage],
+                     GradientAllReduce::StartShardSum(*comm_, group, bucket));
+    return absl::OkStatus();
+  }
   const Stage& stage = *stages_.at(model_stage);
   std::optional<RowSparseGradient> row_sparse;
   if (stage.is_first() && used_token_rows_.defined()) {
     row_sparse =
         RowSparseGradient{stage.token_table().grad(), used_token_rows_};
   }
-  ASSIGN_OR_RETURN(allreduces_[model_stage],
-                   GradientAllReduce::Start(*comm_,
-                                            GradientGroupName(model_stage),
-                                            gradient_buckets_.at(model_stage),
-                                            std::move(row_sparse)));
+  ASSIGN_OR_RETURN(
+      allreduces_[model_stage],
+      GradientAllReduce::Start(*comm_, group, bucket, std::move(row_sparse)));
   return absl::OkStatus();
 }
 

@@ -46,11 +46,13 @@
 //   receives that block until the data is there (bounded by p2p_timeout),
 //   tagged per activation edge, micro-batch and part (MessageTags).
 // - ALLREDUCE_BEGIN / END: non-blocking sum of one model stage's gradients
-//   over its group (GradientGroups), every rank holding a replica of it.
+//   over its group (GradientGroups), every rank holding a replica of it;
+//   with spec.sharding kGradientsAndOptimizer, a reduce-scatter that sums
+//   the rank's own shard of them only.
 // - OPTIMIZER_STEP: Optimizer::Step, which also zeroes the gradients. With
-//   spec.sharding kOptimizer, a model stage held by several ranks steps its
-//   shard and gathers the others' (ShardedOptimizer); a tied embedding's
-//   copy is stepped whole.
+//   spec.sharding other than kNone, a model stage held by several ranks
+//   steps its shard and gathers the others' (ShardedOptimizer); a tied
+//   embedding's copy is stepped whole.
 // - With tied embeddings split across stages, the copies' gradient sum
 //   (TiedEmbeddingSync) starts after the rank's last backward of the first
 //   or last model stage and is waited for by OPTIMIZER_STEP.

@@ -81,7 +81,7 @@ struct TaskSpec {
   c10::Device device = c10::Device(c10::DeviceType::CPU);
   DataSourceOptions data;
   OptimizerConfig optimizer;
-  // What each gradient group shards (kOptimizer: sharded_optimizer.h).
+  // What each gradient group shards (sharded_optimizer.h).
   schedule::Sharding sharding = schedule::Sharding::kNone;
   // Parameter initialisation and the data's sample keys.
   uint64_t seed = 0;

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -137,14 +138,17 @@ TEST(MemoryBalanceTest, ChimeraActivationPeaksAreMoreBalancedThanOneFOneB) {
       << Describe(one_f_one_b);
 }
 
-class ShardedMemoryTest : public ::testing::TestWithParam<int> {};
+// Chimera at a data width (groups of 2W), sharded in a mode. Both modes keep
+// the gradient bucket whole between steps.
+class ShardedMemoryTest
+    : public ::testing::TestWithParam<std::tuple<int, schedule::Sharding>> {};
 
 TEST_P(ShardedMemoryTest, TheOptimizerStateOfEachWorkerDropsByTheGroupSize) {
-  const int width = GetParam();
+  const auto [width, mode] = GetParam();
   const int members = 2 * width;  // the replicas of a Chimera stage
   const auto whole = Measure(Scheme::kChimera, width, OptimizerKind::kAdamW);
-  const auto sharded = Measure(Scheme::kChimera, width, OptimizerKind::kAdamW,
-                               schedule::Sharding::kOptimizer);
+  const auto sharded =
+      Measure(Scheme::kChimera, width, OptimizerKind::kAdamW, mode);
   ASSERT_EQ(whole.size(), sharded.size());
   ASSERT_FALSE(whole.empty());
   for (size_t rank = 0; rank < whole.size(); ++rank) {
@@ -166,11 +170,18 @@ TEST_P(ShardedMemoryTest, TheOptimizerStateOfEachWorkerDropsByTheGroupSize) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(ChimeraWidths, ShardedMemoryTest,
-                         ::testing::Values(1, 2),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return "W" + std::to_string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    ChimeraWidths, ShardedMemoryTest,
+    ::testing::Combine(
+        ::testing::Values(1, 2),
+        ::testing::Values(schedule::Sharding::kOptimizer,
+                          schedule::Sharding::kGradientsAndOptimizer)),
+    [](const ::testing::TestParamInfo<ShardedMemoryTest::ParamType>& info) {
+      const bool gradients =
+          std::get<1>(info.param) == schedule::Sharding::kGradientsAndOptimizer;
+      return "W" + std::to_string(std::get<0>(info.param)) +
+             (gradients ? "GradientsAndOptimizer" : "Optimizer");
+    });
 
 }  // namespace
 }  // namespace chimera::worker

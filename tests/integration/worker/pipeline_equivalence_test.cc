@@ -329,6 +329,11 @@ ScheduleParams Params(Scheme scheme, int depth, int micro_batches, int width) {
   return params;
 }
 
+ScheduleParams TwoChunks(ScheduleParams looping) {
+  looping.chunks = 2;
+  return looping;
+}
+
 // One schedule of every scheme the engine generates, small enough for two
 // cores.
 struct Shape {
@@ -407,10 +412,11 @@ void AddTiedGptCases(std::vector<Case>& cases) {
   }
 }
 
-// Optimizer-state sharding (ZeRO-1) in groups of 2 and 4 (Chimera at W = 2):
-// each member steps its shard of a stage and gathers the others'. The tied
-// case steps the embedding's copies whole beside the shards.
-void AddShardedOptimizerCases(std::vector<Case>& cases) {
+// Sharding in groups of 2 and 4 (Chimera at W = 2), of the optimizer's state
+// (ZeRO-1) and of the gradients' sum as well (DP_PS): each member steps its
+// shard of a stage and gathers the others'. The tied case steps the
+// embedding's copies whole beside the shards.
+void AddShardedCases(std::vector<Case>& cases) {
   struct Sharded {
     const char* name;
     ScheduleParams params;
@@ -421,9 +427,10 @@ void AddShardedOptimizerCases(std::vector<Case>& cases) {
            Sharded{"OneFOneBD4N4W2", Params(Scheme::kOneFOneB, 4, 4, 2),
                    OptimizerKind::kAdamW},
            Sharded{"InterleavedD2N4W2Chunks2",
-                   Params(Scheme::kInterleaved, 2, 4, 2), OptimizerKind::kSgd},
+                   TwoChunks(Params(Scheme::kInterleaved, 2, 4, 2)),
+                   OptimizerKind::kSgd},
            Sharded{"BreadthFirstD2N4W2Chunks2",
-                   Params(Scheme::kBreadthFirst, 2, 4, 2),
+                   TwoChunks(Params(Scheme::kBreadthFirst, 2, 4, 2)),
                    OptimizerKind::kAdamW},
            Sharded{"ChimeraD4N4", Params(Scheme::kChimera, 4, 4, 1),
                    OptimizerKind::kSgd},
@@ -432,17 +439,18 @@ void AddShardedOptimizerCases(std::vector<Case>& cases) {
            Sharded{"GptTiedChimeraD4N4W2", Params(Scheme::kChimera, 4, 4, 2),
                    OptimizerKind::kAdamW, true},
        }) {
-    Case c;
-    c.name = absl::StrCat("ShardedOptimizer", sharded.name);
-    c.params = sharded.params;
-    if (c.params.scheme == Scheme::kInterleaved ||
-        c.params.scheme == Scheme::kBreadthFirst) {
-      c.params.chunks = 2;
+    for (const auto& [mode, prefix] :
+         {std::pair{schedule::Sharding::kOptimizer, "ShardedOptimizer"},
+          std::pair{schedule::Sharding::kGradientsAndOptimizer,
+                    "ShardedGradientsAndOptimizer"}}) {
+      Case c;
+      c.name = absl::StrCat(prefix, sharded.name);
+      c.params = sharded.params;
+      c.optimizer = sharded.optimizer;
+      c.tie_embeddings = sharded.tie_embeddings;
+      c.params.sharding = mode;
+      cases.push_back(std::move(c));
     }
-    c.optimizer = sharded.optimizer;
-    c.tie_embeddings = sharded.tie_embeddings;
-    c.params.sharding = schedule::Sharding::kOptimizer;
-    cases.push_back(std::move(c));
   }
 }
 
@@ -451,8 +459,10 @@ void AddShardedOptimizerCases(std::vector<Case>& cases) {
 // sharded in groups of 4 (with a tied embedding's copies stepped whole) in
 // groups of 2. Each mini-batch is W·N·B = 16 samples under both plans.
 void AddShardedResumeCases(std::vector<Case>& cases) {
-  const auto sharded = [](ScheduleParams params) {
-    params.sharding = schedule::Sharding::kOptimizer;
+  const auto sharded = [](ScheduleParams params,
+                          schedule::Sharding mode =
+                              schedule::Sharding::kOptimizer) {
+    params.sharding = mode;
     return params;
   };
   struct Resume {
@@ -474,6 +484,15 @@ void AddShardedResumeCases(std::vector<Case>& cases) {
                   sharded(Params(Scheme::kChimera, 4, 4, 2)),
                   sharded(Params(Scheme::kOneFOneB, 2, 4, 2)),
                   OptimizerKind::kAdamW, true},
+           Resume{"GptTiedShardedGradientsChimeraD4N4W2AsShardedOneFOneBD2N4W2",
+                  sharded(Params(Scheme::kChimera, 4, 4, 2),
+                          schedule::Sharding::kGradientsAndOptimizer),
+                  sharded(Params(Scheme::kOneFOneB, 2, 4, 2)),
+                  OptimizerKind::kAdamW, true},
+           Resume{"ShardedGradientsBreadthFirstD2N4W2Chunks2AsOneFOneBD2N8",
+                  sharded(TwoChunks(Params(Scheme::kBreadthFirst, 2, 4, 2)),
+                          schedule::Sharding::kGradientsAndOptimizer),
+                  Params(Scheme::kOneFOneB, 2, 8, 1), OptimizerKind::kAdamW},
        }) {
     Case c;
     c.name = absl::StrCat("Resume", resume.name);
@@ -579,7 +598,7 @@ std::vector<Case> Cases() {
             Params(Scheme::kChimera, 4, 8, 1), OptimizerKind::kSgd)
       ->concat = Concat::kBackwardHalving;
   AddTiedGptCases(cases);
-  AddShardedOptimizerCases(cases);
+  AddShardedCases(cases);
   AddShardedResumeCases(cases);
   AddLlamaCases(cases);
   AddScriptedCases(cases);

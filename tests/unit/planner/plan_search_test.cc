@@ -397,7 +397,7 @@ TEST(PlanSearchTest, AJobThatDoesNotFitUnshardedIsPlannedSharded) {
       Best(MustSearch(job, TestCluster(1, 8, 1.2e10, int64_t{64} << 30)));
   EXPECT_THAT(roomy.sharding(), ::testing::AnyOf("", "none"));
   // The same plan sharded needs less: AdamW's two moments of each stage
-  // over its group of 2W = 4.
+  // over its group of 2W = 4 (the same for both sharding modes).
   const auto cluster = TestCluster(1, 8);
   const auto profile =
       AnalyticProfile(job.spec().model(), cluster.spec().device());
@@ -415,9 +415,10 @@ TEST(PlanSearchTest, AJobThatDoesNotFitUnshardedIsPlannedSharded) {
   const int64_t between = (sharded_peak + unsharded_peak) / 2;
   const chimera::v1::Plan tight =
       Best(MustSearch(job, TestCluster(1, 8, 1.2e10, between)));
-  EXPECT_EQ(tight.sharding(), "optimizer") << DescribePlan(tight);
+  EXPECT_EQ(tight.sharding(), "gradients-and-optimizer") << DescribePlan(tight);
   EXPECT_LE(tight.prediction().peak_memory_bytes_max(), between);
-  EXPECT_THAT(DescribePlan(tight), HasSubstr("sharding=optimizer"));
+  EXPECT_THAT(DescribePlan(tight),
+              HasSubstr("sharding=gradients-and-optimizer"));
 }
 
 TEST(PlanSearchTest, AJobsShardingIsKeptAndCostsTheGatherOfTheWeights) {
@@ -429,10 +430,20 @@ TEST(PlanSearchTest, AJobsShardingIsKeptAndCostsTheGatherOfTheWeights) {
   EXPECT_EQ(sharded.sharding(), "optimizer");
   EXPECT_LT(sharded.prediction().peak_memory_bytes_max(),
             open.prediction().peak_memory_bytes_max());
-  // A quarter of the update, then an allreduce of the weights: on this fast
+  // A quarter of the update, then an all-gather of the weights: on this fast
   // link and device the gather costs more than the update saves.
   EXPECT_GT(sharded.prediction().iteration_seconds(),
             open.prediction().iteration_seconds());
+  // Reduce-scattering the gradients instead of allreducing them saves half
+  // of their sum's bytes, and so the gather's cost back.
+  job.mutable_spec()->mutable_parallelism()->set_sharding(
+      "gradients-and-optimizer");
+  const chimera::v1::Plan reduce_scattered = Best(MustSearch(job, cluster));
+  EXPECT_EQ(reduce_scattered.sharding(), "gradients-and-optimizer");
+  EXPECT_EQ(reduce_scattered.prediction().peak_memory_bytes_max(),
+            sharded.prediction().peak_memory_bytes_max());
+  EXPECT_LT(reduce_scattered.prediction().iteration_seconds(),
+            sharded.prediction().iteration_seconds());
 }
 
 TEST(PlanSearchTest, MixPipePlacementKeepsStageReplicasWithinANode) {

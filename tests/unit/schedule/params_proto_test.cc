@@ -151,25 +151,31 @@ TEST(ParamsFromSpecTest, ShardingIsRefusedWhereNoStageHasAGroupNamingTheField) {
         std::tuple{"zbv", 1, true}, std::tuple{"1f1b", 2, false},
         std::tuple{"chimera", 1, false}, std::tuple{"gems", 1, false},
         std::tuple{"1f1b", 0, false}}) {
-    chimera::v1::ParallelismSpec spec = Parallelism(scheme, 2);
-    if (data > 0) spec.set_data(data);
-    spec.set_sharding("optimizer");
-    SpecParams fixed;
-    const FieldErrors errors = ScheduleParamsFromSpec(spec, {}, &fixed);
-    SCOPED_TRACE(absl::StrCat(scheme, " data ", data));
-    if (!refused) {
-      EXPECT_TRUE(errors.empty()) << errors.ToStatus();
-      EXPECT_EQ(fixed.params.sharding, Sharding::kOptimizer);
-      EXPECT_TRUE(fixed.Gives(ScheduleParam::kSharding));
-      continue;
+    for (const auto& [name, mode] :
+         {std::pair{"optimizer", Sharding::kOptimizer},
+          std::pair{"gradients-and-optimizer",
+                    Sharding::kGradientsAndOptimizer}}) {
+      chimera::v1::ParallelismSpec spec = Parallelism(scheme, 2);
+      if (data > 0) spec.set_data(data);
+      spec.set_sharding(name);
+      SpecParams fixed;
+      const FieldErrors errors = ScheduleParamsFromSpec(spec, {}, &fixed);
+      SCOPED_TRACE(absl::StrCat(scheme, " data ", data, " sharding ", name));
+      if (!refused) {
+        EXPECT_TRUE(errors.empty()) << errors.ToStatus();
+        EXPECT_EQ(fixed.params.sharding, mode);
+        EXPECT_TRUE(fixed.Gives(ScheduleParam::kSharding));
+        continue;
+      }
+      EXPECT_THAT(Paths(errors),
+                  ::testing::ElementsAre("spec.parallelism.sharding"));
+      EXPECT_THAT(
+          errors.ToStatus().message(),
+          HasSubstr(absl::StrCat(name,
+                                 " needs gradient groups of two "
+                                 "or more workers, and at data width 1 ",
+                                 scheme, " holds every stage on one worker")));
     }
-    EXPECT_THAT(Paths(errors),
-                ::testing::ElementsAre("spec.parallelism.sharding"));
-    EXPECT_THAT(
-        errors.ToStatus().message(),
-        HasSubstr(absl::StrCat("optimizer needs gradient groups of two "
-                               "or more workers, and at data width 1 ",
-                               scheme, " holds every stage on one worker")));
   }
 }
 
@@ -181,7 +187,8 @@ TEST(ParamsFromSpecTest, AnUnknownShardingIsRefusedListingTheModes) {
   EXPECT_THAT(Paths(errors),
               ::testing::ElementsAre("spec.parallelism.sharding"));
   EXPECT_THAT(errors.ToStatus().message(), HasSubstr("'zero3'"));
-  EXPECT_THAT(errors.ToStatus().message(), HasSubstr("none, optimizer"));
+  EXPECT_THAT(errors.ToStatus().message(),
+              HasSubstr("none, optimizer, gradients-and-optimizer"));
 }
 
 TEST(ParamsProtoTest, ShardingRoundTripsThroughAPlan) {
@@ -189,13 +196,13 @@ TEST(ParamsProtoTest, ShardingRoundTripsThroughAPlan) {
   p.scheme = Scheme::kChimera;
   p.depth = 4;
   p.micro_batches = 4;
-  p.sharding = Sharding::kOptimizer;
+  p.sharding = Sharding::kGradientsAndOptimizer;
   chimera::v1::Plan plan;
   SetScheduleParams(p, 2, &plan);
-  EXPECT_EQ(plan.sharding(), "optimizer");
+  EXPECT_EQ(plan.sharding(), "gradients-and-optimizer");
   absl::StatusOr<ScheduleParams> back = ScheduleParamsOf(plan);
   ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(back->sharding, Sharding::kOptimizer);
+  EXPECT_EQ(back->sharding, Sharding::kGradientsAndOptimizer);
   // A plan of before sharding existed reads as none.
   plan.clear_sharding();
   EXPECT_EQ(ScheduleParamsOf(plan)->sharding, Sharding::kNone);

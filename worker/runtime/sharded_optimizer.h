@@ -2,13 +2,15 @@
 // sharded data parallelism for the optimizer): the members of a model stage's
 // gradient group each step the optimizer for their own shard of the stage's
 // parameters, so each keeps 1/G of the optimizer state, and then gather the
-// updated shards. The gradients are summed whole before, as without sharding.
+// updated shards. The gradients are summed before: whole, as without
+// sharding (sharding optimizer), or into each member's shard only
+// (gradients-and-optimizer, GradientAllReduce::StartShardSum).
 //
 //   at::Tensor gradients = BucketGradients(parameters);
 //   at::Tensor weights = FlattenParameters(parameters);  // same order
 //   ShardedOptimizer optimizer(config, weights, gradients,
 //                              {.member = 1, .members = 2}, comm, "stage-3");
-//   ... backward, the gradients' allreduce ...
+//   ... backward, the gradients' sum ...
 //   RETURN_IF_ERROR(optimizer.Step(timeout));
 //
 // The layout is deterministic: a stage's parameters, in order, are views of

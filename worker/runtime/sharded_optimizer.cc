@@ -51,8 +51,9 @@ ShardedOptimizer::ShardedOptimizer(const OptimizerConfig& config,
 
 absl::Status ShardedOptimizer::Step(absl::Duration timeout) {
   at::NoGradGuard no_grad;
-  shard_optimizer_.Step();
-  gradients_.zero_();
+  shard_optimizer_.Step();  // zeroes the shard's gradients
+  gradients_.narrow(0, 0, shard_.begin).zero_();
+  gradients_.narrow(0, shard_.end, gradients_.numel() - shard_.end).zero_();
   ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> gather,
                    comm_.AllGather(parameters_, group_));
   return gather->Wait(timeout);

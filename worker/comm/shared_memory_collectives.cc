@@ -280,14 +280,9 @@ absl::Status SharedMemoryCollectives::Sum(const at::Tensor& tensor,
   if (segments_.size() == 1 || flat.numel() == 0) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + timeout;
   RETURN_IF_ERROR(SumOwnShard(flat, deadline, "this sum"));
-  // Only this member reads its own shard of its segment.
-  Shard(View(rank_, flat), rank_).copy_(Shard(flat, rank_));
-  PublishPhase(phase_ + 2);
-  RETURN_IF_ERROR(AwaitPhase(phase_ + 2, deadline, "the summed slices"));
-  CopyOtherShards(flat);
-  PublishPhase(phase_ + 3);
-  phase_ += 3;
-  return absl::OkStatus();
+  // Only this member reads its own shard of its segment, so it may write it
+  // at once.
+  return ExchangeShards(flat, /*steps_done=*/1, deadline, "the summed slices");
 }
 
 absl::Status SharedMemoryCollectives::ReduceScatterSum(const at::Tensor& tensor,
@@ -307,13 +302,7 @@ absl::Status SharedMemoryCollectives::AllGather(const at::Tensor& tensor,
   if (segments_.size() == 1 || flat.numel() == 0) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + timeout;
   RETURN_IF_ERROR(AwaitPreviousCollective(deadline));
-  Shard(View(rank_, flat), rank_).copy_(Shard(flat, rank_));
-  PublishPhase(phase_ + 1);
-  RETURN_IF_ERROR(AwaitPhase(phase_ + 1, deadline, "this all-gather"));
-  CopyOtherShards(flat);
-  PublishPhase(phase_ + 2);
-  phase_ += 2;
-  return absl::OkStatus();
+  return ExchangeShards(flat, /*steps_done=*/0, deadline, "this all-gather");
 }
 
 absl::Status SharedMemoryCollectives::SumOwnShard(const at::Tensor& flat,
@@ -331,10 +320,20 @@ absl::Status SharedMemoryCollectives::SumOwnShard(const at::Tensor& flat,
   return absl::OkStatus();
 }
 
-void SharedMemoryCollectives::CopyOtherShards(const at::Tensor& flat) const {
+absl::Status SharedMemoryCollectives::ExchangeShards(const at::Tensor& flat,
+                                                     uint32_t steps_done,
+                                                     absl::Time deadline,
+                                                     const char* what) {
+  Shard(View(rank_, flat), rank_).copy_(Shard(flat, rank_));
+  const uint32_t published = phase_ + steps_done + 1;
+  PublishPhase(published);
+  RETURN_IF_ERROR(AwaitPhase(published, deadline, what));
   for (int m = 0; m < static_cast<int>(segments_.size()); ++m) {
     if (m != rank_) Shard(flat, m).copy_(Shard(View(m, flat), m));
   }
+  PublishPhase(published + 1);
+  phase_ = published + 1;
+  return absl::OkStatus();
 }
 
 absl::Status SharedMemoryCollectives::AwaitPreviousCollective(

@@ -102,8 +102,12 @@ class SharedMemoryCollectives {
   // into its shard of `flat`.
   absl::Status SumOwnShard(const at::Tensor& flat, absl::Time deadline,
                            const char* what);
-  // Copies every other member's shard of its segment into `flat`.
-  void CopyOtherShards(const at::Tensor& flat) const;
+  // The end of Sum and AllGather, `steps_done` phases into the collective,
+  // when this member's shard of `flat` holds its result: it publishes that
+  // shard in its segment, waits for the other members' and copies them into
+  // `flat`.
+  absl::Status ExchangeShards(const at::Tensor& flat, uint32_t steps_done,
+                              absl::Time deadline, const char* what);
   absl::Status AwaitPreviousCollective(absl::Time deadline) const;
   // Waits until every other member's phase counter reached `phase`.
   absl::Status AwaitPhase(uint32_t phase, absl::Time deadline,

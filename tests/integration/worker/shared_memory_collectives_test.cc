@@ -40,6 +40,27 @@ at::Tensor Addend(int rank, int round, int64_t numel, at::ScalarType dtype) {
   return at::randn({numel}, at::TensorOptions().dtype(dtype));
 }
 
+// The rank-order sum of the addends of `members` members.
+at::Tensor SumOfAddends(int members, int round, int64_t numel,
+                        at::ScalarType dtype) {
+  at::Tensor sum = Addend(0, round, numel, dtype);
+  for (int rank = 1; rank < members; ++rank) {
+    sum = sum + Addend(rank, round, numel, dtype);
+  }
+  return sum;
+}
+
+// Three members with segments of kNumel doubles: shards of 333, 334 and 334.
+constexpr int kMembers = 3;
+constexpr int64_t kNumel = 1001;
+
+absl::StatusOr<std::unique_ptr<SharedMemoryCollectives>> JoinThree(
+    int rank, TcpRendezvous& rendezvous) {
+  return SharedMemoryCollectives::Join(rendezvous.store(), "test", rank,
+                                       kMembers, kNumel * sizeof(double),
+                                       SharedMemoryOptions{});
+}
+
 absl::Status ExpectStatus(const absl::Status& status, absl::StatusCode code,
                           absl::string_view text, absl::string_view what) {
   if (status.code() != code || !absl::StrContains(status.message(), text)) {
@@ -72,25 +93,19 @@ std::vector<harness::RankExit> RunRanks(int size,
       });
 }
 
-// Three members (so slices are uneven: 1001 elements), float and double,
-// five rounds through the same segments: each result is the rank-order sum
-// of the addends, bit for bit, on every member.
+// Three members (so slices are uneven), float and double, five rounds
+// through the same segments: each result is the rank-order sum of the
+// addends, bit for bit, on every member.
 TEST(SharedMemoryCollectivesTest, SumsAreExactAndTheSameOnEveryMember) {
-  ExpectAllRanksSucceeded(
-      RunRanks(3, [](int rank, TcpRendezvous& rendezvous) -> absl::Status {
-        constexpr int64_t kNumel = 1001;
-        ASSIGN_OR_RETURN(auto group,
-                         SharedMemoryCollectives::Join(
-                             rendezvous.store(), "test", rank, 3,
-                             kNumel * sizeof(double), SharedMemoryOptions{}));
+  ExpectAllRanksSucceeded(RunRanks(
+      kMembers, [](int rank, TcpRendezvous& rendezvous) -> absl::Status {
+        ASSIGN_OR_RETURN(auto group, JoinThree(rank, rendezvous));
         for (int round = 0; round < 5; ++round) {
           const at::ScalarType dtype = round % 2 ? at::kDouble : at::kFloat;
           at::Tensor tensor = Addend(rank, round, kNumel, dtype);
           RETURN_IF_ERROR(group->Sum(tensor, kOpTimeout));
-          const at::Tensor expected = Addend(0, round, kNumel, dtype) +
-                                      Addend(1, round, kNumel, dtype) +
-                                      Addend(2, round, kNumel, dtype);
-          if (!at::equal(tensor, expected)) {
+          if (!at::equal(tensor,
+                         SumOfAddends(kMembers, round, kNumel, dtype))) {
             return absl::InternalError(
                 absl::StrCat("round ", round, ": not the rank-order sum"));
           }
@@ -104,24 +119,19 @@ TEST(SharedMemoryCollectivesTest, SumsAreExactAndTheSameOnEveryMember) {
       }));
 }
 
-// Three members (shards of 333, 334 and 334 elements), float and double, a
-// reduce-scatter, an all-gather and a sum in turn through the same segments:
-// each member's shard of the reduce-scatter is the rank-order sum, bit for
-// bit what Sum gives, and the all-gather puts every member's shard in place.
+// Three members (uneven shards), float and double, a reduce-scatter, an
+// all-gather and a sum in turn through the same segments: each member's shard
+// of the reduce-scatter is the rank-order sum, bit for bit what Sum gives,
+// and the all-gather puts every member's shard in place.
 TEST(SharedMemoryCollectivesTest, ShardedCollectivesInterleaveWithSums) {
-  ExpectAllRanksSucceeded(
-      RunRanks(3, [](int rank, TcpRendezvous& rendezvous) -> absl::Status {
-        constexpr int64_t kNumel = 1001;
-        ASSIGN_OR_RETURN(auto group,
-                         SharedMemoryCollectives::Join(
-                             rendezvous.store(), "test", rank, 3,
-                             kNumel * sizeof(double), SharedMemoryOptions{}));
-        const ShardRange own = ShardOf(kNumel, rank, 3);
+  ExpectAllRanksSucceeded(RunRanks(
+      kMembers, [](int rank, TcpRendezvous& rendezvous) -> absl::Status {
+        ASSIGN_OR_RETURN(auto group, JoinThree(rank, rendezvous));
+        const ShardRange own = ShardOf(kNumel, rank, kMembers);
         for (int round = 0; round < 4; ++round) {
           const at::ScalarType dtype = round % 2 ? at::kDouble : at::kFloat;
-          const at::Tensor expected = Addend(0, round, kNumel, dtype) +
-                                      Addend(1, round, kNumel, dtype) +
-                                      Addend(2, round, kNumel, dtype);
+          const at::Tensor expected =
+              SumOfAddends(kMembers, round, kNumel, dtype);
           at::Tensor scattered = Addend(rank, round, kNumel, dtype);
           RETURN_IF_ERROR(group->ReduceScatterSum(scattered, kOpTimeout));
           if (!at::equal(scattered.narrow(0, own.begin, own.size()),

@@ -76,38 +76,34 @@ std::vector<int64_t> ShardSizes(int64_t elements, int members) {
   return sizes;
 }
 
-// Gloo's all-to-all of uneven pieces carries both sharded collectives (its
-// all-gather needs even pieces, and c10d's Gloo has no reduce-scatter): each
-// member sends every other member one piece, which moves the bytes of a
-// ring all-gather or reduce-scatter.
+// Starts a collective over the group's Gloo process group. Gloo's
+// all-to-all of uneven pieces carries both sharded ones (its all-gather
+// needs even pieces, and c10d's Gloo has no reduce-scatter): each member
+// sends every other member one piece, which moves the bytes of a ring
+// all-gather or reduce-scatter.
 c10::intrusive_ptr<c10d::Work> StartOverGloo(c10d::ProcessGroupGloo& group,
                                              Collective collective,
                                              const at::Tensor& flat,
                                              at::Tensor& received) {
+  if (collective == Collective::kSum) {
+    std::vector<at::Tensor> tensors = {flat};
+    return group.allreduce(tensors);
+  }
   const int members = group.getSize();
   std::vector<int64_t> shard_sizes = ShardSizes(flat.numel(), members);
   const ShardRange own = ShardOf(flat.numel(), group.getRank(), members);
   std::vector<int64_t> own_sizes(members, own.size());
-  switch (collective) {
-    case Collective::kSum: {
-      std::vector<at::Tensor> tensors = {flat};
-      return group.allreduce(tensors);
-    }
-    case Collective::kAllGather: {
-      // This member's shard to every member, every member's into `flat`.
-      at::Tensor copies = flat.narrow(0, own.begin, own.size()).repeat(members);
-      at::Tensor output = flat;
-      return group.alltoall_base(output, copies, shard_sizes, own_sizes);
-    }
-    case Collective::kReduceScatterSum: {
-      // Member m's shard of `flat` to member m, every member's copy of this
-      // member's shard into `received`.
-      received = at::empty({members * own.size()}, flat.options());
-      at::Tensor input = flat;
-      return group.alltoall_base(received, input, own_sizes, shard_sizes);
-    }
+  if (collective == Collective::kAllGather) {
+    // This member's shard to every member, every member's into `flat`.
+    at::Tensor copies = flat.narrow(0, own.begin, own.size()).repeat(members);
+    at::Tensor output = flat;
+    return group.alltoall_base(output, copies, shard_sizes, own_sizes);
   }
-  return {};
+  // The reduce-scatter: member m's shard of `flat` to member m, every
+  // member's copy of this member's shard into `received`.
+  received = at::empty({members * own.size()}, flat.options());
+  at::Tensor input = flat;
+  return group.alltoall_base(received, input, own_sizes, shard_sizes);
 }
 
 // Sums the members' copies of this member's shard, received one after the
@@ -127,8 +123,7 @@ GroupCollectives::Run OverGloo(ProcessGroup group, std::string name,
                                absl::Duration timeout) {
   return [group = std::move(group), name = std::move(name), timeout](
              Collective collective, const at::Tensor& tensor) -> absl::Status {
-    const std::string description =
-        absl::StrCat(CollectiveName(collective), " in group '", name, "'");
+    const std::string description = DescribeCollective(collective, name);
     const at::Tensor flat = tensor.view({-1});
     at::Tensor received;
     try {
@@ -231,7 +226,8 @@ class GlooCommunicator final : public Communicator {
   absl::StatusOr<std::unique_ptr<PendingOp>> StartCollective(
       Collective collective, const at::Tensor& tensor,
       absl::string_view group) {
-    RETURN_IF_ERROR(CheckCpuTensor(CollectiveName(collective), tensor));
+    RETURN_IF_ERROR(
+        CheckCpuTensor(DescribeCollective(collective, group), tensor));
     ASSIGN_OR_RETURN(const std::unique_ptr<GroupCollectives>* collectives,
                      comm_internal::FindGroup(groups_, group, rank_));
     return (*collectives)->Start(collective, tensor);

@@ -50,16 +50,20 @@ class QueuedOp final : public PendingOp {
 
 }  // namespace
 
-const char* CollectiveName(Collective collective) {
+std::string DescribeCollective(Collective collective, absl::string_view group) {
+  absl::string_view name = "collective";
   switch (collective) {
     case Collective::kSum:
-      return "allreduce";
+      name = "allreduce";
+      break;
     case Collective::kAllGather:
-      return "all-gather";
+      name = "all-gather";
+      break;
     case Collective::kReduceScatterSum:
-      return "reduce-scatter";
+      name = "reduce-scatter";
+      break;
   }
-  return "collective";
+  return absl::StrCat(name, " in group '", group, "'");
 }
 
 GroupCollectives::GroupCollectives(GroupCollectivesOptions options, Run tcp)
@@ -85,7 +89,8 @@ std::unique_ptr<PendingOp> GroupCollectives::Start(Collective collective,
     absl::MutexLock lock(&mu_);
     queue_.push_back(job);
   }
-  return std::make_unique<QueuedOp>(std::move(job), Describe(collective));
+  return std::make_unique<QueuedOp>(
+      std::move(job), DescribeCollective(collective, options_.group));
 }
 
 void GroupCollectives::Serve() {
@@ -103,15 +108,16 @@ void GroupCollectives::Serve() {
     }
     if (job == nullptr) break;
     if (cancelled_.load()) {
-      job->Complete(absl::CancelledError(
-          absl::StrCat(Describe(job->collective), " cancelled")));
+      job->Complete(absl::CancelledError(absl::StrCat(
+          DescribeCollective(job->collective, options_.group), " cancelled")));
       continue;
     }
     absl::Status status = Execute(*job);
     if (!status.ok()) {
-      status = absl::Status(status.code(),
-                            absl::StrCat(Describe(job->collective),
-                                         " failed: ", status.message()));
+      status = absl::Status(
+          status.code(),
+          absl::StrCat(DescribeCollective(job->collective, options_.group),
+                       " failed: ", status.message()));
     }
     job->Complete(std::move(status));
   }
@@ -119,8 +125,8 @@ void GroupCollectives::Serve() {
   absl::MutexLock lock(&mu_);
   for (const auto& job : queue_) {
     if (job != nullptr) {
-      job->Complete(absl::CancelledError(
-          absl::StrCat(Describe(job->collective), " cancelled")));
+      job->Complete(absl::CancelledError(absl::StrCat(
+          DescribeCollective(job->collective, options_.group), " cancelled")));
     }
   }
 }
@@ -138,11 +144,6 @@ absl::Status GroupCollectives::Execute(const Job& job) {
       return shared_->ReduceScatterSum(job.tensor, options_.timeout);
   }
   return absl::InternalError("unknown collective");
-}
-
-std::string GroupCollectives::Describe(Collective collective) const {
-  return absl::StrCat(CollectiveName(collective), " in group '", options_.group,
-                      "'");
 }
 
 absl::Status GroupCollectives::PrepareSharedMemory(size_t bytes) {

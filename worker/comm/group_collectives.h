@@ -39,8 +39,9 @@ struct QueuedCollective;  // group_collectives.cc
 // Communicator's AllReduceSum, AllGather and ReduceScatterSum.
 enum class Collective { kSum, kAllGather, kReduceScatterSum };
 
-// "allreduce", "all-gather", "reduce-scatter".
-const char* CollectiveName(Collective collective);
+// "allreduce in group 'stage-3'", "all-gather in group ...", "reduce-scatter
+// in group ...": how errors name a collective.
+std::string DescribeCollective(Collective collective, absl::string_view group);
 
 struct GroupCollectivesOptions {
   c10::intrusive_ptr<c10d::Store> store;
@@ -78,7 +79,6 @@ class GroupCollectives {
   absl::Status Execute(const Job& job);
   // Joins shared segments that hold `bytes`, or settles on TCP for good.
   absl::Status PrepareSharedMemory(size_t bytes);
-  std::string Describe(Collective collective) const;
 
   const GroupCollectivesOptions options_;
   const Run tcp_;

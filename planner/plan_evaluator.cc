@@ -127,25 +127,26 @@ std::vector<double> StageAllreduceSeconds(
   return seconds;
 }
 
-// Each model stage's optimizer step: with its state sharded, each member
-// updates 1/G of it, then the group all-gathers the updated weights
-// (sharded_optimizer.h).
-std::vector<double> StageOptimizerSeconds(
-    const SimulationInputs& inputs, const schedule::ScheduleParams& params,
-    const std::vector<StageGroup>& groups) {
-  std::vector<double> seconds;
+// With its state sharded, each member of a stage's group steps 1/G of the
+// stage (SHARD_STEP) and the group all-gathers the updated weights
+// (sharded_optimizer.h): each stage's shard step and gather, 0 where the
+// stage is not sharded.
+void SetShardedStepCosts(const SimulationInputs& inputs,
+                         const schedule::ScheduleParams& params,
+                         const std::vector<StageGroup>& groups,
+                         schedule::CostModel& costs) {
   for (size_t s = 0; s < groups.size(); ++s) {
     const StageProfile& stage = inputs.stages[s];
-    if (!ShardsOver(params.sharding, groups[s])) {
-      seconds.push_back(stage.optimizer_seconds);
-      continue;
-    }
-    seconds.push_back(
-        stage.optimizer_seconds / groups[s].size +
-        ShardedCollectiveSeconds(*groups[s].link, groups[s].size,
-                                 static_cast<double>(stage.parameter_bytes)));
+    const bool sharded = ShardsOver(params.sharding, groups[s]);
+    costs.stage_optimizer.push_back(stage.optimizer_seconds);
+    costs.stage_shard_step.push_back(
+        sharded ? stage.optimizer_seconds / groups[s].size : 0);
+    costs.stage_allgather.push_back(
+        sharded ? ShardedCollectiveSeconds(
+                      *groups[s].link, groups[s].size,
+                      static_cast<double>(stage.parameter_bytes))
+                : 0);
   }
-  return seconds;
 }
 
 // Memory of each simulated worker of replica 0 (the others mirror it), its
@@ -368,7 +369,7 @@ absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& contex
   const std::vector<StageGroup> groups = StageGroups(context, inputs, params);
   costs.stage_allreduce =
       StageAllreduceSeconds(context, inputs, candidate, groups);
-  costs.stage_optimizer = StageOptimizerSeconds(inputs, params, groups);
+  SetShardedStepCosts(inputs, params, groups, costs);
   for (const StageGroup& group : groups) {
     inputs.group_sizes.push_back(group.size);
   }

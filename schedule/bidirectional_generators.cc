@@ -202,7 +202,8 @@ absl::StatusOr<Schedule> GenerateChimera(const ScheduleParams& params) {
     ASSIGN_OR_RETURN(order, TimeFixedOrder(b.topology, b.placement,
                                            params.backward_slots, order));
   }
-  return BuildPrograms(b.topology, b.placement, order, params.sync);
+  return BuildPrograms(b.topology, b.placement, order,
+                       {params.sync, params.sharding});
 }
 
 absl::StatusOr<Schedule> GenerateGems(const ScheduleParams& params) {
@@ -222,7 +223,8 @@ absl::StatusOr<Schedule> GenerateGems(const ScheduleParams& params) {
     }
   }
   ASSIGN_OR_RETURN(auto order, scheduler.Run());
-  return BuildPrograms(b.topology, b.placement, order, params.sync);
+  return BuildPrograms(b.topology, b.placement, order,
+                       {params.sync, params.sharding});
 }
 
 }  // namespace chimera::schedule

@@ -74,8 +74,8 @@ class JointRun {
         holders_(holders),
         num_workers_(static_cast<int>(schedule.workers.size())),
         pc_(num_workers_, 0),
-        begins_(holders.size()),
-        end_waiters_(holders.size()),
+        begins_(holders.size() * kNumCollectives),
+        end_waiters_(holders.size() * kNumCollectives),
         queued_(num_workers_, true) {
     for (int r = 0; r < num_workers_; ++r) runnable_.push_back(r);
   }
@@ -122,13 +122,9 @@ class JointRun {
       case OpKind::kRecvAct:
       case OpKind::kRecvGrad:
         return Receive(step);
-      case OpKind::kAllreduceBegin:
-        BeginAllreduce(step);
-        return true;
-      case OpKind::kAllreduceEnd:
-        return EndAllreduce(step);
       default:
-        return true;
+        if (BeginsCollective(step.inst->op)) BeginCollective(step);
+        return !EndsCollective(step.inst->op) || EndCollective(step);
     }
   }
 
@@ -158,25 +154,27 @@ class JointRun {
     return true;
   }
 
-  void BeginAllreduce(ExecutionStep& step) {
+  void BeginCollective(ExecutionStep& step) {
     const int m = ModelStageOf(*step.inst);
     if (!IsModelStage(m)) return;
-    begins_[m].push_back({step.rank, step.index});
-    if (begins_[m].size() >= holders_[m].size()) {
-      step.group_begins = &begins_[m];
-      for (int waiter : end_waiters_[m]) Wake(waiter);
-      end_waiters_[m].clear();
+    const int slot = SlotOf(*step.inst);
+    begins_[slot].push_back({step.rank, step.index});
+    if (begins_[slot].size() >= holders_[m].size()) {
+      step.group_begins = &begins_[slot];
+      for (int waiter : end_waiters_[slot]) Wake(waiter);
+      end_waiters_[slot].clear();
     }
   }
 
-  bool EndAllreduce(ExecutionStep& step) {
+  bool EndCollective(ExecutionStep& step) {
     const int m = ModelStageOf(*step.inst);
     if (!IsModelStage(m)) return false;
-    if (begins_[m].size() < holders_[m].size()) {
-      end_waiters_[m].push_back(step.rank);
+    const int slot = SlotOf(*step.inst);
+    if (begins_[slot].size() < holders_[m].size()) {
+      end_waiters_[slot].push_back(step.rank);
       return false;
     }
-    step.group_begins = &begins_[m];
+    step.group_begins = &begins_[slot];
     return true;
   }
 
@@ -193,21 +191,29 @@ class JointRun {
   bool IsModelStage(int m) const {
     return m >= 0 && m < static_cast<int>(holders_.size());
   }
+  // Where a collective op's model stage keeps that collective's begins: each
+  // stage has one of each collective per iteration.
+  int SlotOf(const Instruction& inst) const {
+    return static_cast<int>(*CollectiveOf(inst.op)) *
+               static_cast<int>(holders_.size()) +
+           ModelStageOf(inst);
+  }
   bool Finished(int rank) const {
     return pc_[rank] >= schedule_.workers[rank].instructions.size();
   }
 
   // Wait-for edges: a blocked receive waits for its peer; a blocked
-  // allreduce end waits for the first group member that has not begun.
-  // -1: no such rank.
+  // collective's end waits for the first group member that has not begun
+  // it. -1: no such rank.
   int WaitsFor(int rank) const {
     const Instruction& inst = schedule_.workers[rank].instructions[pc_[rank]];
-    if (inst.op == OpKind::kAllreduceEnd) {
+    if (EndsCollective(inst.op)) {
       int m = ModelStageOf(inst);
       if (!IsModelStage(m)) return -1;
+      const std::vector<InstructionId>& begins = begins_[SlotOf(inst)];
       for (int member : holders_[m]) {
         bool began = std::any_of(
-            begins_[m].begin(), begins_[m].end(),
+            begins.begin(), begins.end(),
             [&](const InstructionId& id) { return id.rank == member; });
         if (!began) return member;
       }
@@ -218,8 +224,9 @@ class JointRun {
 
   std::string DescribeWait(int rank) const {
     const Instruction& inst = schedule_.workers[rank].instructions[pc_[rank]];
-    std::string what =
-        inst.op == OpKind::kAllreduceEnd ? "allreduce begin" : "matching send";
+    const std::optional<Collective> collective = CollectiveOf(inst.op);
+    const std::string what = collective ? CollectiveName(*collective) + " begin"
+                                        : std::string("matching send");
     return absl::StrCat("rank ", rank, " waits at #", pc_[rank], " ",
                         DescribeInstruction(inst), " for the ", what,
                         " of rank ", WaitsFor(rank));
@@ -265,8 +272,9 @@ class JointRun {
     size_t next = 0;
   };
   absl::flat_hash_map<MessageKey, PostedSends> posted_;
+  // Per collective slot (SlotOf), the BEGINs posted so far.
   std::vector<std::vector<InstructionId>> begins_;
-  // Ranks blocked on ALLREDUCE_END per model stage, to wake on BEGIN.
+  // Ranks blocked on a collective's END per slot, to wake on its BEGIN.
   std::vector<std::vector<int>> end_waiters_;
   absl::flat_hash_map<MessageKey, int> recv_waiter_;
   std::vector<bool> queued_;

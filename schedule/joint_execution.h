@@ -1,9 +1,9 @@
 // Runs a set of worker programs together under the runtime's blocking rules,
-// in some order a real run could take: SEND_* and ALLREDUCE_BEGIN never
-// block; RECV_* blocks until the matching send has been posted;
-// ALLREDUCE_END blocks until every worker holding that model stage has begun
-// the allreduce. The validator and the simulator both drive their
-// bookkeeping from it.
+// in some order a real run could take: SEND_* and a collective's BEGIN
+// (ALLREDUCE, REDUCE_SCATTER, ALLGATHER) never block; RECV_* blocks until the
+// matching send has been posted; a collective's END blocks until every
+// worker holding that model stage has begun that collective. The validator and
+// the simulator both drive their bookkeeping from it.
 //
 //   JointExecution run(schedule);
 //   RETURN_IF_ERROR(run.Run([&](const ExecutionStep& step) {
@@ -71,8 +71,8 @@ struct ExecutionStep {
   const Instruction* inst = nullptr;
   // RECV_*: the send it consumes.
   std::optional<InstructionId> matched_send;
-  // ALLREDUCE_END, and the ALLREDUCE_BEGIN that completes its group: the
-  // BEGIN of every member of the group.
+  // A collective's END, and the BEGIN that completes its group: the BEGIN of
+  // that collective by every member of the group.
   const std::vector<InstructionId>* group_begins = nullptr;
 };
 
@@ -88,7 +88,7 @@ class JointExecution {
   absl::Status Run(const std::function<absl::Status(const ExecutionStep&)>&
                        on_step);
 
-  // Ranks holding a replica of each model stage (the allreduce groups).
+  // Ranks holding a replica of each model stage (the gradient groups).
   const std::vector<std::vector<int>>& holders() const { return holders_; }
 
  private:

@@ -88,7 +88,8 @@ absl::StatusOr<Schedule> Linear(const ScheduleParams& params, int chunks,
     }
   }
   ASSIGN_OR_RETURN(auto order, scheduler.Run());
-  return BuildPrograms(setup.topology, setup.placement, order, params.sync);
+  return BuildPrograms(setup.topology, setup.placement, order,
+                       {params.sync, params.sharding});
 }
 
 }  // namespace
@@ -148,7 +149,8 @@ absl::StatusOr<Schedule> GenerateInterleaved(const ScheduleParams& params) {
   }
   ASSIGN_OR_RETURN(order, TimeFixedOrder(setup.topology, setup.placement,
                                          params.backward_slots, order));
-  return BuildPrograms(setup.topology, setup.placement, order, params.sync);
+  return BuildPrograms(setup.topology, setup.placement, order,
+                       {params.sync, params.sharding});
 }
 
 absl::StatusOr<Schedule> GenerateBreadthFirst(const ScheduleParams& params) {

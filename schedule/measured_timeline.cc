@@ -10,7 +10,7 @@
 namespace chimera::schedule {
 namespace {
 
-bool IsBusy(OpKind op) { return IsCompute(op) || op == OpKind::kOptimizerStep; }
+bool IsBusy(OpKind op) { return IsCompute(op) || UpdatesWeights(op); }
 
 // Most micro-batches whose forward ran on `program`'s worker and whose
 // backward has not finished, as the simulator counts them.
@@ -91,7 +91,7 @@ absl::StatusOr<SimulationResult> MeasuredResult(
                                    spans[r][i].end - first};
       const OpKind op = program.instructions[i].op;
       if (IsBusy(op)) worker.busy += span.end - span.start;
-      if (op == OpKind::kAllreduceEnd) {
+      if (EndsCollective(op)) {
         worker.exposed_allreduce += span.end - span.start;
       }
       worker.timings.push_back(span);
@@ -111,7 +111,7 @@ CostModel MeasuredCosts(const Schedule& schedule,
                         const SimulationResult& measured) {
   const Topology& topology = schedule.topology;
   const int stages = topology.NumModelStages();
-  std::vector<Mean> forward(stages), backward(stages);
+  std::vector<Mean> forward(stages), backward(stages), shard_step(stages);
   Mean optimizer;
   for (size_t r = 0; r < schedule.workers.size() && r < measured.workers.size();
        ++r) {
@@ -127,6 +127,8 @@ CostModel MeasuredCosts(const Schedule& schedule,
         backward[stage].Add(seconds * std::max(1, inst.num_parts));
       } else if (inst.op == OpKind::kOptimizerStep) {
         optimizer.Add(seconds);
+      } else if (inst.op == OpKind::kShardStep) {
+        shard_step[stage].Add(seconds);
       }
     }
   }
@@ -144,6 +146,7 @@ CostModel MeasuredCosts(const Schedule& schedule,
     const double b = backward[stage].Or(costs.backward);
     costs.stage_forward.push_back(f);
     costs.stage_backward.push_back(recompute ? std::max(0.0, b - f) : b);
+    costs.stage_shard_step.push_back(shard_step[stage].Or(0.0));
   }
   costs.optimizer_step = optimizer.Or(0.0);
   return costs;

@@ -33,8 +33,9 @@ absl::StatusOr<SimulationResult> MeasuredResult(
 
 // Per model stage, the mean measured forward time per micro-batch and
 // backward time per whole micro-batch (without the recomputed forward, which
-// the simulator adds itself), and the mean optimizer step; no p2p or
-// allreduce cost. A stage that has no measured op keeps the default costs.
+// the simulator adds itself) and shard step (SHARD_STEP, 0 where none ran),
+// and the mean optimizer step; no p2p or collective cost. A stage that has
+// no measured forward or backward keeps the default costs.
 CostModel MeasuredCosts(const Schedule& schedule,
                         const SimulationResult& measured);
 

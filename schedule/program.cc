@@ -11,7 +11,7 @@ namespace chimera::schedule {
 namespace {
 
 // In enum order (AllOpKinds).
-constexpr std::array<std::pair<OpKind, absl::string_view>, 11> kOpNames = {{
+constexpr std::array<std::pair<OpKind, absl::string_view>, 16> kOpNames = {{
     {OpKind::kForward, "FORWARD"},
     {OpKind::kBackward, "BACKWARD"},
     {OpKind::kSendAct, "SEND_ACT"},
@@ -23,6 +23,27 @@ constexpr std::array<std::pair<OpKind, absl::string_view>, 11> kOpNames = {{
     {OpKind::kOptimizerStep, "OPTIMIZER_STEP"},
     {OpKind::kBackwardInput, "BACKWARD_INPUT"},
     {OpKind::kBackwardWeight, "BACKWARD_WEIGHT"},
+    {OpKind::kReduceScatterBegin, "REDUCE_SCATTER_BEGIN"},
+    {OpKind::kReduceScatterEnd, "REDUCE_SCATTER_END"},
+    {OpKind::kShardStep, "SHARD_STEP"},
+    {OpKind::kAllGatherBegin, "ALLGATHER_BEGIN"},
+    {OpKind::kAllGatherEnd, "ALLGATHER_END"},
+}};
+
+// Each collective's BEGIN and END ops and its name, in Collective order.
+struct CollectiveOps {
+  Collective collective;
+  OpKind begin;
+  OpKind end;
+  absl::string_view name;
+};
+constexpr std::array<CollectiveOps, kNumCollectives> kCollectives = {{
+    {Collective::kAllreduce, OpKind::kAllreduceBegin, OpKind::kAllreduceEnd,
+     "allreduce"},
+    {Collective::kReduceScatter, OpKind::kReduceScatterBegin,
+     OpKind::kReduceScatterEnd, "reduce-scatter"},
+    {Collective::kAllGather, OpKind::kAllGatherBegin, OpKind::kAllGatherEnd,
+     "all-gather"},
 }};
 
 }  // namespace
@@ -55,7 +76,40 @@ bool IsCompute(OpKind op) { return op == OpKind::kForward || IsBackward(op); }
 
 bool WaitsForPeer(OpKind op) {
   return op == OpKind::kRecvAct || op == OpKind::kRecvGrad ||
-         op == OpKind::kAllreduceEnd;
+         EndsCollective(op);
+}
+
+bool UpdatesWeights(OpKind op) {
+  return op == OpKind::kOptimizerStep || op == OpKind::kShardStep;
+}
+
+std::optional<Collective> CollectiveOf(OpKind op) {
+  for (const CollectiveOps& ops : kCollectives) {
+    if (op == ops.begin || op == ops.end) return ops.collective;
+  }
+  return std::nullopt;
+}
+
+bool BeginsCollective(OpKind op) {
+  const std::optional<Collective> collective = CollectiveOf(op);
+  return collective && op == BeginOf(*collective);
+}
+
+bool EndsCollective(OpKind op) {
+  const std::optional<Collective> collective = CollectiveOf(op);
+  return collective && op == EndOf(*collective);
+}
+
+OpKind BeginOf(Collective collective) {
+  return kCollectives[static_cast<int>(collective)].begin;
+}
+
+OpKind EndOf(Collective collective) {
+  return kCollectives[static_cast<int>(collective)].end;
+}
+
+std::string CollectiveName(Collective collective) {
+  return std::string(kCollectives[static_cast<int>(collective)].name);
 }
 
 bool IsBackward(OpKind op) {

@@ -37,6 +37,13 @@ enum class OpKind : uint8_t {
   // The split backward: B (input gradient) and W (weight gradients).
   kBackwardInput,
   kBackwardWeight,
+  // Sharded data parallelism: the gradients' reduce-scatter, one stage's
+  // shard step and the all-gather of its updated shards.
+  kReduceScatterBegin,
+  kReduceScatterEnd,
+  kShardStep,
+  kAllGatherBegin,
+  kAllGatherEnd,
 };
 
 // Every op kind in enum order: a kind's index is its value.
@@ -46,9 +53,24 @@ std::vector<OpKind> AllOpKinds();
 std::string OpName(OpKind op);
 absl::StatusOr<OpKind> ParseOpName(absl::string_view name);
 bool IsCompute(OpKind op);
-// The ops that can block until another rank acts: the receives and an
-// allreduce's end.
+// The ops that can block until another rank acts: the receives and a
+// collective's end.
 bool WaitsForPeer(OpKind op);
+// OPTIMIZER_STEP and SHARD_STEP: the ops that update weights.
+bool UpdatesWeights(OpKind op);
+
+// The collectives of a stage's gradient group (the ranks holding a replica of
+// one model stage), each started by its BEGIN op and waited for by its END.
+enum class Collective : uint8_t { kAllreduce, kReduceScatter, kAllGather };
+inline constexpr int kNumCollectives = 3;
+// The collective a BEGIN or END op starts or waits for; nullopt otherwise.
+std::optional<Collective> CollectiveOf(OpKind op);
+bool BeginsCollective(OpKind op);
+bool EndsCollective(OpKind op);
+OpKind BeginOf(Collective collective);
+OpKind EndOf(Collective collective);
+// "allreduce", "reduce-scatter", "all-gather".
+std::string CollectiveName(Collective collective);
 // BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT.
 bool IsBackward(OpKind op);
 // A compute op's letter in drawings, as torch.distributed.pipelining writes

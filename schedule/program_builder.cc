@@ -13,7 +13,7 @@ namespace {
 // Where each held model stage's gradients are complete on one position.
 struct StageSync {
   int model_stage = 0;
-  StageRef ref;             // the replica named in ALLREDUCE_BEGIN/END
+  StageRef ref;  // the replica named in the stage's collectives
   std::optional<size_t> last_backward;  // index into the position's order
   bool eager = false;
 };
@@ -79,7 +79,8 @@ Instruction MakeInstruction(OpKind op, const ComputeOp& c, int peer) {
   return inst;
 }
 
-Instruction AllreduceInstruction(OpKind op, StageRef ref) {
+// A collective op or SHARD_STEP of the stage replica `ref`.
+Instruction StageInstruction(OpKind op, StageRef ref) {
   Instruction inst;
   inst.op = op;
   inst.chunk = ref.chunk;
@@ -99,21 +100,35 @@ std::vector<std::vector<StageRef>> HeldStages(const Topology& topology,
   return held;
 }
 
-// Per model stage: whether its allreduce group, the positions holding it
-// within one replica times the width, has more than one worker.
-std::vector<bool> NeedsAllreduce(
-    const Topology& topology, const std::vector<std::vector<StageRef>>& held) {
+// How each model stage's gradient group, the positions holding it within one
+// replica times the width, sums its gradients and steps; a group of one has
+// no collectives.
+struct GroupPlan {
+  bool collective = false;
+  bool sharded = false;
+  // The gradients' sum: an allreduce, or a reduce-scatter into the shards.
+  Collective sum = Collective::kAllreduce;
+};
+
+std::vector<GroupPlan> PlanGroups(
+    const Topology& topology, const std::vector<std::vector<StageRef>>& held,
+    Sharding sharding) {
   std::vector<std::set<int>> holders(topology.NumModelStages());
   for (int p = 0; p < topology.depth; ++p) {
     for (const StageRef& ref : held[p]) {
       holders[topology.ModelStage(ref)].insert(p);
     }
   }
-  std::vector<bool> needs(holders.size());
+  std::vector<GroupPlan> groups(holders.size());
   for (size_t m = 0; m < holders.size(); ++m) {
-    needs[m] = holders[m].size() * topology.width > 1;
+    GroupPlan& group = groups[m];
+    group.collective = holders[m].size() * topology.width > 1;
+    group.sharded = group.collective && sharding != Sharding::kNone;
+    if (group.sharded && sharding == Sharding::kGradientsAndOptimizer) {
+      group.sum = Collective::kReduceScatter;
+    }
   }
-  return needs;
+  return groups;
 }
 
 // Writes the program of the worker at `position` of the data-parallel
@@ -121,12 +136,12 @@ std::vector<bool> NeedsAllreduce(
 class ProgramWriter {
  public:
   ProgramWriter(const Topology& topology, const Placement& placement,
-                const std::vector<bool>& needs_allreduce,
+                const std::vector<GroupPlan>& groups,
                 const std::vector<StageSync>& syncs, int position, int base,
                 std::vector<Instruction>& out)
       : topology_(topology),
         placement_(placement),
-        needs_allreduce_(needs_allreduce),
+        groups_(groups),
         syncs_(syncs),
         position_(position),
         base_(base),
@@ -134,8 +149,8 @@ class ProgramWriter {
 
   // `c`, the op at `index` of the position's order, with the receive before
   // it and the send after it that cross to other positions (a BACKWARD_WEIGHT
-  // has none: nobody waits for it), and an eager allreduce begin after the
-  // op that completes a stage's gradients.
+  // has none: nobody waits for it), and an eager begin of the gradients' sum
+  // after the op that completes a stage's gradients.
   void Compute(const ComputeOp& c, size_t index) {
     if (c.op == OpKind::kForward) {
       P2p(OpKind::kRecvAct, c, topology_.Prev(c.ref));
@@ -151,27 +166,37 @@ class ProgramWriter {
       out_.push_back(MakeInstruction(c.op, c, -1));
     }
     for (const StageSync& s : syncs_) {
-      if (s.eager && s.last_backward == index &&
-          needs_allreduce_[s.model_stage]) {
-        out_.push_back(AllreduceInstruction(OpKind::kAllreduceBegin, s.ref));
+      const GroupPlan& group = groups_[s.model_stage];
+      if (s.eager && s.last_backward == index && group.collective) {
+        out_.push_back(StageInstruction(BeginOf(group.sum), s.ref));
       }
     }
   }
 
-  // The allreduces not begun eagerly, then every end: every BEGIN precedes
-  // every END (see the header's deadlock note). Then the optimizer step.
+  // The sums not begun eagerly, then every sum's end, each sharded stage's
+  // step and gather right after its own; the optimizer step; the gathers'
+  // ends. Each round's BEGINs precede its ENDs (the header's deadlock note).
   void Finish() {
     for (const StageSync& s : syncs_) {
-      if (s.eager || !needs_allreduce_[s.model_stage]) continue;
-      out_.push_back(AllreduceInstruction(OpKind::kAllreduceBegin, s.ref));
+      const GroupPlan& group = groups_[s.model_stage];
+      if (s.eager || !group.collective) continue;
+      out_.push_back(StageInstruction(BeginOf(group.sum), s.ref));
     }
     for (const StageSync& s : syncs_) {
-      if (!needs_allreduce_[s.model_stage]) continue;
-      out_.push_back(AllreduceInstruction(OpKind::kAllreduceEnd, s.ref));
+      const GroupPlan& group = groups_[s.model_stage];
+      if (!group.collective) continue;
+      out_.push_back(StageInstruction(EndOf(group.sum), s.ref));
+      if (!group.sharded) continue;
+      out_.push_back(StageInstruction(OpKind::kShardStep, s.ref));
+      out_.push_back(StageInstruction(OpKind::kAllGatherBegin, s.ref));
     }
     Instruction step;
     step.op = OpKind::kOptimizerStep;
     out_.push_back(step);
+    for (const StageSync& s : syncs_) {
+      if (!groups_[s.model_stage].sharded) continue;
+      out_.push_back(StageInstruction(OpKind::kAllGatherEnd, s.ref));
+    }
   }
 
  private:
@@ -184,7 +209,7 @@ class ProgramWriter {
 
   const Topology& topology_;
   const Placement& placement_;
-  const std::vector<bool>& needs_allreduce_;
+  const std::vector<GroupPlan>& groups_;
   const std::vector<StageSync>& syncs_;
   const int position_;
   const int base_;
@@ -195,7 +220,7 @@ class ProgramWriter {
 
 absl::StatusOr<Schedule> BuildPrograms(
     const Topology& topology, const Placement& placement,
-    const std::vector<std::vector<ComputeOp>>& order, Sync sync) {
+    const std::vector<std::vector<ComputeOp>>& order, GradientSync sync) {
   const int depth = topology.depth;
   if (static_cast<int>(order.size()) != depth) {
     return absl::InternalError(absl::StrCat("compute order has ", order.size(),
@@ -203,23 +228,23 @@ absl::StatusOr<Schedule> BuildPrograms(
   }
   const std::vector<std::vector<StageRef>> held =
       HeldStages(topology, placement);
-  const std::vector<bool> needs_allreduce = NeedsAllreduce(topology, held);
+  const std::vector<GroupPlan> groups =
+      PlanGroups(topology, held, sync.sharding);
 
   Schedule schedule;
   schedule.topology = topology;
   schedule.workers.resize(topology.NumWorkers());
   for (int p = 0; p < depth; ++p) {
     const std::vector<ComputeOp>& ops = order[p];
-    std::vector<StageSync> syncs = PlanSync(topology, ops, held[p], sync);
+    std::vector<StageSync> syncs = PlanSync(topology, ops, held[p], sync.sync);
     for (int dp = 0; dp < topology.width; ++dp) {
       const int base = dp * depth;
       WorkerProgram& program = schedule.workers[base + p];
       program.rank = base + p;
       program.stages = held[p];
       std::vector<Instruction>& out = program.instructions;
-      out.reserve(ops.size() * 2 + 2 * syncs.size() + 1);
-      ProgramWriter writer(topology, placement, needs_allreduce, syncs, p, base,
-                           out);
+      out.reserve(ops.size() * 2 + 5 * syncs.size() + 1);
+      ProgramWriter writer(topology, placement, groups, syncs, p, base, out);
       for (size_t i = 0; i < ops.size(); ++i) writer.Compute(ops[i], i);
       writer.Finish();
     }

@@ -1,19 +1,26 @@
 // Turns a compute order (forwards and backwards per pipeline position, as a
 // generator placed them on a unit-time grid) into complete worker programs:
-// p2p sends and receives, gradient allreduces and the optimizer step, for
-// every data-parallel replica.
+// p2p sends and receives, the gradient groups' collectives and the optimizer
+// steps, for every data-parallel replica.
 //
 //   Placement placement = ...;            // (chunk, stage) -> position
 //   std::vector<std::vector<ComputeOp>> order = ...;  // per position
-//   ASSIGN_OR_RETURN(Schedule s,
-//                    BuildPrograms(topology, placement, order, Sync::kEager));
+//   ASSIGN_OR_RETURN(Schedule s, BuildPrograms(topology, placement, order,
+//                                              {Sync::kEager}));
 //
 // Deadlock freedom by construction: a RECV sits right before the compute op
 // that consumes it and a SEND right after the op that produces it, so if the
 // compute order respects data dependencies in grid time (every generator's
 // contract) a runtime whose sends are asynchronous and receives block can
-// always make progress. All allreduces begin before any of them is waited
-// on, so the per-stage collectives cannot wait on each other either.
+// always make progress. The collectives come in two rounds, each begun on
+// every stage before any of it is waited on, so they cannot wait on each
+// other either: the gradients' sums (allreduce or reduce-scatter), and after
+// them a sharded stage's all-gather.
+//
+// A sharded stage (gradient group of two or more, sharding other than none)
+// ends its sum, steps its shard (SHARD_STEP) and begins its all-gather at
+// once, so its gather runs while the worker steps its other stages; the
+// gathers end after OPTIMIZER_STEP, which steps the unsharded stages.
 #ifndef CHIMERA_SCHEDULE_PROGRAM_BUILDER_H_
 #define CHIMERA_SCHEDULE_PROGRAM_BUILDER_H_
 
@@ -47,12 +54,18 @@ struct Placement {
   int At(StageRef ref) const { return position[ref.chunk][ref.stage]; }
 };
 
+// When each stage's gradients are summed, and what its group shards.
+struct GradientSync {
+  Sync sync = Sync::kEager;
+  Sharding sharding = Sharding::kNone;
+};
+
 // `order[p]` is the compute order of position p, sorted by grid_start. The
 // same order is replicated for every data-parallel rank; each rank's
 // micro-batch indices are local to its replica.
 absl::StatusOr<Schedule> BuildPrograms(
     const Topology& topology, const Placement& placement,
-    const std::vector<std::vector<ComputeOp>>& order, Sync sync);
+    const std::vector<std::vector<ComputeOp>>& order, GradientSync sync);
 
 }  // namespace chimera::schedule
 

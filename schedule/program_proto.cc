@@ -75,8 +75,7 @@ absl::StatusOr<std::vector<StageRef>> StagesFromProto(
 
 absl::StatusOr<Instruction> InstructionFromProto(
     const chimera::v1::Instruction& in, int rank, size_t index) {
-  if (in.op() <= chimera::v1::OP_UNSPECIFIED ||
-      in.op() > chimera::v1::OP_BACKWARD_WEIGHT) {
+  if (in.op() <= chimera::v1::OP_UNSPECIFIED || in.op() > chimera::v1::Op_MAX) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", rank, " instruction ", index, ": op ", in.op(),
                      " is not an operation"));

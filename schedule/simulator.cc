@@ -28,9 +28,10 @@ constexpr double kStretchTolerance = 1e-4;
 // (empty: 1 for every instruction).
 using Stretches = std::vector<std::vector<double>>;
 
-bool IsComputing(OpKind op) {
-  return IsCompute(op) || op == OpKind::kOptimizerStep;
-}
+bool IsComputing(OpKind op) { return IsCompute(op) || UpdatesWeights(op); }
+
+// One collective of one model stage's group in an iteration.
+using CollectiveKey = std::pair<Collective, int>;
 
 double StageCost(const std::vector<double>& per_stage, double fallback,
                  int model_stage) {
@@ -112,13 +113,27 @@ class Simulation {
         in_flight_(num_workers_, 0),
         link_free_(num_workers_, 0.0),
         slept_(num_workers_, false),
+        sharded_(num_workers_),
+        group_size_(topology_.NumModelStages(), 0),
         cores_(SharedCores(costs, num_workers_)) {
     result_.workers.resize(num_workers_);
     for (int r = 0; r < num_workers_; ++r) {
-      const size_t n = schedule.workers[r].instructions.size();
+      const WorkerProgram& program = schedule.workers[r];
+      const size_t n = program.instructions.size();
       result_.workers[r].rank = r;
       result_.workers[r].timings.resize(n);
       pred_[r].resize(n, kNoPredecessor);
+      for (const Instruction& inst : program.instructions) {
+        if (inst.op == OpKind::kShardStep) {
+          sharded_[r].insert(topology_.ModelStage({inst.chunk, inst.stage}));
+        }
+      }
+      std::set<int> held;
+      for (const StageRef& ref : program.stages) {
+        if (held.insert(topology_.ModelStage(ref)).second) {
+          ++group_size_[topology_.ModelStage(ref)];
+        }
+      }
     }
   }
 
@@ -154,26 +169,30 @@ class Simulation {
         }
         break;
       }
-      case OpKind::kAllreduceEnd: {
-        InstructionId last = kNoPredecessor;
-        const double finish = AllreduceFinish(step, model_stage, last);
-        if (finish > end) {
-          worker.exposed_allreduce += finish - end;
-          end = finish;
-          from = last;
-          waited = true;
-        }
-        break;
-      }
       case OpKind::kOptimizerStep:
         end = Compute(step, OptimizerStep(r), timing);
         break;
+      case OpKind::kShardStep:
+        end = Compute(step, ShardStep(model_stage), timing);
+        break;
       case OpKind::kSendAct:
       case OpKind::kSendGrad:
-      case OpKind::kAllreduceBegin:
         end = OnCore(r, costs_.message_post, timing);
         break;
       default:
+        if (BeginsCollective(inst.op)) {
+          end = OnCore(r, costs_.message_post, timing);
+        } else if (EndsCollective(inst.op)) {
+          InstructionId last = kNoPredecessor;
+          const double finish = CollectiveFinish(
+              step, {*CollectiveOf(inst.op), model_stage}, last);
+          if (finish > end) {
+            worker.exposed_allreduce += finish - end;
+            end = finish;
+            from = last;
+            waited = true;
+          }
+        }
         break;
     }
     if (IsComputing(inst.op)) {
@@ -184,9 +203,10 @@ class Simulation {
     }
     timing.end = end;
     now_[r] = end;
-    if (inst.op == OpKind::kAllreduceBegin && step.group_begins != nullptr) {
-      begun_allreduces_.emplace(
-          std::make_pair(LastBegin(*step.group_begins).first, model_stage),
+    if (BeginsCollective(inst.op) && step.group_begins != nullptr) {
+      begun_collectives_.emplace(
+          std::make_pair(LastBegin(*step.group_begins).first,
+                         CollectiveKey{*CollectiveOf(inst.op), model_stage}),
           step.group_begins);
     }
   }
@@ -279,15 +299,26 @@ class Simulation {
   }
 
   // The optimizer step of `rank`: its replicas of one model stage share
-  // their parameters, so each model stage it holds counts once.
+  // their parameters, so each model stage it holds counts once, and a stage
+  // whose shard it steps (SHARD_STEP) not at all.
   double OptimizerStep(int rank) const {
     double cost = costs_.optimizer_step;
     std::set<int> model_stages;
     for (const StageRef& ref : schedule_.workers[rank].stages)
       model_stages.insert(topology_.ModelStage(ref));
-    for (int model_stage : model_stages)
+    for (int model_stage : model_stages) {
+      if (sharded_[rank].count(model_stage) != 0) continue;
       cost += StageCost(costs_.stage_optimizer, 0.0, model_stage);
+    }
     return cost;
+  }
+
+  // One member's step of its shard: its share of the stage's step.
+  double ShardStep(int model_stage) const {
+    return StageCost(costs_.stage_shard_step,
+                     StageCost(costs_.stage_optimizer, 0.0, model_stage) /
+                         std::max(1, group_size_[model_stage]),
+                     model_stage);
   }
 
   // When the message a receive consumes arrives.
@@ -302,29 +333,47 @@ class Simulation {
     return result_.workers[send.rank].timings[send.index].end + transfer;
   }
 
-  // When the allreduce an ALLREDUCE_END waits for finishes; `last` is set to
-  // the BEGIN that started it. The first END of a group to run fixes its
-  // timing for all members.
-  double AllreduceFinish(const ExecutionStep& step, int model_stage,
-                         InstructionId& last) {
-    auto timed = allreduces_.find(model_stage);
-    if (timed == allreduces_.end()) {
-      // Allreduces take their members' links in the order they begin, not
+  // When the collective a collective's END waits for finishes; `last` is
+  // set to the BEGIN that started it. The first END of a group to run fixes
+  // its timing for all members.
+  double CollectiveFinish(const ExecutionStep& step, CollectiveKey collective,
+                          InstructionId& last) {
+    auto timed = collectives_.find(collective);
+    if (timed == collectives_.end()) {
+      // Collectives take their members' links in the order they begin, not
       // in the order programs wait for them: one begun eagerly during the
       // backward pass goes before one a program waits for first.
-      const double begun = LastBegin(*step.group_begins).first;
-      while (!begun_allreduces_.empty() &&
-             begun_allreduces_.begin()->first < std::make_pair(begun, model_stage)) {
-        const auto [key, begins] = *begun_allreduces_.begin();
-        begun_allreduces_.erase(begun_allreduces_.begin());
-        TimeAllreduce(*begins, key.second);
+      const auto begun =
+          std::make_pair(LastBegin(*step.group_begins).first, collective);
+      while (!begun_collectives_.empty() &&
+             begun_collectives_.begin()->first < begun) {
+        const auto [key, begins] = *begun_collectives_.begin();
+        begun_collectives_.erase(begun_collectives_.begin());
+        TimeCollective(*begins, key.second);
       }
-      begun_allreduces_.erase({begun, model_stage});
-      TimeAllreduce(*step.group_begins, model_stage);
-      timed = allreduces_.find(model_stage);
+      begun_collectives_.erase(begun);
+      TimeCollective(*step.group_begins, collective);
+      timed = collectives_.find(collective);
     }
     last = timed->second.last;
     return timed->second.finish;
+  }
+
+  // How long a collective of `ranks` takes: a model stage's own figure where
+  // the costs give one, else Rabenseifner's allreduce, of which a
+  // reduce-scatter and an all-gather are each half.
+  double CollectiveSeconds(CollectiveKey collective, int ranks) const {
+    const auto [kind, model_stage] = collective;
+    const double allreduce = AllreduceTime(costs_, ranks);
+    switch (kind) {
+      case Collective::kAllreduce:
+        return StageCost(costs_.stage_allreduce, allreduce, model_stage);
+      case Collective::kReduceScatter:
+        return StageCost(costs_.stage_allreduce, allreduce / 2, model_stage);
+      case Collective::kAllGather:
+        return StageCost(costs_.stage_allgather, allreduce / 2, model_stage);
+    }
+    return allreduce;
   }
 
   // The latest BEGIN of a group: when it was posted, and which.
@@ -338,18 +387,17 @@ class Simulation {
     return last;
   }
 
-  // Times the allreduce of `model_stage`: it starts once the group's last
-  // member has begun it and every member's link has finished the
-  // allreduces it took on before.
-  void TimeAllreduce(const std::vector<InstructionId>& begins, int model_stage) {
+  // Times `collective`: it starts once the group's last member has begun it
+  // and every member's link has finished the collectives it took on before.
+  void TimeCollective(const std::vector<InstructionId>& begins,
+                      CollectiveKey collective) {
     auto [started, last] = LastBegin(begins);
     for (const InstructionId& begin : begins) {
       started = std::max(started, link_free_[begin.rank]);
     }
-    const double duration = StageCost(
-        costs_.stage_allreduce,
-        AllreduceTime(costs_, static_cast<int>(begins.size())), model_stage);
-    // On shared cores the copies and sums of an allreduce take a core of
+    const double duration =
+        CollectiveSeconds(collective, static_cast<int>(begins.size()));
+    // On shared cores the copies and sums of a collective take a core of
     // every member for as long as it runs.
     if (cores_) {
       double on_cores = started;
@@ -361,7 +409,7 @@ class Simulation {
     }
     const double finish = started + duration;
     for (const InstructionId& begin : begins) link_free_[begin.rank] = finish;
-    allreduces_[model_stage] = {finish, last};
+    collectives_[collective] = {finish, last};
   }
 
   // Sets the makespan; returns the op that ends last.
@@ -405,22 +453,26 @@ class Simulation {
   // already run.
   std::vector<absl::flat_hash_map<int64_t, int>> stash_;
   std::vector<int> in_flight_;
-  // Per rank, when its link is done with the allreduces timed so far: a
-  // rank's allreduces share its link, one after another.
+  // Per rank, when its link is done with the collectives timed so far: a
+  // rank's collectives share its link, one after another.
   std::vector<double> link_free_;
   // Per rank, whether it waited since its last compute op (and pays the
   // wake-up cost in its next).
   std::vector<bool> slept_;
-  struct TimedAllreduce {
+  // Per rank, the model stages whose shard it steps.
+  std::vector<std::set<int>> sharded_;
+  // Per model stage, the ranks holding it.
+  std::vector<int> group_size_;
+  struct TimedCollective {
     double finish;
     InstructionId last;  // the BEGIN that started it
   };
-  // Per model stage, its iteration's one allreduce once timed.
-  absl::flat_hash_map<int, TimedAllreduce> allreduces_;
-  // Allreduces every member has begun and none has waited for yet, by when
-  // they began (then model stage): their group's BEGINs.
-  std::map<std::pair<double, int>, const std::vector<InstructionId>*>
-      begun_allreduces_;
+  // Each collective of the iteration once timed.
+  std::map<CollectiveKey, TimedCollective> collectives_;
+  // Collectives every member has begun and none has waited for yet, by when
+  // they began (then which): their group's BEGINs.
+  std::map<std::pair<double, CollectiveKey>, const std::vector<InstructionId>*>
+      begun_collectives_;
   // Set where some node has more ranks than cores.
   std::optional<CorePool> cores_;
 };

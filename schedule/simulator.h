@@ -20,13 +20,14 @@
 // and where they share its caches and memory bus it runs longer for every
 // other rank of the node computing meanwhile (found by timing the programs
 // again until every op's stretch agrees with the overlaps it produces).
-// An allreduce starts once every group member has begun it and each member's
-// link is free (a worker holding several stages allreduces them one after
-// another, in the order their groups began them, as they share its network
-// link), takes Rabenseifner's
-// 2 log2(r) alpha + 2 (r-1)/r beta bytes and overlaps compute; END waits for
-// it (that wait is the exposed allreduce time). A worker's last op, its
-// optimizer step, costs the step of every model stage it holds.
+// A collective starts once every group member has begun it and each member's
+// link is free (a worker holding several stages runs their collectives one
+// after another, in the order their groups began them, as they share its
+// network link) and overlaps compute; END waits for it (those waits are the
+// exposed collective time). An allreduce takes Rabenseifner's
+// 2 log2(r) alpha + 2 (r-1)/r beta bytes, a reduce-scatter and an all-gather
+// half of that each. A worker's optimizer step costs the step of every model
+// stage it holds and does not shard; a SHARD_STEP, its 1/r of its stage's.
 //
 // Definition used everywhere: makespan spans the first op start to the last
 // op end across all workers; a worker's idle time is makespan - busy and its
@@ -67,10 +68,13 @@ struct CostModel {
   double allreduce_beta = 0.0;
   double gradient_bytes = 0.0;
   // A worker's optimizer step: `optimizer_step`, plus per model stage it
-  // holds (once, however many replicas of it) `stage_optimizer` where given
-  // (size NumModelStages()).
+  // holds (once, however many replicas of it) and does not shard
+  // `stage_optimizer` where given (size NumModelStages()).
   double optimizer_step = 0.0;
   std::vector<double> stage_optimizer;
+  // Optional per-model-stage SHARD_STEP seconds; empty: the stage's
+  // `stage_optimizer` over the ranks holding it in the schedule.
+  std::vector<double> stage_shard_step;
   // Optional: seconds for one p2p message of `bytes` from rank `from` to
   // rank `to`, where the link depends on where the ranks are placed. Unset:
   // p2p_alpha + p2p_beta * bytes for every pair.
@@ -78,8 +82,12 @@ struct CostModel {
   // Optional per-model-stage allreduce seconds (size NumModelStages()), for
   // groups the schedule does not show whole (data-parallel replicas left out
   // of the simulation, links chosen by placement). Empty: AllreduceTime over
-  // the group's ranks.
+  // the group's ranks. A stage that reduce-scatters its gradients instead
+  // takes this for its reduce-scatter (empty: half of AllreduceTime).
   std::vector<double> stage_allreduce;
+  // Likewise for a sharded stage's all-gather of its updated weights; empty:
+  // half of AllreduceTime over the group's ranks.
+  std::vector<double> stage_allgather;
   // Optional: ranks that share processors (CPU worker processes of one
   // node), as each rank's node; a node's ranks then compute at most
   // `cores_per_node` ops at a time. Empty or 0: every rank computes on its
@@ -123,6 +131,8 @@ struct WorkerResult {
   // and whose backward (its weight half, when split) has not finished, at
   // any time.
   int peak_activations = 0;
+  // Waiting at the ends of collectives: allreduces, reduce-scatters and
+  // all-gathers.
   double exposed_allreduce = 0.0;
   // Parallel to the worker's instructions.
   std::vector<InstructionTiming> timings;

@@ -345,7 +345,7 @@ absl::StatusOr<Schedule> ReadTorchScheduleCsv(absl::string_view csv) {
   }
   ASSIGN_OR_RETURN(
       Schedule schedule,
-      BuildPrograms(layout.topology, layout.placement, *timed, Sync::kEager));
+      BuildPrograms(layout.topology, layout.placement, *timed, {Sync::kEager}));
   // An order that can run may still take a peer's transfers in another
   // order than the peer sends them (a backward of micro-batch 1 before 0's
   // on one rank, in order on the next): that is no schedule either.

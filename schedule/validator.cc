@@ -1,8 +1,10 @@
 #include "schedule/validator.h"
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -282,9 +284,17 @@ class DependencyTracker {
         ReceiveGradient(step);
         break;
       case OpKind::kAllreduceBegin:
-        return BeginAllreduce(step);
+      case OpKind::kReduceScatterBegin:
+        return BeginSum(step);
       case OpKind::kAllreduceEnd:
-        EndAllreduce(step);
+      case OpKind::kReduceScatterEnd:
+        sum_ended_.insert(StageKey(step));
+        break;
+      case OpKind::kShardStep:
+        return ShardStep(step);
+      case OpKind::kAllGatherBegin:
+        return BeginGather(step);
+      case OpKind::kAllGatherEnd:
         break;
       case OpKind::kOptimizerStep:
         return OptimizerStep(step);
@@ -401,22 +411,39 @@ class DependencyTracker {
         .Add(inst.part, inst.num_parts);
   }
 
-  absl::Status BeginAllreduce(const ExecutionStep& step) {
+  // The gradients' sum (an allreduce or a reduce-scatter) reads them all.
+  absl::Status BeginSum(const ExecutionStep& step) {
     const std::pair<int, int> key = StageKey(step);
     if (backwards_done_[key] != ExpectedBackwards(key)) {
       return DependencyError(
           step,
-          absl::StrCat("begins the allreduce after ", backwards_done_[key],
-                       " of its ", ExpectedBackwards(key),
-                       " weight gradients (BACKWARD or BACKWARD_WEIGHT) on "
-                       "this model stage"));
+          absl::StrCat("begins the ",
+                       CollectiveName(*CollectiveOf(step.inst->op)), " after ",
+                       backwards_done_[key], " of its ", ExpectedBackwards(key),
+                       " weight gradients (BACKWARD or BACKWARD_WEIGHT) "
+                       "on this model stage"));
     }
-    allreduce_state_[key] = 1;
     return absl::OkStatus();
   }
 
-  void EndAllreduce(const ExecutionStep& step) {
-    allreduce_state_[StageKey(step)] = 2;
+  // A shard is stepped with the group's summed gradients, and gathered once
+  // stepped. Every compute op of the stage precedes its sum, so none sees
+  // the stage between its shard step and its gather's end.
+  absl::Status ShardStep(const ExecutionStep& step) {
+    if (sum_ended_.count(StageKey(step)) == 0) {
+      return DependencyError(
+          step, "steps its shard before the gradients' sum has ended");
+    }
+    shard_stepped_.insert(StageKey(step));
+    return absl::OkStatus();
+  }
+
+  absl::Status BeginGather(const ExecutionStep& step) {
+    if (shard_stepped_.count(StageKey(step)) == 0) {
+      return DependencyError(
+          step, "gathers the shards before stepping its own (SHARD_STEP)");
+    }
+    return absl::OkStatus();
   }
 
   absl::Status OptimizerStep(const ExecutionStep& step) {
@@ -427,10 +454,10 @@ class DependencyTracker {
             step, absl::StrCat("runs before the weight gradients of chunk ",
                                held.chunk, " stage ", held.stage));
       }
-      if (owners_.GroupSize(key.second) > 1 && allreduce_state_[key] != 2) {
+      if (owners_.GroupSize(key.second) > 1 && sum_ended_.count(key) == 0) {
         return DependencyError(
             step,
-            absl::StrCat("runs before the allreduce of chunk ", held.chunk,
+            absl::StrCat("runs before the gradients' sum of chunk ", held.chunk,
                          " stage ", held.stage, " has ended"));
       }
     }
@@ -460,7 +487,10 @@ class DependencyTracker {
   std::vector<PartSet> gradient_arrived_;
   // Weight halves done (BACKWARD or BACKWARD_WEIGHT).
   BackwardCounts backwards_done_;
-  std::map<std::pair<int, int>, int> allreduce_state_;  // 1 begun, 2 ended
+  // (rank, model stage) whose gradients' sum has ended / whose shard is
+  // stepped.
+  std::set<std::pair<int, int>> sum_ended_;
+  std::set<std::pair<int, int>> shard_stepped_;
 };
 
 class Validator {
@@ -510,10 +540,7 @@ class Validator {
                                 ", not this one"));
       return;
     }
-    if (inst.op == OpKind::kAllreduceBegin ||
-        inst.op == OpKind::kAllreduceEnd) {
-      return;
-    }
+    if (CollectiveOf(inst.op) || inst.op == OpKind::kShardStep) return;
     if (!CheckMicroBatches(rank, index, inst, problems)) return;
     CheckParts(rank, index, inst, problems);
     if (inst.recompute && inst.op != OpKind::kBackward &&
@@ -599,6 +626,7 @@ class Validator {
     input_parts_.assign(grid_.size(), PartSet());
     weight_parts_.assign(grid_.size(), PartSet());
     expected_backwards_.clear();
+    group_syncs_.clear();
     for (int r = 0; r < topology_.NumWorkers(); ++r) CountRuns(r, problems);
     for (int dp = 0; dp < topology_.width; ++dp) {
       for (int mb = 0; mb < topology_.micro_batches; ++mb) {
@@ -608,12 +636,11 @@ class Validator {
     return problems.ToStatus("incomplete schedule");
   }
 
-  // Counts `rank`'s forwards and backward parts into the grid, and its
-  // allreduce begins and ends, which must come once per held model stage.
+  // Counts `rank`'s forwards and backward parts into the grid, and what it
+  // does with each held model stage's gradients (CheckStageSync).
   void CountRuns(int rank, Problems& problems) {
     const int dp = DpRank(topology_, rank);
-    // Model stage -> (begins, ends).
-    std::map<int, std::pair<int, int>> allreduce;
+    std::map<int, StageSyncOps> syncs;  // by model stage
     const auto& program = schedule_.workers[rank].instructions;
     for (size_t i = 0; i < program.size(); ++i) {
       const Instruction& inst = program[i];
@@ -629,24 +656,22 @@ class Validator {
         case OpKind::kBackwardWeight:
           CountBackward(rank, i, inst, problems);
           break;
-        case OpKind::kAllreduceBegin:
-        case OpKind::kAllreduceEnd:
-          CountAllreduce(rank, i, inst, allreduce[topology_.ModelStage(ref)],
-                         problems);
+        case OpKind::kShardStep:
+          ++syncs[topology_.ModelStage(ref)].shard_steps;
           break;
         default:
+          if (CollectiveOf(inst.op)) {
+            CountCollective(rank, i, inst, syncs[topology_.ModelStage(ref)],
+                            problems);
+          }
           break;
       }
     }
+    std::set<int> checked;
     for (const StageRef& ref : schedule_.workers[rank].stages) {
       const int m = topology_.ModelStage(ref);
-      const auto& [begin, end] = allreduce[m];
-      if (owners_.GroupSize(m) > 1 && (begin != 1 || end != 1)) {
-        problems.Add(absl::StrCat(
-            "rank ", rank, " must begin and end the allreduce of model stage ",
-            m, " (chunk ", ref.chunk, " stage ", ref.stage,
-            ") exactly once; found ", begin, " begin(s) and ", end, " end(s)"));
-      }
+      if (checked.insert(m).second)
+        CheckStageSync(rank, ref, syncs[m], problems);
     }
   }
 
@@ -682,25 +707,115 @@ class Validator {
     parts.Add(inst.part, inst.num_parts);
   }
 
-  // `counts`: the begins and ends of the instruction's model stage so far.
-  void CountAllreduce(int rank, size_t index, const Instruction& inst,
-                      std::pair<int, int>& counts, Problems& problems) const {
-    auto& [begin, end] = counts;
-    if (inst.op == OpKind::kAllreduceBegin) {
-      if (begin++ > 0) {
+  // What one rank's program does with one model stage's gradients after
+  // its backwards: each collective's begins and ends, and its shard steps.
+  struct StageSyncOps {
+    std::array<int, kNumCollectives> begins{};
+    std::array<int, kNumCollectives> ends{};
+    int shard_steps = 0;
+    int Begins(Collective c) const { return begins[static_cast<int>(c)]; }
+    int Ends(Collective c) const { return ends[static_cast<int>(c)]; }
+  };
+
+  // In program order: a collective ends after it begins, each once.
+  void CountCollective(int rank, size_t index, const Instruction& inst,
+                       StageSyncOps& ops, Problems& problems) const {
+    const Collective collective = *CollectiveOf(inst.op);
+    const std::string name = CollectiveName(collective);
+    int& begins = ops.begins[static_cast<int>(collective)];
+    int& ends = ops.ends[static_cast<int>(collective)];
+    if (BeginsCollective(inst.op)) {
+      if (begins++ > 0) {
         problems.Add(absl::StrCat(Where(rank, index, inst),
-                                  ": second begin of this stage's allreduce"));
+                                  ": second begin of this stage's ", name));
       }
       return;
     }
-    if (begin == 0) {
-      problems.Add(absl::StrCat(Where(rank, index, inst),
-                                ": waits for an allreduce it never began"));
+    if (begins == 0) {
+      problems.Add(absl::StrCat(Where(rank, index, inst), ": waits for an ",
+                                name, " it never began"));
     }
-    if (end++ > 0) {
+    if (ends++ > 0) {
       problems.Add(absl::StrCat(Where(rank, index, inst),
-                                ": second end of this stage's allreduce"));
+                                ": second end of this stage's ", name));
     }
+  }
+
+  // A model stage held by more than one rank sums its gradients exactly
+  // once, by an allreduce or (sharded) a reduce-scatter; a sharded stage
+  // steps its shard exactly once and gathers the shards once; and every
+  // member of the group does the same. A stage held by one rank has no
+  // group to shard over.
+  void CheckStageSync(int rank, StageRef ref, const StageSyncOps& ops,
+                      Problems& problems) {
+    const int m = topology_.ModelStage(ref);
+    const std::string who = absl::StrCat("rank ", rank);
+    const std::string stage = absl::StrCat(
+        "model stage ", m, " (chunk ", ref.chunk, " stage ", ref.stage, ")");
+    const bool scattered = ops.Begins(Collective::kReduceScatter) > 0 ||
+                           ops.Ends(Collective::kReduceScatter) > 0;
+    const bool gathered = ops.Begins(Collective::kAllGather) > 0 ||
+                          ops.Ends(Collective::kAllGather) > 0;
+    if (owners_.GroupSize(m) == 1) {
+      if (scattered || gathered || ops.shard_steps > 0) {
+        problems.Add(absl::StrCat(who, " shards ", stage,
+                                  ", which no other rank holds: it has no "
+                                  "group to shard over"));
+      }
+      return;
+    }
+    const Collective sum =
+        scattered ? Collective::kReduceScatter : Collective::kAllreduce;
+    const Collective other =
+        scattered ? Collective::kAllreduce : Collective::kReduceScatter;
+    if (ops.Begins(sum) != 1 || ops.Ends(sum) != 1 || ops.Begins(other) > 0 ||
+        ops.Ends(other) > 0) {
+      problems.Add(absl::StrCat(
+          who, " must begin and end the ",
+          scattered ? "reduce-scatter" : "allreduce", " of ", stage,
+          " exactly once, and no other sum of its gradients; "
+          "found ",
+          ops.Begins(sum), " begin(s) and ", ops.Ends(sum), " end(s), and ",
+          ops.Begins(other) + ops.Ends(other), " ", CollectiveName(other),
+          " op(s)"));
+    }
+    const bool sharded = scattered || gathered || ops.shard_steps > 0;
+    if (sharded && ops.shard_steps != 1) {
+      problems.Add(absl::StrCat(who, " steps its shard of ", stage, " ",
+                                ops.shard_steps,
+                                " times (SHARD_STEP); a sharded stage steps "
+                                "it exactly once"));
+    }
+    if (sharded && (ops.Begins(Collective::kAllGather) != 1 ||
+                    ops.Ends(Collective::kAllGather) != 1)) {
+      problems.Add(absl::StrCat(
+          who, " must begin and end the all-gather of its sharded ", stage,
+          " exactly once; found ", ops.Begins(Collective::kAllGather),
+          " begin(s) and ", ops.Ends(Collective::kAllGather), " end(s)"));
+    }
+    const GroupSync form{scattered, sharded};
+    const auto [first, inserted] = group_syncs_.try_emplace(m, rank, form);
+    if (!inserted && !(first->second.second == form)) {
+      problems.Add(absl::StrCat(who, " ", Describe(form), " ", stage,
+                                ", but rank ", first->second.first, " ",
+                                Describe(first->second.second),
+                                ": a gradient group's members run the same "
+                                "collectives"));
+    }
+  }
+
+  // How a rank sums and steps one stage.
+  struct GroupSync {
+    bool scattered = false;
+    bool sharded = false;
+    bool operator==(const GroupSync& o) const {
+      return scattered == o.scattered && sharded == o.sharded;
+    }
+  };
+  static std::string Describe(const GroupSync& sync) {
+    if (sync.scattered) return "reduce-scatters and steps a shard of";
+    return sync.sharded ? "allreduces and steps a shard of"
+                        : "allreduces and steps all of";
   }
 
   // The chunks micro-batch `mb` of replica `dp` passes through: every chunk
@@ -866,6 +981,8 @@ class Validator {
   std::vector<PartSet> input_parts_;
   std::vector<PartSet> weight_parts_;
   BackwardCounts expected_backwards_;
+  // Per model stage, the first rank checked and how it syncs the stage.
+  std::map<int, std::pair<int, GroupSync>> group_syncs_;
 };
 
 }  // namespace

@@ -12,8 +12,13 @@
 //     chunk for replicated chunks, all chunks in order for chained ones), on
 //     the rank that holds the stage; a backward is one BACKWARD or its two
 //     halves, BACKWARD_INPUT and BACKWARD_WEIGHT, each exactly once (a
-//     missing or doubled half is named); allreduce begins and ends once per
-//     held model stage whose replicas span more than one rank.
+//     missing or doubled half is named). Each held model stage whose
+//     replicas span more than one rank (a gradient group) sums its gradients
+//     exactly once, by an allreduce or a reduce-scatter; a sharded stage
+//     (one that reduce-scatters, steps a shard or gathers) steps its shard
+//     (SHARD_STEP) and gathers the shards (ALLGATHER) exactly once; every
+//     member of a group runs the same collectives; a stage of one rank has
+//     nothing to shard over.
 //  3. Matching: every send has exactly one receive with the same MessageKey,
 //     and each channel (sender, receiver, activation or gradient) receives
 //     its messages in the order they were sent: NCCL, which has no tags,
@@ -22,9 +27,12 @@
 //     compute op and send, and all programs run to the end; a deadlock is
 //     reported with its wait-for cycle. A BACKWARD_WEIGHT runs after the
 //     BACKWARD_INPUT of its micro-batch (which is what keeps the stash and
-//     the autograd graph until W: only BACKWARD and W free them), and a
-//     stage's allreduce and the optimizer step after its last weight
-//     gradient. Only BACKWARD and BACKWARD_INPUT may recompute.
+//     the autograd graph until W: only BACKWARD and W free them), a stage's
+//     gradient sum after its last weight gradient, its SHARD_STEP after the
+//     sum has ended, its all-gather after its SHARD_STEP, and the optimizer
+//     step after every held stage's sum. As every compute op of a stage
+//     precedes its sum, none sees a stage whose shard is stepped and not yet
+//     gathered. Only BACKWARD and BACKWARD_INPUT may recompute.
 // Errors are InvalidArgument (1-3, data dependencies) or FailedPrecondition
 // (deadlock).
 #ifndef CHIMERA_SCHEDULE_VALIDATOR_H_

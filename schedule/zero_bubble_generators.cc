@@ -242,7 +242,8 @@ absl::StatusOr<Schedule> BuildV(
   for (int r = 0; r < params.depth; ++r) order[r] = order_of(params, r);
   ASSIGN_OR_RETURN(order, TimeFixedOrder(v.topology, v.placement,
                                          params.backward_slots, order));
-  return BuildPrograms(v.topology, v.placement, order, params.sync);
+  return BuildPrograms(v.topology, v.placement, order,
+                       {params.sync, params.sharding});
 }
 
 // A line of D stages whose forwards and B's keep 1F1B's order with
@@ -277,7 +278,8 @@ absl::StatusOr<Schedule> LineWithDeferredWeights(const ScheduleParams& params,
     }
   }
   ASSIGN_OR_RETURN(auto order, scheduler.Run());
-  return BuildPrograms(line.topology, line.placement, order, params.sync);
+  return BuildPrograms(line.topology, line.placement, order,
+                       {params.sync, params.sharding});
 }
 
 }  // namespace
@@ -294,7 +296,8 @@ absl::StatusOr<Schedule> GenerateZeroBubbleH1(const ScheduleParams& params) {
   }
   ASSIGN_OR_RETURN(order, TimeFixedOrder(line.topology, line.placement,
                                          params.backward_slots, order));
-  return BuildPrograms(line.topology, line.placement, order, params.sync);
+  return BuildPrograms(line.topology, line.placement, order,
+                       {params.sync, params.sharding});
 }
 
 // ZB-H2's memory, 2D-1 micro-batches a stage, buys stage i 2(D-i)-1
@@ -360,7 +363,8 @@ absl::StatusOr<Schedule> GenerateChimeraZeroBubble(
     }
   }
   ASSIGN_OR_RETURN(auto order, scheduler.Run());
-  return BuildPrograms(b.topology, b.placement, order, params.sync);
+  return BuildPrograms(b.topology, b.placement, order,
+                       {params.sync, params.sharding});
 }
 
 }  // namespace chimera::schedule

@@ -50,8 +50,8 @@ ScheduleParams DrawParams(FuzzedDataProvider& input) {
 void EditField(FuzzedDataProvider& input, Instruction& inst) {
   switch (input.ConsumeIntegralInRange(0, 6)) {
     case 0:
-      inst.op = static_cast<OpKind>(
-          input.ConsumeIntegralInRange<int>(0, static_cast<int>(OpKind::kOptimizerStep)));
+      inst.op = static_cast<OpKind>(input.ConsumeIntegralInRange<int>(
+          0, static_cast<int>(AllOpKinds().size()) - 1));
       break;
     case 1: inst.chunk = input.ConsumeIntegralInRange(-1, 4); break;
     case 2: inst.stage = input.ConsumeIntegralInRange(-1, 9); break;

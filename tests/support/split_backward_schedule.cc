@@ -12,34 +12,25 @@ using schedule::OpKind;
 std::vector<Instruction> DeferWeights(std::vector<Instruction> program) {
   std::vector<Instruction> in_place;
   std::vector<Instruction> weights;
-  std::vector<Instruction> begins;
-  std::vector<Instruction> ends;
-  std::vector<Instruction> steps;
+  // The collectives and the optimizer steps: each round of collectives
+  // keeps its BEGINs before its ENDs in the original order.
+  std::vector<Instruction> syncs;
   for (Instruction& inst : program) {
-    switch (inst.op) {
-      case OpKind::kBackward: {
-        Instruction weight = inst;
-        weight.op = OpKind::kBackwardWeight;
-        weight.recompute = false;
-        weights.push_back(std::move(weight));
-        inst.op = OpKind::kBackwardInput;
-        in_place.push_back(std::move(inst));
-        break;
-      }
-      case OpKind::kAllreduceBegin:
-        begins.push_back(std::move(inst));
-        break;
-      case OpKind::kAllreduceEnd:
-        ends.push_back(std::move(inst));
-        break;
-      case OpKind::kOptimizerStep:
-        steps.push_back(std::move(inst));
-        break;
-      default:
-        in_place.push_back(std::move(inst));
+    if (inst.op == OpKind::kBackward) {
+      Instruction weight = inst;
+      weight.op = OpKind::kBackwardWeight;
+      weight.recompute = false;
+      weights.push_back(std::move(weight));
+      inst.op = OpKind::kBackwardInput;
+      in_place.push_back(std::move(inst));
+    } else if (schedule::CollectiveOf(inst.op) ||
+               schedule::UpdatesWeights(inst.op)) {
+      syncs.push_back(std::move(inst));
+    } else {
+      in_place.push_back(std::move(inst));
     }
   }
-  for (auto* tail : {&weights, &begins, &ends, &steps}) {
+  for (auto* tail : {&weights, &syncs}) {
     for (Instruction& inst : *tail) in_place.push_back(std::move(inst));
   }
   return in_place;

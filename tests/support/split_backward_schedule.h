@@ -2,8 +2,8 @@
 // the executor's BACKWARD_INPUT / BACKWARD_WEIGHT that do not depend on the
 // zero-bubble generators: every BACKWARD becomes a BACKWARD_INPUT in its
 // place, and each program ends with the deferred BACKWARD_WEIGHTs (in the
-// order of their BACKWARD_INPUTs), then all its ALLREDUCE_BEGINs, then all
-// its ALLREDUCE_ENDs (each in their original order), then OPTIMIZER_STEP.
+// order of their BACKWARD_INPUTs), then its collectives and optimizer steps
+// in their original order.
 // The weights' gradients thus come as late as they can, with every stash
 // entry alive until then: the hardest case for the executor's bookkeeping.
 //

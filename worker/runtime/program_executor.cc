@@ -79,8 +79,7 @@ bool IsPointToPoint(OpKind op) {
 }
 
 bool IsTransfer(OpKind op) {
-  return IsPointToPoint(op) || op == OpKind::kAllreduceBegin ||
-         op == OpKind::kAllreduceEnd;
+  return IsPointToPoint(op) || schedule::CollectiveOf(op).has_value();
 }
 
 SliceKey KeyOf(const Instruction& inst) {
@@ -345,6 +344,7 @@ absl::Status ProgramExecutor::Build() {
 
 absl::Status ProgramExecutor::CheckProgram() {
   BackwardOrder backwards;
+  std::set<int> shard_steps;  // model stages
   for (const Instruction& inst : program_.instructions) {
     const auto invalid = [&](absl::string_view why) {
       return absl::InvalidArgumentError(
@@ -370,10 +370,20 @@ absl::Status ProgramExecutor::CheckProgram() {
     if (IsTransfer(inst.op) && comm_ == nullptr) {
       return invalid("needs a communicator");
     }
-    if (inst.op != OpKind::kAllreduceBegin &&
-        inst.op != OpKind::kAllreduceEnd && inst.micro_batches.empty()) {
-      return invalid("names no micro-batch");
+    const bool shards = inst.op == OpKind::kShardStep ||
+                        inst.op == OpKind::kAllGatherBegin ||
+                        inst.op == OpKind::kAllGatherEnd ||
+                        inst.op == OpKind::kReduceScatterBegin ||
+                        inst.op == OpKind::kReduceScatterEnd;
+    const int model_stage = topology_.ModelStage({inst.chunk, inst.stage});
+    if (shards && sharded_optimizers_.count(model_stage) == 0) {
+      return invalid(absl::StrCat(
+          "this rank does not shard the stage (",
+          "sharding: ", schedule::ShardingName(spec_.sharding), ")"));
     }
+    if (inst.op == OpKind::kShardStep) shard_steps.insert(model_stage);
+    if (shards || schedule::CollectiveOf(inst.op)) continue;
+    if (inst.micro_batches.empty()) return invalid("names no micro-batch");
     for (int mb : inst.micro_batches) {
       if (mb < 0 || mb >= topology_.micro_batches) {
         return invalid(absl::StrCat("micro-batch ", mb, " is outside [0, ",
@@ -396,6 +406,15 @@ absl::Status ProgramExecutor::CheckProgram() {
     return absl::InvalidArgumentError(absl::StrCat(
         "rank ", rank_, " instruction ", DescribeInstruction(*unfinished),
         ": no BACKWARD_WEIGHT of its slice follows it"));
+  }
+  // Otherwise the stage's weights would never change.
+  for (const auto& [model_stage, sharded] : sharded_optimizers_) {
+    if (shard_steps.count(model_stage) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", rank_, " shards model stage ", model_stage,
+          " (sharding: ", schedule::ShardingName(spec_.sharding),
+          ") but its program never steps the shard (no SHARD_STEP)"));
+    }
   }
   return absl::OkStatus();
 }
@@ -591,7 +610,7 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
     if (position_ != nullptr) {
       position_->Enter(step, static_cast<int>(index));
     }
-    if (inst.op == OpKind::kOptimizerStep) WaitForPendingRead();
+    if (schedule::UpdatesWeights(inst.op)) WaitForPendingRead();
     const auto op_start = std::chrono::steady_clock::now();
     absl::Status status;
     try {
@@ -609,7 +628,7 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
                        DescribeInstruction(inst), ": ", status.message()));
     }
     const bool busy =
-        schedule::IsCompute(inst.op) || inst.op == OpKind::kOptimizerStep;
+        schedule::IsCompute(inst.op) || schedule::UpdatesWeights(inst.op);
     // A GPU runs the op after it is queued: time it to its end.
     if (busy) SynchronizeDevice(spec_.device);
     const double seconds = SecondsSince(op_start);
@@ -694,9 +713,18 @@ absl::Status ProgramExecutor::Execute(const Instruction& inst, int64_t step,
     case OpKind::kRecvGrad:
       return Receive(inst, TransferKind::kGradient, metrics);
     case OpKind::kAllreduceBegin:
-      return BeginAllReduce(inst);
+    case OpKind::kReduceScatterBegin:
+      return BeginGradientSum(inst);
     case OpKind::kAllreduceEnd:
-      return EndAllReduce(inst, metrics);
+    case OpKind::kReduceScatterEnd:
+      return EndGradientSum(inst, metrics);
+    case OpKind::kShardStep:
+      sharded_optimizers_.at(ModelStageOf(inst))->Step();
+      return absl::OkStatus();
+    case OpKind::kAllGatherBegin:
+      return BeginGather(inst);
+    case OpKind::kAllGatherEnd:
+      return EndGather(inst, metrics);
     case OpKind::kOptimizerStep:
       if (tied_sync_ != nullptr) {
         const auto wait_start = std::chrono::steady_clock::now();
@@ -705,9 +733,6 @@ absl::Status ProgramExecutor::Execute(const Instruction& inst, int64_t step,
       }
       for (auto& [model_stage, optimizer] : optimizers_) optimizer->Step();
       if (used_token_rows_.defined()) used_token_rows_.zero_();
-      for (auto& [model_stage, sharded] : sharded_optimizers_) {
-        RETURN_IF_ERROR(sharded->Step(spec_.timeouts.collective));
-      }
       return absl::OkStatus();
   }
   return absl::InternalError("unknown op");
@@ -931,16 +956,20 @@ absl::Status ProgramExecutor::Receive(const Instruction& inst,
   return absl::OkStatus();
 }
 
-absl::Status ProgramExecutor::BeginAllReduce(const Instruction& inst) {
-  const int model_stage = topology_.ModelStage({inst.chunk, inst.stage});
-  if (allreduces_.count(model_stage) != 0) {
-    return absl::InternalError("this stage's allreduce is already in flight");
+int ProgramExecutor::ModelStageOf(const Instruction& inst) const {
+  return topology_.ModelStage({inst.chunk, inst.stage});
+}
+
+absl::Status ProgramExecutor::BeginGradientSum(const Instruction& inst) {
+  const int model_stage = ModelStageOf(inst);
+  if (gradient_sums_.count(model_stage) != 0) {
+    return absl::InternalError(
+        "this stage's gradient sum is already in flight");
   }
   const std::string group = GradientGroupName(model_stage);
   const at::Tensor& bucket = gradient_buckets_.at(model_stage);
-  if (spec_.sharding == schedule::Sharding::kGradientsAndOptimizer &&
-      sharded_optimizers_.count(model_stage) != 0) {
-    ASSIGN_OR_RETURN(allreduces_[model_stage],
+  if (inst.op == OpKind::kReduceScatterBegin) {
+    ASSIGN_OR_RETURN(gradient_sums_[model_stage],
                      GradientAllReduce::StartShardSum(*comm_, group, bucket));
     return absl::OkStatus();
   }
@@ -951,22 +980,44 @@ absl::Status ProgramExecutor::BeginAllReduce(const Instruction& inst) {
         RowSparseGradient{stage.token_table().grad(), used_token_rows_};
   }
   ASSIGN_OR_RETURN(
-      allreduces_[model_stage],
+      gradient_sums_[model_stage],
       GradientAllReduce::Start(*comm_, group, bucket, std::move(row_sparse)));
   return absl::OkStatus();
 }
 
-absl::Status ProgramExecutor::EndAllReduce(const Instruction& inst,
-                                           StepMetrics& metrics) {
-  const int model_stage = topology_.ModelStage({inst.chunk, inst.stage});
-  auto it = allreduces_.find(model_stage);
-  if (it == allreduces_.end()) {
-    return absl::InternalError("no allreduce of this stage was begun");
+absl::Status ProgramExecutor::EndGradientSum(const Instruction& inst,
+                                             StepMetrics& metrics) {
+  auto it = gradient_sums_.find(ModelStageOf(inst));
+  if (it == gradient_sums_.end()) {
+    return absl::InternalError("no gradient sum of this stage was begun");
   }
   const auto wait_start = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(it->second->Finish(spec_.timeouts.collective));
   metrics.allreduce_wait_seconds += SecondsSince(wait_start);
-  allreduces_.erase(it);
+  gradient_sums_.erase(it);
+  return absl::OkStatus();
+}
+
+absl::Status ProgramExecutor::BeginGather(const Instruction& inst) {
+  const int model_stage = ModelStageOf(inst);
+  if (gathers_.count(model_stage) != 0) {
+    return absl::InternalError("this stage's all-gather is already in flight");
+  }
+  ASSIGN_OR_RETURN(gathers_[model_stage],
+                   sharded_optimizers_.at(model_stage)->StartGather());
+  return absl::OkStatus();
+}
+
+absl::Status ProgramExecutor::EndGather(const Instruction& inst,
+                                        StepMetrics& metrics) {
+  auto it = gathers_.find(ModelStageOf(inst));
+  if (it == gathers_.end()) {
+    return absl::InternalError("no all-gather of this stage was begun");
+  }
+  const auto wait_start = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(it->second->Wait(spec_.timeouts.collective));
+  metrics.allreduce_wait_seconds += SecondsSince(wait_start);
+  gathers_.erase(it);
   return absl::OkStatus();
 }
 
@@ -988,9 +1039,11 @@ absl::Status ProgramExecutor::FinishStep() {
   if (!gradients_in_.empty() || !gradients_out_.empty()) {
     return leftover("gradients", gradients_in_.size() + gradients_out_.size());
   }
-  if (!allreduces_.empty()) {
-    return leftover("allreduces in flight", allreduces_.size());
+  if (!gradient_sums_.empty()) {
+    return leftover("gradient sums in flight", gradient_sums_.size());
   }
+  if (!gathers_.empty())
+    return leftover("all-gathers in flight", gathers_.size());
   if (tied_sync_ != nullptr && tied_sync_->in_flight()) {
     return leftover("tied embedding gradient sums in flight", 1);
   }

@@ -46,13 +46,15 @@
 //   receives that block until the data is there (bounded by p2p_timeout),
 //   tagged per activation edge, micro-batch and part (MessageTags).
 // - ALLREDUCE_BEGIN / END: non-blocking sum of one model stage's gradients
-//   over its group (GradientGroups), every rank holding a replica of it;
-//   with spec.sharding kGradientsAndOptimizer, a reduce-scatter that sums
-//   the rank's own shard of them only.
-// - OPTIMIZER_STEP: Optimizer::Step, which also zeroes the gradients. With
-//   spec.sharding other than kNone, a model stage held by several ranks
-//   steps its shard and gathers the others' (ShardedOptimizer); a tied
-//   embedding's copy is stepped whole.
+//   over its group (GradientGroups), every rank holding a replica of it.
+//   REDUCE_SCATTER_BEGIN / END: the same sum into the rank's own shard only.
+// - With spec.sharding other than kNone, a model stage held by several
+//   ranks is sharded (ShardedOptimizer): SHARD_STEP steps the rank's shard
+//   of it, ALLGATHER_BEGIN / END gather the others' updated shards. Only
+//   such a stage may have these ops, and it must have its SHARD_STEP.
+// - OPTIMIZER_STEP: Optimizer::Step of every stage not sharded, which also
+//   zeroes the gradients; a sharded stage's tied embedding copy is stepped
+//   here, whole.
 // - With tied embeddings split across stages, the copies' gradient sum
 //   (TiedEmbeddingSync) starts after the rank's last backward of the first
 //   or last model stage and is waited for by OPTIMIZER_STEP.
@@ -183,9 +185,9 @@ class ProgramExecutor {
   // changed).
   absl::Status ImportStage(int model_stage, const StageState& state);
   // Another thread reads the state ExportStage returned (a checkpoint being
-  // written) until `read` is ready: the next OPTIMIZER_STEP, the only op
-  // that changes it, waits for that, while the ops before it go on. The
-  // wait counts as bubble, not busy time.
+  // written) until `read` is ready: the next OPTIMIZER_STEP or SHARD_STEP,
+  // the only ops that change it, waits for that, while the ops before it go
+  // on. The wait counts as bubble, not busy time.
   void DeferUpdatesUntil(std::shared_future<void> read);
 
   // Each step writes on `board` (null: on none) the index of each
@@ -249,9 +251,16 @@ class ProgramExecutor {
   absl::Status Send(const schedule::Instruction& inst, TransferKind kind);
   absl::Status Receive(const schedule::Instruction& inst, TransferKind kind,
                        StepMetrics& metrics);
-  absl::Status BeginAllReduce(const schedule::Instruction& inst);
-  absl::Status EndAllReduce(const schedule::Instruction& inst,
-                            StepMetrics& metrics);
+  int ModelStageOf(const schedule::Instruction& inst) const;
+  // A stage's gradient sum: an allreduce, or a reduce-scatter into this
+  // rank's shard.
+  absl::Status BeginGradientSum(const schedule::Instruction& inst);
+  absl::Status EndGradientSum(const schedule::Instruction& inst,
+                              StepMetrics& metrics);
+  // The all-gather of a sharded stage's updated shards.
+  absl::Status BeginGather(const schedule::Instruction& inst);
+  absl::Status EndGather(const schedule::Instruction& inst,
+                         StepMetrics& metrics);
   absl::Status FinishStep();
   // Restores a sharded stage's optimizers from the whole stage's `state`
   // (checked against `parameters`, the stage's): its shard of the bucketed
@@ -293,7 +302,8 @@ class ProgramExecutor {
   // One optimizer per model stage, so each stage's state can be saved and
   // restored on its own; OPTIMIZER_STEP steps them all. With sharding, a
   // stage held by a group steps its bucketed parameters in a
-  // ShardedOptimizer, and its optimizer holds a tied embedding's copy alone.
+  // ShardedOptimizer (SHARD_STEP), and its optimizer holds a tied
+  // embedding's copy alone.
   std::map<int, std::unique_ptr<Optimizer>> optimizers_;
   std::map<int, std::unique_ptr<ShardedOptimizer>> sharded_optimizers_;
   // Ranks of the job holding a copy of a tied embedding's weight, when the
@@ -306,7 +316,8 @@ class ProgramExecutor {
   std::map<std::pair<schedule::StageRef, int>, BackwardPlan> backward_plans_;
   bool holds_last_stage_ = false;
   OpPositionBoard* position_ = nullptr;
-  // The reader the next OPTIMIZER_STEP waits for (DeferUpdatesUntil), if any.
+  // The reader the next OPTIMIZER_STEP or SHARD_STEP waits for
+  // (DeferUpdatesUntil), if any.
   std::shared_future<void> pending_read_;
 
   // Per-step state, empty between steps.
@@ -321,7 +332,9 @@ class ProgramExecutor {
   std::map<SliceKey, at::Tensor> gradients_in_;
   std::map<SliceKey, at::Tensor> gradients_out_;
   std::vector<std::unique_ptr<PendingOp>> sends_;
-  std::map<int, std::unique_ptr<GradientAllReduce>> allreduces_;
+  // By model stage, the gradient sums and the all-gathers in flight.
+  std::map<int, std::unique_ptr<GradientAllReduce>> gradient_sums_;
+  std::map<int, std::unique_ptr<PendingOp>> gathers_;
 };
 
 }  // namespace chimera::worker

@@ -49,14 +49,15 @@ ShardedOptimizer::ShardedOptimizer(const OptimizerConfig& config,
       comm_(comm),
       group_(std::move(group)) {}
 
-absl::Status ShardedOptimizer::Step(absl::Duration timeout) {
+void ShardedOptimizer::Step() {
   at::NoGradGuard no_grad;
   shard_optimizer_.Step();  // zeroes the shard's gradients
   gradients_.narrow(0, 0, shard_.begin).zero_();
   gradients_.narrow(0, shard_.end, gradients_.numel() - shard_.end).zero_();
-  ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> gather,
-                   comm_.AllGather(parameters_, group_));
-  return gather->Wait(timeout);
+}
+
+absl::StatusOr<std::unique_ptr<PendingOp>> ShardedOptimizer::StartGather() {
+  return comm_.AllGather(parameters_, group_);
 }
 
 }  // namespace chimera::worker

@@ -11,7 +11,10 @@
 //   ShardedOptimizer optimizer(config, weights, gradients,
 //                              {.member = 1, .members = 2}, comm, "stage-3");
 //   ... backward, the gradients' sum ...
-//   RETURN_IF_ERROR(optimizer.Step(timeout));
+//   optimizer.Step();                                   // SHARD_STEP
+//   ASSIGN_OR_RETURN(auto gather, optimizer.StartGather());  // ALLGATHER_BEGIN
+//   ... other work ...
+//   RETURN_IF_ERROR(gather->Wait(timeout));             // ALLGATHER_END
 //
 // The layout is deterministic: a stage's parameters, in order, are views of
 // one flat buffer of n elements, as their gradients are of the gradient
@@ -24,11 +27,11 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/time/time.h"
+#include "absl/status/statusor.h"
 #include "worker/comm/communicator.h"
 #include "worker/runtime/gradient_sync.h"
 #include "worker/runtime/optimizer.h"
@@ -63,11 +66,14 @@ class ShardedOptimizer {
   ShardedOptimizer(const ShardedOptimizer&) = delete;
   ShardedOptimizer& operator=(const ShardedOptimizer&) = delete;
 
-  // Applies one update to this member's shard, zeroes every gradient, then
-  // gathers the group's updated shards into every member's parameters. The
-  // gather's error (DEADLINE_EXCEEDED after `timeout`, UNAVAILABLE) when it
-  // fails; the parameters are then unusable.
-  absl::Status Step(absl::Duration timeout);
+  // Applies one update to this member's shard and zeroes every gradient.
+  // The other members' shards of the parameters are stale until a gather
+  // ends.
+  void Step();
+  // Starts gathering the group's updated shards into every member's
+  // parameters; the communicator's error when it cannot start. A failed
+  // gather leaves the parameters unusable.
+  absl::StatusOr<std::unique_ptr<PendingOp>> StartGather();
 
   // This member's shard of the state: one flat tensor per moment.
   OptimizerState state() const { return shard_optimizer_.state(); }

@@ -23,9 +23,14 @@ void SecondsByOp::Add(schedule::OpKind op, double seconds) {
       return;
     case OpKind::kAllreduceBegin:
     case OpKind::kAllreduceEnd:
+    case OpKind::kReduceScatterBegin:
+    case OpKind::kReduceScatterEnd:
+    case OpKind::kAllGatherBegin:
+    case OpKind::kAllGatherEnd:
       allreduce += seconds;
       return;
     case OpKind::kOptimizerStep:
+    case OpKind::kShardStep:
       optimizer += seconds;
       return;
   }

@@ -20,8 +20,10 @@ struct SecondsByOp {
   double backward = 0;   // BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT
   double send = 0;       // SEND_ACT, SEND_GRAD
   double recv = 0;       // RECV_ACT, RECV_GRAD
-  double allreduce = 0;  // ALLREDUCE_BEGIN, ALLREDUCE_END
-  double optimizer = 0;
+  // The gradient groups' collectives, begun and ended: ALLREDUCE,
+  // REDUCE_SCATTER, ALLGATHER.
+  double allreduce = 0;
+  double optimizer = 0;  // OPTIMIZER_STEP, SHARD_STEP
 
   void Add(schedule::OpKind op, double seconds);
 };
@@ -30,13 +32,13 @@ struct StepMetrics {
   int64_t step = 0;
   // Wall time of the whole iteration.
   double step_seconds = 0;
-  // FORWARD, BACKWARD (fused or split) and OPTIMIZER_STEP time.
+  // FORWARD, BACKWARD (fused or split), OPTIMIZER_STEP and SHARD_STEP time.
   double busy_seconds = 0;
   // step_seconds - busy_seconds: waiting, communicating, idle.
   double bubble_seconds = 0;
   // Time spent in RECV_ACT / RECV_GRAD waiting for the data to arrive.
   double recv_wait_seconds = 0;
-  // Time ALLREDUCE_END waited for collectives that compute did not hide.
+  // Time the collectives' ENDs waited for what compute did not hide.
   double allreduce_wait_seconds = 0;
   // Seconds of each instruction of the program, in program order, and
   // summed by kind.

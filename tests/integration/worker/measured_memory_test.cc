@@ -77,6 +77,7 @@ std::vector<std::vector<StepMetrics>> Measure(
   params.depth = kDepth;
   params.micro_batches = kDepth;
   params.width = width;
+  params.sharding = sharding;
   absl::StatusOr<schedule::Schedule> generated =
       schedule::GenerateSchedule(params);
   EXPECT_TRUE(generated.ok()) << generated.status();
@@ -86,7 +87,7 @@ std::vector<std::vector<StepMetrics>> Measure(
       MakePipelineJob(*std::move(generated), SmallGpt(),
                       /*micro_batch_size=*/4, /*seed=*/5, kOpTimeout);
   job.spec.optimizer.kind = optimizer;
-  job.spec.sharding = sharding;
+  job.spec.sharding = params.sharding;
   job.spec.max_steps = kSteps;
   const chimera::testing::TempDir scratch;
   absl::StatusOr<PipelineMeasurements> measured =

@@ -82,7 +82,10 @@ absl::Status TrainShard(int rank, int members, TcpRendezvous& rendezvous) {
   for (int step = 0; step < kSteps; ++step) {
     FillGradients(sharded, step);
     FillGradients(whole, step);
-    RETURN_IF_ERROR(optimizer.Step(kOpTimeout));
+    optimizer.Step();
+    ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> gather,
+                     optimizer.StartGather());
+    RETURN_IF_ERROR(gather->Wait(kOpTimeout));
     reference.Step();
     for (size_t i = 0; i < whole.size(); ++i) {
       RETURN_IF_ERROR(ExpectEqual(sharded[i], whole[i],

@@ -1,6 +1,7 @@
 // Published bubble ratios and activation counts, reproduced by generating
 // each scheme and simulating it at unit costs.
 #include <algorithm>
+#include <map>
 #include <tuple>
 
 #include "gtest/gtest.h"
@@ -173,6 +174,65 @@ TEST(ChimeraScheduleTest, EagerSyncOnlyWhereABubbleFollows) {
   EXPECT_TRUE(begins_before_local_compute_ends(0, 3));
   EXPECT_FALSE(begins_before_local_compute_ends(1, 2));
   EXPECT_FALSE(begins_before_local_compute_ends(0, 0));
+}
+
+// Where each op of `w` sits that sums, steps or gathers model stage `stage`
+// (absent: not found).
+std::map<OpKind, size_t> SyncOpsOf(const Schedule& s, const WorkerProgram& w,
+                                   int stage) {
+  std::map<OpKind, size_t> at;
+  for (size_t i = 0; i < w.instructions.size(); ++i) {
+    const Instruction& inst = w.instructions[i];
+    const bool of_stage =
+        s.topology.ModelStage({inst.chunk, inst.stage}) == stage;
+    if ((CollectiveOf(inst.op) || inst.op == OpKind::kShardStep) && of_stage) {
+      at[inst.op] = i;
+    } else if (inst.op == OpKind::kOptimizerStep) {
+      at[inst.op] = i;
+    }
+  }
+  return at;
+}
+
+TEST(ShardedScheduleTest, EachStageSumsStepsItsShardAndGathersInOrder) {
+  for (const Sharding sharding :
+       {Sharding::kOptimizer, Sharding::kGradientsAndOptimizer}) {
+    ScheduleParams params = Params(Scheme::kOneFOneB, 2, 4);
+    params.width = 2;
+    params.sharding = sharding;
+    const Schedule s = MustGenerate(params);
+    const bool scatter = sharding == Sharding::kGradientsAndOptimizer;
+    const OpKind begin =
+        scatter ? OpKind::kReduceScatterBegin : OpKind::kAllreduceBegin;
+    const OpKind end =
+        scatter ? OpKind::kReduceScatterEnd : OpKind::kAllreduceEnd;
+    for (const WorkerProgram& w : s.workers) {
+      const int stage = w.rank % 2;
+      const std::map<OpKind, size_t> at = SyncOpsOf(s, w, stage);
+      ASSERT_EQ(at.size(), 6u)
+          << "rank " << w.rank << " " << ShardingName(sharding);
+      EXPECT_LT(at.at(begin), at.at(end));
+      EXPECT_EQ(at.at(OpKind::kShardStep), at.at(end) + 1);
+      EXPECT_EQ(at.at(OpKind::kAllGatherBegin), at.at(end) + 2);
+      EXPECT_LT(at.at(OpKind::kAllGatherBegin), at.at(OpKind::kOptimizerStep));
+      EXPECT_EQ(at.at(OpKind::kAllGatherEnd), w.instructions.size() - 1);
+    }
+  }
+}
+
+TEST(ShardedScheduleTest, AChimeraWorkerGathersOneStageWhileItStepsTheOther) {
+  // Chimera D = 2: both workers hold model stages 0 and 1.
+  ScheduleParams params = Params(Scheme::kChimera, 2, 2);
+  params.sharding = Sharding::kGradientsAndOptimizer;
+  const Schedule s = MustGenerate(params);
+  for (const WorkerProgram& w : s.workers) {
+    const std::map<OpKind, size_t> first = SyncOpsOf(s, w, 0);
+    const std::map<OpKind, size_t> second = SyncOpsOf(s, w, 1);
+    EXPECT_LT(first.at(OpKind::kAllGatherBegin), second.at(OpKind::kShardStep));
+    EXPECT_LT(second.at(OpKind::kShardStep), first.at(OpKind::kAllGatherEnd));
+    EXPECT_LT(second.at(OpKind::kReduceScatterBegin),
+              first.at(OpKind::kReduceScatterEnd));
+  }
 }
 
 }  // namespace

@@ -67,15 +67,19 @@ ScheduleParams RandomParams(Scheme scheme, std::mt19937& rng) {
     default:
       break;
   }
+  // Where some stage has a group to shard over.
+  p.sharding = static_cast<Sharding>(uniform(0, 2));
+  if (!ValidateScheduleParams(p).empty()) p.sharding = Sharding::kNone;
   return p;
 }
 
 std::string Describe(const ScheduleParams& p) {
-  return absl::StrCat(SchemeName(p.scheme), " D=", p.depth, " N=", p.micro_batches,
-                      " W=", p.width, " 2f=", p.pipelines, " concat=",
-                      ConcatName(p.concat), " v=", p.chunks, " K=", p.mixpipe_k,
-                      " G=", p.mixpipe_gamma, " slots=", p.backward_slots,
-                      " sync=", SyncName(p.sync), " limit=", p.activation_limit);
+  return absl::StrCat(
+      SchemeName(p.scheme), " D=", p.depth, " N=", p.micro_batches,
+      " W=", p.width, " 2f=", p.pipelines, " concat=", ConcatName(p.concat),
+      " v=", p.chunks, " K=", p.mixpipe_k, " G=", p.mixpipe_gamma,
+      " slots=", p.backward_slots, " sync=", SyncName(p.sync),
+      " limit=", p.activation_limit, " sharding=", ShardingName(p.sharding));
 }
 
 class RandomScheduleTest : public ::testing::TestWithParam<Scheme> {};

@@ -290,6 +290,75 @@ TEST(SimulatorTest, AWorkersOptimizerStepCoversEveryStageItHolds) {
   }
 }
 
+// Timing of `w`'s instruction of kind `op` on model stage `stage`.
+InstructionTiming TimingOf(const Schedule& s, const SimulationResult& r, int w,
+                           OpKind op, int stage) {
+  const auto& instructions = s.workers[w].instructions;
+  for (size_t i = 0; i < instructions.size(); ++i) {
+    const Instruction& inst = instructions[i];
+    if (inst.op == op &&
+        s.topology.ModelStage({inst.chunk, inst.stage}) == stage) {
+      return r.workers[w].timings[i];
+    }
+  }
+  ADD_FAILURE() << OpName(op) << " of stage " << stage << " on worker " << w;
+  return {};
+}
+
+TEST(SimulatorTest, AShardedStageStepsItsShareAndWaitsForItsGather) {
+  // 1F1B D=2, W=2: groups of two. An allreduce of the gradients takes 1, a
+  // reduce-scatter or an all-gather 1/2; a stage's whole step takes 4.
+  ScheduleParams params = Params(Scheme::kOneFOneB, 2, 2);
+  params.width = 2;
+  params.sharding = Sharding::kGradientsAndOptimizer;
+  const Schedule s = MustGenerate(params);
+  CostModel costs;
+  costs.allreduce_beta = 1;
+  costs.gradient_bytes = 1;
+  costs.stage_optimizer = {4, 4};
+  const SimulationResult r = *Simulate(s, costs);
+  for (int w = 0; w < 4; ++w) {
+    const int stage = w % 2;
+    const InstructionTiming step = TimingOf(s, r, w, OpKind::kShardStep, stage);
+    EXPECT_NEAR(step.end - step.start, 2, 1e-9) << "worker " << w;
+    const InstructionTiming& rest = r.workers[w].timings.end()[-2];
+    EXPECT_NEAR(rest.end - rest.start, 0, 1e-9) << "worker " << w;
+    // Nothing after the SHARD_STEP hides the gather.
+    const InstructionTiming gathered =
+        TimingOf(s, r, w, OpKind::kAllGatherEnd, stage);
+    EXPECT_NEAR(gathered.end, step.end + 0.5, 1e-9) << "worker " << w;
+  }
+}
+
+TEST(SimulatorTest, AChimeraWorkersFirstGatherHidesBehindItsSecondShardStep) {
+  // Chimera D=2: both workers hold stages 0 and 1, gathered in that order;
+  // stage 0's gather (1/2) runs while stage 1's shard steps (2).
+  ScheduleParams params = Params(Scheme::kChimera, 2, 2);
+  params.sharding = Sharding::kGradientsAndOptimizer;
+  const Schedule s = MustGenerate(params);
+  CostModel costs;
+  costs.allreduce_beta = 1;
+  costs.gradient_bytes = 1;
+  costs.stage_optimizer = {4, 4};
+  const SimulationResult r = *Simulate(s, costs);
+  for (int w = 0; w < 2; ++w) {
+    const InstructionTiming first = TimingOf(s, r, w, OpKind::kAllGatherEnd, 0);
+    EXPECT_NEAR(first.end - first.start, 0, 1e-9) << "worker " << w;
+    const InstructionTiming second_step =
+        TimingOf(s, r, w, OpKind::kShardStep, 1);
+    const InstructionTiming second =
+        TimingOf(s, r, w, OpKind::kAllGatherEnd, 1);
+    EXPECT_NEAR(second.end, second_step.end + 0.5, 1e-9) << "worker " << w;
+    EXPECT_NEAR(r.workers[w].exposed_allreduce,
+                0.5 +
+                    (TimingOf(s, r, w, OpKind::kReduceScatterEnd, 0).end -
+                     TimingOf(s, r, w, OpKind::kReduceScatterEnd, 0).start) +
+                    (TimingOf(s, r, w, OpKind::kReduceScatterEnd, 1).end -
+                     TimingOf(s, r, w, OpKind::kReduceScatterEnd, 1).start),
+                1e-9);
+  }
+}
+
 TEST(SimulatorTest, EagerSyncStartsTheAllreduceInTheBubble) {
   // Rank 0's stage 3 finishes its gradients mid-iteration: eager sync
   // starts its allreduce then, end sync only after local compute.

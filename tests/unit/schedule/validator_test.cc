@@ -276,5 +276,130 @@ TEST(ValidatorTest, AnAllreduceBeforeTheLastWeightHalfIsADataDependencyError) {
                         "gradients (BACKWARD or BACKWARD_WEIGHT)"));
 }
 
+// 1F1B, D = 2, N = 2, W = 2 sharded as `sharding`: stage 0's group is
+// ranks 0 and 2, stage 1's ranks 1 and 3.
+Schedule ShardedOneFOneB(Sharding sharding) {
+  ScheduleParams params = Params(Scheme::kOneFOneB, 2, 2);
+  params.width = 2;
+  params.sharding = sharding;
+  return MustGenerate(params);
+}
+
+// Moves the instruction at `from` of `w` to just before the one at `to`.
+void MoveBefore(WorkerProgram& w, size_t from, size_t to) {
+  const Instruction moved = w.instructions[from];
+  w.instructions.erase(w.instructions.begin() + from);
+  if (to > from) --to;
+  w.instructions.insert(w.instructions.begin() + to, moved);
+}
+
+TEST(ValidatorTest, AShardedStageStepsItsShardExactlyOnce) {
+  for (const Sharding sharding :
+       {Sharding::kOptimizer, Sharding::kGradientsAndOptimizer}) {
+    Schedule missing = ShardedOneFOneB(sharding);
+    auto& prog = missing.workers[1].instructions;
+    prog.erase(prog.begin() + FindOp(missing.workers[1], OpKind::kShardStep));
+    EXPECT_THAT(ValidateSchedule(missing).message(),
+                HasSubstr("rank 1 steps its shard of model stage 1 (chunk 0 "
+                          "stage 1) 0 times (SHARD_STEP)"));
+
+    Schedule twice = ShardedOneFOneB(sharding);
+    const size_t step = FindOp(twice.workers[1], OpKind::kShardStep);
+    twice.workers[1].instructions.insert(
+        twice.workers[1].instructions.begin() + step,
+        twice.workers[1].instructions[step]);
+    EXPECT_THAT(ValidateSchedule(twice).message(),
+                HasSubstr("steps its shard of model stage 1 (chunk 0 stage 1) "
+                          "2 times"));
+  }
+}
+
+TEST(ValidatorTest, AShardStepBeforeItsSumHasEndedIsADataDependencyError) {
+  Schedule s = ShardedOneFOneB(Sharding::kGradientsAndOptimizer);
+  WorkerProgram& w = s.workers[2];
+  MoveBefore(w, FindOp(w, OpKind::kShardStep),
+             FindOp(w, OpKind::kReduceScatterEnd));
+  EXPECT_THAT(ValidateSchedule(s).message(), HasSubstr("rank 2 #"));
+  EXPECT_THAT(ValidateSchedule(s).message(),
+              HasSubstr("SHARD_STEP chunk=0 stage=0 steps its shard before "
+                        "the gradients' sum has ended"));
+}
+
+TEST(ValidatorTest, AGatherBeforeTheShardStepIsADataDependencyError) {
+  Schedule s = ShardedOneFOneB(Sharding::kOptimizer);
+  WorkerProgram& w = s.workers[3];
+  MoveBefore(w, FindOp(w, OpKind::kAllGatherBegin),
+             FindOp(w, OpKind::kShardStep));
+  EXPECT_THAT(ValidateSchedule(s).message(),
+              HasSubstr("ALLGATHER_BEGIN chunk=0 stage=1 gathers the shards "
+                        "before stepping its own (SHARD_STEP)"));
+}
+
+TEST(ValidatorTest, AGradientGroupsMembersRunTheSameCollectives) {
+  Schedule s = ShardedOneFOneB(Sharding::kGradientsAndOptimizer);
+  for (Instruction& inst : s.workers[2].instructions) {
+    if (inst.op == OpKind::kReduceScatterBegin)
+      inst.op = OpKind::kAllreduceBegin;
+    if (inst.op == OpKind::kReduceScatterEnd) inst.op = OpKind::kAllreduceEnd;
+  }
+  EXPECT_THAT(ValidateSchedule(s).message(),
+              HasSubstr("rank 2 allreduces and steps a shard of model stage 0 "
+                        "(chunk 0 stage 0), but rank 0 reduce-scatters and "
+                        "steps a shard of"));
+
+  Schedule unsharded = ShardedOneFOneB(Sharding::kNone);
+  WorkerProgram& w = unsharded.workers[0];
+  const Instruction stage = w.instructions[FindOp(w, OpKind::kAllreduceEnd)];
+  for (OpKind op :
+       {OpKind::kShardStep, OpKind::kAllGatherBegin, OpKind::kAllGatherEnd}) {
+    Instruction inst = stage;
+    inst.op = op;
+    w.instructions.push_back(inst);
+  }
+  EXPECT_THAT(ValidateSchedule(unsharded).message(),
+              HasSubstr("rank 2 allreduces and steps all of model stage 0 "
+                        "(chunk 0 stage 0), but rank 0 allreduces and steps "
+                        "a shard of"));
+}
+
+TEST(ValidatorTest, AStageOfOneRankHasNoGroupToShardOver) {
+  Schedule s = MustGenerate(Params(Scheme::kOneFOneB, 2, 2));
+  Instruction step;
+  step.op = OpKind::kShardStep;
+  s.workers[0].instructions.push_back(step);
+  EXPECT_THAT(ValidateSchedule(s).message(),
+              HasSubstr("rank 0 shards model stage 0 (chunk 0 stage 0), which "
+                        "no other rank holds: it has no group to shard over"));
+}
+
+TEST(ValidatorTest, GathersThatWaitOnEachOtherAreADeadlockNamingTheAllGather) {
+  // Chimera D = 2: ranks 0 and 1 both hold model stages 0 and 1. Rank 0
+  // waits for stage 0's gather before it begins stage 1's; rank 1 waits for
+  // stage 1's before it begins stage 0's.
+  ScheduleParams params = Params(Scheme::kChimera, 2, 2);
+  params.sharding = Sharding::kGradientsAndOptimizer;
+  Schedule s = MustGenerate(params);
+  const auto find = [&s](int rank, OpKind op, int model_stage) {
+    const auto& program = s.workers[rank].instructions;
+    for (size_t i = 0; i < program.size(); ++i) {
+      if (program[i].op == op &&
+          s.topology.ModelStage({program[i].chunk, program[i].stage}) ==
+              model_stage) {
+        return i;
+      }
+    }
+    ADD_FAILURE() << OpName(op) << " of stage " << model_stage;
+    return size_t{0};
+  };
+  MoveBefore(s.workers[0], find(0, OpKind::kAllGatherEnd, 0),
+             find(0, OpKind::kAllGatherBegin, 0) + 1);
+  const size_t end = s.workers[1].instructions.size();
+  MoveBefore(s.workers[1], find(1, OpKind::kAllGatherBegin, 0), end);
+  MoveBefore(s.workers[1], find(1, OpKind::kAllGatherEnd, 0), end);
+  const absl::Status status = ValidateSchedule(s);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_THAT(status.message(), HasSubstr("for the all-gather begin of rank"));
+}
+
 }  // namespace
 }  // namespace chimera::schedule

@@ -365,6 +365,23 @@ TEST(ProgramExecutorTest, RefusesSplitBackwardsOutOfOrderNamingTheInstruction) {
   }
 }
 
+TEST(ProgramExecutorTest, RefusesAShardStepOfAStageItDoesNotShard) {
+  const ModelConfig config = testing::TinyConfig(ModelFamily::kGpt);
+  const auto data = Synthetic(config);
+  schedule::Schedule s = Generate(Scheme::kGpipe, 1, 2);
+  schedule::Instruction step;
+  step.op = schedule::OpKind::kShardStep;
+  auto& program = s.workers[0].instructions;
+  program.insert(program.end() - 1, step);
+  const auto executor = ProgramExecutor::Create(
+      schedule::RankScheduleOf(s, 0), Spec(config, {{0, 4}}), *data, nullptr);
+  ASSERT_FALSE(executor.ok());
+  EXPECT_EQ(executor.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(executor.status().message(),
+              HasSubstr("rank 0 instruction SHARD_STEP chunk=0 stage=0: this "
+                        "rank does not shard the stage (sharding: none)"));
+}
+
 TEST(GradientGroupsTest, OneGroupPerStageOverEveryReplica) {
   // Chimera D = 4, W = 2: stage s lives on positions s and 3 - s of both
   // replicas (ranks 0-3 and 4-7).

@@ -1,10 +1,11 @@
 // The validator accepts generated schedules and rejects corrupted ones with
 // a message that says what is wrong (for deadlocks: the wait-for cycle).
 #include <algorithm>
+#include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "absl/strings/str_cat.h"
 #include "tests/unit/schedule/test_util.h"
 
 namespace chimera::schedule {
@@ -314,25 +315,28 @@ TEST(ValidatorTest, AShardedStageStepsItsShardExactlyOnce) {
   }
 }
 
-TEST(ValidatorTest, AShardStepBeforeItsSumHasEndedIsADataDependencyError) {
-  Schedule s = ShardedOneFOneB(Sharding::kGradientsAndOptimizer);
-  WorkerProgram& w = s.workers[2];
-  MoveBefore(w, FindOp(w, OpKind::kShardStep),
-             FindOp(w, OpKind::kReduceScatterEnd));
-  EXPECT_THAT(ValidateSchedule(s).message(), HasSubstr("rank 2 #"));
-  EXPECT_THAT(ValidateSchedule(s).message(),
-              HasSubstr("SHARD_STEP chunk=0 stage=0 steps its shard before "
-                        "the gradients' sum has ended"));
-}
-
-TEST(ValidatorTest, AGatherBeforeTheShardStepIsADataDependencyError) {
-  Schedule s = ShardedOneFOneB(Sharding::kOptimizer);
-  WorkerProgram& w = s.workers[3];
-  MoveBefore(w, FindOp(w, OpKind::kAllGatherBegin),
-             FindOp(w, OpKind::kShardStep));
-  EXPECT_THAT(ValidateSchedule(s).message(),
-              HasSubstr("ALLGATHER_BEGIN chunk=0 stage=1 gathers the shards "
-                        "before stepping its own (SHARD_STEP)"));
+TEST(ValidatorTest, ShardStepsAndGathersOutOfOrderAreDataDependencyErrors) {
+  const struct {
+    Sharding sharding;
+    int rank;
+    OpKind moved;
+    OpKind before;
+    std::string why;
+  } cases[] = {
+      {Sharding::kGradientsAndOptimizer, 2, OpKind::kShardStep,
+       OpKind::kReduceScatterEnd,
+       "rank 2 #9 SHARD_STEP chunk=0 stage=0 steps its shard before the "
+       "gradients' sum has ended"},
+      {Sharding::kOptimizer, 3, OpKind::kAllGatherBegin, OpKind::kShardStep,
+       "ALLGATHER_BEGIN chunk=0 stage=1 gathers the shards before stepping "
+       "its own (SHARD_STEP)"},
+  };
+  for (const auto& c : cases) {
+    Schedule s = ShardedOneFOneB(c.sharding);
+    WorkerProgram& w = s.workers[c.rank];
+    MoveBefore(w, FindOp(w, c.moved), FindOp(w, c.before));
+    EXPECT_THAT(ValidateSchedule(s).message(), HasSubstr(c.why));
+  }
 }
 
 TEST(ValidatorTest, AGradientGroupsMembersRunTheSameCollectives) {

@@ -370,19 +370,19 @@ absl::Status ProgramExecutor::CheckProgram() {
     if (IsTransfer(inst.op) && comm_ == nullptr) {
       return invalid("needs a communicator");
     }
+    const std::optional<schedule::Collective> collective =
+        schedule::CollectiveOf(inst.op);
     const bool shards = inst.op == OpKind::kShardStep ||
-                        inst.op == OpKind::kAllGatherBegin ||
-                        inst.op == OpKind::kAllGatherEnd ||
-                        inst.op == OpKind::kReduceScatterBegin ||
-                        inst.op == OpKind::kReduceScatterEnd;
-    const int model_stage = topology_.ModelStage({inst.chunk, inst.stage});
+                        collective == schedule::Collective::kReduceScatter ||
+                        collective == schedule::Collective::kAllGather;
+    const int model_stage = ModelStageOf(inst);
     if (shards && sharded_optimizers_.count(model_stage) == 0) {
-      return invalid(absl::StrCat(
-          "this rank does not shard the stage (",
-          "sharding: ", schedule::ShardingName(spec_.sharding), ")"));
+      return invalid(
+          absl::StrCat("this rank does not shard the stage (sharding: ",
+                       schedule::ShardingName(spec_.sharding), ")"));
     }
     if (inst.op == OpKind::kShardStep) shard_steps.insert(model_stage);
-    if (shards || schedule::CollectiveOf(inst.op)) continue;
+    if (shards || collective) continue;
     if (inst.micro_batches.empty()) return invalid("names no micro-batch");
     for (int mb : inst.micro_batches) {
       if (mb < 0 || mb >= topology_.micro_batches) {

@@ -10,10 +10,12 @@
 namespace chimera::worker {
 namespace {
 
-// A chunk's logits hold about this many values (32 MiB in float32): larger
-// chunks save little time, smaller ones give matrix products too thin to
-// run at speed.
+// On the CPU a chunk's logits hold about this many values (32 MiB in
+// float32): larger chunks save little time, smaller ones give matrix
+// products too thin to run at speed.
 constexpr int64_t kChunkLogits = int64_t{1} << 23;
+// The fewest tokens of a chunk on a GPU (see DefaultChunkTokens).
+constexpr int64_t kGpuChunkTokens = 4096;
 
 absl::Status CheckLoss(const MicroBatch& batch, double normaliser,
                        at::IntArrayRef positions) {
@@ -166,8 +168,9 @@ absl::StatusOr<at::Tensor> LanguageModelLoss(const at::Tensor& logits,
   return (per_sample.sum() / normaliser).to(logits.scalar_type());
 }
 
-int64_t DefaultChunkTokens(int64_t vocab_size) {
-  return std::max<int64_t>(1, kChunkLogits / vocab_size);
+int64_t DefaultChunkTokens(int64_t vocab_size, c10::Device device) {
+  const int64_t fitting = std::max<int64_t>(1, kChunkLogits / vocab_size);
+  return device.is_cpu() ? fitting : std::max(fitting, kGpuChunkTokens);
 }
 
 absl::StatusOr<at::Tensor> ProjectedLanguageModelLoss(
@@ -204,7 +207,8 @@ absl::StatusOr<at::Tensor> ProjectedLanguageModelLoss(
   const at::Tensor token_weights =
       TokenWeights(batch, normaliser, normed.device(), compute);
   const int64_t chunk =
-      chunk_tokens > 0 ? chunk_tokens : DefaultChunkTokens(weight.size(0));
+      chunk_tokens > 0 ? chunk_tokens
+                       : DefaultChunkTokens(weight.size(0), normed.device());
   const bool with_gradients =
       at::GradMode::is_enabled() &&
       (normed.requires_grad() || weight.requires_grad() ||

@@ -21,6 +21,7 @@
 #define CHIMERA_WORKER_MODEL_LOSS_H_
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include "absl/status/statusor.h"
 #include "worker/model/micro_batch.h"
@@ -36,14 +37,19 @@ absl::StatusOr<at::Tensor> LanguageModelLoss(const at::Tensor& logits,
                                              const MicroBatch& batch,
                                              double normaliser);
 
-// The tokens of a chunk when chunk_tokens is 0: as many as keep its logits
-// near 8M values (32 MiB in float32).
-int64_t DefaultChunkTokens(int64_t vocab_size);
+// The tokens of a chunk on `device` when chunk_tokens is 0. On the CPU, as
+// many as keep its logits near 8M values (32 MiB in float32), which stay in
+// cache. On a GPU at least 4,096: each chunk reads and writes the weight's
+// gradient (vocabulary x hidden) once, and a GPU computes some 200 FLOPs in
+// the time it moves a byte, so thinner chunks would spend their time on that
+// traffic rather than on their products.
+int64_t DefaultChunkTokens(int64_t vocab_size, c10::Device device);
 
 // LanguageModelLoss of the logits linear(normed, weight, bias), where
 // `normed` is [batch, seq, hidden], `weight` [vocab, hidden] and `bias`
 // [vocab] or undefined (no bias). Each chunk
-// of `chunk_tokens` tokens (0: DefaultChunkTokens) is projected, its loss
+// of `chunk_tokens` tokens (0: DefaultChunkTokens on normed's device) is
+// projected, its loss
 // taken and, when autograd will ask for them, its gradients too: the
 // backward only scales those by the loss's gradient. So it holds one
 // chunk's logits (in float32 for bfloat16) and gradients for `normed`,

@@ -96,4 +96,9 @@ absl::Status CheckMatrixProducts(const MatrixProduct& product) {
   return absl::OkStatus();
 }
 
+absl::Status CheckMatrixProducts() {
+  return CheckMatrixProducts(
+      [](const at::Tensor& a, const at::Tensor& b) { return at::mm(a, b); });
+}
+
 }  // namespace chimera::worker

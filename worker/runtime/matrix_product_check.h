@@ -22,7 +22,10 @@ using MatrixProduct =
     std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>;
 
 // OK, or the first element out of bounds, naming the dtype and the shapes.
-absl::Status CheckMatrixProducts(const MatrixProduct& product = at::mm);
+absl::Status CheckMatrixProducts(const MatrixProduct& product);
+// The same for LibTorch's own at::mm (a default argument cannot name it:
+// LibTorch 2 overloads it).
+absl::Status CheckMatrixProducts();
 
 }  // namespace chimera::worker
 

@@ -30,12 +30,11 @@
 #include "worker/model/model_config.h"
 #include "worker/model/transformer_stage.h"
 #include "worker/runtime/device_memory.h"
+#include "worker/tools/tool_cli.h"
 
 namespace chimera::worker {
 namespace {
 
-constexpr int kExitFailed = 1;
-constexpr int kExitBadFlags = 2;
 // Head dimension of the GPT-2 family: heads = hidden / 64.
 constexpr int64_t kHeadSize = 64;
 // Bounds that keep a typo from asking for a stage no machine holds.
@@ -57,24 +56,6 @@ struct Flags {
   int64_t layers = 4;
   int repetitions = 5;
 };
-
-absl::StatusOr<c10::ScalarType> ParseDtype(const std::string& name) {
-  if (name == "bfloat16") return c10::ScalarType::BFloat16;
-  if (name == "float32") return c10::ScalarType::Float;
-  if (name == "float64") return c10::ScalarType::Double;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--dtype is '", name, "'; use bfloat16, float32 or float64"));
-}
-
-absl::StatusOr<c10::Device> ParseDevice(const std::string& name) {
-  try {
-    return c10::Device(name);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("--device is '", name,
-                                                   "'; use cpu or cuda:N (",
-                                                   TorchErrorMessage(e), ")"));
-  }
-}
 
 // The blocks of a middle stage: no embedding, no head.
 ModelConfig StageModel(const Shape& shape, c10::ScalarType dtype) {
@@ -120,8 +101,8 @@ absl::StatusOr<double> BestMilliseconds(const Shape& shape,
 }
 
 absl::Status Measure(const Flags& flags) {
-  ASSIGN_OR_RETURN(const c10::ScalarType dtype, ParseDtype(flags.dtype));
-  ASSIGN_OR_RETURN(const c10::Device device, ParseDevice(flags.device));
+  ASSIGN_OR_RETURN(const c10::ScalarType dtype, ParseDtypeFlag(flags.dtype));
+  ASSIGN_OR_RETURN(const c10::Device device, ParseDeviceFlag(flags.device));
   RETURN_IF_ERROR(CheckDeviceUsable(device));
   for (const int64_t hidden : flags.hidden) {
     for (const int64_t micro_batch : flags.micro_batches) {
@@ -189,12 +170,6 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : chimera::worker::kExitBadFlags;
   }
-  const absl::Status status = chimera::worker::Measure(flags);
-  if (status.ok()) return 0;
-  std::fprintf(stderr, "stage_efficiency: %s\n",
-               std::string(status.message()).c_str());
-  return status.code() == absl::StatusCode::kInvalidArgument ||
-                 status.code() == absl::StatusCode::kFailedPrecondition
-             ? chimera::worker::kExitBadFlags
-             : chimera::worker::kExitFailed;
+  return chimera::worker::ExitCodeOf("stage_efficiency",
+                                     chimera::worker::Measure(flags));
 }

@@ -40,6 +40,23 @@ TEST(AnalyticProfileTest, ModelFlopsOfASampleAreThreeForwards) {
   EXPECT_DOUBLE_EQ(ModelFlopsPerSample(gpt), 2480853221376.0);
 }
 
+// Its Llama job: llama3.2-1b at sequence 1024 (grouped queries: keys and
+// values 512 wide; SwiGLU's three matrices), the sizes scripts/gpu-check's
+// FLOP count takes; 8.0 TFLOPs a sample.
+TEST(AnalyticProfileTest, ModelFlopsOfALlamaSampleCountItsOwnMatrices) {
+  chimera::v1::ModelSpec llama;
+  llama.set_family("llama");
+  llama.set_num_layers(16);
+  llama.set_hidden_size(2048);
+  llama.set_ffn_size(8192);
+  llama.set_num_heads(32);
+  llama.set_num_kv_heads(8);
+  llama.set_seq_length(1024);
+  llama.set_vocab_size(128256);
+  llama.set_tie_embeddings(true);
+  EXPECT_DOUBLE_EQ(ModelFlopsPerSample(llama), 8004745297920.0);
+}
+
 TEST(AnalyticProfileTest, LayersAreEmbeddingBlocksHead) {
   chimera::v1::ModelProfile profile = AnalyticProfile(SmallGpt(), Device());
   EXPECT_TRUE(ValidateProfile(profile, 3).empty()) << ValidateProfile(profile, 3).ToStatus();

@@ -258,6 +258,17 @@ TEST(ProjectedLossTest, HoldsOneChunkOfLogitsNotAll) {
   EXPECT_LT(chunked, logits / 2);
 }
 
+// A CPU chunk stays near 8M logits; a GPU chunk carries enough tokens that
+// its products outweigh re-reading the weight's gradient.
+TEST(ProjectedLossTest, ChunksAreThickerOnAGpu) {
+  const c10::Device cpu("cpu"), gpu("cuda:0");
+  EXPECT_EQ(DefaultChunkTokens(50257, cpu), 166);
+  EXPECT_EQ(DefaultChunkTokens(8, cpu), int64_t{1} << 20);
+  EXPECT_EQ(DefaultChunkTokens(50257, gpu), 4096);
+  EXPECT_EQ(DefaultChunkTokens(128256, gpu), 4096);
+  EXPECT_EQ(DefaultChunkTokens(8, gpu), int64_t{1} << 20);
+}
+
 TEST(ProjectedLossTest, RejectsProjectionsThatDoNotChain) {
   const ModelConfig config = TinyConfig(ModelFamily::kGpt);
   const MicroBatch batch =

@@ -150,12 +150,14 @@ void SetShardedStepCosts(const SimulationInputs& inputs,
 }
 
 // Memory of each simulated worker of replica 0 (the others mirror it), its
-// busy time and its recomputation.
+// busy time apart from the update, its recomputation and its optimizer
+// update (each the slowest worker's).
 struct ReplicaUsage {
   int64_t peak_max = 0;
   int64_t peak_min = 0;
-  double max_busy = 0;
+  double max_compute = 0;
   double recompute = 0;
+  double max_update = 0;
 };
 
 // A worker's memory: weights, gradients and optimizer state of every stage
@@ -173,11 +175,14 @@ ReplicaUsage MeasureReplica(const PlanningContext& context,
   ReplicaUsage usage;
   for (int rank = 0; rank < params.depth; ++rank) {
     const schedule::WorkerProgram& worker = program.workers[rank];
-    double state = 0;
+    double state = 0, update = 0;
     int64_t per_micro_batch = 0, working_set = 0;
     for (const schedule::StageRef& ref : worker.stages) {
       const int model_stage = topology.ModelStage(ref);
       const StageProfile& stage = stages[model_stage];
+      const double shard_step = inputs.costs.stage_shard_step[model_stage];
+      update += shard_step > 0 ? shard_step
+                               : inputs.costs.stage_optimizer[model_stage];
       // Weights and gradients, and the optimizer's share of this worker.
       const int sharers = params.sharding == schedule::Sharding::kNone
                               ? 1
@@ -194,7 +199,9 @@ ReplicaUsage MeasureReplica(const PlanningContext& context,
         (params.recompute ? working_set : 0);
     usage.peak_max = rank == 0 ? peak : std::max(usage.peak_max, peak);
     usage.peak_min = rank == 0 ? peak : std::min(usage.peak_min, peak);
-    usage.max_busy = std::max(usage.max_busy, result.workers[rank].busy);
+    usage.max_compute =
+        std::max(usage.max_compute, result.workers[rank].busy - update);
+    usage.max_update = std::max(usage.max_update, update);
     for (const schedule::Instruction& inst : worker.instructions) {
       if (schedule::ComputesInputGradient(inst.op) && inst.recompute) {
         usage.recompute += stages[topology.ModelStage({inst.chunk, inst.stage})]
@@ -409,8 +416,9 @@ absl::StatusOr<Evaluation> EvaluateCandidate(const PlanningContext& context,
   }
   evaluation.fits = usage.peak_max <= context.cluster.device().memory_bytes();
   evaluation.compute_seconds_per_sample =
-      usage.max_busy / (b * params.micro_batches);
+      usage.max_compute / (b * params.micro_batches);
   evaluation.recompute_seconds = usage.recompute / params.depth;
+  evaluation.update_seconds = usage.max_update;
   return evaluation;
 }
 

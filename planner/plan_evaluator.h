@@ -59,8 +59,11 @@ struct Evaluation {
   chimera::v1::Plan plan;
   bool fits = false;
   // What the explanation of a ranking compares.
-  double compute_seconds_per_sample = 0;  // busy time of the slowest worker / B^
+  // Busy time of the slowest worker but its update, per sample.
+  double compute_seconds_per_sample = 0;
   double recompute_seconds = 0;           // per worker per iteration
+  // The slowest worker's optimizer update, sharded or not, per iteration.
+  double update_seconds = 0;
   // The largest micro-batch that fits with its scheme, W, D, pipelines and
   // recomputation: what Chimera's paper picks without a search (section
   // 3.4). Set by the search, which tries the smaller ones too.

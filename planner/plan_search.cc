@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -208,6 +209,8 @@ chimera::v1::Cluster WithJobsMemoryLimit(const chimera::v1::TrainJob& job,
 
 class Search {
  public:
+  using MemoryKnobs = std::tuple<int, bool, schedule::Sharding>;
+
   Search(const chimera::v1::TrainJob& job, const chimera::v1::Cluster& cluster,
          const chimera::v1::ModelProfile& profile, std::function<bool()> cancelled)
       : job_(job),
@@ -216,29 +219,33 @@ class Search {
         cancelled_(std::move(cancelled)) {}
 
   // Evaluates `candidate` with recomputation off, and on as well where the
-  // job leaves it open and memory does not fit without it; at each, without
-  // sharding, then sharded where the job leaves that open and memory does
-  // not fit. Returns whether a fitting plan was found.
-  absl::StatusOr<bool> Try(Candidate candidate) {
+  // job leaves it open and nothing fits without it; at each, with every
+  // sharding the job leaves open, so that the ranking decides between them
+  // where both fit. Returns the fitting plans it added to fitting_ (the
+  // last ones).
+  absl::StatusOr<int> Try(Candidate candidate) {
     const auto& training = job_.spec().training();
     std::vector<bool> choices = {false, true};
     if (training.has_recompute()) choices = {training.recompute()};
     for (bool recompute : choices) {
+      int fitting = 0;
       for (schedule::Sharding sharding : ShardingChoices(candidate.params)) {
         candidate.params.recompute = recompute;
         candidate.params.sharding = sharding;
         ASSIGN_OR_RETURN(bool fits, TryOne(candidate));
-        if (fits) return true;
+        fitting += fits;
       }
+      if (fitting > 0) return fitting;
     }
-    return false;
+    return 0;
   }
 
-  // The job's sharding; where it leaves it open, none, and then, for
-  // memory, the optimizer's state and the gradients' sum where the
-  // candidate's stages have groups to shard them over. That saves the
-  // memory `optimizer` does and moves fewer bytes: a reduce-scatter in
-  // place of the gradients' allreduce.
+  // The job's sharding; where it leaves it open, none and, where the
+  // candidate's stages have groups to shard over, the optimizer's state and
+  // the gradients' sum. Sharded, a plan needs less memory and steps 1/G of
+  // each stage, but gathers the weights after: which is faster depends on
+  // the link. `optimizer` is not tried: it saves the same memory and moves
+  // more bytes (an allreduce where the other reduce-scatters).
   std::vector<schedule::Sharding> ShardingChoices(ScheduleParams params) const {
     if (!job_.spec().parallelism().sharding().empty()) {
       return {params.sharding};
@@ -278,9 +285,9 @@ class Search {
       if (fixed.Gives(ScheduleParam::kWidth) && fixed.params.width != width) {
         continue;
       }
-      // (pipelines, recompute) pairs, which decide a Chimera plan's memory,
-      // that a larger micro-batch already fits with.
-      std::set<std::pair<int, bool>> fitted;
+      // (pipelines, recompute, sharding), which decide a Chimera plan's
+      // memory, that a larger micro-batch already fits with.
+      std::set<MemoryKnobs> fitted;
       const std::vector<int> sizes = MicroBatchSizes(job_, width);
       for (int b : sizes) {
         ScheduleParams base;
@@ -290,16 +297,20 @@ class Search {
         base.micro_batches = spec.training().global_batch_size() / (width * b);
         // The job's sharding; a width it cannot shard at fails validation.
         base.sharding = fixed.params.sharding;
-        std::set<std::pair<int, bool>> fitting;
+        std::set<MemoryKnobs> fitting;
         for (const ScheduleParams& params : Variants(fixed, base, num_layers)) {
-          ASSIGN_OR_RETURN(bool fits, Try({params, b, kFirstPlacement, /*partition=*/{}}));
-          if (!fits) continue;
-          Evaluation& evaluation = fitting_.back().second;
-          const std::pair<int, bool> memory_knobs{params.pipelines, evaluation.plan.recompute()};
-          // Sizes come largest first; one the job fixes was not chosen.
-          evaluation.largest_fitting_micro_batch =
-              sizes.size() > 1 && fitted.count(memory_knobs) == 0;
-          fitting.insert(memory_knobs);
+          ASSIGN_OR_RETURN(const int added,
+                           Try({params, b, kFirstPlacement, /*partition=*/{}}));
+          for (size_t i = fitting_.size() - added; i < fitting_.size(); ++i) {
+            auto& [candidate, evaluation] = fitting_[i];
+            const MemoryKnobs memory_knobs{params.pipelines,
+                                           evaluation.plan.recompute(),
+                                           candidate.params.sharding};
+            // Sizes come largest first; one the job fixes was not chosen.
+            evaluation.largest_fitting_micro_batch =
+                sizes.size() > 1 && fitted.count(memory_knobs) == 0;
+            fitting.insert(memory_knobs);
+          }
         }
         fitted.insert(fitting.begin(), fitting.end());
       }
@@ -418,6 +429,11 @@ std::string ExplainRanking(const Evaluation& best, const Evaluation& runner_up) 
     reasons.push_back(absl::StrFormat("recomputation %.3g s vs %.3g s per iteration",
                                       best.recompute_seconds,
                                       runner_up.recompute_seconds));
+  }
+  if (Differs(best.update_seconds, runner_up.update_seconds)) {
+    reasons.push_back(
+        absl::StrFormat("optimizer update %.3g s vs %.3g s per iteration",
+                        best.update_seconds, runner_up.update_seconds));
   }
   if (reasons.empty()) reasons.push_back("the same bubbles, compute and communication");
   if (best.largest_fitting_micro_batch && best.plan.scheme() == "chimera") {

@@ -446,6 +446,34 @@ TEST(PlanSearchTest, AJobsShardingIsKeptAndCostsTheGatherOfTheWeights) {
             sharded.prediction().iteration_seconds());
 }
 
+// A job that leaves the sharding open, with memory to spare, is planned
+// sharded where its update is slow enough that stepping a quarter of it
+// saves more than gathering the weights costs (a measured profile in which
+// AdamW over a block takes 50 ms, as on a CPU), and whole where the update
+// is free (the analytic profile counts none) and the gather all cost.
+TEST(PlanSearchTest, AJobIsPlannedShardedWhereThatIsFaster) {
+  const auto job = ChimeraLeavingOnlyTheShardingOpen();
+  const auto cluster = TestCluster(1, 8, 1.2e10, int64_t{64} << 30);
+  const auto search = [&](double block_update_seconds) {
+    auto profile = AnalyticProfile(job.spec().model(), cluster.spec().device());
+    for (auto& layer : *profile.mutable_layers()) {
+      if (layer.kind() == "block")
+        layer.set_optimizer_seconds(block_update_seconds);
+    }
+    absl::StatusOr<SearchResult> result =
+        SearchPlans(job, cluster, profile, {10});
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? *std::move(result) : SearchResult{};
+  };
+  const SearchResult slow_update = search(0.05);
+  EXPECT_EQ(Best(slow_update).sharding(), "gradients-and-optimizer")
+      << slow_update.why_best;
+  EXPECT_THAT(slow_update.why_best, HasSubstr("optimizer update"));
+  const SearchResult free_update = search(0);
+  EXPECT_THAT(Best(free_update).sharding(), ::testing::AnyOf("", "none"))
+      << free_update.why_best;
+}
+
 TEST(PlanSearchTest, MixPipePlacementKeepsStageReplicasWithinANode) {
   const auto job = LargeJob(8, 64, 16);
   const auto cluster = TestCluster(2, 8);

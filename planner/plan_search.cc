@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -32,6 +33,9 @@ constexpr Scheme kAllSchemes[] = {
 constexpr double kNotableDifference = 0.01;
 // Throughputs closer than this (relative) tie: Percent shows it as 0.0%.
 constexpr double kTie = 0.0005;
+// The least predicted gain for which the search shards a plan that fits
+// unsharded (see ClearlyFaster).
+constexpr double kShardingGain = 0.05;
 // Placement is refined for the best plans only; this is where they start.
 constexpr PlacementPolicy kFirstPlacement = PlacementPolicy::kReplicasTogether;
 
@@ -220,32 +224,39 @@ class Search {
 
   // Evaluates `candidate` with recomputation off, and on as well where the
   // job leaves it open and nothing fits without it; at each, with every
-  // sharding the job leaves open, so that the ranking decides between them
-  // where both fit. Returns the fitting plans it added to fitting_ (the
-  // last ones).
-  absl::StatusOr<int> Try(Candidate candidate) {
+  // sharding the job leaves open. Keeps the one that fits, unsharded unless
+  // only sharded fits or sharded is clearly faster. Returns whether one
+  // fits (then fitting_.back()).
+  absl::StatusOr<bool> Try(Candidate candidate) {
     const auto& training = job_.spec().training();
     std::vector<bool> choices = {false, true};
     if (training.has_recompute()) choices = {training.recompute()};
     for (bool recompute : choices) {
-      int fitting = 0;
+      candidate.params.recompute = recompute;
+      std::optional<std::pair<Candidate, Evaluation>> kept;
       for (schedule::Sharding sharding : ShardingChoices(candidate.params)) {
-        candidate.params.recompute = recompute;
         candidate.params.sharding = sharding;
-        ASSIGN_OR_RETURN(bool fits, TryOne(candidate));
-        fitting += fits;
+        ASSIGN_OR_RETURN(Evaluation evaluation, Assess(candidate));
+        if (evaluation.fits &&
+            (!kept || ClearlyFaster(evaluation, kept->second))) {
+          kept.emplace(candidate, std::move(evaluation));
+        }
       }
-      if (fitting > 0) return fitting;
+      if (kept) {
+        fitting_.push_back(*std::move(kept));
+        return true;
+      }
     }
-    return 0;
+    return false;
   }
 
-  // The job's sharding; where it leaves it open, none and, where the
+  // The job's sharding; where it leaves it open, none and then, where the
   // candidate's stages have groups to shard over, the optimizer's state and
   // the gradients' sum. Sharded, a plan needs less memory and steps 1/G of
   // each stage, but gathers the weights after: which is faster depends on
-  // the link. `optimizer` is not tried: it saves the same memory and moves
-  // more bytes (an allreduce where the other reduce-scatters).
+  // the update's cost and the link. `optimizer` is not tried: it saves the
+  // same memory and moves more bytes (an allreduce where the other
+  // reduce-scatters).
   std::vector<schedule::Sharding> ShardingChoices(ScheduleParams params) const {
     if (!job_.spec().parallelism().sharding().empty()) {
       return {params.sharding};
@@ -257,17 +268,24 @@ class Search {
     return {schedule::Sharding::kNone, params.sharding};
   }
 
-  // Evaluates `candidate` as it is; whether it fits.
-  absl::StatusOr<bool> TryOne(const Candidate& candidate) {
+  // Whether sharding `sharded` pays: a predicted gain the cost model can
+  // tell from noise in the profile it is given, so that the same job is not
+  // sharded on one run and not on the next.
+  static bool ClearlyFaster(const Evaluation& sharded,
+                            const Evaluation& whole) {
+    return sharded.plan.prediction().samples_per_second() >
+           (1 + kShardingGain) * whole.plan.prediction().samples_per_second();
+  }
+
+  // Evaluates `candidate`, noting the smallest memory any candidate needs.
+  absl::StatusOr<Evaluation> Assess(const Candidate& candidate) {
     ASSIGN_OR_RETURN(Evaluation evaluation, Evaluate(candidate));
     const int64_t needed = evaluation.plan.prediction().peak_memory_bytes_max();
     if (smallest_needed_ < 0 || needed < smallest_needed_) {
       smallest_needed_ = needed;
       smallest_plan_ = DescribePlan(evaluation.plan);
     }
-    if (!evaluation.fits) return false;
-    fitting_.push_back({candidate, std::move(evaluation)});
-    return true;
+    return evaluation;
   }
 
   // Tries every (D, W, B) of `scheme` on `workers` workers that the job
@@ -299,18 +317,17 @@ class Search {
         base.sharding = fixed.params.sharding;
         std::set<MemoryKnobs> fitting;
         for (const ScheduleParams& params : Variants(fixed, base, num_layers)) {
-          ASSIGN_OR_RETURN(const int added,
+          ASSIGN_OR_RETURN(bool fits,
                            Try({params, b, kFirstPlacement, /*partition=*/{}}));
-          for (size_t i = fitting_.size() - added; i < fitting_.size(); ++i) {
-            auto& [candidate, evaluation] = fitting_[i];
-            const MemoryKnobs memory_knobs{params.pipelines,
-                                           evaluation.plan.recompute(),
-                                           candidate.params.sharding};
-            // Sizes come largest first; one the job fixes was not chosen.
-            evaluation.largest_fitting_micro_batch =
-                sizes.size() > 1 && fitted.count(memory_knobs) == 0;
-            fitting.insert(memory_knobs);
-          }
+          if (!fits) continue;
+          auto& [candidate, evaluation] = fitting_.back();
+          const MemoryKnobs memory_knobs{params.pipelines,
+                                         evaluation.plan.recompute(),
+                                         candidate.params.sharding};
+          // Sizes come largest first; one the job fixes was not chosen.
+          evaluation.largest_fitting_micro_batch =
+              sizes.size() > 1 && fitted.count(memory_knobs) == 0;
+          fitting.insert(memory_knobs);
         }
         fitted.insert(fitting.begin(), fitting.end());
       }

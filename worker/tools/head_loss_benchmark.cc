@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/comm/torch_error.h"
 #include "worker/model/loss.h"
@@ -43,11 +44,9 @@ namespace chimera::worker {
 namespace {
 
 struct Flags {
-  std::string device = "cpu";
-  std::string dtype = "float32";
+  MeasuringFlags common;  // the CPU in float32
   int64_t hidden = 768;
   std::vector<int64_t> micro_batches = {1, 4};
-  int repetitions = 5;
 };
 
 struct Case {
@@ -130,13 +129,13 @@ absl::Status PrintRows(const Case& c, const at::TensorOptions& on,
   const double normaliser = static_cast<double>(c.samples);
   ASSIGN_OR_RETURN(
       const Measured whole,
-      Run(head, on.device(), flags.repetitions, [&](const Head& h) {
+      Run(head, on.device(), flags.common.repetitions, [&](const Head& h) {
         return LanguageModelLoss(at::linear(h.normed, h.weight, h.bias),
                                  h.batch, normaliser);
       }));
   ASSIGN_OR_RETURN(
       const Measured chunked,
-      Run(head, on.device(), flags.repetitions, [&](const Head& h) {
+      Run(head, on.device(), flags.common.repetitions, [&](const Head& h) {
         return ProjectedLanguageModelLoss(
             h.normed, h.weight, h.bias, h.batch, normaliser,
             DefaultChunkTokens(c.vocab, on.device()));
@@ -155,8 +154,10 @@ absl::Status PrintRows(const Case& c, const at::TensorOptions& on,
 }
 
 absl::Status Measure(const Flags& flags) {
-  ASSIGN_OR_RETURN(const c10::ScalarType dtype, ParseDtypeFlag(flags.dtype));
-  ASSIGN_OR_RETURN(const c10::Device device, ParseDeviceFlag(flags.device));
+  ASSIGN_OR_RETURN(const c10::ScalarType dtype,
+                   ParseDtypeFlag(flags.common.dtype));
+  ASSIGN_OR_RETURN(const c10::Device device,
+                   ParseDeviceFlag(flags.common.device));
   RETURN_IF_ERROR(CheckDeviceUsable(device));
   if (device.is_cpu()) LimitComputeThreads(1);
   const at::TensorOptions on = at::TensorOptions(dtype).device(device);
@@ -186,11 +187,9 @@ int main(int argc, char** argv) {
   chimera::worker::Flags flags;
   CLI::App app(
       "head_loss_benchmark: the head's loss computed whole and in chunks, "
-      "peak memory and time");
-  app.add_option("--device", flags.device, "cpu or cuda:N")
-      ->capture_default_str();
-  app.add_option("--dtype", flags.dtype, "bfloat16, float32 or float64")
-      ->capture_default_str();
+      "peak memory and time",
+      "head_loss_benchmark");
+  chimera::worker::AddMeasuringFlags(app, flags.common);
   app.add_option("--hidden", flags.hidden, "Hidden size of the GPT-2 head")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
@@ -198,15 +197,6 @@ int main(int argc, char** argv) {
                  "Samples of 1,024 tokens a GPT-2 row takes")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));
-  app.add_option("--repetitions", flags.repetitions,
-                 "Timed runs after one warm-up")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : chimera::worker::kExitBadFlags;
-  }
-  return chimera::worker::ExitCodeOf("head_loss_benchmark",
-                                     chimera::worker::Measure(flags));
+  return chimera::worker::ParseAndMeasure(
+      app, argc, argv, [&] { return chimera::worker::Measure(flags); });
 }

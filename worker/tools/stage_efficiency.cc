@@ -48,13 +48,11 @@ struct Shape {
 };
 
 struct Flags {
-  std::string device = "cuda:0";
-  std::string dtype = "bfloat16";
+  MeasuringFlags common{.device = "cuda:0", .dtype = "bfloat16"};
   std::vector<int64_t> hidden = {1600, 2048};
   int64_t seq = 1024;
   std::vector<int64_t> micro_batches = {1, 2, 4, 8};
   int64_t layers = 4;
-  int repetitions = 5;
 };
 
 // The blocks of a middle stage: no embedding, no head.
@@ -101,15 +99,17 @@ absl::StatusOr<double> BestMilliseconds(const Shape& shape,
 }
 
 absl::Status Measure(const Flags& flags) {
-  ASSIGN_OR_RETURN(const c10::ScalarType dtype, ParseDtypeFlag(flags.dtype));
-  ASSIGN_OR_RETURN(const c10::Device device, ParseDeviceFlag(flags.device));
+  ASSIGN_OR_RETURN(const c10::ScalarType dtype,
+                   ParseDtypeFlag(flags.common.dtype));
+  ASSIGN_OR_RETURN(const c10::Device device,
+                   ParseDeviceFlag(flags.common.device));
   RETURN_IF_ERROR(CheckDeviceUsable(device));
   for (const int64_t hidden : flags.hidden) {
     for (const int64_t micro_batch : flags.micro_batches) {
       const Shape shape{hidden, flags.seq, micro_batch, flags.layers};
       absl::StatusOr<double> ms;
       try {
-        ms = BestMilliseconds(shape, dtype, device, flags.repetitions);
+        ms = BestMilliseconds(shape, dtype, device, flags.common.repetitions);
       } catch (const std::exception& e) {
         ms = absl::InternalError(TorchErrorMessage(e));
       }
@@ -128,7 +128,7 @@ absl::Status Measure(const Flags& flags) {
           "forward+backward %.2f ms, %.4g TFLOP/s\n",
           static_cast<long long>(hidden), static_cast<long long>(shape.seq),
           static_cast<long long>(micro_batch),
-          static_cast<long long>(shape.layers), flags.dtype.c_str(), *ms,
+          static_cast<long long>(shape.layers), flags.common.dtype.c_str(), *ms,
           flops / (*ms * 1e-3) / 1e12);
       std::fflush(stdout);
     }
@@ -144,11 +144,9 @@ int main(int argc, char** argv) {
   chimera::worker::Flags flags;
   CLI::App app(
       "stage_efficiency: forward+backward time and FLOP/s of one "
-      "pipeline stage of transformer blocks");
-  app.add_option("--device", flags.device, "cpu or cuda:N")
-      ->capture_default_str();
-  app.add_option("--dtype", flags.dtype, "bfloat16, float32 or float64")
-      ->capture_default_str();
+      "pipeline stage of transformer blocks",
+      "stage_efficiency");
+  chimera::worker::AddMeasuringFlags(app, flags.common);
   app.add_option("--hidden", flags.hidden, "Hidden sizes (heads = hidden / 64)")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{1}, kMaxSize));
@@ -161,15 +159,6 @@ int main(int argc, char** argv) {
   app.add_option("--layers", flags.layers, "Transformer blocks in the stage")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));
-  app.add_option("--repetitions", flags.repetitions,
-                 "Timed runs after one warm-up")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : chimera::worker::kExitBadFlags;
-  }
-  return chimera::worker::ExitCodeOf("stage_efficiency",
-                                     chimera::worker::Measure(flags));
+  return chimera::worker::ParseAndMeasure(
+      app, argc, argv, [&] { return chimera::worker::Measure(flags); });
 }

@@ -26,14 +26,33 @@ absl::StatusOr<c10::Device> ParseDeviceFlag(const std::string& name) {
   }
 }
 
-int ExitCodeOf(absl::string_view tool, const absl::Status& status) {
+void AddMeasuringFlags(CLI::App& app, MeasuringFlags& flags) {
+  app.add_option("--device", flags.device, "cpu or cuda:N")
+      ->capture_default_str();
+  app.add_option("--dtype", flags.dtype, "bfloat16, float32 or float64")
+      ->capture_default_str();
+  app.add_option("--repetitions", flags.repetitions,
+                 "Timed runs after one warm-up")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+}
+
+int ParseAndMeasure(CLI::App& app, int argc, char** argv,
+                    const std::function<absl::Status()>& measure) {
+  constexpr int kExitFailed = 1, kExitBadFlags = 2;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kExitBadFlags;
+  }
+  const absl::Status status = measure();
   if (status.ok()) return 0;
-  std::fprintf(stderr, "%s: %s\n", std::string(tool).c_str(),
+  std::fprintf(stderr, "%s: %s\n", app.get_name().c_str(),
                std::string(status.message()).c_str());
   return status.code() == absl::StatusCode::kInvalidArgument ||
                  status.code() == absl::StatusCode::kFailedPrecondition
              ? kExitBadFlags
-             : 1;
+             : kExitFailed;
 }
 
 }  // namespace chimera::worker

@@ -100,8 +100,10 @@ std::optional<CorePool> SharedCores(const CostModel& costs, int num_workers) {
 // programs, then the summary over all of them.
 class Simulation {
  public:
+  // `holders`: the ranks holding each model stage (JointExecution's).
   Simulation(const Schedule& schedule, const CostModel& costs,
-             const Stretches& stretches)
+             const Stretches& stretches,
+             const std::vector<std::vector<int>>& holders)
       : schedule_(schedule),
         topology_(schedule.topology),
         costs_(costs),
@@ -114,7 +116,7 @@ class Simulation {
         link_free_(num_workers_, 0.0),
         slept_(num_workers_, false),
         sharded_(num_workers_),
-        group_size_(topology_.NumModelStages(), 0),
+        holders_(holders),
         cores_(SharedCores(costs, num_workers_)) {
     result_.workers.resize(num_workers_);
     for (int r = 0; r < num_workers_; ++r) {
@@ -126,12 +128,6 @@ class Simulation {
       for (const Instruction& inst : program.instructions) {
         if (inst.op == OpKind::kShardStep) {
           sharded_[r].insert(topology_.ModelStage({inst.chunk, inst.stage}));
-        }
-      }
-      std::set<int> held;
-      for (const StageRef& ref : program.stages) {
-        if (held.insert(topology_.ModelStage(ref)).second) {
-          ++group_size_[topology_.ModelStage(ref)];
         }
       }
     }
@@ -317,7 +313,7 @@ class Simulation {
   double ShardStep(int model_stage) const {
     return StageCost(costs_.stage_shard_step,
                      StageCost(costs_.stage_optimizer, 0.0, model_stage) /
-                         std::max(1, group_size_[model_stage]),
+                         std::max<size_t>(1, holders_[model_stage].size()),
                      model_stage);
   }
 
@@ -462,7 +458,7 @@ class Simulation {
   // Per rank, the model stages whose shard it steps.
   std::vector<std::set<int>> sharded_;
   // Per model stage, the ranks holding it.
-  std::vector<int> group_size_;
+  const std::vector<std::vector<int>>& holders_;
   struct TimedCollective {
     double finish;
     InstructionId last;  // the BEGIN that started it
@@ -562,8 +558,8 @@ void HalfwayFrom(const Stretches& before, Stretches& implied) {
 absl::StatusOr<SimulationResult> SimulateOnce(const Schedule& schedule,
                                               const CostModel& costs,
                                               const Stretches& stretches) {
-  Simulation simulation(schedule, costs, stretches);
   JointExecution execution(schedule);
+  Simulation simulation(schedule, costs, stretches, execution.holders());
   RETURN_IF_ERROR(execution.Run([&simulation](const ExecutionStep& step) {
     simulation.Step(step);
     return absl::OkStatus();

@@ -23,7 +23,10 @@ using testing::TestCluster;
 SearchResult MustSearch(const chimera::v1::TrainJob& job,
                         const chimera::v1::Cluster& cluster, int top_k = 10) {
   const auto profile = AnalyticProfile(job.spec().model(), cluster.spec().device());
-  absl::StatusOr<SearchResult> result = SearchPlans(job, cluster, profile, {top_k});
+  SearchOptions options;
+  options.top_k = top_k;
+  absl::StatusOr<SearchResult> result =
+      SearchPlans(job, cluster, profile, options);
   EXPECT_TRUE(result.ok()) << result.status();
   return result.ok() ? *std::move(result) : SearchResult{};
 }
@@ -464,7 +467,7 @@ TEST(PlanSearchTest, AJobIsPlannedShardedWhereThatIsClearlyFaster) {
   };
   const auto best = [&](const chimera::v1::ModelProfile& profile) {
     absl::StatusOr<SearchResult> result =
-        SearchPlans(job, cluster, profile, {10});
+        SearchPlans(job, cluster, profile, SearchOptions{});
     EXPECT_TRUE(result.ok()) << result.status();
     return result.ok() && !result->ranked.empty() ? result->ranked[0]
                                                   : Evaluation{};

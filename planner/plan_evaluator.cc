@@ -180,13 +180,12 @@ ReplicaUsage MeasureReplica(const PlanningContext& context,
     for (const schedule::StageRef& ref : worker.stages) {
       const int model_stage = topology.ModelStage(ref);
       const StageProfile& stage = stages[model_stage];
-      const double shard_step = inputs.costs.stage_shard_step[model_stage];
-      update += shard_step > 0 ? shard_step
-                               : inputs.costs.stage_optimizer[model_stage];
-      // Weights and gradients, and the optimizer's share of this worker.
+      // Weights and gradients, and the optimizer's share of this worker:
+      // its state and its update.
       const int sharers = params.sharding == schedule::Sharding::kNone
                               ? 1
                               : inputs.group_sizes[model_stage];
+      update += stage.optimizer_seconds / sharers;
       state += (2 + optimizer_factor / sharers) * stage.parameter_bytes;
       per_micro_batch =
           std::max(per_micro_batch, params.recompute ? stage.boundary_bytes

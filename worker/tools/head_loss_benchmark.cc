@@ -154,13 +154,8 @@ absl::Status PrintRows(const Case& c, const at::TensorOptions& on,
 }
 
 absl::Status Measure(const Flags& flags) {
-  ASSIGN_OR_RETURN(const c10::ScalarType dtype,
-                   ParseDtypeFlag(flags.common.dtype));
-  ASSIGN_OR_RETURN(const c10::Device device,
-                   ParseDeviceFlag(flags.common.device));
-  RETURN_IF_ERROR(CheckDeviceUsable(device));
-  if (device.is_cpu()) LimitComputeThreads(1);
-  const at::TensorOptions on = at::TensorOptions(dtype).device(device);
+  ASSIGN_OR_RETURN(const at::TensorOptions on, MeasuringOptions(flags.common));
+  if (on.device().is_cpu()) LimitComputeThreads(1);
   std::printf(
       "| head | hidden | samples × tokens | vocab | path | peak MiB | ms | "
       "loss |\n|---|---|---|---|---|---|---|---|\n");

@@ -99,11 +99,10 @@ absl::StatusOr<double> BestMilliseconds(const Shape& shape,
 }
 
 absl::Status Measure(const Flags& flags) {
-  ASSIGN_OR_RETURN(const c10::ScalarType dtype,
-                   ParseDtypeFlag(flags.common.dtype));
-  ASSIGN_OR_RETURN(const c10::Device device,
-                   ParseDeviceFlag(flags.common.device));
-  RETURN_IF_ERROR(CheckDeviceUsable(device));
+  ASSIGN_OR_RETURN(const at::TensorOptions options,
+                   MeasuringOptions(flags.common));
+  const c10::ScalarType dtype = options.dtype().toScalarType();
+  const c10::Device device = options.device();
   for (const int64_t hidden : flags.hidden) {
     for (const int64_t micro_batch : flags.micro_batches) {
       const Shape shape{hidden, flags.seq, micro_batch, flags.layers};

@@ -4,9 +4,13 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "worker/comm/torch_error.h"
+#include "worker/runtime/device_memory.h"
 
 namespace chimera::worker {
+
+namespace {
 
 absl::StatusOr<c10::ScalarType> ParseDtypeFlag(const std::string& name) {
   if (name == "bfloat16") return c10::ScalarType::BFloat16;
@@ -24,6 +28,16 @@ absl::StatusOr<c10::Device> ParseDeviceFlag(const std::string& name) {
                                                    "'; use cpu or cuda:N (",
                                                    TorchErrorMessage(e), ")"));
   }
+}
+
+}  // namespace
+
+absl::StatusOr<at::TensorOptions> MeasuringOptions(
+    const MeasuringFlags& flags) {
+  ASSIGN_OR_RETURN(const c10::ScalarType dtype, ParseDtypeFlag(flags.dtype));
+  ASSIGN_OR_RETURN(const c10::Device device, ParseDeviceFlag(flags.device));
+  RETURN_IF_ERROR(CheckDeviceUsable(device));
+  return at::TensorOptions(dtype).device(device);
 }
 
 void AddMeasuringFlags(CLI::App& app, MeasuringFlags& flags) {

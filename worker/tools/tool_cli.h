@@ -12,8 +12,7 @@
 #ifndef CHIMERA_WORKER_TOOLS_TOOL_CLI_H_
 #define CHIMERA_WORKER_TOOLS_TOOL_CLI_H_
 
-#include <c10/core/Device.h>
-#include <c10/core/ScalarType.h>
+#include <c10/core/TensorOptions.h>
 
 #include <CLI/CLI.hpp>
 #include <functional>
@@ -25,18 +24,17 @@
 
 namespace chimera::worker {
 
-// bfloat16, float32 or float64; INVALID_ARGUMENT naming --dtype otherwise.
-absl::StatusOr<c10::ScalarType> ParseDtypeFlag(const std::string& name);
-
-// cpu or cuda:N; INVALID_ARGUMENT naming --device otherwise. Whether this
-// process can use the device is CheckDeviceUsable's question.
-absl::StatusOr<c10::Device> ParseDeviceFlag(const std::string& name);
-
 struct MeasuringFlags {
   std::string device = "cpu";
   std::string dtype = "float32";
   int repetitions = 5;  // timed runs after one warm-up
 };
+
+// The device and dtype `flags` name, the device usable by this process
+// (CheckDeviceUsable). INVALID_ARGUMENT naming --device or --dtype and its
+// value when it is not cpu or cuda:N, or bfloat16, float32 or float64;
+// CheckDeviceUsable's errors.
+absl::StatusOr<at::TensorOptions> MeasuringOptions(const MeasuringFlags& flags);
 
 // Adds --device, --dtype and --repetitions to `app`, writing into `flags`,
 // whose values are the defaults --help shows.

@@ -160,9 +160,45 @@ struct ReplicaUsage {
   double max_update = 0;
 };
 
+// The most gradient bytes `worker` holds at once, as the runtime holds them
+// (GradientBucket): a stage whose gradients are reduce-scattered from its
+// first weight gradient to its SHARD_STEP, every other stage all along.
+int64_t MostGradientBytesHeld(const schedule::WorkerProgram& worker,
+                              const schedule::Topology& topology,
+                              const std::vector<StageProfile>& stages) {
+  std::set<int> scattered, held;
+  for (const schedule::Instruction& inst : worker.instructions) {
+    if (inst.op == schedule::OpKind::kReduceScatterBegin) {
+      scattered.insert(topology.ModelStage({inst.chunk, inst.stage}));
+    }
+  }
+  int64_t always = 0;
+  for (const schedule::StageRef& ref : worker.stages) {
+    const int model_stage = topology.ModelStage(ref);
+    if (scattered.count(model_stage) == 0 && held.insert(model_stage).second) {
+      always += stages[model_stage].parameter_bytes;
+    }
+  }
+  int64_t now = always, most = always;
+  for (const schedule::Instruction& inst : worker.instructions) {
+    const int model_stage = topology.ModelStage({inst.chunk, inst.stage});
+    if (scattered.count(model_stage) == 0) continue;
+    if (schedule::ComputesWeightGradient(inst.op) &&
+        held.insert(model_stage).second) {
+      now += stages[model_stage].parameter_bytes;
+      most = std::max(most, now);
+    } else if (inst.op == schedule::OpKind::kShardStep) {
+      held.erase(model_stage);
+      now -= stages[model_stage].parameter_bytes;
+    }
+  }
+  return most;
+}
+
 // A worker's memory: weights, gradients and optimizer state of every stage
 // replica it holds, plus its peak of stashed micro-batches at the largest
-// stash any of its stages needs per micro-batch.
+// stash any of its stages needs per micro-batch. The gradients held at the
+// activations' peak are bounded by the most held at any time.
 ReplicaUsage MeasureReplica(const PlanningContext& context,
                             const schedule::ScheduleParams& params,
                             const SimulationInputs& inputs,
@@ -180,13 +216,13 @@ ReplicaUsage MeasureReplica(const PlanningContext& context,
     for (const schedule::StageRef& ref : worker.stages) {
       const int model_stage = topology.ModelStage(ref);
       const StageProfile& stage = stages[model_stage];
-      // Weights and gradients, and the optimizer's share of this worker:
-      // its state and its update.
+      // Weights, and the optimizer's share of this worker: its state and
+      // its update.
       const int sharers = params.sharding == schedule::Sharding::kNone
                               ? 1
                               : inputs.group_sizes[model_stage];
       update += stage.optimizer_seconds / sharers;
-      state += (2 + optimizer_factor / sharers) * stage.parameter_bytes;
+      state += (1 + optimizer_factor / sharers) * stage.parameter_bytes;
       per_micro_batch =
           std::max(per_micro_batch, params.recompute ? stage.boundary_bytes
                                                      : stage.activation_bytes);
@@ -194,6 +230,7 @@ ReplicaUsage MeasureReplica(const PlanningContext& context,
     }
     const int64_t peak =
         static_cast<int64_t>(state) +
+        MostGradientBytesHeld(worker, topology, stages) +
         result.workers[rank].peak_activations * per_micro_batch +
         (params.recompute ? working_set : 0);
     usage.peak_max = rank == 0 ? peak : std::max(usage.peak_max, peak);

@@ -16,11 +16,15 @@ struct StageSync {
   StageRef ref;  // the replica named in the stage's collectives
   std::optional<size_t> last_backward;  // index into the position's order
   bool eager = false;
+  // Where the sum ends early (see MarkEarlyEnds): before the op at this
+  // index of the position's order; nullopt: in Finish.
+  std::optional<size_t> end_before;
 };
 
 // Model stages held by a position, with the index of the last backward (or
-// BACKWARD_WEIGHT: the gradients are complete only then) that touches each, and whether a grid gap follows it (Chimera section 3.2:
-// sync eagerly only where a bubble can hide the allreduce).
+// BACKWARD_WEIGHT: the gradients are complete only then) that touches each,
+// and whether a grid gap follows it (Chimera section 3.2: sync eagerly only
+// where a bubble can hide the allreduce).
 std::vector<StageSync> PlanSync(const Topology& topology,
                                 const std::vector<ComputeOp>& ops,
                                 const std::vector<StageRef>& held, Sync sync) {
@@ -108,6 +112,9 @@ struct GroupPlan {
   bool sharded = false;
   // The gradients' sum: an allreduce, or a reduce-scatter into the shards.
   Collective sum = Collective::kAllreduce;
+  // One position per replica holds the stage: its group is the same
+  // position of every replica, whose programs mirror each other.
+  bool mirrored = false;
 };
 
 std::vector<GroupPlan> PlanGroups(
@@ -123,12 +130,49 @@ std::vector<GroupPlan> PlanGroups(
   for (size_t m = 0; m < holders.size(); ++m) {
     GroupPlan& group = groups[m];
     group.collective = holders[m].size() * topology.width > 1;
+    group.mirrored = holders[m].size() == 1;
     group.sharded = group.collective && sharding != Sharding::kNone;
     if (group.sharded && sharding == Sharding::kGradientsAndOptimizer) {
       group.sum = Collective::kReduceScatter;
     }
   }
   return groups;
+}
+
+// A stage whose gradients are reduce-scattered needs its whole gradient
+// bucket only from its first weight gradient until its shard is stepped (the
+// runtime holds it just then). Where a position's next weight gradient after
+// a stage's last one starts another stage, that stage's sum ends, its shard
+// is stepped and its gather begins right before it, and its sum begins right
+// after its last weight gradient: a breadth-first worker then holds one
+// stage's bucket at a time instead of all of them, at the cost of exposing
+// what the sum has not finished by then. Only for mirrored groups: a member
+// that waits for the sum mid-program waits for its mirrors, which reach
+// their begin by the same program prefix (the header's deadlock note).
+void MarkEarlyEnds(const Topology& topology, const std::vector<ComputeOp>& ops,
+                   const std::vector<GroupPlan>& groups,
+                   std::vector<StageSync>& syncs) {
+  std::map<int, size_t> first_weight_gradient;  // by model stage
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ComputesWeightGradient(ops[i].op)) {
+      first_weight_gradient.emplace(topology.ModelStage(ops[i].ref), i);
+    }
+  }
+  for (StageSync& s : syncs) {
+    const GroupPlan& group = groups[s.model_stage];
+    if (!s.last_backward || group.sum != Collective::kReduceScatter ||
+        !group.mirrored) {
+      continue;
+    }
+    for (size_t i = *s.last_backward + 1; i < ops.size(); ++i) {
+      if (!ComputesWeightGradient(ops[i].op)) continue;
+      if (first_weight_gradient.at(topology.ModelStage(ops[i].ref)) == i) {
+        s.eager = true;
+        s.end_before = i;
+      }
+      break;
+    }
+  }
 }
 
 // Writes the program of the worker at `position` of the data-parallel
@@ -149,8 +193,9 @@ class ProgramWriter {
 
   // `c`, the op at `index` of the position's order, with the receive before
   // it and the send after it that cross to other positions (a BACKWARD_WEIGHT
-  // has none: nobody waits for it), and an eager begin of the gradients' sum
-  // after the op that completes a stage's gradients.
+  // has none: nobody waits for it), the early sum ends due before it, and an
+  // eager begin of the gradients' sum after the op that completes a stage's
+  // gradients.
   void Compute(const ComputeOp& c, size_t index) {
     if (c.op == OpKind::kForward) {
       P2p(OpKind::kRecvAct, c, topology_.Prev(c.ref));
@@ -160,9 +205,11 @@ class ProgramWriter {
     }
     if (ComputesInputGradient(c.op)) {
       P2p(OpKind::kRecvGrad, c, topology_.Next(c.ref));
+      EndSumsDueBefore(index);
       out_.push_back(MakeInstruction(c.op, c, -1));
       P2p(OpKind::kSendGrad, c, topology_.Prev(c.ref));
     } else {
+      EndSumsDueBefore(index);
       out_.push_back(MakeInstruction(c.op, c, -1));
     }
     for (const StageSync& s : syncs_) {
@@ -173,9 +220,10 @@ class ProgramWriter {
     }
   }
 
-  // The sums not begun eagerly, then every sum's end, each sharded stage's
-  // step and gather right after its own; the optimizer step; the gathers'
-  // ends. Each round's BEGINs precede its ENDs (the header's deadlock note).
+  // The sums not begun eagerly, then every sum's end not ended early, each
+  // sharded stage's step and gather right after its own; the optimizer step;
+  // the gathers' ends. Each round's BEGINs precede its ENDs (the header's
+  // deadlock note).
   void Finish() {
     for (const StageSync& s : syncs_) {
       const GroupPlan& group = groups_[s.model_stage];
@@ -183,12 +231,7 @@ class ProgramWriter {
       out_.push_back(StageInstruction(BeginOf(group.sum), s.ref));
     }
     for (const StageSync& s : syncs_) {
-      const GroupPlan& group = groups_[s.model_stage];
-      if (!group.collective) continue;
-      out_.push_back(StageInstruction(EndOf(group.sum), s.ref));
-      if (!group.sharded) continue;
-      out_.push_back(StageInstruction(OpKind::kShardStep, s.ref));
-      out_.push_back(StageInstruction(OpKind::kAllGatherBegin, s.ref));
+      if (groups_[s.model_stage].collective && !s.end_before) EndSum(s);
     }
     Instruction step;
     step.op = OpKind::kOptimizerStep;
@@ -200,6 +243,21 @@ class ProgramWriter {
   }
 
  private:
+  void EndSumsDueBefore(size_t index) {
+    for (const StageSync& s : syncs_) {
+      if (s.end_before == index) EndSum(s);
+    }
+  }
+
+  // The end of `s`'s sum, and a sharded stage's step and gather begin.
+  void EndSum(const StageSync& s) {
+    const GroupPlan& group = groups_[s.model_stage];
+    out_.push_back(StageInstruction(EndOf(group.sum), s.ref));
+    if (!group.sharded) return;
+    out_.push_back(StageInstruction(OpKind::kShardStep, s.ref));
+    out_.push_back(StageInstruction(OpKind::kAllGatherBegin, s.ref));
+  }
+
   // Only when `peer`, the neighbouring stage, is held by another position.
   void P2p(OpKind op, const ComputeOp& c, std::optional<StageRef> peer) {
     if (peer && placement_.At(*peer) != position_) {
@@ -237,6 +295,7 @@ absl::StatusOr<Schedule> BuildPrograms(
   for (int p = 0; p < depth; ++p) {
     const std::vector<ComputeOp>& ops = order[p];
     std::vector<StageSync> syncs = PlanSync(topology, ops, held[p], sync.sync);
+    if (sync.sync != Sync::kEnd) MarkEarlyEnds(topology, ops, groups, syncs);
     for (int dp = 0; dp < topology.width; ++dp) {
       const int base = dp * depth;
       WorkerProgram& program = schedule.workers[base + p];

@@ -21,6 +21,17 @@
 // ends its sum, steps its shard (SHARD_STEP) and begins its all-gather at
 // once, so its gather runs while the worker steps its other stages; the
 // gathers end after OPTIMIZER_STEP, which steps the unsharded stages.
+//
+// One exception to the rounds: a reduce-scattered stage whose group is the
+// same position of every data-parallel replica ends its sum mid-program,
+// right before the position's next weight gradient where that starts
+// another stage (so a breadth-first worker holds one stage's whole gradient
+// bucket at a time). Its wait cannot deadlock: the members' programs are the
+// same up to the replica, each replica's p2p stays within it, and so the
+// run in which every replica takes the same steps as one replica would
+// alone (which completes, as above) reaches every member's begin before any
+// member's end. Groups spanning positions (Chimera's directions) keep the
+// rounds.
 #ifndef CHIMERA_SCHEDULE_PROGRAM_BUILDER_H_
 #define CHIMERA_SCHEDULE_PROGRAM_BUILDER_H_
 

@@ -315,20 +315,25 @@ absl::Status ProgramExecutor::Build() {
         bucketed.push_back(parameter);
       }
     }
-    gradient_buckets_[model_stage] = BucketGradients(bucketed);
     if (stage->token_table().defined() && !split_tie) {
       used_token_rows_ = NoRowsUsed(stage->token_table());
     }
     const auto group = group_members_.find(model_stage);
-    if (spec_.sharding == schedule::Sharding::kNone ||
-        group == group_members_.end()) {
+    const bool sharded = spec_.sharding != schedule::Sharding::kNone &&
+                         group != group_members_.end();
+    const bool scattered =
+        sharded && spec_.sharding == schedule::Sharding::kGradientsAndOptimizer;
+    gradient_buckets_.emplace(
+        model_stage,
+        GradientBucket(bucketed, scattered ? GradientBucket::Lifetime::kStep
+                                           : GradientBucket::Lifetime::kRun));
+    if (!sharded) {
       optimizers_[model_stage] =
           std::make_unique<Optimizer>(spec_.optimizer, stage_parameters);
       continue;
     }
     sharded_optimizers_[model_stage] = std::make_unique<ShardedOptimizer>(
-        spec_.optimizer, FlattenParameters(bucketed),
-        gradient_buckets_[model_stage], group->second, *comm_,
+        spec_.optimizer, FlattenParameters(bucketed), group->second, *comm_,
         GradientGroupName(model_stage));
     optimizers_[model_stage] = std::make_unique<Optimizer>(
         spec_.optimizer,
@@ -594,6 +599,7 @@ void ProgramExecutor::WaitForPendingRead() {
 
 absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
   memory_.ResetPeak();
+  peak_gradient_bytes_ = HeldGradientBytes();
   loss_sum_.reset();
   stash_.ResetPeak();
   StepMetrics metrics;
@@ -676,9 +682,7 @@ void ProgramExecutor::AccountStateMemory(StepMetrics& metrics) const {
   for (const auto& [name, parameter] : NamedParameters()) {
     metrics.weights_bytes += static_cast<int64_t>(parameter.nbytes());
   }
-  for (const auto& [model_stage, bucket] : gradient_buckets_) {
-    metrics.gradients_bytes += static_cast<int64_t>(bucket.nbytes());
-  }
+  metrics.gradients_bytes = peak_gradient_bytes_;
   if (tied_sync_ != nullptr) {
     metrics.gradients_bytes += tied_sync_->gradient_bytes();
   }
@@ -718,9 +722,12 @@ absl::Status ProgramExecutor::Execute(const Instruction& inst, int64_t step,
     case OpKind::kAllreduceEnd:
     case OpKind::kReduceScatterEnd:
       return EndGradientSum(inst, metrics);
-    case OpKind::kShardStep:
-      sharded_optimizers_.at(ModelStageOf(inst))->Step();
+    case OpKind::kShardStep: {
+      const int model_stage = ModelStageOf(inst);
+      sharded_optimizers_.at(model_stage)->Step(HoldGradients(model_stage));
+      gradient_buckets_.at(model_stage).Reset();
       return absl::OkStatus();
+    }
     case OpKind::kAllGatherBegin:
       return BeginGather(inst);
     case OpKind::kAllGatherEnd:
@@ -871,6 +878,7 @@ void ProgramExecutor::RouteInputGradient(const SliceKey& key,
 }
 
 absl::Status ProgramExecutor::Backward(const Instruction& inst) {
+  HoldGradients(ModelStageOf(inst));
   const SliceKey key = KeyOf(inst);
   ASSIGN_OR_RETURN(StashedForward stashed, stash_.Take(key));
   ASSIGN_OR_RETURN(const BackwardGraph graph,
@@ -899,6 +907,7 @@ absl::Status ProgramExecutor::BackwardInput(const Instruction& inst) {
 }
 
 absl::Status ProgramExecutor::BackwardWeight(const Instruction& inst) {
+  HoldGradients(ModelStageOf(inst));
   ASSIGN_OR_RETURN(StashedForward stashed, stash_.Take(KeyOf(inst)));
   if (!stashed.weight_roots) {
     return absl::InternalError("its BACKWARD_INPUT has not run");
@@ -960,6 +969,23 @@ int ProgramExecutor::ModelStageOf(const Instruction& inst) const {
   return topology_.ModelStage({inst.chunk, inst.stage});
 }
 
+const at::Tensor& ProgramExecutor::HoldGradients(int model_stage) {
+  GradientBucket& bucket = gradient_buckets_.at(model_stage);
+  if (!bucket.held()) {
+    bucket.Hold();
+    peak_gradient_bytes_ = std::max(peak_gradient_bytes_, HeldGradientBytes());
+  }
+  return bucket.Hold();
+}
+
+int64_t ProgramExecutor::HeldGradientBytes() const {
+  int64_t held = 0;
+  for (const auto& [model_stage, bucket] : gradient_buckets_) {
+    if (bucket.held()) held += bucket.bytes();
+  }
+  return held;
+}
+
 absl::Status ProgramExecutor::BeginGradientSum(const Instruction& inst) {
   const int model_stage = ModelStageOf(inst);
   if (gradient_sums_.count(model_stage) != 0) {
@@ -967,7 +993,7 @@ absl::Status ProgramExecutor::BeginGradientSum(const Instruction& inst) {
         "this stage's gradient sum is already in flight");
   }
   const std::string group = GradientGroupName(model_stage);
-  const at::Tensor& bucket = gradient_buckets_.at(model_stage);
+  const at::Tensor& bucket = HoldGradients(model_stage);
   if (inst.op == OpKind::kReduceScatterBegin) {
     ASSIGN_OR_RETURN(gradient_sums_[model_stage],
                      GradientAllReduce::StartShardSum(*comm_, group, bucket));

@@ -52,6 +52,9 @@
 //   ranks is sharded (ShardedOptimizer): SHARD_STEP steps the rank's shard
 //   of it, ALLGATHER_BEGIN / END gather the others' updated shards. Only
 //   such a stage may have these ops, and it must have its SHARD_STEP.
+//   Where its gradients are reduce-scattered, its gradient bucket is held
+//   from its first weight gradient of the step until its SHARD_STEP only
+//   (GradientBucket::Lifetime::kStep).
 // - OPTIMIZER_STEP: Optimizer::Step of every stage not sharded, which also
 //   zeroes the gradients; a sharded stage's tied embedding copy is stepped
 //   here, whole.
@@ -86,6 +89,7 @@
 #include "worker/runtime/activation_stash.h"
 #include "worker/runtime/data_source.h"
 #include "worker/runtime/device_memory.h"
+#include "worker/runtime/gradient_bucket.h"
 #include "worker/runtime/gradient_sync.h"
 #include "worker/runtime/message_tags.h"
 #include "worker/runtime/op_position.h"
@@ -252,6 +256,10 @@ class ProgramExecutor {
   absl::Status Receive(const schedule::Instruction& inst, TransferKind kind,
                        StepMetrics& metrics);
   int ModelStageOf(const schedule::Instruction& inst) const;
+  // The model stage's gradient bucket, held (allocated if it was not), with
+  // the step's peak of held bucket bytes updated.
+  const at::Tensor& HoldGradients(int model_stage);
+  int64_t HeldGradientBytes() const;
   // A stage's gradient sum: an allreduce, or a reduce-scatter into this
   // rank's shard.
   absl::Status BeginGradientSum(const schedule::Instruction& inst);
@@ -289,9 +297,11 @@ class ProgramExecutor {
 
   std::set<schedule::StageRef> held_;
   std::map<int, std::shared_ptr<Stage>> stages_;  // by model stage
-  // Each model stage's gradients as one buffer (BucketGradients), by model
-  // stage: what its allreduce sums in place.
-  std::map<int, at::Tensor> gradient_buckets_;
+  // Each model stage's gradients as one buffer, by model stage: what its
+  // sum sums in place.
+  std::map<int, GradientBucket> gradient_buckets_;
+  // The most bytes of gradient buckets held at once in this step.
+  int64_t peak_gradient_bytes_ = 0;
   // Where this rank holds the first model stage: the token embedding rows
   // this step's forwards used (NoRowsUsed), so that its allreduce sums only
   // those; undefined elsewhere.

@@ -11,13 +11,9 @@
 namespace chimera::worker {
 namespace {
 
-// The shard of `flat` as a tensor of its own, whose gradient is the same
-// shard of `gradients`: what the Optimizer steps.
-at::Tensor ShardWithGradient(const at::Tensor& flat,
-                             const at::Tensor& gradients, ShardRange shard) {
-  at::Tensor view = flat.narrow(0, shard.begin, shard.size());
-  view.mutable_grad() = gradients.narrow(0, shard.begin, shard.size());
-  return view;
+// The shard of `flat` as a tensor of its own: what the Optimizer steps.
+at::Tensor ShardOfFlat(const at::Tensor& flat, ShardRange shard) {
+  return flat.narrow(0, shard.begin, shard.size());
 }
 
 }  // namespace
@@ -38,22 +34,21 @@ std::vector<ShardPiece> PiecesOfShard(const std::vector<int64_t>& numels,
 }
 
 ShardedOptimizer::ShardedOptimizer(const OptimizerConfig& config,
-                                   at::Tensor parameters, at::Tensor gradients,
-                                   GroupMember who, Communicator& comm,
-                                   std::string group)
+                                   at::Tensor parameters, GroupMember who,
+                                   Communicator& comm, std::string group)
     : parameters_(std::move(parameters)),
-      gradients_(std::move(gradients)),
       shard_(ShardOf(parameters_.numel(), who.member, who.members)),
-      shard_optimizer_(config,
-                       {ShardWithGradient(parameters_, gradients_, shard_)}),
+      shard_parameters_(ShardOfFlat(parameters_, shard_)),
+      shard_optimizer_(config, {shard_parameters_}),
       comm_(comm),
       group_(std::move(group)) {}
 
-void ShardedOptimizer::Step() {
+void ShardedOptimizer::Step(const at::Tensor& gradients) {
   at::NoGradGuard no_grad;
+  shard_parameters_.mutable_grad() = ShardOfFlat(gradients, shard_);
   shard_optimizer_.Step();  // zeroes the shard's gradients
-  gradients_.narrow(0, 0, shard_.begin).zero_();
-  gradients_.narrow(0, shard_.end, gradients_.numel() - shard_.end).zero_();
+  // Not kept: a buffer held within a step only is freed after it.
+  shard_parameters_.mutable_grad() = at::Tensor();
 }
 
 absl::StatusOr<std::unique_ptr<PendingOp>> ShardedOptimizer::StartGather() {

@@ -8,10 +8,10 @@
 //
 //   at::Tensor gradients = BucketGradients(parameters);
 //   at::Tensor weights = FlattenParameters(parameters);  // same order
-//   ShardedOptimizer optimizer(config, weights, gradients,
-//                              {.member = 1, .members = 2}, comm, "stage-3");
+//   ShardedOptimizer optimizer(config, weights, {.member = 1, .members = 2},
+//                              comm, "stage-3");
 //   ... backward, the gradients' sum ...
-//   optimizer.Step();                                   // SHARD_STEP
+//   optimizer.Step(gradients);                          // SHARD_STEP
 //   ASSIGN_OR_RETURN(auto gather, optimizer.StartGather());  // ALLGATHER_BEGIN
 //   ... other work ...
 //   RETURN_IF_ERROR(gather->Wait(timeout));             // ALLGATHER_END
@@ -56,20 +56,20 @@ std::vector<ShardPiece> PiecesOfShard(const std::vector<int64_t>& numels,
 
 class ShardedOptimizer {
  public:
-  // `parameters` from FlattenParameters and `gradients` from BucketGradients
-  // of the same parameters; `group` names the gradient group (with this rank
-  // as `who`) in `comm`, which must outlive the optimizer.
+  // `parameters` from FlattenParameters; `group` names the gradient group
+  // (with this rank as `who`) in `comm`, which must outlive the optimizer.
   ShardedOptimizer(const OptimizerConfig& config, at::Tensor parameters,
-                   at::Tensor gradients, GroupMember who, Communicator& comm,
-                   std::string group);
+                   GroupMember who, Communicator& comm, std::string group);
 
   ShardedOptimizer(const ShardedOptimizer&) = delete;
   ShardedOptimizer& operator=(const ShardedOptimizer&) = delete;
 
-  // Applies one update to this member's shard and zeroes every gradient.
-  // The other members' shards of the parameters are stale until a gather
-  // ends.
-  void Step();
+  // Applies one update to this member's shard from the same shard of
+  // `gradients` (BucketGradients' buffer of the same parameters, summed over
+  // the group at least in that shard), which it zeroes; what becomes of the
+  // rest of the buffer is the caller's (GradientBucket::Reset). The other
+  // members' shards of the parameters are stale until a gather ends.
+  void Step(const at::Tensor& gradients);
   // Starts gathering the group's updated shards into every member's
   // parameters; the communicator's error when it cannot start. A failed
   // gather leaves the parameters unusable.
@@ -86,8 +86,10 @@ class ShardedOptimizer {
 
  private:
   at::Tensor parameters_;
-  at::Tensor gradients_;
   const ShardRange shard_;
+  // The shard of parameters_ the Optimizer steps; its gradient views the
+  // gradients' shard during Step only.
+  at::Tensor shard_parameters_;
   Optimizer shard_optimizer_;
   Communicator& comm_;
   const std::string group_;

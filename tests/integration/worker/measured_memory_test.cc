@@ -15,9 +15,13 @@
 // moment: stashed activations, the transient buffers of the op running then
 // and in-flight transfer buffers.
 //
-// Optimizer-state sharding saves what it should: each worker's tracked
-// memory between steps drops by (1 - 1/G) of its AdamW state, two moments
-// per weight, in gradient groups of G = 2 (Chimera, W = 1) and 4 (W = 2).
+// Sharding saves what it should. Each worker's tracked memory between steps
+// drops by (1 - 1/G) of its AdamW state, two moments per weight, in gradient
+// groups of G = 2 (Chimera, W = 1) and 4 (W = 2); with the gradients
+// reduce-scattered, by its gradient buckets as well, which it holds within a
+// step only. A breadth-first worker, whose stages' backward passes follow
+// each other, then holds one stage's bucket at a time, and its peak drops by
+// the other's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -67,14 +71,16 @@ struct ActivationPeaks {
   }
 };
 
-// Each rank's metrics of kSteps steps of `scheme` at D = N = 4 and `width`,
-// run in forked ranks with `optimizer` and `sharding`; empty after a failure.
+// Each rank's metrics of kSteps steps of `scheme` at N = 4, D = 4 (or 2 with
+// two chunks per worker, the same four model stages) and `width`, run in
+// forked ranks with `optimizer` and `sharding`; empty after a failure.
 std::vector<std::vector<StepMetrics>> Measure(
     Scheme scheme, int width = 1, OptimizerKind optimizer = OptimizerKind::kSgd,
-    schedule::Sharding sharding = schedule::Sharding::kNone) {
+    schedule::Sharding sharding = schedule::Sharding::kNone, int chunks = 1) {
   schedule::ScheduleParams params;
   params.scheme = scheme;
-  params.depth = kDepth;
+  params.depth = kDepth / chunks;
+  params.chunks = chunks;
   params.micro_batches = kDepth;
   params.width = width;
   params.sharding = sharding;
@@ -139,12 +145,11 @@ TEST(MemoryBalanceTest, ChimeraActivationPeaksAreMoreBalancedThanOneFOneB) {
       << Describe(one_f_one_b);
 }
 
-// Chimera at a data width (groups of 2W), sharded in a mode. Both modes keep
-// the gradient bucket whole between steps.
+// Chimera at a data width (groups of 2W), sharded in a mode.
 class ShardedMemoryTest
     : public ::testing::TestWithParam<std::tuple<int, schedule::Sharding>> {};
 
-TEST_P(ShardedMemoryTest, TheOptimizerStateOfEachWorkerDropsByTheGroupSize) {
+TEST_P(ShardedMemoryTest, TheTrainingStateOfEachWorkerDropsAsShardingSays) {
   const auto [width, mode] = GetParam();
   const int members = 2 * width;  // the replicas of a Chimera stage
   const auto whole = Measure(Scheme::kChimera, width, OptimizerKind::kAdamW);
@@ -152,12 +157,17 @@ TEST_P(ShardedMemoryTest, TheOptimizerStateOfEachWorkerDropsByTheGroupSize) {
       Measure(Scheme::kChimera, width, OptimizerKind::kAdamW, mode);
   ASSERT_EQ(whole.size(), sharded.size());
   ASSERT_FALSE(whole.empty());
+  const bool scattered = mode == schedule::Sharding::kGradientsAndOptimizer;
   for (size_t rank = 0; rank < whole.size(); ++rank) {
     const StepMetrics& unsharded_step = whole[rank].back();
     const StepMetrics& sharded_step = sharded[rank].back();
     const double state = static_cast<double>(unsharded_step.optimizer_bytes);
     ASSERT_EQ(state, 2.0 * static_cast<double>(unsharded_step.weights_bytes));
-    const double expected_drop = state * (1.0 - 1.0 / members);
+    const double gradients =
+        static_cast<double>(unsharded_step.gradients_bytes);
+    ASSERT_EQ(gradients, static_cast<double>(unsharded_step.weights_bytes));
+    const double expected_drop =
+        state * (1.0 - 1.0 / members) + (scattered ? gradients : 0.0);
     const double measured_drop =
         static_cast<double>(unsharded_step.memory_current_bytes -
                             sharded_step.memory_current_bytes);
@@ -183,6 +193,38 @@ INSTANTIATE_TEST_SUITE_P(
       return "W" + std::to_string(std::get<0>(info.param)) +
              (gradients ? "GradientsAndOptimizer" : "Optimizer");
     });
+
+// Breadth-first, D = 2 with two chunks per worker, W = 2: both modes shard
+// the optimizer state over G = 2, so what differs is the gradient buckets.
+TEST(ScatteredGradientsMemoryTest, ABreadthFirstWorkerHoldsOneStagesAtATime) {
+  const auto whole =
+      Measure(Scheme::kBreadthFirst, /*width=*/2, OptimizerKind::kAdamW,
+              schedule::Sharding::kOptimizer, /*chunks=*/2);
+  const auto scattered =
+      Measure(Scheme::kBreadthFirst, /*width=*/2, OptimizerKind::kAdamW,
+              schedule::Sharding::kGradientsAndOptimizer, /*chunks=*/2);
+  ASSERT_EQ(whole.size(), scattered.size());
+  ASSERT_EQ(whole.size(), 4u);
+  for (size_t rank = 0; rank < whole.size(); ++rank) {
+    const StepMetrics& kept = whole[rank].back();
+    const StepMetrics& held = scattered[rank].back();
+    // Two buckets: the larger of them alone is at least half of both.
+    const int64_t both = kept.gradients_bytes;
+    EXPECT_LT(held.gradients_bytes, both) << "rank " << rank;
+    EXPECT_GE(2 * held.gradients_bytes, both) << "rank " << rank;
+
+    const double between_steps = static_cast<double>(kept.memory_current_bytes -
+                                                     held.memory_current_bytes);
+    EXPECT_NEAR(between_steps, both, 0.1 * both)
+        << "rank " << rank << ": " << kept.memory_current_bytes
+        << " bytes with the buckets kept, " << held.memory_current_bytes
+        << " held within steps";
+    const int64_t other = both - held.gradients_bytes;
+    EXPECT_GE(kept.memory_peak_bytes - held.memory_peak_bytes, 0.9 * other)
+        << "rank " << rank << ": peaks " << kept.memory_peak_bytes << " and "
+        << held.memory_peak_bytes << ", the other bucket " << other;
+  }
+}
 
 }  // namespace
 }  // namespace chimera::worker

@@ -15,6 +15,7 @@
 #include "tests/integration/worker/comm_checks.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/harness/forked_ranks.h"
+#include "worker/runtime/gradient_bucket.h"
 
 namespace chimera::worker {
 namespace {
@@ -71,8 +72,8 @@ absl::Status TrainShard(int rank, int members, TcpRendezvous& rendezvous) {
                    CreateGlooCommunicator(rendezvous, options));
 
   std::vector<at::Tensor> sharded = StageParameters();
-  at::Tensor gradients = BucketGradients(sharded);
-  ShardedOptimizer optimizer(AdamW(), FlattenParameters(sharded), gradients,
+  GradientBucket gradients(sharded, GradientBucket::Lifetime::kRun);
+  ShardedOptimizer optimizer(AdamW(), FlattenParameters(sharded),
                              {.member = rank, .members = members}, *comm,
                              GradientGroupName(0));
   std::vector<at::Tensor> whole = StageParameters();
@@ -82,7 +83,8 @@ absl::Status TrainShard(int rank, int members, TcpRendezvous& rendezvous) {
   for (int step = 0; step < kSteps; ++step) {
     FillGradients(sharded, step);
     FillGradients(whole, step);
-    optimizer.Step();
+    optimizer.Step(gradients.Hold());
+    gradients.Reset();
     ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> gather,
                      optimizer.StartGather());
     RETURN_IF_ERROR(gather->Wait(kOpTimeout));
@@ -93,7 +95,8 @@ absl::Status TrainShard(int rank, int members, TcpRendezvous& rendezvous) {
                                                step, " on rank ", rank)));
     }
   }
-  RETURN_IF_ERROR(ExpectEqual(gradients, at::zeros_like(gradients),
+  RETURN_IF_ERROR(ExpectEqual(gradients.Hold(),
+                              at::zeros_like(gradients.Hold()),
                               "the gradients after the step"));
   const ShardRange shard = optimizer.shard();
   const OptimizerState state = optimizer.state();

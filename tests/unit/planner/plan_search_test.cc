@@ -49,6 +49,36 @@ Candidate CandidateAt(schedule::Scheme scheme, int width, int depth,
   return candidate;
 }
 
+// Breadth-first with two chunks per worker: with its gradients
+// reduce-scattered a worker holds one stage's at a time (the generator ends
+// the first stage's sum before the second's backward), and its predicted
+// peak drops by the other stage's; allreduced, it holds both.
+TEST(PlanEvaluatorTest, ScatteredGradientsAreChargedAsLongAsTheyAreHeld) {
+  const auto job = LargeJob(8, 32, 8);
+  const auto cluster = TestCluster(2, 4);
+  const auto profile =
+      AnalyticProfile(job.spec().model(), cluster.spec().device());
+  const PlanningContext context{job, cluster.spec(), profile};
+  Candidate candidate =
+      CandidateAt(schedule::Scheme::kBreadthFirst, 2, 2, 4, 4);
+  candidate.params.chunks = 2;
+  const auto peak = [&](schedule::Sharding sharding) {
+    candidate.params.sharding = sharding;
+    absl::StatusOr<Evaluation> evaluation =
+        EvaluateCandidate(context, candidate);
+    EXPECT_TRUE(evaluation.ok()) << evaluation.status();
+    return evaluation.ok()
+               ? evaluation->plan.prediction().peak_memory_bytes_max()
+               : 0;
+  };
+  const int64_t allreduced = peak(schedule::Sharding::kOptimizer);
+  const int64_t scattered = peak(schedule::Sharding::kGradientsAndOptimizer);
+  // The other stage: two blocks of 12·h² float32 weights (h = 1024) at
+  // least.
+  EXPECT_GE(allreduced - scattered, int64_t{2} * 12 * 1024 * 1024 * 4)
+      << allreduced << " allreduced, " << scattered << " scattered";
+}
+
 TEST(PlanEvaluatorTest, PredictionIsTheSimulatorsMakespanForTheSameProgram) {
   const auto job = LargeJob(8, 32, 8);
   const auto cluster = TestCluster(2, 4);

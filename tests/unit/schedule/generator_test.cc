@@ -220,6 +220,76 @@ TEST(ShardedScheduleTest, EachStageSumsStepsItsShardAndGathersInOrder) {
   }
 }
 
+// Where `w` computes its first and its last weight gradient of model stage
+// `stage`.
+std::pair<size_t, size_t> WeightGradientsOf(const Schedule& s,
+                                            const WorkerProgram& w, int stage) {
+  std::pair<size_t, size_t> span{w.instructions.size(), 0};
+  for (size_t i = 0; i < w.instructions.size(); ++i) {
+    const Instruction& inst = w.instructions[i];
+    if (ComputesWeightGradient(inst.op) &&
+        s.topology.ModelStage({inst.chunk, inst.stage}) == stage) {
+      span.first = std::min(span.first, i);
+      span.second = i;
+    }
+  }
+  return span;
+}
+
+TEST(ShardedScheduleTest, ABreadthFirstWorkerEndsAScatteredSumBeforeItsNext) {
+  // D = 2, two chunks, W = 2: position 0 holds model stages 0 and 2, whose
+  // backward passes follow each other (stage 2's first).
+  ScheduleParams params = Params(Scheme::kBreadthFirst, 2, 4);
+  params.chunks = 2;
+  params.width = 2;
+  params.sharding = Sharding::kGradientsAndOptimizer;
+  const Schedule s = MustGenerate(params);
+  for (const WorkerProgram& w : s.workers) {
+    const int earlier = w.rank % 2, later = earlier + 2;
+    const std::map<OpKind, size_t> at = SyncOpsOf(s, w, later);
+    const auto [first, last] = WeightGradientsOf(s, w, earlier);
+    const size_t later_last = WeightGradientsOf(s, w, later).second;
+    // Right after its last weight gradient and the send of its input's.
+    EXPECT_GT(at.at(OpKind::kReduceScatterBegin), later_last);
+    EXPECT_LE(at.at(OpKind::kReduceScatterBegin), later_last + 2)
+        << "rank " << w.rank;
+    EXPECT_LT(at.at(OpKind::kReduceScatterEnd), first) << "rank " << w.rank;
+    EXPECT_EQ(at.at(OpKind::kShardStep), at.at(OpKind::kReduceScatterEnd) + 1);
+    EXPECT_EQ(at.at(OpKind::kAllGatherBegin),
+              at.at(OpKind::kReduceScatterEnd) + 2);
+    EXPECT_GT(SyncOpsOf(s, w, earlier).at(OpKind::kReduceScatterEnd), last)
+        << "the last stage to finish ends its sum after it";
+  }
+}
+
+TEST(ShardedScheduleTest, SumsEndAfterEveryComputeWhereNothingIsGainedOrAsked) {
+  // An allreduced stage keeps its gradients whole anyway; Chimera's groups
+  // span both directions; and sync=end puts every collective at the end.
+  ScheduleParams optimizer = Params(Scheme::kBreadthFirst, 2, 4);
+  optimizer.chunks = 2;
+  optimizer.width = 2;
+  optimizer.sharding = Sharding::kOptimizer;
+  ScheduleParams at_end = optimizer;
+  at_end.sharding = Sharding::kGradientsAndOptimizer;
+  at_end.sync = Sync::kEnd;
+  ScheduleParams chimera = Params(Scheme::kChimera, 4, 4);
+  chimera.sharding = Sharding::kGradientsAndOptimizer;
+  for (const ScheduleParams& params : {optimizer, at_end, chimera}) {
+    const Schedule s = MustGenerate(params);
+    for (const WorkerProgram& w : s.workers) {
+      size_t last_compute = 0, first_end = w.instructions.size();
+      for (size_t i = 0; i < w.instructions.size(); ++i) {
+        const OpKind op = w.instructions[i].op;
+        if (IsCompute(op)) last_compute = i;
+        if (EndsCollective(op)) first_end = std::min(first_end, i);
+      }
+      EXPECT_GT(first_end, last_compute)
+          << SchemeName(params.scheme) << " " << ShardingName(params.sharding)
+          << " rank " << w.rank;
+    }
+  }
+}
+
 TEST(ShardedScheduleTest, AChimeraWorkerGathersOneStageWhileItStepsTheOther) {
   // Chimera D = 2: both workers hold model stages 0 and 1.
   ScheduleParams params = Params(Scheme::kChimera, 2, 2);

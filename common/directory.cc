@@ -214,16 +214,16 @@ absl::StatusOr<UniqueFd> Directory::OpenFile(absl::string_view path,
 }
 
 absl::StatusOr<std::vector<Directory::Entry>> Directory::List() const {
-  // A duplicate shares the read position, so it is rewound first; closedir
-  // closes the duplicate only.
-  const int duplicate = fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0);
-  DIR* stream = duplicate < 0 ? nullptr : fdopendir(duplicate);
+  // A descriptor of its own, not a duplicate: a duplicate shares the read
+  // position with every other, so two threads listing at once would each
+  // see some entries twice or not at all. closedir closes it.
+  const int own = openat(fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* stream = own < 0 ? nullptr : fdopendir(own);
   if (stream == nullptr) {
     const int error = errno;
-    if (duplicate >= 0) close(duplicate);
+    if (own >= 0) close(own);
     return ErrnoStatus(error, absl::StrCat("cannot list ", Describe("")));
   }
-  rewinddir(stream);
   std::vector<Entry> entries;
   while (const dirent* entry = readdir(stream)) {
     const absl::string_view name = entry->d_name;

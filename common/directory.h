@@ -61,7 +61,8 @@ class Directory {
     Type type = Type::kOther;
   };
   // The entries of this directory ("." and ".." left out), a symbolic link
-  // as kOther.
+  // as kOther. Threads may list one Directory at once: each sees every entry
+  // that stays meanwhile exactly once.
   absl::StatusOr<std::vector<Entry>> List() const;
 
   // The whole of regular file `name`, of at most `max_bytes`.

@@ -15,8 +15,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
+#include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "tests/support/path_swapper.h"
 #include "tests/support/temp_dir.h"
 
@@ -211,6 +214,38 @@ TEST_P(DirectoryTest, ListingNamesEachEntryWithItsKind) {
   EXPECT_EQ(kinds["step-2"], Directory::Entry::Type::kDirectory);
   EXPECT_EQ(kinds["attempt"], Directory::Entry::Type::kRegularFile);
   EXPECT_EQ(kinds["link"], Directory::Entry::Type::kOther);
+}
+
+// Two checkpoint writers pruning at once list the same directory: a listing
+// that showed a step twice once made a prune keep the wrong one.
+TEST_P(DirectoryTest, ThreadsListingAtOnceEachSeeEveryEntryOnce) {
+  constexpr int kEntries = 2000;  // names long enough for several reads
+  for (int i = 0; i < kEntries; ++i) {
+    fs::create_directory(root_path_ + "/step-" + std::to_string(i) +
+                         "-with-a-name-long-enough-to-fill-a-read");
+  }
+  const Directory root = Root();
+  const auto list_repeatedly = [&root](std::string& problem) {
+    for (int round = 0; round < 50 && problem.empty(); ++round) {
+      absl::StatusOr<std::vector<Directory::Entry>> entries = root.List();
+      if (!entries.ok()) {
+        problem = std::string(entries.status().message());
+        break;
+      }
+      std::set<std::string> names;
+      for (const auto& entry : *entries) names.insert(entry.name);
+      if (entries->size() != kEntries || names.size() != kEntries) {
+        problem = absl::StrCat("round ", round, ": ", entries->size(),
+                               " entries, ", names.size(), " names");
+      }
+    }
+  };
+  std::string first, second;
+  std::thread other([&] { list_repeatedly(second); });
+  list_repeatedly(first);
+  other.join();
+  EXPECT_EQ(first, "");
+  EXPECT_EQ(second, "");
 }
 
 }  // namespace

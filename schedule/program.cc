@@ -74,6 +74,14 @@ absl::StatusOr<OpKind> ParseOpName(absl::string_view name) {
 
 bool IsCompute(OpKind op) { return op == OpKind::kForward || IsBackward(op); }
 
+bool IsSend(OpKind op) {
+  return op == OpKind::kSendAct || op == OpKind::kSendGrad;
+}
+
+bool IsPointToPoint(OpKind op) {
+  return IsSend(op) || op == OpKind::kRecvAct || op == OpKind::kRecvGrad;
+}
+
 bool WaitsForPeer(OpKind op) {
   return op == OpKind::kRecvAct || op == OpKind::kRecvGrad ||
          EndsCollective(op);

@@ -53,6 +53,9 @@ std::vector<OpKind> AllOpKinds();
 std::string OpName(OpKind op);
 absl::StatusOr<OpKind> ParseOpName(absl::string_view name);
 bool IsCompute(OpKind op);
+// SEND_ACT, SEND_GRAD, RECV_ACT, RECV_GRAD; IsSend: the first two.
+bool IsPointToPoint(OpKind op);
+bool IsSend(OpKind op);
 // The ops that can block until another rank acts: the receives and a
 // collective's end.
 bool WaitsForPeer(OpKind op);

@@ -887,9 +887,7 @@ class Validator {
     size_t transfers = 0;
     for (const WorkerProgram& program : schedule_.workers) {
       for (const Instruction& inst : program.instructions) {
-        transfers +=
-            inst.op == OpKind::kSendAct || inst.op == OpKind::kSendGrad ||
-            inst.op == OpKind::kRecvAct || inst.op == OpKind::kRecvGrad;
+        transfers += IsPointToPoint(inst.op);
       }
     }
     std::vector<Posted> posted;
@@ -899,10 +897,7 @@ class Validator {
       for (size_t i = 0; i < program.size(); ++i) {
         std::optional<MessageKey> key = MessageKeyOf(topology_, r, program[i]);
         if (!key) continue;
-        posted.push_back({*key,
-                          {r, i},
-                          program[i].op == OpKind::kSendAct ||
-                              program[i].op == OpKind::kSendGrad});
+        posted.push_back({*key, {r, i}, IsSend(program[i].op)});
       }
     }
     return posted;

@@ -73,13 +73,8 @@ absl::Status BlameSender(absl::Status waited, int sender,
       " (stopped, hung or cut off): ", waited.message()));
 }
 
-bool IsPointToPoint(OpKind op) {
-  return op == OpKind::kSendAct || op == OpKind::kRecvAct ||
-         op == OpKind::kSendGrad || op == OpKind::kRecvGrad;
-}
-
 bool IsTransfer(OpKind op) {
-  return IsPointToPoint(op) || schedule::CollectiveOf(op).has_value();
+  return schedule::IsPointToPoint(op) || schedule::CollectiveOf(op).has_value();
 }
 
 SliceKey KeyOf(const Instruction& inst) {
@@ -362,7 +357,7 @@ absl::Status ProgramExecutor::CheckProgram() {
     }
     // The program comes over the wire: a bad peer or part must not reach
     // the transport or the tags.
-    if (IsPointToPoint(inst.op) &&
+    if (schedule::IsPointToPoint(inst.op) &&
         (inst.peer < 0 || inst.peer >= topology_.NumWorkers() ||
          inst.peer == rank_)) {
       return invalid("its peer is not another rank of the job");

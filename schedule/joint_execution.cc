@@ -67,6 +67,12 @@ namespace {
 // posted, and who waits on what, so that a blocked worker is queued again
 // exactly when the op it waits for has been posted.
 class JointRun {
+  // One rank's BEGINs and ENDs of one collective slot so far.
+  struct Counts {
+    int begins = 0;
+    int ends = 0;
+  };
+
  public:
   JointRun(const Schedule& schedule,
            const std::vector<std::vector<int>>& holders)
@@ -158,9 +164,11 @@ class JointRun {
     const int m = ModelStageOf(*step.inst);
     if (!IsModelStage(m)) return;
     const int slot = SlotOf(*step.inst);
-    begins_[slot].push_back({step.rank, step.index});
-    if (begins_[slot].size() >= holders_[m].size()) {
-      step.group_begins = &begins_[slot];
+    step.occurrence = counts_[{step.rank, slot}].begins++;
+    std::vector<InstructionId>& begins = Occurrence(slot, step.occurrence);
+    begins.push_back({step.rank, step.index});
+    if (begins.size() >= holders_[m].size()) {
+      step.group_begins = &begins;
       for (int waiter : end_waiters_[slot]) Wake(waiter);
       end_waiters_[slot].clear();
     }
@@ -170,12 +178,23 @@ class JointRun {
     const int m = ModelStageOf(*step.inst);
     if (!IsModelStage(m)) return false;
     const int slot = SlotOf(*step.inst);
-    if (begins_[slot].size() < holders_[m].size()) {
+    int& ends = counts_[{step.rank, slot}].ends;
+    const std::vector<InstructionId>& begins = Occurrence(slot, ends);
+    if (begins.size() < holders_[m].size()) {
       end_waiters_[slot].push_back(step.rank);
       return false;
     }
-    step.group_begins = &begins_[slot];
+    step.occurrence = ends++;
+    step.group_begins = &begins;
     return true;
+  }
+
+  // The BEGINs of the `k`-th run of a collective slot, added on first use; a
+  // deque keeps the ones handed out in steps where they are.
+  std::vector<InstructionId>& Occurrence(int slot, int k) {
+    std::deque<std::vector<InstructionId>>& runs = begins_[slot];
+    while (static_cast<int>(runs.size()) <= k) runs.emplace_back();
+    return runs[k];
   }
 
   void Wake(int rank) {
@@ -191,12 +210,15 @@ class JointRun {
   bool IsModelStage(int m) const {
     return m >= 0 && m < static_cast<int>(holders_.size());
   }
-  // Where a collective op's model stage keeps that collective's begins: each
-  // stage has one of each collective per iteration.
+  // Where a collective op's model stage keeps that collective's begins.
   int SlotOf(const Instruction& inst) const {
     return static_cast<int>(*CollectiveOf(inst.op)) *
                static_cast<int>(holders_.size()) +
            ModelStageOf(inst);
+  }
+  Counts CountsOf(int rank, int slot) const {
+    const auto it = counts_.find({rank, slot});
+    return it == counts_.end() ? Counts{} : it->second;
   }
   bool Finished(int rank) const {
     return pc_[rank] >= schedule_.workers[rank].instructions.size();
@@ -210,12 +232,10 @@ class JointRun {
     if (EndsCollective(inst.op)) {
       int m = ModelStageOf(inst);
       if (!IsModelStage(m)) return -1;
-      const std::vector<InstructionId>& begins = begins_[SlotOf(inst)];
+      const int slot = SlotOf(inst);
+      const int k = CountsOf(rank, slot).ends;
       for (int member : holders_[m]) {
-        bool began = std::any_of(
-            begins.begin(), begins.end(),
-            [&](const InstructionId& id) { return id.rank == member; });
-        if (!began) return member;
+        if (CountsOf(member, slot).begins <= k) return member;
       }
       return -1;
     }
@@ -272,8 +292,10 @@ class JointRun {
     size_t next = 0;
   };
   absl::flat_hash_map<MessageKey, PostedSends> posted_;
-  // Per collective slot (SlotOf), the BEGINs posted so far.
-  std::vector<std::vector<InstructionId>> begins_;
+  // Per collective slot (SlotOf) and run of it, the BEGINs posted so far.
+  std::vector<std::deque<std::vector<InstructionId>>> begins_;
+  // Per (rank, slot), the BEGINs and ENDs that rank has run.
+  absl::flat_hash_map<std::pair<int, int>, Counts> counts_;
   // Ranks blocked on a collective's END per slot, to wake on its BEGIN.
   std::vector<std::vector<int>> end_waiters_;
   absl::flat_hash_map<MessageKey, int> recv_waiter_;

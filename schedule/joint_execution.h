@@ -2,8 +2,10 @@
 // in some order a real run could take: SEND_* and a collective's BEGIN
 // (ALLREDUCE, REDUCE_SCATTER, ALLGATHER) never block; RECV_* blocks until the
 // matching send has been posted; a collective's END blocks until every
-// worker holding that model stage has begun that collective. The validator and
-// the simulator both drive their bookkeeping from it.
+// worker holding that model stage has begun that collective. A stage may run
+// one collective several times (sharding full gathers its parameters before
+// each use): each member's k-th BEGIN of it pairs with the others' k-th. The
+// validator and the simulator both drive their bookkeeping from it.
 //
 //   JointExecution run(schedule);
 //   RETURN_IF_ERROR(run.Run([&](const ExecutionStep& step) {
@@ -74,6 +76,9 @@ struct ExecutionStep {
   // A collective's END, and the BEGIN that completes its group: the BEGIN of
   // that collective by every member of the group.
   const std::vector<InstructionId>* group_begins = nullptr;
+  // A collective's BEGIN or END: how many of the same collective on the same
+  // model stage this rank began before it (0 for the first).
+  int occurrence = 0;
 };
 
 class JointExecution {

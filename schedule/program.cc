@@ -11,7 +11,7 @@ namespace chimera::schedule {
 namespace {
 
 // In enum order (AllOpKinds).
-constexpr std::array<std::pair<OpKind, absl::string_view>, 16> kOpNames = {{
+constexpr std::array<std::pair<OpKind, absl::string_view>, 17> kOpNames = {{
     {OpKind::kForward, "FORWARD"},
     {OpKind::kBackward, "BACKWARD"},
     {OpKind::kSendAct, "SEND_ACT"},
@@ -28,6 +28,7 @@ constexpr std::array<std::pair<OpKind, absl::string_view>, 16> kOpNames = {{
     {OpKind::kShardStep, "SHARD_STEP"},
     {OpKind::kAllGatherBegin, "ALLGATHER_BEGIN"},
     {OpKind::kAllGatherEnd, "ALLGATHER_END"},
+    {OpKind::kReleaseParams, "RELEASE_PARAMS"},
 }};
 
 // Each collective's BEGIN and END ops and its name, in Collective order.
@@ -89,6 +90,11 @@ bool WaitsForPeer(OpKind op) {
 
 bool UpdatesWeights(OpKind op) {
   return op == OpKind::kOptimizerStep || op == OpKind::kShardStep;
+}
+
+bool ActsOnWholeStage(OpKind op) {
+  return CollectiveOf(op) || op == OpKind::kShardStep ||
+         op == OpKind::kReleaseParams;
 }
 
 std::optional<Collective> CollectiveOf(OpKind op) {

@@ -44,6 +44,8 @@ enum class OpKind : uint8_t {
   kShardStep,
   kAllGatherBegin,
   kAllGatherEnd,
+  // Sharding full: frees a stage's gathered parameters, keeping the shard.
+  kReleaseParams,
 };
 
 // Every op kind in enum order: a kind's index is its value.
@@ -61,6 +63,9 @@ bool IsSend(OpKind op);
 bool WaitsForPeer(OpKind op);
 // OPTIMIZER_STEP and SHARD_STEP: the ops that update weights.
 bool UpdatesWeights(OpKind op);
+// The ops that name a stage and no micro-batch: the collectives, SHARD_STEP
+// and RELEASE_PARAMS.
+bool ActsOnWholeStage(OpKind op);
 
 // The collectives of a stage's gradient group (the ranks holding a replica of
 // one model stage), each started by its BEGIN op and waited for by its END.

@@ -83,7 +83,7 @@ Instruction MakeInstruction(OpKind op, const ComputeOp& c, int peer) {
   return inst;
 }
 
-// A collective op or SHARD_STEP of the stage replica `ref`.
+// An op on the stage replica `ref` as a whole (ActsOnWholeStage).
 Instruction StageInstruction(OpKind op, StageRef ref) {
   Instruction inst;
   inst.op = op;
@@ -115,6 +115,9 @@ struct GroupPlan {
   // One position per replica holds the stage: its group is the same
   // position of every replica, whose programs mirror each other.
   bool mirrored = false;
+  // Sharding full: between uses the members keep only their shards of the
+  // parameters (GatherWindows).
+  bool full = false;
 };
 
 std::vector<GroupPlan> PlanGroups(
@@ -132,9 +135,10 @@ std::vector<GroupPlan> PlanGroups(
     group.collective = holders[m].size() * topology.width > 1;
     group.mirrored = holders[m].size() == 1;
     group.sharded = group.collective && sharding != Sharding::kNone;
-    if (group.sharded && sharding == Sharding::kGradientsAndOptimizer) {
+    if (group.sharded && sharding != Sharding::kOptimizer) {
       group.sum = Collective::kReduceScatter;
     }
+    group.full = group.sharded && sharding == Sharding::kFull;
   }
   return groups;
 }
@@ -175,18 +179,64 @@ void MarkEarlyEnds(const Topology& topology, const std::vector<ComputeOp>& ops,
   }
 }
 
+// Where a fully sharded stage's parameters are whole on one position: from
+// the end of a gather, right before the compute op `first`, to their release
+// right after op `last`. The gather begins before op `begin_before`, so that
+// it runs during that op, or at the start of the program (index 0).
+struct GatherWindow {
+  StageRef ref;
+  size_t begin_before = 0;
+  size_t first = 0;
+  size_t last = 0;
+};
+
+// The gathers of the fully sharded stages a position holds. A mirrored
+// group gathers for each run of consecutive compute ops on its stage (once
+// per loop breadth-first, per micro-batch group depth-first), beginning one
+// op ahead, so that a worker holds at most two stages' whole parameters: the
+// one it computes and the next. Members of a group that spans positions
+// (Chimera's directions) cannot agree on a count of runs, so they gather
+// once per step, beginning at the start: no member's gather then waits for
+// another's progress.
+std::vector<GatherWindow> PlanGatherWindows(const Topology& topology,
+                                            const std::vector<ComputeOp>& ops,
+                                            const std::vector<GroupPlan>& groups,
+                                            const std::vector<StageSync>& syncs) {
+  std::vector<GatherWindow> windows;
+  for (const StageSync& s : syncs) {
+    const GroupPlan& group = groups[s.model_stage];
+    if (!group.full) continue;
+    std::optional<GatherWindow> open;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (topology.ModelStage(ops[i].ref) != s.model_stage) continue;
+      if (open && (open->last + 1 == i || !group.mirrored)) {
+        open->last = i;
+        continue;
+      }
+      if (open) windows.push_back(*open);
+      const size_t begin_before = group.mirrored && i > 0 ? i - 1 : 0;
+      open = GatherWindow{s.ref, begin_before, i, i};
+    }
+    // A replica that runs no micro-batch still gathers with its group.
+    windows.push_back(open.value_or(GatherWindow{s.ref, 0, 0, 0}));
+  }
+  return windows;
+}
+
 // Writes the program of the worker at `position` of the data-parallel
 // replica whose first rank is `base`.
 class ProgramWriter {
  public:
   ProgramWriter(const Topology& topology, const Placement& placement,
                 const std::vector<GroupPlan>& groups,
-                const std::vector<StageSync>& syncs, int position, int base,
-                std::vector<Instruction>& out)
+                const std::vector<StageSync>& syncs,
+                const std::vector<GatherWindow>& windows, int position,
+                int base, std::vector<Instruction>& out)
       : topology_(topology),
         placement_(placement),
         groups_(groups),
         syncs_(syncs),
+        windows_(windows),
         position_(position),
         base_(base),
         out_(out) {}
@@ -195,40 +245,50 @@ class ProgramWriter {
   // it and the send after it that cross to other positions (a BACKWARD_WEIGHT
   // has none: nobody waits for it), the early sum ends due before it, and an
   // eager begin of the gradients' sum after the op that completes a stage's
-  // gradients.
+  // gradients; under sharding full, the gathers that begin before it (ahead
+  // of its receive, whose wait they may fill), the one that must have ended
+  // for it, and the releases after it.
   void Compute(const ComputeOp& c, size_t index) {
+    for (const GatherWindow& w : windows_) {
+      if (w.begin_before == index) Push(OpKind::kAllGatherBegin, w.ref);
+    }
     if (c.op == OpKind::kForward) {
       P2p(OpKind::kRecvAct, c, topology_.Prev(c.ref));
+      EndGathersDueBefore(index);
       out_.push_back(MakeInstruction(OpKind::kForward, c, -1));
       P2p(OpKind::kSendAct, c, topology_.Next(c.ref));
-      return;
-    }
-    if (ComputesInputGradient(c.op)) {
+    } else if (ComputesInputGradient(c.op)) {
       P2p(OpKind::kRecvGrad, c, topology_.Next(c.ref));
       EndSumsDueBefore(index);
+      EndGathersDueBefore(index);
       out_.push_back(MakeInstruction(c.op, c, -1));
       P2p(OpKind::kSendGrad, c, topology_.Prev(c.ref));
     } else {
       EndSumsDueBefore(index);
+      EndGathersDueBefore(index);
       out_.push_back(MakeInstruction(c.op, c, -1));
     }
     for (const StageSync& s : syncs_) {
       const GroupPlan& group = groups_[s.model_stage];
       if (s.eager && s.last_backward == index && group.collective) {
-        out_.push_back(StageInstruction(BeginOf(group.sum), s.ref));
+        Push(BeginOf(group.sum), s.ref);
       }
+    }
+    for (const GatherWindow& w : windows_) {
+      if (w.last == index) Push(OpKind::kReleaseParams, w.ref);
     }
   }
 
   // The sums not begun eagerly, then every sum's end not ended early, each
   // sharded stage's step and gather right after its own; the optimizer step;
   // the gathers' ends. Each round's BEGINs precede its ENDs (the header's
-  // deadlock note).
+  // deadlock note). A fully sharded stage gathers before its next use
+  // instead.
   void Finish() {
     for (const StageSync& s : syncs_) {
       const GroupPlan& group = groups_[s.model_stage];
       if (s.eager || !group.collective) continue;
-      out_.push_back(StageInstruction(BeginOf(group.sum), s.ref));
+      Push(BeginOf(group.sum), s.ref);
     }
     for (const StageSync& s : syncs_) {
       if (groups_[s.model_stage].collective && !s.end_before) EndSum(s);
@@ -237,25 +297,35 @@ class ProgramWriter {
     step.op = OpKind::kOptimizerStep;
     out_.push_back(step);
     for (const StageSync& s : syncs_) {
-      if (!groups_[s.model_stage].sharded) continue;
-      out_.push_back(StageInstruction(OpKind::kAllGatherEnd, s.ref));
+      const GroupPlan& group = groups_[s.model_stage];
+      if (group.sharded && !group.full) Push(OpKind::kAllGatherEnd, s.ref);
     }
   }
 
  private:
+  void Push(OpKind op, StageRef ref) {
+    out_.push_back(StageInstruction(op, ref));
+  }
+
   void EndSumsDueBefore(size_t index) {
     for (const StageSync& s : syncs_) {
       if (s.end_before == index) EndSum(s);
     }
   }
 
+  void EndGathersDueBefore(size_t index) {
+    for (const GatherWindow& w : windows_) {
+      if (w.first == index) Push(OpKind::kAllGatherEnd, w.ref);
+    }
+  }
+
   // The end of `s`'s sum, and a sharded stage's step and gather begin.
   void EndSum(const StageSync& s) {
     const GroupPlan& group = groups_[s.model_stage];
-    out_.push_back(StageInstruction(EndOf(group.sum), s.ref));
+    Push(EndOf(group.sum), s.ref);
     if (!group.sharded) return;
-    out_.push_back(StageInstruction(OpKind::kShardStep, s.ref));
-    out_.push_back(StageInstruction(OpKind::kAllGatherBegin, s.ref));
+    Push(OpKind::kShardStep, s.ref);
+    if (!group.full) Push(OpKind::kAllGatherBegin, s.ref);
   }
 
   // Only when `peer`, the neighbouring stage, is held by another position.
@@ -269,6 +339,7 @@ class ProgramWriter {
   const Placement& placement_;
   const std::vector<GroupPlan>& groups_;
   const std::vector<StageSync>& syncs_;
+  const std::vector<GatherWindow>& windows_;
   const int position_;
   const int base_;
   std::vector<Instruction>& out_;
@@ -296,14 +367,17 @@ absl::StatusOr<Schedule> BuildPrograms(
     const std::vector<ComputeOp>& ops = order[p];
     std::vector<StageSync> syncs = PlanSync(topology, ops, held[p], sync.sync);
     if (sync.sync != Sync::kEnd) MarkEarlyEnds(topology, ops, groups, syncs);
+    const std::vector<GatherWindow> windows =
+        PlanGatherWindows(topology, ops, groups, syncs);
     for (int dp = 0; dp < topology.width; ++dp) {
       const int base = dp * depth;
       WorkerProgram& program = schedule.workers[base + p];
       program.rank = base + p;
       program.stages = held[p];
       std::vector<Instruction>& out = program.instructions;
-      out.reserve(ops.size() * 2 + 5 * syncs.size() + 1);
-      ProgramWriter writer(topology, placement, groups, syncs, p, base, out);
+      out.reserve(ops.size() * 2 + 5 * syncs.size() + 3 * windows.size() + 1);
+      ProgramWriter writer(topology, placement, groups, syncs, windows, p,
+                           base, out);
       for (size_t i = 0; i < ops.size(); ++i) writer.Compute(ops[i], i);
       writer.Finish();
     }

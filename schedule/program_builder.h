@@ -32,6 +32,12 @@
 // alone (which completes, as above) reaches every member's begin before any
 // member's end. Groups spanning positions (Chimera's directions) keep the
 // rounds.
+//
+// Sharding full gathers a stage's parameters before its uses and releases
+// them after (PlanGatherWindows in the .cc): mid-program for mirrored
+// groups, safe by the same argument; at the start of the program for groups
+// spanning positions, where no gather's end can wait for a member's
+// progress.
 #ifndef CHIMERA_SCHEDULE_PROGRAM_BUILDER_H_
 #define CHIMERA_SCHEDULE_PROGRAM_BUILDER_H_
 

@@ -44,10 +44,11 @@ constexpr NameTable<Sync, 3> kSyncNames = {{
     {Sync::kEagerAll, "eager-all"},
     {Sync::kEnd, "end"},
 }};
-constexpr NameTable<Sharding, 3> kShardingNames = {{
+constexpr NameTable<Sharding, 4> kShardingNames = {{
     {Sharding::kNone, "none"},
     {Sharding::kOptimizer, "optimizer"},
     {Sharding::kGradientsAndOptimizer, "gradients-and-optimizer"},
+    {Sharding::kFull, "full"},
 }};
 
 // The job-file field and flag of each parameter that is not a knob.

@@ -59,8 +59,10 @@ enum class Sync { kEager, kEagerAll, kEnd };
 // data parallelism: nothing; the optimizer's state (ZeRO-1: the gradients
 // are allreduced, each member steps its shard of the stage's parameters and
 // gathers the others'); or the gradients' sum too (the paper's DP_PS: the
-// gradients are reduce-scattered instead, each member summing its shard).
-enum class Sharding { kNone, kOptimizer, kGradientsAndOptimizer };
+// gradients are reduce-scattered instead, each member summing its shard); or
+// the parameters as well (the paper's DP_FS: between uses each member keeps
+// only its shard of them, and gathers them whole before each use).
+enum class Sharding { kNone, kOptimizer, kGradientsAndOptimizer, kFull };
 
 // The largest depth, width, micro-batch count, chunk count or other knob a
 // schedule may have: far beyond any cluster's, and small enough that the

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -30,8 +31,9 @@ using Stretches = std::vector<std::vector<double>>;
 
 bool IsComputing(OpKind op) { return IsCompute(op) || UpdatesWeights(op); }
 
-// One collective of one model stage's group in an iteration.
-using CollectiveKey = std::pair<Collective, int>;
+// One collective of one model stage's group in an iteration: which, of which
+// stage, and which run of it (ExecutionStep::occurrence).
+using CollectiveKey = std::tuple<Collective, int, int>;
 
 double StageCost(const std::vector<double>& per_stage, double fallback,
                  int model_stage) {
@@ -181,7 +183,8 @@ class Simulation {
         } else if (EndsCollective(inst.op)) {
           InstructionId last = kNoPredecessor;
           const double finish = CollectiveFinish(
-              step, {*CollectiveOf(inst.op), model_stage}, last);
+              step, {*CollectiveOf(inst.op), model_stage, step.occurrence},
+              last);
           if (finish > end) {
             worker.exposed_allreduce += finish - end;
             end = finish;
@@ -202,7 +205,8 @@ class Simulation {
     if (BeginsCollective(inst.op) && step.group_begins != nullptr) {
       begun_collectives_.emplace(
           std::make_pair(LastBegin(*step.group_begins).first,
-                         CollectiveKey{*CollectiveOf(inst.op), model_stage}),
+                         CollectiveKey{*CollectiveOf(inst.op), model_stage,
+                                       step.occurrence}),
           step.group_begins);
     }
   }
@@ -359,7 +363,8 @@ class Simulation {
   // the costs give one, else Rabenseifner's allreduce, of which a
   // reduce-scatter and an all-gather are each half.
   double CollectiveSeconds(CollectiveKey collective, int ranks) const {
-    const auto [kind, model_stage] = collective;
+    const Collective kind = std::get<0>(collective);
+    const int model_stage = std::get<1>(collective);
     const double allreduce = AllreduceTime(costs_, ranks);
     switch (kind) {
       case Collective::kAllreduce:

@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "schedule/joint_execution.h"
+#include "schedule/parameter_residency.h"
 
 namespace chimera::schedule {
 namespace {
@@ -239,6 +240,8 @@ class StageOwners {
 // Weight gradients computed (BACKWARD or BACKWARD_WEIGHT) per (rank, model
 // stage).
 using BackwardCounts = std::map<std::pair<int, int>, int>;
+// (rank, model stage) pairs.
+using StageKeys = std::set<std::pair<int, int>>;
 
 absl::Status DependencyError(const ExecutionStep& step, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(
@@ -253,12 +256,15 @@ class DependencyTracker {
   // `expected_backwards`: the weight gradients (BACKWARD or BACKWARD_WEIGHT)
   // each rank's program computes per model stage, all of which must precede
   // its allreduce and optimizer step.
+  // `full_stages`: those a rank keeps only its shard of between uses.
   DependencyTracker(const Schedule& schedule, const StageOwners& owners,
-                    const BackwardCounts& expected_backwards)
+                    const BackwardCounts& expected_backwards,
+                    const StageKeys& full_stages)
       : schedule_(schedule),
         topology_(schedule.topology),
         owners_(owners),
         expected_backwards_(expected_backwards),
+        full_stages_(full_stages),
         grid_(schedule.topology),
         forward_done_(grid_.size(), 0),
         activation_arrived_(grid_.size(), 0),
@@ -295,6 +301,7 @@ class DependencyTracker {
       case OpKind::kAllGatherBegin:
         return BeginGather(step);
       case OpKind::kAllGatherEnd:
+      case OpKind::kReleaseParams:
         break;
       case OpKind::kOptimizerStep:
         return OptimizerStep(step);
@@ -428,7 +435,9 @@ class DependencyTracker {
 
   // A shard is stepped with the group's summed gradients, and gathered once
   // stepped. Every compute op of the stage precedes its sum, so none sees
-  // the stage between its shard step and its gather's end.
+  // the stage between its shard step and its gather's end. A fully sharded
+  // stage gathers before its uses instead (ParameterResidencyProblems), and
+  // its first gather of a step brings the previous step's updates.
   absl::Status ShardStep(const ExecutionStep& step) {
     if (sum_ended_.count(StageKey(step)) == 0) {
       return DependencyError(
@@ -439,7 +448,8 @@ class DependencyTracker {
   }
 
   absl::Status BeginGather(const ExecutionStep& step) {
-    if (shard_stepped_.count(StageKey(step)) == 0) {
+    if (full_stages_.count(StageKey(step)) == 0 &&
+        shard_stepped_.count(StageKey(step)) == 0) {
       return DependencyError(
           step, "gathers the shards before stepping its own (SHARD_STEP)");
     }
@@ -479,6 +489,7 @@ class DependencyTracker {
   const Topology& topology_;
   const StageOwners& owners_;
   const BackwardCounts& expected_backwards_;
+  const StageKeys& full_stages_;
   Grid grid_;
   std::vector<uint8_t> forward_done_;
   std::vector<uint8_t> activation_arrived_;
@@ -489,8 +500,8 @@ class DependencyTracker {
   BackwardCounts backwards_done_;
   // (rank, model stage) whose gradients' sum has ended / whose shard is
   // stepped.
-  std::set<std::pair<int, int>> sum_ended_;
-  std::set<std::pair<int, int>> shard_stepped_;
+  StageKeys sum_ended_;
+  StageKeys shard_stepped_;
 };
 
 class Validator {
@@ -540,7 +551,7 @@ class Validator {
                                 ", not this one"));
       return;
     }
-    if (CollectiveOf(inst.op) || inst.op == OpKind::kShardStep) return;
+    if (ActsOnWholeStage(inst.op)) return;
     if (!CheckMicroBatches(rank, index, inst, problems)) return;
     CheckParts(rank, index, inst, problems);
     if (inst.recompute && inst.op != OpKind::kBackward &&
@@ -627,6 +638,7 @@ class Validator {
     weight_parts_.assign(grid_.size(), PartSet());
     expected_backwards_.clear();
     group_syncs_.clear();
+    full_stages_.clear();
     for (int r = 0; r < topology_.NumWorkers(); ++r) CountRuns(r, problems);
     for (int dp = 0; dp < topology_.width; ++dp) {
       for (int mb = 0; mb < topology_.micro_batches; ++mb) {
@@ -659,6 +671,9 @@ class Validator {
         case OpKind::kShardStep:
           ++syncs[topology_.ModelStage(ref)].shard_steps;
           break;
+        case OpKind::kReleaseParams:
+          ++syncs[topology_.ModelStage(ref)].releases;
+          break;
         default:
           if (CollectiveOf(inst.op)) {
             CountCollective(rank, i, inst, syncs[topology_.ModelStage(ref)],
@@ -666,6 +681,10 @@ class Validator {
           }
           break;
       }
+    }
+    for (const std::string& problem :
+         ParameterResidencyProblems(topology_, program)) {
+      problems.Add(absl::StrCat("rank ", rank, " ", problem));
     }
     std::set<int> checked;
     for (const StageRef& ref : schedule_.workers[rank].stages) {
@@ -707,17 +726,20 @@ class Validator {
     parts.Add(inst.part, inst.num_parts);
   }
 
-  // What one rank's program does with one model stage's gradients after
-  // its backwards: each collective's begins and ends, and its shard steps.
+  // What one rank's program does with one model stage's gradients and
+  // parameters: each collective's begins and ends, its shard steps and its
+  // releases (sharding full).
   struct StageSyncOps {
     std::array<int, kNumCollectives> begins{};
     std::array<int, kNumCollectives> ends{};
     int shard_steps = 0;
+    int releases = 0;
     int Begins(Collective c) const { return begins[static_cast<int>(c)]; }
     int Ends(Collective c) const { return ends[static_cast<int>(c)]; }
   };
 
-  // In program order: a collective ends after it begins, each once.
+  // In program order: a collective ends after it begins, and begins again
+  // only once ended (how often is CheckStageSync's).
   void CountCollective(int rank, size_t index, const Instruction& inst,
                        StageSyncOps& ops, Problems& problems) const {
     const Collective collective = *CollectiveOf(inst.op);
@@ -725,27 +747,25 @@ class Validator {
     int& begins = ops.begins[static_cast<int>(collective)];
     int& ends = ops.ends[static_cast<int>(collective)];
     if (BeginsCollective(inst.op)) {
-      if (begins++ > 0) {
+      if (begins++ > ends) {
         problems.Add(absl::StrCat(Where(rank, index, inst),
-                                  ": second begin of this stage's ", name));
+                                  ": begins this stage's ", name,
+                                  " again before ending it"));
       }
       return;
     }
-    if (begins == 0) {
+    if (ends++ >= begins) {
       problems.Add(absl::StrCat(Where(rank, index, inst), ": waits for an ",
                                 name, " it never began"));
-    }
-    if (ends++ > 0) {
-      problems.Add(absl::StrCat(Where(rank, index, inst),
-                                ": second end of this stage's ", name));
     }
   }
 
   // A model stage held by more than one rank sums its gradients exactly
   // once, by an allreduce or (sharded) a reduce-scatter; a sharded stage
-  // steps its shard exactly once and gathers the shards once; and every
-  // member of the group does the same. A stage held by one rank has no
-  // group to shard over.
+  // steps its shard exactly once and gathers the shards once, or, fully
+  // sharded, reduce-scatters and gathers once per release; and every member
+  // of the group does the same. A stage held by one rank has no group to
+  // shard over.
   void CheckStageSync(int rank, StageRef ref, const StageSyncOps& ops,
                       Problems& problems) {
     const int m = topology_.ModelStage(ref);
@@ -756,8 +776,9 @@ class Validator {
                            ops.Ends(Collective::kReduceScatter) > 0;
     const bool gathered = ops.Begins(Collective::kAllGather) > 0 ||
                           ops.Ends(Collective::kAllGather) > 0;
+    const bool full = ops.releases > 0;
     if (owners_.GroupSize(m) == 1) {
-      if (scattered || gathered || ops.shard_steps > 0) {
+      if (scattered || gathered || full || ops.shard_steps > 0) {
         problems.Add(absl::StrCat(who, " shards ", stage,
                                   ", which no other rank holds: it has no "
                                   "group to shard over"));
@@ -779,21 +800,30 @@ class Validator {
           ops.Begins(other) + ops.Ends(other), " ", CollectiveName(other),
           " op(s)"));
     }
-    const bool sharded = scattered || gathered || ops.shard_steps > 0;
+    const bool sharded = scattered || gathered || full || ops.shard_steps > 0;
     if (sharded && ops.shard_steps != 1) {
       problems.Add(absl::StrCat(who, " steps its shard of ", stage, " ",
                                 ops.shard_steps,
                                 " times (SHARD_STEP); a sharded stage steps "
                                 "it exactly once"));
     }
-    if (sharded && (ops.Begins(Collective::kAllGather) != 1 ||
-                    ops.Ends(Collective::kAllGather) != 1)) {
+    if (full && !scattered) {
       problems.Add(absl::StrCat(
-          who, " must begin and end the all-gather of its sharded ", stage,
-          " exactly once; found ", ops.Begins(Collective::kAllGather),
+          who, " releases the parameters of ", stage,
+          " but allreduces its gradients; sharding full reduce-scatters them"));
+    }
+    const int gathers = full ? ops.releases : 1;
+    if (sharded && (ops.Begins(Collective::kAllGather) != gathers ||
+                    ops.Ends(Collective::kAllGather) != gathers)) {
+      problems.Add(absl::StrCat(
+          who, " must begin and end the all-gather of its sharded ", stage, " ",
+          full ? "once per release of its parameters (RELEASE_PARAMS), "
+               : "exactly once, ",
+          gathers, " time(s); found ", ops.Begins(Collective::kAllGather),
           " begin(s) and ", ops.Ends(Collective::kAllGather), " end(s)"));
     }
-    const GroupSync form{scattered, sharded};
+    if (full) full_stages_.insert({rank, m});
+    const GroupSync form{scattered, sharded, full ? ops.releases : 0};
     const auto [first, inserted] = group_syncs_.try_emplace(m, rank, form);
     if (!inserted && !(first->second.second == form)) {
       problems.Add(absl::StrCat(who, " ", Describe(form), " ", stage,
@@ -804,15 +834,23 @@ class Validator {
     }
   }
 
-  // How a rank sums and steps one stage.
+  // How a rank sums and steps one stage, and how often it gathers the
+  // stage's parameters when it keeps only its shard between uses (0: it
+  // keeps them whole).
   struct GroupSync {
     bool scattered = false;
     bool sharded = false;
+    int full_gathers = 0;
     bool operator==(const GroupSync& o) const {
-      return scattered == o.scattered && sharded == o.sharded;
+      return scattered == o.scattered && sharded == o.sharded &&
+             full_gathers == o.full_gathers;
     }
   };
   static std::string Describe(const GroupSync& sync) {
+    if (sync.full_gathers > 0) {
+      return absl::StrCat("gathers ", sync.full_gathers,
+                          " time(s) and reduce-scatters a shard of");
+    }
     if (sync.scattered) return "reduce-scatters and steps a shard of";
     return sync.sharded ? "allreduces and steps a shard of"
                         : "allreduces and steps all of";
@@ -961,7 +999,8 @@ class Validator {
   }
 
   absl::Status CheckExecution() const {
-    DependencyTracker tracker(schedule_, owners_, expected_backwards_);
+    DependencyTracker tracker(schedule_, owners_, expected_backwards_,
+                              full_stages_);
     JointExecution execution(schedule_);
     return execution.Run(
         [&tracker](const ExecutionStep& step) { return tracker.Step(step); });
@@ -978,6 +1017,8 @@ class Validator {
   BackwardCounts expected_backwards_;
   // Per model stage, the first rank checked and how it syncs the stage.
   std::map<int, std::pair<int, GroupSync>> group_syncs_;
+  // (rank, model stage) that the rank keeps only its shard of between uses.
+  StageKeys full_stages_;
 };
 
 }  // namespace

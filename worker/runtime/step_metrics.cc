@@ -27,6 +27,7 @@ void SecondsByOp::Add(schedule::OpKind op, double seconds) {
     case OpKind::kReduceScatterEnd:
     case OpKind::kAllGatherBegin:
     case OpKind::kAllGatherEnd:
+    case OpKind::kReleaseParams:
       allreduce += seconds;
       return;
     case OpKind::kOptimizerStep:

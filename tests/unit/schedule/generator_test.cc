@@ -2,7 +2,11 @@
 // each scheme and simulating it at unit costs.
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <set>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/unit/schedule/test_util.h"
@@ -185,7 +189,7 @@ std::map<OpKind, size_t> SyncOpsOf(const Schedule& s, const WorkerProgram& w,
     const Instruction& inst = w.instructions[i];
     const bool of_stage =
         s.topology.ModelStage({inst.chunk, inst.stage}) == stage;
-    if ((CollectiveOf(inst.op) || inst.op == OpKind::kShardStep) && of_stage) {
+    if (ActsOnWholeStage(inst.op) && of_stage) {
       at[inst.op] = i;
     } else if (inst.op == OpKind::kOptimizerStep) {
       at[inst.op] = i;
@@ -302,6 +306,141 @@ TEST(ShardedScheduleTest, AChimeraWorkerGathersOneStageWhileItStepsTheOther) {
     EXPECT_LT(second.at(OpKind::kShardStep), first.at(OpKind::kAllGatherEnd));
     EXPECT_LT(second.at(OpKind::kReduceScatterBegin),
               first.at(OpKind::kReduceScatterEnd));
+  }
+}
+
+// Fully sharded schedules at W = 2 (groups of two mirrored positions), and
+// Chimera W = 1 (groups spanning both directions).
+std::vector<ScheduleParams> FullyShardedParams() {
+  std::vector<ScheduleParams> all;
+  for (const auto& [scheme, chunks] :
+       {std::pair{Scheme::kOneFOneB, 1}, std::pair{Scheme::kInterleaved, 2},
+        std::pair{Scheme::kBreadthFirst, 2}}) {
+    ScheduleParams params = Params(scheme, 2, 4);
+    params.chunks = chunks;
+    params.width = 2;
+    params.sharding = Sharding::kFull;
+    all.push_back(params);
+  }
+  ScheduleParams chimera = Params(Scheme::kChimera, 4, 4);
+  chimera.sharding = Sharding::kFull;
+  all.push_back(chimera);
+  return all;
+}
+
+// Per instruction of `w`, the model stages whose whole parameters it holds
+// or is gathering then (from an ALLGATHER_BEGIN to its RELEASE_PARAMS).
+std::vector<std::set<int>> WholeStagesHeld(const Schedule& s,
+                                           const WorkerProgram& w) {
+  std::vector<std::set<int>> held;
+  std::set<int> now;
+  for (const Instruction& inst : w.instructions) {
+    const int stage = s.topology.ModelStage({inst.chunk, inst.stage});
+    if (inst.op == OpKind::kAllGatherBegin) now.insert(stage);
+    held.push_back(now);
+    if (inst.op == OpKind::kReleaseParams) now.erase(stage);
+  }
+  return held;
+}
+
+TEST(FullyShardedScheduleTest, EveryComputeRunsOnGatheredParameters) {
+  for (const ScheduleParams& params : FullyShardedParams()) {
+    const Schedule s = MustGenerate(params);
+    for (const WorkerProgram& w : s.workers) {
+      std::map<int, bool> gathered;  // by model stage: ended, not released
+      int shard_steps = 0;
+      for (const Instruction& inst : w.instructions) {
+        const int stage = s.topology.ModelStage({inst.chunk, inst.stage});
+        if (inst.op == OpKind::kAllGatherEnd) gathered[stage] = true;
+        if (inst.op == OpKind::kReleaseParams) gathered[stage] = false;
+        if (IsCompute(inst.op)) {
+          EXPECT_TRUE(gathered[stage])
+              << SchemeName(params.scheme) << " rank " << w.rank << " "
+              << DescribeInstruction(inst);
+        }
+        if (inst.op == OpKind::kShardStep) {
+          ++shard_steps;
+          EXPECT_FALSE(gathered[stage]) << "a stale copy outlives the update";
+        }
+      }
+      EXPECT_EQ(shard_steps, static_cast<int>(w.stages.size()));
+      for (const auto& [stage, whole] : gathered) {
+        EXPECT_FALSE(whole) << SchemeName(params.scheme) << " rank " << w.rank
+                            << " keeps stage " << stage << " after the step";
+      }
+    }
+  }
+}
+
+TEST(FullyShardedScheduleTest, LoopingWorkersGatherPerRunOfOneStageAndHoldTwo) {
+  // A looping worker releases a stage exactly where its compute moves to
+  // another stage (breadth-first: once per loop; interleaved: per
+  // micro-batch group), and holds at most the stage it computes and the
+  // next one whole.
+  for (const ScheduleParams& params : FullyShardedParams()) {
+    if (!IsLooping(params.scheme)) continue;
+    const Schedule s = MustGenerate(params);
+    for (const WorkerProgram& w : s.workers) {
+      const std::vector<std::set<int>> held = WholeStagesHeld(s, w);
+      std::optional<size_t> last_compute;
+      for (size_t i = 0; i < w.instructions.size(); ++i) {
+        EXPECT_LE(held[i].size(), 2u) << "rank " << w.rank << " #" << i;
+        const Instruction& inst = w.instructions[i];
+        if (!IsCompute(inst.op)) continue;
+        if (last_compute) {
+          const Instruction& prev = w.instructions[*last_compute];
+          const int prev_stage =
+              s.topology.ModelStage({prev.chunk, prev.stage});
+          bool released = false;
+          for (size_t j = *last_compute + 1; j < i; ++j) {
+            released = released ||
+                       (w.instructions[j].op == OpKind::kReleaseParams &&
+                        s.topology.ModelStage({w.instructions[j].chunk,
+                                               w.instructions[j].stage}) ==
+                            prev_stage);
+          }
+          const bool moves =
+              s.topology.ModelStage({inst.chunk, inst.stage}) != prev_stage;
+          EXPECT_EQ(released, moves)
+              << SchemeName(params.scheme) << " rank " << w.rank << " #" << i;
+        }
+        last_compute = i;
+      }
+    }
+  }
+}
+
+TEST(FullyShardedScheduleTest, ABreadthFirstWorkerGathersEachStageOncePerLoop) {
+  // D = 2, v = 2: position p runs chunk 0's forwards, chunk 1's forwards and
+  // backwards, then chunk 0's backwards: three gathers, one of chunk 1.
+  const Schedule s = MustGenerate(FullyShardedParams()[2]);
+  for (const WorkerProgram& w : s.workers) {
+    std::map<int, int> gathers;  // by chunk
+    for (const Instruction& inst : w.instructions) {
+      if (inst.op == OpKind::kAllGatherBegin) ++gathers[inst.chunk];
+    }
+    EXPECT_EQ(gathers, (std::map<int, int>{{0, 2}, {1, 1}}))
+        << "rank " << w.rank;
+  }
+}
+
+TEST(FullyShardedScheduleTest, GroupsAcrossDirectionsGatherOncePerStepAtTheStart) {
+  // Chimera: the two members of a group hold the stage in opposite
+  // directions and run it at different times; each gathers it once, begun
+  // before any compute so that neither waits on the other's progress.
+  const Schedule s = MustGenerate(FullyShardedParams()[3]);
+  for (const WorkerProgram& w : s.workers) {
+    size_t first_compute = w.instructions.size();
+    int begins = 0;
+    for (size_t i = 0; i < w.instructions.size(); ++i) {
+      const OpKind op = w.instructions[i].op;
+      if (IsCompute(op)) first_compute = std::min(first_compute, i);
+      if (op == OpKind::kAllGatherBegin) {
+        ++begins;
+        EXPECT_LT(i, first_compute) << "rank " << w.rank;
+      }
+    }
+    EXPECT_EQ(begins, 2) << "rank " << w.rank;
   }
 }
 

@@ -154,7 +154,8 @@ TEST(ParamsFromSpecTest, ShardingIsRefusedWhereNoStageHasAGroupNamingTheField) {
     for (const auto& [name, mode] :
          {std::pair{"optimizer", Sharding::kOptimizer},
           std::pair{"gradients-and-optimizer",
-                    Sharding::kGradientsAndOptimizer}}) {
+                    Sharding::kGradientsAndOptimizer},
+          std::pair{"full", Sharding::kFull}}) {
       chimera::v1::ParallelismSpec spec = Parallelism(scheme, 2);
       if (data > 0) spec.set_data(data);
       spec.set_sharding(name);
@@ -188,7 +189,7 @@ TEST(ParamsFromSpecTest, AnUnknownShardingIsRefusedListingTheModes) {
               ::testing::ElementsAre("spec.parallelism.sharding"));
   EXPECT_THAT(errors.ToStatus().message(), HasSubstr("'zero3'"));
   EXPECT_THAT(errors.ToStatus().message(),
-              HasSubstr("none, optimizer, gradients-and-optimizer"));
+              HasSubstr("none, optimizer, gradients-and-optimizer, full"));
 }
 
 TEST(ParamsProtoTest, ShardingRoundTripsThroughAPlan) {

@@ -68,7 +68,7 @@ ScheduleParams RandomParams(Scheme scheme, std::mt19937& rng) {
       break;
   }
   // Where some stage has a group to shard over.
-  p.sharding = static_cast<Sharding>(uniform(0, 2));
+  p.sharding = static_cast<Sharding>(uniform(0, 3));
   if (!ValidateScheduleParams(p).empty()) p.sharding = Sharding::kNone;
   return p;
 }

@@ -364,6 +364,35 @@ TEST(SimulatorTest, AChimeraWorkersFirstGatherHidesBehindItsSecondShardStep) {
   }
 }
 
+TEST(SimulatorTest, AFullyShardedWorkerHidesEveryGatherButItsFirst) {
+  // Breadth-first D = 2, v = 2, W = 2, sharded full, where an all-gather
+  // takes 1/2 and each compute op at least 1: every gather but the first of
+  // a step begins an op ahead of its use; position 0's first has nothing to
+  // run behind, position 1's runs while it waits for its first activation.
+  ScheduleParams params = Params(Scheme::kBreadthFirst, 2, 2);
+  params.chunks = 2;
+  params.width = 2;
+  params.sharding = Sharding::kFull;
+  const Schedule s = MustGenerate(params);
+  CostModel costs;
+  costs.allreduce_beta = 1;
+  costs.gradient_bytes = 1;
+  const SimulationResult r = *Simulate(s, costs);
+  for (int w = 0; w < 4; ++w) {
+    std::vector<double> waits;
+    const auto& program = s.workers[w].instructions;
+    for (size_t i = 0; i < program.size(); ++i) {
+      if (program[i].op != OpKind::kAllGatherEnd) continue;
+      waits.push_back(r.workers[w].timings[i].end -
+                      r.workers[w].timings[i].start);
+    }
+    ASSERT_EQ(waits.size(), 3u) << "worker " << w;
+    EXPECT_NEAR(waits[0], w % 2 == 0 ? 0.5 : 0, 1e-9) << "worker " << w;
+    EXPECT_NEAR(waits[1], 0, 1e-9) << "worker " << w;
+    EXPECT_NEAR(waits[2], 0, 1e-9) << "worker " << w;
+  }
+}
+
 TEST(SimulatorTest, EagerSyncStartsTheAllreduceInTheBubble) {
   // Rank 0's stage 3 finishes its gradients mid-iteration: eager sync
   // starts its allreduce then, end sync only after local compute.

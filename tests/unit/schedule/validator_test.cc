@@ -405,5 +405,73 @@ TEST(ValidatorTest, GathersThatWaitOnEachOtherAreADeadlockNamingTheAllGather) {
   EXPECT_THAT(status.message(), HasSubstr("for the all-gather begin of rank"));
 }
 
+// Breadth-first, D = 2, v = 2, N = 2, W = 2, sharded full: rank 0 holds
+// model stages 0 and 2, gathered in three windows (stage 0's forwards, all
+// of stage 2's compute, stage 0's backwards); its group partner is rank 2.
+Schedule FullyShardedBreadthFirst() {
+  ScheduleParams params = Params(Scheme::kBreadthFirst, 2, 2);
+  params.chunks = 2;
+  params.width = 2;
+  params.sharding = Sharding::kFull;
+  return MustGenerate(params);
+}
+
+// The index of the `nth` (from 0) `op` on chunk `chunk` in `w`.
+size_t FindStageOp(const WorkerProgram& w, OpKind op, int chunk, int nth = 0) {
+  for (size_t i = 0; i < w.instructions.size(); ++i) {
+    if (w.instructions[i].op == op && w.instructions[i].chunk == chunk &&
+        nth-- == 0) {
+      return i;
+    }
+  }
+  ADD_FAILURE() << OpName(op) << " of chunk " << chunk;
+  return 0;
+}
+
+TEST(ValidatorTest, AFullyShardedStageIsGatheredForEveryUseAndReleasedAfter) {
+  Schedule early = FullyShardedBreadthFirst();
+  WorkerProgram& w = early.workers[0];
+  MoveBefore(w, FindStageOp(w, OpKind::kReleaseParams, 0),
+             FindStageOp(w, OpKind::kForward, 0, 1));
+  EXPECT_THAT(ValidateSchedule(early).message(),
+              HasSubstr("FORWARD chunk=0 stage=0 mb=1 computes with the stage "
+                        "while its parameters are not gathered"));
+
+  Schedule kept = FullyShardedBreadthFirst();
+  auto& program = kept.workers[0].instructions;
+  program.erase(program.begin() +
+                FindStageOp(kept.workers[0], OpKind::kReleaseParams, 0, 1));
+  EXPECT_THAT(ValidateSchedule(kept).message(),
+              HasSubstr("rank 0 ends with the parameters of model stage 0 "
+                        "gathered"));
+}
+
+TEST(ValidatorTest, AFullyShardedStageStepsItsShardOnlyOnceReleased) {
+  Schedule s = FullyShardedBreadthFirst();
+  WorkerProgram& w = s.workers[0];
+  MoveBefore(w, FindStageOp(w, OpKind::kShardStep, 1),
+             FindStageOp(w, OpKind::kReleaseParams, 1));
+  EXPECT_THAT(ValidateSchedule(s).message(),
+              HasSubstr("SHARD_STEP chunk=1 stage=0 steps its shard while a "
+                        "gathered copy of its parameters is held"));
+}
+
+TEST(ValidatorTest, AFullyShardedGroupsMembersGatherEqually) {
+  Schedule s = FullyShardedBreadthFirst();
+  auto& program = s.workers[2].instructions;
+  Instruction inst;
+  inst.chunk = 0;
+  inst.stage = 0;
+  for (OpKind op : {OpKind::kReleaseParams, OpKind::kAllGatherEnd,
+                    OpKind::kAllGatherBegin}) {
+    inst.op = op;
+    program.insert(program.begin(), inst);
+  }
+  EXPECT_THAT(ValidateSchedule(s).message(),
+              HasSubstr("rank 2 gathers 3 time(s) and reduce-scatters a shard "
+                        "of model stage 0 (chunk 0 stage 0), but rank 0 "
+                        "gathers 2 time(s)"));
+}
+
 }  // namespace
 }  // namespace chimera::schedule

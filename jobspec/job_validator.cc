@@ -602,12 +602,6 @@ void CheckParallelism(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
   schedule::SpecParams fixed;
   errors->Append(
       schedule::ScheduleParamsFromSpec(parallelism, spec.training(), &fixed));
-  if (fixed.params.sharding == schedule::Sharding::kFull) {
-    errors->Add("spec.parallelism.sharding",
-                "full: the workers do not run it yet (chimera schedule "
-                "--sharding full draws and simulates it); use "
-                "gradients-and-optimizer");
-  }
   const int num_layers = spec.model().num_layers();
   const int chunks = schedule::ChunksPerWorker(fixed.params);
   // In 64 bits: both factors are the spec's, of any size.

@@ -1,8 +1,8 @@
 #include "planner/plan_evaluator.h"
 
 #include <algorithm>
-#include <map>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +11,7 @@
 #include "planner/model_profile.h"
 #include "planner/stage_partition.h"
 #include "schedule/generator.h"
+#include "schedule/parameter_residency.h"
 #include "schedule/params_proto.h"
 #include "schedule/simulator.h"
 
@@ -109,7 +110,8 @@ std::vector<double> StageAllreduceSeconds(
                                  candidate.micro_batch_size *
                                  context.job.spec().model().seq_length();
   const bool reduce_scatter =
-      candidate.params.sharding == schedule::Sharding::kGradientsAndOptimizer;
+      candidate.params.sharding == schedule::Sharding::kGradientsAndOptimizer ||
+      candidate.params.sharding == schedule::Sharding::kFull;
   std::vector<double> seconds;
   for (size_t s = 0; s < groups.size(); ++s) {
     double bytes = static_cast<double>(inputs.stages[s].parameter_bytes);
@@ -195,10 +197,33 @@ int64_t MostGradientBytesHeld(const schedule::WorkerProgram& worker,
   return most;
 }
 
+// Sharding full: the most bytes of whole parameters `worker` holds at once,
+// from each ALLGATHER_BEGIN of a stage it releases to that RELEASE_PARAMS
+// (sharded_optimizer.h); it keeps the shards besides.
+int64_t MostParameterBytesGathered(const schedule::WorkerProgram& worker,
+                                   const schedule::Topology& topology,
+                                   const std::vector<StageProfile>& stages) {
+  const std::set<int> released =
+      schedule::FullyShardedStages(topology, worker.instructions);
+  int64_t now = 0, most = 0;
+  for (const schedule::Instruction& inst : worker.instructions) {
+    const int model_stage = topology.ModelStage({inst.chunk, inst.stage});
+    if (released.count(model_stage) == 0) continue;
+    if (inst.op == schedule::OpKind::kAllGatherBegin) {
+      now += stages[model_stage].parameter_bytes;
+      most = std::max(most, now);
+    } else if (inst.op == schedule::OpKind::kReleaseParams) {
+      now -= stages[model_stage].parameter_bytes;
+    }
+  }
+  return most;
+}
+
 // A worker's memory: weights, gradients and optimizer state of every stage
 // replica it holds, plus its peak of stashed micro-batches at the largest
-// stash any of its stages needs per micro-batch. The gradients held at the
-// activations' peak are bounded by the most held at any time.
+// stash any of its stages needs per micro-batch. The gradients held, and
+// under sharding full the parameters gathered, at the activations' peak are
+// bounded by the most held at any time.
 ReplicaUsage MeasureReplica(const PlanningContext& context,
                             const schedule::ScheduleParams& params,
                             const SimulationInputs& inputs,
@@ -222,7 +247,10 @@ ReplicaUsage MeasureReplica(const PlanningContext& context,
                               ? 1
                               : inputs.group_sizes[model_stage];
       update += stage.optimizer_seconds / sharers;
-      state += (1 + optimizer_factor / sharers) * stage.parameter_bytes;
+      const int weight_sharers =
+          params.sharding == schedule::Sharding::kFull ? sharers : 1;
+      state += (1.0 / weight_sharers + optimizer_factor / sharers) *
+               stage.parameter_bytes;
       per_micro_batch =
           std::max(per_micro_batch, params.recompute ? stage.boundary_bytes
                                                      : stage.activation_bytes);
@@ -231,6 +259,7 @@ ReplicaUsage MeasureReplica(const PlanningContext& context,
     const int64_t peak =
         static_cast<int64_t>(state) +
         MostGradientBytesHeld(worker, topology, stages) +
+        MostParameterBytesGathered(worker, topology, stages) +
         result.workers[rank].peak_activations * per_micro_batch +
         (params.recompute ? working_set : 0);
     usage.peak_max = rank == 0 ? peak : std::max(usage.peak_max, peak);

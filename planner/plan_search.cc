@@ -235,6 +235,8 @@ class Search {
       candidate.params.recompute = recompute;
       std::optional<std::pair<Candidate, Evaluation>> kept;
       for (schedule::Sharding sharding : ShardingChoices(candidate.params)) {
+        // Sharding full only where nothing lighter fits (ShardingChoices).
+        if (sharding == schedule::Sharding::kFull && kept) break;
         candidate.params.sharding = sharding;
         ASSIGN_OR_RETURN(Evaluation evaluation, Assess(candidate));
         if (evaluation.fits &&
@@ -252,11 +254,14 @@ class Search {
 
   // The job's sharding; where it leaves it open, none and then, where the
   // candidate's stages have groups to shard over, the optimizer's state and
-  // the gradients' sum. Sharded, a plan needs less memory and steps 1/G of
-  // each stage, but gathers the weights after: which is faster depends on
-  // the update's cost and the link. `optimizer` is not tried: it saves the
-  // same memory and moves more bytes (an allreduce where the other
-  // reduce-scatters).
+  // the gradients' sum, and last the parameters too. Sharded, a plan needs
+  // less memory and steps 1/G of each stage, but gathers the weights after:
+  // which is faster depends on the update's cost and the link. `optimizer`
+  // is not tried: it saves the same memory and moves more bytes (an
+  // allreduce where the other reduce-scatters). `full` is tried only where
+  // neither of the others fits: it gathers a stage's weights before every
+  // run of uses, and saves memory at the peak only where a worker holds
+  // more stages than the two it keeps whole at once (looping schedules).
   std::vector<schedule::Sharding> ShardingChoices(ScheduleParams params) const {
     if (!job_.spec().parallelism().sharding().empty()) {
       return {params.sharding};
@@ -265,7 +270,8 @@ class Search {
     if (!schedule::ValidateScheduleParams(params).empty()) {
       return {schedule::Sharding::kNone};
     }
-    return {schedule::Sharding::kNone, params.sharding};
+    return {schedule::Sharding::kNone, params.sharding,
+            schedule::Sharding::kFull};
   }
 
   // Whether sharding `sharded` pays: a predicted gain the cost model can

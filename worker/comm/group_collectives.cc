@@ -15,7 +15,10 @@ struct QueuedCollective {
   bool done ABSL_GUARDED_BY(mu) = false;
   absl::Status status ABSL_GUARDED_BY(mu);
 
+  // Drops the tensor first: once the waiter sees `done`, the collective
+  // holds no memory of the caller's (which the caller may then count freed).
   void Complete(absl::Status result) {
+    tensor.reset();
     absl::MutexLock lock(&mu);
     status = std::move(result);
     done = true;

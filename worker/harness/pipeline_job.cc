@@ -89,6 +89,7 @@ absl::Status RunRank(const PipelineJob& job, int rank, Communicator* comm,
     RETURN_IF_ERROR(WriteStepMetrics(metrics_path, steps));
   }
   if (record_path.empty()) return absl::OkStatus();
+  RETURN_IF_ERROR(executor->GatherReleasedParameters());
   return WriteTrainingRecord(record_path, executor->NamedParameters(), losses);
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <map>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -294,6 +295,10 @@ CheckpointDir::Parameters(int64_t step, int64_t num_layers) const {
   std::vector<std::pair<std::string, at::Tensor>> parameters;
   // A tied embedding's weight is in the first and the last stage's files.
   std::set<std::string> seen;
+  // Parameters saved in pieces (sharding full), by name: shape and pieces.
+  std::map<std::string, std::pair<std::vector<int64_t>,
+                                  std::map<int64_t, at::Tensor>>>
+      pieced;
   for (const StageFile& file : StageFiles(step)) {
     ASSIGN_OR_RETURN(const TensorDict dict, ReadDict(step_dir, file.name));
     for (NamedTensor& parameter : ParametersOf(dict)) {
@@ -301,6 +306,20 @@ CheckpointDir::Parameters(int64_t step, int64_t num_layers) const {
         parameters.push_back(std::move(parameter));
       }
     }
+    const std::string described = step_dir.Describe(file.name);
+    ASSIGN_OR_RETURN(std::vector<ParameterPiece> pieces,
+                     ParameterPiecesOf(dict, described));
+    for (ParameterPiece& piece : pieces) {
+      auto& [shape, by_offset] = pieced[piece.name];
+      shape = piece.shape;
+      by_offset[piece.offset] = std::move(piece.values);
+    }
+  }
+  for (const auto& [name, joined] : pieced) {
+    ASSIGN_OR_RETURN(at::Tensor values,
+                     JoinPieces(joined.second, joined.first,
+                                absl::StrCat("parameter ", name, "'s values")));
+    parameters.emplace_back(name, std::move(values));
   }
   return parameters;
 }

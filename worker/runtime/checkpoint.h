@@ -154,8 +154,9 @@ class CheckpointDir {
   absl::Status Load(ProgramExecutor& executor, int64_t step) const;
 
   // Every parameter of the whole model at checkpoint `step`, by name, in
-  // the order of the blocks (no optimizer state), each once (a tied
-  // embedding's weight is in two stages' files): what an export writes.
+  // the order of the blocks, those saved in pieces (sharding full) last (no
+  // optimizer state), each once (a tied embedding's weight is in two
+  // stages' files): what an export writes.
   // FAILED_PRECONDITION when the step is not complete for `num_layers`
   // blocks; INVALID_ARGUMENT naming the file when one is unreadable.
   absl::StatusOr<std::vector<std::pair<std::string, at::Tensor>>> Parameters(

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -317,7 +318,7 @@ absl::Status ProgramExecutor::Build() {
     const bool sharded = spec_.sharding != schedule::Sharding::kNone &&
                          group != group_members_.end();
     const bool scattered =
-        sharded && spec_.sharding == schedule::Sharding::kGradientsAndOptimizer;
+        sharded && spec_.sharding != schedule::Sharding::kOptimizer;
     gradient_buckets_.emplace(
         model_stage,
         GradientBucket(bucketed, scattered ? GradientBucket::Lifetime::kStep
@@ -329,7 +330,10 @@ absl::Status ProgramExecutor::Build() {
     }
     sharded_optimizers_[model_stage] = std::make_unique<ShardedOptimizer>(
         spec_.optimizer, FlattenParameters(bucketed), group->second, *comm_,
-        GradientGroupName(model_stage));
+        GradientGroupName(model_stage),
+        spec_.sharding == schedule::Sharding::kFull
+            ? ShardedOptimizer::Residency::kShardBetweenUses
+            : ShardedOptimizer::Residency::kWhole);
     optimizers_[model_stage] = std::make_unique<Optimizer>(
         spec_.optimizer,
         split_tie ? std::vector<at::Tensor>{tied} : std::vector<at::Tensor>{});
@@ -372,7 +376,8 @@ absl::Status ProgramExecutor::CheckProgram() {
     }
     const std::optional<schedule::Collective> collective =
         schedule::CollectiveOf(inst.op);
-    const bool shards = inst.op == OpKind::kShardStep ||
+    const bool releases = inst.op == OpKind::kReleaseParams;
+    const bool shards = inst.op == OpKind::kShardStep || releases ||
                         collective == schedule::Collective::kReduceScatter ||
                         collective == schedule::Collective::kAllGather;
     const int model_stage = ModelStageOf(inst);
@@ -380,6 +385,12 @@ absl::Status ProgramExecutor::CheckProgram() {
       return invalid(
           absl::StrCat("this rank does not shard the stage (sharding: ",
                        schedule::ShardingName(spec_.sharding), ")"));
+    }
+    if (releases && sharded_optimizers_.at(model_stage)->residency() !=
+                        ShardedOptimizer::Residency::kShardBetweenUses) {
+      return invalid(absl::StrCat(
+          "only sharding full releases parameters (sharding: ",
+          schedule::ShardingName(spec_.sharding), ")"));
     }
     if (inst.op == OpKind::kShardStep) shard_steps.insert(model_stage);
     if (shards || collective) continue;
@@ -484,12 +495,15 @@ absl::StatusOr<StagePart> ProgramExecutor::ExportPart(int model_stage) const {
   }
   const ShardedLayout layout =
       LayOut(parameters, SplitTiedWeight(*stages_.at(model_stage)));
-  const OptimizerState shard = sharded->second->state();
+  const ShardedOptimizer& optimizer = *sharded->second;
+  const OptimizerState shard = optimizer.state();
+  const bool shard_only =
+      optimizer.residency() == ShardedOptimizer::Residency::kShardBetweenUses;
   StagePart part;
   part.part = group_members_.at(model_stage);
   part.optimizer_steps = shard.steps;
   for (const ShardPiece& piece :
-       PiecesOfShard(layout.numels, sharded->second->shard())) {
+       PiecesOfShard(layout.numels, optimizer.shard())) {
     const auto& [name, parameter] = parameters[layout.flat[piece.tensor]];
     const bool whole = piece.size == parameter.numel();
     const std::vector<int64_t> shape = parameter.sizes().vec();
@@ -501,14 +515,23 @@ absl::StatusOr<StagePart> ProgramExecutor::ExportPart(int model_stage) const {
     part.moments.push_back(
         {name, whole ? std::nullopt : std::optional<int64_t>(piece.offset),
          cut(shard.first_moments[0]), cut(shard.second_moments[0])});
+    if (!shard_only) continue;
+    // The parameters themselves may be released: the shard's own copy.
+    const at::Tensor values = cut(optimizer.shard_parameters());
+    if (whole) {
+      part.parameters.emplace_back(name, values);
+    } else {
+      part.parameter_pieces.push_back({name, piece.offset, shape, values});
+    }
   }
   if (part.part.member != 0) return part;
   if (layout.tied) {
     const OptimizerState state = optimizers_.at(model_stage)->state();
     part.moments.push_back({parameters[*layout.tied].first, std::nullopt,
                             state.first_moments[0], state.second_moments[0]});
+    if (shard_only) part.parameters.push_back(parameters[*layout.tied]);
   }
-  part.parameters = std::move(parameters);
+  if (!shard_only) part.parameters = std::move(parameters);
   return part;
 }
 
@@ -538,8 +561,15 @@ absl::Status ProgramExecutor::ImportStage(int model_stage,
                                state.optimizer.first_moments, "first"));
   RETURN_IF_ERROR(CheckMoments(model_stage, current,
                                state.optimizer.second_moments, "second"));
+  const auto sharded = sharded_optimizers_.find(model_stage);
+  if (sharded != sharded_optimizers_.end() && sharded->second->released()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "model stage ", model_stage,
+        " keeps only its shard of the parameters between steps (sharding "
+        "full) once it has run a step; import before the first"));
+  }
   // The optimizers check their part before anything is overwritten.
-  if (sharded_optimizers_.count(model_stage) != 0) {
+  if (sharded != sharded_optimizers_.end()) {
     RETURN_IF_ERROR(
         RestoreShardedOptimizer(model_stage, current, state.optimizer));
   } else {
@@ -548,6 +578,9 @@ absl::Status ProgramExecutor::ImportStage(int model_stage,
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < current.size(); ++i) {
     current[i].second.copy_(state.parameters[i].second);
+  }
+  if (sharded != sharded_optimizers_.end()) {
+    sharded->second->TakeShardFromParameters();
   }
   return absl::OkStatus();
 }
@@ -593,8 +626,14 @@ void ProgramExecutor::WaitForPendingRead() {
 }
 
 absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
+  // Until the first step a fully sharded stage is whole (built, or imported
+  // into); every program starts it released.
+  for (const auto& [model_stage, sharded] : sharded_optimizers_) {
+    sharded->Release();
+  }
   memory_.ResetPeak();
   peak_gradient_bytes_ = HeldGradientBytes();
+  peak_gathered_bytes_ = 0;
   loss_sum_.reset();
   stash_.ResetPeak();
   StepMetrics metrics;
@@ -677,6 +716,18 @@ void ProgramExecutor::AccountStateMemory(StepMetrics& metrics) const {
   for (const auto& [name, parameter] : NamedParameters()) {
     metrics.weights_bytes += static_cast<int64_t>(parameter.nbytes());
   }
+  // A fully sharded stage holds its shard, and its whole parameters only
+  // while gathered: the most of those held at once in the step.
+  for (const auto& [model_stage, sharded] : sharded_optimizers_) {
+    if (sharded->residency() !=
+        ShardedOptimizer::Residency::kShardBetweenUses) {
+      continue;
+    }
+    metrics.weights_bytes +=
+        static_cast<int64_t>(sharded->shard_parameters().nbytes()) -
+        sharded->parameter_bytes();
+  }
+  metrics.weights_bytes += peak_gathered_bytes_;
   metrics.gradients_bytes = peak_gradient_bytes_;
   if (tied_sync_ != nullptr) {
     metrics.gradients_bytes += tied_sync_->gradient_bytes();
@@ -727,6 +778,9 @@ absl::Status ProgramExecutor::Execute(const Instruction& inst, int64_t step,
       return BeginGather(inst);
     case OpKind::kAllGatherEnd:
       return EndGather(inst, metrics);
+    case OpKind::kReleaseParams:
+      sharded_optimizers_.at(ModelStageOf(inst))->Release();
+      return absl::OkStatus();
     case OpKind::kOptimizerStep:
       if (tied_sync_ != nullptr) {
         const auto wait_start = std::chrono::steady_clock::now();
@@ -1026,6 +1080,31 @@ absl::Status ProgramExecutor::BeginGather(const Instruction& inst) {
   }
   ASSIGN_OR_RETURN(gathers_[model_stage],
                    sharded_optimizers_.at(model_stage)->StartGather());
+  peak_gathered_bytes_ = std::max(peak_gathered_bytes_, GatheredBytes());
+  return absl::OkStatus();
+}
+
+int64_t ProgramExecutor::GatheredBytes() const {
+  int64_t bytes = 0;
+  for (const auto& [model_stage, sharded] : sharded_optimizers_) {
+    if (sharded->residency() ==
+            ShardedOptimizer::Residency::kShardBetweenUses &&
+        !sharded->released()) {
+      bytes += sharded->parameter_bytes();
+    }
+  }
+  return bytes;
+}
+
+absl::Status ProgramExecutor::GatherReleasedParameters() {
+  std::vector<std::unique_ptr<PendingOp>> gathers;
+  for (const auto& [model_stage, sharded] : sharded_optimizers_) {
+    if (!sharded->released()) continue;
+    ASSIGN_OR_RETURN(gathers.emplace_back(), sharded->StartGather());
+  }
+  for (const std::unique_ptr<PendingOp>& gather : gathers) {
+    RETURN_IF_ERROR(gather->Wait(spec_.timeouts.collective));
+  }
   return absl::OkStatus();
 }
 

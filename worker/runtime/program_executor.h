@@ -52,6 +52,9 @@
 //   ranks is sharded (ShardedOptimizer): SHARD_STEP steps the rank's shard
 //   of it, ALLGATHER_BEGIN / END gather the others' updated shards. Only
 //   such a stage may have these ops, and it must have its SHARD_STEP.
+//   Under sharding full the rank keeps its shard apart: each step starts
+//   with the stage's parameters released, a gather brings them whole before
+//   a use and RELEASE_PARAMS frees them again.
 //   Where its gradients are reduce-scattered, its gradient bucket is held
 //   from its first weight gradient of the step until its SHARD_STEP only
 //   (GradientBucket::Lifetime::kStep).
@@ -125,15 +128,28 @@ struct MomentPiece {
   at::Tensor second;
 };
 
+// A piece of a parameter's values: elements [offset, offset + n) of the
+// flattened parameter of `shape`.
+struct ParameterPiece {
+  std::string name;
+  int64_t offset = 0;
+  std::vector<int64_t> shape;
+  at::Tensor values;  // 1-D
+};
+
 // What one rank saves of a model stage in a checkpoint. Without sharding,
 // the whole state (part {0, 1}). Where the stage's optimizer state is
 // sharded over its gradient group (spec.sharding), member i's part: the
 // moments of its shard (ShardOf), and with member 0's part the parameters,
 // which every member holds whole, and the moments of what is stepped whole
-// (a tied embedding's copy). The tensors are the live ones, not copies.
+// (a tied embedding's copy). Under sharding full no member holds the
+// parameters whole between steps: each part holds its shard of them, as
+// whole parameters where the shard covers one and pieces where it cuts one.
+// The tensors are the live ones, not copies.
 struct StagePart {
   GroupMember part;
   std::vector<NamedTensor> parameters;
+  std::vector<ParameterPiece> parameter_pieces;
   int64_t optimizer_steps = 0;
   std::vector<MomentPiece> moments;
 };
@@ -163,8 +179,14 @@ class ProgramExecutor {
   absl::StatusOr<StepMetrics> RunStep(int64_t step);
 
   // Every parameter this worker holds, by its name in the whole model
-  // ("layer3.qkv_weight"), in model-stage order.
+  // ("layer3.qkv_weight"), in model-stage order. Under sharding full a
+  // stage's parameters hold no memory between steps once it has run one:
+  // read them only after GatherReleasedParameters.
   std::vector<std::pair<std::string, at::Tensor>> NamedParameters() const;
+  // Sharding full: gathers every released stage's parameters whole again,
+  // between steps. A collective of each stage's group: every member calls
+  // it at the same point. The communicator's error when a gather fails.
+  absl::Status GatherReleasedParameters();
 
   // The model stages this worker holds a replica of, ascending.
   std::vector<int> model_stages() const;
@@ -265,8 +287,11 @@ class ProgramExecutor {
   absl::Status BeginGradientSum(const schedule::Instruction& inst);
   absl::Status EndGradientSum(const schedule::Instruction& inst,
                               StepMetrics& metrics);
-  // The all-gather of a sharded stage's updated shards.
+  // The all-gather of a sharded stage's updated shards (sharding full: of
+  // its parameters before a use).
   absl::Status BeginGather(const schedule::Instruction& inst);
+  // Bytes of fully sharded stages' parameters gathered now.
+  int64_t GatheredBytes() const;
   absl::Status EndGather(const schedule::Instruction& inst,
                          StepMetrics& metrics);
   absl::Status FinishStep();
@@ -300,8 +325,10 @@ class ProgramExecutor {
   // Each model stage's gradients as one buffer, by model stage: what its
   // sum sums in place.
   std::map<int, GradientBucket> gradient_buckets_;
-  // The most bytes of gradient buckets held at once in this step.
+  // The most bytes of gradient buckets held at once in this step, and of
+  // fully sharded stages' parameters gathered at once.
   int64_t peak_gradient_bytes_ = 0;
+  int64_t peak_gathered_bytes_ = 0;
   // Where this rank holds the first model stage: the token embedding rows
   // this step's forwards used (NoRowsUsed), so that its allreduce sums only
   // those; undefined elsewhere.

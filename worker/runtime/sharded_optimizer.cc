@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/core/StorageImpl.h>
 
 #include <algorithm>
 #include <utility>
@@ -11,9 +12,26 @@
 namespace chimera::worker {
 namespace {
 
-// The shard of `flat` as a tensor of its own: what the Optimizer steps.
+// The shard of `flat`, a view of it.
 at::Tensor ShardOfFlat(const at::Tensor& flat, ShardRange shard) {
   return flat.narrow(0, shard.begin, shard.size());
+}
+
+// Frees the memory under `tensor` and every view of it, keeping the storage
+// object they share, so that AllocateStorage can put memory under them all
+// again.
+void FreeStorage(const at::Tensor& tensor) {
+  c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(c10::DataPtr(nullptr, tensor.device()));
+  storage->set_nbytes(0);
+}
+
+// Gives `tensor`'s storage, freed by FreeStorage, `bytes` of new memory from
+// its allocator (the tracking one, where installed), its contents undefined.
+void AllocateStorage(const at::Tensor& tensor, int64_t bytes) {
+  c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
+  storage->set_nbytes(bytes);
 }
 
 }  // namespace
@@ -35,10 +53,15 @@ std::vector<ShardPiece> PiecesOfShard(const std::vector<int64_t>& numels,
 
 ShardedOptimizer::ShardedOptimizer(const OptimizerConfig& config,
                                    at::Tensor parameters, GroupMember who,
-                                   Communicator& comm, std::string group)
+                                   Communicator& comm, std::string group,
+                                   Residency residency)
     : parameters_(std::move(parameters)),
       shard_(ShardOf(parameters_.numel(), who.member, who.members)),
-      shard_parameters_(ShardOfFlat(parameters_, shard_)),
+      residency_(residency),
+      parameter_bytes_(static_cast<int64_t>(parameters_.storage().nbytes())),
+      shard_parameters_(residency == Residency::kWhole
+                            ? ShardOfFlat(parameters_, shard_)
+                            : ShardOfFlat(parameters_, shard_).clone()),
       shard_optimizer_(config, {shard_parameters_}),
       comm_(comm),
       group_(std::move(group)) {}
@@ -52,7 +75,25 @@ void ShardedOptimizer::Step(const at::Tensor& gradients) {
 }
 
 absl::StatusOr<std::unique_ptr<PendingOp>> ShardedOptimizer::StartGather() {
+  if (residency_ == Residency::kShardBetweenUses) {
+    if (released_) AllocateStorage(parameters_, parameter_bytes_);
+    released_ = false;
+    at::NoGradGuard no_grad;
+    ShardOfFlat(parameters_, shard_).copy_(shard_parameters_);
+  }
   return comm_.AllGather(parameters_, group_);
+}
+
+void ShardedOptimizer::Release() {
+  if (residency_ != Residency::kShardBetweenUses || released_) return;
+  FreeStorage(parameters_);
+  released_ = true;
+}
+
+void ShardedOptimizer::TakeShardFromParameters() {
+  if (residency_ != Residency::kShardBetweenUses) return;
+  at::NoGradGuard no_grad;
+  shard_parameters_.copy_(ShardOfFlat(parameters_, shard_));
 }
 
 }  // namespace chimera::worker

@@ -21,6 +21,13 @@
 // bucket, and member i of G owns elements [i·n/G, (i+1)·n/G) (ShardOf, the
 // layout of the communicator's sharded collectives). The gather is the
 // group's AllGather of the buffer.
+//
+// Sharding full (Residency::kShardBetweenUses) keeps the member's shard in a
+// tensor of its own, which the optimizer steps, so that Release can free the
+// flat buffer's memory between uses; a gather allocates it again and fills
+// it. The parameters stay the same tensors throughout (autograd's saved
+// references to them included): only the memory under them comes and goes,
+// and nothing may read them while released.
 #ifndef CHIMERA_WORKER_RUNTIME_SHARDED_OPTIMIZER_H_
 #define CHIMERA_WORKER_RUNTIME_SHARDED_OPTIMIZER_H_
 
@@ -56,10 +63,15 @@ std::vector<ShardPiece> PiecesOfShard(const std::vector<int64_t>& numels,
 
 class ShardedOptimizer {
  public:
+  // Whether the parameters are whole between steps (sharding optimizer and
+  // gradients-and-optimizer) or only the shard is (full).
+  enum class Residency { kWhole, kShardBetweenUses };
+
   // `parameters` from FlattenParameters; `group` names the gradient group
   // (with this rank as `who`) in `comm`, which must outlive the optimizer.
   ShardedOptimizer(const OptimizerConfig& config, at::Tensor parameters,
-                   GroupMember who, Communicator& comm, std::string group);
+                   GroupMember who, Communicator& comm, std::string group,
+                   Residency residency = Residency::kWhole);
 
   ShardedOptimizer(const ShardedOptimizer&) = delete;
   ShardedOptimizer& operator=(const ShardedOptimizer&) = delete;
@@ -71,9 +83,25 @@ class ShardedOptimizer {
   // members' shards of the parameters are stale until a gather ends.
   void Step(const at::Tensor& gradients);
   // Starts gathering the group's updated shards into every member's
-  // parameters; the communicator's error when it cannot start. A failed
-  // gather leaves the parameters unusable.
+  // parameters (allocating their memory again if released); the
+  // communicator's error when it cannot start. A failed gather leaves the
+  // parameters unusable.
   absl::StatusOr<std::unique_ptr<PendingOp>> StartGather();
+
+  // kShardBetweenUses only. Frees the memory under the parameters, which
+  // must not be read until a gather ends; a no-op if already released.
+  void Release();
+  bool released() const { return released_; }
+  // Takes this member's shard from the parameters, which were just set
+  // whole (a checkpoint or initial weights imported); they must not be
+  // released.
+  void TakeShardFromParameters();
+  // The shard's values: a view of the parameters (kWhole) or the tensor of
+  // its own (kShardBetweenUses), live.
+  const at::Tensor& shard_parameters() const { return shard_parameters_; }
+  Residency residency() const { return residency_; }
+  // Bytes of the whole flat buffer, held between a gather and a release.
+  int64_t parameter_bytes() const { return parameter_bytes_; }
 
   // This member's shard of the state: one flat tensor per moment.
   OptimizerState state() const { return shard_optimizer_.state(); }
@@ -87,9 +115,14 @@ class ShardedOptimizer {
  private:
   at::Tensor parameters_;
   const ShardRange shard_;
-  // The shard of parameters_ the Optimizer steps; its gradient views the
-  // gradients' shard during Step only.
+  const Residency residency_;
+  // The flat buffer's memory, as allocated first.
+  const int64_t parameter_bytes_;
+  // What the Optimizer steps: the shard of parameters_, or (kShardBetweenUses)
+  // a copy of it of its own; its gradient views the gradients' shard during
+  // Step only.
   at::Tensor shard_parameters_;
+  bool released_ = false;
   Optimizer shard_optimizer_;
   Communicator& comm_;
   const std::string group_;

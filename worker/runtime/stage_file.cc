@@ -16,6 +16,8 @@ constexpr char kParameter[] = "parameter/";
 constexpr char kFirstMoment[] = "first_moment/";
 constexpr char kSecondMoment[] = "second_moment/";
 constexpr char kMomentOffset[] = "moment_offset/";
+constexpr char kParameterOffset[] = "parameter_offset/";
+constexpr char kParameterShape[] = "parameter_shape/";
 constexpr char kOptimizerSteps[] = "optimizer_steps";
 
 at::Tensor Find(const TensorDict& dict, const std::string& key) {
@@ -80,6 +82,13 @@ TensorDict ToDict(const StagePart& part) {
   for (const auto& [name, parameter] : part.parameters) {
     dict.insert(kParameter + name, parameter.cpu());
   }
+  for (const ParameterPiece& piece : part.parameter_pieces) {
+    dict.insert(kParameter + piece.name, piece.values.cpu());
+    dict.insert(kParameterOffset + piece.name,
+                at::scalar_tensor(piece.offset, at::kLong));
+    dict.insert(kParameterShape + piece.name,
+                at::tensor(piece.shape, at::kLong));
+  }
   for (const MomentPiece& moment : part.moments) {
     if (moment.first.defined()) {
       dict.insert(kFirstMoment + moment.name, moment.first.cpu());
@@ -101,11 +110,59 @@ std::vector<NamedTensor> ParametersOf(const TensorDict& dict) {
   std::vector<NamedTensor> parameters;
   for (const auto& entry : dict) {
     absl::string_view name = entry.key();
-    if (absl::ConsumePrefix(&name, kParameter)) {
+    if (absl::ConsumePrefix(&name, kParameter) &&
+        !Find(dict, kParameterOffset + std::string(name)).defined()) {
       parameters.emplace_back(std::string(name), entry.value());
     }
   }
   return parameters;
+}
+
+absl::StatusOr<std::vector<ParameterPiece>> ParameterPiecesOf(
+    const TensorDict& dict, absl::string_view file) {
+  std::vector<ParameterPiece> pieces;
+  for (const auto& entry : dict) {
+    absl::string_view name = entry.key();
+    if (!absl::ConsumePrefix(&name, kParameterOffset)) continue;
+    ParameterPiece piece;
+    piece.name = std::string(name);
+    piece.values = Find(dict, kParameter + piece.name);
+    const at::Tensor offset = entry.value();
+    const at::Tensor shape = Find(dict, kParameterShape + piece.name);
+    if (!piece.values.defined() || piece.values.dim() != 1 ||
+        offset.numel() != 1 || !shape.defined() || shape.dim() != 1 ||
+        shape.scalar_type() != at::kLong) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          file, " holds a piece of parameter ", piece.name,
+          " without 1-D values, a one-number offset and an int64 shape"));
+    }
+    piece.offset = offset.item<int64_t>();
+    const at::Tensor dims = shape.contiguous();
+    piece.shape.assign(dims.data_ptr<int64_t>(),
+                       dims.data_ptr<int64_t>() + dims.numel());
+    pieces.push_back(std::move(piece));
+  }
+  return pieces;
+}
+
+absl::StatusOr<at::Tensor> JoinPieces(
+    const std::map<int64_t, at::Tensor>& pieces, at::IntArrayRef shape,
+    absl::string_view what) {
+  int64_t numel = 1;
+  for (int64_t dim : shape) numel *= dim;
+  int64_t next = 0;
+  std::vector<at::Tensor> joined;
+  for (const auto& [first, values] : pieces) {
+    if (first != next) break;
+    joined.push_back(values);
+    next += values.numel();
+  }
+  if (joined.size() != pieces.size() || next != numel) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the pieces of ", what, " cover elements [0, ", next,
+                     ") of ", numel, ", then stop or overlap"));
+  }
+  return at::cat(joined).view(shape);
 }
 
 StageAssembly::StageAssembly(const std::vector<NamedTensor>& parameters) {
@@ -131,23 +188,24 @@ absl::Status StageAssembly::Add(const TensorDict& dict,
     optimizer_steps_ = value;
   }
   for (Entry& entry : entries_) {
-    if (const at::Tensor value = Find(dict, kParameter + entry.name);
-        value.defined()) {
-      entry.parameter = value;
-    }
-    RETURN_IF_ERROR(AddMoment(dict, kFirstMoment, entry, entry.first, file));
-    RETURN_IF_ERROR(AddMoment(dict, kSecondMoment, entry, entry.second, file));
+    RETURN_IF_ERROR(AddPiece(dict, kParameter, kParameterOffset, entry,
+                             entry.parameter, file));
+    RETURN_IF_ERROR(
+        AddPiece(dict, kFirstMoment, kMomentOffset, entry, entry.first, file));
+    RETURN_IF_ERROR(AddPiece(dict, kSecondMoment, kMomentOffset, entry,
+                             entry.second, file));
   }
   return absl::OkStatus();
 }
 
-absl::Status StageAssembly::AddMoment(const TensorDict& dict,
-                                      const std::string& key,
-                                      const Entry& entry, Moment& moment,
-                                      absl::string_view file) {
+absl::Status StageAssembly::AddPiece(const TensorDict& dict,
+                                     const std::string& key,
+                                     const std::string& offset_key,
+                                     const Entry& entry, Moment& moment,
+                                     absl::string_view file) {
   const at::Tensor values = Find(dict, key + entry.name);
   if (!values.defined()) return absl::OkStatus();
-  const at::Tensor offset = Find(dict, kMomentOffset + entry.name);
+  const at::Tensor offset = Find(dict, offset_key + entry.name);
   // A tied embedding's weight is whole in the files of both ends.
   if (!offset.defined()) {
     moment.whole = values;
@@ -169,33 +227,25 @@ absl::StatusOr<at::Tensor> StageAssembly::Join(const Entry& entry,
                                                const Moment& moment,
                                                absl::string_view what) {
   if (moment.pieces.empty()) return moment.whole;
-  int64_t next = 0;
-  std::vector<at::Tensor> pieces;
-  for (const auto& [first, values] : moment.pieces) {
-    if (first != next || moment.whole.defined()) break;
-    pieces.push_back(values);
-    next += values.numel();
+  const std::string name = absl::StrCat("parameter ", entry.name, "'s ", what);
+  if (moment.whole.defined()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a file holds ", name, " whole, another a piece of it"));
   }
-  const int64_t numel = entry.held.numel();
-  if (pieces.size() != moment.pieces.size() || next != numel) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the pieces of parameter ", entry.name, "'s ", what,
-                     " moment cover elements [0, ", next, ") of ", numel,
-                     moment.whole.defined() ? ", and a file holds it whole too"
-                                            : ", then stop or overlap"));
-  }
-  return at::cat(pieces).view(entry.held.sizes());
+  return JoinPieces(moment.pieces, entry.held.sizes(), name);
 }
 
 absl::StatusOr<StageState> StageAssembly::Finish() const {
   StageState state;
   state.optimizer.steps = optimizer_steps_.value_or(-1);
   for (const Entry& entry : entries_) {
-    state.parameters.emplace_back(entry.name, entry.parameter);
+    ASSIGN_OR_RETURN(at::Tensor values,
+                     Join(entry, entry.parameter, "values"));
+    state.parameters.emplace_back(entry.name, std::move(values));
     ASSIGN_OR_RETURN(state.optimizer.first_moments.emplace_back(),
-                     Join(entry, entry.first, "first"));
+                     Join(entry, entry.first, "first moment"));
     ASSIGN_OR_RETURN(state.optimizer.second_moments.emplace_back(),
-                     Join(entry, entry.second, "second"));
+                     Join(entry, entry.second, "second moment"));
   }
   return state;
 }

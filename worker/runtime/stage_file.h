@@ -8,7 +8,11 @@
 //   blocks-<B>-<E>.part-<I>-of-<G>.pt  its part I of G
 // Each is one torch.save dictionary (torch.load reads it too) of CPU tensors:
 //   "parameter/<name>"       every parameter, by its name in the model (the
-//                            whole stage's file, or part 0's)
+//                            whole stage's file, or part 0's), or under
+//                            sharding full the part's shard of them: whole,
+//                            or a piece of the flattened parameter, when
+//   "parameter_offset/<name>" int64 scalar: the piece's first element
+//   "parameter_shape/<name>"  int64 vector: the whole parameter's shape
 //   "first_moment/<name>"    optimizer moments, where the optimizer has them:
 //   "second_moment/<name>"   whole, shaped as the parameter, or a piece of
 //                            the flattened moments, when
@@ -62,8 +66,21 @@ std::optional<StageFileId> ParseStageFileName(absl::string_view name);
 // `part`'s entries, copied to CPU tensors.
 TensorDict ToDict(const StagePart& part);
 
-// The parameters a file's `dict` holds, by name.
+// The whole parameters a file's `dict` holds, by name.
 std::vector<NamedTensor> ParametersOf(const TensorDict& dict);
+
+// The pieces of parameters a file's `dict` holds (sharding full).
+// INVALID_ARGUMENT naming `file` and the parameter when a piece's offset or
+// shape is malformed.
+absl::StatusOr<std::vector<ParameterPiece>> ParameterPiecesOf(
+    const TensorDict& dict, absl::string_view file);
+
+// Pieces of one flattened tensor, by first element, put together in
+// `shape`; INVALID_ARGUMENT naming `what` when they do not tile it exactly
+// once.
+absl::StatusOr<at::Tensor> JoinPieces(
+    const std::map<int64_t, at::Tensor>& pieces, at::IntArrayRef shape,
+    absl::string_view what);
 
 // A held model stage's state, put together from the dictionaries of the
 // files that hold its blocks, in any partition and sharding.
@@ -94,14 +111,17 @@ class StageAssembly {
   struct Entry {
     std::string name;
     at::Tensor held;  // the held stage's parameter, for its shape
-    at::Tensor parameter;
+    Moment parameter;
     Moment first;
     Moment second;
   };
 
-  static absl::Status AddMoment(const TensorDict& dict, const std::string& key,
-                                const Entry& entry, Moment& moment,
-                                absl::string_view file);
+  // The values under `key` + the entry's name, whole or a piece at the
+  // offset under `offset_key` + the name.
+  static absl::Status AddPiece(const TensorDict& dict, const std::string& key,
+                               const std::string& offset_key,
+                               const Entry& entry, Moment& moment,
+                               absl::string_view file);
   static absl::StatusOr<at::Tensor> Join(const Entry& entry,
                                          const Moment& moment,
                                          absl::string_view what);

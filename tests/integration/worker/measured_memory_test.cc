@@ -19,7 +19,8 @@
 // drops by (1 - 1/G) of its AdamW state, two moments per weight, in gradient
 // groups of G = 2 (Chimera, W = 1) and 4 (W = 2); with the gradients
 // reduce-scattered, by its gradient buckets as well, which it holds within a
-// step only. A breadth-first worker, whose stages' backward passes follow
+// step only; with the parameters sharded too (full), by (1 - 1/G) of its
+// weights as well. A breadth-first worker, whose stages' backward passes follow
 // each other, then holds one stage's bucket at a time, and its peak drops by
 // the other's.
 #include <gtest/gtest.h>
@@ -31,6 +32,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "schedule/generator.h"
 #include "tests/support/temp_dir.h"
 #include "worker/harness/pipeline_job.h"
@@ -157,7 +162,9 @@ TEST_P(ShardedMemoryTest, TheTrainingStateOfEachWorkerDropsAsShardingSays) {
       Measure(Scheme::kChimera, width, OptimizerKind::kAdamW, mode);
   ASSERT_EQ(whole.size(), sharded.size());
   ASSERT_FALSE(whole.empty());
-  const bool scattered = mode == schedule::Sharding::kGradientsAndOptimizer;
+  const bool full = mode == schedule::Sharding::kFull;
+  const bool scattered =
+      full || mode == schedule::Sharding::kGradientsAndOptimizer;
   for (size_t rank = 0; rank < whole.size(); ++rank) {
     const StepMetrics& unsharded_step = whole[rank].back();
     const StepMetrics& sharded_step = sharded[rank].back();
@@ -166,8 +173,10 @@ TEST_P(ShardedMemoryTest, TheTrainingStateOfEachWorkerDropsAsShardingSays) {
     const double gradients =
         static_cast<double>(unsharded_step.gradients_bytes);
     ASSERT_EQ(gradients, static_cast<double>(unsharded_step.weights_bytes));
-    const double expected_drop =
-        state * (1.0 - 1.0 / members) + (scattered ? gradients : 0.0);
+    const double weights = static_cast<double>(unsharded_step.weights_bytes);
+    const double expected_drop = state * (1.0 - 1.0 / members) +
+                                 (scattered ? gradients : 0.0) +
+                                 (full ? weights * (1.0 - 1.0 / members) : 0.0);
     const double measured_drop =
         static_cast<double>(unsharded_step.memory_current_bytes -
                             sharded_step.memory_current_bytes);
@@ -178,6 +187,13 @@ TEST_P(ShardedMemoryTest, TheTrainingStateOfEachWorkerDropsAsShardingSays) {
     EXPECT_NEAR(static_cast<double>(sharded_step.optimizer_bytes),
                 state / members, 0.1 * state / members)
         << "rank " << rank;
+    if (full) {
+      // Chimera gathers both of a worker's stages for the whole step: its
+      // shards, and every weight whole at the step's peak.
+      EXPECT_NEAR(static_cast<double>(sharded_step.weights_bytes),
+                  weights / members + weights, 0.1 * weights)
+          << "rank " << rank;
+    }
   }
 }
 
@@ -186,12 +202,17 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(
         ::testing::Values(1, 2),
         ::testing::Values(schedule::Sharding::kOptimizer,
-                          schedule::Sharding::kGradientsAndOptimizer)),
+                          schedule::Sharding::kGradientsAndOptimizer,
+                          schedule::Sharding::kFull)),
     [](const ::testing::TestParamInfo<ShardedMemoryTest::ParamType>& info) {
-      const bool gradients =
-          std::get<1>(info.param) == schedule::Sharding::kGradientsAndOptimizer;
-      return "W" + std::to_string(std::get<0>(info.param)) +
-             (gradients ? "GradientsAndOptimizer" : "Optimizer");
+      std::string mode;
+      for (absl::string_view word :
+           absl::StrSplit(schedule::ShardingName(std::get<1>(info.param)),
+                          '-')) {
+        absl::StrAppend(&mode, absl::AsciiStrToUpper(word.substr(0, 1)),
+                        word.substr(1));
+      }
+      return "W" + std::to_string(std::get<0>(info.param)) + mode;
     });
 
 // Breadth-first, D = 2 with two chunks per worker, W = 2: both modes shard

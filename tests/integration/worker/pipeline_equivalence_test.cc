@@ -413,9 +413,9 @@ void AddTiedGptCases(std::vector<Case>& cases) {
 }
 
 // Sharding in groups of 2 and 4 (Chimera at W = 2), of the optimizer's state
-// (ZeRO-1) and of the gradients' sum as well (DP_PS): each member steps its
-// shard of a stage and gathers the others'. The tied case steps the
-// embedding's copies whole beside the shards.
+// (ZeRO-1), of the gradients' sum as well (DP_PS), and of the parameters too
+// (DP_FS): each member steps its shard of a stage and gathers the others'.
+// The tied case steps the embedding's copies whole beside the shards.
 void AddShardedCases(std::vector<Case>& cases) {
   struct Sharded {
     const char* name;
@@ -442,7 +442,8 @@ void AddShardedCases(std::vector<Case>& cases) {
     for (const auto& [mode, prefix] :
          {std::pair{schedule::Sharding::kOptimizer, "ShardedOptimizer"},
           std::pair{schedule::Sharding::kGradientsAndOptimizer,
-                    "ShardedGradientsAndOptimizer"}}) {
+                    "ShardedGradientsAndOptimizer"},
+          std::pair{schedule::Sharding::kFull, "ShardedFull"}}) {
       Case c;
       c.name = absl::StrCat(prefix, sharded.name);
       c.params = sharded.params;
@@ -493,6 +494,21 @@ void AddShardedResumeCases(std::vector<Case>& cases) {
                   sharded(TwoChunks(Params(Scheme::kBreadthFirst, 2, 4, 2)),
                           schedule::Sharding::kGradientsAndOptimizer),
                   Params(Scheme::kOneFOneB, 2, 8, 1), OptimizerKind::kAdamW},
+           // Sharding full saves each member's shard of the parameters too.
+           Resume{"ShardedFullOneFOneBD2N2W4AsOneFOneBD2N8",
+                  sharded(Params(Scheme::kOneFOneB, 2, 2, 4),
+                          schedule::Sharding::kFull),
+                  Params(Scheme::kOneFOneB, 2, 8, 1), OptimizerKind::kAdamW},
+           Resume{"GptTiedShardedFullChimeraD4N4W2AsShardedOneFOneBD2N4W2",
+                  sharded(Params(Scheme::kChimera, 4, 4, 2),
+                          schedule::Sharding::kFull),
+                  sharded(Params(Scheme::kOneFOneB, 2, 4, 2)),
+                  OptimizerKind::kAdamW, true},
+           Resume{"GpipeD2N8AsShardedFullBreadthFirstD2N4W2Chunks2",
+                  Params(Scheme::kGpipe, 2, 8, 1),
+                  sharded(TwoChunks(Params(Scheme::kBreadthFirst, 2, 4, 2)),
+                          schedule::Sharding::kFull),
+                  OptimizerKind::kSgd},
        }) {
     Case c;
     c.name = absl::StrCat("Resume", resume.name);

@@ -794,15 +794,5 @@ TEST_F(JobValidatorTest, InterleavedNeedsMicroBatchesMultipleOfDepth) {
   EXPECT_THAT(errors.errors()[0].message, HasSubstr("multiple of the depth 4"));
 }
 
-TEST_F(JobValidatorTest, FullShardingIsRefusedUntilTheWorkersRunIt) {
-  const std::string yaml = absl::StrReplaceAll(
-      JobWith("schedule: chimera", "schedule: chimera"),
-      {{"microBatches: 4", "microBatches: 4\n    sharding: full"}});
-  FieldErrors errors = Validate(yaml);
-  ASSERT_THAT(Paths(errors), ElementsAre("spec.parallelism.sharding"));
-  EXPECT_THAT(errors.errors()[0].message,
-              HasSubstr("the workers do not run it yet"));
-}
-
 }  // namespace
 }  // namespace chimera::jobspec

@@ -79,6 +79,38 @@ TEST(PlanEvaluatorTest, ScatteredGradientsAreChargedAsLongAsTheyAreHeld) {
       << allreduced << " allreduced, " << scattered << " scattered";
 }
 
+// Sharding full keeps each stage's shard and at most two stages whole at
+// once: a breadth-first worker of four stages in groups of four saves a
+// stage's weights at its peak over gradients-and-optimizer (4 - 4/4 - 2 = 1
+// stage); a Chimera worker, which gathers both of its stages for the whole
+// step, holds its shards on top.
+TEST(PlanEvaluatorTest, FullyShardedWeightsAreChargedAsTheProgramGathersThem) {
+  const auto job = LargeJob(16, 64, 8);
+  const auto cluster = TestCluster(2, 4);
+  const auto profile =
+      AnalyticProfile(job.spec().model(), cluster.spec().device());
+  const PlanningContext context{job, cluster.spec(), profile};
+  const auto peak = [&](Candidate candidate, schedule::Sharding sharding) {
+    candidate.params.sharding = sharding;
+    absl::StatusOr<Evaluation> evaluation =
+        EvaluateCandidate(context, candidate);
+    EXPECT_TRUE(evaluation.ok()) << evaluation.status();
+    return evaluation.ok()
+               ? evaluation->plan.prediction().peak_memory_bytes_max()
+               : 0;
+  };
+  // A stage: two blocks of 12·h² float32 weights (h = 1024) at least.
+  const int64_t stage = int64_t{2} * 12 * 1024 * 1024 * 4;
+  Candidate looping = CandidateAt(schedule::Scheme::kBreadthFirst, 4, 2, 4, 4);
+  looping.params.chunks = 4;
+  EXPECT_GE(peak(looping, schedule::Sharding::kGradientsAndOptimizer) -
+                peak(looping, schedule::Sharding::kFull),
+            stage);
+  const Candidate chimera = CandidateAt(schedule::Scheme::kChimera, 2, 4, 4, 4);
+  EXPECT_GT(peak(chimera, schedule::Sharding::kFull),
+            peak(chimera, schedule::Sharding::kGradientsAndOptimizer));
+}
+
 TEST(PlanEvaluatorTest, PredictionIsTheSimulatorsMakespanForTheSameProgram) {
   const auto job = LargeJob(8, 32, 8);
   const auto cluster = TestCluster(2, 4);
@@ -452,6 +484,44 @@ TEST(PlanSearchTest, AJobThatDoesNotFitUnshardedIsPlannedSharded) {
   EXPECT_LE(tight.prediction().peak_memory_bytes_max(), between);
   EXPECT_THAT(DescribePlan(tight),
               HasSubstr("sharding=gradients-and-optimizer"));
+}
+
+TEST(PlanSearchTest, AJobThatFitsOnlyWithItsWeightsShardedIsPlannedFull) {
+  // Breadth-first, D = 2, v = 4, W = 4: each worker holds four stages.
+  auto job = LargeJob(16, 64, 8);
+  auto* parallelism = job.mutable_spec()->mutable_parallelism();
+  parallelism->set_schedule("breadth-first");
+  parallelism->set_pipeline(2);
+  parallelism->set_data(4);
+  parallelism->set_chunks(4);
+  job.mutable_spec()->mutable_training()->set_micro_batch_size(4);
+  job.mutable_spec()->mutable_training()->set_recompute(false);
+  const auto cluster = TestCluster(2, 4);
+  const auto profile =
+      AnalyticProfile(job.spec().model(), cluster.spec().device());
+  const chimera::v1::Plan roomy =
+      Best(MustSearch(job, TestCluster(2, 4, 1.2e10, int64_t{64} << 30)));
+  absl::StatusOr<Candidate> candidate = CandidateOf(roomy);
+  ASSERT_TRUE(candidate.ok()) << candidate.status();
+  const auto peak = [&](schedule::Sharding sharding) {
+    candidate->params.sharding = sharding;
+    absl::StatusOr<Evaluation> evaluation =
+        EvaluateCandidate({job, cluster.spec(), profile}, *candidate);
+    EXPECT_TRUE(evaluation.ok()) << evaluation.status();
+    return evaluation.ok()
+               ? evaluation->plan.prediction().peak_memory_bytes_max()
+               : 0;
+  };
+  const int64_t scattered = peak(schedule::Sharding::kGradientsAndOptimizer);
+  const int64_t full = peak(schedule::Sharding::kFull);
+  ASSERT_LT(full, scattered);
+
+  const int64_t between = (full + scattered) / 2;
+  const chimera::v1::Plan tight =
+      Best(MustSearch(job, TestCluster(2, 4, 1.2e10, between)));
+  EXPECT_EQ(tight.sharding(), "full") << DescribePlan(tight);
+  EXPECT_LE(tight.prediction().peak_memory_bytes_max(), between);
+  EXPECT_THAT(DescribePlan(tight), HasSubstr("sharding=full"));
 }
 
 TEST(PlanSearchTest, AJobsShardingIsKeptAndCostsTheGatherOfTheWeights) {

@@ -94,6 +94,47 @@ TEST_F(StageAssemblyTest, ThePartsPutTheWholeStateTogether) {
   EXPECT_TRUE(at::equal(state->optimizer.second_moments[1], second_b_));
 }
 
+// Sharding full: each part holds its shard of the parameters too, here a
+// and b's first two elements, then b's last two.
+StagePart FullyShardedPart(const StagePart& part, const at::Tensor& a,
+                           const at::Tensor& b) {
+  StagePart sharded = part;
+  sharded.parameters.clear();
+  const int64_t first = part.part.member == 0 ? 0 : 2;
+  if (first == 0) sharded.parameters = {{"a", a}};
+  sharded.parameter_pieces = {{"b", first, {4}, b.narrow(0, first, 2)}};
+  return sharded;
+}
+
+TEST_F(StageAssemblyTest, PiecesOfTheParametersAreJoinedAsTheMomentsAre) {
+  StageAssembly assembly(held_);
+  const TensorDict second = ToDict(FullyShardedPart(Part(1), a_, b_));
+  ASSERT_TRUE(assembly.Add(second, "part-1").ok());
+  ASSERT_TRUE(
+      assembly.Add(ToDict(FullyShardedPart(Part(0), a_, b_)), "part-0").ok());
+  const absl::StatusOr<StageState> state = assembly.Finish();
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_TRUE(at::equal(state->parameters[0].second, a_));
+  EXPECT_TRUE(at::equal(state->parameters[1].second, b_));
+  // A checkpoint's parameters read without a model: pieces with their shape.
+  EXPECT_TRUE(ParametersOf(second).empty());
+  const absl::StatusOr<std::vector<ParameterPiece>> pieces =
+      ParameterPiecesOf(second, "part-1");
+  ASSERT_TRUE(pieces.ok()) << pieces.status();
+  ASSERT_EQ(pieces->size(), 1u);
+  EXPECT_EQ((*pieces)[0].offset, 2);
+  EXPECT_EQ((*pieces)[0].shape, std::vector<int64_t>{4});
+}
+
+TEST_F(StageAssemblyTest, AMissingPieceOfAParameterIsRefusedNamingIt) {
+  StageAssembly assembly(held_);
+  ASSERT_TRUE(
+      assembly.Add(ToDict(FullyShardedPart(Part(0), a_, b_)), "part-0").ok());
+  EXPECT_THAT(assembly.Finish().status().message(),
+              HasSubstr("the pieces of parameter b's values cover elements "
+                        "[0, 2) of 4"));
+}
+
 TEST_F(StageAssemblyTest, AMissingPartIsRefusedNamingTheParameter) {
   StageAssembly assembly(held_);
   ASSERT_TRUE(assembly.Add(ToDict(Part(0)), "part-0").ok());

@@ -49,6 +49,17 @@ Candidate CandidateAt(schedule::Scheme scheme, int width, int depth,
   return candidate;
 }
 
+// The predicted peak memory of `candidate` sharded as `sharding`; 0 (and a
+// test failure) when it cannot be evaluated.
+int64_t PredictedPeak(const PlanningContext& context, Candidate candidate,
+                      schedule::Sharding sharding) {
+  candidate.params.sharding = sharding;
+  absl::StatusOr<Evaluation> evaluation = EvaluateCandidate(context, candidate);
+  EXPECT_TRUE(evaluation.ok()) << evaluation.status();
+  return evaluation.ok() ? evaluation->plan.prediction().peak_memory_bytes_max()
+                         : 0;
+}
+
 // Breadth-first with two chunks per worker: with its gradients
 // reduce-scattered a worker holds one stage's at a time (the generator ends
 // the first stage's sum before the second's backward), and its predicted
@@ -62,17 +73,10 @@ TEST(PlanEvaluatorTest, ScatteredGradientsAreChargedAsLongAsTheyAreHeld) {
   Candidate candidate =
       CandidateAt(schedule::Scheme::kBreadthFirst, 2, 2, 4, 4);
   candidate.params.chunks = 2;
-  const auto peak = [&](schedule::Sharding sharding) {
-    candidate.params.sharding = sharding;
-    absl::StatusOr<Evaluation> evaluation =
-        EvaluateCandidate(context, candidate);
-    EXPECT_TRUE(evaluation.ok()) << evaluation.status();
-    return evaluation.ok()
-               ? evaluation->plan.prediction().peak_memory_bytes_max()
-               : 0;
-  };
-  const int64_t allreduced = peak(schedule::Sharding::kOptimizer);
-  const int64_t scattered = peak(schedule::Sharding::kGradientsAndOptimizer);
+  const int64_t allreduced =
+      PredictedPeak(context, candidate, schedule::Sharding::kOptimizer);
+  const int64_t scattered = PredictedPeak(
+      context, candidate, schedule::Sharding::kGradientsAndOptimizer);
   // The other stage: two blocks of 12·h² float32 weights (h = 1024) at
   // least.
   EXPECT_GE(allreduced - scattered, int64_t{2} * 12 * 1024 * 1024 * 4)
@@ -90,25 +94,18 @@ TEST(PlanEvaluatorTest, FullyShardedWeightsAreChargedAsTheProgramGathersThem) {
   const auto profile =
       AnalyticProfile(job.spec().model(), cluster.spec().device());
   const PlanningContext context{job, cluster.spec(), profile};
-  const auto peak = [&](Candidate candidate, schedule::Sharding sharding) {
-    candidate.params.sharding = sharding;
-    absl::StatusOr<Evaluation> evaluation =
-        EvaluateCandidate(context, candidate);
-    EXPECT_TRUE(evaluation.ok()) << evaluation.status();
-    return evaluation.ok()
-               ? evaluation->plan.prediction().peak_memory_bytes_max()
-               : 0;
-  };
   // A stage: two blocks of 12·h² float32 weights (h = 1024) at least.
   const int64_t stage = int64_t{2} * 12 * 1024 * 1024 * 4;
   Candidate looping = CandidateAt(schedule::Scheme::kBreadthFirst, 4, 2, 4, 4);
   looping.params.chunks = 4;
-  EXPECT_GE(peak(looping, schedule::Sharding::kGradientsAndOptimizer) -
-                peak(looping, schedule::Sharding::kFull),
+  EXPECT_GE(PredictedPeak(context, looping,
+                          schedule::Sharding::kGradientsAndOptimizer) -
+                PredictedPeak(context, looping, schedule::Sharding::kFull),
             stage);
   const Candidate chimera = CandidateAt(schedule::Scheme::kChimera, 2, 4, 4, 4);
-  EXPECT_GT(peak(chimera, schedule::Sharding::kFull),
-            peak(chimera, schedule::Sharding::kGradientsAndOptimizer));
+  EXPECT_GT(PredictedPeak(context, chimera, schedule::Sharding::kFull),
+            PredictedPeak(context, chimera,
+                          schedule::Sharding::kGradientsAndOptimizer));
 }
 
 TEST(PlanEvaluatorTest, PredictionIsTheSimulatorsMakespanForTheSameProgram) {
@@ -503,17 +500,11 @@ TEST(PlanSearchTest, AJobThatFitsOnlyWithItsWeightsShardedIsPlannedFull) {
       Best(MustSearch(job, TestCluster(2, 4, 1.2e10, int64_t{64} << 30)));
   absl::StatusOr<Candidate> candidate = CandidateOf(roomy);
   ASSERT_TRUE(candidate.ok()) << candidate.status();
-  const auto peak = [&](schedule::Sharding sharding) {
-    candidate->params.sharding = sharding;
-    absl::StatusOr<Evaluation> evaluation =
-        EvaluateCandidate({job, cluster.spec(), profile}, *candidate);
-    EXPECT_TRUE(evaluation.ok()) << evaluation.status();
-    return evaluation.ok()
-               ? evaluation->plan.prediction().peak_memory_bytes_max()
-               : 0;
-  };
-  const int64_t scattered = peak(schedule::Sharding::kGradientsAndOptimizer);
-  const int64_t full = peak(schedule::Sharding::kFull);
+  const PlanningContext context{job, cluster.spec(), profile};
+  const int64_t scattered = PredictedPeak(
+      context, *candidate, schedule::Sharding::kGradientsAndOptimizer);
+  const int64_t full =
+      PredictedPeak(context, *candidate, schedule::Sharding::kFull);
   ASSERT_LT(full, scattered);
 
   const int64_t between = (full + scattered) / 2;

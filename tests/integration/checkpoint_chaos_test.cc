@@ -572,7 +572,7 @@ TEST_F(CheckpointChaosTest,
 }
 
 // One rank of an elastic job that replaces stragglers is slowed down (its
-// task stopped 3/4 of the time): it is found straggling within 10 steps,
+// task stopped 7/8 of the time): it is found straggling within 15 steps,
 // and the job goes on without its worker, ending with the weights of an
 // uninterrupted run.
 TEST_F(CheckpointChaosTest,
@@ -598,12 +598,15 @@ TEST_F(CheckpointChaosTest,
   const absl::StatusOr<chimera::v1::Job> before = client_->Get(job->id());
   ASSERT_TRUE(before.ok()) << before.status();
   const int slow_from = before->status().completed_steps();
-  // Stopped 3/4 of the time: its ops take about 4x as long. The cycle is
-  // short against an op (a few ms each on a fast BLAS core): with 40 ms
-  // cycles, ops that fell in a running window ran at full speed, and steps
-  // slowed so unevenly that five slow ones in a row took up to 30 steps.
+  // Stopped 7/8 of the time: its ops take about 8x as long, far above the
+  // 1.5x that makes a straggler even where the tests running beside this
+  // one slow its peers down too (at 3/4, 4x, a step of a loaded host now
+  // and then fell under it and broke the streak). The cycle is short
+  // against an op (a few ms each on a fast BLAS core): with 40 ms cycles,
+  // ops that fell in a running window ran at full speed, and steps slowed
+  // so unevenly that five slow ones in a row took up to 30 steps.
   std::optional<Throttle> throttle(
-      std::in_place, slowed_task, absl::Milliseconds(8), absl::Milliseconds(6));
+      std::in_place, slowed_task, absl::Milliseconds(8), absl::Milliseconds(7));
   const chimera::v1::Job replaced = AwaitJob(job->id(), [](const auto& j) {
     return j.status().restarts() > 0 || Ended(j);
   });
@@ -623,11 +626,16 @@ TEST_F(CheckpointChaosTest,
                    cause.find_first_not_of("0123456789", at + 11) - (at + 11)),
       &since));
   // Found with its fifth slow step in a row: step since + 4, the
-  // (since + 5 - slow_from)th since the slowdown began.
+  // (since + 5 - slow_from)th since the slowdown began; none of them before
+  // it. On a loaded two-core host a step now and then still falls under the
+  // threshold (the checkpoint written every 4 steps competes for the cores
+  // of the ranks' peers), and each such step starts the five over: allow
+  // two of them.
   const int steps_to_find = since + 5 - slow_from;
   std::cout << "found straggling " << steps_to_find
             << " steps after the slowdown began\n";
-  EXPECT_LE(steps_to_find, 10);
+  EXPECT_GE(since, slow_from);
+  EXPECT_LE(steps_to_find, 15);
 
   const chimera::v1::Job done = AwaitJob(job->id(), Ended);
   ASSERT_EQ(done.status().state(), chimera::v1::JOB_STATE_SUCCEEDED)

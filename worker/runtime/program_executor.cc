@@ -386,8 +386,7 @@ absl::Status ProgramExecutor::CheckProgram() {
           absl::StrCat("this rank does not shard the stage (sharding: ",
                        schedule::ShardingName(spec_.sharding), ")"));
     }
-    if (releases && sharded_optimizers_.at(model_stage)->residency() !=
-                        ShardedOptimizer::Residency::kShardBetweenUses) {
+    if (releases && !sharded_optimizers_.at(model_stage)->shard_only()) {
       return invalid(absl::StrCat(
           "only sharding full releases parameters (sharding: ",
           schedule::ShardingName(spec_.sharding), ")"));
@@ -497,8 +496,7 @@ absl::StatusOr<StagePart> ProgramExecutor::ExportPart(int model_stage) const {
       LayOut(parameters, SplitTiedWeight(*stages_.at(model_stage)));
   const ShardedOptimizer& optimizer = *sharded->second;
   const OptimizerState shard = optimizer.state();
-  const bool shard_only =
-      optimizer.residency() == ShardedOptimizer::Residency::kShardBetweenUses;
+  const bool shard_only = optimizer.shard_only();
   StagePart part;
   part.part = group_members_.at(model_stage);
   part.optimizer_steps = shard.steps;
@@ -719,10 +717,7 @@ void ProgramExecutor::AccountStateMemory(StepMetrics& metrics) const {
   // A fully sharded stage holds its shard, and its whole parameters only
   // while gathered: the most of those held at once in the step.
   for (const auto& [model_stage, sharded] : sharded_optimizers_) {
-    if (sharded->residency() !=
-        ShardedOptimizer::Residency::kShardBetweenUses) {
-      continue;
-    }
+    if (!sharded->shard_only()) continue;
     metrics.weights_bytes +=
         static_cast<int64_t>(sharded->shard_parameters().nbytes()) -
         sharded->parameter_bytes();
@@ -1087,9 +1082,7 @@ absl::Status ProgramExecutor::BeginGather(const Instruction& inst) {
 int64_t ProgramExecutor::GatheredBytes() const {
   int64_t bytes = 0;
   for (const auto& [model_stage, sharded] : sharded_optimizers_) {
-    if (sharded->residency() ==
-            ShardedOptimizer::Residency::kShardBetweenUses &&
-        !sharded->released()) {
+    if (sharded->shard_only() && !sharded->released()) {
       bytes += sharded->parameter_bytes();
     }
   }

@@ -75,7 +75,7 @@ void ShardedOptimizer::Step(const at::Tensor& gradients) {
 }
 
 absl::StatusOr<std::unique_ptr<PendingOp>> ShardedOptimizer::StartGather() {
-  if (residency_ == Residency::kShardBetweenUses) {
+  if (shard_only()) {
     if (released_) AllocateStorage(parameters_, parameter_bytes_);
     released_ = false;
     at::NoGradGuard no_grad;
@@ -85,13 +85,13 @@ absl::StatusOr<std::unique_ptr<PendingOp>> ShardedOptimizer::StartGather() {
 }
 
 void ShardedOptimizer::Release() {
-  if (residency_ != Residency::kShardBetweenUses || released_) return;
+  if (!shard_only() || released_) return;
   FreeStorage(parameters_);
   released_ = true;
 }
 
 void ShardedOptimizer::TakeShardFromParameters() {
-  if (residency_ != Residency::kShardBetweenUses) return;
+  if (!shard_only()) return;
   at::NoGradGuard no_grad;
   shard_parameters_.copy_(ShardOfFlat(parameters_, shard_));
 }

@@ -99,7 +99,8 @@ class ShardedOptimizer {
   // The shard's values: a view of the parameters (kWhole) or the tensor of
   // its own (kShardBetweenUses), live.
   const at::Tensor& shard_parameters() const { return shard_parameters_; }
-  Residency residency() const { return residency_; }
+  // Whether only the shard is kept between uses (kShardBetweenUses).
+  bool shard_only() const { return residency_ == Residency::kShardBetweenUses; }
   // Bytes of the whole flat buffer, held between a gather and a release.
   int64_t parameter_bytes() const { return parameter_bytes_; }
 

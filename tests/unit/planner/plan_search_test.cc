@@ -425,6 +425,62 @@ TEST(PlanSearchTest, SlowInterNodeLinkMovesTheChoiceTowardDeeperPipelines) {
   EXPECT_GT(slow, fast);
 }
 
+// The quick start's Chimera (examples/chimera.yaml: W = 1, D = 4, B = 2,
+// N = 4) with its pipelines left open, on one CPU host of `cores` cores
+// linked as examples/clusters/local-cpu.yaml, planned from a measured profile
+// whose every layer takes `forward_seconds` (twice that backward).
+int ChimeraPipelinesChosen(int cores, double forward_seconds) {
+  auto job = LargeJob(8, 8, 4);
+  auto* parallelism = job.mutable_spec()->mutable_parallelism();
+  parallelism->set_schedule("chimera");
+  parallelism->set_pipeline(4);
+  parallelism->set_data(1);
+  parallelism->set_micro_batches(4);
+  job.mutable_spec()->mutable_training()->set_micro_batch_size(2);
+  auto cluster = TestCluster(1, 4);
+  auto* device = cluster.mutable_spec()->mutable_device();
+  device->set_peak_flops(5e10);
+  device->set_cores_per_node(cores);
+  auto* link = cluster.mutable_spec()->mutable_links()->mutable_intra_node();
+  link->set_latency_seconds(1e-4);
+  link->set_bandwidth_bytes_per_second(2e9);
+  link->set_collective_latency_seconds(5e-5);
+
+  chimera::v1::ModelProfile profile;
+  profile.mutable_metadata()->set_name("uniform");
+  profile.set_source("measured");
+  profile.set_device("cpu");
+  for (int layer = 0; layer < 10; ++layer) {
+    auto* measured = profile.add_layers();
+    measured->set_kind(layer == 0   ? "embedding"
+                       : layer == 9 ? "head"
+                                    : "block");
+    auto* timing = measured->add_timings();
+    timing->set_micro_batch_size(1);
+    timing->set_forward_seconds(forward_seconds);
+    timing->set_backward_seconds(2 * forward_seconds);
+    measured->set_activation_bytes_per_sample(1000);
+    measured->set_output_bytes_per_sample(1000);
+    measured->set_parameter_bytes(1000);
+  }
+  absl::StatusOr<SearchResult> result =
+      SearchPlans(job, cluster, profile, SearchOptions{});
+  EXPECT_TRUE(result.ok()) << result.status();
+  return result.ok() ? Best(*result).pipelines() : 0;
+}
+
+// Four pipelines halve Chimera's bubble but give each rank four allreduces
+// instead of two. With a core per rank and milliseconds of compute the
+// bubble wins; where four ranks share two cores no rank's idle time is lost
+// to the host and the allreduces decide, as where compute is so short that
+// the allreduces' latency is the step. (The quick start itself is a close
+// call between the two, which the host's cores and its speed decide.)
+TEST(PlanSearchTest, ChimeraPipelinesFollowTheHostsCoresAndTheComputeTime) {
+  EXPECT_EQ(ChimeraPipelinesChosen(4, 1e-3), 4);
+  EXPECT_EQ(ChimeraPipelinesChosen(2, 1e-3), 2);
+  EXPECT_EQ(ChimeraPipelinesChosen(4, 1e-5), 2);
+}
+
 TEST(PlanSearchTest, MemoryPressureTurnsOnRecomputationOrDeepensThePipeline) {
   auto best = [](int64_t memory) {
     auto job = LargeJob(16, 64, 8);

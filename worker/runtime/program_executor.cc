@@ -1015,11 +1015,12 @@ int ProgramExecutor::ModelStageOf(const Instruction& inst) const {
 
 const at::Tensor& ProgramExecutor::HoldGradients(int model_stage) {
   GradientBucket& bucket = gradient_buckets_.at(model_stage);
-  if (!bucket.held()) {
-    bucket.Hold();
+  const bool newly_held = !bucket.held();
+  const at::Tensor& buffer = bucket.Hold();
+  if (newly_held) {
     peak_gradient_bytes_ = std::max(peak_gradient_bytes_, HeldGradientBytes());
   }
-  return bucket.Hold();
+  return buffer;
 }
 
 int64_t ProgramExecutor::HeldGradientBytes() const {

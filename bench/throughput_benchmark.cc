@@ -20,7 +20,11 @@
 // core). So it also runs P copies of that single process at once and
 // reports how many times one copy's samples/s they reach together
 // ("P-process scaling"), and the pipeline against that achievable
-// throughput (scaling x single). A benchmark: it prints a markdown table
+// throughput (scaling x single). The schedule's own bound is below that by
+// the time its order leaves the cores idle (ScheduleBoundAtMeasuredCosts:
+// the programs simulated on this machine's cores at the op times the run
+// measured, communication free); the pipeline is set against that bound
+// too. A benchmark: it prints a markdown table
 // (docs/runtime-measurements.md), never passes or fails on time, and exits 1
 // only when a job cannot be run.
 #include <unistd.h>
@@ -28,15 +32,19 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "bench/pipeline_runs.h"
 #include "common/status_macros.h"
 #include "schedule/generator.h"
+#include "schedule/simulator.h"
 #include "tests/support/temp_dir.h"
 #include "worker/harness/pipeline_job.h"
 #include "worker/standalone/standalone.h"
@@ -57,6 +65,123 @@ using Flags = bench::RunFlags;
 
 int OnlineCores() {
   return std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+}
+
+// Mean seconds per whole micro-batch (or per step, for an update) of one op
+// kind of one model stage, over the ranks and measured steps that ran it.
+class MeanCosts {
+ public:
+  void Add(int model_stage, schedule::OpKind op, double seconds) {
+    auto& [sum, count] = costs_[{model_stage, op}];
+    sum += seconds;
+    ++count;
+  }
+  // Per model stage, 0 where it never ran.
+  std::vector<double> Of(schedule::OpKind op, int model_stages) const {
+    std::vector<double> means(model_stages, 0.0);
+    for (const auto& [key, sum_count] : costs_) {
+      if (key.second == op)
+        means[key.first] = sum_count.first / sum_count.second;
+    }
+    return means;
+  }
+
+ private:
+  std::map<std::pair<int, schedule::OpKind>, std::pair<double, int>> costs_;
+};
+
+// Compute seconds (forward, backward and its halves) per measured step,
+// summed over ranks.
+double ComputeSecondsPerStep(const schedule::Schedule& schedule,
+                             const PipelineMeasurements& measured, int warmup) {
+  double sum = 0;
+  int steps_counted = 0;
+  for (size_t rank = 0; rank < measured.ranks.size(); ++rank) {
+    const auto& program = schedule.workers[rank].instructions;
+    const std::vector<StepMetrics>& steps = measured.ranks[rank];
+    for (size_t s = warmup; s < steps.size(); ++s) {
+      for (size_t i = 0; i < program.size(); ++i) {
+        if (schedule::IsCompute(program[i].op)) sum += steps[s].op_seconds[i];
+      }
+    }
+    steps_counted = std::max<int>(steps_counted, steps.size() - warmup);
+  }
+  return steps_counted == 0 ? 0.0 : sum / steps_counted;
+}
+
+// The most the schedule itself allows: its programs simulated on this
+// machine's cores, shared by the ranks, with each model stage's forward,
+// backward (whole or in its halves) and shard step and each rank's
+// optimizer step as the pipelined ranks timed them, scaled by what the one
+// process computes in a step against what the ranks computed together (ranks
+// that outnumber the cores were timed while waiting for one), and nothing
+// else taking time: no transfers, no collectives. Its samples/s, times the
+// P-process scaling's share of the cores' count (what the memory bus
+// allows), is the bound; `cores_busy` is the share of the cores its
+// simulation keeps computing. nullopt for a recomputing job, whose backward
+// times hold a forward the simulator would add again.
+struct ScheduleBound {
+  double cores_busy = 0;
+  double samples_per_second = 0;
+};
+
+std::optional<ScheduleBound> ScheduleBoundAtMeasuredCosts(
+    const schedule::Schedule& schedule, const PipelineMeasurements& measured,
+    int warmup, double single_compute_seconds, double samples_per_step,
+    int cores, double scaling) {
+  const schedule::Topology& topology = schedule.topology;
+  const double alone = single_compute_seconds /
+                       ComputeSecondsPerStep(schedule, measured, warmup);
+  MeanCosts costs;
+  double optimizer_sum = 0;
+  int optimizer_count = 0;
+  for (size_t rank = 0; rank < measured.ranks.size(); ++rank) {
+    const auto& program = schedule.workers[rank].instructions;
+    const std::vector<StepMetrics>& steps = measured.ranks[rank];
+    for (size_t s = warmup; s < steps.size(); ++s) {
+      for (size_t i = 0; i < program.size(); ++i) {
+        const schedule::Instruction& inst = program[i];
+        const double seconds = alone * steps[s].op_seconds[i];
+        if (inst.recompute) return std::nullopt;
+        const int model_stage = topology.ModelStage({inst.chunk, inst.stage});
+        if (inst.op == schedule::OpKind::kOptimizerStep) {
+          optimizer_sum += seconds;
+          ++optimizer_count;
+        } else if (inst.op == schedule::OpKind::kShardStep) {
+          costs.Add(model_stage, inst.op, seconds);
+        } else if (schedule::IsCompute(inst.op)) {
+          costs.Add(model_stage, inst.op,
+                    seconds * inst.num_parts / inst.micro_batches.size());
+        }
+      }
+    }
+  }
+  const int stages = topology.NumModelStages();
+  schedule::CostModel model;
+  model.stage_forward = costs.Of(schedule::OpKind::kForward, stages);
+  model.stage_backward = costs.Of(schedule::OpKind::kBackward, stages);
+  model.stage_backward_input =
+      costs.Of(schedule::OpKind::kBackwardInput, stages);
+  model.stage_backward_weight =
+      costs.Of(schedule::OpKind::kBackwardWeight, stages);
+  model.stage_shard_step = costs.Of(schedule::OpKind::kShardStep, stages);
+  if (optimizer_count > 0) {
+    model.optimizer_step = optimizer_sum / optimizer_count;
+  }
+  const int ranks = static_cast<int>(schedule.workers.size());
+  model.node_of_rank.assign(ranks, 0);
+  model.cores_per_node = cores;
+  absl::StatusOr<schedule::SimulationResult> simulated =
+      schedule::Simulate(schedule, model);
+  if (!simulated.ok() || simulated->makespan <= 0) return std::nullopt;
+  double busy = 0;
+  for (const schedule::WorkerResult& worker : simulated->workers) {
+    busy += worker.busy;
+  }
+  const int used_cores = std::min(ranks, cores);
+  return ScheduleBound{
+      busy / (used_cores * simulated->makespan),
+      scaling / used_cores * samples_per_step / simulated->makespan};
 }
 
 // Prints the job's table row; returns the per-op breakdown.
@@ -100,14 +225,26 @@ absl::StatusOr<std::string> RunJob(const std::string& path,
   const double scaling =
       FiguresOf(copies, flags.warmup).samples_per_second /
       one.samples_per_second;
+  const double achievable = scaling * one.samples_per_second;
+  const std::optional<ScheduleBound> bound = ScheduleBoundAtMeasuredCosts(
+      run.schedule, pipelined, flags.warmup,
+      ComputeSecondsPerStep(single_schedule, single, flags.warmup),
+      pipeline.samples_per_second * pipeline.step_seconds, OnlineCores(),
+      scaling);
+  const std::string bound_columns =
+      bound ? absl::StrFormat(
+                  "%.2f | %.2f | %.0f%%", bound->cores_busy,
+                  bound->samples_per_second,
+                  100 * pipeline.samples_per_second / bound->samples_per_second)
+            : "- | - | -";
   std::printf(
       "| %s | %s | %d | %d | %d | %.2f | %.3f | %.2f | %.2f | %.0f%% | %.2f | "
-      "%.0f%% |\n",
+      "%.0f%% | %s |\n",
       path.c_str(), schedule::SchemeName(params.scheme).c_str(), params.depth,
       params.micro_batches, workers, pipeline.samples_per_second,
       pipeline.bubble_ratio, one.samples_per_second, ideal,
       100 * pipeline.samples_per_second / ideal, scaling,
-      100 * pipeline.samples_per_second / (scaling * one.samples_per_second));
+      100 * pipeline.samples_per_second / achievable, bound_columns.c_str());
   std::fflush(stdout);
   return Breakdown(path, run.schedule, pipelined, flags.warmup) +
          Breakdown(absl::StrCat(path, " (single process)"), single_schedule,
@@ -130,8 +267,9 @@ int main(int argc, char** argv) {
       "single-process samples/s | ideal (min(P, cores) x single) | of ideal | "
       "P-process "
       "scaling | "
-      "of achievable (scaling x single) |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+      "of achievable (scaling x single) | cores busy in the schedule's bound | "
+      "schedule's bound samples/s | of bound |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
       flags.steps, flags.warmup, chimera::worker::OnlineCores());
   return chimera::bench::RunEveryJob(flags.jobs, [&](const std::string& job) {
     return chimera::worker::RunJob(job, flags);

@@ -90,23 +90,35 @@ class MeanCosts {
   std::map<std::pair<int, schedule::OpKind>, std::pair<double, int>> costs_;
 };
 
-// Compute seconds (forward, backward and its halves) per measured step,
-// summed over ranks.
-double ComputeSecondsPerStep(const schedule::Schedule& schedule,
-                             const PipelineMeasurements& measured, int warmup) {
-  double sum = 0;
-  int steps_counted = 0;
+// Calls `visit(instruction, seconds)` for each instruction of each rank in
+// each measured step.
+template <typename Visit>
+void ForEachMeasuredOp(const schedule::Schedule& schedule,
+                       const PipelineMeasurements& measured, int warmup,
+                       Visit visit) {
   for (size_t rank = 0; rank < measured.ranks.size(); ++rank) {
     const auto& program = schedule.workers[rank].instructions;
     const std::vector<StepMetrics>& steps = measured.ranks[rank];
     for (size_t s = warmup; s < steps.size(); ++s) {
       for (size_t i = 0; i < program.size(); ++i) {
-        if (schedule::IsCompute(program[i].op)) sum += steps[s].op_seconds[i];
+        visit(program[i], steps[s].op_seconds[i]);
       }
     }
-    steps_counted = std::max<int>(steps_counted, steps.size() - warmup);
   }
-  return steps_counted == 0 ? 0.0 : sum / steps_counted;
+}
+
+// Compute seconds (forward, backward and its halves) per measured step,
+// summed over ranks.
+double ComputeSecondsPerStep(const schedule::Schedule& schedule,
+                             const PipelineMeasurements& measured, int warmup) {
+  double sum = 0;
+  ForEachMeasuredOp(schedule, measured, warmup,
+                    [&](const schedule::Instruction& inst, double seconds) {
+                      if (schedule::IsCompute(inst.op)) sum += seconds;
+                    });
+  const size_t steps =
+      measured.ranks.empty() ? 0 : measured.ranks[0].size() - warmup;
+  return steps == 0 ? 0.0 : sum / steps;
 }
 
 // The most the schedule itself allows: its programs simulated on this
@@ -135,15 +147,13 @@ std::optional<ScheduleBound> ScheduleBoundAtMeasuredCosts(
   MeanCosts costs;
   double optimizer_sum = 0;
   int optimizer_count = 0;
-  for (size_t rank = 0; rank < measured.ranks.size(); ++rank) {
-    const auto& program = schedule.workers[rank].instructions;
-    const std::vector<StepMetrics>& steps = measured.ranks[rank];
-    for (size_t s = warmup; s < steps.size(); ++s) {
-      for (size_t i = 0; i < program.size(); ++i) {
-        const schedule::Instruction& inst = program[i];
-        const double seconds = alone * steps[s].op_seconds[i];
-        if (inst.recompute) return std::nullopt;
+  bool recomputes = false;
+  ForEachMeasuredOp(
+      schedule, measured, warmup,
+      [&](const schedule::Instruction& inst, double measured_seconds) {
+        const double seconds = alone * measured_seconds;
         const int model_stage = topology.ModelStage({inst.chunk, inst.stage});
+        recomputes |= inst.recompute;
         if (inst.op == schedule::OpKind::kOptimizerStep) {
           optimizer_sum += seconds;
           ++optimizer_count;
@@ -153,9 +163,8 @@ std::optional<ScheduleBound> ScheduleBoundAtMeasuredCosts(
           costs.Add(model_stage, inst.op,
                     seconds * inst.num_parts / inst.micro_batches.size());
         }
-      }
-    }
-  }
+      });
+  if (recomputes) return std::nullopt;
   const int stages = topology.NumModelStages();
   schedule::CostModel model;
   model.stage_forward = costs.Of(schedule::OpKind::kForward, stages);

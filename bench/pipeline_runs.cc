@@ -98,22 +98,22 @@ std::string OpSecondsLine(const std::string& label, int rank, double step,
 std::string Breakdown(const std::string& label,
                       const schedule::Schedule& schedule,
                       const PipelineMeasurements& measured, int warmup) {
+  std::vector<std::map<std::string, double>> seconds(measured.ranks.size());
+  ForEachMeasuredOp(
+      schedule, measured, warmup,
+      [&](size_t rank, const schedule::Instruction& inst, double op_seconds) {
+        seconds[rank][schedule::OpName(inst.op)] += op_seconds;
+      });
   std::string text;
   for (size_t rank = 0; rank < measured.ranks.size(); ++rank) {
-    std::map<std::string, double> seconds;
-    double step = 0;
     const std::vector<StepMetrics>& steps = measured.ranks[rank];
-    const auto& program = schedule.workers[rank].instructions;
-    for (size_t s = warmup; s < steps.size(); ++s) {
+    double step = 0;
+    for (size_t s = warmup; s < steps.size(); ++s)
       step += steps[s].step_seconds;
-      for (size_t i = 0; i < program.size(); ++i) {
-        seconds[schedule::OpName(program[i].op)] += steps[s].op_seconds[i];
-      }
-    }
     const double count = static_cast<double>(steps.size() - warmup);
-    for (auto& [op, total] : seconds) total /= count;
+    for (auto& [op, total] : seconds[rank]) total /= count;
     absl::StrAppend(&text, OpSecondsLine(label, static_cast<int>(rank),
-                                         step / count, seconds));
+                                         step / count, seconds[rank]));
   }
   return text;
 }

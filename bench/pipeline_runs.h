@@ -77,6 +77,23 @@ StepFigures FiguresOf(const worker::harness::PipelineMeasurements& measured,
 std::string OpSecondsLine(const std::string& label, int rank, double step,
                           const std::map<std::string, double>& seconds);
 
+// Calls `visit(rank, instruction, seconds)` for each instruction of each
+// rank in each step after the first WARMUP.
+template <typename Visit>
+void ForEachMeasuredOp(const schedule::Schedule& schedule,
+                       const worker::harness::PipelineMeasurements& measured,
+                       int warmup, Visit visit) {
+  for (size_t rank = 0; rank < measured.ranks.size(); ++rank) {
+    const auto& program = schedule.workers[rank].instructions;
+    const auto& steps = measured.ranks[rank];
+    for (size_t s = warmup; s < steps.size(); ++s) {
+      for (size_t i = 0; i < program.size(); ++i) {
+        visit(rank, program[i], steps[s].op_seconds[i]);
+      }
+    }
+  }
+}
+
 // One OpSecondsLine per rank, of the mean seconds per measured step.
 std::string Breakdown(const std::string& label,
                       const schedule::Schedule& schedule,

@@ -57,6 +57,7 @@ using harness::PipelineMeasurements;
 
 using bench::Breakdown;
 using bench::FiguresOf;
+using bench::ForEachMeasuredOp;
 using bench::HarnessJob;
 using bench::kRunDeadline;
 using bench::StepFigures;
@@ -80,8 +81,9 @@ class MeanCosts {
   std::vector<double> Of(schedule::OpKind op, int model_stages) const {
     std::vector<double> means(model_stages, 0.0);
     for (const auto& [key, sum_count] : costs_) {
-      if (key.second == op)
+      if (key.second == op) {
         means[key.first] = sum_count.first / sum_count.second;
+      }
     }
     return means;
   }
@@ -90,36 +92,27 @@ class MeanCosts {
   std::map<std::pair<int, schedule::OpKind>, std::pair<double, int>> costs_;
 };
 
-// Calls `visit(instruction, seconds)` for each instruction of each rank in
-// each measured step.
-template <typename Visit>
-void ForEachMeasuredOp(const schedule::Schedule& schedule,
-                       const PipelineMeasurements& measured, int warmup,
-                       Visit visit) {
-  for (size_t rank = 0; rank < measured.ranks.size(); ++rank) {
-    const auto& program = schedule.workers[rank].instructions;
-    const std::vector<StepMetrics>& steps = measured.ranks[rank];
-    for (size_t s = warmup; s < steps.size(); ++s) {
-      for (size_t i = 0; i < program.size(); ++i) {
-        visit(program[i], steps[s].op_seconds[i]);
-      }
-    }
-  }
-}
-
 // Compute seconds (forward, backward and its halves) per measured step,
 // summed over ranks.
 double ComputeSecondsPerStep(const schedule::Schedule& schedule,
                              const PipelineMeasurements& measured, int warmup) {
   double sum = 0;
-  ForEachMeasuredOp(schedule, measured, warmup,
-                    [&](const schedule::Instruction& inst, double seconds) {
-                      if (schedule::IsCompute(inst.op)) sum += seconds;
-                    });
+  ForEachMeasuredOp(
+      schedule, measured, warmup,
+      [&](size_t, const schedule::Instruction& inst, double seconds) {
+        if (schedule::IsCompute(inst.op)) sum += seconds;
+      });
   const size_t steps =
       measured.ranks.empty() ? 0 : measured.ranks[0].size() - warmup;
   return steps == 0 ? 0.0 : sum / steps;
 }
+
+// The schedule's bound: its samples/s, and the share of the cores it keeps
+// computing.
+struct ScheduleBound {
+  double cores_busy = 0;
+  double samples_per_second = 0;
+};
 
 // The most the schedule itself allows: its programs simulated on this
 // machine's cores, shared by the ranks, with each model stage's forward,
@@ -129,14 +122,9 @@ double ComputeSecondsPerStep(const schedule::Schedule& schedule,
 // that outnumber the cores were timed while waiting for one), and nothing
 // else taking time: no transfers, no collectives. Its samples/s, times the
 // P-process scaling's share of the cores' count (what the memory bus
-// allows), is the bound; `cores_busy` is the share of the cores its
+// allows), is the bound; `cores_busy` the share of the cores its
 // simulation keeps computing. nullopt for a recomputing job, whose backward
 // times hold a forward the simulator would add again.
-struct ScheduleBound {
-  double cores_busy = 0;
-  double samples_per_second = 0;
-};
-
 std::optional<ScheduleBound> ScheduleBoundAtMeasuredCosts(
     const schedule::Schedule& schedule, const PipelineMeasurements& measured,
     int warmup, double single_compute_seconds, double samples_per_step,
@@ -150,7 +138,7 @@ std::optional<ScheduleBound> ScheduleBoundAtMeasuredCosts(
   bool recomputes = false;
   ForEachMeasuredOp(
       schedule, measured, warmup,
-      [&](const schedule::Instruction& inst, double measured_seconds) {
+      [&](size_t, const schedule::Instruction& inst, double measured_seconds) {
         const double seconds = alone * measured_seconds;
         const int model_stage = topology.ModelStage({inst.chunk, inst.stage});
         recomputes |= inst.recompute;

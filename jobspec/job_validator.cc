@@ -602,6 +602,15 @@ void CheckParallelism(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
   schedule::SpecParams fixed;
   errors->Append(
       schedule::ScheduleParamsFromSpec(parallelism, spec.training(), &fixed));
+  if (fixed.Gives(schedule::ScheduleParam::kScheme) &&
+      schedule::IsAsynchronous(fixed.params.scheme)) {
+    // The schedule engine draws them; workers cannot run them yet.
+    errors->Add("spec.parallelism.schedule",
+                absl::StrCat("'", parallelism.schedule(),
+                             "' is asynchronous: `chimera schedule` draws and "
+                             "simulates it, but jobs cannot train with it "
+                             "yet"));
+  }
   const int num_layers = spec.model().num_layers();
   const int chunks = schedule::ChunksPerWorker(fixed.params);
   // In 64 bits: both factors are the spec's, of any size.

@@ -50,6 +50,13 @@ absl::StatusOr<Topology> ParseTopology(absl::string_view text) {
       ASSIGN_OR_RETURN(topology.layout, ParseChunkLayout(kv.second));
       continue;
     }
+    if (kv.first == "updates") {
+      absl::StatusOr<UpdateRule> rule = ParseUpdateRule(kv.second);
+      if (!rule.ok()) return LineError(1, rule.status().message());
+      topology.update_rule = *rule;
+      topology.repeating = topology.Asynchronous();
+      continue;
+    }
     int* field = kv.first == "depth"           ? &topology.depth
                  : kv.first == "width"         ? &topology.width
                  : kv.first == "micro_batches" ? &topology.micro_batches
@@ -58,7 +65,7 @@ absl::StatusOr<Topology> ParseTopology(absl::string_view text) {
     if (field == nullptr) {
       return LineError(1, absl::StrCat("unknown key '", kv.first,
                                        "'; use depth, width, micro_batches, "
-                                       "chunks, layout"));
+                                       "chunks, layout, updates"));
     }
     ASSIGN_OR_RETURN(*field, ParseInt(1, kv.first, kv.second, 0));
     if (*field < 1) {
@@ -148,11 +155,15 @@ void AppendInstructionRow(int rank, const Instruction& inst, std::string& out) {
 
 std::string WriteScheduleCsv(const Schedule& schedule) {
   const Topology& t = schedule.topology;
-  std::string out = absl::StrCat(kMagic, " depth=", t.depth, " width=", t.width,
-                                 " micro_batches=", t.micro_batches,
-                                 " chunks=", t.num_chunks,
-                                 " layout=", ChunkLayoutName(t.layout), "\n",
-                                 kHeader, "\n");
+  std::string out =
+      absl::StrCat(kMagic, " depth=", t.depth, " width=", t.width,
+                   " micro_batches=", t.micro_batches, " chunks=", t.num_chunks,
+                   " layout=", ChunkLayoutName(t.layout));
+  // An asynchronous schedule is written as its repeating step.
+  if (t.Asynchronous()) {
+    absl::StrAppend(&out, " updates=", UpdateRuleName(t.update_rule));
+  }
+  absl::StrAppend(&out, "\n", kHeader, "\n");
   for (const WorkerProgram& w : schedule.workers) {
     for (const StageRef& ref : w.stages) {
       absl::StrAppend(&out, w.rank, ",STAGE,", ref.chunk, ",", ref.stage, "\n");

@@ -8,7 +8,10 @@
 //   0,SEND_ACT,0,0,0,1
 //   ...
 //
-// The first line gives the Topology. STAGE rows declare the stage replicas
+// The first line gives the Topology; an asynchronous schedule adds
+// updates=double-buffered or updates=stashed, and its rows are its repeating
+// step (negative micro-batches are the previous step's, Topology::repeating).
+// STAGE rows declare the stage replicas
 // a rank holds; every other row is an instruction, appended to its rank's
 // program in file order. micro_batches lists one or two indices joined by
 // '+'; empty fields take the defaults (peer -1, part 0, num_parts 1,

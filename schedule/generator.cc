@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "schedule/asynchronous_generators.h"
 #include "schedule/bidirectional_generators.h"
 #include "schedule/linear_generators.h"
 #include "schedule/mixpipe_generator.h"
@@ -43,6 +44,10 @@ absl::StatusOr<Schedule> GenerateSchedule(const ScheduleParams& params) {
       return GenerateDualPipeV(params);
     case Scheme::kChimeraZb:
       return GenerateChimeraZeroBubble(params);
+    case Scheme::kPipeDream:
+      return GeneratePipeDream(params);
+    case Scheme::kPipeDream2Bw:
+      return GeneratePipeDream2Bw(params);
   }
   return absl::InvalidArgumentError("unknown scheme");
 }

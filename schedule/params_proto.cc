@@ -222,6 +222,11 @@ absl::StatusOr<ScheduleParams> ScheduleParamsOf(const chimera::v1::Plan& plan) {
     return absl::InvalidArgumentError(
         absl::StrCat("plan.scheme: ", scheme.status().message()));
   }
+  if (IsAsynchronous(*scheme)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan.scheme: '", plan.scheme(),
+                     "' is asynchronous, which workers cannot run yet"));
+  }
   p.scheme = *scheme;
   p.depth = plan.depth();
   p.width = plan.width();

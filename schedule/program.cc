@@ -177,11 +177,40 @@ std::string ChunkLayoutName(ChunkLayout layout) {
   return layout == ChunkLayout::kReplicas ? "replicas" : "chained";
 }
 
+std::string UpdateRuleName(UpdateRule rule) {
+  switch (rule) {
+    case UpdateRule::kSynchronous:
+      return "synchronous";
+    case UpdateRule::kDoubleBuffered:
+      return "double-buffered";
+    case UpdateRule::kStashed:
+      return "stashed";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<UpdateRule> ParseUpdateRule(absl::string_view name) {
+  for (UpdateRule rule : {UpdateRule::kSynchronous, UpdateRule::kDoubleBuffered,
+                          UpdateRule::kStashed}) {
+    if (name == UpdateRuleName(rule)) return rule;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("update rule '", name,
+                   "' is not one of synchronous, double-buffered, stashed"));
+}
+
 absl::StatusOr<ChunkLayout> ParseChunkLayout(absl::string_view name) {
   if (name == "replicas") return ChunkLayout::kReplicas;
   if (name == "chained") return ChunkLayout::kChained;
   return absl::InvalidArgumentError(absl::StrCat(
       "chunk layout '", name, "' is not one of replicas, chained"));
+}
+
+bool Topology::UpdatesAfter(int mb) const {
+  const int per_step = MicroBatchesPerStep();
+  return update_rule == UpdateRule::kStashed ||
+         (update_rule == UpdateRule::kDoubleBuffered &&
+          mb % per_step == per_step - 1);
 }
 
 std::optional<StageRef> Topology::Next(StageRef ref) const {

@@ -131,6 +131,27 @@ enum class ChunkLayout { kReplicas, kChained };
 std::string ChunkLayoutName(ChunkLayout layout);
 absl::StatusOr<ChunkLayout> ParseChunkLayout(absl::string_view name);
 
+// How a schedule's steps update the weights, and which version an op runs
+// on.
+enum class UpdateRule : uint8_t {
+  // One update per step, after every micro-batch's backward (a flush): every
+  // op of a step runs on the same weights, as mini-batch SGD does.
+  kSynchronous,
+  // PipeDream-2BW: a stage updates after the last backward of each step's
+  // micro-batches, and a micro-batch of step b runs its forward and backward
+  // on the weights after b - 1 updates (the initial ones for b = 0), so two
+  // versions are alive at once.
+  kDoubleBuffered,
+  // PipeDream: a stage updates after every micro-batch's backward; a forward
+  // runs on the newest weights and its backward on that same version, which
+  // the stage stashes until then.
+  kStashed,
+};
+
+// "synchronous", "double-buffered", "stashed".
+std::string UpdateRuleName(UpdateRule rule);
+absl::StatusOr<UpdateRule> ParseUpdateRule(absl::string_view name);
+
 struct Topology {
   int depth = 1;
   int num_chunks = 1;
@@ -138,6 +159,17 @@ struct Topology {
   // Micro-batches per data-parallel replica and the number of replicas.
   int micro_batches = 1;
   int width = 1;
+  UpdateRule update_rule = UpdateRule::kSynchronous;
+  // An asynchronous schedule as generated: one step's programs, which every
+  // step repeats. An op on micro-batch -N..-1 (N = micro_batches) acts on
+  // the previous step's micro-batch j + N: the first step skips those ops,
+  // and a drain after the last step runs only them. An OPTIMIZER_STEP names
+  // the micro-batch whose backward completes the update it applies.
+  // UnrollSteps (step_unrolling.h) writes the steps out in full.
+  bool repeating = false;
+  // The steps the programs run in a row, micro_batches / steps each: 1, or
+  // more for unrolled asynchronous steps.
+  int steps = 1;
 
   // The stage that consumes `ref`'s output activation / that feeds its
   // input; nullopt at the ends of the model.
@@ -148,6 +180,12 @@ struct Topology {
   int ModelStage(StageRef ref) const;
   int NumModelStages() const;
   int NumWorkers() const { return width * depth; }
+  int MicroBatchesPerStep() const { return micro_batches / steps; }
+  bool Asynchronous() const { return update_rule != UpdateRule::kSynchronous; }
+  // Asynchronous schedules: whether a stage updates its weights right after
+  // the backward of micro-batch `mb` (every one under kStashed, each step's
+  // last under kDoubleBuffered).
+  bool UpdatesAfter(int mb) const;
 };
 
 struct WorkerProgram {

@@ -15,7 +15,7 @@ namespace {
 template <typename Enum, size_t kSize>
 using NameTable = std::array<std::pair<Enum, absl::string_view>, kSize>;
 
-constexpr NameTable<Scheme, 13> kSchemeNames = {{
+constexpr NameTable<Scheme, 15> kSchemeNames = {{
     {Scheme::kGpipe, "gpipe"},
     {Scheme::kOneFOneB, "1f1b"},
     {Scheme::kGems, "gems"},
@@ -29,6 +29,8 @@ constexpr NameTable<Scheme, 13> kSchemeNames = {{
     {Scheme::kZbV, "zbv"},
     {Scheme::kDualPipeV, "dualpipev"},
     {Scheme::kChimeraZb, "chimera-zb"},
+    {Scheme::kPipeDream, "pipedream"},
+    {Scheme::kPipeDream2Bw, "pipedream-2bw"},
 }};
 constexpr NameTable<Concat, 3> kConcatNames = {{
     {Concat::kDirect, "direct"},
@@ -288,6 +290,27 @@ void AddLoopingErrors(const ScheduleParams& params,
   }
 }
 
+// The repeating step holds the backwards of the previous step's last
+// micro-batches (up to D of them): with fewer than D micro-batches a step
+// would reach two steps back.
+void AddAsynchronousErrors(const ScheduleParams& params,
+                           std::vector<ScheduleParamError>& errors) {
+  if (params.micro_batches < params.depth) {
+    errors.push_back(
+        {ScheduleParam::kMicroBatches,
+         absl::StrCat(params.micro_batches, " must be at least the depth ",
+                      params.depth, " for ", SchemeName(params.scheme),
+                      " (a step overlaps only the step before it)")});
+  }
+  if (params.width != 1) {
+    errors.push_back(
+        {ScheduleParam::kWidth,
+         absl::StrCat(params.width, " must be 1 for ",
+                      SchemeName(params.scheme),
+                      ": the asynchronous schedules run one pipeline")});
+  }
+}
+
 }  // namespace
 
 std::vector<ScheduleParamError> ValidateScheduleParams(
@@ -325,6 +348,7 @@ std::vector<ScheduleParamError> ValidateScheduleParams(
                       "1, use a bidirectional schedule (chimera, chimera-zb, "
                       "gems, mixpipe) or sharding none")});
   }
+  if (IsAsynchronous(params.scheme)) AddAsynchronousErrors(params, errors);
   // DualPipeV's steady phase runs N - 2D + r + 1 rounds on position r.
   if (params.scheme == Scheme::kDualPipeV && params.micro_batches < 2 * d) {
     errors.push_back(
@@ -347,6 +371,10 @@ std::string DescribeScheduleParamErrors(
 bool IsBidirectional(Scheme scheme) {
   return scheme == Scheme::kChimera || scheme == Scheme::kChimeraZb ||
          scheme == Scheme::kGems || scheme == Scheme::kMixPipe;
+}
+
+bool IsAsynchronous(Scheme scheme) {
+  return scheme == Scheme::kPipeDream || scheme == Scheme::kPipeDream2Bw;
 }
 
 bool IsLooping(Scheme scheme) {

@@ -39,6 +39,9 @@ enum class Scheme {
   kZbV,
   kDualPipeV,
   kChimeraZb,
+  // Asynchronous: no flush, so weights are stale (IsAsynchronous).
+  kPipeDream,
+  kPipeDream2Bw,
 };
 
 // How Chimera joins basic units when there are more micro-batches than
@@ -255,6 +258,10 @@ bool IsBidirectional(Scheme scheme);
 // Looping placements with v model chunks per worker: interleaved and
 // breadth-first.
 bool IsLooping(Scheme scheme);
+// PipeDream and PipeDream-2BW: pipelines without a flush, whose
+// micro-batches run on weights a few updates old. They do not compute what
+// mini-batch SGD computes; every place that offers them says so.
+bool IsAsynchronous(Scheme scheme);
 // Schemes whose backwards are split into BACKWARD_INPUT and BACKWARD_WEIGHT
 // (dualpipev: some of them); and their names, comma-separated.
 bool SplitsBackward(Scheme scheme);

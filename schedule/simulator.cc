@@ -587,6 +587,11 @@ double AllreduceTime(const CostModel& costs, int ranks) {
 
 absl::StatusOr<SimulationResult> Simulate(const Schedule& schedule,
                                           const CostModel& costs) {
+  if (schedule.topology.repeating) {
+    return absl::InvalidArgumentError(
+        "a repeating (asynchronous) schedule is simulated over its steps: "
+        "UnrollSteps, or SimulateSteadyStep for one step");
+  }
   Stretches stretches;
   ASSIGN_OR_RETURN(SimulationResult result,
                    SimulateOnce(schedule, costs, stretches));

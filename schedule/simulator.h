@@ -150,7 +150,8 @@ struct SimulationResult {
   std::vector<WorkerResult> workers;
 };
 
-// `schedule` should be validated; a deadlocking one returns its error.
+// `schedule` should be validated; a deadlocking one returns its error, and
+// a repeating one (step_unrolling.h) InvalidArgument.
 absl::StatusOr<SimulationResult> Simulate(const Schedule& schedule,
                                           const CostModel& costs);
 

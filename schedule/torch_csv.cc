@@ -282,6 +282,10 @@ absl::Status CheckCoverage(const std::vector<std::vector<Action>>& rows,
 // Why a schedule has no form in the format, or empty.
 std::string Unwritable(const Schedule& schedule) {
   const Topology& t = schedule.topology;
+  if (t.Asynchronous()) {
+    return "it updates the weights without a flush (asynchronous); the "
+           "format holds one flushed step";
+  }
   if (t.layout == ChunkLayout::kReplicas && t.num_chunks > 1) {
     return "its stages run as replicas on two or more ranks (down and up "
            "pipelines); the format runs each stage on one rank";

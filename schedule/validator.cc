@@ -18,11 +18,15 @@
 #include "common/status_macros.h"
 #include "schedule/joint_execution.h"
 #include "schedule/parameter_residency.h"
+#include "schedule/step_unrolling.h"
 
 namespace chimera::schedule {
 namespace {
 
 constexpr int kMaxParts = 32;
+// A repeating schedule is validated over this many steps and the drain:
+// the first step, one that follows a step, and one the drain follows.
+constexpr int kValidatedSteps = 3;
 
 // Collects problems; keeps the first kMaxReportedProblems.
 class Problems {
@@ -97,6 +101,20 @@ absl::Status CheckTopology(const Topology& topology) {
         "topology: depth ", topology.depth, ", chunks ", topology.num_chunks,
         ", micro-batches ", topology.micro_batches, ", width ", topology.width,
         " must all be >= 1"));
+  }
+  if (topology.steps < 1 || topology.micro_batches % topology.steps != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "topology: ", topology.steps, " steps must be >= 1 and divide its ",
+        topology.micro_batches, " micro-batches"));
+  }
+  if (topology.Asynchronous() && topology.width != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "topology: the ", UpdateRuleName(topology.update_rule),
+        " update rule runs one pipeline, not width ", topology.width));
+  }
+  if (topology.repeating && (!topology.Asynchronous() || topology.steps != 1)) {
+    return absl::InvalidArgumentError(
+        "topology: only an asynchronous schedule repeats one step");
   }
   return absl::OkStatus();
 }
@@ -459,10 +477,13 @@ class DependencyTracker {
   absl::Status OptimizerStep(const ExecutionStep& step) {
     for (const StageRef& held : schedule_.workers[step.rank].stages) {
       const std::pair<int, int> key{step.rank, topology_.ModelStage(held)};
-      if (backwards_done_[key] != ExpectedBackwards(key)) {
+      if (const int due = BackwardsBeforeUpdate(step, key);
+          backwards_done_[key] != due) {
         return DependencyError(
-            step, absl::StrCat("runs before the weight gradients of chunk ",
-                               held.chunk, " stage ", held.stage));
+            step,
+            absl::StrCat("runs after ", backwards_done_[key],
+                         " weight gradients of chunk ", held.chunk, " stage ",
+                         held.stage, ", not the ", due, " it applies"));
       }
       if (owners_.GroupSize(key.second) > 1 && sum_ended_.count(key) == 0) {
         return DependencyError(
@@ -472,6 +493,16 @@ class DependencyTracker {
       }
     }
     return absl::OkStatus();
+  }
+
+  // All the stage's weight gradients, or for an asynchronous update those of
+  // the micro-batches up to the one it names, each of which passes through
+  // every stage once.
+  int BackwardsBeforeUpdate(const ExecutionStep& step,
+                            const std::pair<int, int>& key) const {
+    if (step.inst->micro_batches.empty()) return ExpectedBackwards(key);
+    return ExpectedBackwards(key) / topology_.micro_batches *
+           (step.inst->micro_batches[0] + 1);
   }
 
   // (rank, model stage) of the step's instruction.
@@ -528,15 +559,38 @@ class Validator {
       for (size_t i = 0; i < program.size(); ++i) {
         CheckInstructionFields(r, i, program[i], problems);
       }
+      if (topology_.Asynchronous()) CheckUpdatesOnce(r, program, problems);
     }
     return problems.ToStatus("invalid instructions");
+  }
+
+  // Each update the asynchronous rule calls for runs once on every rank.
+  void CheckUpdatesOnce(int rank, const std::vector<Instruction>& program,
+                        Problems& problems) const {
+    std::vector<int> updates(topology_.micro_batches, 0);
+    for (const Instruction& inst : program) {
+      if (inst.op != OpKind::kOptimizerStep || inst.micro_batches.size() != 1)
+        continue;
+      const int mb = inst.micro_batches[0];
+      if (mb >= 0 && mb < topology_.micro_batches) ++updates[mb];
+    }
+    for (int mb = 0; mb < topology_.micro_batches; ++mb) {
+      const int expected = topology_.UpdatesAfter(mb) ? 1 : 0;
+      if (updates[mb] == expected) continue;
+      problems.Add(absl::StrCat("rank ", rank, " updates ", updates[mb],
+                                " times after micro-batch ", mb, ", not ",
+                                expected));
+    }
   }
 
   // Stops at the first problem that makes the remaining fields meaningless
   // (a stage out of range or not held here, a bad micro-batch count).
   void CheckInstructionFields(int rank, size_t index, const Instruction& inst,
                               Problems& problems) const {
-    if (inst.op == OpKind::kOptimizerStep) return;
+    if (inst.op == OpKind::kOptimizerStep) {
+      CheckUpdatePoint(rank, index, inst, problems);
+      return;
+    }
     const StageRef ref{inst.chunk, inst.stage};
     if (!InRange(topology_, ref)) {
       problems.Add(absl::StrCat(Where(rank, index, inst),
@@ -568,6 +622,31 @@ class Validator {
       return;
     }
     CheckPeer(rank, index, inst, problems);
+  }
+
+  // A synchronous step updates once, after all; an asynchronous update names
+  // the micro-batch whose backward completes it.
+  void CheckUpdatePoint(int rank, size_t index, const Instruction& inst,
+                        Problems& problems) const {
+    const size_t named = inst.micro_batches.size();
+    if (!topology_.Asynchronous()) {
+      if (named != 0) {
+        problems.Add(absl::StrCat(Where(rank, index, inst),
+                                  ": a synchronous update names no "
+                                  "micro-batch"));
+      }
+      return;
+    }
+    if (named != 1 || !topology_.UpdatesAfter(inst.micro_batches[0]) ||
+        inst.micro_batches[0] >= topology_.micro_batches) {
+      problems.Add(absl::StrCat(Where(rank, index, inst), ": the ",
+                                UpdateRuleName(topology_.update_rule),
+                                " rule updates after the backward of ",
+                                topology_.update_rule == UpdateRule::kStashed
+                                    ? "every micro-batch"
+                                    : "each step's last micro-batch",
+                                ", naming it"));
+    }
   }
 
   // False when the count is wrong, which leaves nothing else to check.
@@ -1025,6 +1104,18 @@ class Validator {
 
 absl::Status ValidateSchedule(const Schedule& schedule) {
   RETURN_IF_ERROR(CheckTopology(schedule.topology));
+  if (schedule.topology.repeating) {
+    ASSIGN_OR_RETURN(const Schedule steps,
+                     UnrollSteps(schedule, kValidatedSteps));
+    absl::Status status = ValidateSchedule(steps);
+    if (status.ok()) return status;
+    return absl::Status(
+        status.code(),
+        absl::StrCat("over ", kValidatedSteps,
+                     " steps and the drain (micro-batch j of step s is s x ",
+                     schedule.topology.micro_batches,
+                     " + j): ", status.message()));
+  }
   RETURN_IF_ERROR(CheckProgramsCoverTopology(schedule));
   ASSIGN_OR_RETURN(const StageOwners owners, StageOwners::Of(schedule));
   return Validator(schedule, owners).Run();

@@ -33,6 +33,14 @@
 //     step after every held stage's sum. As every compute op of a stage
 //     precedes its sum, none sees a stage whose shard is stepped and not yet
 //     gathered. Only BACKWARD and BACKWARD_INPUT may recompute.
+// An asynchronous schedule (UpdateRule other than synchronous) updates
+// after the micro-batches its rule names, each exactly once per rank (1),
+// and each update follows exactly the weight gradients of the micro-batches
+// up to the one it names (4). A repeating one (Topology::repeating) is
+// checked over three steps and the drain, unrolled (step_unrolling.h), and
+// its errors name the unrolled micro-batches. Under kDoubleBuffered the
+// weights a step's micro-batches run on always exist: the update of the
+// step before the previous one sits in the previous step at the latest.
 // Errors are InvalidArgument (1-3, data dependencies) or FailedPrecondition
 // (deadlock).
 #ifndef CHIMERA_SCHEDULE_VALIDATOR_H_

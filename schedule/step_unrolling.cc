@@ -1,0 +1,87 @@
+#include "schedule/step_unrolling.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace chimera::schedule {
+namespace {
+
+absl::Status CheckRepeating(const Schedule& repeating, int steps) {
+  const Topology& topology = repeating.topology;
+  if (!topology.repeating || topology.steps != 1) {
+    return absl::InvalidArgumentError(
+        "only a repeating schedule (an asynchronous one as generated) "
+        "unrolls into steps");
+  }
+  if (steps < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("steps to unroll: ", steps, " must be >= 1"));
+  }
+  const int n = topology.micro_batches;
+  for (const WorkerProgram& worker : repeating.workers) {
+    for (const Instruction& inst : worker.instructions) {
+      for (int mb : inst.micro_batches) {
+        if (mb < -n || mb >= n || (mb < 0) != ActsOnPreviousStep(inst)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "rank ", worker.rank, ": ", DescribeInstruction(inst),
+              ": a repeating step's micro-batches lie in [-", n, ", ", n,
+              "), all of one op in the same step"));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool ActsOnPreviousStep(const Instruction& inst) {
+  return !inst.micro_batches.empty() && inst.micro_batches[0] < 0;
+}
+
+absl::StatusOr<Schedule> UnrollSteps(const Schedule& repeating, int steps) {
+  if (absl::Status status = CheckRepeating(repeating, steps); !status.ok()) {
+    return status;
+  }
+  const int n = repeating.topology.micro_batches;
+  Schedule out;
+  out.topology = repeating.topology;
+  out.topology.repeating = false;
+  out.topology.steps = steps;
+  out.topology.micro_batches = steps * n;
+  for (const WorkerProgram& worker : repeating.workers) {
+    WorkerProgram& unrolled = out.workers.emplace_back();
+    unrolled.rank = worker.rank;
+    unrolled.stages = worker.stages;
+    // Step `steps` is the drain: the last step's micro-batches only.
+    for (int step = 0; step <= steps; ++step) {
+      for (const Instruction& inst : worker.instructions) {
+        const bool previous = ActsOnPreviousStep(inst);
+        if (step == 0 && previous) continue;
+        if (step == steps && !previous) continue;
+        Instruction& copy = unrolled.instructions.emplace_back(inst);
+        for (int& mb : copy.micro_batches) mb += step * n;
+      }
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<SteadyStep> SimulateSteadyStep(const Schedule& repeating,
+                                              const CostModel& costs) {
+  ASSIGN_OR_RETURN(const Schedule two, UnrollSteps(repeating, 2));
+  ASSIGN_OR_RETURN(const Schedule three, UnrollSteps(repeating, 3));
+  ASSIGN_OR_RETURN(const SimulationResult shorter, Simulate(two, costs));
+  ASSIGN_OR_RETURN(const SimulationResult longer, Simulate(three, costs));
+  SteadyStep step;
+  step.seconds = longer.makespan - shorter.makespan;
+  for (size_t r = 0; r < longer.workers.size(); ++r) {
+    const double busy = longer.workers[r].busy - shorter.workers[r].busy;
+    step.bubble_ratio += BubbleRatio(step.seconds - busy, step.seconds);
+  }
+  step.bubble_ratio /= static_cast<double>(longer.workers.size());
+  return step;
+}
+
+}  // namespace chimera::schedule

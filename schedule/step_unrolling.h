@@ -1,0 +1,43 @@
+// Asynchronous schedules run one repeating step (Topology::repeating):
+// UnrollSteps writes out the steps a run takes, so that the validator and
+// the simulator, which know nothing of steps, can read them like any other
+// schedule.
+//
+//   ASSIGN_OR_RETURN(Schedule steps, UnrollSteps(repeating, 3));
+//   ASSIGN_OR_RETURN(SimulationResult run, Simulate(steps, costs));
+#ifndef CHIMERA_SCHEDULE_STEP_UNROLLING_H_
+#define CHIMERA_SCHEDULE_STEP_UNROLLING_H_
+
+#include "absl/status/statusor.h"
+#include "schedule/program.h"
+#include "schedule/simulator.h"
+
+namespace chimera::schedule {
+
+// The programs of `steps` steps in a row and of the drain after the last,
+// each worker's as one list. Step s's micro-batch j becomes s * N + j, so
+// the result has steps * N micro-batches and Topology::steps = `steps`; the
+// first step leaves out the ops on the previous step's micro-batches, and
+// the drain holds only those. InvalidArgument unless `repeating` is a
+// repeating schedule whose micro-batch indices lie in [-N, N) and steps >= 1.
+absl::StatusOr<Schedule> UnrollSteps(const Schedule& repeating, int steps);
+
+// A repeating schedule's step once the pipeline is full: how long it takes,
+// and the share of it a worker does not compute (the mean over workers).
+struct SteadyStep {
+  double seconds = 0.0;
+  double bubble_ratio = 0.0;
+};
+
+// Simulated as what a third step adds to a run of two. InvalidArgument for
+// a schedule that does not repeat.
+absl::StatusOr<SteadyStep> SimulateSteadyStep(const Schedule& repeating,
+                                              const CostModel& costs);
+
+// Whether `inst` acts on the previous step's micro-batches (its indices are
+// negative) in a repeating schedule.
+bool ActsOnPreviousStep(const Instruction& inst);
+
+}  // namespace chimera::schedule
+
+#endif  // CHIMERA_SCHEDULE_STEP_UNROLLING_H_

@@ -1,0 +1,195 @@
+// PipeDream and PipeDream-2BW as repeating steps: no flush between steps,
+// updates where each rule puts them, and the timing the papers state.
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "schedule/csv_io.h"
+#include "schedule/step_unrolling.h"
+#include "tests/unit/schedule/test_util.h"
+
+namespace chimera::schedule {
+namespace {
+
+using testing::MustGenerate;
+using testing::MustSimulate;
+using testing::Params;
+
+constexpr double kForward = 1.0;
+constexpr double kBackward = 2.0;
+
+CostModel Costs() {
+  CostModel costs;
+  costs.forward = kForward;
+  costs.backward = kBackward;
+  return costs;
+}
+
+// The micro-batches each OPTIMIZER_STEP of `program` names, in order, and
+// whether each one directly follows its micro-batch's backward (and the
+// gradient that backward sends).
+std::vector<int> UpdatesFollowingTheirBackward(
+    const std::vector<Instruction>& program) {
+  std::vector<int> updates;
+  for (size_t i = 0; i < program.size(); ++i) {
+    if (program[i].op != OpKind::kOptimizerStep) continue;
+    size_t backward = i - 1;
+    if (program[backward].op == OpKind::kSendGrad) --backward;
+    EXPECT_EQ(program[backward].op, OpKind::kBackward) << "update " << i;
+    EXPECT_EQ(program[backward].micro_batches, program[i].micro_batches);
+    updates.push_back(program[i].micro_batches[0]);
+  }
+  return updates;
+}
+
+TEST(AsynchronousTest, PipeDreamUpdatesAfterEveryBackward) {
+  const Schedule s = MustGenerate(Params(Scheme::kPipeDream, 4, 6));
+  EXPECT_EQ(s.topology.update_rule, UpdateRule::kStashed);
+  EXPECT_TRUE(s.topology.repeating);
+  for (const WorkerProgram& worker : s.workers) {
+    // Stage i's step runs the backwards D - i micro-batches behind its
+    // forwards: the previous step's last D - i, then this step's first.
+    const int behind = 4 - worker.rank;
+    std::vector<int> want;
+    for (int j = 0; j < 6; ++j) want.push_back(j - behind);
+    EXPECT_EQ(UpdatesFollowingTheirBackward(worker.instructions), want)
+        << "rank " << worker.rank;
+  }
+}
+
+TEST(AsynchronousTest, TwoBwUpdatesOnceAStepAfterTheStepsLastBackward) {
+  const Schedule s = MustGenerate(Params(Scheme::kPipeDream2Bw, 4, 4));
+  EXPECT_EQ(s.topology.update_rule, UpdateRule::kDoubleBuffered);
+  for (const WorkerProgram& worker : s.workers) {
+    // Every stage finishes a step's backwards in the next step.
+    EXPECT_EQ(UpdatesFollowingTheirBackward(worker.instructions),
+              std::vector<int>{-1})
+        << "rank " << worker.rank;
+  }
+}
+
+// K steps take (K N + D - 1)(F + B): the first step pays 1F1B's fill and
+// drain, (D - 1)(F + B), and every later one only N (F + B), no bubble.
+TEST(AsynchronousTest, StepsOverlapSoOnlyTheFirstPaysTheFill) {
+  for (Scheme scheme : {Scheme::kPipeDream, Scheme::kPipeDream2Bw}) {
+    for (int d : {2, 4, 8}) {
+      for (int n : {d, 2 * d + 1}) {
+        const Schedule s = MustGenerate(Params(scheme, d, n));
+        for (int steps : {1, 2, 3}) {
+          absl::StatusOr<Schedule> run = UnrollSteps(s, steps);
+          ASSERT_TRUE(run.ok()) << run.status();
+          EXPECT_DOUBLE_EQ(MustSimulate(*run, kForward, kBackward).makespan,
+                           (steps * n + d - 1) * (kForward + kBackward))
+              << SchemeName(scheme) << " D=" << d << " N=" << n;
+        }
+        absl::StatusOr<SteadyStep> steady = SimulateSteadyStep(s, Costs());
+        ASSERT_TRUE(steady.ok()) << steady.status();
+        EXPECT_DOUBLE_EQ(steady->seconds, n * (kForward + kBackward));
+        EXPECT_NEAR(steady->bubble_ratio, 0.0, 1e-12);
+      }
+    }
+  }
+}
+
+TEST(AsynchronousTest, UnrollingNumbersMicroBatchesAcrossStepsAndDrains) {
+  const Schedule s = MustGenerate(Params(Scheme::kPipeDream2Bw, 2, 2));
+  absl::StatusOr<Schedule> run = UnrollSteps(s, 2);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->topology.micro_batches, 4);
+  EXPECT_EQ(run->topology.steps, 2);
+  EXPECT_FALSE(run->topology.repeating);
+  // Stage 0: forwards 0 and 1, backward 0 and 1 of each step after its
+  // forwards, the update after each step's last backward.
+  std::vector<std::pair<OpKind, int>> compute;
+  for (const Instruction& inst : run->workers[0].instructions) {
+    if (IsCompute(inst.op) || inst.op == OpKind::kOptimizerStep) {
+      compute.push_back({inst.op, inst.micro_batches[0]});
+    }
+  }
+  const std::vector<std::pair<OpKind, int>> want = {
+      {OpKind::kForward, 0},  {OpKind::kForward, 1},
+      {OpKind::kBackward, 0}, {OpKind::kForward, 2},
+      {OpKind::kBackward, 1}, {OpKind::kOptimizerStep, 1},
+      {OpKind::kForward, 3},  {OpKind::kBackward, 2},
+      {OpKind::kBackward, 3}, {OpKind::kOptimizerStep, 3}};
+  EXPECT_EQ(compute, want);
+}
+
+TEST(AsynchronousTest, SimulatingTheRepeatingStepItselfIsRefused) {
+  const Schedule s = MustGenerate(Params(Scheme::kPipeDream, 2, 2));
+  absl::StatusOr<SimulationResult> result = Simulate(s, Costs());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(UnrollSteps(s, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(UnrollSteps(MustGenerate(Params(Scheme::kOneFOneB, 2, 2)), 2)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(AsynchronousTest, ParametersNeedADepthOfMicroBatchesAndOnePipeline) {
+  ScheduleParams p = Params(Scheme::kPipeDream2Bw, 4, 3);
+  p.width = 2;
+  const std::string errors =
+      DescribeScheduleParamErrors(ValidateScheduleParams(p));
+  EXPECT_NE(errors.find("micro-batches: 3 must be at least the depth 4"),
+            std::string::npos)
+      << errors;
+  EXPECT_NE(errors.find("width: 2 must be 1"), std::string::npos) << errors;
+}
+
+// Moves rank `rank`'s update after the next forward: it then applies a
+// weight gradient of the step it does not complete.
+TEST(AsynchronousTest, AnUpdateOutOfPlaceIsRejected) {
+  Schedule s = MustGenerate(Params(Scheme::kPipeDream, 2, 2));
+  std::vector<Instruction>& program = s.workers[1].instructions;
+  auto update =
+      std::find_if(program.begin(), program.end(), [](const Instruction& inst) {
+        return inst.op == OpKind::kOptimizerStep;
+      });
+  ASSERT_NE(update, program.end());
+  const Instruction moved = *update;
+  program.erase(update);
+  program.push_back(moved);
+  absl::Status status = ValidateSchedule(s);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("it applies"), std::string::npos) << status;
+}
+
+TEST(AsynchronousTest, AMissingOrDoubledUpdateIsRejected) {
+  for (bool doubled : {false, true}) {
+    Schedule s = MustGenerate(Params(Scheme::kPipeDream2Bw, 2, 2));
+    std::vector<Instruction>& program = s.workers[0].instructions;
+    auto update = std::find_if(program.begin(), program.end(),
+                               [](const Instruction& inst) {
+                                 return inst.op == OpKind::kOptimizerStep;
+                               });
+    ASSERT_NE(update, program.end());
+    if (doubled) {
+      program.insert(update, *update);
+    } else {
+      program.erase(update);
+    }
+    absl::Status status = ValidateSchedule(s);
+    EXPECT_NE(
+        status.message().find(doubled ? "updates 2 times" : "updates 0 times"),
+        std::string::npos)
+        << status;
+  }
+}
+
+TEST(AsynchronousTest, CsvKeepsTheUpdateRuleAndTheRepeatingStep) {
+  const Schedule s = MustGenerate(Params(Scheme::kPipeDream2Bw, 3, 4));
+  const std::string csv = WriteScheduleCsv(s);
+  EXPECT_NE(csv.find("updates=double-buffered"), std::string::npos) << csv;
+  absl::StatusOr<Schedule> back = ReadScheduleCsv(csv);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->topology.update_rule, UpdateRule::kDoubleBuffered);
+  EXPECT_TRUE(back->topology.repeating);
+  EXPECT_TRUE(ValidateSchedule(*back).ok());
+  for (size_t r = 0; r < s.workers.size(); ++r) {
+    EXPECT_EQ(back->workers[r].instructions, s.workers[r].instructions);
+  }
+}
+
+}  // namespace
+}  // namespace chimera::schedule

@@ -126,6 +126,11 @@ void AppendSummary(std::string& out, const Schedule& schedule,
                   ",\n  \"width\": ", topology.width,
                   ",\n  \"micro_batches\": ", topology.micro_batches,
                   ",\n  \"chunks\": ", topology.num_chunks, ",\n");
+  if (topology.Asynchronous()) {
+    absl::StrAppend(&out, "  \"updates\": \"",
+                    UpdateRuleName(topology.update_rule), "\",\n  \"steps\": ",
+                    topology.steps, ",\n");
+  }
   for (const auto& [key, value] :
        {std::pair("makespan", result.makespan),
         std::pair("bubble_ratio", result.bubble_ratio),

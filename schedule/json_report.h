@@ -4,7 +4,9 @@
 // that a D = 64, N = 512 schedule of 195,000 instructions takes 4 MB:
 //
 //   {"scheme" (when known), "depth", "width", "micro_batches", "chunks",
-//    "makespan", "bubble_ratio", "exposed_allreduce",
+//    "updates", "steps" (an asynchronous schedule's update rule and the
+//    steps unrolled, micro_batches covering them all; left out of
+//    synchronous ones), "makespan", "bubble_ratio", "exposed_allreduce",
 //    "critical_path": {"forwards", "backwards"},
 //    "ops": ["FORWARD", "BACKWARD", ...],
 //    "workers": [{"rank", "busy", "idle", "bubble_ratio", "peak_activations",

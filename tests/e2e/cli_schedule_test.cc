@@ -132,7 +132,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          "mixpipe", "interleaved",
                                          "breadth-first", "zb-h1", "zb-h2",
                                          "zb-auto", "zbv", "dualpipev",
-                                         "chimera-zb"),
+                                         "chimera-zb", "pipedream",
+                                         "pipedream-2bw"),
                        ::testing::Values("text", "json", "svg", "csv")),
     [](const auto& info) {
       return TestName(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
@@ -175,7 +176,8 @@ INSTANTIATE_TEST_SUITE_P(AllSchemes, CliScheduleCsvTest,
                                            "mixpipe", "interleaved",
                                            "breadth-first", "zb-h1", "zb-h2",
                                            "zb-auto", "zbv", "dualpipev",
-                                           "chimera-zb"),
+                                           "chimera-zb", "pipedream",
+                                           "pipedream-2bw"),
                          [](const auto& info) { return TestName(info.param); });
 
 // torch.distributed.pipelining's CSV: written with -o torch-csv, read with
@@ -234,14 +236,48 @@ TEST(CliScheduleTest, SplitCostsForAFusedScheduleAreAUsageErrorNamingTheFlag) {
   EXPECT_THAT(r.err, HasSubstr("zb-h1, zb-h2, zb-auto, zbv, dualpipev, chimera-zb"));
 }
 
+// The asynchronous schedules draw two steps and the drain, and say what a
+// step takes once the pipeline is full: N (F + B), no bubble.
+TEST(CliScheduleTest, AsynchronousSchedulesDrawTheirStepsAndTheSteadyStep) {
+  ProcessResult r = Schedule({"--scheme", "pipedream-2bw", "--depth", "4",
+                              "--micro-batches", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("asynchronous (double-buffered weights): 2 "
+                               "steps and the drain"));
+  EXPECT_THAT(r.out, HasSubstr("a step takes 12 time units, bubble 0.0%"));
+  // (2 N + D - 1)(F + B): the first step fills the pipeline, the second
+  // follows it without a flush.
+  EXPECT_THAT(r.out, HasSubstr("makespan 33.000"));
+  ProcessResult json = Schedule({"--scheme", "pipedream", "--depth", "4",
+                                 "--micro-batches", "4", "-o", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json report = nlohmann::json::parse(json.out);
+  EXPECT_EQ(report.at("updates"), "stashed");
+  EXPECT_EQ(report.at("steps"), 2);
+}
+
+TEST(CliScheduleTest, AsynchronousScheduleAsTorchCsvIsAUsageErrorSayingWhy) {
+  ExpectOneLineUsageError(
+      Schedule({"--scheme", "pipedream", "--depth", "2", "--micro-batches",
+                "2", "-o", "torch-csv"}),
+      "without a flush");
+}
+
+TEST(CliScheduleTest, AsynchronousScheduleOfTwoPipelinesIsAUsageError) {
+  ExpectOneLineUsageError(
+      Schedule({"--scheme", "pipedream-2bw", "--depth", "2", "--width", "2",
+                "--micro-batches", "2"}),
+      "--width: 2 must be 1 for pipedream-2bw");
+}
+
 TEST(CliScheduleTest, OddChimeraDepthIsAUsageErrorNamingDepth) {
   ExpectOneLineUsageError(Schedule({"--scheme", "chimera", "--depth", "3"}),
                           "--depth: 3 must be even");
 }
 
 TEST(CliScheduleTest, UnknownSchemeIsAUsageErrorListingTheSchemes) {
-  ExpectOneLineUsageError(Schedule({"--scheme", "pipedream"}),
-                          "--scheme: 'pipedream' is not a schedule; use one of");
+  ExpectOneLineUsageError(Schedule({"--scheme", "zigzag"}),
+                          "--scheme: 'zigzag' is not a schedule; use one of");
 }
 
 TEST(CliScheduleTest, OddMixPipeKIsAUsageErrorNamingTheFlag) {

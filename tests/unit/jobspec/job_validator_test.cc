@@ -221,6 +221,14 @@ INSTANTIATE_TEST_SUITE_P(
                  "spec.parallelism.pipeline", "numLayers is 3"},
         EditCase{"UnknownSchedule", "schedule: chimera", "schedule: zigzag",
                  "spec.parallelism.schedule", "1f1b, gems, chimera"},
+        EditCase{"AsynchronousScheduleCannotTrainYet",
+                 "schedule: chimera\n    pipeline: 4\n    data: 2\n"
+                 "    microBatches: 4",
+                 "schedule: pipedream-2bw\n    pipeline: 8\n    data: 1\n"
+                 "    microBatches: 8",
+                 "spec.parallelism.schedule",
+                 "'pipedream-2bw' is asynchronous: `chimera schedule` draws "
+                 "and simulates it, but jobs cannot train with it yet"},
         EditCase{"PolicyOfAnotherScheme", "microBatches: 4",
                  "microBatches: 4\n    policy: pa", "spec.parallelism.policy",
                  "only applies to schedule 1f1b"},

@@ -1,5 +1,8 @@
 #include "schedule/step_unrolling.h"
 
+#include <cstdint>
+#include <limits>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -19,6 +22,10 @@ absl::Status CheckRepeating(const Schedule& repeating, int steps) {
         absl::StrCat("steps to unroll: ", steps, " must be >= 1"));
   }
   const int n = topology.micro_batches;
+  if (int64_t{steps} * n > std::numeric_limits<int>::max() / 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(steps, " steps of ", n, " micro-batches are too many"));
+  }
   for (const WorkerProgram& worker : repeating.workers) {
     for (const Instruction& inst : worker.instructions) {
       for (int mb : inst.micro_batches) {

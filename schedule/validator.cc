@@ -1104,6 +1104,7 @@ class Validator {
 
 absl::Status ValidateSchedule(const Schedule& schedule) {
   RETURN_IF_ERROR(CheckTopology(schedule.topology));
+  RETURN_IF_ERROR(CheckProgramsCoverTopology(schedule));
   if (schedule.topology.repeating) {
     ASSIGN_OR_RETURN(const Schedule steps,
                      UnrollSteps(schedule, kValidatedSteps));
@@ -1116,7 +1117,6 @@ absl::Status ValidateSchedule(const Schedule& schedule) {
                      schedule.topology.micro_batches,
                      " + j): ", status.message()));
   }
-  RETURN_IF_ERROR(CheckProgramsCoverTopology(schedule));
   ASSIGN_OR_RETURN(const StageOwners owners, StageOwners::Of(schedule));
   return Validator(schedule, owners).Run();
 }

@@ -137,40 +137,25 @@ absl::Status CheckOutput(const std::string& output) {
       "-o: '", output, "' is not one of ", absl::StrJoin(outputs, ", ")));
 }
 
-absl::StatusOr<std::string> Render(const schedule::Schedule& schedule,
-                                   const schedule::CostModel& costs,
-                                   absl::string_view time_unit,
-                                   const std::string& output,
-                                   const std::string& title,
-                                   const std::string& scheme);
-
-// An asynchronous schedule's repeating step, drawn and reported as the run
-// of kDrawnSteps steps and the drain it makes (the overlap of one step with
-// the next is the point), titled with its step once the pipeline is full.
-absl::StatusOr<std::string> RenderSteps(const schedule::Schedule& repeating,
-                                        const schedule::CostModel& costs,
-                                        absl::string_view time_unit,
-                                        const std::string& output,
-                                        const std::string& title,
-                                        const std::string& scheme) {
-  constexpr int kDrawnSteps = 2;
-  ASSIGN_OR_RETURN(const schedule::SteadyStep steady,
-                   schedule::SimulateSteadyStep(repeating, costs));
-  ASSIGN_OR_RETURN(const schedule::Schedule steps,
-                   schedule::UnrollSteps(repeating, kDrawnSteps));
-  const std::string steps_title = absl::StrFormat(
-      "%s, asynchronous (%s weights): %d steps and the drain, micro-batch j "
-      "of step s drawn as s x %d + j; once the pipeline is full a step takes "
-      "%.4g %s, bubble %.1f%%",
-      title, schedule::UpdateRuleName(repeating.topology.update_rule),
-      kDrawnSteps, repeating.topology.micro_batches, steady.seconds, time_unit,
-      100.0 * steady.bubble_ratio);
-  return Render(steps, costs, time_unit, output, steps_title, scheme);
+// A simulated output (text, JSON or SVG) of SCHEDULE under COSTS (in
+// TIME_UNIT), titled TITLE; SCHEME names it in the JSON report.
+absl::StatusOr<std::string> RenderRun(const schedule::Schedule& schedule,
+                                      const schedule::CostModel& costs,
+                                      absl::string_view time_unit,
+                                      const std::string& output,
+                                      const std::string& title,
+                                      const std::string& scheme) {
+  ASSIGN_OR_RETURN(schedule::SimulationResult result,
+                   schedule::Simulate(schedule, costs));
+  if (output == "json") return schedule::JsonReport(schedule, result, scheme);
+  if (output == "svg") return schedule::SvgTimeline(schedule, result, title);
+  return schedule::TextTimeline(schedule, result, title, time_unit);
 }
 
-// SCHEDULE as OUTPUT: its CSV, or its simulation under COSTS (in
-// TIME_UNIT) as a JSON report, an SVG or a text timeline. SCHEME names it in
-// the JSON report.
+// SCHEDULE as OUTPUT: its CSV, or its simulation (RenderRun). An
+// asynchronous schedule's repeating step is simulated as the run of
+// kDrawnSteps steps and the drain it makes (the overlap of one step with the
+// next is the point), titled with its step once the pipeline is full.
 absl::StatusOr<std::string> Render(const schedule::Schedule& schedule,
                                    const schedule::CostModel& costs,
                                    absl::string_view time_unit,
@@ -179,14 +164,22 @@ absl::StatusOr<std::string> Render(const schedule::Schedule& schedule,
                                    const std::string& scheme) {
   if (output == "csv") return schedule::WriteScheduleCsv(schedule);
   if (output == "torch-csv") return schedule::WriteTorchScheduleCsv(schedule);
-  if (schedule.topology.repeating) {
-    return RenderSteps(schedule, costs, time_unit, output, title, scheme);
+  if (!schedule.topology.repeating) {
+    return RenderRun(schedule, costs, time_unit, output, title, scheme);
   }
-  ASSIGN_OR_RETURN(schedule::SimulationResult result,
-                   schedule::Simulate(schedule, costs));
-  if (output == "json") return schedule::JsonReport(schedule, result, scheme);
-  if (output == "svg") return schedule::SvgTimeline(schedule, result, title);
-  return schedule::TextTimeline(schedule, result, title, time_unit);
+  constexpr int kDrawnSteps = 2;
+  ASSIGN_OR_RETURN(const schedule::SteadyStep steady,
+                   schedule::SimulateSteadyStep(schedule, costs));
+  ASSIGN_OR_RETURN(const schedule::Schedule steps,
+                   schedule::UnrollSteps(schedule, kDrawnSteps));
+  const std::string steps_title = absl::StrFormat(
+      "%s, asynchronous (%s weights): %d steps and the drain, micro-batch j "
+      "of step s drawn as s x %d + j; once the pipeline is full a step takes "
+      "%.4g %s, bubble %.1f%%",
+      title, schedule::UpdateRuleName(schedule.topology.update_rule),
+      kDrawnSteps, schedule.topology.micro_batches, steady.seconds, time_unit,
+      100.0 * steady.bubble_ratio);
+  return RenderRun(steps, costs, time_unit, output, steps_title, scheme);
 }
 
 bool HasSplitBackward(const schedule::Schedule& schedule) {

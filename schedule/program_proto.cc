@@ -44,6 +44,16 @@ absl::StatusOr<Topology> TopologyFromProto(
   topology.num_chunks = outline.num_chunks();
   topology.micro_batches = outline.micro_batches();
   topology.width = outline.width();
+  if (!outline.update_rule().empty()) {
+    ASSIGN_OR_RETURN(topology.update_rule,
+                     ParseUpdateRule(outline.update_rule()));
+  }
+  topology.repeating = outline.repeating();
+  if (topology.repeating && !topology.Asynchronous()) {
+    return absl::InvalidArgumentError(
+        "the schedule outline repeats one step, but its update rule is "
+        "synchronous");
+  }
   if (topology.depth < 1 || topology.num_chunks < 1 ||
       topology.micro_batches < 1 || topology.width < 1) {
     return absl::InvalidArgumentError(
@@ -143,6 +153,10 @@ chimera::v1::ScheduleOutline ToProto(const ScheduleOutline& outline) {
   out.set_chunk_layout(ChunkLayoutName(topology.layout));
   out.set_micro_batches(topology.micro_batches);
   out.set_width(topology.width);
+  if (topology.Asynchronous()) {
+    out.set_update_rule(UpdateRuleName(topology.update_rule));
+    out.set_repeating(topology.repeating);
+  }
   for (const std::vector<StageRef>& stages : outline.stages_by_rank) {
     chimera::v1::RankStages* rank = out.add_ranks();
     for (const StageRef& ref : stages) {

@@ -30,6 +30,11 @@ void AddTopology(const Topology& topology, Fnv1a& fnv) {
   fnv.Add(static_cast<int>(topology.layout));
   fnv.Add(topology.micro_batches);
   fnv.Add(topology.width);
+  // Left out of synchronous schedules, whose digests stay what they were.
+  if (topology.Asynchronous()) {
+    fnv.Add(static_cast<int>(topology.update_rule));
+    fnv.Add(static_cast<int>(topology.repeating));
+  }
 }
 
 void AddInstruction(const Instruction& inst, Fnv1a& fnv) {

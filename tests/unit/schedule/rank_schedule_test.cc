@@ -3,6 +3,7 @@
 // share survives the wire while a share that does not fit is refused.
 #include "schedule/rank_schedule.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,25 @@ TEST(RankScheduleTest, AShareSurvivesTheWire) {
   }
 }
 
+TEST(RankScheduleTest, AnAsynchronousShareKeepsItsUpdateRuleOnTheWire) {
+  const std::optional<Schedule> s =
+      MustGenerate(Params(Scheme::kPipeDream2Bw, 2, 2));
+  const chimera::v1::ScheduleOutline outline = ToProto(OutlineOf(*s));
+  EXPECT_EQ(outline.update_rule(), "double-buffered");
+  EXPECT_TRUE(outline.repeating());
+  const absl::StatusOr<RankSchedule> mine =
+      RankScheduleFromProto(outline, ToProto(*s)[1]);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  EXPECT_EQ(mine->topology().update_rule, UpdateRule::kDoubleBuffered);
+  EXPECT_TRUE(mine->topology().repeating);
+  EXPECT_EQ(mine->program.instructions, s->workers[1].instructions);
+  // The rule is part of what the ranks agree on.
+  Schedule synchronous = *s;
+  synchronous.topology.update_rule = UpdateRule::kSynchronous;
+  synchronous.topology.repeating = false;
+  EXPECT_NE(ScheduleDigest(synchronous), ScheduleDigest(*s));
+}
+
 TEST(RankScheduleTest, AShareThatDoesNotFitIsRefusedNamingWhy) {
   const Schedule s = ChimeraHalving();
   const chimera::v1::ScheduleOutline good = ToProto(OutlineOf(s));
@@ -121,6 +141,10 @@ TEST(RankScheduleTest, AShareThatDoesNotFitIsRefusedNamingWhy) {
          o.mutable_ranks(0)->mutable_stages(0)->set_chunk(0);
          o.mutable_ranks(0)->mutable_stages(0)->set_stage(4);
        }},
+      {"update rule 'eager' is not one of",
+       [](auto& o, auto&) { o.set_update_rule("eager"); }},
+      {"repeats one step, but its update rule is synchronous",
+       [](auto& o, auto&) { o.set_repeating(true); }},
       {"both must be set", [](auto& o, auto&) { o.clear_digest(); }},
       {"both must be set", [](auto& o, auto&) { o.set_max_parts(0); }},
       {"program rank 8 outside [0, 8)", [](auto&, auto& p) { p.set_rank(8); }},

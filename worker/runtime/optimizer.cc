@@ -179,27 +179,29 @@ absl::Status Optimizer::Restore(const OptimizerState& state) {
   return absl::OkStatus();
 }
 
-void Optimizer::Step() {
+void Optimizer::Step() { StepInto(parameters_); }
+
+void Optimizer::StepInto(const std::vector<at::Tensor>& values) {
   at::NoGradGuard no_grad;
   ++steps_;
   if (config_.kind == OptimizerKind::kSgd) {
-    SgdStep();
+    SgdStep(values);
   } else {
-    AdamWStep();
+    AdamWStep(values);
   }
   for (at::Tensor& parameter : parameters_) parameter.mutable_grad().zero_();
 }
 
-void Optimizer::SgdStep() {
+void Optimizer::SgdStep(const std::vector<at::Tensor>& values) {
   for (size_t i = 0; i < parameters_.size(); ++i) {
-    at::Tensor& parameter = parameters_[i];
-    at::Tensor gradient = parameter.grad();
+    at::Tensor value = values[i];
+    at::Tensor gradient = parameters_[i].grad();
     if (config_.weight_decay != 0) {
-      gradient = gradient.add(parameter, config_.weight_decay);
+      gradient = gradient.add(value, config_.weight_decay);
     }
     at::Tensor& buffer = first_moments_[i];
     if (config_.momentum == 0) {
-      parameter.sub_(gradient, config_.lr);
+      value.sub_(gradient, config_.lr);
       continue;
     }
     if (!buffer.defined()) {
@@ -207,11 +209,11 @@ void Optimizer::SgdStep() {
     } else {
       buffer.mul_(config_.momentum).add_(gradient);
     }
-    parameter.sub_(buffer, config_.lr);
+    value.sub_(buffer, config_.lr);
   }
 }
 
-void Optimizer::AdamWStep() {
+void Optimizer::AdamWStep(const std::vector<at::Tensor>& values) {
   const AdamWCoefficients<double> c{
       .decay = 1 - config_.lr * config_.weight_decay,
       .beta1 = config_.beta1,
@@ -220,20 +222,20 @@ void Optimizer::AdamWStep() {
       .eps = config_.eps,
       .step_size = -config_.lr / (1 - std::pow(config_.beta1, steps_))};
   for (size_t i = 0; i < parameters_.size(); ++i) {
-    at::Tensor& parameter = parameters_[i];
-    const at::Tensor& gradient = parameter.grad();
+    at::Tensor value = values[i];
+    const at::Tensor& gradient = parameters_[i].grad();
     at::Tensor& m = first_moments_[i];
     at::Tensor& v = second_moments_[i];
     if (!m.defined()) {
-      m = at::zeros_like(parameter);
-      v = at::zeros_like(parameter);
+      m = at::zeros_like(value);
+      v = at::zeros_like(value);
     }
-    if (FusedAdamW(parameter, gradient, m, v, c)) continue;
-    parameter.mul_(c.decay);
+    if (FusedAdamW(value, gradient, m, v, c)) continue;
+    value.mul_(c.decay);
     m.mul_(c.beta1).add_(gradient, 1 - c.beta1);
     v.mul_(c.beta2).addcmul_(gradient, gradient, 1 - c.beta2);
     const at::Tensor denominator = (v / c.bias2).sqrt_().add_(c.eps);
-    parameter.addcdiv_(m, denominator, c.step_size);
+    value.addcdiv_(m, denominator, c.step_size);
   }
 }
 

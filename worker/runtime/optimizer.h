@@ -80,6 +80,10 @@ class Optimizer {
 
   // Applies one update to every parameter and zeroes its gradient.
   void Step();
+  // The same update from the parameters' gradients, applied to `values`
+  // (one tensor per parameter, of its shape) instead of the parameters,
+  // whose own values and autograd version stay as they are.
+  void StepInto(const std::vector<at::Tensor>& values);
 
   // Updates applied so far.
   int64_t steps() const { return steps_; }
@@ -91,8 +95,8 @@ class Optimizer {
   absl::Status Restore(const OptimizerState& state);
 
  private:
-  void SgdStep();
-  void AdamWStep();
+  void SgdStep(const std::vector<at::Tensor>& values);
+  void AdamWStep(const std::vector<at::Tensor>& values);
 
   const OptimizerConfig config_;
   std::vector<at::Tensor> parameters_;

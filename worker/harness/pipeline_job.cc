@@ -79,6 +79,7 @@ absl::Status RunRank(const PipelineJob& job, int rank, Communicator* comm,
     losses.push_back(metrics.loss);
     steps.push_back(std::move(metrics));
   }
+  RETURN_IF_ERROR(executor->DrainPipeline(job.spec.max_steps - 1));
   if (checkpoints) {
     RETURN_IF_ERROR(
         checkpoints->Save(*executor, job.spec.max_steps,

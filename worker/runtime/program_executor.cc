@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "schedule/step_unrolling.h"
 #include "worker/comm/torch_error.h"
 #include "worker/model/split_backward.h"
 #include "worker/model/stage.h"
@@ -76,6 +77,18 @@ absl::Status BlameSender(absl::Status waited, int sender,
 
 bool IsTransfer(OpKind op) {
   return schedule::IsPointToPoint(op) || schedule::CollectiveOf(op).has_value();
+}
+
+// `inst` with the micro-batches it acts on numbered within their own step:
+// a repeating program's op on micro-batch j - N acts on the previous step's
+// micro-batch j.
+Instruction InStep(const Instruction& inst,
+                   const schedule::Topology& topology) {
+  Instruction local = inst;
+  for (int& mb : local.micro_batches) {
+    if (mb < 0) mb += topology.micro_batches;
+  }
+  return local;
 }
 
 SliceKey KeyOf(const Instruction& inst) {
@@ -343,13 +356,43 @@ absl::Status ProgramExecutor::Build() {
         std::move(tied_copies), tied_holders_ > 1 ? comm_ : nullptr);
     tied_gradients_complete_ = TiedGradientsComplete(program_, topology_);
   }
+  RETURN_IF_ERROR(CheckAsynchronous());
+  if (topology_.update_rule == schedule::UpdateRule::kDoubleBuffered) {
+    for (const auto& [model_stage, stage] : stages_) {
+      weight_versions_[model_stage] =
+          std::make_unique<DoubleBufferedWeights>(stage->parameters());
+    }
+  }
   return CheckProgram();
+}
+
+absl::Status ProgramExecutor::CheckAsynchronous() const {
+  if (!topology_.Asynchronous()) return absl::OkStatus();
+  const auto refuse = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank_, ": the ",
+        schedule::UpdateRuleName(topology_.update_rule), " update rule ", why));
+  };
+  if (topology_.update_rule != schedule::UpdateRule::kDoubleBuffered) {
+    return refuse("does not run yet; pipedream-2bw's double-buffered one does");
+  }
+  if (!topology_.repeating)
+    return refuse("runs a program of one repeating step");
+  if (spec_.sharding != schedule::Sharding::kNone) {
+    return refuse(absl::StrCat("runs unsharded, not with sharding ",
+                               schedule::ShardingName(spec_.sharding)));
+  }
+  if (tied_sync_ != nullptr) {
+    return refuse("does not keep embeddings tied across stages equal");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ProgramExecutor::CheckProgram() {
   BackwardOrder backwards;
   std::set<int> shard_steps;  // model stages
-  for (const Instruction& inst : program_.instructions) {
+  for (const Instruction& raw : program_.instructions) {
+    const Instruction inst = InStep(raw, topology_);
     const auto invalid = [&](absl::string_view why) {
       return absl::InvalidArgumentError(
           absl::StrCat("rank ", rank_, " instruction ",
@@ -624,6 +667,41 @@ void ProgramExecutor::WaitForPendingRead() {
 }
 
 absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
+  return RunPass(step, Pass::kStep);
+}
+
+absl::Status ProgramExecutor::DrainPipeline(int64_t last_step) {
+  if (!topology_.repeating || pipeline_empty_) return absl::OkStatus();
+  // The ops on the previous step's micro-batches, as the step after the
+  // last would run them.
+  RETURN_IF_ERROR(RunPass(last_step + 1, Pass::kDrain).status());
+  for (auto& [model_stage, weights] : weight_versions_) {
+    RETURN_IF_ERROR(weights->Use(weights->newest()));
+  }
+  return absl::OkStatus();
+}
+
+bool ProgramExecutor::Skips(const Instruction& inst, Pass pass) const {
+  if (!topology_.repeating) return false;
+  const bool previous = schedule::ActsOnPreviousStep(inst);
+  return pass == Pass::kDrain ? !previous : previous && pipeline_empty_;
+}
+
+absl::Status ProgramExecutor::UseWeightVersion(const Instruction& inst,
+                                               int64_t run_step) {
+  if (weight_versions_.empty() || !schedule::IsCompute(inst.op)) {
+    return absl::OkStatus();
+  }
+  // Step b's micro-batches run on the weights after b - 1 updates.
+  const int64_t batch = run_step - (schedule::ActsOnPreviousStep(inst) ? 1 : 0);
+  return weight_versions_.at(ModelStageOf(inst))
+      ->Use(std::max<int64_t>(0, batch - 1));
+}
+
+absl::StatusOr<StepMetrics> ProgramExecutor::RunPass(int64_t step, Pass pass) {
+  // Steps count from this executor's first; a drain acts as the step after
+  // the last one begun.
+  const int64_t run_step = pass == Pass::kStep ? steps_begun_++ : steps_begun_;
   // Until the first step a fully sharded stage is whole (built, or imported
   // into); every program starts it released.
   for (const auto& [model_stage, sharded] : sharded_optimizers_) {
@@ -645,6 +723,11 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
   const auto step_start = std::chrono::steady_clock::now();
   for (size_t index = 0; index < program_.instructions.size(); ++index) {
     const Instruction& inst = program_.instructions[index];
+    if (Skips(inst, pass)) {
+      metrics.op_start_seconds.push_back(SecondsSince(step_start));
+      metrics.op_seconds.push_back(0.0);
+      continue;
+    }
     if (position_ != nullptr) {
       position_->Enter(step, static_cast<int>(index));
     }
@@ -652,7 +735,8 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
     const auto op_start = std::chrono::steady_clock::now();
     absl::Status status;
     try {
-      status = Execute(inst, step, metrics);
+      status = UseWeightVersion(inst, run_step);
+      if (status.ok()) status = Execute(InStep(inst, topology_), step, metrics);
       if (status.ok() && index == tied_gradients_complete_) {
         status = tied_sync_->Start();
       }
@@ -679,7 +763,8 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunStep(int64_t step) {
   if (position_ != nullptr) {
     position_->Enter(step, static_cast<int>(program_.instructions.size()));
   }
-  const absl::Status finished = FinishStep();
+  const absl::Status finished = FinishStep(pass);
+  pipeline_empty_ = !topology_.repeating || pass == Pass::kDrain;
   if (!finished.ok()) {
     return absl::Status(finished.code(),
                         absl::StrCat("rank ", rank_, " step ", step,
@@ -782,7 +867,14 @@ absl::Status ProgramExecutor::Execute(const Instruction& inst, int64_t step,
         RETURN_IF_ERROR(tied_sync_->Finish(spec_.timeouts.collective));
         metrics.allreduce_wait_seconds += SecondsSince(wait_start);
       }
-      for (auto& [model_stage, optimizer] : optimizers_) optimizer->Step();
+      for (auto& [model_stage, optimizer] : optimizers_) {
+        const auto versions = weight_versions_.find(model_stage);
+        if (versions == weight_versions_.end()) {
+          optimizer->Step();
+        } else {
+          versions->second->Update(*optimizer);
+        }
+      }
       if (used_token_rows_.defined()) used_token_rows_.zero_();
       return absl::OkStatus();
   }
@@ -1115,7 +1207,7 @@ absl::Status ProgramExecutor::EndGather(const Instruction& inst,
   return absl::OkStatus();
 }
 
-absl::Status ProgramExecutor::FinishStep() {
+absl::Status ProgramExecutor::FinishStep(Pass pass) {
   for (const auto& send : sends_) {
     RETURN_IF_ERROR(send->Wait(spec_.timeouts.transfer));
   }
@@ -1125,7 +1217,10 @@ absl::Status ProgramExecutor::FinishStep() {
         absl::StrCat(count, " ", what,
                      " left over: the program is not a complete iteration"));
   };
-  if (stash_.size() != 0) return leftover("stashed forwards", stash_.size());
+  const bool carries_stash = topology_.repeating && pass == Pass::kStep;
+  if (stash_.size() != 0 && !carries_stash) {
+    return leftover("stashed forwards", stash_.size());
+  }
   if (!activations_in_.empty() || !activations_out_.empty()) {
     return leftover("activations",
                     activations_in_.size() + activations_out_.size());

@@ -65,6 +65,16 @@
 //   (TiedEmbeddingSync) starts after the rank's last backward of the first
 //   or last model stage and is waited for by OPTIMIZER_STEP.
 //
+// - An asynchronous schedule's program is one step that every step repeats
+//   (schedule::Topology::repeating): its ops on negative micro-batches act on
+//   the previous step's (j - N is micro-batch j), whose stashed forwards the
+//   step carries over; the first step skips them, and DrainPipeline runs
+//   only them after the last step. Under PipeDream-2BW's rule (the one that
+//   runs) step b's micro-batches run their forwards and backwards on the
+//   weights after b - 1 updates, and OPTIMIZER_STEP writes the next version
+//   beside them (DoubleBufferedWeights); steps count from the executor's
+//   first.
+//
 // Replicas of one model stage on the same worker (chunks that hold the same
 // partition) share one set of parameters, so their gradients add up locally
 // and the worker joins the stage's allreduce once.
@@ -92,6 +102,7 @@
 #include "worker/runtime/activation_stash.h"
 #include "worker/runtime/data_source.h"
 #include "worker/runtime/device_memory.h"
+#include "worker/runtime/double_buffered_weights.h"
 #include "worker/runtime/gradient_bucket.h"
 #include "worker/runtime/gradient_sync.h"
 #include "worker/runtime/message_tags.h"
@@ -177,6 +188,11 @@ class ProgramExecutor {
   // error names the rank and the instruction; after one, the executor and
   // the communicator are unusable (peers may be blocked mid-step).
   absl::StatusOr<StepMetrics> RunStep(int64_t step);
+  // An asynchronous schedule (Topology::repeating) leaves the last step's
+  // backwards and updates to the next: after the last step, `last_step`,
+  // this runs them (the drain), and the parameters then hold the newest
+  // weights. Nothing to do for a synchronous schedule. Errors as RunStep's.
+  absl::Status DrainPipeline(int64_t last_step);
 
   // Every parameter this worker holds, by its name in the whole model
   // ("layer3.qkv_weight"), in model-stage order. Under sharding full a
@@ -246,7 +262,22 @@ class ProgramExecutor {
     at::Tensor end_gradient;
   };
 
+  // Which instructions a run of the program executes: a step's (the first
+  // step of a repeating program skips the ops on the previous step's
+  // micro-batches, which have none), or the drain's (only those).
+  enum class Pass { kStep, kDrain };
+  absl::StatusOr<StepMetrics> RunPass(int64_t step, Pass pass);
+  bool Skips(const schedule::Instruction& inst, Pass pass) const;
+  // PipeDream-2BW: points the stage of compute op `inst`, run in this
+  // executor's step `run_step` (0 for its first), at the weights its
+  // micro-batch runs on: those after all but the last update before the
+  // micro-batch's step.
+  absl::Status UseWeightVersion(const schedule::Instruction& inst,
+                                int64_t run_step);
+
   absl::Status Build();
+  // Asynchronous schedules: the update rules and options the runtime runs.
+  absl::Status CheckAsynchronous() const;
   // The instructions against the held stages and the options, and each
   // slice's backward against the others; fills backward_plans_.
   absl::Status CheckProgram();
@@ -294,7 +325,10 @@ class ProgramExecutor {
   int64_t GatheredBytes() const;
   absl::Status EndGather(const schedule::Instruction& inst,
                          StepMetrics& metrics);
-  absl::Status FinishStep();
+  // Waits for the sends and checks that nothing is left over, but the
+  // stashed forwards of a repeating program's step, which the next step's
+  // (or the drain's) backwards take.
+  absl::Status FinishStep(Pass pass);
   // Restores a sharded stage's optimizers from the whole stage's `state`
   // (checked against `parameters`, the stage's): its shard of the bucketed
   // parameters' moments, and a tied embedding copy's whole.
@@ -319,6 +353,13 @@ class ProgramExecutor {
   // W·N·B: the samples of one mini-batch.
   const double loss_normaliser_;
   DeviceMemory memory_;
+
+  // PipeDream-2BW's two weight versions of each held model stage.
+  std::map<int, std::unique_ptr<DoubleBufferedWeights>> weight_versions_;
+  // Steps begun so far (a drain begins none), and whether micro-batches of
+  // a step are still in flight (a repeating program between its steps).
+  int64_t steps_begun_ = 0;
+  bool pipeline_empty_ = true;
 
   std::set<schedule::StageRef> held_;
   std::map<int, std::shared_ptr<Stage>> stages_;  // by model stage

@@ -1,14 +1,15 @@
-// Pipeline-parallel training is exact: for every scheme the schedule engine
-// generates (with data parallelism, forward doubling, backward halving,
-// recomputation, looping chunks and the split backward; GPT, tied as GPT-2
-// under five schemes, Llama with and without tied embeddings under every
+// Pipeline-parallel training is exact: for every synchronous scheme the
+// schedule engine generates (with data parallelism, forward doubling, backward
+// halving, recomputation, looping chunks and the split backward; GPT, tied as
+// GPT-2 under five schemes, Llama with and without tied embeddings under every
 // scheme at W = 1 and 2, a TorchScript model that Debian's PyTorch scripts
 // under every scheme at W = 1 and 2, optimizer-state sharding, and
 // checkpoints resumed under another plan and sharding), worker processes
 // executing their programs over Gloo end up with the parameters a single
 // process gets by training the whole model on the same mini-batches, to
 // 1e-9 relative, and the replicas of every stage are bit-identical across
-// ranks.
+// ranks. PipeDream-2BW, asynchronous, ends up with the parameters of a
+// single process that applies 2BW's rule (TrainReference).
 //
 // Each case forks the job's ranks (ProgramExecutor over Gloo on loopback) and
 // one more process for the reference (the whole model as one stage, one
@@ -170,7 +171,22 @@ absl::StatusOr<at::Tensor> ReferenceLoss(Stage& model,
   return LanguageModelLoss(model.Forward(batch.inputs), batch, normaliser);
 }
 
-// The whole model of `job` in one process on the whole mini-batch.
+std::vector<at::Tensor> Copies(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> copies;
+  for (const at::Tensor& tensor : tensors) {
+    copies.push_back(tensor.detach().clone());
+  }
+  return copies;
+}
+
+void Assign(std::vector<at::Tensor>& parameters,
+            const std::vector<at::Tensor>& values) {
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < parameters.size(); ++i) parameters[i].copy_(values[i]);
+}
+
+// The whole model of `job` in one process on the whole mini-batch, under
+// the schedule's update rule.
 absl::Status TrainReference(const PipelineJob& job, const std::string& dir) {
   LimitComputeThreads(1);
   RetainFreedHostMemory();
@@ -181,12 +197,21 @@ absl::Status TrainReference(const PipelineJob& job, const std::string& dir) {
   ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data,
                    DataSource::Open(job.spec.data));
   ASSIGN_OR_RETURN(std::shared_ptr<Stage> model, WholeModel(job.spec));
-  for (at::Tensor& parameter : model->parameters()) {
+  std::vector<at::Tensor> parameters = model->parameters();
+  for (at::Tensor& parameter : parameters) {
     parameter.mutable_grad() = at::zeros_like(parameter);
   }
-  Optimizer optimizer(job.spec.optimizer, model->parameters());
+  Optimizer optimizer(job.spec.optimizer, parameters);
+  // PipeDream-2BW's rule: step b's mini-batch runs on the weights after
+  // b - 1 updates (the initial ones for b = 0), and its gradient updates the
+  // newest ones.
+  const bool double_buffered =
+      topology.update_rule == schedule::UpdateRule::kDoubleBuffered;
+  std::vector<at::Tensor> previous = Copies(parameters);
   std::vector<double> losses;
   for (int step = 0; step < kSteps; ++step) {
+    const std::vector<at::Tensor> newest = Copies(parameters);
+    if (double_buffered) Assign(parameters, previous);
     ASSIGN_OR_RETURN(at::Tensor tokens, data->Samples(step, 0, batch));
     ASSIGN_OR_RETURN(MicroBatch mini_batch,
                      MakeMicroBatch(config, tokens, {job.spec.seed, step, 0}));
@@ -195,7 +220,9 @@ absl::Status TrainReference(const PipelineJob& job, const std::string& dir) {
         ReferenceLoss(*model, config, mini_batch, static_cast<double>(batch)));
     loss.backward();
     losses.push_back(loss.item<double>());
+    Assign(parameters, newest);
     optimizer.Step();
+    previous = newest;
   }
   std::vector<std::pair<std::string, at::Tensor>> named;
   for (const auto& item : model->named_parameters()) {
@@ -595,6 +622,13 @@ std::vector<Case> Cases() {
   add("ChimeraZbD4N4W2", Params(Scheme::kChimeraZb, 4, 4, 2),
       OptimizerKind::kSgd);
   add("ChimeraZbD2N4W2Recompute", Params(Scheme::kChimeraZb, 2, 4, 2))
+      ->recompute = true;
+  // PipeDream-2BW against its own rule, applied by the reference.
+  add("PipeDream2BwD2N2", Params(Scheme::kPipeDream2Bw, 2, 2, 1));
+  add("PipeDream2BwD4N6Sgd", Params(Scheme::kPipeDream2Bw, 4, 6, 1),
+      OptimizerKind::kSgd, DataFormat::kText);
+  add("PipeDream2BwD4N4Recompute", Params(Scheme::kPipeDream2Bw, 4, 4, 1),
+      OptimizerKind::kAdamW, DataFormat::kText)
       ->recompute = true;
   // Split backwards of the fused schedules, every weight gradient deferred.
   const auto add_split = [&](std::string name, ScheduleParams params,

@@ -595,6 +595,40 @@ void CheckBatchArithmetic(const chimera::v1::JobSpec& spec,
   }
 }
 
+// An asynchronous schedule trains with consent, and with what its runtime
+// keeps: no checkpoints yet (a resumed step would need both weight
+// versions) and no embedding tied across stages.
+void CheckAsynchronous(const chimera::v1::JobSpec& spec,
+                       schedule::Scheme scheme, FieldErrors* errors) {
+  const std::string name = schedule::SchemeName(scheme);
+  if (scheme != schedule::Scheme::kPipeDream2Bw) {
+    errors->Add("spec.parallelism.schedule",
+                absl::StrCat("'", name,
+                             "' does not train yet (`chimera schedule` draws "
+                             "it); the asynchronous pipedream-2bw does"));
+    return;
+  }
+  if (!spec.parallelism().allow_asynchronous()) {
+    errors->Add("spec.parallelism.schedule",
+                absl::StrCat("'", name,
+                             "' is asynchronous: its micro-batches run on "
+                             "weights one update old, so it trains to other "
+                             "weights than mini-batch SGD; set "
+                             "spec.parallelism.allowAsynchronous: true to "
+                             "train with it"));
+  }
+  if (spec.training().checkpoint_every() > 0) {
+    errors->Add("spec.training.checkpointEvery",
+                absl::StrCat(name, " does not checkpoint yet: leave it out"));
+  }
+  if (spec.model().tie_embeddings()) {
+    errors->Add("spec.model.tieEmbeddings",
+                absl::StrCat(name,
+                             " does not keep embeddings tied across "
+                             "stages yet: set it false"));
+  }
+}
+
 // The schedule rules live with the schedule engine (one translation of
 // spec.parallelism for every caller); what it cannot know is the model.
 void CheckParallelism(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
@@ -604,12 +638,7 @@ void CheckParallelism(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
       schedule::ScheduleParamsFromSpec(parallelism, spec.training(), &fixed));
   if (fixed.Gives(schedule::ScheduleParam::kScheme) &&
       schedule::IsAsynchronous(fixed.params.scheme)) {
-    // The schedule engine draws them; workers cannot run them yet.
-    errors->Add("spec.parallelism.schedule",
-                absl::StrCat("'", parallelism.schedule(),
-                             "' is asynchronous: `chimera schedule` draws and "
-                             "simulates it, but jobs cannot train with it "
-                             "yet"));
+    CheckAsynchronous(spec, fixed.params.scheme, errors);
   }
   const int num_layers = spec.model().num_layers();
   const int chunks = schedule::ChunksPerWorker(fixed.params);
@@ -703,6 +732,12 @@ void CheckRunPolicy(const chimera::v1::RunPolicy& policy, FieldErrors* errors) {
 }
 
 }  // namespace
+
+bool AllowsAsynchronousTraining(const chimera::v1::JobSpec& spec) {
+  return spec.parallelism().allow_asynchronous() &&
+         spec.training().checkpoint_every() == 0 &&
+         !spec.model().tie_embeddings();
+}
 
 FieldErrors ValidateJob(const TrainJob& job, const ValidationOptions& options) {
   FieldErrors errors;

@@ -42,6 +42,12 @@ inline ValidationOptions SpecOnly() {
 FieldErrors ValidateJob(const chimera::v1::TrainJob& job,
                         const ValidationOptions& options);
 
+// Whether a valid job may train with PipeDream-2BW: it consents to
+// asynchronous training (spec.parallelism.allowAsynchronous) and asks
+// nothing that schedule's runtime does not keep yet (checkpoints, embeddings
+// tied across stages).
+bool AllowsAsynchronousTraining(const chimera::v1::JobSpec& spec);
+
 }  // namespace chimera::jobspec
 
 #endif  // CHIMERA_JOBSPEC_JOB_VALIDATOR_H_

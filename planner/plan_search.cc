@@ -2,17 +2,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <set>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "jobspec/job_validator.h"
 #include "planner/plan_params.h"
 #include "schedule/params_proto.h"
 
@@ -490,7 +493,12 @@ absl::StatusOr<SearchResult> SearchPlans(const chimera::v1::TrainJob& job,
   ASSIGN_OR_RETURN(const int workers, UsableWorkers(job, cluster));
 
   Search search(job, cluster, profile, options.cancelled);
-  for (Scheme scheme : kAllSchemes) {
+  std::vector<Scheme> schemes(std::begin(kAllSchemes), std::end(kAllSchemes));
+  // The asynchronous one only where the job consents to it.
+  if (jobspec::AllowsAsynchronousTraining(job.spec())) {
+    schemes.push_back(Scheme::kPipeDream2Bw);
+  }
+  for (Scheme scheme : schemes) {
     if (fixed.Gives(ScheduleParam::kScheme) && fixed.params.scheme != scheme) continue;
     RETURN_IF_ERROR(search.TryScheme(fixed, scheme, workers));
   }

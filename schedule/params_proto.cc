@@ -222,10 +222,10 @@ absl::StatusOr<ScheduleParams> ScheduleParamsOf(const chimera::v1::Plan& plan) {
     return absl::InvalidArgumentError(
         absl::StrCat("plan.scheme: ", scheme.status().message()));
   }
-  if (IsAsynchronous(*scheme)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("plan.scheme: '", plan.scheme(),
-                     "' is asynchronous, which workers cannot run yet"));
+  if (*scheme == Scheme::kPipeDream) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan.scheme: '", plan.scheme(),
+        "' does not run yet (its stashed weights); pipedream-2bw does"));
   }
   p.scheme = *scheme;
   p.depth = plan.depth();

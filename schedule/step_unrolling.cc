@@ -85,7 +85,9 @@ absl::StatusOr<SteadyStep> SimulateSteadyStep(const Schedule& repeating,
   step.seconds = longer.makespan - shorter.makespan;
   for (size_t r = 0; r < longer.workers.size(); ++r) {
     const double busy = longer.workers[r].busy - shorter.workers[r].busy;
-    step.bubble_ratio += BubbleRatio(step.seconds - busy, step.seconds);
+    step.worker_bubble_ratios.push_back(
+        BubbleRatio(step.seconds - busy, step.seconds));
+    step.bubble_ratio += step.worker_bubble_ratios.back();
   }
   step.bubble_ratio /= static_cast<double>(longer.workers.size());
   return step;

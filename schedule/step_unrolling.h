@@ -8,6 +8,8 @@
 #ifndef CHIMERA_SCHEDULE_STEP_UNROLLING_H_
 #define CHIMERA_SCHEDULE_STEP_UNROLLING_H_
 
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "schedule/program.h"
 #include "schedule/simulator.h"
@@ -27,6 +29,8 @@ absl::StatusOr<Schedule> UnrollSteps(const Schedule& repeating, int steps);
 struct SteadyStep {
   double seconds = 0.0;
   double bubble_ratio = 0.0;
+  // Each worker's, by rank.
+  std::vector<double> worker_bubble_ratios;
 };
 
 // Simulated as what a third step adds to a run of two. InvalidArgument for

@@ -259,6 +259,20 @@ std::pair<double, double> FirstAndFinalLoss(const std::string& out, int steps) {
   return {first, last};
 }
 
+// The asynchronous example: workers carry a step's last micro-batches into
+// the next, switch each stage between its two weight versions, drain after
+// the last step, and the job learns.
+TEST(CliRunTest, TrainsThePipeDream2BwExample) {
+  ProcessResult run =
+      RunProcess({CHIMERA_BINARY, "run", "-f", "examples/pipedream-2bw.yaml"},
+                 CHIMERA_SOURCE_DIR, absl::Minutes(3));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_THAT(run.out, HasSubstr("plan: pipedream-2bw W=1 D=4 "));
+  EXPECT_THAT(run.out, HasSubstr("SUCCEEDED"));
+  const auto [first, final_loss] = FirstAndFinalLoss(run.out, 50);
+  EXPECT_LT(final_loss, first - 1.0) << run.out;
+}
+
 // The Llama example: rotary positions, RMSNorm, SwiGLU and grouped-query
 // attention through every rank of a Chimera pipeline, and it learns.
 TEST(CliRunTest, TrainsTheLlamaExample) {

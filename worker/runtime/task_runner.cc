@@ -360,6 +360,8 @@ absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
     }
     RETURN_IF_ERROR(observer.OnStep(metrics, *comm));
   }
+  // An asynchronous schedule's last step leaves backwards and an update.
+  RETURN_IF_ERROR(executor->DrainPipeline(options.last_step - 1));
   if (checkpoints) RETURN_IF_ERROR(checkpoints->Finish());
   return comm->Barrier(spec.timeouts.rendezvous);
 }

@@ -221,14 +221,20 @@ INSTANTIATE_TEST_SUITE_P(
                  "spec.parallelism.pipeline", "numLayers is 3"},
         EditCase{"UnknownSchedule", "schedule: chimera", "schedule: zigzag",
                  "spec.parallelism.schedule", "1f1b, gems, chimera"},
-        EditCase{"AsynchronousScheduleCannotTrainYet",
+        EditCase{"AsynchronousScheduleNeedsConsent",
                  "schedule: chimera\n    pipeline: 4\n    data: 2\n"
                  "    microBatches: 4",
                  "schedule: pipedream-2bw\n    pipeline: 8\n    data: 1\n"
                  "    microBatches: 8",
                  "spec.parallelism.schedule",
-                 "'pipedream-2bw' is asynchronous: `chimera schedule` draws "
-                 "and simulates it, but jobs cannot train with it yet"},
+                 "'pipedream-2bw' is asynchronous: its micro-batches run on "
+                 "weights one update old"},
+        EditCase{"PipeDreamDoesNotTrainYet",
+                 "schedule: chimera\n    pipeline: 4\n    data: 2\n"
+                 "    microBatches: 4",
+                 "schedule: pipedream\n    pipeline: 8\n    data: 1\n"
+                 "    microBatches: 8\n    allowAsynchronous: true",
+                 "spec.parallelism.schedule", "'pipedream' does not train yet"},
         EditCase{"PolicyOfAnotherScheme", "microBatches: 4",
                  "microBatches: 4\n    policy: pa", "spec.parallelism.policy",
                  "only applies to schedule 1f1b"},
@@ -647,6 +653,26 @@ TEST_F(JobValidatorTest, DataFilesAreNotOpenedWhenChecksAreOff) {
   FieldErrors errors = ParseJob(JobWith(text_path_, "nonexistent/x.txt"),
                                 chimera::jobspec::SpecOnly(), &job);
   EXPECT_THAT(Paths(errors), IsEmpty());
+}
+
+// PipeDream-2BW trains with consent, and without checkpoints or embeddings
+// tied across stages, which its runtime does not keep yet.
+TEST_F(JobValidatorTest,
+       AConsentingPipeDream2BwJobValidatesWithoutCheckpoints) {
+  const std::string two_bw = absl::StrReplaceAll(
+      JobWith("gpt", "gpt"),
+      {{"schedule: chimera\n    pipeline: 4\n    data: 2\n    microBatches: 4",
+        "schedule: pipedream-2bw\n    pipeline: 8\n    data: 1\n"
+        "    microBatches: 8\n    allowAsynchronous: true"}});
+  EXPECT_THAT(Paths(Validate(two_bw)), IsEmpty());
+  const FieldErrors errors = Validate(absl::StrReplaceAll(
+      two_bw, {{"maxSteps: 10",
+                "maxSteps: 10\n    checkpointEvery: 5\n"
+                "    checkpointDir: runs"},
+               {"numLayers: 8", "numLayers: 8\n    tieEmbeddings: true"}}));
+  EXPECT_THAT(Paths(errors), ElementsAre("spec.training.checkpointEvery",
+                                         "spec.model.tieEmbeddings"))
+      << errors.ToStatus();
 }
 
 // A job's paths name places under the workers' roots: by their text alone an

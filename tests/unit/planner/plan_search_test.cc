@@ -481,6 +481,42 @@ TEST(PlanSearchTest, ChimeraPipelinesFollowTheHostsCoresAndTheComputeTime) {
   EXPECT_EQ(ChimeraPipelinesChosen(4, 1e-5), 2);
 }
 
+// PipeDream-2BW is a candidate only where the job consents to
+// asynchronous training. At the same W = 1, D = 4, N = 8 its steps overlap,
+// so its predicted step is shorter than 1F1B's, which flushes, and its
+// memory holds a second copy of the weights.
+TEST(PlanSearchTest, PipeDream2BwIsPlannedOnlyWithConsent) {
+  const auto plans = [](bool consent, const std::string& schedule) {
+    auto job = LargeJob(16, 64, 4);
+    auto* parallelism = job.mutable_spec()->mutable_parallelism();
+    parallelism->set_allow_asynchronous(consent);
+    parallelism->set_pipeline(4);
+    parallelism->set_data(1);
+    parallelism->set_micro_batches(8);
+    if (!schedule.empty()) parallelism->set_schedule(schedule);
+    // 2BW's warm-up: D - i forwards on stage i.
+    if (schedule == "1f1b") parallelism->set_policy("pa");
+    return MustSearch(job, TestCluster(1, 4), 100);
+  };
+  const auto has_2bw = [](const SearchResult& result) {
+    for (const Evaluation& e : result.ranked) {
+      if (e.plan.scheme() == "pipedream-2bw") return true;
+    }
+    return false;
+  };
+  EXPECT_FALSE(has_2bw(plans(false, "")));
+  EXPECT_TRUE(has_2bw(plans(true, "")));
+  const chimera::v1::Plan two_bw = Best(plans(true, "pipedream-2bw"));
+  const chimera::v1::Plan one_f_one_b = Best(plans(false, "1f1b"));
+  ASSERT_EQ(two_bw.scheme(), "pipedream-2bw");
+  EXPECT_LT(two_bw.prediction().iteration_seconds(),
+            0.9 * one_f_one_b.prediction().iteration_seconds());
+  EXPECT_LT(two_bw.prediction().bubble_ratio(),
+            one_f_one_b.prediction().bubble_ratio());
+  EXPECT_GT(two_bw.prediction().peak_memory_bytes_max(),
+            one_f_one_b.prediction().peak_memory_bytes_max());
+}
+
 TEST(PlanSearchTest, MemoryPressureTurnsOnRecomputationOrDeepensThePipeline) {
   auto best = [](int64_t memory) {
     auto job = LargeJob(16, 64, 8);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "schedule/schedule_params.h"
 
 namespace chimera::schedule {
 namespace {
@@ -57,6 +58,13 @@ absl::StatusOr<Topology> ParseTopology(absl::string_view text) {
       topology.repeating = topology.Asynchronous();
       continue;
     }
+    if (kv.first == "replication") {
+      absl::StatusOr<std::vector<int>> replication =
+          ParseReplication(kv.second);
+      if (!replication.ok()) return LineError(1, replication.status().message());
+      topology.replication = *std::move(replication);
+      continue;
+    }
     int* field = kv.first == "depth"           ? &topology.depth
                  : kv.first == "width"         ? &topology.width
                  : kv.first == "micro_batches" ? &topology.micro_batches
@@ -65,18 +73,29 @@ absl::StatusOr<Topology> ParseTopology(absl::string_view text) {
     if (field == nullptr) {
       return LineError(1, absl::StrCat("unknown key '", kv.first,
                                        "'; use depth, width, micro_batches, "
-                                       "chunks, layout, updates"));
+                                       "chunks, layout, updates, "
+                                       "replication"));
     }
     ASSIGN_OR_RETURN(*field, ParseInt(1, kv.first, kv.second, 0));
     if (*field < 1) {
       return LineError(1, absl::StrCat(kv.first, " ", *field, " must be >= 1"));
     }
   }
+  const std::string problem =
+      ReplicationProblem(topology.replication, topology.depth);
+  if (!problem.empty()) {
+    return LineError(1, absl::StrCat("replication ",
+                                     ReplicationName(topology.replication), " ",
+                                     problem));
+  }
   // In 64 bits: the header may give any sizes.
-  const int64_t ranks = int64_t{topology.width} * topology.depth;
+  const int64_t ranks = int64_t{topology.width} * topology.WorkersPerPipeline();
   if (ranks > kMaxRanks) {
-    return LineError(1, absl::StrCat("width x depth = ", ranks, " exceeds ",
-                                     kMaxRanks, " ranks"));
+    return LineError(
+        1, absl::StrCat("width x ",
+                        topology.replication.empty() ? "depth"
+                                                     : "ranks per pipeline",
+                        " = ", ranks, " exceeds ", kMaxRanks, " ranks"));
   }
   return topology;
 }
@@ -162,6 +181,9 @@ std::string WriteScheduleCsv(const Schedule& schedule) {
   // An asynchronous schedule is written as its repeating step.
   if (t.Asynchronous()) {
     absl::StrAppend(&out, " updates=", UpdateRuleName(t.update_rule));
+  }
+  if (!t.replication.empty()) {
+    absl::StrAppend(&out, " replication=", ReplicationName(t.replication));
   }
   absl::StrAppend(&out, "\n", kHeader, "\n");
   for (const WorkerProgram& w : schedule.workers) {

@@ -11,7 +11,8 @@
 // The first line gives the Topology; an asynchronous schedule adds
 // updates=double-buffered or updates=stashed, and its rows are its repeating
 // step (negative micro-batches are the previous step's, Topology::repeating).
-// STAGE rows declare the stage replicas
+// A pipeline with replicated stages adds replication=2:1 (its micro-batches
+// are then slices, Topology::replication). STAGE rows declare the stage replicas
 // a rank holds; every other row is an instruction, appended to its rank's
 // program in file order. micro_batches lists one or two indices joined by
 // '+'; empty fields take the defaults (peer -1, part 0, num_parts 1,

@@ -8,15 +8,14 @@
 #include "schedule/bidirectional_generators.h"
 #include "schedule/linear_generators.h"
 #include "schedule/mixpipe_generator.h"
+#include "schedule/stage_replication.h"
 #include "schedule/zero_bubble_generators.h"
 
 namespace chimera::schedule {
 
-absl::StatusOr<Schedule> GenerateSchedule(const ScheduleParams& params) {
-  std::vector<ScheduleParamError> errors = ValidateScheduleParams(params);
-  if (!errors.empty()) {
-    return absl::InvalidArgumentError(DescribeScheduleParamErrors(errors));
-  }
+namespace {
+
+absl::StatusOr<Schedule> GenerateByScheme(const ScheduleParams& params) {
   switch (params.scheme) {
     case Scheme::kGpipe:
       return GenerateGpipe(params);
@@ -50,6 +49,18 @@ absl::StatusOr<Schedule> GenerateSchedule(const ScheduleParams& params) {
       return GeneratePipeDream2Bw(params);
   }
   return absl::InvalidArgumentError("unknown scheme");
+}
+
+}  // namespace
+
+absl::StatusOr<Schedule> GenerateSchedule(const ScheduleParams& params) {
+  std::vector<ScheduleParamError> errors = ValidateScheduleParams(params);
+  if (!errors.empty()) {
+    return absl::InvalidArgumentError(DescribeScheduleParamErrors(errors));
+  }
+  absl::StatusOr<Schedule> schedule = GenerateByScheme(params);
+  if (!schedule.ok() || params.replication.empty()) return schedule;
+  return ReplicateStages(*schedule, params.replication);
 }
 
 }  // namespace chimera::schedule

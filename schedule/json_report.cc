@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 
 namespace chimera::schedule {
@@ -130,6 +131,12 @@ void AppendSummary(std::string& out, const Schedule& schedule,
     absl::StrAppend(&out, "  \"updates\": \"",
                     UpdateRuleName(topology.update_rule), "\",\n  \"steps\": ",
                     topology.steps, ",\n");
+  }
+  if (!topology.replication.empty()) {
+    absl::StrAppend(&out, "  \"replication\": [",
+                    absl::StrJoin(topology.replication, ", "),
+                    "],\n  \"slices_per_micro_batch\": ",
+                    topology.SlicesPerMicroBatch(), ",\n");
   }
   for (const auto& [key, value] :
        {std::pair("makespan", result.makespan),

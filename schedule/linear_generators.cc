@@ -89,7 +89,7 @@ absl::StatusOr<Schedule> Linear(const ScheduleParams& params, int chunks,
   }
   ASSIGN_OR_RETURN(auto order, scheduler.Run());
   return BuildPrograms(setup.topology, setup.placement, order,
-                       {params.sync, params.sharding});
+                       {params.sync, params.sharding, params.replication});
 }
 
 }  // namespace

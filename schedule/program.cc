@@ -1,6 +1,9 @@
 #include "schedule/program.h"
 
+#include <algorithm>
 #include <array>
+#include <cstdint>
+#include <numeric>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -236,6 +239,99 @@ int Topology::ModelStage(StageRef ref) const {
 
 int Topology::NumModelStages() const {
   return layout == ChunkLayout::kReplicas ? depth : depth * num_chunks;
+}
+
+std::string ReplicationProblem(const std::vector<int>& replication,
+                               int depth) {
+  if (replication.empty()) return "";
+  if (static_cast<int>(replication.size()) != depth) {
+    return absl::StrCat("names ", replication.size(),
+                        " stages, but the pipeline has ", depth);
+  }
+  int64_t workers = 0;
+  int64_t slices = 1;
+  for (int replicas : replication) {
+    if (replicas < 1) {
+      return absl::StrCat("every stage needs at least one worker, not ",
+                          replicas);
+    }
+    workers += replicas;
+    slices = std::min<int64_t>(std::lcm<int64_t>(slices, replicas),
+                               int64_t{kMaxReplicatedSize} + 1);
+  }
+  if (workers > kMaxReplicatedSize || slices > kMaxReplicatedSize) {
+    return absl::StrCat("needs ", workers, " workers per pipeline and ",
+                        slices, " slices per micro-batch; each must be <= ",
+                        kMaxReplicatedSize);
+  }
+  return "";
+}
+
+absl::Status CheckReplication(const Topology& topology) {
+  if (topology.replication.empty()) return absl::OkStatus();
+  const std::string replication = absl::StrJoin(topology.replication, ":");
+  const std::string problem =
+      ReplicationProblem(topology.replication, topology.depth);
+  if (!problem.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("topology: replication ", replication, " ", problem));
+  }
+  if (topology.num_chunks != 1 || topology.Asynchronous()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "topology: replication ", replication,
+        " needs a synchronous pipeline of one chunk"));
+  }
+  if (topology.micro_batches % topology.SlicesPerMicroBatch() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "topology: replication ", replication, " cuts each micro-batch into ",
+        topology.SlicesPerMicroBatch(), " slices, which must divide its ",
+        topology.micro_batches, " micro-batches"));
+  }
+  return absl::OkStatus();
+}
+
+int Topology::WorkersPerPipeline() const {
+  if (replication.empty()) return depth;
+  return std::accumulate(replication.begin(), replication.end(), 0);
+}
+
+int Topology::ReplicasOf(int position) const {
+  return replication.empty() ? 1 : replication[position];
+}
+
+int Topology::SlicesPerMicroBatch() const {
+  int slices = 1;
+  for (int replicas : replication) slices = std::lcm(slices, replicas);
+  return slices;
+}
+
+int Topology::RankOf(int dp, int position, int replica) const {
+  int rank = dp * WorkersPerPipeline() + replica;
+  for (int p = 0; p < position; ++p) rank += ReplicasOf(p);
+  return rank;
+}
+
+int Topology::PositionOf(int rank) const {
+  int offset = rank % WorkersPerPipeline();
+  if (replication.empty()) return offset;
+  int position = 0;
+  while (offset >= replication[position]) offset -= replication[position++];
+  return position;
+}
+
+int Topology::ReplicaIndexOf(int rank) const {
+  if (replication.empty()) return 0;
+  int offset = rank % WorkersPerPipeline();
+  for (int replicas : replication) {
+    if (offset < replicas) break;
+    offset -= replicas;
+  }
+  return offset;
+}
+
+int Topology::SliceOwner(int position, int mb) const {
+  const int slices = SlicesPerMicroBatch();
+  return (mb % slices) / (slices / ReplicasOf(position));
 }
 
 }  // namespace chimera::schedule

@@ -8,7 +8,9 @@
 //     for (const Instruction& inst : worker.instructions)
 //       CHIMERA_LOG(INFO) << worker.rank << ": " << DescribeInstruction(inst);
 //
-// Ranks: rank = dp_rank * depth + position, position 0..depth-1.
+// Ranks: rank = dp_rank * depth + position, position 0..depth-1; with
+// replicated stages (Topology::replication) each data-parallel replica's
+// ranks run position by position, replica by replica (Topology::RankOf).
 #ifndef CHIMERA_SCHEDULE_PROGRAM_H_
 #define CHIMERA_SCHEDULE_PROGRAM_H_
 
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -170,6 +173,16 @@ struct Topology {
   // The steps the programs run in a row, micro_batches / steps each: 1, or
   // more for unrolled asynchronous steps.
   int steps = 1;
+  // DAPPLE's non-uniform stage replication: position p's stage runs on
+  // replication[p] ranks of each data-parallel replica, each on its own
+  // slice of every micro-batch (empty: one rank per position). The
+  // micro-batches the programs name are then slices, SlicesPerMicroBatch()
+  // to each micro-batch a job names: slice j of micro-batch m is program
+  // micro-batch m * L + j, and replica k of position p owns slices
+  // [k L / r, (k + 1) L / r) of each (L slices, r = replication[p]). A
+  // stage's slices hand on to whichever replica of the next owns them.
+  // Only for one-chunk linear pipelines (the validator says so).
+  std::vector<int> replication;
 
   // The stage that consumes `ref`'s output activation / that feeds its
   // input; nullopt at the ends of the model.
@@ -179,7 +192,21 @@ struct Topology {
   // share weights and are allreduced together.
   int ModelStage(StageRef ref) const;
   int NumModelStages() const;
-  int NumWorkers() const { return width * depth; }
+  int NumWorkers() const { return width * WorkersPerPipeline(); }
+  // The ranks of one data-parallel replica: depth, or the sum of
+  // `replication`.
+  int WorkersPerPipeline() const;
+  // Ranks holding position `position` in each data-parallel replica.
+  int ReplicasOf(int position) const;
+  // The least common multiple of `replication` (1 without it).
+  int SlicesPerMicroBatch() const;
+  // The rank of replica `replica` of position `position` in data-parallel
+  // replica `dp`; the position and the replica index of `rank`.
+  int RankOf(int dp, int position, int replica) const;
+  int PositionOf(int rank) const;
+  int ReplicaIndexOf(int rank) const;
+  // The replica of position `position` that owns program micro-batch `mb`.
+  int SliceOwner(int position, int mb) const;
   int MicroBatchesPerStep() const { return micro_batches / steps; }
   bool Asynchronous() const { return update_rule != UpdateRule::kSynchronous; }
   // Asynchronous schedules: whether a stage updates its weights right after
@@ -187,6 +214,18 @@ struct Topology {
   // last under kDoubleBuffered).
   bool UpdatesAfter(int mb) const;
 };
+
+// Why `replication` cannot lay out a pipeline of `depth` stages (a count
+// other than the depth, a stage without a worker, more than
+// kMaxReplicatedSize workers per pipeline or slices per micro-batch), or ""
+// when it can. Empty is no replication and always can.
+inline constexpr int kMaxReplicatedSize = 1 << 15;
+std::string ReplicationProblem(const std::vector<int>& replication, int depth);
+
+// InvalidArgument, naming the replication, when `topology` has one that
+// ReplicationProblem refuses, or one for more than a synchronous pipeline
+// of one chunk, or whose slices do not divide its micro-batches.
+absl::Status CheckReplication(const Topology& topology);
 
 struct WorkerProgram {
   int rank = 0;
@@ -203,7 +242,7 @@ struct Schedule {
 
 // The data-parallel replica a rank belongs to.
 inline int DpRank(const Topology& topology, int rank) {
-  return rank / topology.depth;
+  return rank / topology.WorkersPerPipeline();
 }
 
 }  // namespace chimera::schedule

@@ -122,17 +122,22 @@ struct GroupPlan {
 
 std::vector<GroupPlan> PlanGroups(
     const Topology& topology, const std::vector<std::vector<StageRef>>& held,
-    Sharding sharding) {
+    const GradientSync& sync) {
   std::vector<std::set<int>> holders(topology.NumModelStages());
   for (int p = 0; p < topology.depth; ++p) {
     for (const StageRef& ref : held[p]) {
       holders[topology.ModelStage(ref)].insert(p);
     }
   }
+  const Sharding sharding = sync.sharding;
   std::vector<GroupPlan> groups(holders.size());
   for (size_t m = 0; m < holders.size(); ++m) {
     GroupPlan& group = groups[m];
-    group.collective = holders[m].size() * topology.width > 1;
+    int members = 0;
+    for (int p : holders[m]) {
+      members += sync.replication.empty() ? 1 : sync.replication[p];
+    }
+    group.collective = members * topology.width > 1;
     group.mirrored = holders[m].size() == 1;
     group.sharded = group.collective && sharding != Sharding::kNone;
     if (group.sharded && sharding != Sharding::kOptimizer) {
@@ -358,7 +363,7 @@ absl::StatusOr<Schedule> BuildPrograms(
   const std::vector<std::vector<StageRef>> held =
       HeldStages(topology, placement);
   const std::vector<GroupPlan> groups =
-      PlanGroups(topology, held, sync.sharding);
+      PlanGroups(topology, held, sync);
 
   Schedule schedule;
   schedule.topology = topology;

@@ -75,6 +75,10 @@ struct Placement {
 struct GradientSync {
   Sync sync = Sync::kEager;
   Sharding sharding = Sharding::kNone;
+  // The workers each position's stage will run on once ReplicateStages
+  // replicates the programs (empty: one each): a stage replicated within a
+  // data-parallel replica sums its gradients over its replicas too.
+  std::vector<int> replication;
 };
 
 // `order[p]` is the compute order of position p, sorted by grid_start. The

@@ -49,6 +49,8 @@ absl::StatusOr<Topology> TopologyFromProto(
                      ParseUpdateRule(outline.update_rule()));
   }
   topology.repeating = outline.repeating();
+  topology.replication.assign(outline.replication().begin(),
+                              outline.replication().end());
   if (topology.repeating && !topology.Asynchronous()) {
     return absl::InvalidArgumentError(
         "the schedule outline repeats one step, but its update rule is "
@@ -62,6 +64,7 @@ absl::StatusOr<Topology> TopologyFromProto(
                      topology.micro_batches, " micro-batches, width ",
                      topology.width, ") must be at least 1 in each"));
   }
+  RETURN_IF_ERROR(CheckReplication(topology));
   return topology;
 }
 
@@ -157,6 +160,7 @@ chimera::v1::ScheduleOutline ToProto(const ScheduleOutline& outline) {
     out.set_update_rule(UpdateRuleName(topology.update_rule));
     out.set_repeating(topology.repeating);
   }
+  for (int replicas : topology.replication) out.add_replication(replicas);
   for (const std::vector<StageRef>& stages : outline.stages_by_rank) {
     chimera::v1::RankStages* rank = out.add_ranks();
     for (const StageRef& ref : stages) {

@@ -35,6 +35,7 @@ void AddTopology(const Topology& topology, Fnv1a& fnv) {
     fnv.Add(static_cast<int>(topology.update_rule));
     fnv.Add(static_cast<int>(topology.repeating));
   }
+  for (int replicas : topology.replication) fnv.Add(replicas);
 }
 
 void AddInstruction(const Instruction& inst, Fnv1a& fnv) {

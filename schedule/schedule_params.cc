@@ -2,12 +2,17 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <initializer_list>
+#include <numeric>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "schedule/program.h"
 
 namespace chimera::schedule {
 namespace {
@@ -121,6 +126,21 @@ absl::StatusOr<Sync> ParseSync(absl::string_view name) {
 absl::StatusOr<Sharding> ParseSharding(absl::string_view name) {
   return ParseName(kShardingNames, "sharding mode", name);
 }
+absl::StatusOr<std::vector<int>> ParseReplication(absl::string_view text) {
+  std::vector<int> replication;
+  for (absl::string_view entry : absl::StrSplit(text, ':')) {
+    int replicas = 0;
+    if (!absl::SimpleAtoi(entry, &replicas) || replicas < 1 ||
+        replicas > kMaxScheduleSize) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", text, "' is not a replication: '", entry,
+          "' must be a number of workers in [1, ", kMaxScheduleSize,
+          "], one per stage separated by ':' (e.g. 2:1)"));
+    }
+    replication.push_back(replicas);
+  }
+  return replication;
+}
 std::string SchemeName(Scheme scheme) { return NameOf(kSchemeNames, scheme); }
 std::string ConcatName(Concat concat) { return NameOf(kConcatNames, concat); }
 std::string WarmupPolicyName(WarmupPolicy policy) {
@@ -129,6 +149,9 @@ std::string WarmupPolicyName(WarmupPolicy policy) {
 std::string SyncName(Sync sync) { return NameOf(kSyncNames, sync); }
 std::string ShardingName(Sharding sharding) {
   return NameOf(kShardingNames, sharding);
+}
+std::string ReplicationName(const std::vector<int>& replication) {
+  return absl::StrJoin(replication, ":");
 }
 std::string SchemeNames() { return AllNames(kSchemeNames); }
 std::string ConcatNames() { return AllNames(kConcatNames); }
@@ -193,6 +216,22 @@ const KnobNames kSyncKnob =
 const KnobNames kShardingKnob =
     NamedMember<Sharding, &ScheduleParams::sharding, ParseSharding,
                 ShardingName, ShardingNames>();
+const KnobNames kReplicationKnob = {
+    [](absl::string_view text, ScheduleParams& params) -> absl::Status {
+      absl::StatusOr<std::vector<int>> replication = ParseReplication(text);
+      if (!replication.ok()) return replication.status();
+      params.replication = *std::move(replication);
+      return absl::OkStatus();
+    },
+    [](const ScheduleParams& params) {
+      return ReplicationName(params.replication);
+    },
+    [] {
+      return std::string(
+          "workers per stage separated by ':', one entry per stage (2:1 "
+          "runs stage 0 on two workers and stage 1 on one)");
+    },
+};
 
 namespace {
 
@@ -311,6 +350,25 @@ void AddAsynchronousErrors(const ScheduleParams& params,
   }
 }
 
+// A replicated stage's replicas each run a slice of every micro-batch: as
+// many slices as the least common multiple of the stages' replicas.
+void AddReplicationErrors(const ScheduleParams& params,
+                          std::vector<ScheduleParamError>& errors) {
+  const std::string problem =
+      ReplicationProblem(params.replication, params.depth);
+  if (!problem.empty()) {
+    errors.push_back({ScheduleParam::kReplication,
+                      absl::StrCat(ReplicationName(params.replication), " ",
+                                   problem)});
+  }
+  if (params.sharding != Sharding::kNone) {
+    errors.push_back({ScheduleParam::kSharding,
+                      absl::StrCat(ShardingName(params.sharding),
+                                   " does not combine with a replication "
+                                   "yet; use sharding none")});
+  }
+}
+
 }  // namespace
 
 std::vector<ScheduleParamError> ValidateScheduleParams(
@@ -337,7 +395,7 @@ std::vector<ScheduleParamError> ValidateScheduleParams(
   if (IsLooping(params.scheme)) AddLoopingErrors(params, errors);
   // A stage held by one rank has no group to shard over.
   if (params.sharding != Sharding::kNone && params.width == 1 &&
-      !IsBidirectional(params.scheme)) {
+      !IsBidirectional(params.scheme) && params.replication.empty()) {
     errors.push_back(
         {ScheduleParam::kSharding,
          absl::StrCat(ShardingName(params.sharding),
@@ -349,6 +407,16 @@ std::vector<ScheduleParamError> ValidateScheduleParams(
                       "gems, mixpipe) or sharding none")});
   }
   if (IsAsynchronous(params.scheme)) AddAsynchronousErrors(params, errors);
+  if (!params.replication.empty()) {
+    if (KnobApplies(ScheduleParam::kReplication, params.scheme)) {
+      AddReplicationErrors(params, errors);
+    } else {
+      errors.push_back({ScheduleParam::kReplication,
+                        absl::StrCat("applies to ",
+                                     SchemesReading(ScheduleParam::kReplication),
+                                     ", not ", SchemeName(params.scheme))});
+    }
+  }
   // DualPipeV's steady phase runs N - 2D + r + 1 rounds on position r.
   if (params.scheme == Scheme::kDualPipeV && params.micro_batches < 2 * d) {
     errors.push_back(
@@ -409,7 +477,10 @@ bool IsVShaped(Scheme scheme) {
 }
 
 int WorkerCount(const ScheduleParams& params) {
-  return params.width * params.depth;
+  if (params.replication.empty()) return params.width * params.depth;
+  int per_pipeline = 0;
+  for (int replicas : params.replication) per_pipeline += replicas;
+  return params.width * per_pipeline;
 }
 
 }  // namespace chimera::schedule

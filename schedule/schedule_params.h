@@ -96,6 +96,9 @@ struct ScheduleParams {
   // no limit).
   int activation_limit = 0;
   Sharding sharding = Sharding::kNone;
+  // gpipe, 1f1b: DAPPLE's stage replication, the ranks each stage runs on
+  // per data-parallel replica, one entry per stage ("2:1"); empty: one each.
+  std::vector<int> replication;
   bool recompute = false;
   // Grid slots a backward occupies while generators order the ops (a
   // forward takes one): 2 orders for backward = 2x forward, 1 for the
@@ -109,11 +112,15 @@ absl::StatusOr<Concat> ParseConcat(absl::string_view name);
 absl::StatusOr<WarmupPolicy> ParseWarmupPolicy(absl::string_view name);
 absl::StatusOr<Sync> ParseSync(absl::string_view name);
 absl::StatusOr<Sharding> ParseSharding(absl::string_view name);
+// "2:1" -> {2, 1}; every entry an integer in [1, kMaxScheduleSize].
+absl::StatusOr<std::vector<int>> ParseReplication(absl::string_view text);
 std::string SchemeName(Scheme scheme);
 std::string ConcatName(Concat concat);
 std::string WarmupPolicyName(WarmupPolicy policy);
 std::string SyncName(Sync sync);
 std::string ShardingName(Sharding sharding);
+// {2, 1} -> "2:1"; {} -> "".
+std::string ReplicationName(const std::vector<int>& replication);
 
 // Comma-separated allowed names, for error messages and --help.
 std::string SchemeNames();
@@ -138,6 +145,7 @@ enum class ScheduleParam {
   kChunks,
   kActivationLimit,
   kSharding,
+  kReplication,
   kRecompute,
   kBackwardSlots,
 };
@@ -168,6 +176,7 @@ extern const KnobNames kConcatKnob;
 extern const KnobNames kPolicyKnob;
 extern const KnobNames kSyncKnob;
 extern const KnobNames kShardingKnob;
+extern const KnobNames kReplicationKnob;
 
 // A knob: a parameter a job may set in spec.parallelism.<field>, that
 // `chimera schedule` sets with --<flag>, and that a Plan carries in its field
@@ -220,6 +229,11 @@ inline constexpr Knob kKnobs[] = {
      "What each gradient group shards (needs groups of 2 or more: W > 1, or "
      "a bidirectional schedule)",
      kEveryScheme, nullptr, 0, &kShardingKnob},
+    {ScheduleParam::kReplication, "replication", "replication",
+     "gpipe, 1f1b: DAPPLE's stage replication, the workers each stage runs "
+     "on per pipeline, each on its slice of every micro-batch",
+     SchemesOf({Scheme::kGpipe, Scheme::kOneFOneB}), nullptr, 0,
+     &kReplicationKnob},
 };
 
 // The knob row of `param`, or null for the sizes, scheme and recompute.
@@ -276,7 +290,8 @@ int ModelStageCount(const ScheduleParams& params);
 // 0..D-1 and stages D..2D-1 back up from D-1 to 0.
 bool IsVShaped(Scheme scheme);
 
-// Number of worker ranks a schedule occupies: W x D.
+// Number of worker ranks a schedule occupies: W x D, or W x the sum of the
+// replication.
 int WorkerCount(const ScheduleParams& params);
 
 }  // namespace chimera::schedule

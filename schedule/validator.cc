@@ -116,7 +116,7 @@ absl::Status CheckTopology(const Topology& topology) {
     return absl::InvalidArgumentError(
         "topology: only an asynchronous schedule repeats one step");
   }
-  return absl::OkStatus();
+  return CheckReplication(topology);
 }
 
 // What validating allocates and walks grows with the topology's sizes, while
@@ -190,7 +190,17 @@ class StageOwners {
     return owners;
   }
 
-  int Owner(int dp, StageRef ref) const { return owner_[Slot(dp, ref)]; }
+  // The rank of data-parallel replica `dp` that runs micro-batch `mb` on
+  // `ref`: the one holding it, or with replicated stages the replica owning
+  // the slice.
+  int Owner(int dp, StageRef ref, int mb) const {
+    return owner_[Slot(dp, ref, topology_.SliceOwner(ref.stage, mb))];
+  }
+  bool Holds(int rank, StageRef ref) const {
+    const int replica = topology_.ReplicaIndexOf(rank);
+    return replica < topology_.ReplicasOf(ref.stage) &&
+           owner_[Slot(DpRank(topology_, rank), ref, replica)] == rank;
+  }
   // Ranks holding a replica of `model_stage`: the size of its allreduce.
   int GroupSize(int model_stage) const { return group_size_[model_stage]; }
 
@@ -198,13 +208,15 @@ class StageOwners {
   explicit StageOwners(const Topology& topology)
       : topology_(topology),
         owner_(static_cast<size_t>(topology.width) * topology.num_chunks *
-                   topology.depth,
+                   topology.WorkersPerPipeline(),
                -1) {}
 
-  size_t Slot(int dp, StageRef ref) const {
+  // Replica `replica` of `ref` in data-parallel replica `dp`; the replicas
+  // of stage s follow those of the stages before it, as ranks do.
+  size_t Slot(int dp, StageRef ref, int replica) const {
     return (static_cast<size_t>(dp) * topology_.num_chunks + ref.chunk) *
-               topology_.depth +
-           ref.stage;
+               topology_.WorkersPerPipeline() +
+           topology_.RankOf(0, ref.stage, replica);
   }
 
   void Hold(int rank, StageRef ref, Problems& problems) {
@@ -215,7 +227,17 @@ class StageOwners {
                                 topology_.depth, ")"));
       return;
     }
-    int& owner = owner_[Slot(DpRank(topology_, rank), ref)];
+    if (!topology_.replication.empty() &&
+        topology_.PositionOf(rank) != ref.stage) {
+      problems.Add(absl::StrCat("rank ", rank, " holds stage ", ref.stage,
+                                ", but with a replication the ranks of "
+                                "position ",
+                                topology_.PositionOf(rank),
+                                " hold that stage alone"));
+      return;
+    }
+    int& owner = owner_[Slot(DpRank(topology_, rank), ref,
+                             topology_.ReplicaIndexOf(rank))];
     if (owner >= 0) {
       problems.Add(absl::StrCat("chunk ", ref.chunk, " stage ", ref.stage,
                                 " is held by both rank ", owner, " and rank ",
@@ -228,9 +250,14 @@ class StageOwners {
     for (int dp = 0; dp < topology_.width; ++dp) {
       for (int c = 0; c < topology_.num_chunks; ++c) {
         for (int st = 0; st < topology_.depth; ++st) {
-          if (Owner(dp, {c, st}) < 0) {
-            problems.Add(absl::StrCat("no rank of data-parallel replica ", dp,
-                                      " holds chunk ", c, " stage ", st));
+          for (int k = 0; k < topology_.ReplicasOf(st); ++k) {
+            if (owner_[Slot(dp, {c, st}, k)] >= 0) continue;
+            problems.Add(absl::StrCat(
+                "no rank of data-parallel replica ", dp, " holds chunk ", c,
+                " stage ", st,
+                topology_.replication.empty() ? ""
+                                              : absl::StrCat(" (replica ", k,
+                                                             ")")));
           }
         }
       }
@@ -335,7 +362,7 @@ class DependencyTracker {
     std::optional<StageRef> prev = topology_.Prev(ref);
     for (int mb : inst.micro_batches) {
       if (prev) {
-        bool local = owners_.Owner(dp, *prev) == step.rank;
+        bool local = owners_.Owner(dp, *prev, mb) == step.rank;
         bool ready = local ? forward_done_[grid_.Index(dp, *prev, mb)]
                            : activation_arrived_[grid_.Index(dp, ref, mb)];
         if (!ready) {
@@ -382,7 +409,7 @@ class DependencyTracker {
           step, "runs before the forward of its micro-batch on this stage");
     }
     if (std::optional<StageRef> next = topology_.Next(ref)) {
-      bool local = owners_.Owner(dp, *next) == step.rank;
+      bool local = owners_.Owner(dp, *next, mb) == step.rank;
       const PartSet& have = local ? input_done_[grid_.Index(dp, *next, mb)]
                                   : gradient_arrived_[index];
       if (!have.Covers(inst.part, inst.num_parts)) {
@@ -598,15 +625,16 @@ class Validator {
                                 "), stage in [0, ", topology_.depth, ")"));
       return;
     }
-    const int owner = owners_.Owner(DpRank(topology_, rank), ref);
-    if (owner != rank) {
+    if (!owners_.Holds(rank, ref)) {
       problems.Add(absl::StrCat(Where(rank, index, inst),
-                                ": the stage is held by rank ", owner,
+                                ": the stage is held by rank ",
+                                owners_.Owner(DpRank(topology_, rank), ref, 0),
                                 ", not this one"));
       return;
     }
     if (ActsOnWholeStage(inst.op)) return;
     if (!CheckMicroBatches(rank, index, inst, problems)) return;
+    if (!CheckSliceOwners(rank, index, inst, problems)) return;
     CheckParts(rank, index, inst, problems);
     if (inst.recompute && inst.op != OpKind::kBackward &&
         inst.op != OpKind::kBackwardInput) {
@@ -673,6 +701,24 @@ class Validator {
     return true;
   }
 
+  // With replicated stages, a rank runs only its replica's slices; false
+  // when one is another's (then its peer is meaningless too).
+  bool CheckSliceOwners(int rank, size_t index, const Instruction& inst,
+                        Problems& problems) const {
+    const int dp = DpRank(topology_, rank);
+    for (int mb : inst.micro_batches) {
+      const int owner = owners_.Owner(dp, {inst.chunk, inst.stage}, mb);
+      if (owner == rank) continue;
+      problems.Add(absl::StrCat(Where(rank, index, inst), ": micro-batch ", mb,
+                                " is slice ", mb % topology_.SlicesPerMicroBatch(),
+                                " of micro-batch ",
+                                mb / topology_.SlicesPerMicroBatch(),
+                                ", which rank ", owner, " runs on this stage"));
+      return false;
+    }
+    return true;
+  }
+
   void CheckParts(int rank, size_t index, const Instruction& inst,
                   Problems& problems) const {
     const bool sliced = IsBackward(inst.op) || inst.op == OpKind::kSendGrad ||
@@ -701,12 +747,17 @@ class Validator {
                                 " stage to talk to"));
       return;
     }
-    const int want = owners_.Owner(DpRank(topology_, rank), *neighbour);
-    if (inst.peer != want || want == rank) {
+    for (int mb : inst.micro_batches) {
+      const int want = owners_.Owner(DpRank(topology_, rank), *neighbour, mb);
+      if (inst.peer == want && want != rank) continue;
       problems.Add(absl::StrCat(
           Where(rank, index, inst), ": peer must be rank ", want,
           ", which holds chunk ", neighbour->chunk, " stage ", neighbour->stage,
+          topology_.replication.empty()
+              ? ""
+              : absl::StrCat(" for micro-batch ", mb),
           want == rank ? " (this rank: no p2p needed)" : ""));
+      return;
     }
   }
 
@@ -972,7 +1023,7 @@ class Validator {
               absl::StrCat("micro-batch ", mb, " of data-parallel replica ", dp,
                            " runs forward ", forward_count_[idx],
                            " times on chunk ", c, " stage ", st, " (rank ",
-                           owners_.Owner(dp, {c, st}), "); want exactly once"));
+                           owners_.Owner(dp, {c, st}, mb), "); want exactly once"));
         }
         const bool input = input_parts_[idx].Full();
         const bool weight = weight_parts_[idx].Full();
@@ -983,7 +1034,7 @@ class Validator {
               : !input          ? "the input half (BACKWARD_INPUT) of its backward"
                                 : "the weight half (BACKWARD_WEIGHT) of its backward",
               " on chunk ", c, " stage ", st, " (rank ",
-              owners_.Owner(dp, {c, st}), ")"));
+              owners_.Owner(dp, {c, st}, mb), ")"));
         }
       }
     }

@@ -299,7 +299,7 @@ int Topology::ReplicasOf(int position) const {
   return replication.empty() ? 1 : replication[position];
 }
 
-int Topology::SlicesPerMicroBatch() const {
+int SlicesPerMicroBatch(const std::vector<int>& replication) {
   int slices = 1;
   for (int replicas : replication) slices = std::lcm(slices, replicas);
   return slices;

@@ -155,6 +155,11 @@ enum class UpdateRule : uint8_t {
 std::string UpdateRuleName(UpdateRule rule);
 absl::StatusOr<UpdateRule> ParseUpdateRule(absl::string_view name);
 
+// The least common multiple of `replication` (1 when empty): the slices of
+// each micro-batch (Topology::replication). Only for a replication that
+// ReplicationProblem accepts: a larger one would overflow.
+int SlicesPerMicroBatch(const std::vector<int>& replication);
+
 struct Topology {
   int depth = 1;
   int num_chunks = 1;
@@ -199,7 +204,9 @@ struct Topology {
   // Ranks holding position `position` in each data-parallel replica.
   int ReplicasOf(int position) const;
   // The least common multiple of `replication` (1 without it).
-  int SlicesPerMicroBatch() const;
+  int SlicesPerMicroBatch() const {
+    return schedule::SlicesPerMicroBatch(replication);
+  }
   // The rank of replica `replica` of position `position` in data-parallel
   // replica `dp`; the position and the replica index of `rank`.
   int RankOf(int dp, int position, int replica) const;

@@ -139,6 +139,12 @@ absl::StatusOr<std::vector<int>> ParseReplication(absl::string_view text) {
     }
     replication.push_back(replicas);
   }
+  const std::string problem =
+      ReplicationProblem(replication, static_cast<int>(replication.size()));
+  if (!problem.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replication '", text, "' ", problem));
+  }
   return replication;
 }
 std::string SchemeName(Scheme scheme) { return NameOf(kSchemeNames, scheme); }

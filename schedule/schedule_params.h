@@ -112,7 +112,8 @@ absl::StatusOr<Concat> ParseConcat(absl::string_view name);
 absl::StatusOr<WarmupPolicy> ParseWarmupPolicy(absl::string_view name);
 absl::StatusOr<Sync> ParseSync(absl::string_view name);
 absl::StatusOr<Sharding> ParseSharding(absl::string_view name);
-// "2:1" -> {2, 1}; every entry an integer in [1, kMaxScheduleSize].
+// "2:1" -> {2, 1}; every entry an integer in [1, kMaxScheduleSize], and
+// one that ReplicationProblem (program.h) accepts for its own depth.
 absl::StatusOr<std::vector<int>> ParseReplication(absl::string_view text);
 std::string SchemeName(Scheme scheme);
 std::string ConcatName(Concat concat);

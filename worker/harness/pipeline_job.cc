@@ -134,7 +134,8 @@ PipelineJob MakePipelineJob(schedule::Schedule schedule,
   job.spec.partition =
       Partition::Even(model.num_layers, schedule.topology.NumModelStages())
           .value();
-  job.spec.micro_batch_size = micro_batch_size;
+  job.spec.micro_batch_size =
+      micro_batch_size / schedule.topology.SlicesPerMicroBatch();
   job.spec.seed = seed;
   job.spec.max_steps = 1;
   job.spec.timeouts = Timeouts::Every(op_timeout);

@@ -51,7 +51,10 @@ struct PipelineJob {
 };
 
 // The base every forked-pipeline test and benchmark adjusts: `model`
-// on `schedule`, its blocks split evenly over the model stages, synthetic
+// on `schedule` with micro-batches of `micro_batch_size` samples (each
+// replicated stage's replicas run a slice of them: the size must divide by
+// Topology::SlicesPerMicroBatch), its blocks split evenly over the model
+// stages, synthetic
 // samples of the model's shape, `seed` for the parameters and the data, and
 // `op_timeout` bounding each transfer, collective and the joining. Callers
 // set the optimizer, the steps and whatever else they vary.

@@ -12,6 +12,7 @@
 #include "common/safetensors.h"
 #include "common/status_macros.h"
 #include "schedule/params_proto.h"
+#include "schedule/program.h"
 
 namespace chimera::worker {
 namespace {
@@ -35,6 +36,23 @@ void ReadPlan(const chimera::v1::Plan& plan, int model_stages, TaskSpec& task,
   if (task.micro_batch_size < 1) {
     errors.Add("plan.microBatchSize",
                absl::StrCat(plan.micro_batch_size(), " must be >= 1"));
+  }
+  // With replicated stages the programs name slices of micro-batches.
+  if (!plan.replication().empty()) {
+    const absl::StatusOr<std::vector<int>> replication =
+        schedule::ParseReplication(plan.replication());
+    const int slices =
+        replication.ok() ? schedule::SlicesPerMicroBatch(*replication) : 1;
+    if (!replication.ok()) {
+      errors.Add("plan.replication", replication.status().message());
+    } else if (task.micro_batch_size % slices != 0) {
+      errors.Add("plan.microBatchSize",
+                 absl::StrCat(task.micro_batch_size, " does not split into the ",
+                              slices, " slices of replication ",
+                              plan.replication()));
+    } else {
+      task.micro_batch_size /= slices;
+    }
   }
   std::vector<LayerRange> stages;
   for (const auto& stage : plan.partition()) {

@@ -92,8 +92,9 @@ struct TaskSpec {
   // A torchscript model's pieces (spec.model.modules, a directory beneath
   // the data root); nullopt for the other families.
   std::optional<FileUnderRoot> modules;
-  // Samples per micro-batch (B), at least the number of parts any backward
-  // is split into.
+  // Samples per micro-batch the program names (B; with replicated stages a
+  // slice, B over Topology::SlicesPerMicroBatch), at least the number of
+  // parts any backward is split into.
   int micro_batch_size = 1;
   int64_t max_steps = 0;
   // Compute threads of the task's rank: LibTorch's pools and the BLAS's

@@ -630,6 +630,30 @@ std::vector<Case> Cases() {
   add("PipeDream2BwD4N4Recompute", Params(Scheme::kPipeDream2Bw, 4, 4, 1),
       OptimizerKind::kAdamW, DataFormat::kText)
       ->recompute = true;
+  // DAPPLE's stage replication: each replica runs its slice of every
+  // micro-batch, a stage's gradients are summed over all its replicas.
+  const auto add_replicated = [&](std::string name, ScheduleParams params,
+                                  std::vector<int> replication,
+                                  OptimizerKind optimizer =
+                                      OptimizerKind::kAdamW) {
+    params.replication = std::move(replication);
+    return add(std::move(name), params, optimizer);
+  };
+  add_replicated("OneFOneBReplicated2To1N2", Params(Scheme::kOneFOneB, 2, 2, 1),
+                 {2, 1});
+  add_replicated("OneFOneBReplicated1To2N3W2",
+                 Params(Scheme::kOneFOneB, 2, 3, 2), {1, 2},
+                 OptimizerKind::kSgd);
+  add_replicated("GpipeReplicated1To2N2", Params(Scheme::kGpipe, 2, 2, 1),
+                 {1, 2}, OptimizerKind::kSgd);
+  add_replicated("OneFOneBReplicated2To1N2W2",
+                 Params(Scheme::kOneFOneB, 2, 2, 2), {2, 1})
+      ->recompute = true;
+  add_replicated("OneFOneBReplicated2To1To1N3",
+                 Params(Scheme::kOneFOneB, 3, 3, 1), {2, 1, 1},
+                 OptimizerKind::kSgd);
+  add_replicated("GpipeReplicated2To1To1N2W2", Params(Scheme::kGpipe, 3, 2, 2),
+                 {2, 1, 1});
   // Split backwards of the fused schedules, every weight gradient deferred.
   const auto add_split = [&](std::string name, ScheduleParams params,
                              OptimizerKind optimizer = OptimizerKind::kAdamW) {

@@ -250,6 +250,7 @@ TEST(KnobTableTest, EveryKnobSetInASpecIsReadBackAsGiven) {
   p.mixpipe_gamma = 3;
   p.chunks = 2;
   p.sharding = Sharding::kOptimizer;
+  p.replication = {2, 1};
   for (const Knob& knob : kKnobs) {
     chimera::v1::ParallelismSpec spec;
     SetSpecKnob(knob, p, &spec);

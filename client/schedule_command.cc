@@ -285,8 +285,8 @@ absl::StatusOr<std::string> PlannedSchedule(const PlanningInputs& inputs,
       inputs.job.metadata().name(), planner::DescribePlan(plan),
       inputs.cluster.metadata().name(), plan.prediction().iteration_seconds(),
       plan.prediction().bubble_ratio());
-  const int drawn =
-      static_cast<int>(simulation.program.workers.size()) / plan.depth();
+  const int drawn = static_cast<int>(simulation.program.workers.size()) /
+                    simulation.program.topology.WorkersPerPipeline();
   if (drawn < plan.width()) {
     absl::StrAppend(&title, " (", drawn, " of ", plan.width(),
                     " data-parallel replicas drawn)");

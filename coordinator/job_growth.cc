@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "schedule/params_proto.h"
 
 namespace chimera::coordinator {
 namespace {
@@ -41,7 +42,8 @@ std::optional<std::string> WorthGrowing(const chimera::v1::Job& job,
   if (speedup < 1 + threshold) return std::nullopt;
   return absl::StrFormat(
       "growing from %d to %d workers (%s to %s, predicted %.2fx as fast)",
-      now.width() * now.depth(), bigger.width() * bigger.depth(), Describe(now),
+      schedule::PlanWorkerCount(now), schedule::PlanWorkerCount(bigger),
+      Describe(now),
       Describe(bigger), speedup);
 }
 

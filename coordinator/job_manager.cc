@@ -16,6 +16,7 @@
 #include "jobspec/model_presets.h"
 #include "net/server_address.h"
 #include "planner/plan_params.h"
+#include "schedule/params_proto.h"
 
 namespace chimera::coordinator {
 
@@ -43,7 +44,7 @@ absl::Status JobManager::Recover() {
   absl::MutexLock lock(&mutex_);
   RETURN_IF_ERROR(table_.Load());
   for (const Job& job : table_.Live(chimera::v1::JOB_STATE_RUNNING)) {
-    const int ranks = job.plan().width() * job.plan().depth();
+    const int ranks = schedule::PlanWorkerCount(job.plan());
     if (ranks <= 0) {
       const std::string cause =
           "the coordinator restarted and found the job without its plan";

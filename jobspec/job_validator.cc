@@ -2,12 +2,14 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <initializer_list>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,7 @@
 #include "common/unique_fd.h"
 #include "jobspec/yaml_message.h"
 #include "schedule/params_proto.h"
+#include "schedule/program.h"
 
 namespace chimera::jobspec {
 namespace {
@@ -629,6 +632,32 @@ void CheckAsynchronous(const chimera::v1::JobSpec& spec,
   }
 }
 
+// With replicated stages each micro-batch is cut into as many slices as the
+// least common multiple of the replication, one sample at least each.
+void CheckSlices(const chimera::v1::JobSpec& spec,
+                 const schedule::SpecParams& fixed, FieldErrors* errors) {
+  const int slices = schedule::SlicesPerMicroBatch(fixed.params.replication);
+  const int given = spec.training().micro_batch_size();
+  const int64_t per_replica =
+      fixed.Gives(schedule::ScheduleParam::kWidth) &&
+              fixed.Gives(schedule::ScheduleParam::kMicroBatches)
+          ? int64_t{fixed.params.width} * fixed.params.micro_batches
+          : 0;
+  const int64_t size =
+      given > 0 ? given
+      : per_replica > 0 ? spec.training().global_batch_size() / per_replica
+                        : 0;
+  if (size > 0 && size % slices != 0) {
+    errors->Add(given > 0 ? "spec.training.microBatchSize"
+                          : "spec.parallelism.replication",
+                absl::StrCat(given > 0 ? "" : "the micro-batch size ", size,
+                             " does not split into the ", slices,
+                             " slices of replication ",
+                             schedule::ReplicationName(fixed.params.replication),
+                             " (a multiple of ", slices, " does)"));
+  }
+}
+
 // The schedule rules live with the schedule engine (one translation of
 // spec.parallelism for every caller); what it cannot know is the model.
 void CheckParallelism(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
@@ -640,6 +669,7 @@ void CheckParallelism(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
       schedule::IsAsynchronous(fixed.params.scheme)) {
     CheckAsynchronous(spec, fixed.params.scheme, errors);
   }
+  if (!fixed.params.replication.empty()) CheckSlices(spec, fixed, errors);
   const int num_layers = spec.model().num_layers();
   const int chunks = schedule::ChunksPerWorker(fixed.params);
   // In 64 bits: both factors are the spec's, of any size.
@@ -669,17 +699,22 @@ void CheckResources(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
   check.NonNegative("memoryBytesPerWorker", resources.memory_bytes_per_worker());
   const int workers = resources.workers();
   if (workers <= 0) return;
-  const bool has_depth = parallelism.has_pipeline() && parallelism.pipeline() > 0;
+  const int per_pipeline = jobspec::WorkersPerPipeline(parallelism);
+  const std::string pipeline =
+      parallelism.replication().empty()
+          ? absl::StrCat("pipeline (", per_pipeline, ")")
+          : absl::StrCat("the ", per_pipeline, " workers of replication ",
+                         parallelism.replication());
+  const bool has_depth = per_pipeline > 0;
   const bool has_width = parallelism.has_data() && parallelism.data() > 0;
-  const int64_t pipeline_x_data = int64_t{parallelism.pipeline()} * parallelism.data();
+  const int64_t pipeline_x_data = int64_t{per_pipeline} * parallelism.data();
   if (has_depth && has_width && workers != pipeline_x_data) {
     check.Fail("workers", absl::StrCat(workers, " must equal data (",
-                                       parallelism.data(), ") x pipeline (",
-                                       parallelism.pipeline(), ") = ",
-                                       pipeline_x_data));
-  } else if (has_depth && !has_width && workers % parallelism.pipeline() != 0) {
-    check.Fail("workers", absl::StrCat(workers, " is not a multiple of pipeline (",
-                                       parallelism.pipeline(), ")"));
+                                       parallelism.data(), ") x ", pipeline,
+                                       " = ", pipeline_x_data));
+  } else if (has_depth && !has_width && workers % per_pipeline != 0) {
+    check.Fail("workers",
+               absl::StrCat(workers, " is not a multiple of ", pipeline));
   } else if (has_width && !has_depth && workers % parallelism.data() != 0) {
     check.Fail("workers", absl::StrCat(workers, " is not a multiple of data (",
                                        parallelism.data(), ")"));
@@ -732,6 +767,16 @@ void CheckRunPolicy(const chimera::v1::RunPolicy& policy, FieldErrors* errors) {
 }
 
 }  // namespace
+
+int WorkersPerPipeline(const chimera::v1::ParallelismSpec& parallelism) {
+  if (!parallelism.replication().empty()) {
+    const absl::StatusOr<std::vector<int>> replication =
+        schedule::ParseReplication(parallelism.replication());
+    if (!replication.ok()) return 0;
+    return std::accumulate(replication->begin(), replication->end(), 0);
+  }
+  return parallelism.has_pipeline() ? std::max(0, parallelism.pipeline()) : 0;
+}
 
 bool AllowsAsynchronousTraining(const chimera::v1::JobSpec& spec) {
   return spec.parallelism().allow_asynchronous() &&

@@ -48,6 +48,11 @@ FieldErrors ValidateJob(const chimera::v1::TrainJob& job,
 // tied across stages).
 bool AllowsAsynchronousTraining(const chimera::v1::JobSpec& spec);
 
+// The workers of one pipeline a spec fixes: the sum of its replication
+// ("2:1" -> 3), else its pipeline; 0 where it fixes neither (or the
+// replication does not parse, which validation reports).
+int WorkersPerPipeline(const chimera::v1::ParallelismSpec& parallelism);
+
 }  // namespace chimera::jobspec
 
 #endif  // CHIMERA_JOBSPEC_JOB_VALIDATOR_H_

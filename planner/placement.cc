@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "schedule/program.h"
 
 namespace chimera::planner {
 namespace {
@@ -109,16 +110,21 @@ std::string PlacementPolicyName(PlacementPolicy policy) {
 
 absl::StatusOr<std::vector<DeviceSlot>> PlaceRanks(
     const chimera::v1::ClusterSpec& cluster, int width, int depth,
-    bool bidirectional, PlacementPolicy policy) {
+    bool bidirectional, PlacementPolicy policy,
+    const std::vector<int>& replication) {
+  schedule::Topology shape;
+  shape.width = width;
+  shape.depth = depth;
+  shape.replication = replication;
   const int devices = cluster.nodes() * cluster.devices_per_node();
-  if (width * depth > devices) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("a plan of ", width, " x ", depth, " = ", width * depth,
-                     " workers needs more than the cluster's ", devices,
-                     " devices"));
+  if (shape.NumWorkers() > devices) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a plan of ", width, " x ", shape.WorkersPerPipeline(), " = ",
+        shape.NumWorkers(), " workers needs more than the cluster's ", devices,
+        " devices"));
   }
   DevicePool pool(cluster.nodes(), cluster.devices_per_node());
-  std::vector<DeviceSlot> slots(width * depth);
+  std::vector<DeviceSlot> slots(shape.NumWorkers());
   // Groups of pipeline positions allocated together: single positions, or
   // mirrored pairs whose replicas hold the same model stages.
   std::vector<std::vector<int>> groups;
@@ -129,7 +135,8 @@ absl::StatusOr<std::vector<DeviceSlot>> PlaceRanks(
     if (pair_mirrors && depth - 1 - p != p) groups.back().push_back(depth - 1 - p);
   }
   for (const std::vector<int>& positions : groups) {
-    const int count = width * static_cast<int>(positions.size());
+    int count = 0;
+    for (int position : positions) count += width * shape.ReplicasOf(position);
     std::vector<DeviceSlot> taken;
     switch (policy) {
       case PlacementPolicy::kFreshFirst:
@@ -147,7 +154,11 @@ absl::StatusOr<std::vector<DeviceSlot>> PlaceRanks(
     }
     int next = 0;
     for (int position : positions) {
-      for (int dp = 0; dp < width; ++dp) slots[dp * depth + position] = taken[next++];
+      for (int dp = 0; dp < width; ++dp) {
+        for (int k = 0; k < shape.ReplicasOf(position); ++k) {
+          slots[shape.RankOf(dp, position, k)] = taken[next++];
+        }
+      }
     }
   }
   return slots;

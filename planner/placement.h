@@ -1,9 +1,11 @@
 // Device placement: which node and device each worker rank of a W x D plan
-// runs on (rank = dp_rank * D + position). Placement decides which link every
-// p2p transfer and every gradient allreduce uses.
+// runs on (rank = dp_rank * D + position; with replicated stages, as
+// schedule::Topology::RankOf lays them out). Placement decides which link
+// every p2p transfer and every gradient allreduce uses.
 //
 // Policies (DAPPLE section 4.2), each allocating the W replicas of one
-// pipeline position at a time, positions in pipeline order:
+// pipeline position (W x its replication) at a time, positions in pipeline
+// order:
 //   kFreshFirst    from untouched nodes first: a position's replicas share a
 //                  node and its fast links, at the risk of fragmentation;
 //   kAppendFirst   from partly used nodes first, then fresh ones;
@@ -48,10 +50,13 @@ struct DeviceSlot {
 
 // One slot per rank. `bidirectional`: pipeline positions p and D-1-p hold
 // replicas of the same model stages (Chimera, GEMS, MixPipe).
-// FAILED_PRECONDITION when the cluster has fewer than W x D devices.
+// `replication`: the workers of each position per data-parallel replica
+// (empty: one each). FAILED_PRECONDITION when the cluster has fewer devices
+// than the plan has workers.
 absl::StatusOr<std::vector<DeviceSlot>> PlaceRanks(
     const chimera::v1::ClusterSpec& cluster, int width, int depth,
-    bool bidirectional, PlacementPolicy policy);
+    bool bidirectional, PlacementPolicy policy,
+    const std::vector<int>& replication = {});
 
 // The alpha-beta link between two placed ranks' nodes.
 const chimera::v1::LinkSpec& LinkBetween(const chimera::v1::ClusterSpec& cluster,

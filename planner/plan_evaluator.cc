@@ -81,21 +81,25 @@ std::vector<StageGroup> StageGroups(const PlanningContext& context,
   std::vector<std::set<int>> positions(model_stages);
   for (const schedule::WorkerProgram& worker : inputs.program.workers) {
     for (const schedule::StageRef& ref : worker.stages) {
-      positions[topology.ModelStage(ref)].insert(worker.rank % params.depth);
+      positions[topology.ModelStage(ref)].insert(
+          topology.PositionOf(worker.rank));
     }
   }
   std::vector<StageGroup> groups;
   for (int s = 0; s < model_stages; ++s) {
     std::set<int> nodes;
+    int size = 0;
     for (int position : positions[s]) {
       for (int dp = 0; dp < params.width; ++dp) {
-        nodes.insert(inputs.slots[dp * params.depth + position].node);
+        for (int k = 0; k < topology.ReplicasOf(position); ++k) {
+          nodes.insert(inputs.slots[topology.RankOf(dp, position, k)].node);
+          ++size;
+        }
       }
     }
     const auto& links = context.cluster.links();
     groups.push_back(
-        {static_cast<int>(positions[s].size()) * params.width,
-         nodes.size() > 1 ? &links.inter_node() : &links.intra_node()});
+        {size, nodes.size() > 1 ? &links.inter_node() : &links.intra_node()});
   }
   return groups;
 }
@@ -235,7 +239,7 @@ ReplicaUsage MeasureReplica(const PlanningContext& context,
   const double optimizer_factor =
       OptimizerStateFactor(context.job.spec().training().optimizer());
   ReplicaUsage usage;
-  for (int rank = 0; rank < params.depth; ++rank) {
+  for (int rank = 0; rank < topology.WorkersPerPipeline(); ++rank) {
     const schedule::WorkerProgram& worker = program.workers[rank];
     double state = 0, update = 0;
     int64_t per_micro_batch = 0, working_set = 0;
@@ -347,7 +351,11 @@ std::string DescribeKnobs(const chimera::v1::Plan& plan) {
 }  // namespace
 
 std::string DescribeSchemeOptions(const chimera::v1::Plan& plan) {
-  const std::string options = DescribeKnobs(plan);
+  std::string options = DescribeKnobs(plan);
+  if (!plan.replication().empty()) {
+    absl::StrAppend(&options, options.empty() ? "" : " ",
+                    "replication=", plan.replication());
+  }
   if (plan.sharding().empty() || plan.sharding() == "none") return options;
   return absl::StrCat(options, options.empty() ? "" : " ",
                       "sharding=", plan.sharding());
@@ -402,6 +410,13 @@ absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& contex
   const int width = params.width;
   const int depth = params.depth;
   const int b = candidate.micro_batch_size;
+  // With replicated stages every op runs on a slice of a micro-batch.
+  const int slices = schedule::SlicesPerMicroBatch(params.replication);
+  if (b % slices != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "micro-batch size ", b, " does not split into the ", slices,
+        " slices of replication ", schedule::ReplicationName(params.replication)));
+  }
   const chimera::v1::ClusterSpec& cluster = context.cluster;
   SimulationInputs inputs;
 
@@ -416,16 +431,18 @@ absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& contex
   inputs.partition =
       !candidate.partition.empty() ? candidate.partition
       : context.partitions != nullptr
-          ? context.partitions->Get(model_stages, b, params.micro_batches)
+          ? context.partitions->Get(model_stages, b, params.micro_batches,
+                                    params.replication)
           : BalancedPartition(context.profile, model_stages, b,
-                              params.micro_batches);
+                              params.micro_batches, params.replication);
   for (int s = 0; s < model_stages; ++s) {
     inputs.stages.push_back(ProfileStage(context.profile, inputs.partition[s],
-                                         s == 0, s + 1 == model_stages, b));
+                                         s == 0, s + 1 == model_stages,
+                                         b / slices));
   }
   ASSIGN_OR_RETURN(inputs.slots,
                    PlaceRanks(cluster, width, depth, IsBidirectional(params.scheme),
-                              candidate.placement));
+                              candidate.placement, params.replication));
   ASSIGN_OR_RETURN(inputs.program, GenerateSimulated(params, context.full_width));
 
   schedule::CostModel& costs = inputs.costs;
@@ -498,16 +515,19 @@ absl::StatusOr<Evaluation> EvaluateCandidate(const PlanningContext& context,
   prediction->set_peak_memory_bytes_min(usage.peak_min);
   prediction->set_exposed_allreduce_seconds(result.exposed_allreduce);
   // Replicas beyond the simulated ones run as the last simulated one.
-  const int simulated_replicas = static_cast<int>(result.workers.size()) / params.depth;
-  for (int rank = 0; rank < params.width * params.depth; ++rank) {
-    const int replica = std::min(rank / params.depth, simulated_replicas - 1);
+  const int per_pipeline = inputs.program.topology.WorkersPerPipeline();
+  const int simulated_replicas =
+      static_cast<int>(result.workers.size()) / per_pipeline;
+  for (int rank = 0; rank < params.width * per_pipeline; ++rank) {
+    const int replica = std::min(rank / per_pipeline, simulated_replicas - 1);
     prediction->add_rank_bubble_ratios(
-        result.workers[replica * params.depth + rank % params.depth].bubble_ratio);
+        result.workers[replica * per_pipeline + rank % per_pipeline]
+            .bubble_ratio);
   }
   evaluation.fits = usage.peak_max <= context.cluster.device().memory_bytes();
   evaluation.compute_seconds_per_sample =
       usage.max_compute / (b * params.micro_batches);
-  evaluation.recompute_seconds = usage.recompute / params.depth;
+  evaluation.recompute_seconds = usage.recompute / per_pipeline;
   evaluation.update_seconds = usage.max_update;
   return evaluation;
 }

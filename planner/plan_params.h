@@ -15,14 +15,15 @@
 namespace chimera::planner {
 
 // The plan of a (valid) job that fixes schedule, pipeline, data and either
-// microBatches or microBatchSize, with an even partition; nullopt when the
-// job leaves any of them to the planner.
+// microBatches or microBatchSize, with an even partition (with a
+// replication, each stage's blocks in proportion to its workers); nullopt
+// when the job leaves any of them to the planner.
 std::optional<chimera::v1::Plan> FixedPlan(const chimera::v1::TrainJob& job);
 
 // The workers a (valid) job runs on when `available` can be had: its
 // spec.resources.workers, or where that is left open (0) the most of them
-// that its fixed pipeline x data (or a multiple of whichever it fixes)
-// allows. 0 when `available` is too few.
+// that its fixed pipeline (or replication's workers) x data (or a multiple
+// of whichever it fixes) allows. 0 when `available` is too few.
 int WorkersToUse(const chimera::v1::TrainJob& job, int available);
 
 // The fewest workers a (valid) job can run on: its spec.resources.workers,

@@ -4,14 +4,20 @@
 #include <limits>
 #include <utility>
 
+#include "schedule/program.h"
+
 namespace chimera::planner {
 namespace {
 
-// Forward and backward time of any contiguous block range in O(1), from
-// prefix sums over the blocks at one micro-batch size.
+// Forward and backward time of any contiguous block range as stage k of a
+// split in O(1), from prefix sums over the blocks at one micro-batch size:
+// the range's time on one micro-batch, times `slices_per_worker[k]` where a
+// replicated stage's worker runs several slices of each (empty: 1 each).
 class RangeTimer {
  public:
-  RangeTimer(const chimera::v1::ModelProfile& profile, int micro_batch_size) {
+  RangeTimer(const chimera::v1::ModelProfile& profile, int micro_batch_size,
+             std::vector<double> slices_per_worker = {})
+      : slices_per_worker_(std::move(slices_per_worker)) {
     const int blocks = NumBlocks(profile);
     forward_.assign(blocks + 1, 0);
     backward_.assign(blocks + 1, 0);
@@ -24,31 +30,36 @@ class RangeTimer {
     head_ = CostAt(profile.layers(blocks + 1), micro_batch_size);
   }
 
-  StageTime Time(const BlockRange& range, bool first, bool last) const {
+  StageTime Time(const BlockRange& range, int stage, int num_stages) const {
     const int end = range.first_block + range.num_blocks;
     StageTime time{forward_[end] - forward_[range.first_block],
                    backward_[end] - backward_[range.first_block]};
-    if (first) {
+    if (stage == 0) {
       time.forward += embedding_.forward_seconds;
       time.backward += embedding_.backward_seconds;
     }
-    if (last) {
+    if (stage + 1 == num_stages) {
       time.forward += head_.forward_seconds;
       time.backward += head_.backward_seconds;
+    }
+    if (!slices_per_worker_.empty()) {
+      time.forward *= slices_per_worker_[stage];
+      time.backward *= slices_per_worker_[stage];
     }
     return time;
   }
 
-  // Forward plus backward of blocks [begin, end) as a stage.
-  double Seconds(int begin, int end, bool first, bool last) const {
-    const StageTime time = Time({begin, end - begin}, first, last);
+  // Forward plus backward of blocks [begin, end) as stage `stage`.
+  double Seconds(int begin, int end, int stage, int num_stages) const {
+    const StageTime time = Time({begin, end - begin}, stage, num_stages);
     return time.forward + time.backward;
   }
 
   std::vector<StageTime> Times(const std::vector<BlockRange>& ranges) const {
     std::vector<StageTime> times;
-    for (size_t s = 0; s < ranges.size(); ++s) {
-      times.push_back(Time(ranges[s], s == 0, s + 1 == ranges.size()));
+    const int num_stages = static_cast<int>(ranges.size());
+    for (int s = 0; s < num_stages; ++s) {
+      times.push_back(Time(ranges[s], s, num_stages));
     }
     return times;
   }
@@ -56,6 +67,7 @@ class RangeTimer {
  private:
   std::vector<double> forward_, backward_;
   LayerCost embedding_, head_;
+  std::vector<double> slices_per_worker_;
 };
 
 // The time of the fastest slowest stage over the splits of the timer's
@@ -68,14 +80,13 @@ double FastestSlowestStage(const RangeTimer& timer, int num_stages,
                            int num_blocks) {
   std::vector<double> slowest(num_blocks + 1);
   for (int j = 1; j <= num_blocks; ++j) {
-    slowest[j] = timer.Seconds(0, j, true, num_stages == 1);
+    slowest[j] = timer.Seconds(0, j, 0, num_stages);
   }
   for (int k = 1; k < num_stages; ++k) {
     const std::vector<double> previous = std::move(slowest);
     slowest.assign(num_blocks + 1, std::numeric_limits<double>::infinity());
-    const bool last = k + 1 == num_stages;
     const auto split_at = [&](int begin, int j) {
-      return std::max(previous[begin], timer.Seconds(begin, j, false, last));
+      return std::max(previous[begin], timer.Seconds(begin, j, k, num_stages));
     };
     int begin = k;
     for (int j = k + 1; j <= num_blocks; ++j) {
@@ -101,16 +112,15 @@ std::vector<BlockRange> MostEvenSplit(const RangeTimer& timer, int num_stages,
   std::vector<std::vector<int>> start(num_stages,
                                       std::vector<int>(num_blocks + 1, 0));
   for (int j = 1; j <= num_blocks; ++j) {
-    const double seconds = timer.Seconds(0, j, true, num_stages == 1);
+    const double seconds = timer.Seconds(0, j, 0, num_stages);
     if (seconds <= limit) squares[j] = seconds * seconds;
   }
   for (int k = 1; k < num_stages; ++k) {
     const std::vector<double> previous = std::move(squares);
     squares.assign(num_blocks + 1, kNone);
-    const bool last = k + 1 == num_stages;
     for (int j = k + 1; j <= num_blocks; ++j) {
       for (int begin = j - 1; begin >= k; --begin) {
-        const double seconds = timer.Seconds(begin, j, false, last);
+        const double seconds = timer.Seconds(begin, j, k, num_stages);
         if (seconds > limit) break;
         if (previous[begin] + seconds * seconds < squares[j]) {
           squares[j] = previous[begin] + seconds * seconds;
@@ -152,9 +162,18 @@ std::vector<BlockRange> EvenPartition(int num_blocks, int num_stages) {
 
 std::vector<BlockRange> BalancedPartition(
     const chimera::v1::ModelProfile& profile, int num_stages,
-    int micro_batch_size, int micro_batches) {
+    int micro_batch_size, int micro_batches,
+    const std::vector<int>& replication) {
   const int num_blocks = NumBlocks(profile);
-  const RangeTimer timer(profile, micro_batch_size);
+  // A replicated stage's workers each run their slices of every
+  // micro-batch, one after another.
+  const int slices = schedule::SlicesPerMicroBatch(replication);
+  std::vector<double> slices_per_worker;
+  for (int replicas : replication) {
+    slices_per_worker.push_back(static_cast<double>(slices / replicas));
+  }
+  const RangeTimer timer(profile, std::max(1, micro_batch_size / slices),
+                         std::move(slices_per_worker));
   const std::vector<BlockRange> even = EvenPartition(num_blocks, num_stages);
   if (num_stages == 1) return even;
   // Every split runs the same work once per micro-batch, so the fastest is
@@ -169,15 +188,17 @@ std::vector<BlockRange> BalancedPartition(
              : even;
 }
 
-const std::vector<BlockRange>& PartitionCache::Get(int num_stages,
-                                                   int micro_batch_size,
-                                                   int micro_batches) {
-  const auto key = std::make_tuple(num_stages, micro_batch_size, micro_batches);
+const std::vector<BlockRange>& PartitionCache::Get(
+    int num_stages, int micro_batch_size, int micro_batches,
+    const std::vector<int>& replication) {
+  const auto key = std::make_tuple(num_stages, micro_batch_size, micro_batches,
+                                   replication);
   auto it = splits_.find(key);
   if (it == splits_.end()) {
     it = splits_
              .emplace(key, BalancedPartition(profile_, num_stages,
-                                             micro_batch_size, micro_batches))
+                                             micro_batch_size, micro_batches,
+                                             replication))
              .first;
   }
   return it->second;

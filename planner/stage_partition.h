@@ -14,6 +14,7 @@
 #include <map>
 #include <tuple>
 #include <vector>
+#include <vector>
 
 #include "chimera/v1/profile.pb.h"
 #include "planner/model_profile.h"
@@ -42,10 +43,14 @@ std::vector<BlockRange> EvenPartition(int num_blocks, int num_stages);
 
 // The split of the profile's blocks into `num_stages` stages with the
 // lowest PipelineLatency at `micro_batch_size` x `micro_batches`.
+// With a `replication` (schedule::Topology::replication), a stage's time
+// is what each of its workers spends on a micro-batch: its slices, one
+// after another, so a stage on two workers takes about twice the blocks.
 // O(num_stages x blocks x the most blocks a stage of that split holds).
 std::vector<BlockRange> BalancedPartition(
     const chimera::v1::ModelProfile& profile, int num_stages,
-    int micro_batch_size, int micro_batches);
+    int micro_batch_size, int micro_batches,
+    const std::vector<int>& replication = {});
 
 // Memoizes BalancedPartition for one profile: a search asks for the same
 // split under many schemes, knobs and placements. Not thread-safe.
@@ -58,11 +63,14 @@ class PartitionCache {
   PartitionCache& operator=(const PartitionCache&) = delete;
 
   const std::vector<BlockRange>& Get(int num_stages, int micro_batch_size,
-                                     int micro_batches);
+                                     int micro_batches,
+                                     const std::vector<int>& replication = {});
 
  private:
   const chimera::v1::ModelProfile& profile_;
-  std::map<std::tuple<int, int, int>, std::vector<BlockRange>> splits_;
+  std::map<std::tuple<int, int, int, std::vector<int>>,
+           std::vector<BlockRange>>
+      splits_;
 };
 
 }  // namespace chimera::planner

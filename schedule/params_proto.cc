@@ -106,6 +106,11 @@ void ReadSpec(const ParallelismSpec& spec, const TrainingSpec& training,
     }
   }
   for (const Knob& knob : kKnobs) ReadKnob(spec, knob, read, p);
+  // A replication names every stage: it gives the depth a pipeline left out.
+  if (!p.replication.empty() && !spec.has_pipeline()) {
+    p.depth = static_cast<int>(p.replication.size());
+    read.Given(ScheduleParam::kDepth);
+  }
   p.recompute = training.recompute();
 }
 
@@ -214,6 +219,19 @@ absl::Status ReadPlanKnob(const chimera::v1::Plan& plan, const Knob& knob,
 }
 
 }  // namespace
+
+int PlanWorkerCount(const chimera::v1::Plan& plan) {
+  const absl::StatusOr<std::vector<int>> replication =
+      ParseReplication(plan.replication());
+  if (plan.replication().empty() || !replication.ok()) {
+    return plan.width() * plan.depth();
+  }
+  ScheduleParams p;
+  p.width = plan.width();
+  p.depth = plan.depth();
+  p.replication = *replication;
+  return WorkerCount(p);
+}
 
 absl::StatusOr<ScheduleParams> ScheduleParamsOf(const chimera::v1::Plan& plan) {
   ScheduleParams p;

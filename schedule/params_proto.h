@@ -69,6 +69,10 @@ void SetScheduleParams(const ScheduleParams& params, int micro_batch_size,
 // parameters are not a valid schedule.
 absl::StatusOr<ScheduleParams> ScheduleParamsOf(const chimera::v1::Plan& plan);
 
+// The workers `plan` runs on: width x depth, or width x the sum of its
+// replication.
+int PlanWorkerCount(const chimera::v1::Plan& plan);
+
 }  // namespace chimera::schedule
 
 #endif  // CHIMERA_SCHEDULE_PARAMS_PROTO_H_

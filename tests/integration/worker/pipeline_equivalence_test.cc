@@ -654,6 +654,9 @@ std::vector<Case> Cases() {
                  OptimizerKind::kSgd);
   add_replicated("GpipeReplicated2To1To1N2W2", Params(Scheme::kGpipe, 3, 2, 2),
                  {2, 1, 1});
+  add_replicated("OneFOneBReplicated1To2TiedN2", Params(Scheme::kOneFOneB, 2, 2, 1),
+                 {1, 2});
+  cases.back().tie_embeddings = true;
   // Split backwards of the fused schedules, every weight gradient deferred.
   const auto add_split = [&](std::string name, ScheduleParams params,
                              OptimizerKind optimizer = OptimizerKind::kAdamW) {

@@ -1,9 +1,11 @@
 #include "planner/plan_search.h"
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <iterator>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -32,6 +34,11 @@ constexpr Scheme kAllSchemes[] = {
     Scheme::kBreadthFirst, Scheme::kZbH1,        Scheme::kZbH2,
     Scheme::kZbAuto,      Scheme::kZbV,          Scheme::kDualPipeV,
     Scheme::kChimeraZb};
+// DAPPLE's non-uniform replications are searched for 1F1B pipelines of up
+// to this many stages and workers per pipeline: the compositions grow fast,
+// and DAPPLE's own plans replicate within a few stages.
+constexpr int kMostReplicatedStages = 3;
+constexpr int kMostReplicatedWorkers = 8;
 // A difference below this share is not worth naming in the explanation.
 constexpr double kNotableDifference = 0.01;
 // Throughputs closer than this (relative) tie: Percent shows it as 0.0%.
@@ -154,27 +161,113 @@ std::vector<ScheduleParams> Variants(const schedule::SpecParams& fixed,
   return out;
 }
 
+// One pipeline layout on the job's workers: W pipelines of D stages, each
+// stage on one worker per pipeline or on its replication's.
+struct Shape {
+  int depth = 1;
+  int width = 1;
+  std::vector<int> replication;
+};
+
+// Every way to give `workers` workers to `stages` stages, each at least one,
+// except all alike (r:r on W pipelines is W x r pipelines with micro-batches
+// r times smaller, which the search tries anyway).
+void AddUnevenReplications(int stages, int workers, std::vector<int>& prefix,
+                           std::vector<std::vector<int>>& out) {
+  const int left = stages - static_cast<int>(prefix.size());
+  if (left == 1) {
+    prefix.push_back(workers);
+    if (std::adjacent_find(prefix.begin(), prefix.end(),
+                           std::not_equal_to<int>()) != prefix.end()) {
+      out.push_back(prefix);
+    }
+    prefix.pop_back();
+    return;
+  }
+  for (int r = 1; r <= workers - (left - 1); ++r) {
+    prefix.push_back(r);
+    AddUnevenReplications(stages, workers - r, prefix, out);
+    prefix.pop_back();
+  }
+}
+
+// The layouts of `scheme` on `workers` workers the job leaves open: a
+// fixed replication's, or every W x D, and for 1F1B (DAPPLE's schedule) the
+// uneven replications of up to kMostReplicatedStages stages on up to
+// kMostReplicatedWorkers workers per pipeline.
+std::vector<Shape> Shapes(const schedule::SpecParams& fixed, Scheme scheme,
+                          int workers, int num_layers) {
+  const auto depth_open = [&](int depth) {
+    return depth <= num_layers && (!fixed.Gives(ScheduleParam::kDepth) ||
+                                   fixed.params.depth == depth);
+  };
+  const auto width_open = [&](int width) {
+    return !fixed.Gives(ScheduleParam::kWidth) || fixed.params.width == width;
+  };
+  std::vector<Shape> shapes;
+  if (fixed.Gives(ScheduleParam::kReplication)) {
+    const std::vector<int>& replication = fixed.params.replication;
+    const int per_pipeline =
+        std::accumulate(replication.begin(), replication.end(), 0);
+    const int width = workers / per_pipeline;
+    if (workers % per_pipeline == 0 && width_open(width)) {
+      shapes.push_back({static_cast<int>(replication.size()), width,
+                        replication});
+    }
+    return shapes;
+  }
+  for (int depth = 1; depth <= workers; ++depth) {
+    if (workers % depth == 0 && depth_open(depth) &&
+        width_open(workers / depth)) {
+      shapes.push_back({depth, workers / depth, {}});
+    }
+  }
+  if (scheme != Scheme::kOneFOneB) return shapes;
+  for (int width = 1; width <= workers; ++width) {
+    const int per_pipeline = workers / width;
+    if (workers % width != 0 || !width_open(width) ||
+        per_pipeline > kMostReplicatedWorkers) {
+      continue;
+    }
+    for (int depth = 2; depth <= kMostReplicatedStages; ++depth) {
+      if (!depth_open(depth) || per_pipeline <= depth) continue;
+      std::vector<std::vector<int>> replications;
+      std::vector<int> prefix;
+      AddUnevenReplications(depth, per_pipeline, prefix, replications);
+      for (std::vector<int>& replication : replications) {
+        shapes.push_back({depth, width, std::move(replication)});
+      }
+    }
+  }
+  return shapes;
+}
+
 // Micro-batch sizes to try, largest first: the job's, or every power of two
-// that divides the per-replica batch.
-std::vector<int> MicroBatchSizes(const chimera::v1::TrainJob& job, int width) {
+// times `slices` (the slices a replication cuts each into) that divides the
+// per-replica batch.
+std::vector<int> MicroBatchSizes(const chimera::v1::TrainJob& job, int width,
+                                 int slices) {
   const auto& training = job.spec().training();
   const auto& parallelism = job.spec().parallelism();
   const int global = training.global_batch_size();
   if (global % width != 0) return {};
   const int per_replica = global / width;
+  const auto fits = [&](int b) {
+    return b > 0 && per_replica % b == 0 && b % slices == 0;
+  };
   if (training.micro_batch_size() > 0) {
-    return per_replica % training.micro_batch_size() == 0
-               ? std::vector<int>{training.micro_batch_size()}
-               : std::vector<int>{};
+    const int b = training.micro_batch_size();
+    return fits(b) ? std::vector<int>{b} : std::vector<int>{};
   }
   if (parallelism.has_micro_batches()) {
     const int n = parallelism.micro_batches();
-    return per_replica % n == 0 ? std::vector<int>{per_replica / n}
-                                : std::vector<int>{};
+    return per_replica % n == 0 && fits(per_replica / n)
+               ? std::vector<int>{per_replica / n}
+               : std::vector<int>{};
   }
   std::vector<int> sizes;
-  for (int b = 1; b <= per_replica; b *= 2) {
-    if (per_replica % b == 0) sizes.push_back(b);
+  for (int64_t b = slices; b <= per_replica; b *= 2) {
+    if (fits(static_cast<int>(b))) sizes.push_back(static_cast<int>(b));
   }
   std::reverse(sizes.begin(), sizes.end());
   return sizes;
@@ -297,30 +390,25 @@ class Search {
     return evaluation;
   }
 
-  // Tries every (D, W, B) of `scheme` on `workers` workers that the job
-  // leaves open, with every variant of the scheme's knobs.
+  // Tries every layout (Shapes) and B of `scheme` on `workers` workers
+  // that the job leaves open, with every variant of the scheme's knobs.
   absl::Status TryScheme(const schedule::SpecParams& fixed, Scheme scheme,
                          int workers) {
     const auto& spec = job_.spec();
     const int num_layers = spec.model().num_layers();
-    for (int depth = 1; depth <= std::min(workers, num_layers); ++depth) {
-      if (workers % depth != 0) continue;
-      if (fixed.Gives(ScheduleParam::kDepth) && fixed.params.depth != depth) {
-        continue;
-      }
-      const int width = workers / depth;
-      if (fixed.Gives(ScheduleParam::kWidth) && fixed.params.width != width) {
-        continue;
-      }
+    for (const Shape& shape : Shapes(fixed, scheme, workers, num_layers)) {
+      const int width = shape.width;
       // (pipelines, recompute, sharding), which decide a Chimera plan's
       // memory, that a larger micro-batch already fits with.
       std::set<MemoryKnobs> fitted;
-      const std::vector<int> sizes = MicroBatchSizes(job_, width);
+      const std::vector<int> sizes = MicroBatchSizes(
+          job_, width, schedule::SlicesPerMicroBatch(shape.replication));
       for (int b : sizes) {
         ScheduleParams base;
         base.scheme = scheme;
-        base.depth = depth;
+        base.depth = shape.depth;
         base.width = width;
+        base.replication = shape.replication;
         base.micro_batches = spec.training().global_batch_size() / (width * b);
         // The job's sharding; a width it cannot shard at fails validation.
         base.sharding = fixed.params.sharding;

@@ -1,5 +1,7 @@
 // The planner's search: every scheme the schedule engine supports x every
-// W x D = P x micro-batch size x the scheme's knobs (pipelines 2f and
+// W x D = P (and for 1F1B DAPPLE's uneven stage replications, W pipelines
+// of 2 or 3 stages on up to 8 workers each, such as 2:1; a job may fix one)
+// x micro-batch size x the scheme's knobs (pipelines 2f and
 // concatenation for Chimera, K and Gamma for MixPipe, loops v, warm-up
 // policy) x recomputation x placement policy, minus what the job fixes;
 // each candidate is evaluated by EvaluateCandidate (simulator + memory

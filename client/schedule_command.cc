@@ -124,6 +124,13 @@ std::string Title(const ScheduleCommandOptions& options) {
   if (p.scheme == schedule::Scheme::kZbAuto && p.activation_limit > 0) {
     absl::StrAppend(&title, " activation-limit=", p.activation_limit);
   }
+  if (!p.replication.empty()) {
+    const int slices = schedule::SlicesPerMicroBatch(p.replication);
+    absl::StrAppend(&title, " replication=",
+                    schedule::ReplicationName(p.replication), " (", slices,
+                    " slices per micro-batch: op j is slice j mod ", slices,
+                    " of micro-batch j / ", slices, ")");
+  }
   return title;
 }
 
@@ -345,12 +352,16 @@ absl::StatusOr<std::string> RunScheduleCommand(
     return absl::InvalidArgumentError(
         absl::StrCat("schedule is not valid: ", valid.message()));
   }
+  // The costs are per micro-batch; with replicated stages every op runs on
+  // a slice of one.
+  const double slice = 1.0 / generated.topology.SlicesPerMicroBatch();
   schedule::CostModel costs;
-  costs.forward = options.forward_cost;
-  costs.backward = backward;
+  costs.forward = options.forward_cost * slice;
+  costs.backward = backward * slice;
   ASSIGN_OR_RETURN(const auto halves, HalfCosts(options, generated));
-  costs.backward_input = halves.first;
-  costs.backward_weight = halves.second;
+  // A negative half (the default) stays negative: half the backward.
+  costs.backward_input = halves.first * slice;
+  costs.backward_weight = halves.second * slice;
   return Render(generated, costs, "time units", options.output,
                 Title(options),
                 options.from_csv.empty() && options.from_torch_csv.empty()

@@ -286,6 +286,10 @@ std::string Unwritable(const Schedule& schedule) {
     return "it updates the weights without a flush (asynchronous); the "
            "format holds one flushed step";
   }
+  if (!t.replication.empty()) {
+    return "its stages run on several ranks each, on slices of every "
+           "micro-batch (replication); the format runs each stage on one rank";
+  }
   if (t.layout == ChunkLayout::kReplicas && t.num_chunks > 1) {
     return "its stages run as replicas on two or more ranks (down and up "
            "pipelines); the format runs each stage on one rank";

@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/file_reader.h"
@@ -234,6 +235,21 @@ TEST_F(CliJobsTest, InvalidJobFileIsRejectedBeforeSubmitting) {
   EXPECT_EQ(submit.exit_code, 2);
   EXPECT_THAT(submit.err, HasSubstr(file + ": spec: is required"));
   EXPECT_THAT(Chimera({"list"}).out, ::testing::Not(HasSubstr("PENDING")));
+  // A replication that does not divide the micro-batch names its field.
+  const absl::StatusOr<std::string> dapple = ReadTextFile(
+      std::string(CHIMERA_SOURCE_DIR) + "/examples/dapple.yaml", 1 << 20);
+  ASSERT_TRUE(dapple.ok()) << dapple.status();
+  const std::string replicated = dir.WriteFile(
+      "replicated.yaml",
+      absl::StrReplaceAll(*dapple,
+                          {{"replication: \"2:1\"", "replication: \"3:1\""},
+                           {"workers: 3", "workers: 4"},
+                           {"microBatchSize: 4", "microBatchSize: 2"}}));
+  submit = Chimera({"submit", "-f", replicated});
+  EXPECT_EQ(submit.exit_code, 2);
+  EXPECT_THAT(submit.err, HasSubstr("spec.training.microBatchSize: 2 does not "
+                                    "split into the 3 slices of replication "
+                                    "3:1"));
 }
 
 TEST_F(CliJobsTest, UnreachableCoordinatorSaysWhere) {

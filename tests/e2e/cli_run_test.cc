@@ -282,6 +282,13 @@ TEST(CliRunTest, TrainsThePipeDream2BwExample) {
                          "pipedream-2bw W=1 D=4 ");
 }
 
+// DAPPLE's replication: stage 0 on two workers, each on half of every
+// micro-batch, stage 1 on one, and the job learns.
+TEST(CliRunTest, TrainsTheDappleExample) {
+  ExpectTheExampleLearns("examples/dapple.yaml",
+                         "1f1b W=1 D=2 B=4 N=4 pa replication=2:1");
+}
+
 // The Llama example: rotary positions, RMSNorm, SwiGLU and grouped-query
 // attention through every rank of a Chimera pipeline, and a byte-level
 // Llama learns the corpus.

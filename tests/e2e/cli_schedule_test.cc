@@ -256,6 +256,32 @@ TEST(CliScheduleTest, AsynchronousSchedulesDrawTheirStepsAndTheSteadyStep) {
   EXPECT_EQ(report.at("steps"), 2);
 }
 
+// A replicated stage's workers each run a slice of every micro-batch, at
+// the slice's share of the micro-batch's cost.
+TEST(CliScheduleTest, ReplicatedStagesRunSlicesAtTheirShareOfTheCost) {
+  ProcessResult r = Schedule({"--scheme", "1f1b", "--depth", "2",
+                              "--replication", "2:1", "--micro-batches", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("replication=2:1 (2 slices per micro-batch"));
+  // Stage 1 runs 8 slices of F + B = 1.5, stage 0's workers 4 each.
+  EXPECT_THAT(r.out, HasSubstr("     2     12.000"));
+  EXPECT_THAT(r.out, HasSubstr("     0      6.000"));
+  ProcessResult json = Schedule({"--scheme", "gpipe", "--depth", "3",
+                                 "--replication", "1:2:1", "--micro-batches",
+                                 "2", "-o", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json report = nlohmann::json::parse(json.out);
+  EXPECT_EQ(report.at("replication"), nlohmann::json({1, 2, 1}));
+  EXPECT_EQ(report.at("workers").size(), 4u);
+  ExpectOneLineUsageError(
+      Schedule({"--scheme", "1f1b", "--depth", "2", "--replication", "2:1",
+                "-o", "torch-csv"}),
+      "slices of every micro-batch");
+  ExpectOneLineUsageError(
+      Schedule({"--scheme", "chimera", "--depth", "2", "--replication", "2:1"}),
+      "--replication: only applies to schedule gpipe or 1f1b");
+}
+
 TEST(CliScheduleTest, AsynchronousScheduleAsTorchCsvIsAUsageErrorSayingWhy) {
   ExpectOneLineUsageError(
       Schedule({"--scheme", "pipedream", "--depth", "2", "--micro-batches",

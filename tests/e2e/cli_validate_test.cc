@@ -152,6 +152,35 @@ TEST(CliValidateTest, InvalidFilePrintsEveryErrorAndExitsTwo) {
   EXPECT_THAT(r.err, HasSubstr(job + ": spec.parallelism.pipeline: 3 must be even for chimera"));
 }
 
+// A replication with a stage of no workers, or one whose slices do not
+// divide the micro-batch, is refused naming the field.
+TEST(CliValidateTest, ReplicationErrorsNameTheirFields) {
+  chimera::testing::TempDir dir;
+  chimera::v1::TrainJob job = TinyJob();
+  auto* parallelism = job.mutable_spec()->mutable_parallelism();
+  parallelism->clear_pipeline();
+  parallelism->set_replication("2:1");
+  job.mutable_spec()->mutable_resources()->set_workers(3);
+  EXPECT_EQ(Chimera({"validate", "-f", dir.WriteFile("ok.yaml", JobYaml(job))})
+                .exit_code,
+            0);
+  parallelism->set_replication("2:0");
+  const std::string zero = dir.WriteFile("zero.yaml", JobYaml(job));
+  ProcessResult r = Chimera({"validate", "-f", zero});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr(zero + ": spec.parallelism.replication: '2:0' "
+                                      "is not a replication: '0' must be a "
+                                      "number of workers in [1, 32768]"));
+  parallelism->set_replication("3:1");
+  job.mutable_spec()->mutable_resources()->set_workers(4);
+  const std::string slices = dir.WriteFile("slices.yaml", JobYaml(job));
+  r = Chimera({"validate", "-f", slices});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr(slices + ": spec.training.microBatchSize: 2 "
+                                        "does not split into the 3 slices of "
+                                        "replication 3:1"));
+}
+
 // Data paths are checked as the workers will read them: relative to a data
 // root (--data-root, default the current directory), never outside it; a
 // misspelled field gets the one it resembles.

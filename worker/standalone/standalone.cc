@@ -177,8 +177,10 @@ absl::StatusOr<StandaloneRun> PrepareStandalone(const StandaloneFlags& flags) {
   if (flags.world != world) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--world is ", flags.world, "; the job's spec.parallelism needs data ",
-        run.params.width, " x pipeline ", run.params.depth, " = ", world,
-        " ranks"));
+        run.params.width, " x ", world / run.params.width,
+        run.params.replication.empty() ? " pipeline stages"
+                                       : " workers per pipeline (replication)",
+        " = ", world, " ranks"));
   }
   if (flags.rank >= world) {
     return absl::InvalidArgumentError(absl::StrCat(

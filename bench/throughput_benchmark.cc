@@ -206,7 +206,8 @@ absl::StatusOr<std::string> RunJob(const std::string& path,
   PipelineJob single_job =
       HarnessJob(run, single_schedule, flags.warmup + flags.steps);
   // Replicated stages run slices; the single process, whole micro-batches.
-  single_job.spec.micro_batch_size *= run.schedule.topology.SlicesPerMicroBatch();
+  single_job.spec.micro_batch_size *=
+      run.schedule.topology.SlicesPerMicroBatch();
   ASSIGN_OR_RETURN(single_job.spec.partition,
                    Partition::Even(run.spec.model.num_layers, 1));
   ASSIGN_OR_RETURN(

@@ -34,10 +34,11 @@ std::string Steps(const chimera::v1::Job& job) {
 std::string Layout(const chimera::v1::Job& job) {
   const auto& plan = job.plan();
   if (!plan.scheme().empty()) {
-    return absl::StrCat(plan.scheme(), " W=", plan.width(), " D=", plan.depth(),
-                        plan.replication().empty()
-                            ? ""
-                            : absl::StrCat(" replication=", plan.replication()));
+    return absl::StrCat(
+        plan.scheme(), " W=", plan.width(), " D=", plan.depth(),
+        plan.replication().empty()
+            ? ""
+            : absl::StrCat(" replication=", plan.replication()));
   }
   const auto& parallelism = job.manifest().spec().parallelism();
   std::vector<std::string> fixed;

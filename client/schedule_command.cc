@@ -126,10 +126,10 @@ std::string Title(const ScheduleCommandOptions& options) {
   }
   if (!p.replication.empty()) {
     const int slices = schedule::SlicesPerMicroBatch(p.replication);
-    absl::StrAppend(&title, " replication=",
-                    schedule::ReplicationName(p.replication), " (", slices,
-                    " slices per micro-batch: op j is slice j mod ", slices,
-                    " of micro-batch j / ", slices, ")");
+    absl::StrAppend(
+        &title, " replication=", schedule::ReplicationName(p.replication), " (",
+        slices, " slices per micro-batch: op j is slice j mod ", slices,
+        " of micro-batch j / ", slices, ")");
   }
   return title;
 }

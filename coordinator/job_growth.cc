@@ -43,8 +43,7 @@ std::optional<std::string> WorthGrowing(const chimera::v1::Job& job,
   return absl::StrFormat(
       "growing from %d to %d workers (%s to %s, predicted %.2fx as fast)",
       schedule::PlanWorkerCount(now), schedule::PlanWorkerCount(bigger),
-      Describe(now),
-      Describe(bigger), speedup);
+      Describe(now), Describe(bigger), speedup);
 }
 
 }  // namespace chimera::coordinator

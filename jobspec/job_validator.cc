@@ -643,18 +643,19 @@ void CheckSlices(const chimera::v1::JobSpec& spec,
               fixed.Gives(schedule::ScheduleParam::kMicroBatches)
           ? int64_t{fixed.params.width} * fixed.params.micro_batches
           : 0;
-  const int64_t size =
-      given > 0 ? given
-      : per_replica > 0 ? spec.training().global_batch_size() / per_replica
-                        : 0;
+  const int64_t size = given > 0 ? given
+                       : per_replica > 0
+                           ? spec.training().global_batch_size() / per_replica
+                           : 0;
   if (size > 0 && size % slices != 0) {
-    errors->Add(given > 0 ? "spec.training.microBatchSize"
-                          : "spec.parallelism.replication",
-                absl::StrCat(given > 0 ? "" : "the micro-batch size ", size,
-                             " does not split into the ", slices,
-                             " slices of replication ",
-                             schedule::ReplicationName(fixed.params.replication),
-                             " (a multiple of ", slices, " does)"));
+    errors->Add(
+        given > 0 ? "spec.training.microBatchSize"
+                  : "spec.parallelism.replication",
+        absl::StrCat(given > 0 ? "" : "the micro-batch size ", size,
+                     " does not split into the ", slices,
+                     " slices of replication ",
+                     schedule::ReplicationName(fixed.params.replication),
+                     " (a multiple of ", slices, " does)"));
   }
 }
 
@@ -709,9 +710,9 @@ void CheckResources(const chimera::v1::JobSpec& spec, FieldErrors* errors) {
   const bool has_width = parallelism.has_data() && parallelism.data() > 0;
   const int64_t pipeline_x_data = int64_t{per_pipeline} * parallelism.data();
   if (has_depth && has_width && workers != pipeline_x_data) {
-    check.Fail("workers", absl::StrCat(workers, " must equal data (",
-                                       parallelism.data(), ") x ", pipeline,
-                                       " = ", pipeline_x_data));
+    check.Fail("workers",
+               absl::StrCat(workers, " must equal data (", parallelism.data(),
+                            ") x ", pipeline, " = ", pipeline_x_data));
   } else if (has_depth && !has_width && workers % per_pipeline != 0) {
     check.Fail("workers",
                absl::StrCat(workers, " is not a multiple of ", pipeline));

@@ -413,9 +413,10 @@ absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& contex
   // With replicated stages every op runs on a slice of a micro-batch.
   const int slices = schedule::SlicesPerMicroBatch(params.replication);
   if (b % slices != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "micro-batch size ", b, " does not split into the ", slices,
-        " slices of replication ", schedule::ReplicationName(params.replication)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("micro-batch size ", b, " does not split into the ",
+                     slices, " slices of replication ",
+                     schedule::ReplicationName(params.replication)));
   }
   const chimera::v1::ClusterSpec& cluster = context.cluster;
   SimulationInputs inputs;
@@ -440,9 +441,10 @@ absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& contex
                                          s == 0, s + 1 == model_stages,
                                          b / slices));
   }
-  ASSIGN_OR_RETURN(inputs.slots,
-                   PlaceRanks(cluster, width, depth, IsBidirectional(params.scheme),
-                              candidate.placement, params.replication));
+  ASSIGN_OR_RETURN(
+      inputs.slots,
+      PlaceRanks(cluster, width, depth, IsBidirectional(params.scheme),
+                 candidate.placement, params.replication));
   ASSIGN_OR_RETURN(inputs.program, GenerateSimulated(params, context.full_width));
 
   schedule::CostModel& costs = inputs.costs;

@@ -20,7 +20,8 @@ namespace {
 // workers, a stage's workers' shares joined (when there are blocks enough).
 std::vector<BlockRange> FixedPartition(int num_blocks, int stages,
                                        const std::vector<int>& replication) {
-  const int workers = std::accumulate(replication.begin(), replication.end(), 0);
+  const int workers =
+      std::accumulate(replication.begin(), replication.end(), 0);
   if (replication.empty() || workers > num_blocks) {
     return EvenPartition(num_blocks, stages);
   }

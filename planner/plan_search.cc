@@ -1,8 +1,8 @@
 #include "planner/plan_search.h"
 
 #include <algorithm>
-#include <functional>
 #include <cmath>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <numeric>
@@ -198,8 +198,8 @@ void AddUnevenReplications(int stages, int workers, std::vector<int>& prefix,
 std::vector<Shape> Shapes(const schedule::SpecParams& fixed, Scheme scheme,
                           int workers, int num_layers) {
   const auto depth_open = [&](int depth) {
-    return depth <= num_layers && (!fixed.Gives(ScheduleParam::kDepth) ||
-                                   fixed.params.depth == depth);
+    return depth <= num_layers &&
+           (!fixed.Gives(ScheduleParam::kDepth) || fixed.params.depth == depth);
   };
   const auto width_open = [&](int width) {
     return !fixed.Gives(ScheduleParam::kWidth) || fixed.params.width == width;
@@ -211,8 +211,8 @@ std::vector<Shape> Shapes(const schedule::SpecParams& fixed, Scheme scheme,
         std::accumulate(replication.begin(), replication.end(), 0);
     const int width = workers / per_pipeline;
     if (workers % per_pipeline == 0 && width_open(width)) {
-      shapes.push_back({static_cast<int>(replication.size()), width,
-                        replication});
+      shapes.push_back(
+          {static_cast<int>(replication.size()), width, replication});
     }
     return shapes;
   }

@@ -191,14 +191,14 @@ std::vector<BlockRange> BalancedPartition(
 const std::vector<BlockRange>& PartitionCache::Get(
     int num_stages, int micro_batch_size, int micro_batches,
     const std::vector<int>& replication) {
-  const auto key = std::make_tuple(num_stages, micro_batch_size, micro_batches,
-                                   replication);
+  const auto key =
+      std::make_tuple(num_stages, micro_batch_size, micro_batches, replication);
   auto it = splits_.find(key);
   if (it == splits_.end()) {
     it = splits_
-             .emplace(key, BalancedPartition(profile_, num_stages,
-                                             micro_batch_size, micro_batches,
-                                             replication))
+             .emplace(key,
+                      BalancedPartition(profile_, num_stages, micro_batch_size,
+                                        micro_batches, replication))
              .first;
   }
   return it->second;

@@ -14,7 +14,6 @@
 #include <map>
 #include <tuple>
 #include <vector>
-#include <vector>
 
 #include "chimera/v1/profile.pb.h"
 #include "planner/model_profile.h"
@@ -68,8 +67,7 @@ class PartitionCache {
 
  private:
   const chimera::v1::ModelProfile& profile_;
-  std::map<std::tuple<int, int, int, std::vector<int>>,
-           std::vector<BlockRange>>
+  std::map<std::tuple<int, int, int, std::vector<int>>, std::vector<BlockRange>>
       splits_;
 };
 

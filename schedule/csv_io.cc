@@ -61,7 +61,8 @@ absl::StatusOr<Topology> ParseTopology(absl::string_view text) {
     if (kv.first == "replication") {
       absl::StatusOr<std::vector<int>> replication =
           ParseReplication(kv.second);
-      if (!replication.ok()) return LineError(1, replication.status().message());
+      if (!replication.ok())
+        return LineError(1, replication.status().message());
       topology.replication = *std::move(replication);
       continue;
     }
@@ -84,18 +85,18 @@ absl::StatusOr<Topology> ParseTopology(absl::string_view text) {
   const std::string problem =
       ReplicationProblem(topology.replication, topology.depth);
   if (!problem.empty()) {
-    return LineError(1, absl::StrCat("replication ",
-                                     ReplicationName(topology.replication), " ",
-                                     problem));
+    return LineError(
+        1, absl::StrCat("replication ", ReplicationName(topology.replication),
+                        " ", problem));
   }
   // In 64 bits: the header may give any sizes.
   const int64_t ranks = int64_t{topology.width} * topology.WorkersPerPipeline();
   if (ranks > kMaxRanks) {
     return LineError(
-        1, absl::StrCat("width x ",
-                        topology.replication.empty() ? "depth"
-                                                     : "ranks per pipeline",
-                        " = ", ranks, " exceeds ", kMaxRanks, " ranks"));
+        1, absl::StrCat(
+               "width x ",
+               topology.replication.empty() ? "depth" : "ranks per pipeline",
+               " = ", ranks, " exceeds ", kMaxRanks, " ranks"));
   }
   return topology;
 }

@@ -12,9 +12,10 @@
 // updates=double-buffered or updates=stashed, and its rows are its repeating
 // step (negative micro-batches are the previous step's, Topology::repeating).
 // A pipeline with replicated stages adds replication=2:1 (its micro-batches
-// are then slices, Topology::replication). STAGE rows declare the stage replicas
-// a rank holds; every other row is an instruction, appended to its rank's
-// program in file order. micro_batches lists one or two indices joined by
+// are then slices, Topology::replication). STAGE rows declare the stage
+// replicas a rank holds; every other row is an instruction, appended to its
+// rank's program in file order. micro_batches lists one or two indices joined
+// by
 // '+'; empty fields take the defaults (peer -1, part 0, num_parts 1,
 // recompute 0), and empty fields at a row's end may be left off (the writer
 // leaves them off).

@@ -133,10 +133,10 @@ void AppendSummary(std::string& out, const Schedule& schedule,
                     topology.steps, ",\n");
   }
   if (!topology.replication.empty()) {
-    absl::StrAppend(&out, "  \"replication\": [",
-                    absl::StrJoin(topology.replication, ", "),
-                    "],\n  \"slices_per_micro_batch\": ",
-                    topology.SlicesPerMicroBatch(), ",\n");
+    absl::StrAppend(
+        &out, "  \"replication\": [", absl::StrJoin(topology.replication, ", "),
+        "],\n  \"slices_per_micro_batch\": ", topology.SlicesPerMicroBatch(),
+        ",\n");
   }
   for (const auto& [key, value] :
        {std::pair("makespan", result.makespan),

@@ -241,8 +241,7 @@ int Topology::NumModelStages() const {
   return layout == ChunkLayout::kReplicas ? depth : depth * num_chunks;
 }
 
-std::string ReplicationProblem(const std::vector<int>& replication,
-                               int depth) {
+std::string ReplicationProblem(const std::vector<int>& replication, int depth) {
   if (replication.empty()) return "";
   if (static_cast<int>(replication.size()) != depth) {
     return absl::StrCat("names ", replication.size(),
@@ -260,9 +259,9 @@ std::string ReplicationProblem(const std::vector<int>& replication,
                                int64_t{kMaxReplicatedSize} + 1);
   }
   if (workers > kMaxReplicatedSize || slices > kMaxReplicatedSize) {
-    return absl::StrCat("needs ", workers, " workers per pipeline and ",
-                        slices, " slices per micro-batch; each must be <= ",
-                        kMaxReplicatedSize);
+    return absl::StrCat(
+        "needs ", workers, " workers per pipeline and ", slices,
+        " slices per micro-batch; each must be <= ", kMaxReplicatedSize);
   }
   return "";
 }
@@ -277,9 +276,9 @@ absl::Status CheckReplication(const Topology& topology) {
         absl::StrCat("topology: replication ", replication, " ", problem));
   }
   if (topology.num_chunks != 1 || topology.Asynchronous()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "topology: replication ", replication,
-        " needs a synchronous pipeline of one chunk"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("topology: replication ", replication,
+                     " needs a synchronous pipeline of one chunk"));
   }
   if (topology.micro_batches % topology.SlicesPerMicroBatch() != 0) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -362,8 +362,7 @@ absl::StatusOr<Schedule> BuildPrograms(
   }
   const std::vector<std::vector<StageRef>> held =
       HeldStages(topology, placement);
-  const std::vector<GroupPlan> groups =
-      PlanGroups(topology, held, sync);
+  const std::vector<GroupPlan> groups = PlanGroups(topology, held, sync);
 
   Schedule schedule;
   schedule.topology = topology;

@@ -8,8 +8,8 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "schedule/program.h"
@@ -363,9 +363,9 @@ void AddReplicationErrors(const ScheduleParams& params,
   const std::string problem =
       ReplicationProblem(params.replication, params.depth);
   if (!problem.empty()) {
-    errors.push_back({ScheduleParam::kReplication,
-                      absl::StrCat(ReplicationName(params.replication), " ",
-                                   problem)});
+    errors.push_back(
+        {ScheduleParam::kReplication,
+         absl::StrCat(ReplicationName(params.replication), " ", problem)});
   }
   if (params.sharding != Sharding::kNone) {
     errors.push_back({ScheduleParam::kSharding,
@@ -417,10 +417,11 @@ std::vector<ScheduleParamError> ValidateScheduleParams(
     if (KnobApplies(ScheduleParam::kReplication, params.scheme)) {
       AddReplicationErrors(params, errors);
     } else {
-      errors.push_back({ScheduleParam::kReplication,
-                        absl::StrCat("applies to ",
-                                     SchemesReading(ScheduleParam::kReplication),
-                                     ", not ", SchemeName(params.scheme))});
+      errors.push_back(
+          {ScheduleParam::kReplication,
+           absl::StrCat("applies to ",
+                        SchemesReading(ScheduleParam::kReplication), ", not ",
+                        SchemeName(params.scheme))});
     }
   }
   // DualPipeV's steady phase runs N - 2D + r + 1 rounds on position r.

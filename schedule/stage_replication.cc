@@ -28,9 +28,9 @@ absl::Status CheckReplicable(const Schedule& uniform,
     const int position = worker.rank % topology.depth;
     if (worker.stages.size() != 1 ||
         !(worker.stages[0] == StageRef{0, position})) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "rank ", worker.rank, " must hold stage ", position,
-          " alone for its stage to be replicated"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", worker.rank, " must hold stage ", position,
+                       " alone for its stage to be replicated"));
     }
   }
   return absl::OkStatus();

@@ -252,12 +252,12 @@ class StageOwners {
         for (int st = 0; st < topology_.depth; ++st) {
           for (int k = 0; k < topology_.ReplicasOf(st); ++k) {
             if (owner_[Slot(dp, {c, st}, k)] >= 0) continue;
-            problems.Add(absl::StrCat(
-                "no rank of data-parallel replica ", dp, " holds chunk ", c,
-                " stage ", st,
-                topology_.replication.empty() ? ""
-                                              : absl::StrCat(" (replica ", k,
-                                                             ")")));
+            problems.Add(
+                absl::StrCat("no rank of data-parallel replica ", dp,
+                             " holds chunk ", c, " stage ", st,
+                             topology_.replication.empty()
+                                 ? ""
+                                 : absl::StrCat(" (replica ", k, ")")));
           }
         }
       }
@@ -626,10 +626,9 @@ class Validator {
       return;
     }
     if (!owners_.Holds(rank, ref)) {
-      problems.Add(absl::StrCat(Where(rank, index, inst),
-                                ": the stage is held by rank ",
-                                owners_.Owner(DpRank(topology_, rank), ref, 0),
-                                ", not this one"));
+      problems.Add(absl::StrCat(
+          Where(rank, index, inst), ": the stage is held by rank ",
+          owners_.Owner(DpRank(topology_, rank), ref, 0), ", not this one"));
       return;
     }
     if (ActsOnWholeStage(inst.op)) return;
@@ -709,11 +708,11 @@ class Validator {
     for (int mb : inst.micro_batches) {
       const int owner = owners_.Owner(dp, {inst.chunk, inst.stage}, mb);
       if (owner == rank) continue;
-      problems.Add(absl::StrCat(Where(rank, index, inst), ": micro-batch ", mb,
-                                " is slice ", mb % topology_.SlicesPerMicroBatch(),
-                                " of micro-batch ",
-                                mb / topology_.SlicesPerMicroBatch(),
-                                ", which rank ", owner, " runs on this stage"));
+      problems.Add(
+          absl::StrCat(Where(rank, index, inst), ": micro-batch ", mb,
+                       " is slice ", mb % topology_.SlicesPerMicroBatch(),
+                       " of micro-batch ", mb / topology_.SlicesPerMicroBatch(),
+                       ", which rank ", owner, " runs on this stage"));
       return false;
     }
     return true;
@@ -753,9 +752,8 @@ class Validator {
       problems.Add(absl::StrCat(
           Where(rank, index, inst), ": peer must be rank ", want,
           ", which holds chunk ", neighbour->chunk, " stage ", neighbour->stage,
-          topology_.replication.empty()
-              ? ""
-              : absl::StrCat(" for micro-batch ", mb),
+          topology_.replication.empty() ? ""
+                                        : absl::StrCat(" for micro-batch ", mb),
           want == rank ? " (this rank: no p2p needed)" : ""));
       return;
     }
@@ -1019,11 +1017,11 @@ class Validator {
       for (int st = 0; st < topology_.depth; ++st) {
         size_t idx = grid_.Index(dp, {c, st}, mb);
         if (forward_count_[idx] != 1) {
-          problems.Add(
-              absl::StrCat("micro-batch ", mb, " of data-parallel replica ", dp,
-                           " runs forward ", forward_count_[idx],
-                           " times on chunk ", c, " stage ", st, " (rank ",
-                           owners_.Owner(dp, {c, st}, mb), "); want exactly once"));
+          problems.Add(absl::StrCat(
+              "micro-batch ", mb, " of data-parallel replica ", dp,
+              " runs forward ", forward_count_[idx], " times on chunk ", c,
+              " stage ", st, " (rank ", owners_.Owner(dp, {c, st}, mb),
+              "); want exactly once"));
         }
         const bool input = input_parts_[idx].Full();
         const bool weight = weight_parts_[idx].Full();
@@ -1031,8 +1029,8 @@ class Validator {
           problems.Add(absl::StrCat(
               "micro-batch ", mb, " of data-parallel replica ", dp, " misses ",
               !input && !weight ? "backward"
-              : !input          ? "the input half (BACKWARD_INPUT) of its backward"
-                                : "the weight half (BACKWARD_WEIGHT) of its backward",
+              : !input ? "the input half (BACKWARD_INPUT) of its backward"
+                       : "the weight half (BACKWARD_WEIGHT) of its backward",
               " on chunk ", c, " stage ", st, " (rank ",
               owners_.Owner(dp, {c, st}, mb), ")"));
         }

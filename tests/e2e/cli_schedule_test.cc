@@ -266,17 +266,16 @@ TEST(CliScheduleTest, ReplicatedStagesRunSlicesAtTheirShareOfTheCost) {
   // Stage 1 runs 8 slices of F + B = 1.5, stage 0's workers 4 each.
   EXPECT_THAT(r.out, HasSubstr("     2     12.000"));
   EXPECT_THAT(r.out, HasSubstr("     0      6.000"));
-  ProcessResult json = Schedule({"--scheme", "gpipe", "--depth", "3",
-                                 "--replication", "1:2:1", "--micro-batches",
-                                 "2", "-o", "json"});
+  ProcessResult json =
+      Schedule({"--scheme", "gpipe", "--depth", "3", "--replication", "1:2:1",
+                "--micro-batches", "2", "-o", "json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
   const nlohmann::json report = nlohmann::json::parse(json.out);
   EXPECT_EQ(report.at("replication"), nlohmann::json({1, 2, 1}));
   EXPECT_EQ(report.at("workers").size(), 4u);
-  ExpectOneLineUsageError(
-      Schedule({"--scheme", "1f1b", "--depth", "2", "--replication", "2:1",
-                "-o", "torch-csv"}),
-      "slices of every micro-batch");
+  ExpectOneLineUsageError(Schedule({"--scheme", "1f1b", "--depth", "2",
+                                    "--replication", "2:1", "-o", "torch-csv"}),
+                          "slices of every micro-batch");
   ExpectOneLineUsageError(
       Schedule({"--scheme", "chimera", "--depth", "2", "--replication", "2:1"}),
       "--replication: only applies to schedule gpipe or 1f1b");

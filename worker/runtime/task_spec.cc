@@ -46,10 +46,10 @@ void ReadPlan(const chimera::v1::Plan& plan, int model_stages, TaskSpec& task,
     if (!replication.ok()) {
       errors.Add("plan.replication", replication.status().message());
     } else if (task.micro_batch_size % slices != 0) {
-      errors.Add("plan.microBatchSize",
-                 absl::StrCat(task.micro_batch_size, " does not split into the ",
-                              slices, " slices of replication ",
-                              plan.replication()));
+      errors.Add(
+          "plan.microBatchSize",
+          absl::StrCat(task.micro_batch_size, " does not split into the ",
+                       slices, " slices of replication ", plan.replication()));
     } else {
       task.micro_batch_size /= slices;
     }

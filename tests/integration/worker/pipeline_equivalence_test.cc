@@ -632,13 +632,12 @@ std::vector<Case> Cases() {
       ->recompute = true;
   // DAPPLE's stage replication: each replica runs its slice of every
   // micro-batch, a stage's gradients are summed over all its replicas.
-  const auto add_replicated = [&](std::string name, ScheduleParams params,
-                                  std::vector<int> replication,
-                                  OptimizerKind optimizer =
-                                      OptimizerKind::kAdamW) {
-    params.replication = std::move(replication);
-    return add(std::move(name), params, optimizer);
-  };
+  const auto add_replicated =
+      [&](std::string name, ScheduleParams params, std::vector<int> replication,
+          OptimizerKind optimizer = OptimizerKind::kAdamW) {
+        params.replication = std::move(replication);
+        return add(std::move(name), params, optimizer);
+      };
   add_replicated("OneFOneBReplicated2To1N2", Params(Scheme::kOneFOneB, 2, 2, 1),
                  {2, 1});
   add_replicated("OneFOneBReplicated1To2N3W2",
@@ -654,8 +653,8 @@ std::vector<Case> Cases() {
                  OptimizerKind::kSgd);
   add_replicated("GpipeReplicated2To1To1N2W2", Params(Scheme::kGpipe, 3, 2, 2),
                  {2, 1, 1});
-  add_replicated("OneFOneBReplicated1To2TiedN2", Params(Scheme::kOneFOneB, 2, 2, 1),
-                 {1, 2});
+  add_replicated("OneFOneBReplicated1To2TiedN2",
+                 Params(Scheme::kOneFOneB, 2, 2, 1), {1, 2});
   cases.back().tie_embeddings = true;
   // Split backwards of the fused schedules, every weight gradient deferred.
   const auto add_split = [&](std::string name, ScheduleParams params,

@@ -48,10 +48,12 @@ SearchResult MustSearch(const chimera::v1::TrainJob& job,
   return result.ok() ? *std::move(result) : SearchResult{};
 }
 
-TEST(ReplicationSearchTest, AReplicatedStageTakesBlocksInProportionToItsWorkers) {
+TEST(ReplicationSearchTest,
+     AReplicatedStageTakesBlocksInProportionToItsWorkers) {
   const auto job = LargeJob(12, 32, 3);
   const auto cluster = TestCluster(1, 3);
-  const auto profile = AnalyticProfile(job.spec().model(), cluster.spec().device());
+  const auto profile =
+      AnalyticProfile(job.spec().model(), cluster.spec().device());
   const auto first_stage_blocks = [&](std::vector<int> replication) {
     return BalancedPartition(profile, 2, 4, 8, replication)[0].num_blocks;
   };
@@ -101,7 +103,8 @@ TEST(ReplicationSearchTest, AJobsReplicationIsKept) {
   auto* parallelism = job.mutable_spec()->mutable_parallelism();
   parallelism->set_replication("1:3");
   const auto cluster = TestCluster(1, 4);
-  const auto profile = AnalyticProfile(job.spec().model(), cluster.spec().device());
+  const auto profile =
+      AnalyticProfile(job.spec().model(), cluster.spec().device());
   const SearchResult result = MustSearch(job, cluster, profile);
   ASSERT_FALSE(result.ranked.empty());
   for (const Evaluation& e : result.ranked) {

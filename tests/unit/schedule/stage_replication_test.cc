@@ -1,13 +1,14 @@
 // DAPPLE's non-uniform stage replication: the rank layout, the programs
 // each replica runs on its slices, what the validator refuses and what the
 // simulator predicts.
+#include "schedule/stage_replication.h"
+
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "schedule/csv_io.h"
-#include "schedule/stage_replication.h"
 #include "tests/unit/schedule/test_util.h"
 
 namespace chimera::schedule {

@@ -91,6 +91,22 @@ Instruction InStep(const Instruction& inst,
   return local;
 }
 
+// The samples of one mini-batch: W·N·B.
+double MiniBatchSamples(const schedule::Topology& topology,
+                        const TaskSpec& spec) {
+  return static_cast<double>(topology.width) * topology.micro_batches *
+         spec.micro_batch_size;
+}
+
+// What each micro-batch's loss is divided by: the samples of the batch one
+// update learns from, a micro-batch's under PipeDream's rule.
+double LossNormaliser(const schedule::Topology& topology,
+                      const TaskSpec& spec) {
+  return topology.update_rule == schedule::UpdateRule::kStashed
+             ? static_cast<double>(spec.micro_batch_size)
+             : MiniBatchSamples(topology, spec);
+}
+
 SliceKey KeyOf(const Instruction& inst) {
   return {{inst.chunk, inst.stage}, inst.micro_batches[0], inst.part};
 }
@@ -286,9 +302,9 @@ ProgramExecutor::ProgramExecutor(const schedule::RankSchedule& schedule,
       data_(data),
       comm_(comm),
       tags_(schedule.outline),
-      loss_normaliser_(static_cast<double>(schedule.topology().width) *
-                       schedule.topology().micro_batches *
-                       spec.micro_batch_size),
+      loss_normaliser_(LossNormaliser(schedule.topology(), spec)),
+      reported_loss_scale_(loss_normaliser_ /
+                           MiniBatchSamples(schedule.topology(), spec)),
       memory_(spec.device),
       group_members_(StageGroupMemberships(schedule.outline, rank_)),
       tied_holders_(TiedEmbeddingHolders(schedule.outline).size()) {}
@@ -357,11 +373,13 @@ absl::Status ProgramExecutor::Build() {
     tied_gradients_complete_ = TiedGradientsComplete(program_, topology_);
   }
   RETURN_IF_ERROR(CheckAsynchronous());
-  if (topology_.update_rule == schedule::UpdateRule::kDoubleBuffered) {
+  if (topology_.Asynchronous()) {
+    std::map<int, std::vector<at::Tensor>> parameters;
     for (const auto& [model_stage, stage] : stages_) {
-      weight_versions_[model_stage] =
-          std::make_unique<DoubleBufferedWeights>(stage->parameters());
+      parameters[model_stage] = stage->parameters();
     }
+    asynchronous_weights_ = std::make_unique<AsynchronousWeights>(
+        topology_.update_rule, parameters);
   }
   return CheckProgram();
 }
@@ -373,9 +391,6 @@ absl::Status ProgramExecutor::CheckAsynchronous() const {
         "rank ", rank_, ": the ",
         schedule::UpdateRuleName(topology_.update_rule), " update rule ", why));
   };
-  if (topology_.update_rule != schedule::UpdateRule::kDoubleBuffered) {
-    return refuse("does not run yet; pipedream-2bw's double-buffered one does");
-  }
   if (!topology_.repeating)
     return refuse("runs a program of one repeating step");
   if (spec_.sharding != schedule::Sharding::kNone) {
@@ -675,10 +690,8 @@ absl::Status ProgramExecutor::DrainPipeline(int64_t last_step) {
   // The ops on the previous step's micro-batches, as the step after the
   // last would run them.
   RETURN_IF_ERROR(RunPass(last_step + 1, Pass::kDrain).status());
-  for (auto& [model_stage, weights] : weight_versions_) {
-    RETURN_IF_ERROR(weights->Use(weights->newest()));
-  }
-  return absl::OkStatus();
+  return asynchronous_weights_ == nullptr ? absl::OkStatus()
+                                          : asynchronous_weights_->UseNewest();
 }
 
 bool ProgramExecutor::Skips(const Instruction& inst, Pass pass) const {
@@ -687,15 +700,11 @@ bool ProgramExecutor::Skips(const Instruction& inst, Pass pass) const {
   return pass == Pass::kDrain ? !previous : previous && pipeline_empty_;
 }
 
-absl::Status ProgramExecutor::UseWeightVersion(const Instruction& inst,
-                                               int64_t run_step) {
-  if (weight_versions_.empty() || !schedule::IsCompute(inst.op)) {
-    return absl::OkStatus();
-  }
-  // Step b's micro-batches run on the weights after b - 1 updates.
-  const int64_t batch = run_step - (schedule::ActsOnPreviousStep(inst) ? 1 : 0);
-  return weight_versions_.at(ModelStageOf(inst))
-      ->Use(std::max<int64_t>(0, batch - 1));
+AsynchronousWeights::MicroBatchId ProgramExecutor::MicroBatchOf(
+    const Instruction& inst, int64_t run_step) const {
+  const bool previous = schedule::ActsOnPreviousStep(inst);
+  return {run_step - (previous ? 1 : 0),
+          inst.micro_batches[0] + (previous ? topology_.micro_batches : 0)};
 }
 
 absl::StatusOr<StepMetrics> ProgramExecutor::RunPass(int64_t step, Pass pass) {
@@ -735,8 +744,17 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunPass(int64_t step, Pass pass) {
     const auto op_start = std::chrono::steady_clock::now();
     absl::Status status;
     try {
-      status = UseWeightVersion(inst, run_step);
+      const bool versioned =
+          asynchronous_weights_ != nullptr && schedule::IsCompute(inst.op);
+      if (versioned) {
+        status = asynchronous_weights_->Use(ModelStageOf(inst), inst.op,
+                                            MicroBatchOf(inst, run_step));
+      }
       if (status.ok()) status = Execute(InStep(inst, topology_), step, metrics);
+      if (status.ok() && versioned) {
+        asynchronous_weights_->Done(ModelStageOf(inst), inst.op,
+                                    MicroBatchOf(inst, run_step));
+      }
       if (status.ok() && index == tied_gradients_complete_) {
         status = tied_sync_->Start();
       }
@@ -772,7 +790,9 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunPass(int64_t step, Pass pass) {
   }
   metrics.step_seconds = SecondsSince(step_start);
   metrics.bubble_seconds = metrics.step_seconds - metrics.busy_seconds;
-  if (loss_sum_.defined()) metrics.loss = loss_sum_.item<double>();
+  if (loss_sum_.defined()) {
+    metrics.loss = loss_sum_.item<double>() * reported_loss_scale_;
+  }
   metrics.memory_current_bytes = memory_.current_bytes();
   metrics.memory_peak_bytes = memory_.peak_bytes();
   metrics.memory_process_peak_bytes = memory_.process_peak_bytes();
@@ -868,11 +888,10 @@ absl::Status ProgramExecutor::Execute(const Instruction& inst, int64_t step,
         metrics.allreduce_wait_seconds += SecondsSince(wait_start);
       }
       for (auto& [model_stage, optimizer] : optimizers_) {
-        const auto versions = weight_versions_.find(model_stage);
-        if (versions == weight_versions_.end()) {
+        if (asynchronous_weights_ == nullptr) {
           optimizer->Step();
         } else {
-          versions->second->Update(*optimizer);
+          asynchronous_weights_->Update(model_stage, *optimizer);
         }
       }
       if (used_token_rows_.defined()) used_token_rows_.zero_();

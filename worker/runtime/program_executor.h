@@ -69,11 +69,12 @@
 //   (schedule::Topology::repeating): its ops on negative micro-batches act on
 //   the previous step's (j - N is micro-batch j), whose stashed forwards the
 //   step carries over; the first step skips them, and DrainPipeline runs
-//   only them after the last step. Under PipeDream-2BW's rule (the one that
-//   runs) step b's micro-batches run their forwards and backwards on the
-//   weights after b - 1 updates, and OPTIMIZER_STEP writes the next version
-//   beside them (DoubleBufferedWeights); steps count from the executor's
-//   first.
+//   only them after the last step. Each compute op runs on the weight
+//   version its rule says, and OPTIMIZER_STEP writes the next version beside
+//   the ones still in use (AsynchronousWeights); steps count from the
+//   executor's first. Under PipeDream's rule every micro-batch's loss is
+//   divided by its own samples (each update is one micro-batch's SGD step),
+//   under the others by the mini-batch's.
 //
 // Replicas of one model stage on the same worker (chunks that hold the same
 // partition) share one set of parameters, so their gradients add up locally
@@ -100,9 +101,9 @@
 #include "worker/model/micro_batch.h"
 #include "worker/model/model_config.h"
 #include "worker/runtime/activation_stash.h"
+#include "worker/runtime/asynchronous_weights.h"
 #include "worker/runtime/data_source.h"
 #include "worker/runtime/device_memory.h"
-#include "worker/runtime/double_buffered_weights.h"
 #include "worker/runtime/gradient_bucket.h"
 #include "worker/runtime/gradient_sync.h"
 #include "worker/runtime/message_tags.h"
@@ -268,12 +269,10 @@ class ProgramExecutor {
   enum class Pass { kStep, kDrain };
   absl::StatusOr<StepMetrics> RunPass(int64_t step, Pass pass);
   bool Skips(const schedule::Instruction& inst, Pass pass) const;
-  // PipeDream-2BW: points the stage of compute op `inst`, run in this
-  // executor's step `run_step` (0 for its first), at the weights its
-  // micro-batch runs on: those after all but the last update before the
-  // micro-batch's step.
-  absl::Status UseWeightVersion(const schedule::Instruction& inst,
-                                int64_t run_step);
+  // Asynchronous rules: the micro-batch compute op `inst` acts on, run in
+  // this executor's step `run_step` (0 for its first).
+  AsynchronousWeights::MicroBatchId MicroBatchOf(
+      const schedule::Instruction& inst, int64_t run_step) const;
 
   absl::Status Build();
   // Asynchronous schedules: the update rules and options the runtime runs.
@@ -350,12 +349,16 @@ class ProgramExecutor {
   const DataSource& data_;
   Communicator* const comm_;
   const MessageTags tags_;
-  // W·N·B: the samples of one mini-batch.
+  // What a loss is divided by: W·N·B, the samples of one mini-batch, or
+  // under PipeDream's rule B, one micro-batch's.
   const double loss_normaliser_;
+  // The mini-batch's share of a step's summed losses: the reported loss is
+  // their mean over the mini-batch's samples whatever loss_normaliser_ is.
+  const double reported_loss_scale_;
   DeviceMemory memory_;
 
-  // PipeDream-2BW's two weight versions of each held model stage.
-  std::map<int, std::unique_ptr<DoubleBufferedWeights>> weight_versions_;
+  // Under an asynchronous rule, the weight versions of each held stage.
+  std::unique_ptr<AsynchronousWeights> asynchronous_weights_;
   // Steps begun so far (a drain begins none), and whether micro-batches of
   // a step are still in flight (a repeating program between its steps).
   int64_t steps_begun_ = 0;

@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,7 @@
 #include "common/directory.h"
 #include "common/status_macros.h"
 #include "schedule/generator.h"
+#include "schedule/step_unrolling.h"
 #include "schedule/validator.h"
 #include "tests/support/scripted_model_files.h"
 #include "tests/support/split_backward_schedule.h"
@@ -185,11 +187,108 @@ void Assign(std::vector<at::Tensor>& parameters,
   for (size_t i = 0; i < parameters.size(); ++i) parameters[i].copy_(values[i]);
 }
 
+// PipeDream's rule as the programs apply it: for each model stage, the
+// updates it made before the forward of each micro-batch (micro-batch j of
+// step s is s * N + j), read from kSteps unrolled steps.
+absl::StatusOr<std::vector<std::vector<int>>> ForwardVersions(
+    const schedule::Schedule& repeating) {
+  ASSIGN_OR_RETURN(const schedule::Schedule unrolled,
+                   schedule::UnrollSteps(repeating, kSteps));
+  const schedule::Topology& topology = unrolled.topology;
+  std::vector<std::vector<int>> versions(
+      topology.NumModelStages(), std::vector<int>(topology.micro_batches, -1));
+  for (const schedule::WorkerProgram& worker : unrolled.workers) {
+    int updates = 0;
+    for (const schedule::Instruction& inst : worker.instructions) {
+      if (inst.op == schedule::OpKind::kOptimizerStep) ++updates;
+      if (inst.op != schedule::OpKind::kForward) continue;
+      for (int mb : inst.micro_batches) {
+        versions[topology.ModelStage({inst.chunk, inst.stage})][mb] = updates;
+      }
+    }
+  }
+  return versions;
+}
+
+// The names of each model stage's parameters, as the pipeline's ranks
+// record them.
+absl::StatusOr<std::vector<std::set<std::string>>> StageParameterNames(
+    const TaskSpec& spec) {
+  std::vector<std::set<std::string>> names;
+  for (int s = 0; s < spec.partition.stage_count(); ++s) {
+    ASSIGN_OR_RETURN(const std::shared_ptr<TransformerStage> stage,
+                     BuildTransformerStage(spec.model, spec.partition.stage(s),
+                                           spec.seed));
+    std::set<std::string>& stage_names = names.emplace_back();
+    for (const auto& item : stage->named_parameters()) {
+      stage_names.insert(item.key());
+    }
+  }
+  return names;
+}
+
+// PipeDream's rule in one process: micro-batch k runs its forward and
+// backward, on every stage s, on the weights after versions[s][k] updates,
+// and its gradient (its own samples' mean) updates the newest weights.
+absl::Status TrainStashedReference(const PipelineJob& job,
+                                   const std::string& dir) {
+  const ModelConfig& config = job.spec.model;
+  const int n = job.schedule.topology.micro_batches;
+  const int b = job.spec.micro_batch_size;
+  ASSIGN_OR_RETURN(const std::vector<std::vector<int>> versions,
+                   ForwardVersions(job.schedule));
+  ASSIGN_OR_RETURN(const std::vector<std::set<std::string>> stage_names,
+                   StageParameterNames(job.spec));
+  ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data,
+                   DataSource::Open(job.spec.data));
+  ASSIGN_OR_RETURN(std::shared_ptr<Stage> model, WholeModel(job.spec));
+  std::vector<std::string> names;
+  std::vector<at::Tensor> parameters;
+  for (const auto& item : model->named_parameters()) {
+    names.push_back(item.key());
+    parameters.push_back(item.value());
+    parameters.back().mutable_grad() = at::zeros_like(parameters.back());
+  }
+  Optimizer optimizer(job.spec.optimizer, parameters);
+  std::vector<std::vector<at::Tensor>> history = {Copies(parameters)};
+  std::vector<double> losses(kSteps, 0.0);
+  for (int k = 0; k < kSteps * n; ++k) {
+    const int step = k / n;
+    const int first = (k % n) * b;
+    {
+      at::NoGradGuard no_grad;
+      for (size_t i = 0; i < parameters.size(); ++i) {
+        int stage = 0;
+        while (stage_names[stage].count(names[i]) == 0) ++stage;
+        parameters[i].copy_(history[versions[stage][k]][i]);
+      }
+    }
+    ASSIGN_OR_RETURN(at::Tensor tokens, data->Samples(step, first, b));
+    ASSIGN_OR_RETURN(MicroBatch batch,
+                     MakeMicroBatch(config, tokens, {job.spec.seed, step, first}));
+    ASSIGN_OR_RETURN(at::Tensor loss, ReferenceLoss(*model, config, batch,
+                                                    static_cast<double>(b)));
+    loss.backward();
+    losses[step] += loss.item<double>() / n;
+    Assign(parameters, history.back());
+    optimizer.Step();
+    history.push_back(Copies(parameters));
+  }
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  for (size_t i = 0; i < names.size(); ++i) {
+    named.emplace_back(names[i], parameters[i]);
+  }
+  return WriteTrainingRecord(ReferencePath(dir), named, losses);
+}
+
 // The whole model of `job` in one process on the whole mini-batch, under
 // the schedule's update rule.
 absl::Status TrainReference(const PipelineJob& job, const std::string& dir) {
   LimitComputeThreads(1);
   RetainFreedHostMemory();
+  if (job.schedule.topology.update_rule == schedule::UpdateRule::kStashed) {
+    return TrainStashedReference(job, dir);
+  }
   const ModelConfig& config = job.spec.model;
   const schedule::Topology& topology = job.schedule.topology;
   const int64_t batch = int64_t{topology.width} * topology.micro_batches *
@@ -623,7 +722,14 @@ std::vector<Case> Cases() {
       OptimizerKind::kSgd);
   add("ChimeraZbD2N4W2Recompute", Params(Scheme::kChimeraZb, 2, 4, 2))
       ->recompute = true;
-  // PipeDream-2BW against its own rule, applied by the reference.
+  // PipeDream and PipeDream-2BW against their own rules, applied by the
+  // reference.
+  add("PipeDreamD2N2", Params(Scheme::kPipeDream, 2, 2, 1),
+      OptimizerKind::kSgd);
+  add("PipeDreamD4N4", Params(Scheme::kPipeDream, 4, 4, 1));
+  add("PipeDreamD4N6Recompute", Params(Scheme::kPipeDream, 4, 6, 1),
+      OptimizerKind::kAdamW, DataFormat::kText)
+      ->recompute = true;
   add("PipeDream2BwD2N2", Params(Scheme::kPipeDream2Bw, 2, 2, 1));
   add("PipeDream2BwD4N6Sgd", Params(Scheme::kPipeDream2Bw, 4, 6, 1),
       OptimizerKind::kSgd, DataFormat::kText);

@@ -1,4 +1,4 @@
-#include "worker/runtime/double_buffered_weights.h"
+#include "worker/runtime/weight_versions.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -18,9 +18,9 @@ at::Tensor GradientAt(const at::Tensor& x, const at::Tensor& value) {
   return theta.grad();
 }
 
-class DoubleBufferedWeightsTest : public ::testing::Test {
+class WeightVersionsTest : public ::testing::Test {
  protected:
-  DoubleBufferedWeightsTest() {
+  WeightVersionsTest() {
     at::manual_seed(3);
     theta_ = at::randn({3, 3}, at::kDouble).requires_grad_();
     theta_.mutable_grad() = at::zeros_like(theta_);
@@ -36,10 +36,10 @@ class DoubleBufferedWeightsTest : public ::testing::Test {
 // 2BW's pattern: the forward of the next step's micro-batch runs on the
 // newest version before the update, and its backward after it, while the
 // update wrote the version after (into the other buffer).
-TEST_F(DoubleBufferedWeightsTest, ABackwardRunsOnTheVersionItsForwardRanOn) {
+TEST_F(WeightVersionsTest, ABackwardRunsOnTheVersionItsForwardRanOn) {
   const at::Tensor v0 = theta_.detach().clone();
   Optimizer optimizer(config_, {theta_});
-  DoubleBufferedWeights weights({theta_});
+  WeightVersions weights({theta_});
   ASSERT_TRUE(weights.Use(0).ok());
   Loss(x_[0], theta_).backward();
   weights.Update(optimizer);  // version 1 = v0 - lr g(x0, v0)
@@ -51,7 +51,8 @@ TEST_F(DoubleBufferedWeightsTest, ABackwardRunsOnTheVersionItsForwardRanOn) {
   at::Tensor pending = Loss(x_[1], theta_);  // on version 1
   ASSERT_TRUE(weights.Use(0).ok());
   Loss(x_[2], theta_).backward();  // a micro-batch of the step before
-  weights.Update(optimizer);       // version 2 = v1 - lr g(x2, v0), over v0
+  weights.DropBelow(1);
+  weights.Update(optimizer);  // version 2 = v1 - lr g(x2, v0), over v0
   const at::Tensor v2 = v1 - 0.1 * GradientAt(x_[2], v0);
 
   ASSERT_TRUE(weights.Use(1).ok());
@@ -61,17 +62,27 @@ TEST_F(DoubleBufferedWeightsTest, ABackwardRunsOnTheVersionItsForwardRanOn) {
   EXPECT_TRUE(at::allclose(theta_, v2, 0, 1e-15));
 }
 
-TEST_F(DoubleBufferedWeightsTest, OnlyTheNewestAndTheOneBeforeAreKept) {
+// Versions stay until dropped, the newest always, and a dropped version's
+// buffers hold the next one.
+TEST_F(WeightVersionsTest, DroppedVersionsAreGoneAndTheirBuffersReused) {
   Optimizer optimizer(config_, {theta_});
-  DoubleBufferedWeights weights({theta_});
+  WeightVersions weights({theta_});
   EXPECT_TRUE(weights.Use(0).ok());
   EXPECT_EQ(weights.Use(1).code(), absl::StatusCode::kInternal);
   weights.Update(optimizer);
   weights.Update(optimizer);
   EXPECT_EQ(weights.newest(), 2);
-  EXPECT_TRUE(weights.Use(1).ok());
-  EXPECT_TRUE(weights.Use(2).ok());
-  EXPECT_EQ(weights.Use(0).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(weights.kept(), 3);
+  weights.DropBelow(5);  // never the newest
+  EXPECT_EQ(weights.kept(), 1);
+  EXPECT_EQ(weights.Use(1).code(), absl::StatusCode::kInternal);
+  ASSERT_TRUE(weights.Use(2).ok());
+  const void* version_two = theta_.data_ptr();
+  weights.Update(optimizer);
+  ASSERT_TRUE(weights.Use(3).ok());
+  EXPECT_NE(theta_.data_ptr(), version_two);
+  // Versions 0 and 1's buffers were free: version 3 took one of them.
+  EXPECT_EQ(weights.kept(), 2);
 }
 
 }  // namespace

@@ -1,0 +1,70 @@
+#include "worker/runtime/asynchronous_weights.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace chimera::worker {
+
+AsynchronousWeights::AsynchronousWeights(
+    schedule::UpdateRule rule,
+    const std::map<int, std::vector<at::Tensor>>& stages)
+    : rule_(rule) {
+  for (const auto& [model_stage, parameters] : stages) {
+    stages_[model_stage].versions = std::make_unique<WeightVersions>(parameters);
+  }
+}
+
+absl::Status AsynchronousWeights::Use(int model_stage, schedule::OpKind op,
+                                      MicroBatchId id) {
+  Stage& stage = stages_.at(model_stage);
+  if (rule_ == schedule::UpdateRule::kDoubleBuffered) {
+    return stage.versions->Use(std::max<int64_t>(0, id.step - 1));
+  }
+  if (op == schedule::OpKind::kForward) {
+    stage.in_flight[id] = stage.versions->newest();
+  }
+  const auto it = stage.in_flight.find(id);
+  if (it == stage.in_flight.end()) {
+    return absl::InternalError(
+        absl::StrCat("micro-batch ", id.micro_batch, " of step ", id.step,
+                     " has no forward whose weights it could reuse"));
+  }
+  return stage.versions->Use(it->second);
+}
+
+void AsynchronousWeights::Done(int model_stage, schedule::OpKind op,
+                               MicroBatchId id) {
+  if (rule_ != schedule::UpdateRule::kStashed ||
+      !schedule::ComputesWeightGradient(op)) {
+    return;
+  }
+  stages_.at(model_stage).in_flight.erase(id);
+}
+
+void AsynchronousWeights::Update(int model_stage, Optimizer& optimizer) {
+  Stage& stage = stages_.at(model_stage);
+  WeightVersions& versions = *stage.versions;
+  if (rule_ == schedule::UpdateRule::kDoubleBuffered) {
+    // The version before the newest: its step's micro-batches are done.
+    versions.DropBelow(versions.newest());
+    versions.Update(optimizer);
+    return;
+  }
+  versions.Update(optimizer);
+  int64_t oldest_needed = versions.newest();
+  for (const auto& [id, version] : stage.in_flight) {
+    oldest_needed = std::min(oldest_needed, version);
+  }
+  versions.DropBelow(oldest_needed);
+}
+
+absl::Status AsynchronousWeights::UseNewest() {
+  for (auto& [model_stage, stage] : stages_) {
+    RETURN_IF_ERROR(stage.versions->Use(stage.versions->newest()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace chimera::worker

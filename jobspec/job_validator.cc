@@ -599,26 +599,22 @@ void CheckBatchArithmetic(const chimera::v1::JobSpec& spec,
 }
 
 // An asynchronous schedule trains with consent, and with what its runtime
-// keeps: no checkpoints yet (a resumed step would need both weight
-// versions) and no embedding tied across stages.
+// keeps: no checkpoints yet (a resumed step would need every weight version
+// in use) and no embedding tied across stages.
 void CheckAsynchronous(const chimera::v1::JobSpec& spec,
                        schedule::Scheme scheme, FieldErrors* errors) {
   const std::string name = schedule::SchemeName(scheme);
-  if (scheme != schedule::Scheme::kPipeDream2Bw) {
-    errors->Add("spec.parallelism.schedule",
-                absl::StrCat("'", name,
-                             "' does not train yet (`chimera schedule` draws "
-                             "it); the asynchronous pipedream-2bw does"));
-    return;
-  }
   if (!spec.parallelism().allow_asynchronous()) {
-    errors->Add("spec.parallelism.schedule",
-                absl::StrCat("'", name,
-                             "' is asynchronous: its micro-batches run on "
-                             "weights one update old, so it trains to other "
-                             "weights than mini-batch SGD; set "
-                             "spec.parallelism.allowAsynchronous: true to "
-                             "train with it"));
+    errors->Add(
+        "spec.parallelism.schedule",
+        absl::StrCat("'", name, "' is asynchronous: its micro-batches run on ",
+                     scheme == schedule::Scheme::kPipeDream
+                         ? "weights a few updates old, each micro-batch an "
+                           "update of its own"
+                         : "weights one update old",
+                     ", so it trains to other weights than mini-batch SGD; "
+                     "set spec.parallelism.allowAsynchronous: true to train "
+                     "with it"));
   }
   if (spec.training().checkpoint_every() > 0) {
     errors->Add("spec.training.checkpointEvery",

@@ -224,6 +224,21 @@ int64_t MostParameterBytesGathered(const schedule::WorkerProgram& worker,
   return most;
 }
 
+// The versions of its weights a worker keeps at most: two under
+// PipeDream-2BW, D - i on PipeDream's stage i (one per micro-batch in
+// flight, the newest among them), one otherwise.
+int WeightVersionsKept(const schedule::Topology& topology, int rank) {
+  switch (topology.update_rule) {
+    case schedule::UpdateRule::kDoubleBuffered:
+      return 2;
+    case schedule::UpdateRule::kStashed:
+      return topology.depth - topology.PositionOf(rank);
+    case schedule::UpdateRule::kSynchronous:
+      break;
+  }
+  return 1;
+}
+
 // A worker's memory: weights, gradients and optimizer state of every stage
 // replica it holds, plus its peak of stashed micro-batches at the largest
 // stash any of its stages needs per micro-batch. The gradients held, and
@@ -254,9 +269,7 @@ ReplicaUsage MeasureReplica(const PlanningContext& context,
       update += stage.optimizer_seconds / sharers;
       const int weight_sharers =
           params.sharding == schedule::Sharding::kFull ? sharers : 1;
-      // PipeDream-2BW keeps two versions of the weights.
-      const double versions =
-          topology.update_rule == schedule::UpdateRule::kDoubleBuffered ? 2 : 1;
+      const double versions = WeightVersionsKept(topology, rank);
       state += (versions / weight_sharers + optimizer_factor / sharers) *
                stage.parameter_bytes;
       per_micro_batch =

@@ -584,6 +584,7 @@ absl::StatusOr<SearchResult> SearchPlans(const chimera::v1::TrainJob& job,
   std::vector<Scheme> schemes(std::begin(kAllSchemes), std::end(kAllSchemes));
   // The asynchronous one only where the job consents to it.
   if (jobspec::AllowsAsynchronousTraining(job.spec())) {
+    schemes.push_back(Scheme::kPipeDream);
     schemes.push_back(Scheme::kPipeDream2Bw);
   }
   for (Scheme scheme : schemes) {

@@ -240,11 +240,6 @@ absl::StatusOr<ScheduleParams> ScheduleParamsOf(const chimera::v1::Plan& plan) {
     return absl::InvalidArgumentError(
         absl::StrCat("plan.scheme: ", scheme.status().message()));
   }
-  if (*scheme == Scheme::kPipeDream) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "plan.scheme: '", plan.scheme(),
-        "' does not run yet (its stashed weights); pipedream-2bw does"));
-  }
   p.scheme = *scheme;
   p.depth = plan.depth();
   p.width = plan.width();

@@ -282,6 +282,12 @@ TEST(CliRunTest, TrainsThePipeDream2BwExample) {
                          "pipedream-2bw W=1 D=4 ");
 }
 
+// PipeDream: every backward updates its stage, each micro-batch's backward
+// runs on the weights its forward ran on, and the job learns.
+TEST(CliRunTest, TrainsThePipeDreamExample) {
+  ExpectTheExampleLearns("examples/pipedream.yaml", "pipedream W=1 D=4 ");
+}
+
 // DAPPLE's replication: stage 0 on two workers, each on half of every
 // micro-batch, stage 1 on one, and the job learns.
 TEST(CliRunTest, TrainsTheDappleExample) {

@@ -52,12 +52,32 @@ void AsynchronousWeights::Update(int model_stage, Optimizer& optimizer) {
     versions.Update(optimizer);
     return;
   }
-  versions.Update(optimizer);
+  // The versions micro-batches in flight run on stay; of the others, the
+  // newest's buffers take the next version, or a dropped one's.
   int64_t oldest_needed = versions.newest();
+  bool newest_needed = false;
   for (const auto& [id, version] : stage.in_flight) {
     oldest_needed = std::min(oldest_needed, version);
+    newest_needed |= version == versions.newest();
   }
   versions.DropBelow(oldest_needed);
+  if (newest_needed) {
+    versions.Update(optimizer);
+  } else {
+    versions.UpdateInPlace(optimizer);
+  }
+}
+
+int64_t AsynchronousWeights::ExtraVersionBytes() const {
+  int64_t bytes = 0;
+  for (const auto& [model_stage, stage] : stages_) {
+    bytes += (stage.versions->most_kept() - 1) * stage.versions->version_bytes();
+  }
+  return bytes;
+}
+
+void AsynchronousWeights::ResetPeaks() {
+  for (auto& [model_stage, stage] : stages_) stage.versions->ResetPeak();
 }
 
 absl::Status AsynchronousWeights::UseNewest() {

@@ -9,7 +9,9 @@
 // - PipeDream (kStashed): a forward runs on the newest weights and its
 //   micro-batch's backward on the same version, stashed until then; a
 //   stage updates after every micro-batch's backward. A version goes once
-//   no micro-batch in flight runs on it: up to D - i are kept on stage i.
+//   no micro-batch in flight runs on it, and an update nothing in flight
+//   runs on is written in place: at most D - i are kept on stage i (its
+//   D - i - 1 micro-batches in flight at an update, and the new one).
 //
 //   AsynchronousWeights weights(rule, {{0, stage.parameters()}});
 //   RETURN_IF_ERROR(weights.Use(0, OpKind::kForward, {batch, mb}));
@@ -70,7 +72,13 @@ class AsynchronousWeights {
   absl::Status UseNewest();
 
   // Versions `model_stage` keeps now.
-  int Kept(int model_stage) const { return stages_.at(model_stage).versions->kept(); }
+  int Kept(int model_stage) const {
+    return stages_.at(model_stage).versions->kept();
+  }
+  // The bytes of the versions beyond one per stage at the most kept since
+  // the last ResetPeaks: what the weights take beyond the parameters.
+  int64_t ExtraVersionBytes() const;
+  void ResetPeaks();
 
  private:
   struct Stage {

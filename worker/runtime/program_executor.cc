@@ -717,6 +717,7 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunPass(int64_t step, Pass pass) {
     sharded->Release();
   }
   memory_.ResetPeak();
+  if (asynchronous_weights_ != nullptr) asynchronous_weights_->ResetPeaks();
   peak_gradient_bytes_ = HeldGradientBytes();
   peak_gathered_bytes_ = 0;
   loss_sum_.reset();
@@ -828,6 +829,10 @@ void ProgramExecutor::AccountStateMemory(StepMetrics& metrics) const {
         sharded->parameter_bytes();
   }
   metrics.weights_bytes += peak_gathered_bytes_;
+  // An asynchronous rule's weight versions beside the parameters.
+  if (asynchronous_weights_ != nullptr) {
+    metrics.weights_bytes += asynchronous_weights_->ExtraVersionBytes();
+  }
   metrics.gradients_bytes = peak_gradient_bytes_;
   if (tied_sync_ != nullptr) {
     metrics.gradients_bytes += tied_sync_->gradient_bytes();

@@ -70,7 +70,8 @@ struct StepMetrics {
   int64_t peak_stashed_slices = 0;
   // The peak split by what holds it: the parameters of every replica this
   // worker holds (under sharding full, its shards plus the most it gathered
-  // whole at once in the step), their gradient buffers (the most bytes of them
+  // whole at once in the step; under an asynchronous rule, every weight
+  // version at the most kept at once in the step), their gradient buffers (the most bytes of them
   // held at once in the step: a stage whose gradients are reduce-scattered
   // holds its buffer only from its first weight gradient to its shard step),
   // the optimizer state, and the rest (activations, received tensors and

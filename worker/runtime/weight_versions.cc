@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,7 @@ WeightVersions::WeightVersions(std::vector<at::Tensor> parameters)
     // A tensor of its own: detach() alone would share the parameter's
     // record of writes.
     first.push_back(parameter.detach().clone());
+    version_bytes_ += static_cast<int64_t>(first.back().nbytes());
   }
   for (size_t i = 0; i < parameters_.size(); ++i) {
     parameters_[i].set_data(first[i]);
@@ -51,6 +53,14 @@ void WeightVersions::Update(Optimizer& optimizer) {
   }
   optimizer.StepInto(next);
   versions_[++newest_] = std::move(next);
+  most_kept_ = std::max(most_kept_, kept());
+}
+
+void WeightVersions::UpdateInPlace(Optimizer& optimizer) {
+  auto newest = versions_.extract(newest_);
+  optimizer.StepInto(newest.mapped());
+  newest.key() = ++newest_;
+  versions_.insert(std::move(newest));
 }
 
 void WeightVersions::DropBelow(int64_t version) {

@@ -42,14 +42,22 @@ class WeightVersions {
   // parameters' gradients (which it zeroes), in a dropped version's buffers
   // where there is one. The parameters keep pointing where they did.
   void Update(Optimizer& optimizer);
+  // The same, written over the newest version's own buffers: for when
+  // nothing will run on the newest weights any more.
+  void UpdateInPlace(Optimizer& optimizer);
 
   // Frees the versions before `version` (never the newest) for Update to
   // reuse; a parameter still pointing at one keeps it until Use.
   void DropBelow(int64_t version);
 
   int64_t newest() const { return newest_; }
-  // Versions kept, the newest among them.
+  // Versions kept, the newest among them, and the most kept at once since
+  // the last ResetPeak.
   int kept() const { return static_cast<int>(versions_.size()); }
+  int most_kept() const { return most_kept_; }
+  void ResetPeak() { most_kept_ = kept(); }
+  // Bytes of one version.
+  int64_t version_bytes() const { return version_bytes_; }
 
  private:
   std::vector<at::Tensor> parameters_;
@@ -57,6 +65,8 @@ class WeightVersions {
   // Buffers of dropped versions, to write the next ones into.
   std::vector<std::vector<at::Tensor>> free_;
   int64_t newest_ = 0;
+  int most_kept_ = 1;
+  int64_t version_bytes_ = 0;
 };
 
 }  // namespace chimera::worker

@@ -150,6 +150,65 @@ TEST(MemoryBalanceTest, ChimeraActivationPeaksAreMoreBalancedThanOneFOneB) {
       << Describe(one_f_one_b);
 }
 
+// Stages of large weights and small activations (one sample of 8 tokens),
+// so that the versions show beside the stash.
+ModelConfig WideShortGpt() {
+  ModelConfig config = SmallGpt();
+  config.hidden_size = 256;
+  config.ffn_size = 1024;
+  config.seq_length = 8;
+  return config;
+}
+
+// Each rank's metrics of kSteps steps of `scheme` at D = N = 4 on
+// WideShortGpt, micro-batches of one sample, plain SGD (no optimizer state).
+std::vector<std::vector<StepMetrics>> MeasureVersions(Scheme scheme) {
+  schedule::ScheduleParams params;
+  params.scheme = scheme;
+  params.depth = kDepth;
+  params.micro_batches = kDepth;
+  absl::StatusOr<schedule::Schedule> generated =
+      schedule::GenerateSchedule(params);
+  EXPECT_TRUE(generated.ok()) << generated.status();
+  if (!generated.ok()) return {};
+  PipelineJob job =
+      MakePipelineJob(*std::move(generated), WideShortGpt(),
+                      /*micro_batch_size=*/1, /*seed=*/5, kOpTimeout);
+  job.spec.max_steps = kSteps;
+  const chimera::testing::TempDir scratch;
+  absl::StatusOr<PipelineMeasurements> measured =
+      MeasurePipeline(std::move(job), scratch.path(), kCaseDeadline);
+  EXPECT_TRUE(measured.ok()) << measured.status();
+  if (!measured.ok()) return {};
+  return std::move(measured->ranks);
+}
+
+TEST(WeightVersionsMemoryTest, AsynchronousRulesKeepTheirVersionsAndNoMore) {
+  const auto one_f_one_b = MeasureVersions(Scheme::kOneFOneB);
+  const auto two_bw = MeasureVersions(Scheme::kPipeDream2Bw);
+  const auto pipedream = MeasureVersions(Scheme::kPipeDream);
+  ASSERT_EQ(one_f_one_b.size(), kDepth);
+  ASSERT_EQ(two_bw.size(), kDepth);
+  ASSERT_EQ(pipedream.size(), kDepth);
+  for (int rank = 0; rank < kDepth; ++rank) {
+    // The last step: the pipeline is full, every version in use.
+    const StepMetrics& base = one_f_one_b[rank].back();
+    const double weights = static_cast<double>(base.weights_bytes);
+    for (const auto& [measured, versions] :
+         {std::pair{&two_bw, 2}, std::pair{&pipedream, kDepth - rank}}) {
+      const StepMetrics& step = (*measured)[rank].back();
+      EXPECT_EQ(step.weights_bytes, versions * base.weights_bytes)
+          << "rank " << rank << ", " << versions << " versions";
+      const double rise = static_cast<double>(step.memory_peak_bytes -
+                                              base.memory_peak_bytes);
+      EXPECT_NEAR(rise, (versions - 1) * weights, 0.1 * weights)
+          << "rank " << rank << ", " << versions << " versions: peak "
+          << step.memory_peak_bytes << " against 1F1B's "
+          << base.memory_peak_bytes;
+    }
+  }
+}
+
 // Chimera at a data width (groups of 2W), sharded in a mode.
 class ShardedMemoryTest
     : public ::testing::TestWithParam<std::tuple<int, schedule::Sharding>> {};

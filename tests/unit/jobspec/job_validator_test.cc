@@ -229,12 +229,14 @@ INSTANTIATE_TEST_SUITE_P(
                  "spec.parallelism.schedule",
                  "'pipedream-2bw' is asynchronous: its micro-batches run on "
                  "weights one update old"},
-        EditCase{"PipeDreamDoesNotTrainYet",
+        EditCase{"PipeDreamNeedsConsent",
                  "schedule: chimera\n    pipeline: 4\n    data: 2\n"
                  "    microBatches: 4",
                  "schedule: pipedream\n    pipeline: 8\n    data: 1\n"
-                 "    microBatches: 8\n    allowAsynchronous: true",
-                 "spec.parallelism.schedule", "'pipedream' does not train yet"},
+                 "    microBatches: 8",
+                 "spec.parallelism.schedule",
+                 "'pipedream' is asynchronous: its micro-batches run on "
+                 "weights a few updates old"},
         EditCase{"ReplicationWithAZero",
                  "schedule: chimera\n    pipeline: 4\n    data: 2\n",
                  "schedule: 1f1b\n    replication: \"2:0\"\n    data: 2\n",

@@ -485,7 +485,7 @@ TEST(PlanSearchTest, ChimeraPipelinesFollowTheHostsCoresAndTheComputeTime) {
 // asynchronous training. At the same W = 1, D = 4, N = 8 its steps overlap,
 // so its predicted step is shorter than 1F1B's, which flushes, and its
 // memory holds a second copy of the weights.
-TEST(PlanSearchTest, PipeDream2BwIsPlannedOnlyWithConsent) {
+TEST(PlanSearchTest, PipeDreamAnd2BwArePlannedOnlyWithConsent) {
   const auto plans = [](bool consent, const std::string& schedule) {
     auto job = LargeJob(16, 64, 4);
     auto* parallelism = job.mutable_spec()->mutable_parallelism();
@@ -515,6 +515,20 @@ TEST(PlanSearchTest, PipeDream2BwIsPlannedOnlyWithConsent) {
             one_f_one_b.prediction().bubble_ratio());
   EXPECT_GT(two_bw.prediction().peak_memory_bytes_max(),
             one_f_one_b.prediction().peak_memory_bytes_max());
+  // PipeDream, also planned only with consent, keeps D - i weight versions
+  // on stage i: four on the first stage where 2BW keeps two.
+  const auto has = [](const SearchResult& result, const std::string& scheme) {
+    for (const Evaluation& e : result.ranked) {
+      if (e.plan.scheme() == scheme) return true;
+    }
+    return false;
+  };
+  EXPECT_FALSE(has(plans(false, ""), "pipedream"));
+  EXPECT_TRUE(has(plans(true, ""), "pipedream"));
+  const chimera::v1::Plan pipedream = Best(plans(true, "pipedream"));
+  ASSERT_EQ(pipedream.scheme(), "pipedream");
+  EXPECT_GT(pipedream.prediction().peak_memory_bytes_max(),
+            two_bw.prediction().peak_memory_bytes_max());
 }
 
 TEST(PlanSearchTest, MemoryPressureTurnsOnRecomputationOrDeepensThePipeline) {

@@ -1232,8 +1232,21 @@ absl::Status ProgramExecutor::EndGather(const Instruction& inst,
 }
 
 absl::Status ProgramExecutor::FinishStep(Pass pass) {
-  for (const auto& send : sends_) {
+  // A repeating step's last sends may be received in the receiver's next
+  // step, which it may begin only after this one ends (a caller's summary
+  // of every rank's step waits for all): they are waited for a step later,
+  // when the receiver must have taken them, or at the drain.
+  for (const auto& send : carried_sends_) {
     RETURN_IF_ERROR(send->Wait(spec_.timeouts.transfer));
+  }
+  carried_sends_.clear();
+  const bool carries_sends = topology_.repeating && pass == Pass::kStep;
+  for (auto& send : sends_) {
+    if (carries_sends) {
+      carried_sends_.push_back(std::move(send));
+    } else {
+      RETURN_IF_ERROR(send->Wait(spec_.timeouts.transfer));
+    }
   }
   sends_.clear();
   const auto leftover = [](absl::string_view what, size_t count) {

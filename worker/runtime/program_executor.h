@@ -413,6 +413,9 @@ class ProgramExecutor {
   std::map<SliceKey, at::Tensor> gradients_in_;
   std::map<SliceKey, at::Tensor> gradients_out_;
   std::vector<std::unique_ptr<PendingOp>> sends_;
+  // A repeating program's sends of the step before, not yet waited for
+  // (FinishStep).
+  std::vector<std::unique_ptr<PendingOp>> carried_sends_;
   // By model stage, the gradient sums and the all-gathers in flight.
   std::map<int, std::unique_ptr<GradientAllReduce>> gradient_sums_;
   std::map<int, std::unique_ptr<PendingOp>> gathers_;

@@ -135,6 +135,53 @@ TEST(StandaloneProcessTest, TwoRanksTrainAndTheLastStagePrintsEachStep) {
   }
 }
 
+// The asynchronous schedules' last sends of a step are received in the
+// next, and the ranks print a summary of every step, which waits for all of
+// them: a step must end without waiting for those sends (once it did, and
+// two ranks waited for each other until the transfer timeout). The weights
+// reported count every version kept: PipeDream's first stage two, its
+// second one, 2BW's two each.
+TEST(StandaloneProcessTest, AsynchronousRanksPrintEveryStepWithoutWaiting) {
+  for (const auto& [schedule, versions] :
+       {std::pair<std::string, std::vector<int64_t>>{"pipedream", {2, 1}},
+        {"pipedream-2bw", {2, 2}}}) {
+    SCOPED_TRACE(schedule);
+    const TempDir dir;
+    chimera::v1::TrainJob asynchronous = StandaloneJob();
+    auto* parallelism = asynchronous.mutable_spec()->mutable_parallelism();
+    parallelism->set_schedule(schedule);
+    parallelism->set_allow_asynchronous(true);
+    const std::string job = dir.WriteFile("job.yaml", JobYaml(asynchronous));
+    const std::string store = absl::StrCat("127.0.0.1:", FreePort());
+    std::vector<std::unique_ptr<net::ChildProcess>> ranks;
+    for (int rank = 0; rank < 2; ++rank) {
+      std::vector<std::string> args = WorkerArgs(job, rank, 2, store);
+      args.insert(args.end(), {"--timeout", "20"});
+      ranks.push_back(std::make_unique<net::ChildProcess>(args));
+    }
+    for (auto& rank : ranks) {
+      EXPECT_EQ(rank->Wait(kRunTimeout), 0) << rank->err();
+    }
+    const std::vector<std::string> lines =
+        absl::StrSplit(ranks[1]->out(), '\n', absl::SkipEmpty());
+    ASSERT_EQ(lines.size(), 4u) << ranks[1]->out();
+    // Each rank's memory split: weights/gradients/optimizer/activations,
+    // its gradients one version's bytes (SGD's state none, AdamW's two).
+    const std::vector<std::string> fields = absl::StrSplit(lines[3], ' ');
+    ASSERT_EQ(fields.size(), 18u) << lines[3];
+    const std::vector<std::string> splits = absl::StrSplit(fields[15], ',');
+    ASSERT_EQ(splits.size(), 2u);
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::vector<std::string> parts = absl::StrSplit(splits[rank], '/');
+      int64_t weights = 0, gradients = 0;
+      ASSERT_TRUE(absl::SimpleAtoi(parts[0], &weights)) << splits[rank];
+      ASSERT_TRUE(absl::SimpleAtoi(parts[1], &gradients)) << splits[rank];
+      EXPECT_EQ(weights, versions[rank] * gradients)
+          << "rank " << rank << ": " << lines[3];
+    }
+  }
+}
+
 // A loss that went nan from the second step on ended SUCCEEDED. Training
 // stops at the first non-finite loss, naming the step and the rank.
 TEST(StandaloneProcessTest, ADivergingRunStopsAtTheFirstNonFiniteLossNamingIt) {

@@ -41,6 +41,9 @@ void AnnouncePlan(CoordinatorClient& client, const std::string& id, bool json) {
     std::cout << nlohmann::json({{"plan", ToJsonValue(job->plan())}}).dump() << "\n";
   } else {
     std::cout << DescribeRunningPlan(job->plan()) << "\n";
+    if (const std::string note = AsynchronousNote(job->plan()); !note.empty()) {
+      std::cout << note << "\n";
+    }
   }
 }
 

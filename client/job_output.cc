@@ -232,6 +232,19 @@ std::string FormatRecovery(const chimera::v1::JobRecovery& recovery) {
       recovery.checkpoint_step(), outcome, ": ", recovery.reason());
 }
 
+std::string AsynchronousNote(const chimera::v1::Plan& plan) {
+  if (plan.scheme() == "pipedream") {
+    return "asynchronous: every micro-batch updates its stage and runs on "
+           "weights a few updates old, so the weights are not those of "
+           "mini-batch SGD";
+  }
+  if (plan.scheme() == "pipedream-2bw") {
+    return "asynchronous: each step runs on the weights one update old, so "
+           "the weights are not those of mini-batch SGD";
+  }
+  return "";
+}
+
 std::string FormatJobDescription(const chimera::v1::Job& job) {
   std::string out = FormatJobStatus(job);
   if (!job.status().recoveries().empty()) {
@@ -243,11 +256,16 @@ std::string FormatJobDescription(const chimera::v1::Job& job) {
   const auto& plan = job.plan();
   if (!plan.scheme().empty()) {
     absl::StrAppendFormat(
-        &out, "\nplan: %s, W=%d D=%d, micro-batch %d x %d, pipelines %d%s%s\n",
+        &out,
+        "\nplan: %s, W=%d D=%d, micro-batch %d x %d, pipelines %d%s%s%s\n",
         plan.scheme(), plan.width(), plan.depth(), plan.micro_batch_size(),
         plan.micro_batches(), plan.pipelines(),
         plan.concat().empty() ? "" : ", concat " + plan.concat(),
+        plan.replication().empty() ? "" : ", replication " + plan.replication(),
         plan.recompute() ? ", recomputation" : "");
+    if (const std::string note = AsynchronousNote(plan); !note.empty()) {
+      absl::StrAppend(&out, note, "\n");
+    }
     absl::StrAppend(&out, FormatPredictedAgainstMeasured(job));
     absl::StrAppend(&out, "stages:\n");
     for (const auto& stage : plan.partition()) {

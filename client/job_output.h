@@ -21,6 +21,9 @@ std::string FormatStep(const chimera::v1::StepSummary& step, int max_steps);
 std::string FormatJobTable(const std::vector<chimera::v1::Job>& jobs, bool wide = false);
 std::string FormatJobStatus(const chimera::v1::Job& job);
 std::string FormatJobDescription(const chimera::v1::Job& job);
+// Why `plan` does not train the weights of mini-batch SGD, "asynchronous:
+// ...", for the asynchronous schedules; "" for every other.
+std::string AsynchronousNote(const chimera::v1::Plan& plan);
 // "2026-11-28 02:20:01 recovery (stalled): chimera W=1 D=4 on 4 workers ->
 // zb-h2 W=1 D=3 on 3 workers from step 8, not training for 5.2 s: <why>".
 std::string FormatRecovery(const chimera::v1::JobRecovery& recovery);

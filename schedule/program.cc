@@ -305,6 +305,7 @@ int SlicesPerMicroBatch(const std::vector<int>& replication) {
 }
 
 int Topology::RankOf(int dp, int position, int replica) const {
+  if (replication.empty()) return dp * depth + position + replica;
   int rank = dp * WorkersPerPipeline() + replica;
   for (int p = 0; p < position; ++p) rank += ReplicasOf(p);
   return rank;

@@ -12,7 +12,8 @@ AsynchronousWeights::AsynchronousWeights(
     const std::map<int, std::vector<at::Tensor>>& stages)
     : rule_(rule) {
   for (const auto& [model_stage, parameters] : stages) {
-    stages_[model_stage].versions = std::make_unique<WeightVersions>(parameters);
+    stages_[model_stage].versions =
+        std::make_unique<WeightVersions>(parameters);
   }
 }
 
@@ -71,7 +72,8 @@ void AsynchronousWeights::Update(int model_stage, Optimizer& optimizer) {
 int64_t AsynchronousWeights::ExtraVersionBytes() const {
   int64_t bytes = 0;
   for (const auto& [model_stage, stage] : stages_) {
-    bytes += (stage.versions->most_kept() - 1) * stage.versions->version_bytes();
+    bytes +=
+        (stage.versions->most_kept() - 1) * stage.versions->version_bytes();
   }
   return bytes;
 }

@@ -707,6 +707,19 @@ AsynchronousWeights::MicroBatchId ProgramExecutor::MicroBatchOf(
           inst.micro_batches[0] + (previous ? topology_.micro_batches : 0)};
 }
 
+absl::Status ProgramExecutor::RunOp(const Instruction& inst, int64_t run_step,
+                                    int64_t step, StepMetrics& metrics) {
+  if (asynchronous_weights_ == nullptr || !schedule::IsCompute(inst.op)) {
+    return Execute(InStep(inst, topology_), step, metrics);
+  }
+  const int model_stage = ModelStageOf(inst);
+  const AsynchronousWeights::MicroBatchId id = MicroBatchOf(inst, run_step);
+  RETURN_IF_ERROR(asynchronous_weights_->Use(model_stage, inst.op, id));
+  RETURN_IF_ERROR(Execute(InStep(inst, topology_), step, metrics));
+  asynchronous_weights_->Done(model_stage, inst.op, id);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<StepMetrics> ProgramExecutor::RunPass(int64_t step, Pass pass) {
   // Steps count from this executor's first; a drain acts as the step after
   // the last one begun.
@@ -745,17 +758,7 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunPass(int64_t step, Pass pass) {
     const auto op_start = std::chrono::steady_clock::now();
     absl::Status status;
     try {
-      const bool versioned =
-          asynchronous_weights_ != nullptr && schedule::IsCompute(inst.op);
-      if (versioned) {
-        status = asynchronous_weights_->Use(ModelStageOf(inst), inst.op,
-                                            MicroBatchOf(inst, run_step));
-      }
-      if (status.ok()) status = Execute(InStep(inst, topology_), step, metrics);
-      if (status.ok() && versioned) {
-        asynchronous_weights_->Done(ModelStageOf(inst), inst.op,
-                                    MicroBatchOf(inst, run_step));
-      }
+      status = RunOp(inst, run_step, step, metrics);
       if (status.ok() && index == tied_gradients_complete_) {
         status = tied_sync_->Start();
       }

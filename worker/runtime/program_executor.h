@@ -269,8 +269,14 @@ class ProgramExecutor {
   enum class Pass { kStep, kDrain };
   absl::StatusOr<StepMetrics> RunPass(int64_t step, Pass pass);
   bool Skips(const schedule::Instruction& inst, Pass pass) const;
+  // Executes `inst` (of the program as written), in this executor's step
+  // `run_step` (0 for its first) and the job's step `step`; under an
+  // asynchronous rule a compute op on the weight version its micro-batch
+  // runs on.
+  absl::Status RunOp(const schedule::Instruction& inst, int64_t run_step,
+                     int64_t step, StepMetrics& metrics);
   // Asynchronous rules: the micro-batch compute op `inst` acts on, run in
-  // this executor's step `run_step` (0 for its first).
+  // this executor's step `run_step`.
   AsynchronousWeights::MicroBatchId MicroBatchOf(
       const schedule::Instruction& inst, int64_t run_step) const;
 

@@ -71,11 +71,11 @@ struct StepMetrics {
   // The peak split by what holds it: the parameters of every replica this
   // worker holds (under sharding full, its shards plus the most it gathered
   // whole at once in the step; under an asynchronous rule, every weight
-  // version at the most kept at once in the step), their gradient buffers (the most bytes of them
-  // held at once in the step: a stage whose gradients are reduce-scattered
-  // holds its buffer only from its first weight gradient to its shard step),
-  // the optimizer state, and the rest (activations, received tensors and
-  // LibTorch's workspace) at the peak.
+  // version at the most kept at once in the step), their gradient buffers (the
+  // most bytes of them held at once in the step: a stage whose gradients are
+  // reduce-scattered holds its buffer only from its first weight gradient to
+  // its shard step), the optimizer state, and the rest (activations, received
+  // tensors and LibTorch's workspace) at the peak.
   int64_t weights_bytes = 0;
   int64_t gradients_bytes = 0;
   int64_t optimizer_bytes = 0;

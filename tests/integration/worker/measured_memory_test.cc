@@ -199,8 +199,8 @@ TEST(WeightVersionsMemoryTest, AsynchronousRulesKeepTheirVersionsAndNoMore) {
       const StepMetrics& step = (*measured)[rank].back();
       EXPECT_EQ(step.weights_bytes, versions * base.weights_bytes)
           << "rank " << rank << ", " << versions << " versions";
-      const double rise = static_cast<double>(step.memory_peak_bytes -
-                                              base.memory_peak_bytes);
+      const double rise =
+          static_cast<double>(step.memory_peak_bytes - base.memory_peak_bytes);
       EXPECT_NEAR(rise, (versions - 1) * weights, 0.1 * weights)
           << "rank " << rank << ", " << versions << " versions: peak "
           << step.memory_peak_bytes << " against 1F1B's "

@@ -216,9 +216,9 @@ absl::StatusOr<std::vector<std::set<std::string>>> StageParameterNames(
     const TaskSpec& spec) {
   std::vector<std::set<std::string>> names;
   for (int s = 0; s < spec.partition.stage_count(); ++s) {
-    ASSIGN_OR_RETURN(const std::shared_ptr<TransformerStage> stage,
-                     BuildTransformerStage(spec.model, spec.partition.stage(s),
-                                           spec.seed));
+    ASSIGN_OR_RETURN(
+        const std::shared_ptr<TransformerStage> stage,
+        BuildTransformerStage(spec.model, spec.partition.stage(s), spec.seed));
     std::set<std::string>& stage_names = names.emplace_back();
     for (const auto& item : stage->named_parameters()) {
       stage_names.insert(item.key());
@@ -264,8 +264,9 @@ absl::Status TrainStashedReference(const PipelineJob& job,
       }
     }
     ASSIGN_OR_RETURN(at::Tensor tokens, data->Samples(step, first, b));
-    ASSIGN_OR_RETURN(MicroBatch batch,
-                     MakeMicroBatch(config, tokens, {job.spec.seed, step, first}));
+    ASSIGN_OR_RETURN(
+        MicroBatch batch,
+        MakeMicroBatch(config, tokens, {job.spec.seed, step, first}));
     ASSIGN_OR_RETURN(at::Tensor loss, ReferenceLoss(*model, config, batch,
                                                     static_cast<double>(b)));
     loss.backward();

@@ -39,6 +39,27 @@ TEST(JobOutputTest, DescribeShowsThePlanAndItsPredictionBeforeTheFirstStep) {
   EXPECT_THAT(page, Not(HasSubstr("measured")));
 }
 
+// An asynchronous plan says that its weights are not mini-batch SGD's; a
+// replicated one names its replication.
+TEST(JobOutputTest, DescribeWarnsOfAsynchronousTrainingAndNamesReplication) {
+  EXPECT_THAT(FormatJobDescription(PlannedJob()),
+              Not(HasSubstr("asynchronous")));
+  chimera::v1::Job job = PlannedJob();
+  job.mutable_plan()->set_scheme("pipedream-2bw");
+  EXPECT_THAT(FormatJobDescription(job),
+              HasSubstr("\nasynchronous: each step runs on the weights one "
+                        "update old, so the weights are not those of "
+                        "mini-batch SGD\n"));
+  job.mutable_plan()->set_scheme("pipedream");
+  EXPECT_THAT(FormatJobDescription(job),
+              HasSubstr("\nasynchronous: every micro-batch updates its stage"));
+  job.mutable_plan()->set_scheme("1f1b");
+  job.mutable_plan()->set_replication("2:1");
+  EXPECT_THAT(FormatJobDescription(job),
+              HasSubstr("plan: 1f1b, W=1 D=2, micro-batch 4 x 2, pipelines 2, "
+                        "replication 2:1\n"));
+}
+
 TEST(JobOutputTest, StatusWordsARestartedJobsRestartsAndTheirLastCause) {
   chimera::v1::Job job = PlannedJob();
   EXPECT_THAT(FormatJobStatus(job), Not(HasSubstr("restarts:")));

@@ -262,8 +262,7 @@ TEST(KnobTableTest, EveryKnobSetInASpecIsReadBackAsGiven) {
                                   ScheduleParam::kDepth, knob.param));
       EXPECT_EQ(read.params.depth, 2);
     } else {
-      EXPECT_THAT(read.given, ::testing::ElementsAre(knob.param))
-          << knob.field;
+      EXPECT_THAT(read.given, ::testing::ElementsAre(knob.param)) << knob.field;
     }
     if (knob.names != nullptr) {
       EXPECT_EQ(knob.names->name(read.params), knob.names->name(p))

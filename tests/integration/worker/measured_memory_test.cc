@@ -76,9 +76,32 @@ struct ActivationPeaks {
   }
 };
 
+// Each rank's metrics of kSteps steps of `params` on `model`, micro-batches
+// of `micro_batch_size` samples, `optimizer`, run in forked ranks; empty
+// after a failure.
+std::vector<std::vector<StepMetrics>> MeasureRun(
+    const schedule::ScheduleParams& params, const ModelConfig& model,
+    int micro_batch_size, OptimizerKind optimizer) {
+  absl::StatusOr<schedule::Schedule> generated =
+      schedule::GenerateSchedule(params);
+  EXPECT_TRUE(generated.ok()) << generated.status();
+  if (!generated.ok()) return {};
+  PipelineJob job = MakePipelineJob(*std::move(generated), model,
+                                    micro_batch_size, /*seed=*/5, kOpTimeout);
+  job.spec.optimizer.kind = optimizer;
+  job.spec.sharding = params.sharding;
+  job.spec.max_steps = kSteps;
+  const chimera::testing::TempDir scratch;
+  absl::StatusOr<PipelineMeasurements> measured =
+      MeasurePipeline(std::move(job), scratch.path(), kCaseDeadline);
+  EXPECT_TRUE(measured.ok()) << measured.status();
+  if (!measured.ok()) return {};
+  return std::move(measured->ranks);
+}
+
 // Each rank's metrics of kSteps steps of `scheme` at N = 4, D = 4 (or 2 with
-// two chunks per worker, the same four model stages) and `width`, run in
-// forked ranks with `optimizer` and `sharding`; empty after a failure.
+// two chunks per worker, the same four model stages) and `width` on
+// SmallGpt, micro-batches of 4, with `optimizer` and `sharding`.
 std::vector<std::vector<StepMetrics>> Measure(
     Scheme scheme, int width = 1, OptimizerKind optimizer = OptimizerKind::kSgd,
     schedule::Sharding sharding = schedule::Sharding::kNone, int chunks = 1) {
@@ -89,23 +112,7 @@ std::vector<std::vector<StepMetrics>> Measure(
   params.micro_batches = kDepth;
   params.width = width;
   params.sharding = sharding;
-  absl::StatusOr<schedule::Schedule> generated =
-      schedule::GenerateSchedule(params);
-  EXPECT_TRUE(generated.ok()) << generated.status();
-  if (!generated.ok()) return {};
-
-  PipelineJob job =
-      MakePipelineJob(*std::move(generated), SmallGpt(),
-                      /*micro_batch_size=*/4, /*seed=*/5, kOpTimeout);
-  job.spec.optimizer.kind = optimizer;
-  job.spec.sharding = params.sharding;
-  job.spec.max_steps = kSteps;
-  const chimera::testing::TempDir scratch;
-  absl::StatusOr<PipelineMeasurements> measured =
-      MeasurePipeline(std::move(job), scratch.path(), kCaseDeadline);
-  EXPECT_TRUE(measured.ok()) << measured.status();
-  if (!measured.ok()) return {};
-  return std::move(measured->ranks);
+  return MeasureRun(params, SmallGpt(), /*micro_batch_size=*/4, optimizer);
 }
 
 // Each rank's peak activation bytes (see the file comment) of `scheme`, the
@@ -167,20 +174,8 @@ std::vector<std::vector<StepMetrics>> MeasureVersions(Scheme scheme) {
   params.scheme = scheme;
   params.depth = kDepth;
   params.micro_batches = kDepth;
-  absl::StatusOr<schedule::Schedule> generated =
-      schedule::GenerateSchedule(params);
-  EXPECT_TRUE(generated.ok()) << generated.status();
-  if (!generated.ok()) return {};
-  PipelineJob job =
-      MakePipelineJob(*std::move(generated), WideShortGpt(),
-                      /*micro_batch_size=*/1, /*seed=*/5, kOpTimeout);
-  job.spec.max_steps = kSteps;
-  const chimera::testing::TempDir scratch;
-  absl::StatusOr<PipelineMeasurements> measured =
-      MeasurePipeline(std::move(job), scratch.path(), kCaseDeadline);
-  EXPECT_TRUE(measured.ok()) << measured.status();
-  if (!measured.ok()) return {};
-  return std::move(measured->ranks);
+  return MeasureRun(params, WideShortGpt(), /*micro_batch_size=*/1,
+                    OptimizerKind::kSgd);
 }
 
 TEST(WeightVersionsMemoryTest, AsynchronousRulesKeepTheirVersionsAndNoMore) {

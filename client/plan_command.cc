@@ -3,6 +3,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -62,13 +63,29 @@ void PrintText(const planner::SearchResult& result) {
   if (!result.why_best.empty()) std::cout << "why: " << result.why_best << "\n";
 }
 
+// Each stage's layers, and each rank's node and device.
+nlohmann::json Layout(const chimera::v1::Plan& plan) {
+  nlohmann::json partition = nlohmann::json::array();
+  for (const chimera::v1::StageRange& stage : plan.partition()) {
+    partition.push_back({{"firstLayer", stage.first_layer()},
+                         {"numLayers", stage.num_layers()}});
+  }
+  nlohmann::json placement = nlohmann::json::array();
+  for (const chimera::v1::Placement& slot : plan.placement()) {
+    placement.push_back({{"rank", slot.rank()},
+                         {"node", slot.node()},
+                         {"device", slot.device()}});
+  }
+  return {{"partition", partition}, {"placement", placement}};
+}
+
 // The ranked plans as one JSON value (-o json, -o yaml).
 nlohmann::json RankedPlans(const planner::SearchResult& result) {
   nlohmann::json candidates = nlohmann::json::array();
   for (const planner::Evaluation& evaluation : result.ranked) {
     const auto& plan = evaluation.plan;
     const auto& p = plan.prediction();
-    candidates.push_back({
+    nlohmann::json candidate = {
         {"scheme", plan.scheme()},
         {"width", plan.width()},
         {"depth", plan.depth()},
@@ -76,6 +93,8 @@ nlohmann::json RankedPlans(const planner::SearchResult& result) {
         {"microBatches", plan.micro_batches()},
         {"pipelines", plan.pipelines()},
         {"concat", plan.concat()},
+        {"replication", plan.replication()},
+        {"sharding", plan.sharding().empty() ? "none" : plan.sharding()},
         {"recompute", plan.recompute()},
         {"predictedIterationSeconds", p.iteration_seconds()},
         {"predictedSamplesPerSecond", p.samples_per_second()},
@@ -85,7 +104,9 @@ nlohmann::json RankedPlans(const planner::SearchResult& result) {
         {"exposedAllreduceSeconds", p.exposed_allreduce_seconds()},
         {"fits", evaluation.fits},
         {"description", planner::DescribePlan(plan)},
-    });
+    };
+    candidate.update(Layout(plan));
+    candidates.push_back(std::move(candidate));
   }
   return {{"candidates", candidates},
           {"evaluated", result.evaluated},

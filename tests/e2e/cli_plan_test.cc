@@ -4,10 +4,12 @@
 
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/unit/planner/test_jobs.h"
 
 namespace chimera {
 namespace {
@@ -15,6 +17,13 @@ namespace {
 using ::chimera::testing::ProcessResult;
 using ::chimera::testing::RunProcess;
 using ::testing::HasSubstr;
+
+// `message` as a file: its protobuf JSON mapping, which is YAML as well.
+std::string AsYaml(const google::protobuf::Message& message) {
+  std::string json;
+  EXPECT_TRUE(google::protobuf::util::MessageToJsonString(message, &json).ok());
+  return json;
+}
 
 ProcessResult Chimera(std::vector<std::string> args) {
   args.insert(args.begin(), CHIMERA_BINARY);
@@ -49,9 +58,11 @@ TEST(CliPlanTest, JsonHasTheStableFields) {
   nlohmann::json out = nlohmann::json::parse(r.out);
   ASSERT_FALSE(out["candidates"].empty());
   for (const char* field :
-       {"scheme", "width", "depth", "microBatchSize", "microBatches", "pipelines",
-        "concat", "recompute", "predictedIterationSeconds", "predictedSamplesPerSecond",
-        "bubbleRatio", "peakMemoryBytesMax", "peakMemoryBytesMin", "fits"}) {
+       {"scheme", "width", "depth", "microBatchSize", "microBatches",
+        "pipelines", "concat", "replication", "sharding", "recompute",
+        "predictedIterationSeconds", "predictedSamplesPerSecond", "bubbleRatio",
+        "peakMemoryBytesMax", "peakMemoryBytesMin", "fits", "partition",
+        "placement"}) {
     EXPECT_TRUE(out["candidates"][0].contains(field)) << field;
   }
   // The job fixes chimera, D = 4, W = 1.
@@ -83,6 +94,44 @@ TEST(CliPlanTest, PlansLlama3EightBFromItsPresetWithItsTrainingState) {
     EXPECT_GE(peak, state_bytes / candidate["depth"].get<int>()) << candidate;
     EXPECT_LE(peak, 80.0 * (1 << 30)) << candidate;
   }
+}
+
+// DAPPLE's case for replication, through the CLI: a model whose first half
+// computes twice as long on an eighth of the weights (ReplicationSearchTest),
+// on three devices across a 10 Gbit/s network, is planned 2:1, and the JSON
+// shows the heavy stage's two ranks.
+TEST(CliPlanTest, ReplicatesTheHeavyStageOfAHeavyFirstModel) {
+  chimera::v1::TrainJob job = planner::testing::LargeJob(2, 48, 3);
+  job.mutable_spec()->mutable_model()->set_vocab_size(1024);
+  job.mutable_spec()->mutable_parallelism()->set_schedule("1f1b");
+  const chimera::v1::Cluster cluster =
+      planner::testing::TestCluster(3, 1, /*inter_bandwidth=*/1.25e9);
+  chimera::testing::TempDir dir;
+  const std::string job_file = dir.WriteFile("job.yaml", AsYaml(job));
+  const std::string cluster_file =
+      dir.WriteFile("cluster.yaml", AsYaml(cluster));
+  const std::string profile_file = dir.WriteFile(
+      "profile.yaml", AsYaml(planner::testing::HeavyFirstHalf(job, cluster)));
+  const std::vector<std::string> plan = {"plan",      "-f",         job_file,
+                                         "--cluster", cluster_file, "--profile",
+                                         profile_file};
+
+  ProcessResult text = Chimera(plan);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  const std::vector<std::string> lines = absl::StrSplit(text.out, '\n');
+  ASSERT_GE(lines.size(), 2u) << text.out;
+  EXPECT_THAT(lines[1], HasSubstr("replication=2:1")) << text.out;
+
+  std::vector<std::string> json_plan = plan;
+  json_plan.insert(json_plan.end(), {"-o", "json", "--top", "1"});
+  ProcessResult json = Chimera(json_plan);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json best = nlohmann::json::parse(json.out)["candidates"][0];
+  EXPECT_EQ(best["replication"], "2:1") << best;
+  EXPECT_EQ(best["depth"], 2) << best;
+  ASSERT_EQ(best["partition"].size(), 2u) << best;
+  EXPECT_EQ(best["partition"][0]["numLayers"], 1) << best;
+  EXPECT_EQ(best["placement"].size(), 3u) << best;
 }
 
 TEST(CliPlanTest, NothingFittingExitsOneWithTheMemoryNeeded) {

@@ -14,28 +14,9 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testing::HeavyFirstHalf;
 using testing::LargeJob;
 using testing::TestCluster;
-
-// The analytic profile of `job`'s model with the first half of its blocks
-// computing twice as long on an eighth of the parameters: a model shaped
-// like the convolutional networks DAPPLE replicates (VGG-19: 15:1), whose
-// early layers are heavy on compute and light on weights.
-chimera::v1::ModelProfile HeavyFirstHalf(const chimera::v1::TrainJob& job,
-                                         const chimera::v1::Cluster& cluster) {
-  chimera::v1::ModelProfile profile =
-      AnalyticProfile(job.spec().model(), cluster.spec().device());
-  const int blocks = job.spec().model().num_layers();
-  for (int b = 1; b <= blocks / 2; ++b) {
-    chimera::v1::LayerProfile& layer = *profile.mutable_layers(b);
-    for (auto& timing : *layer.mutable_timings()) {
-      timing.set_forward_seconds(2 * timing.forward_seconds());
-      timing.set_backward_seconds(2 * timing.backward_seconds());
-    }
-    layer.set_parameter_bytes(layer.parameter_bytes() / 8);
-  }
-  return profile;
-}
 
 SearchResult MustSearch(const chimera::v1::TrainJob& job,
                         const chimera::v1::Cluster& cluster,

@@ -1,5 +1,5 @@
-// Jobs and clusters for planner tests, built in code so each test shows the
-// numbers it depends on.
+// Jobs, clusters and profiles for planner tests, built in code so each test
+// shows the numbers it depends on.
 #ifndef CHIMERA_TESTS_UNIT_PLANNER_TEST_JOBS_H_
 #define CHIMERA_TESTS_UNIT_PLANNER_TEST_JOBS_H_
 
@@ -8,7 +8,9 @@
 
 #include "chimera/v1/cluster.pb.h"
 #include "chimera/v1/job.pb.h"
+#include "chimera/v1/profile.pb.h"
 #include "common/version.h"
+#include "planner/analytic_profile.h"
 
 namespace chimera::planner::testing {
 
@@ -56,6 +58,26 @@ inline chimera::v1::Cluster TestCluster(int nodes, int per_node,
   spec->mutable_links()->mutable_inter_node()->set_latency_seconds(2e-5);
   spec->mutable_links()->mutable_inter_node()->set_bandwidth_bytes_per_second(inter_bandwidth);
   return cluster;
+}
+
+// The analytic profile of `job`'s model with the first half of its blocks
+// computing twice as long on an eighth of the parameters: a model shaped
+// like the convolutional networks DAPPLE replicates (VGG-19: 15:1), whose
+// early layers are heavy on compute and light on weights.
+inline chimera::v1::ModelProfile HeavyFirstHalf(
+    const chimera::v1::TrainJob& job, const chimera::v1::Cluster& cluster) {
+  chimera::v1::ModelProfile profile =
+      AnalyticProfile(job.spec().model(), cluster.spec().device());
+  const int blocks = job.spec().model().num_layers();
+  for (int b = 1; b <= blocks / 2; ++b) {
+    chimera::v1::LayerProfile& layer = *profile.mutable_layers(b);
+    for (auto& timing : *layer.mutable_timings()) {
+      timing.set_forward_seconds(2 * timing.forward_seconds());
+      timing.set_backward_seconds(2 * timing.backward_seconds());
+    }
+    layer.set_parameter_bytes(layer.parameter_bytes() / 8);
+  }
+  return profile;
 }
 
 }  // namespace chimera::planner::testing

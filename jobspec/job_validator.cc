@@ -9,7 +9,6 @@
 #include <cstring>
 #include <filesystem>
 #include <initializer_list>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -632,7 +631,6 @@ void CheckAsynchronous(const chimera::v1::JobSpec& spec,
 // least common multiple of the replication, one sample at least each.
 void CheckSlices(const chimera::v1::JobSpec& spec,
                  const schedule::SpecParams& fixed, FieldErrors* errors) {
-  const int slices = schedule::SlicesPerMicroBatch(fixed.params.replication);
   const int given = spec.training().micro_batch_size();
   const int64_t per_replica =
       fixed.Gives(schedule::ScheduleParam::kWidth) &&
@@ -643,15 +641,14 @@ void CheckSlices(const chimera::v1::JobSpec& spec,
                        : per_replica > 0
                            ? spec.training().global_batch_size() / per_replica
                            : 0;
-  if (size > 0 && size % slices != 0) {
-    errors->Add(
-        given > 0 ? "spec.training.microBatchSize"
-                  : "spec.parallelism.replication",
-        absl::StrCat(given > 0 ? "" : "the micro-batch size ", size,
-                     " does not split into the ", slices,
-                     " slices of replication ",
-                     schedule::ReplicationName(fixed.params.replication),
-                     " (a multiple of ", slices, " does)"));
+  if (size <= 0) return;
+  const absl::StatusOr<int> slice =
+      schedule::SliceSize(static_cast<int>(size), fixed.params.replication);
+  if (!slice.ok()) {
+    errors->Add(given > 0 ? "spec.training.microBatchSize"
+                          : "spec.parallelism.replication",
+                absl::StrCat(given > 0 ? "" : "the micro-batch size ",
+                             slice.status().message()));
   }
 }
 
@@ -766,13 +763,13 @@ void CheckRunPolicy(const chimera::v1::RunPolicy& policy, FieldErrors* errors) {
 }  // namespace
 
 int WorkersPerPipeline(const chimera::v1::ParallelismSpec& parallelism) {
-  if (!parallelism.replication().empty()) {
-    const absl::StatusOr<std::vector<int>> replication =
-        schedule::ParseReplication(parallelism.replication());
-    if (!replication.ok()) return 0;
-    return std::accumulate(replication->begin(), replication->end(), 0);
-  }
-  return parallelism.has_pipeline() ? std::max(0, parallelism.pipeline()) : 0;
+  const int depth =
+      parallelism.has_pipeline() ? std::max(0, parallelism.pipeline()) : 0;
+  if (parallelism.replication().empty()) return depth;
+  const absl::StatusOr<std::vector<int>> replication =
+      schedule::ParseReplication(parallelism.replication());
+  return replication.ok() ? schedule::WorkersPerPipeline(depth, *replication)
+                          : 0;
 }
 
 bool AllowsAsynchronousTraining(const chimera::v1::JobSpec& spec) {

@@ -424,12 +424,10 @@ absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& contex
   const int depth = params.depth;
   const int b = candidate.micro_batch_size;
   // With replicated stages every op runs on a slice of a micro-batch.
-  const int slices = schedule::SlicesPerMicroBatch(params.replication);
-  if (b % slices != 0) {
+  absl::StatusOr<int> slice = schedule::SliceSize(b, params.replication);
+  if (!slice.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("micro-batch size ", b, " does not split into the ",
-                     slices, " slices of replication ",
-                     schedule::ReplicationName(params.replication)));
+        absl::StrCat("micro-batch size ", slice.status().message()));
   }
   const chimera::v1::ClusterSpec& cluster = context.cluster;
   SimulationInputs inputs;
@@ -452,7 +450,7 @@ absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& contex
   for (int s = 0; s < model_stages; ++s) {
     inputs.stages.push_back(ProfileStage(context.profile, inputs.partition[s],
                                          s == 0, s + 1 == model_stages,
-                                         b / slices));
+                                         *slice));
   }
   ASSIGN_OR_RETURN(
       inputs.slots,

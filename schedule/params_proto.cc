@@ -223,14 +223,10 @@ absl::Status ReadPlanKnob(const chimera::v1::Plan& plan, const Knob& knob,
 int PlanWorkerCount(const chimera::v1::Plan& plan) {
   const absl::StatusOr<std::vector<int>> replication =
       ParseReplication(plan.replication());
-  if (plan.replication().empty() || !replication.ok()) {
-    return plan.width() * plan.depth();
-  }
-  ScheduleParams p;
-  p.width = plan.width();
-  p.depth = plan.depth();
-  p.replication = *replication;
-  return WorkerCount(p);
+  return plan.width() *
+         WorkersPerPipeline(plan.depth(), replication.ok()
+                                              ? *replication
+                                              : std::vector<int>{});
 }
 
 absl::StatusOr<ScheduleParams> ScheduleParamsOf(const chimera::v1::Plan& plan) {

@@ -256,12 +256,12 @@ std::string ReplicationProblem(const std::vector<int>& replication, int depth) {
     }
     workers += replicas;
     slices = std::min<int64_t>(std::lcm<int64_t>(slices, replicas),
-                               int64_t{kMaxReplicatedSize} + 1);
+                               int64_t{kMaxScheduleSize} + 1);
   }
-  if (workers > kMaxReplicatedSize || slices > kMaxReplicatedSize) {
+  if (workers > kMaxScheduleSize || slices > kMaxScheduleSize) {
     return absl::StrCat(
         "needs ", workers, " workers per pipeline and ", slices,
-        " slices per micro-batch; each must be <= ", kMaxReplicatedSize);
+        " slices per micro-batch; each must be <= ", kMaxScheduleSize);
   }
   return "";
 }
@@ -289,7 +289,7 @@ absl::Status CheckReplication(const Topology& topology) {
   return absl::OkStatus();
 }
 
-int Topology::WorkersPerPipeline() const {
+int WorkersPerPipeline(int depth, const std::vector<int>& replication) {
   if (replication.empty()) return depth;
   return std::accumulate(replication.begin(), replication.end(), 0);
 }

@@ -159,6 +159,10 @@ absl::StatusOr<UpdateRule> ParseUpdateRule(absl::string_view name);
 // each micro-batch (Topology::replication). Only for a replication that
 // ReplicationProblem accepts: a larger one would overflow.
 int SlicesPerMicroBatch(const std::vector<int>& replication);
+// The ranks of one data-parallel replica of a pipeline of `depth` positions
+// replicated as `replication` says: the sum of its entries, or `depth`
+// without one.
+int WorkersPerPipeline(int depth, const std::vector<int>& replication);
 
 struct Topology {
   int depth = 1;
@@ -200,7 +204,9 @@ struct Topology {
   int NumWorkers() const { return width * WorkersPerPipeline(); }
   // The ranks of one data-parallel replica: depth, or the sum of
   // `replication`.
-  int WorkersPerPipeline() const;
+  int WorkersPerPipeline() const {
+    return schedule::WorkersPerPipeline(depth, replication);
+  }
   // Ranks holding position `position` in each data-parallel replica.
   int ReplicasOf(int position) const;
   // The least common multiple of `replication` (1 without it).
@@ -222,11 +228,17 @@ struct Topology {
   bool UpdatesAfter(int mb) const;
 };
 
+// The largest depth, width, micro-batch count, chunk count or other knob a
+// schedule may have, and the most workers per pipeline or slices per
+// micro-batch a replication may make: far beyond any cluster's, and small
+// enough that the products the engine forms of two of them (W x D ranks,
+// 2D, D x chunks) stay inside an int.
+inline constexpr int kMaxScheduleSize = 1 << 15;
+
 // Why `replication` cannot lay out a pipeline of `depth` stages (a count
 // other than the depth, a stage without a worker, more than
-// kMaxReplicatedSize workers per pipeline or slices per micro-batch), or ""
+// kMaxScheduleSize workers per pipeline or slices per micro-batch), or ""
 // when it can. Empty is no replication and always can.
-inline constexpr int kMaxReplicatedSize = 1 << 15;
 std::string ReplicationProblem(const std::vector<int>& replication, int depth);
 
 // InvalidArgument, naming the replication, when `topology` has one that

@@ -159,6 +159,17 @@ std::string ShardingName(Sharding sharding) {
 std::string ReplicationName(const std::vector<int>& replication) {
   return absl::StrJoin(replication, ":");
 }
+absl::StatusOr<int> SliceSize(int micro_batch_size,
+                              const std::vector<int>& replication) {
+  const int slices = SlicesPerMicroBatch(replication);
+  if (micro_batch_size % slices != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(micro_batch_size, " does not split into the ", slices,
+                     " slices of replication ", ReplicationName(replication),
+                     " (a multiple of ", slices, " does)"));
+  }
+  return micro_batch_size / slices;
+}
 std::string SchemeNames() { return AllNames(kSchemeNames); }
 std::string ConcatNames() { return AllNames(kConcatNames); }
 std::string WarmupPolicyNames() { return AllNames(kPolicyNames); }
@@ -484,10 +495,7 @@ bool IsVShaped(Scheme scheme) {
 }
 
 int WorkerCount(const ScheduleParams& params) {
-  if (params.replication.empty()) return params.width * params.depth;
-  int per_pipeline = 0;
-  for (int replicas : params.replication) per_pipeline += replicas;
-  return params.width * per_pipeline;
+  return params.width * WorkersPerPipeline(params.depth, params.replication);
 }
 
 }  // namespace chimera::schedule

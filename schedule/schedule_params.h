@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "schedule/program.h"
 
 namespace chimera::schedule {
 
@@ -66,12 +67,6 @@ enum class Sync { kEager, kEagerAll, kEnd };
 // the parameters as well (the paper's DP_FS: between uses each member keeps
 // only its shard of them, and gathers them whole before each use).
 enum class Sharding { kNone, kOptimizer, kGradientsAndOptimizer, kFull };
-
-// The largest depth, width, micro-batch count, chunk count or other knob a
-// schedule may have: far beyond any cluster's, and small enough that the
-// products the engine forms of two of them (W x D ranks, 2D, D x chunks)
-// stay inside an int.
-inline constexpr int kMaxScheduleSize = 1 << 15;
 
 struct ScheduleParams {
   Scheme scheme = Scheme::kOneFOneB;
@@ -122,6 +117,13 @@ std::string SyncName(Sync sync);
 std::string ShardingName(Sharding sharding);
 // {2, 1} -> "2:1"; {} -> "".
 std::string ReplicationName(const std::vector<int>& replication);
+// The samples in each slice of a micro-batch of `micro_batch_size` that
+// `replication` cuts into SlicesPerMicroBatch(replication) slices (the whole
+// micro-batch without one). InvalidArgument when they do not divide it:
+// "6 does not split into the 4 slices of replication 1:4 (a multiple of 4
+// does)", for the caller to name the field.
+absl::StatusOr<int> SliceSize(int micro_batch_size,
+                              const std::vector<int>& replication);
 
 // Comma-separated allowed names, for error messages and --help.
 std::string SchemeNames();

@@ -41,17 +41,14 @@ void ReadPlan(const chimera::v1::Plan& plan, int model_stages, TaskSpec& task,
   if (!plan.replication().empty()) {
     const absl::StatusOr<std::vector<int>> replication =
         schedule::ParseReplication(plan.replication());
-    const int slices =
-        replication.ok() ? schedule::SlicesPerMicroBatch(*replication) : 1;
     if (!replication.ok()) {
       errors.Add("plan.replication", replication.status().message());
-    } else if (task.micro_batch_size % slices != 0) {
-      errors.Add(
-          "plan.microBatchSize",
-          absl::StrCat(task.micro_batch_size, " does not split into the ",
-                       slices, " slices of replication ", plan.replication()));
+    } else if (absl::StatusOr<int> slice =
+                   schedule::SliceSize(task.micro_batch_size, *replication);
+               !slice.ok()) {
+      errors.Add("plan.microBatchSize", slice.status().message());
     } else {
-      task.micro_batch_size /= slices;
+      task.micro_batch_size = *slice;
     }
   }
   std::vector<LayerRange> stages;

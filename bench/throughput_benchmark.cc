@@ -45,6 +45,7 @@
 #include "common/status_macros.h"
 #include "schedule/generator.h"
 #include "schedule/simulator.h"
+#include "schedule/step_unrolling.h"
 #include "tests/support/temp_dir.h"
 #include "worker/harness/pipeline_job.h"
 #include "worker/standalone/standalone.h"
@@ -114,15 +115,44 @@ struct ScheduleBound {
   double samples_per_second = 0;
 };
 
-// The most the schedule itself allows: its programs simulated on this
-// machine's cores, shared by the ranks, with each model stage's forward,
-// backward (whole or in its halves) and shard step and each rank's
-// optimizer step as the pipelined ranks timed them, scaled by what the one
-// process computes in a step against what the ranks computed together (ranks
-// that outnumber the cores were timed while waiting for one), and nothing
-// else taking time: no transfers, no collectives. Its samples/s, times the
-// P-process scaling's share of the cores' count (what the memory bus
-// allows), is the bound; `cores_busy` the share of the cores its
+// A simulated step: how long it takes, and its ranks' compute summed.
+struct SimulatedStep {
+  double seconds = 0;
+  double busy_seconds = 0;
+};
+
+// `schedule`'s step at `costs`; for a repeating (asynchronous) schedule, a
+// step once the pipeline is full, as a long run takes them.
+absl::StatusOr<SimulatedStep> SimulateStep(const schedule::Schedule& schedule,
+                                           const schedule::CostModel& costs) {
+  SimulatedStep step;
+  if (schedule.topology.repeating) {
+    ASSIGN_OR_RETURN(const schedule::SteadyStep steady,
+                     schedule::SimulateSteadyStep(schedule, costs));
+    step.seconds = steady.seconds;
+    for (double bubble : steady.worker_bubble_ratios) {
+      step.busy_seconds += (1 - bubble) * steady.seconds;
+    }
+    return step;
+  }
+  ASSIGN_OR_RETURN(const schedule::SimulationResult simulated,
+                   schedule::Simulate(schedule, costs));
+  step.seconds = simulated.makespan;
+  for (const schedule::WorkerResult& worker : simulated.workers) {
+    step.busy_seconds += worker.busy;
+  }
+  return step;
+}
+
+// The most the schedule itself allows: its programs simulated (a repeating
+// schedule's step once the pipeline is full) on this machine's cores, shared by
+// the ranks, with each model stage's forward, backward (whole or in its halves)
+// and shard step and each rank's optimizer step as the pipelined ranks timed
+// them, scaled by what the one process computes in a step against what the
+// ranks computed together (ranks that outnumber the cores were timed while
+// waiting for one), and nothing else taking time: no transfers, no collectives.
+// Its samples/s, times the P-process scaling's share of the cores' count (what
+// the memory bus allows), is the bound; `cores_busy` the share of the cores its
 // simulation keeps computing. nullopt for a recomputing job, whose backward
 // times hold a forward the simulator would add again.
 std::optional<ScheduleBound> ScheduleBoundAtMeasuredCosts(
@@ -168,17 +198,11 @@ std::optional<ScheduleBound> ScheduleBoundAtMeasuredCosts(
   const int ranks = static_cast<int>(schedule.workers.size());
   model.node_of_rank.assign(ranks, 0);
   model.cores_per_node = cores;
-  absl::StatusOr<schedule::SimulationResult> simulated =
-      schedule::Simulate(schedule, model);
-  if (!simulated.ok() || simulated->makespan <= 0) return std::nullopt;
-  double busy = 0;
-  for (const schedule::WorkerResult& worker : simulated->workers) {
-    busy += worker.busy;
-  }
+  const absl::StatusOr<SimulatedStep> step = SimulateStep(schedule, model);
+  if (!step.ok() || step->seconds <= 0) return std::nullopt;
   const int used_cores = std::min(ranks, cores);
-  return ScheduleBound{
-      busy / (used_cores * simulated->makespan),
-      scaling / used_cores * samples_per_step / simulated->makespan};
+  return ScheduleBound{step->busy_seconds / (used_cores * step->seconds),
+                       scaling / used_cores * samples_per_step / step->seconds};
 }
 
 // Prints the job's table row; returns the per-op breakdown.

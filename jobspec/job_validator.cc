@@ -598,8 +598,7 @@ void CheckBatchArithmetic(const chimera::v1::JobSpec& spec,
 }
 
 // An asynchronous schedule trains with consent, and with what its runtime
-// keeps: no checkpoints yet (a resumed step would need every weight version
-// in use) and no embedding tied across stages.
+// keeps: no embedding tied across stages.
 void CheckAsynchronous(const chimera::v1::JobSpec& spec,
                        schedule::Scheme scheme, FieldErrors* errors) {
   const std::string name = schedule::SchemeName(scheme);
@@ -614,10 +613,6 @@ void CheckAsynchronous(const chimera::v1::JobSpec& spec,
                      ", so it trains to other weights than mini-batch SGD; "
                      "set spec.parallelism.allowAsynchronous: true to train "
                      "with it"));
-  }
-  if (spec.training().checkpoint_every() > 0) {
-    errors->Add("spec.training.checkpointEvery",
-                absl::StrCat(name, " does not checkpoint yet: leave it out"));
   }
   if (spec.model().tie_embeddings()) {
     errors->Add("spec.model.tieEmbeddings",
@@ -774,7 +769,6 @@ int WorkersPerPipeline(const chimera::v1::ParallelismSpec& parallelism) {
 
 bool AllowsAsynchronousTraining(const chimera::v1::JobSpec& spec) {
   return spec.parallelism().allow_asynchronous() &&
-         spec.training().checkpoint_every() == 0 &&
          !spec.model().tie_embeddings();
 }
 

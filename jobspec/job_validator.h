@@ -42,10 +42,9 @@ inline ValidationOptions SpecOnly() {
 FieldErrors ValidateJob(const chimera::v1::TrainJob& job,
                         const ValidationOptions& options);
 
-// Whether a valid job may train with PipeDream-2BW: it consents to
-// asynchronous training (spec.parallelism.allowAsynchronous) and asks
-// nothing that schedule's runtime does not keep yet (checkpoints, embeddings
-// tied across stages).
+// Whether a valid job may train with PipeDream or PipeDream-2BW: it consents
+// to asynchronous training (spec.parallelism.allowAsynchronous) and asks
+// nothing their runtime does not keep yet (embeddings tied across stages).
 bool AllowsAsynchronousTraining(const chimera::v1::JobSpec& spec);
 
 // The workers of one pipeline a spec fixes: the sum of its replication

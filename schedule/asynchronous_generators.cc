@@ -17,26 +17,43 @@ namespace {
 // keeps step 2 clear of the cool-down.
 constexpr int kFlatSteps = 4;
 
-// A worker's flat program with its one optimizer step at the end replaced by
-// an update after the backward (and the gradient it sends) of every
-// micro-batch that completes one.
+// A worker's flat program with its gradient sums and its one optimizer step
+// at the end replaced by an update after the backward (and the gradient it
+// sends) of every micro-batch that completes one. With W > 1 the update
+// applies the stage's gradients summed over its W replicas; the sum, like
+// the update, names that micro-batch. It is begun right after the backward
+// and waited for at once: the next forward runs on the update's weights
+// (PipeDream), or, under 2BW, a later sum would need the gradient buffer
+// this one is still reading.
 std::vector<Instruction> WithUpdates(const std::vector<Instruction>& flat,
                                      const Topology& topology) {
   std::vector<Instruction> out;
   for (size_t i = 0; i < flat.size(); ++i) {
-    if (flat[i].op == OpKind::kOptimizerStep) continue;
+    if (flat[i].op == OpKind::kOptimizerStep ||
+        CollectiveOf(flat[i].op).has_value()) {
+      continue;
+    }
     const Instruction& inst = out.emplace_back(flat[i]);
     if (inst.op != OpKind::kBackward ||
         !topology.UpdatesAfter(inst.micro_batches[0])) {
       continue;
     }
+    const Instruction backward = inst;
     if (i + 1 < flat.size() && flat[i + 1].op == OpKind::kSendGrad) {
       out.push_back(flat[++i]);
     }
-    Instruction update;
+    if (topology.width > 1) {
+      for (OpKind sum : {OpKind::kAllreduceBegin, OpKind::kAllreduceEnd}) {
+        Instruction& collective = out.emplace_back();
+        collective.op = sum;
+        collective.chunk = backward.chunk;
+        collective.stage = backward.stage;
+        collective.micro_batches = backward.micro_batches;
+      }
+    }
+    Instruction& update = out.emplace_back();
     update.op = OpKind::kOptimizerStep;
-    update.micro_batches = out.back().micro_batches;
-    out.push_back(update);
+    update.micro_batches = backward.micro_batches;
   }
   return out;
 }

@@ -348,7 +348,8 @@ void AddLoopingErrors(const ScheduleParams& params,
 
 // The repeating step holds the backwards of the previous step's last
 // micro-batches (up to D of them): with fewer than D micro-batches a step
-// would reach two steps back.
+// would reach two steps back. Updates step whole weight versions, so
+// nothing is sharded.
 void AddAsynchronousErrors(const ScheduleParams& params,
                            std::vector<ScheduleParamError>& errors) {
   if (params.micro_batches < params.depth) {
@@ -358,12 +359,13 @@ void AddAsynchronousErrors(const ScheduleParams& params,
                       params.depth, " for ", SchemeName(params.scheme),
                       " (a step overlaps only the step before it)")});
   }
-  if (params.width != 1) {
+  if (params.sharding != Sharding::kNone) {
     errors.push_back(
-        {ScheduleParam::kWidth,
-         absl::StrCat(params.width, " must be 1 for ",
+        {ScheduleParam::kSharding,
+         absl::StrCat(ShardingName(params.sharding), ": ",
                       SchemeName(params.scheme),
-                      ": the asynchronous schedules run one pipeline")});
+                      " shards nothing: each update writes a whole weight "
+                      "version (set sharding none)")});
   }
 }
 
@@ -412,7 +414,8 @@ std::vector<ScheduleParamError> ValidateScheduleParams(
   if (IsLooping(params.scheme)) AddLoopingErrors(params, errors);
   // A stage held by one rank has no group to shard over.
   if (params.sharding != Sharding::kNone && params.width == 1 &&
-      !IsBidirectional(params.scheme) && params.replication.empty()) {
+      !IsBidirectional(params.scheme) && params.replication.empty() &&
+      !IsAsynchronous(params.scheme)) {
     errors.push_back(
         {ScheduleParam::kSharding,
          absl::StrCat(ShardingName(params.sharding),

@@ -1,5 +1,6 @@
 #include "schedule/validator.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -106,11 +107,6 @@ absl::Status CheckTopology(const Topology& topology) {
     return absl::InvalidArgumentError(absl::StrCat(
         "topology: ", topology.steps, " steps must be >= 1 and divide its ",
         topology.micro_batches, " micro-batches"));
-  }
-  if (topology.Asynchronous() && topology.width != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "topology: the ", UpdateRuleName(topology.update_rule),
-        " update rule runs one pipeline, not width ", topology.width));
   }
   if (topology.repeating && (!topology.Asynchronous() || topology.steps != 1)) {
     return absl::InvalidArgumentError(
@@ -282,9 +278,9 @@ class StageOwners {
   std::vector<int> group_size_;
 };
 
-// Weight gradients computed (BACKWARD or BACKWARD_WEIGHT) per (rank, model
-// stage).
-using BackwardCounts = std::map<std::pair<int, int>, int>;
+// A count per (rank, model stage): of weight gradients (BACKWARD or
+// BACKWARD_WEIGHT), of gradient sums, of updates.
+using StageCounts = std::map<std::pair<int, int>, int>;
 // (rank, model stage) pairs.
 using StageKeys = std::set<std::pair<int, int>>;
 
@@ -303,7 +299,7 @@ class DependencyTracker {
   // its allreduce and optimizer step.
   // `full_stages`: those a rank keeps only its shard of between uses.
   DependencyTracker(const Schedule& schedule, const StageOwners& owners,
-                    const BackwardCounts& expected_backwards,
+                    const StageCounts& expected_backwards,
                     const StageKeys& full_stages)
       : schedule_(schedule),
         topology_(schedule.topology),
@@ -339,7 +335,7 @@ class DependencyTracker {
         return BeginSum(step);
       case OpKind::kAllreduceEnd:
       case OpKind::kReduceScatterEnd:
-        sum_ended_.insert(StageKey(step));
+        ++sums_ended_[StageKey(step)];
         break;
       case OpKind::kShardStep:
         return ShardStep(step);
@@ -396,7 +392,16 @@ class DependencyTracker {
           step, "runs before the BACKWARD_INPUT of its micro-batch on this "
                 "stage");
     }
-    if (ComputesWeightGradient(inst.op)) ++backwards_done_[StageKey(step)];
+    if (ComputesWeightGradient(inst.op)) {
+      const std::pair<int, int> key = StageKey(step);
+      if (sums_begun_[key] > sums_ended_[key]) {
+        return DependencyError(
+            step,
+            "computes a weight gradient while the stage's gradients "
+            "are being summed");
+      }
+      ++backwards_done_[key];
+    }
     return absl::OkStatus();
   }
 
@@ -463,18 +468,20 @@ class DependencyTracker {
         .Add(inst.part, inst.num_parts);
   }
 
-  // The gradients' sum (an allreduce or a reduce-scatter) reads them all.
+  // The gradients' sum (an allreduce or a reduce-scatter) reads all those
+  // its update applies.
   absl::Status BeginSum(const ExecutionStep& step) {
     const std::pair<int, int> key = StageKey(step);
-    if (backwards_done_[key] != ExpectedBackwards(key)) {
+    if (const int due = BackwardsBeforeUpdate(step, key);
+        backwards_done_[key] != due) {
       return DependencyError(
-          step,
-          absl::StrCat("begins the ",
-                       CollectiveName(*CollectiveOf(step.inst->op)), " after ",
-                       backwards_done_[key], " of its ", ExpectedBackwards(key),
-                       " weight gradients (BACKWARD or BACKWARD_WEIGHT) "
-                       "on this model stage"));
+          step, absl::StrCat(
+                    "begins the ", CollectiveName(*CollectiveOf(step.inst->op)),
+                    " after ", backwards_done_[key], " of the ", due,
+                    " weight gradients (BACKWARD or BACKWARD_WEIGHT) it "
+                    "sums on this model stage"));
     }
+    ++sums_begun_[key];
     return absl::OkStatus();
   }
 
@@ -484,7 +491,7 @@ class DependencyTracker {
   // stage gathers before its uses instead (ParameterResidencyProblems), and
   // its first gather of a step brings the previous step's updates.
   absl::Status ShardStep(const ExecutionStep& step) {
-    if (sum_ended_.count(StageKey(step)) == 0) {
+    if (sums_ended_[StageKey(step)] == 0) {
       return DependencyError(
           step, "steps its shard before the gradients' sum has ended");
     }
@@ -512,19 +519,24 @@ class DependencyTracker {
                          " weight gradients of chunk ", held.chunk, " stage ",
                          held.stage, ", not the ", due, " it applies"));
       }
-      if (owners_.GroupSize(key.second) > 1 && sum_ended_.count(key) == 0) {
+      // One sum ended for each update so far and this one.
+      if (owners_.GroupSize(key.second) > 1 &&
+          sums_ended_[key] <= updates_[key]) {
         return DependencyError(
             step,
             absl::StrCat("runs before the gradients' sum of chunk ", held.chunk,
                          " stage ", held.stage, " has ended"));
       }
     }
+    for (const StageRef& held : schedule_.workers[step.rank].stages) {
+      ++updates_[{step.rank, topology_.ModelStage(held)}];
+    }
     return absl::OkStatus();
   }
 
-  // All the stage's weight gradients, or for an asynchronous update those of
-  // the micro-batches up to the one it names, each of which passes through
-  // every stage once.
+  // All the stage's weight gradients, or for an asynchronous update (or its
+  // sum) those of the micro-batches up to the one it names, each of which
+  // passes through every stage once.
   int BackwardsBeforeUpdate(const ExecutionStep& step,
                             const std::pair<int, int>& key) const {
     if (step.inst->micro_batches.empty()) return ExpectedBackwards(key);
@@ -546,7 +558,7 @@ class DependencyTracker {
   const Schedule& schedule_;
   const Topology& topology_;
   const StageOwners& owners_;
-  const BackwardCounts& expected_backwards_;
+  const StageCounts& expected_backwards_;
   const StageKeys& full_stages_;
   Grid grid_;
   std::vector<uint8_t> forward_done_;
@@ -555,10 +567,13 @@ class DependencyTracker {
   std::vector<PartSet> input_done_;
   std::vector<PartSet> gradient_arrived_;
   // Weight halves done (BACKWARD or BACKWARD_WEIGHT).
-  BackwardCounts backwards_done_;
-  // (rank, model stage) whose gradients' sum has ended / whose shard is
-  // stepped.
-  StageKeys sum_ended_;
+  StageCounts backwards_done_;
+  // Per (rank, model stage): its gradients' sums begun and ended, and its
+  // updates (OPTIMIZER_STEP).
+  StageCounts sums_begun_;
+  StageCounts sums_ended_;
+  StageCounts updates_;
+  // (rank, model stage) whose shard is stepped.
   StageKeys shard_stepped_;
 };
 
@@ -618,6 +633,9 @@ class Validator {
       CheckUpdatePoint(rank, index, inst, problems);
       return;
     }
+    if (CollectiveOf(inst.op) == Collective::kAllreduce) {
+      CheckUpdatePoint(rank, index, inst, problems);
+    }
     const StageRef ref{inst.chunk, inst.stage};
     if (!InRange(topology_, ref)) {
       problems.Add(absl::StrCat(Where(rank, index, inst),
@@ -631,7 +649,16 @@ class Validator {
           owners_.Owner(DpRank(topology_, rank), ref, 0), ", not this one"));
       return;
     }
-    if (ActsOnWholeStage(inst.op)) return;
+    if (ActsOnWholeStage(inst.op)) {
+      if (topology_.Asynchronous() && inst.op != OpKind::kAllreduceBegin &&
+          inst.op != OpKind::kAllreduceEnd) {
+        problems.Add(absl::StrCat(Where(rank, index, inst), ": the ",
+                                  UpdateRuleName(topology_.update_rule),
+                                  " rule shards nothing: its gradients are "
+                                  "allreduced"));
+      }
+      return;
+    }
     if (!CheckMicroBatches(rank, index, inst, problems)) return;
     if (!CheckSliceOwners(rank, index, inst, problems)) return;
     CheckParts(rank, index, inst, problems);
@@ -651,16 +678,18 @@ class Validator {
     CheckPeer(rank, index, inst, problems);
   }
 
-  // A synchronous step updates once, after all; an asynchronous update names
-  // the micro-batch whose backward completes it.
+  // A synchronous step updates once, after all; an asynchronous update, and
+  // the allreduce of the gradients it applies, name the micro-batch whose
+  // backward completes it.
   void CheckUpdatePoint(int rank, size_t index, const Instruction& inst,
                         Problems& problems) const {
     const size_t named = inst.micro_batches.size();
     if (!topology_.Asynchronous()) {
       if (named != 0) {
-        problems.Add(absl::StrCat(Where(rank, index, inst),
-                                  ": a synchronous update names no "
-                                  "micro-batch"));
+        problems.Add(absl::StrCat(
+            Where(rank, index, inst), ": a synchronous ",
+            inst.op == OpKind::kOptimizerStep ? "update" : "allreduce",
+            " names no micro-batch"));
       }
       return;
     }
@@ -672,7 +701,7 @@ class Validator {
                                 topology_.update_rule == UpdateRule::kStashed
                                     ? "every micro-batch"
                                     : "each step's last micro-batch",
-                                ", naming it"));
+                                ", naming it (as does its allreduce)"));
     }
   }
 
@@ -814,11 +843,20 @@ class Validator {
          ParameterResidencyProblems(topology_, program)) {
       problems.Add(absl::StrCat("rank ", rank, " ", problem));
     }
+    // A synchronous step sums each stage's gradients once; an asynchronous
+    // rule once per update.
+    const int sums = topology_.Asynchronous()
+                         ? static_cast<int>(std::count_if(
+                               program.begin(), program.end(),
+                               [](const Instruction& inst) {
+                                 return inst.op == OpKind::kOptimizerStep;
+                               }))
+                         : 1;
     std::set<int> checked;
     for (const StageRef& ref : schedule_.workers[rank].stages) {
       const int m = topology_.ModelStage(ref);
       if (checked.insert(m).second)
-        CheckStageSync(rank, ref, syncs[m], problems);
+        CheckStageSync(rank, ref, sums, syncs[m], problems);
     }
   }
 
@@ -888,13 +926,13 @@ class Validator {
     }
   }
 
-  // A model stage held by more than one rank sums its gradients exactly
-  // once, by an allreduce or (sharded) a reduce-scatter; a sharded stage
+  // A model stage held by more than one rank sums its gradients `sums`
+  // times, by an allreduce or (sharded) a reduce-scatter; a sharded stage
   // steps its shard exactly once and gathers the shards once, or, fully
   // sharded, reduce-scatters and gathers once per release; and every member
   // of the group does the same. A stage held by one rank has no group to
   // shard over.
-  void CheckStageSync(int rank, StageRef ref, const StageSyncOps& ops,
+  void CheckStageSync(int rank, StageRef ref, int sums, const StageSyncOps& ops,
                       Problems& problems) {
     const int m = topology_.ModelStage(ref);
     const std::string who = absl::StrCat("rank ", rank);
@@ -917,14 +955,15 @@ class Validator {
         scattered ? Collective::kReduceScatter : Collective::kAllreduce;
     const Collective other =
         scattered ? Collective::kAllreduce : Collective::kReduceScatter;
-    if (ops.Begins(sum) != 1 || ops.Ends(sum) != 1 || ops.Begins(other) > 0 ||
-        ops.Ends(other) > 0) {
+    if (ops.Begins(sum) != sums || ops.Ends(sum) != sums ||
+        ops.Begins(other) > 0 || ops.Ends(other) > 0) {
       problems.Add(absl::StrCat(
           who, " must begin and end the ",
-          scattered ? "reduce-scatter" : "allreduce", " of ", stage,
-          " exactly once, and no other sum of its gradients; "
-          "found ",
-          ops.Begins(sum), " begin(s) and ", ops.Ends(sum), " end(s), and ",
+          scattered ? "reduce-scatter" : "allreduce", " of ", stage, " ",
+          sums == 1 ? std::string("exactly once")
+                    : absl::StrCat("once per update, ", sums, " times"),
+          ", and no other sum of its gradients; found ", ops.Begins(sum),
+          " begin(s) and ", ops.Ends(sum), " end(s), and ",
           ops.Begins(other) + ops.Ends(other), " ", CollectiveName(other),
           " op(s)"));
     }
@@ -1142,7 +1181,7 @@ class Validator {
   // Parts of each backward's halves: BACKWARD counts in both.
   std::vector<PartSet> input_parts_;
   std::vector<PartSet> weight_parts_;
-  BackwardCounts expected_backwards_;
+  StageCounts expected_backwards_;
   // Per model stage, the first rank checked and how it syncs the stage.
   std::map<int, std::pair<int, GroupSync>> group_syncs_;
   // (rank, model stage) that the rank keeps only its shard of between uses.

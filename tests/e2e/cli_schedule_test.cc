@@ -288,11 +288,11 @@ TEST(CliScheduleTest, AsynchronousScheduleAsTorchCsvIsAUsageErrorSayingWhy) {
       "without a flush");
 }
 
-TEST(CliScheduleTest, AsynchronousScheduleOfTwoPipelinesIsAUsageError) {
+TEST(CliScheduleTest, ShardedAsynchronousScheduleIsAUsageError) {
   ExpectOneLineUsageError(
       Schedule({"--scheme", "pipedream-2bw", "--depth", "2", "--width", "2",
-                "--micro-batches", "2"}),
-      "--width: 2 must be 1 for pipedream-2bw");
+                "--micro-batches", "2", "--sharding", "optimizer"}),
+      "--sharding: optimizer: pipedream-2bw shards nothing");
 }
 
 TEST(CliScheduleTest, OddChimeraDepthIsAUsageErrorNamingDepth) {

@@ -21,7 +21,8 @@ absl::Status AsynchronousWeights::Use(int model_stage, schedule::OpKind op,
                                       MicroBatchId id) {
   Stage& stage = stages_.at(model_stage);
   if (rule_ == schedule::UpdateRule::kDoubleBuffered) {
-    return stage.versions->Use(std::max<int64_t>(0, id.step - 1));
+    return stage.versions->Use(stage.first_version +
+                               std::max<int64_t>(0, id.step - 1));
   }
   if (op == schedule::OpKind::kForward) {
     stage.in_flight[id] = stage.versions->newest();
@@ -82,9 +83,16 @@ void AsynchronousWeights::ResetPeaks() {
   for (auto& [model_stage, stage] : stages_) stage.versions->ResetPeak();
 }
 
-absl::Status AsynchronousWeights::UseNewest() {
+absl::Status AsynchronousWeights::Restart() {
   for (auto& [model_stage, stage] : stages_) {
-    RETURN_IF_ERROR(stage.versions->Use(stage.versions->newest()));
+    if (!stage.in_flight.empty()) {
+      return absl::InternalError(absl::StrCat(
+          "model stage ", model_stage, " restarts its weight versions with ",
+          stage.in_flight.size(), " micro-batch(es) still in flight"));
+    }
+    stage.first_version = stage.versions->newest();
+    stage.versions->DropBelow(stage.first_version);
+    RETURN_IF_ERROR(stage.versions->Use(stage.first_version));
   }
   return absl::OkStatus();
 }

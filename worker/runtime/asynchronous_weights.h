@@ -20,6 +20,8 @@
 //   ... the backward ...
 //   weights.Done(0, OpKind::kBackward, {batch, mb});
 //   weights.Update(0, optimizer);
+//   ...
+//   RETURN_IF_ERROR(weights.Restart());  // drained: go on from the newest
 #ifndef CHIMERA_WORKER_RUNTIME_ASYNCHRONOUS_WEIGHTS_H_
 #define CHIMERA_WORKER_RUNTIME_ASYNCHRONOUS_WEIGHTS_H_
 
@@ -40,8 +42,8 @@ namespace chimera::worker {
 
 class AsynchronousWeights {
  public:
-  // A micro-batch of one step: the step (counted from the executor's first)
-  // and its index within it.
+  // A micro-batch of one step: the step (counted from the first, or from the
+  // last Restart) and its index within it.
   struct MicroBatchId {
     int64_t step = 0;
     int micro_batch = 0;
@@ -67,9 +69,11 @@ class AsynchronousWeights {
   // The stage's next version, from its gradients (which `optimizer` zeroes).
   void Update(int model_stage, Optimizer& optimizer);
 
-  // Points every stage's parameters at its newest weights: where training
-  // ends and a checkpoint or the next run starts.
-  absl::Status UseNewest();
+  // Once no micro-batch is in flight (a drained pipeline): keeps only each
+  // stage's newest weights, points the parameters at them, and counts steps
+  // (MicroBatchId::step) from 0 again, so that the run goes on as one that
+  // starts from these weights (a run resumed from their checkpoint).
+  absl::Status Restart();
 
   // Versions `model_stage` keeps now.
   int Kept(int model_stage) const {
@@ -83,6 +87,8 @@ class AsynchronousWeights {
  private:
   struct Stage {
     std::unique_ptr<WeightVersions> versions;
+    // The version step 0 runs on: the newest at the last Restart.
+    int64_t first_version = 0;
     // PipeDream: the version each micro-batch in flight runs on.
     std::map<MicroBatchId, int64_t> in_flight;
   };

@@ -99,11 +99,12 @@ double MiniBatchSamples(const schedule::Topology& topology,
 }
 
 // What each micro-batch's loss is divided by: the samples of the batch one
-// update learns from, a micro-batch's under PipeDream's rule.
+// update learns from. Under PipeDream's rule that is one micro-batch of each
+// of the W pipelines, whose gradients the update's allreduce sums.
 double LossNormaliser(const schedule::Topology& topology,
                       const TaskSpec& spec) {
   return topology.update_rule == schedule::UpdateRule::kStashed
-             ? static_cast<double>(spec.micro_batch_size)
+             ? static_cast<double>(topology.width) * spec.micro_batch_size
              : MiniBatchSamples(topology, spec);
 }
 
@@ -690,8 +691,9 @@ absl::Status ProgramExecutor::DrainPipeline(int64_t last_step) {
   // The ops on the previous step's micro-batches, as the step after the
   // last would run them.
   RETURN_IF_ERROR(RunPass(last_step + 1, Pass::kDrain).status());
-  return asynchronous_weights_ == nullptr ? absl::OkStatus()
-                                          : asynchronous_weights_->UseNewest();
+  steps_begun_ = 0;
+  if (asynchronous_weights_ == nullptr) return absl::OkStatus();
+  return asynchronous_weights_->Restart();
 }
 
 bool ProgramExecutor::Skips(const Instruction& inst, Pass pass) const {
@@ -988,11 +990,7 @@ absl::Status ProgramExecutor::ForwardMicroBatch(StageRef ref, int micro_batch,
 absl::StatusOr<at::Tensor> ProgramExecutor::ForwardInput(StageRef ref,
                                                          int micro_batch,
                                                          const MicroBatch& batch) {
-  if (StageOf(ref).is_first()) {
-    if (used_token_rows_.defined())
-      MarkUsedRows(used_token_rows_, batch.inputs);
-    return batch.inputs;
-  }
+  if (StageOf(ref).is_first()) return batch.inputs;
   return TakeTensor(activations_in_, {ref, micro_batch, 0}, "input activation");
 }
 
@@ -1044,6 +1042,7 @@ absl::Status ProgramExecutor::Backward(const Instruction& inst) {
   HoldGradients(ModelStageOf(inst));
   const SliceKey key = KeyOf(inst);
   ASSIGN_OR_RETURN(StashedForward stashed, stash_.Take(key));
+  MarkBackpropagatedTokens(key.ref, stashed);
   ASSIGN_OR_RETURN(const BackwardGraph graph,
                    PrepareBackward(inst, std::move(stashed)));
   // An undefined gradient backpropagates the last stage's loss from 1.
@@ -1057,6 +1056,7 @@ absl::Status ProgramExecutor::BackwardInput(const Instruction& inst) {
   // The entry stays stashed, and counted, until the BACKWARD_WEIGHT: it then
   // holds the weight roots and the activations they saved.
   ASSIGN_OR_RETURN(StashedForward * stashed, stash_.Find(key));
+  MarkBackpropagatedTokens(key.ref, *stashed);
   ASSIGN_OR_RETURN(const BackwardGraph graph,
                    PrepareBackward(inst, std::move(*stashed)));
   *stashed = {};
@@ -1067,6 +1067,13 @@ absl::Status ProgramExecutor::BackwardInput(const Instruction& inst) {
     RouteInputGradient(key, std::move(split.input_gradient));
   }
   return absl::OkStatus();
+}
+
+void ProgramExecutor::MarkBackpropagatedTokens(StageRef ref,
+                                               const StashedForward& stashed) {
+  if (used_token_rows_.defined() && StageOf(ref).is_first()) {
+    MarkUsedRows(used_token_rows_, stashed.input);
+  }
 }
 
 absl::Status ProgramExecutor::BackwardWeight(const Instruction& inst) {

@@ -69,12 +69,14 @@
 //   (schedule::Topology::repeating): its ops on negative micro-batches act on
 //   the previous step's (j - N is micro-batch j), whose stashed forwards the
 //   step carries over; the first step skips them, and DrainPipeline runs
-//   only them after the last step. Each compute op runs on the weight
-//   version its rule says, and OPTIMIZER_STEP writes the next version beside
-//   the ones still in use (AsynchronousWeights); steps count from the
-//   executor's first. Under PipeDream's rule every micro-batch's loss is
-//   divided by its own samples (each update is one micro-batch's SGD step),
-//   under the others by the mini-batch's.
+//   only them after the last step (or before a checkpoint). Each compute op
+//   runs on the weight version its rule says, and OPTIMIZER_STEP writes the
+//   next version beside the ones still in use (AsynchronousWeights); steps
+//   count from the executor's first, or from the last drain: the pipeline
+//   then starts again from the newest weights, as a run resumed from them
+//   does. Under PipeDream's rule every micro-batch's loss is divided by the
+//   samples one update learns from (one micro-batch per pipeline), under the
+//   others by the mini-batch's.
 //
 // Replicas of one model stage on the same worker (chunks that hold the same
 // partition) share one set of parameters, so their gradients add up locally
@@ -190,9 +192,11 @@ class ProgramExecutor {
   // the communicator are unusable (peers may be blocked mid-step).
   absl::StatusOr<StepMetrics> RunStep(int64_t step);
   // An asynchronous schedule (Topology::repeating) leaves the last step's
-  // backwards and updates to the next: after the last step, `last_step`,
-  // this runs them (the drain), and the parameters then hold the newest
-  // weights. Nothing to do for a synchronous schedule. Errors as RunStep's.
+  // backwards and updates to the next: after step `last_step`, the run's
+  // last or one to checkpoint, this runs them (the drain), and the
+  // parameters then hold the newest weights. Steps after a drain run as a
+  // fresh run from those weights would. Nothing to do for a synchronous
+  // schedule. Errors as RunStep's.
   absl::Status DrainPipeline(int64_t last_step);
 
   // Every parameter this worker holds, by its name in the whole model
@@ -302,6 +306,10 @@ class ProgramExecutor {
                         std::vector<at::Tensor> parts);
   absl::Status Backward(const schedule::Instruction& inst);
   absl::Status BackwardInput(const schedule::Instruction& inst);
+  // On the first stage, marks the token rows the backward of `stashed`
+  // gives gradients to (used_token_rows_).
+  void MarkBackpropagatedTokens(schedule::StageRef ref,
+                                const StashedForward& stashed);
   absl::Status BackwardWeight(const schedule::Instruction& inst);
   // The graph of the stashed forward, recomputed when `inst` says so, with
   // the output gradient it takes from gradients_in_.
@@ -365,8 +373,9 @@ class ProgramExecutor {
 
   // Under an asynchronous rule, the weight versions of each held stage.
   std::unique_ptr<AsynchronousWeights> asynchronous_weights_;
-  // Steps begun so far (a drain begins none), and whether micro-batches of
-  // a step are still in flight (a repeating program between its steps).
+  // Steps begun since the start or the last drain (a drain begins none), and
+  // whether micro-batches of a step are still in flight (a repeating program
+  // between its steps).
   int64_t steps_begun_ = 0;
   bool pipeline_empty_ = true;
 
@@ -380,8 +389,10 @@ class ProgramExecutor {
   int64_t peak_gradient_bytes_ = 0;
   int64_t peak_gathered_bytes_ = 0;
   // Where this rank holds the first model stage: the token embedding rows
-  // this step's forwards used (NoRowsUsed), so that its allreduce sums only
-  // those; undefined elsewhere.
+  // the backwards since the last update gave gradients to (NoRowsUsed), so
+  // that its allreduce sums only those; undefined elsewhere. Marked by the
+  // backwards, not the forwards: under an asynchronous rule an update falls
+  // between a micro-batch's forward and its backward.
   at::Tensor used_token_rows_;
   // Each model stage's gradient group and this rank's place in it, for
   // stages held by more than one rank.

@@ -287,8 +287,12 @@ class StepCheckpoints {
   absl::StatusOr<int64_t> After(ProgramExecutor& executor, int64_t step) {
     RETURN_IF_ERROR(writer_.Check());
     // After the optimizer step every replica of a stage is the same, so its
-    // writer alone saves it (with sharding, each member its part).
+    // writer alone saves it (with sharding, each member its part). An
+    // asynchronous pipeline drains first: the checkpoint holds every update
+    // of the steps before it, and the run goes on from it as a resumed run
+    // would.
     if ((step + 1) % every_ == 0) {
+      RETURN_IF_ERROR(executor.DrainPipeline(step));
       ASSIGN_OR_RETURN(std::vector<StageView> stages,
                        StageViews(executor, written_));
       ASSIGN_OR_RETURN(const std::shared_future<void> read,

@@ -8,8 +8,9 @@
 // executing their programs over Gloo end up with the parameters a single
 // process gets by training the whole model on the same mini-batches, to
 // 1e-9 relative, and the replicas of every stage are bit-identical across
-// ranks. PipeDream-2BW, asynchronous, ends up with the parameters of a
-// single process that applies 2BW's rule (TrainReference).
+// ranks. PipeDream and PipeDream-2BW, asynchronous, end up at W = 1 and 2,
+// and resumed from a checkpoint, with the parameters of a single process
+// that applies their rule (TrainReference).
 //
 // Each case forks the job's ranks (ProgramExecutor over Gloo on loopback) and
 // one more process for the reference (the whole model as one stage, one
@@ -44,6 +45,7 @@
 #include "worker/model/stage_factory.h"
 #include "worker/model/transformer_stage.h"
 #include "worker/runtime/compute_threads.h"
+#include "worker/runtime/data_source.h"
 #include "worker/runtime/host_memory.h"
 #include "worker/runtime/program_executor.h"
 
@@ -189,23 +191,33 @@ void Assign(std::vector<at::Tensor>& parameters,
 
 // PipeDream's rule as the programs apply it: for each model stage, the
 // updates it made before the forward of each micro-batch (micro-batch j of
-// step s is s * N + j), read from kSteps unrolled steps.
+// step s is s * N + j), read from the unrolled steps. The pipeline drains
+// before step `fresh_from` (a checkpoint's resume) and starts again there.
 absl::StatusOr<std::vector<std::vector<int>>> ForwardVersions(
-    const schedule::Schedule& repeating) {
-  ASSIGN_OR_RETURN(const schedule::Schedule unrolled,
-                   schedule::UnrollSteps(repeating, kSteps));
-  const schedule::Topology& topology = unrolled.topology;
-  std::vector<std::vector<int>> versions(
-      topology.NumModelStages(), std::vector<int>(topology.micro_batches, -1));
-  for (const schedule::WorkerProgram& worker : unrolled.workers) {
-    int updates = 0;
-    for (const schedule::Instruction& inst : worker.instructions) {
-      if (inst.op == schedule::OpKind::kOptimizerStep) ++updates;
-      if (inst.op != schedule::OpKind::kForward) continue;
-      for (int mb : inst.micro_batches) {
-        versions[topology.ModelStage({inst.chunk, inst.stage})][mb] = updates;
+    const schedule::Schedule& repeating, int fresh_from) {
+  const schedule::Topology& topology = repeating.topology;
+  const int n = topology.micro_batches;
+  std::vector<std::vector<int>> versions(topology.NumModelStages(),
+                                         std::vector<int>(kSteps * n, -1));
+  int first_step = 0;
+  for (const int steps : {fresh_from, kSteps - fresh_from}) {
+    if (steps == 0) continue;
+    ASSIGN_OR_RETURN(const schedule::Schedule unrolled,
+                     schedule::UnrollSteps(repeating, steps));
+    // Every micro-batch before the segment updated every stage once.
+    const int updates_before = first_step * n;
+    for (const schedule::WorkerProgram& worker : unrolled.workers) {
+      int updates = updates_before;
+      for (const schedule::Instruction& inst : worker.instructions) {
+        if (inst.op == schedule::OpKind::kOptimizerStep) ++updates;
+        if (inst.op != schedule::OpKind::kForward) continue;
+        for (int mb : inst.micro_batches) {
+          versions[topology.ModelStage({inst.chunk, inst.stage})]
+                  [first_step * n + mb] = updates;
+        }
       }
     }
+    first_step += steps;
   }
   return versions;
 }
@@ -227,16 +239,19 @@ absl::StatusOr<std::vector<std::set<std::string>>> StageParameterNames(
   return names;
 }
 
-// PipeDream's rule in one process: micro-batch k runs its forward and
-// backward, on every stage s, on the weights after versions[s][k] updates,
-// and its gradient (its own samples' mean) updates the newest weights.
-absl::Status TrainStashedReference(const PipelineJob& job,
+// PipeDream's rule in one process: micro-batch k of each of the W
+// pipelines runs its forward and backward, on every stage s, on the weights
+// after versions[s][k] updates, and their gradient (the mean over their
+// samples) updates the newest weights. The pipeline drains before step
+// `fresh_from`.
+absl::Status TrainStashedReference(const PipelineJob& job, int fresh_from,
                                    const std::string& dir) {
   const ModelConfig& config = job.spec.model;
   const int n = job.schedule.topology.micro_batches;
+  const int width = job.schedule.topology.width;
   const int b = job.spec.micro_batch_size;
   ASSIGN_OR_RETURN(const std::vector<std::vector<int>> versions,
-                   ForwardVersions(job.schedule));
+                   ForwardVersions(job.schedule, fresh_from));
   ASSIGN_OR_RETURN(const std::vector<std::set<std::string>> stage_names,
                    StageParameterNames(job.spec));
   ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data,
@@ -254,7 +269,6 @@ absl::Status TrainStashedReference(const PipelineJob& job,
   std::vector<double> losses(kSteps, 0.0);
   for (int k = 0; k < kSteps * n; ++k) {
     const int step = k / n;
-    const int first = (k % n) * b;
     {
       at::NoGradGuard no_grad;
       for (size_t i = 0; i < parameters.size(); ++i) {
@@ -263,14 +277,19 @@ absl::Status TrainStashedReference(const PipelineJob& job,
         parameters[i].copy_(history[versions[stage][k]][i]);
       }
     }
-    ASSIGN_OR_RETURN(at::Tensor tokens, data->Samples(step, first, b));
-    ASSIGN_OR_RETURN(
-        MicroBatch batch,
-        MakeMicroBatch(config, tokens, {job.spec.seed, step, first}));
-    ASSIGN_OR_RETURN(at::Tensor loss, ReferenceLoss(*model, config, batch,
-                                                    static_cast<double>(b)));
-    loss.backward();
-    losses[step] += loss.item<double>() / n;
+    for (int dp = 0; dp < width; ++dp) {
+      const SampleRange samples = MicroBatchSamples(dp, k % n, n, b);
+      ASSIGN_OR_RETURN(at::Tensor tokens,
+                       data->Samples(step, samples.first, samples.count));
+      ASSIGN_OR_RETURN(
+          MicroBatch batch,
+          MakeMicroBatch(config, tokens, {job.spec.seed, step, samples.first}));
+      ASSIGN_OR_RETURN(
+          at::Tensor loss,
+          ReferenceLoss(*model, config, batch, static_cast<double>(width) * b));
+      loss.backward();
+      losses[step] += loss.item<double>() / n;
+    }
     Assign(parameters, history.back());
     optimizer.Step();
     history.push_back(Copies(parameters));
@@ -283,12 +302,15 @@ absl::Status TrainStashedReference(const PipelineJob& job,
 }
 
 // The whole model of `job` in one process on the whole mini-batch, under
-// the schedule's update rule.
-absl::Status TrainReference(const PipelineJob& job, const std::string& dir) {
+// the schedule's update rule. An asynchronous pipeline drains before step
+// `fresh_from` (where a run resumes from its checkpoint) and starts again
+// from the newest weights.
+absl::Status TrainReference(const PipelineJob& job, int fresh_from,
+                            const std::string& dir) {
   LimitComputeThreads(1);
   RetainFreedHostMemory();
   if (job.schedule.topology.update_rule == schedule::UpdateRule::kStashed) {
-    return TrainStashedReference(job, dir);
+    return TrainStashedReference(job, fresh_from, dir);
   }
   const ModelConfig& config = job.spec.model;
   const schedule::Topology& topology = job.schedule.topology;
@@ -303,7 +325,8 @@ absl::Status TrainReference(const PipelineJob& job, const std::string& dir) {
   }
   Optimizer optimizer(job.spec.optimizer, parameters);
   // PipeDream-2BW's rule: step b's mini-batch runs on the weights after
-  // b - 1 updates (the initial ones for b = 0), and its gradient updates the
+  // b - 1 updates (the initial ones for b = 0, and the newest for the step
+  // a drained pipeline starts again with), and its gradient updates the
   // newest ones.
   const bool double_buffered =
       topology.update_rule == schedule::UpdateRule::kDoubleBuffered;
@@ -311,6 +334,7 @@ absl::Status TrainReference(const PipelineJob& job, const std::string& dir) {
   std::vector<double> losses;
   for (int step = 0; step < kSteps; ++step) {
     const std::vector<at::Tensor> newest = Copies(parameters);
+    if (step == fresh_from) previous = newest;
     if (double_buffered) Assign(parameters, previous);
     ASSIGN_OR_RETURN(at::Tensor tokens, data->Samples(step, 0, batch));
     ASSIGN_OR_RETURN(MicroBatch mini_batch,
@@ -388,7 +412,7 @@ TEST_P(PipelineEquivalenceTest, TrainsExactlyLikeOneProcessOnTheWholeBatch) {
   const int world = static_cast<int>(job.schedule.workers.size());
 
   ExpectAllSucceeded(RunForkedRanks(1, kCaseDeadline, [&](int, TcpRendezvous&) {
-    return TrainReference(job, dir.path());
+    return TrainReference(job, c.resumed_from ? kSteps - 1 : 0, dir.path());
   }));
   if (c.resumed_from) {
     job.checkpoint_root = dir.path();
@@ -731,12 +755,24 @@ std::vector<Case> Cases() {
   add("PipeDreamD4N6Recompute", Params(Scheme::kPipeDream, 4, 6, 1),
       OptimizerKind::kAdamW, DataFormat::kText)
       ->recompute = true;
+  add("PipeDreamD2N3W2", Params(Scheme::kPipeDream, 2, 3, 2),
+      OptimizerKind::kSgd);
+  add("PipeDreamD2N2W2Text", Params(Scheme::kPipeDream, 2, 2, 2),
+      OptimizerKind::kAdamW, DataFormat::kText);
   add("PipeDream2BwD2N2", Params(Scheme::kPipeDream2Bw, 2, 2, 1));
+  add("PipeDream2BwD2N3W2", Params(Scheme::kPipeDream2Bw, 2, 3, 2));
   add("PipeDream2BwD4N6Sgd", Params(Scheme::kPipeDream2Bw, 4, 6, 1),
       OptimizerKind::kSgd, DataFormat::kText);
   add("PipeDream2BwD4N4Recompute", Params(Scheme::kPipeDream2Bw, 4, 4, 1),
       OptimizerKind::kAdamW, DataFormat::kText)
       ->recompute = true;
+  // Resumed from a checkpoint (PipeDream's under its own plan, 2BW's under
+  // a deeper one), before which the pipeline drained.
+  add("ResumePipeDreamD2N2W2", Params(Scheme::kPipeDream, 2, 2, 2),
+      OptimizerKind::kSgd);
+  cases.back().resumed_from = cases.back().params;
+  add("ResumePipeDream2BwD2N4AsD4N4", Params(Scheme::kPipeDream2Bw, 4, 4, 1));
+  cases.back().resumed_from = Params(Scheme::kPipeDream2Bw, 2, 4, 1);
   // DAPPLE's stage replication: each replica runs its slice of every
   // micro-batch, a stage's gradients are summed over all its replicas.
   const auto add_replicated =

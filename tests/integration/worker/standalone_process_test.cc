@@ -371,6 +371,33 @@ TEST(StandaloneProcessTest,
   }
 }
 
+// An asynchronous pipeline drains before each checkpoint and goes on from
+// the newest weights, as a run resumed from that checkpoint does: stopped
+// after step 2 and resumed, PipeDream and 2BW train steps 3 and 4 exactly
+// as without the interruption.
+TEST(StandaloneProcessTest, AnAsynchronousRunResumesAsIfItHadNotStopped) {
+  for (const char* schedule : {"pipedream", "pipedream-2bw"}) {
+    SCOPED_TRACE(schedule);
+    const TempDir dir;
+    chimera::v1::TrainJob job = StandaloneJob("ck");
+    job.mutable_spec()->mutable_training()->set_checkpoint_every(2);
+    auto* parallelism = job.mutable_spec()->mutable_parallelism();
+    parallelism->set_schedule(schedule);
+    parallelism->set_allow_asynchronous(true);
+    const std::string file = dir.WriteFile("job.yaml", JobYaml(job));
+    const std::map<int, double> uninterrupted = RunRanks(file, 2);
+    ASSERT_EQ(uninterrupted.size(), 4u);
+
+    EXPECT_EQ(RunRanks(file, 2, {"--steps", "2"}).size(), 2u);
+    const std::map<int, double> resumed = RunRanks(file, 2, {"--resume"});
+    ASSERT_EQ(resumed.size(), 2u);
+    for (int step : {3, 4}) {
+      ASSERT_EQ(resumed.count(step), 1u) << step;
+      EXPECT_NEAR(resumed.at(step), uninterrupted.at(step), 1e-9) << step;
+    }
+  }
+}
+
 TEST(StandaloneProcessTest, ResumeWithoutACheckpointIsBadInput) {
   const TempDir dir;
   const std::string job =

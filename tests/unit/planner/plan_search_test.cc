@@ -531,6 +531,26 @@ TEST(PlanSearchTest, PipeDreamAnd2BwArePlannedOnlyWithConsent) {
             two_bw.prediction().peak_memory_bytes_max());
 }
 
+// At W = 2 every asynchronous update waits for its stage's allreduce:
+// PipeDream's N = 8 a step against 2BW's one, none overlapped.
+TEST(PlanSearchTest, AsynchronousPlansPayAnAllreducePerUpdate) {
+  const auto exposed_allreduce = [](const std::string& schedule) {
+    auto job = LargeJob(16, 64, 8);
+    auto* parallelism = job.mutable_spec()->mutable_parallelism();
+    parallelism->set_allow_asynchronous(true);
+    parallelism->set_schedule(schedule);
+    parallelism->set_pipeline(4);
+    parallelism->set_data(2);
+    parallelism->set_micro_batches(8);
+    const chimera::v1::Plan best = Best(MustSearch(job, TestCluster(2, 4)));
+    EXPECT_EQ(best.width(), 2) << DescribePlan(best);
+    return best.prediction().exposed_allreduce_seconds();
+  };
+  const double two_bw = exposed_allreduce("pipedream-2bw");
+  EXPECT_GT(two_bw, 0.0);
+  EXPECT_GT(exposed_allreduce("pipedream"), 4 * two_bw);
+}
+
 TEST(PlanSearchTest, MemoryPressureTurnsOnRecomputationOrDeepensThePipeline) {
   auto best = [](int64_t memory) {
     auto job = LargeJob(16, 64, 8);

@@ -1,5 +1,6 @@
 // PipeDream and PipeDream-2BW as repeating steps: no flush between steps,
 // updates where each rule puts them, and the timing the papers state.
+#include <algorithm>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -126,15 +127,108 @@ TEST(AsynchronousTest, SimulatingTheRepeatingStepItselfIsRefused) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST(AsynchronousTest, ParametersNeedADepthOfMicroBatchesAndOnePipeline) {
+TEST(AsynchronousTest, ParametersNeedADepthOfMicroBatchesAndNoSharding) {
   ScheduleParams p = Params(Scheme::kPipeDream2Bw, 4, 3);
   p.width = 2;
+  p.sharding = Sharding::kOptimizer;
   const std::string errors =
       DescribeScheduleParamErrors(ValidateScheduleParams(p));
   EXPECT_NE(errors.find("micro-batches: 3 must be at least the depth 4"),
             std::string::npos)
       << errors;
-  EXPECT_NE(errors.find("width: 2 must be 1"), std::string::npos) << errors;
+  EXPECT_NE(errors.find("sharding: optimizer: pipedream-2bw shards nothing"),
+            std::string::npos)
+      << errors;
+}
+
+// With W > 1 every update applies the stage's gradients summed over its W
+// replicas: an allreduce naming the update's micro-batch, between its
+// backward and the update.
+TEST(AsynchronousTest, WiderPipelinesAllreduceBeforeEveryUpdate) {
+  for (Scheme scheme : {Scheme::kPipeDream, Scheme::kPipeDream2Bw}) {
+    ScheduleParams p = Params(scheme, 3, 4);
+    p.width = 2;
+    const Schedule s = MustGenerate(p);
+    ASSERT_EQ(s.workers.size(), 6u);
+    for (const WorkerProgram& worker : s.workers) {
+      const std::vector<Instruction>& program = worker.instructions;
+      int updates = 0;
+      for (size_t i = 0; i < program.size(); ++i) {
+        if (program[i].op != OpKind::kOptimizerStep) continue;
+        ++updates;
+        ASSERT_GE(i, 2u);
+        EXPECT_EQ(program[i - 2].op, OpKind::kAllreduceBegin);
+        EXPECT_EQ(program[i - 1].op, OpKind::kAllreduceEnd);
+        EXPECT_EQ(program[i - 2].micro_batches, program[i].micro_batches);
+        EXPECT_EQ(program[i - 1].micro_batches, program[i].micro_batches);
+      }
+      EXPECT_EQ(updates, scheme == Scheme::kPipeDream ? 4 : 1)
+          << SchemeName(scheme) << " rank " << worker.rank;
+    }
+  }
+}
+
+// Once the pipeline is full every update waits for its allreduce: a
+// PipeDream step pays N of them, a 2BW step one.
+TEST(AsynchronousTest, ASteadyStepPaysAnAllreducePerUpdate) {
+  constexpr double kAllreduce = 0.5;
+  CostModel costs = Costs();
+  costs.stage_allreduce = {kAllreduce, kAllreduce};
+  for (Scheme scheme : {Scheme::kPipeDream, Scheme::kPipeDream2Bw}) {
+    ScheduleParams p = Params(scheme, 2, 4);
+    p.width = 2;
+    absl::StatusOr<SteadyStep> steady =
+        SimulateSteadyStep(MustGenerate(p), costs);
+    ASSERT_TRUE(steady.ok()) << steady.status();
+    const int updates = scheme == Scheme::kPipeDream ? 4 : 1;
+    EXPECT_DOUBLE_EQ(steady->seconds,
+                     4 * (kForward + kBackward) + updates * kAllreduce)
+        << SchemeName(scheme);
+  }
+}
+
+// An allreduce that lets a weight gradient into the bucket it is summing,
+// or that names no update, is refused.
+TEST(AsynchronousTest, AnAsynchronousAllreduceOutOfPlaceIsRejected) {
+  ScheduleParams p = Params(Scheme::kPipeDream, 2, 2);
+  p.width = 2;
+  {
+    Schedule s = MustGenerate(p);
+    std::vector<Instruction>& program = s.workers[1].instructions;
+    // Rank 1 (stage 1): BACKWARD -1, SEND_GRAD, ALLREDUCE_BEGIN -1,
+    // ALLREDUCE_END -1, OPTIMIZER_STEP -1, RECV_ACT 0, FORWARD 0,
+    // BACKWARD 0, ...: move the first allreduce's end and its update past
+    // BACKWARD 0.
+    auto end = std::find_if(program.begin(), program.end(),
+                            [](const Instruction& inst) {
+                              return inst.op == OpKind::kAllreduceEnd;
+                            });
+    ASSERT_NE(end, program.end());
+    ASSERT_EQ((end + 1)->op, OpKind::kOptimizerStep);
+    const std::vector<Instruction> moved(end, end + 2);
+    program.erase(end, end + 2);
+    auto backward = std::find_if(
+        program.begin(), program.end(), [](const Instruction& inst) {
+          return inst.op == OpKind::kBackward && inst.micro_batches[0] == 0;
+        });
+    ASSERT_NE(backward, program.end());
+    program.insert(backward + 1, moved.begin(), moved.end());
+    const absl::Status status = ValidateSchedule(s);
+    EXPECT_NE(status.message().find("while the stage's gradients are being "
+                                    "summed"),
+              std::string::npos)
+        << status;
+  }
+  {
+    Schedule s = MustGenerate(p);
+    for (Instruction& inst : s.workers[0].instructions) {
+      if (inst.op == OpKind::kAllreduceBegin) inst.micro_batches.clear();
+    }
+    const absl::Status status = ValidateSchedule(s);
+    EXPECT_NE(status.message().find("naming it (as does its allreduce)"),
+              std::string::npos)
+        << status;
+  }
 }
 
 // Moves rank `rank`'s update after the next forward: it then applies a

@@ -273,8 +273,8 @@ TEST(ValidatorTest, AnAllreduceBeforeTheLastWeightHalfIsADataDependencyError) {
   prog.erase(prog.begin() + weight);
   prog.insert(prog.begin() + begin, moved);  // just after the BEGIN
   EXPECT_THAT(ValidateSchedule(s).message(),
-              HasSubstr("begins the allreduce after 1 of its 2 weight "
-                        "gradients (BACKWARD or BACKWARD_WEIGHT)"));
+              HasSubstr("begins the allreduce after 1 of the 2 weight "
+                        "gradients (BACKWARD or BACKWARD_WEIGHT) it sums"));
 }
 
 // 1F1B, D = 2, N = 2, W = 2 sharded as `sharding`: stage 0's group is

@@ -61,8 +61,12 @@ TEST_F(AsynchronousWeightsTest, PipeDreamRunsABackwardOnItsForwardsVersion) {
   EXPECT_EQ(weights.Kept(0), 2);  // 1 (micro-batch 3's) and 3
   ASSERT_TRUE(weights.Use(0, OpKind::kBackward, {0, 3}).ok());
   EXPECT_EQ(Value(), -1);
-  ASSERT_TRUE(weights.UseNewest().ok());
+  // A drain needs every micro-batch done.
+  EXPECT_EQ(weights.Restart().code(), absl::StatusCode::kInternal);
+  weights.Done(0, OpKind::kBackward, {0, 3});
+  ASSERT_TRUE(weights.Restart().ok());
   EXPECT_EQ(Value(), -3);
+  EXPECT_EQ(weights.Kept(0), 1);
   EXPECT_EQ(weights.Use(0, OpKind::kBackward, {0, 9}).code(),
             absl::StatusCode::kInternal);
 }
@@ -82,6 +86,26 @@ TEST_F(AsynchronousWeightsTest, TwoBwRunsAStepOnTheWeightsOneUpdateOld) {
   EXPECT_EQ(Value(), -1);
   EXPECT_EQ(weights.Use(0, OpKind::kForward, {1, 0}).code(),
             absl::StatusCode::kInternal);
+}
+
+// After a drain, 2BW goes on as a run that starts from the newest weights:
+// steps 0 and 1 on them, step 2 on the first update after them.
+TEST_F(AsynchronousWeightsTest, TwoBwRestartsFromTheNewestWeights) {
+  AsynchronousWeights weights(UpdateRule::kDoubleBuffered, {{0, {theta_}}});
+  theta_.mutable_grad().fill_(1);
+  weights.Update(0, optimizer_);  // version 1 = -1
+  theta_.mutable_grad().fill_(1);
+  weights.Update(0, optimizer_);  // version 2 = -2
+  ASSERT_TRUE(weights.Restart().ok());
+  EXPECT_EQ(Value(), -2);
+  for (int64_t step : {0, 1}) {
+    ASSERT_TRUE(weights.Use(0, OpKind::kForward, {step, 0}).ok());
+    EXPECT_EQ(Value(), -2) << "step " << step;
+  }
+  theta_.mutable_grad().fill_(1);
+  weights.Update(0, optimizer_);  // version 3 = -3
+  ASSERT_TRUE(weights.Use(0, OpKind::kForward, {2, 0}).ok());
+  EXPECT_EQ(Value(), -3);
 }
 
 }  // namespace

@@ -380,12 +380,6 @@ void AddReplicationErrors(const ScheduleParams& params,
         {ScheduleParam::kReplication,
          absl::StrCat(ReplicationName(params.replication), " ", problem)});
   }
-  if (params.sharding != Sharding::kNone) {
-    errors.push_back({ScheduleParam::kSharding,
-                      absl::StrCat(ShardingName(params.sharding),
-                                   " does not combine with a replication "
-                                   "yet; use sharding none")});
-  }
 }
 
 }  // namespace
@@ -412,9 +406,13 @@ std::vector<ScheduleParamError> ValidateScheduleParams(
   }
   if (params.scheme == Scheme::kMixPipe) AddMixPipeErrors(params, errors);
   if (IsLooping(params.scheme)) AddLoopingErrors(params, errors);
-  // A stage held by one rank has no group to shard over.
+  // A stage held by one rank has no group to shard over (a replication's
+  // stages on two or more workers shard; its others do not).
+  const bool replicates =
+      std::any_of(params.replication.begin(), params.replication.end(),
+                  [](int replicas) { return replicas > 1; });
   if (params.sharding != Sharding::kNone && params.width == 1 &&
-      !IsBidirectional(params.scheme) && params.replication.empty() &&
+      !IsBidirectional(params.scheme) && !replicates &&
       !IsAsynchronous(params.scheme)) {
     errors.push_back(
         {ScheduleParam::kSharding,
@@ -424,7 +422,8 @@ std::vector<ScheduleParamError> ValidateScheduleParams(
                       SchemeName(params.scheme),
                       " holds every stage on one worker: set a width above "
                       "1, use a bidirectional schedule (chimera, chimera-zb, "
-                      "gems, mixpipe) or sharding none")});
+                      "gems, mixpipe), replicate a stage or use sharding "
+                      "none")});
   }
   if (IsAsynchronous(params.scheme)) AddAsynchronousErrors(params, errors);
   if (!params.replication.empty()) {

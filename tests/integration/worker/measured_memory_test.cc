@@ -204,6 +204,35 @@ TEST(WeightVersionsMemoryTest, AsynchronousRulesKeepTheirVersionsAndNoMore) {
   }
 }
 
+// DAPPLE's 1:3 at W = 1 with AdamW: stage 1's three replicas each keep a
+// third of its optimizer state once sharded; stage 0, on one worker, keeps
+// all of its own.
+TEST(ReplicatedShardingMemoryTest, AReplicatedStageShardsOverItsReplicas) {
+  const auto measure = [](schedule::Sharding sharding) {
+    schedule::ScheduleParams params;
+    params.scheme = Scheme::kOneFOneB;
+    params.depth = 2;
+    params.micro_batches = 2;
+    params.replication = {1, 3};
+    params.sharding = sharding;
+    return MeasureRun(params, SmallGpt(), /*micro_batch_size=*/3,
+                      OptimizerKind::kAdamW);
+  };
+  const auto whole = measure(schedule::Sharding::kNone);
+  const auto sharded = measure(schedule::Sharding::kOptimizer);
+  ASSERT_EQ(whole.size(), 4u);
+  ASSERT_EQ(sharded.size(), 4u);
+  for (size_t rank = 0; rank < whole.size(); ++rank) {
+    const double state =
+        static_cast<double>(whole[rank].back().optimizer_bytes);
+    ASSERT_GT(state, 0) << "rank " << rank;
+    const double share = rank == 0 ? state : state / 3;
+    EXPECT_NEAR(static_cast<double>(sharded[rank].back().optimizer_bytes),
+                share, 0.1 * share)
+        << "rank " << rank;
+  }
+}
+
 // Chimera at a data width (groups of 2W), sharded in a mode.
 class ShardedMemoryTest
     : public ::testing::TestWithParam<std::tuple<int, schedule::Sharding>> {};

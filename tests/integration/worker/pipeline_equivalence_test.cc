@@ -799,6 +799,22 @@ std::vector<Case> Cases() {
   add_replicated("OneFOneBReplicated1To2TiedN2",
                  Params(Scheme::kOneFOneB, 2, 2, 1), {1, 2});
   cases.back().tie_embeddings = true;
+  // A replicated stage shards over all its replicas, a group of r x W; a
+  // stage on one worker of one pipeline has nothing to shard over.
+  add_replicated("ShardedOptimizerOneFOneBReplicated2To1N2",
+                 Params(Scheme::kOneFOneB, 2, 2, 1), {2, 1})
+      ->sharding = schedule::Sharding::kOptimizer;
+  add_replicated("ShardedGradientsAndOptimizerOneFOneBReplicated1To2N3W2",
+                 Params(Scheme::kOneFOneB, 2, 3, 2), {1, 2},
+                 OptimizerKind::kSgd)
+      ->sharding = schedule::Sharding::kGradientsAndOptimizer;
+  add_replicated("ShardedFullGpipeReplicated2To1To1N2W2",
+                 Params(Scheme::kGpipe, 3, 2, 2), {2, 1, 1})
+      ->sharding = schedule::Sharding::kFull;
+  add_replicated("ShardedFullOneFOneBReplicated1To2TiedN2",
+                 Params(Scheme::kOneFOneB, 2, 2, 1), {1, 2})
+      ->sharding = schedule::Sharding::kFull;
+  cases.back().tie_embeddings = true;
   // Split backwards of the fused schedules, every weight gradient deferred.
   const auto add_split = [&](std::string name, ScheduleParams params,
                              OptimizerKind optimizer = OptimizerKind::kAdamW) {

@@ -180,10 +180,12 @@ TEST(StageReplicationTest, ParametersNameTheBadReplication) {
   params = Replicated(Scheme::kChimera, {2, 1}, 4);
   EXPECT_THAT(errors(params),
               HasSubstr("replication: applies to gpipe or 1f1b, not chimera"));
-  params = Replicated(Scheme::kOneFOneB, {2, 1}, 4, /*width=*/2);
+  // With every stage on one worker of one pipeline nothing can shard.
+  params = Replicated(Scheme::kOneFOneB, {1, 1}, 4);
   params.sharding = Sharding::kOptimizer;
-  EXPECT_THAT(errors(params), HasSubstr("sharding: optimizer does not "
-                                        "combine with a replication yet"));
+  EXPECT_THAT(errors(params),
+              HasSubstr("sharding: optimizer needs gradient groups of two or "
+                        "more workers"));
   EXPECT_THAT(ParseReplication("2:0").status().message(),
               HasSubstr("'0' must be a number of workers in [1, 32768]"));
   EXPECT_THAT(ParseReplication("2:x").status().message(),
@@ -192,6 +194,30 @@ TEST(StageReplicationTest, ParametersNameTheBadReplication) {
               HasSubstr("'' must be a number of workers"));
   EXPECT_THAT(*ParseReplication("15:1"), ElementsAre(15, 1));
   EXPECT_EQ(WorkerCount(Replicated(Scheme::kGpipe, {15, 1}, 4, 2)), 32);
+}
+
+// A replicated stage shards over its replicas in every pipeline; at W = 1
+// a stage on one worker keeps its whole state.
+TEST(StageReplicationTest, AReplicatedStageShardsOverItsReplicas) {
+  for (Sharding sharding :
+       {Sharding::kOptimizer, Sharding::kGradientsAndOptimizer,
+        Sharding::kFull}) {
+    SCOPED_TRACE(ShardingName(sharding));
+    ScheduleParams params = Replicated(Scheme::kOneFOneB, {2, 1}, 2);
+    params.sharding = sharding;
+    const Schedule s = MustGenerate(params);
+    EXPECT_TRUE(ValidateSchedule(s).ok());
+    const auto shard_steps = [&](int rank) {
+      int steps = 0;
+      for (const Instruction& inst : s.workers[rank].instructions) {
+        steps += inst.op == OpKind::kShardStep;
+      }
+      return steps;
+    };
+    EXPECT_EQ(shard_steps(0), 1);
+    EXPECT_EQ(shard_steps(1), 1);
+    EXPECT_EQ(shard_steps(2), 0);
+  }
 }
 
 TEST(StageReplicationTest, ValidatorRefusesASliceRunByAnotherReplica) {

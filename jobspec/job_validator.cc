@@ -597,8 +597,17 @@ void CheckBatchArithmetic(const chimera::v1::JobSpec& spec,
   }
 }
 
-// An asynchronous schedule trains with consent, and with what its runtime
-// keeps: no embedding tied across stages.
+// PipeDream runs a micro-batch's forward on each stage on the newest
+// weights there, so its first and last stages run it on different versions:
+// a weight tied across them would be two weights.
+bool TiesWeightsItRunsOnDifferentVersions(const chimera::v1::JobSpec& spec,
+                                          schedule::Scheme scheme) {
+  return scheme == schedule::Scheme::kPipeDream &&
+         spec.model().tie_embeddings();
+}
+
+// An asynchronous schedule trains only with consent, and PipeDream only
+// with untied embeddings.
 void CheckAsynchronous(const chimera::v1::JobSpec& spec,
                        schedule::Scheme scheme, FieldErrors* errors) {
   const std::string name = schedule::SchemeName(scheme);
@@ -614,11 +623,12 @@ void CheckAsynchronous(const chimera::v1::JobSpec& spec,
                      "set spec.parallelism.allowAsynchronous: true to train "
                      "with it"));
   }
-  if (spec.model().tie_embeddings()) {
+  if (TiesWeightsItRunsOnDifferentVersions(spec, scheme)) {
     errors->Add("spec.model.tieEmbeddings",
-                absl::StrCat(name,
-                             " does not keep embeddings tied across "
-                             "stages yet: set it false"));
+                "pipedream runs a micro-batch on a newer version of the "
+                "weights on its last stage than on its first, so an embedding "
+                "tied across them would be two weights: set it false, or use "
+                "pipedream-2bw, whose stages share each step's version");
   }
 }
 
@@ -767,9 +777,10 @@ int WorkersPerPipeline(const chimera::v1::ParallelismSpec& parallelism) {
                           : 0;
 }
 
-bool AllowsAsynchronousTraining(const chimera::v1::JobSpec& spec) {
+bool AllowsAsynchronousScheme(const chimera::v1::JobSpec& spec,
+                              schedule::Scheme scheme) {
   return spec.parallelism().allow_asynchronous() &&
-         !spec.model().tie_embeddings();
+         !TiesWeightsItRunsOnDifferentVersions(spec, scheme);
 }
 
 FieldErrors ValidateJob(const TrainJob& job, const ValidationOptions& options) {

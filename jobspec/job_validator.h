@@ -16,6 +16,7 @@
 
 #include "chimera/v1/job.pb.h"
 #include "common/field_errors.h"
+#include "schedule/schedule_params.h"
 
 namespace chimera::jobspec {
 
@@ -42,10 +43,11 @@ inline ValidationOptions SpecOnly() {
 FieldErrors ValidateJob(const chimera::v1::TrainJob& job,
                         const ValidationOptions& options);
 
-// Whether a valid job may train with PipeDream or PipeDream-2BW: it consents
-// to asynchronous training (spec.parallelism.allowAsynchronous) and asks
-// nothing their runtime does not keep yet (embeddings tied across stages).
-bool AllowsAsynchronousTraining(const chimera::v1::JobSpec& spec);
+// Whether a valid job may train with `scheme`, PipeDream or PipeDream-2BW:
+// it consents to asynchronous training (spec.parallelism.allowAsynchronous),
+// and for PipeDream does not tie its embeddings across stages.
+bool AllowsAsynchronousScheme(const chimera::v1::JobSpec& spec,
+                              schedule::Scheme scheme);
 
 // The workers of one pipeline a spec fixes: the sum of its replication
 // ("2:1" -> 3), else its pipeline; 0 where it fixes neither (or the

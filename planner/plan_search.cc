@@ -582,10 +582,11 @@ absl::StatusOr<SearchResult> SearchPlans(const chimera::v1::TrainJob& job,
 
   Search search(job, cluster, profile, options.cancelled);
   std::vector<Scheme> schemes(std::begin(kAllSchemes), std::end(kAllSchemes));
-  // The asynchronous one only where the job consents to it.
-  if (jobspec::AllowsAsynchronousTraining(job.spec())) {
-    schemes.push_back(Scheme::kPipeDream);
-    schemes.push_back(Scheme::kPipeDream2Bw);
+  // The asynchronous ones only where the job consents to them.
+  for (Scheme scheme : {Scheme::kPipeDream, Scheme::kPipeDream2Bw}) {
+    if (jobspec::AllowsAsynchronousScheme(job.spec(), scheme)) {
+      schemes.push_back(scheme);
+    }
   }
   for (Scheme scheme : schemes) {
     if (fixed.Gives(ScheduleParam::kScheme) && fixed.params.scheme != scheme) continue;

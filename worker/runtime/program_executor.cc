@@ -371,7 +371,9 @@ absl::Status ProgramExecutor::Build() {
   if (!tied_copies.empty()) {
     tied_sync_ = std::make_unique<TiedEmbeddingSync>(
         std::move(tied_copies), tied_holders_ > 1 ? comm_ : nullptr);
-    tied_gradients_complete_ = TiedGradientsComplete(program_, topology_);
+    const std::vector<size_t> complete =
+        TiedGradientsComplete(program_, topology_);
+    tied_gradients_complete_.insert(complete.begin(), complete.end());
   }
   RETURN_IF_ERROR(CheckAsynchronous());
   if (topology_.Asynchronous()) {
@@ -398,8 +400,11 @@ absl::Status ProgramExecutor::CheckAsynchronous() const {
     return refuse(absl::StrCat("runs unsharded, not with sharding ",
                                schedule::ShardingName(spec_.sharding)));
   }
-  if (tied_sync_ != nullptr) {
-    return refuse("does not keep embeddings tied across stages equal");
+  // Its stages run a micro-batch on different versions (the job validator
+  // says why).
+  if (topology_.update_rule == schedule::UpdateRule::kStashed &&
+      tied_sync_ != nullptr) {
+    return refuse("keeps no embedding tied across stages");
   }
   return absl::OkStatus();
 }
@@ -761,7 +766,7 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunPass(int64_t step, Pass pass) {
     absl::Status status;
     try {
       status = RunOp(inst, run_step, step, metrics);
-      if (status.ok() && index == tied_gradients_complete_) {
+      if (status.ok() && tied_gradients_complete_.count(index) != 0) {
         status = tied_sync_->Start();
       }
     } catch (const std::exception& e) {

@@ -407,10 +407,11 @@ class ProgramExecutor {
   // Ranks of the job holding a copy of a tied embedding's weight, when the
   // model ties its embeddings across stages.
   const size_t tied_holders_;
-  // Where this rank holds such a copy: their gradients' sum, and the index
-  // of the instruction after which it starts. Null and nullopt elsewhere.
+  // Where this rank holds such a copy: their gradients' sum, and the indices
+  // of the instructions after which it starts (one per update). Null and
+  // empty elsewhere.
   std::unique_ptr<TiedEmbeddingSync> tied_sync_;
-  std::optional<size_t> tied_gradients_complete_;
+  std::set<size_t> tied_gradients_complete_;
   std::map<std::pair<schedule::StageRef, int>, BackwardPlan> backward_plans_;
   bool holds_last_stage_ = false;
   OpPositionBoard* position_ = nullptr;

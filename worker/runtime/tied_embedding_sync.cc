@@ -3,22 +3,36 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <map>
 #include <utility>
 
 #include "common/status_macros.h"
 
 namespace chimera::worker {
 
-std::optional<size_t> TiedGradientsComplete(
+std::vector<size_t> TiedGradientsComplete(
     const schedule::WorkerProgram& program,
     const schedule::Topology& topology) {
   const int last = topology.NumModelStages() - 1;
-  std::optional<size_t> complete;
+  // By the micro-batch it computes, the latest weight gradient of an end
+  // stage so far (any micro-batch: key 0 for a synchronous step).
+  std::map<int, size_t> latest;
+  std::vector<size_t> complete;
   for (size_t index = 0; index < program.instructions.size(); ++index) {
     const schedule::Instruction& inst = program.instructions[index];
+    if (topology.Asynchronous() &&
+        inst.op == schedule::OpKind::kOptimizerStep) {
+      const auto it = latest.find(inst.micro_batches.at(0));
+      if (it != latest.end()) complete.push_back(it->second);
+      continue;
+    }
     if (!schedule::ComputesWeightGradient(inst.op)) continue;
     const int model_stage = topology.ModelStage({inst.chunk, inst.stage});
-    if (model_stage == 0 || model_stage == last) complete = index;
+    if (model_stage != 0 && model_stage != last) continue;
+    latest[topology.Asynchronous() ? inst.micro_batches.at(0) : 0] = index;
+  }
+  if (!topology.Asynchronous() && !latest.empty()) {
+    complete.push_back(latest.begin()->second);
   }
   return complete;
 }

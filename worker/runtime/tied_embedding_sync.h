@@ -12,9 +12,9 @@
 // allreduce followed by this one would count a replica's part twice.
 //
 //   TiedEmbeddingSync sync(copies, holders > 1 ? comm : nullptr);
-//   ... after instruction TiedGradientsComplete(program, topology):
+//   ... after each instruction TiedGradientsComplete(program, topology) lists:
 //   RETURN_IF_ERROR(sync.Start());
-//   ... before OPTIMIZER_STEP:
+//   ... before the OPTIMIZER_STEP that follows it:
 //   RETURN_IF_ERROR(sync.Finish(timeout));
 #ifndef CHIMERA_WORKER_RUNTIME_TIED_EMBEDDING_SYNC_H_
 #define CHIMERA_WORKER_RUNTIME_TIED_EMBEDDING_SYNC_H_
@@ -24,7 +24,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -35,11 +34,13 @@
 
 namespace chimera::worker {
 
-// The index of the last instruction of `program` that accumulates gradients
-// into the first or the last model stage's parameters (a BACKWARD or a
-// BACKWARD_WEIGHT): after it, the rank's part of a tied embedding's gradient
-// is complete. nullopt when there is none.
-std::optional<size_t> TiedGradientsComplete(
+// The instructions of `program` after which the rank's part of a tied
+// embedding's gradient is complete for an update: of those that accumulate
+// gradients into the first or the last model stage's parameters (a BACKWARD
+// or a BACKWARD_WEIGHT), the last one, or under an asynchronous rule the
+// last before each OPTIMIZER_STEP on the micro-batch that update names.
+// Empty when there is none.
+std::vector<size_t> TiedGradientsComplete(
     const schedule::WorkerProgram& program, const schedule::Topology& topology);
 
 class TiedEmbeddingSync {

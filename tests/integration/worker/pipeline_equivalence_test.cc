@@ -766,6 +766,13 @@ std::vector<Case> Cases() {
   add("PipeDream2BwD4N4Recompute", Params(Scheme::kPipeDream2Bw, 4, 4, 1),
       OptimizerKind::kAdamW, DataFormat::kText)
       ->recompute = true;
+  // 2BW with the embedding tied across the end stages: each update sums the
+  // copies' gradients of its step.
+  add("GptTiedPipeDream2BwD4N4W2", Params(Scheme::kPipeDream2Bw, 4, 4, 2));
+  cases.back().tie_embeddings = true;
+  add("GptTiedPipeDream2BwD2N3Sgd", Params(Scheme::kPipeDream2Bw, 2, 3, 1),
+      OptimizerKind::kSgd);
+  cases.back().tie_embeddings = true;
   // Resumed from a checkpoint (PipeDream's under its own plan, 2BW's under
   // a deeper one), before which the pipeline drained.
   add("ResumePipeDreamD2N2W2", Params(Scheme::kPipeDream, 2, 2, 2),

@@ -682,10 +682,10 @@ TEST_F(JobValidatorTest, DataFilesAreNotOpenedWhenChecksAreOff) {
   EXPECT_THAT(Paths(errors), IsEmpty());
 }
 
-// PipeDream-2BW trains with consent, with checkpoints too, but without
-// embeddings tied across stages, which its runtime does not keep yet.
-TEST_F(JobValidatorTest,
-       AConsentingPipeDream2BwJobValidatesWithoutTiedEmbeddings) {
+// PipeDream-2BW trains with consent, with checkpoints and embeddings tied
+// across stages too; PipeDream, whose end stages run a micro-batch on
+// different weight versions, with untied embeddings only.
+TEST_F(JobValidatorTest, AConsentingPipeDream2BwJobValidates) {
   const std::string two_bw = absl::StrReplaceAll(
       JobWith("gpt", "gpt"),
       {{"schedule: chimera\n    pipeline: 4\n    data: 2\n    microBatches: 4",
@@ -697,11 +697,16 @@ TEST_F(JobValidatorTest,
                                     "    checkpointDir: runs"}});
   EXPECT_THAT(Paths(Validate(two_bw)), IsEmpty());
   EXPECT_THAT(Paths(Validate(checkpointed)), IsEmpty());
-  const FieldErrors errors = Validate(absl::StrReplaceAll(
+  const std::string tied = absl::StrReplaceAll(
       checkpointed,
-      {{"numLayers: 8", "numLayers: 8\n    tieEmbeddings: true"}}));
-  EXPECT_THAT(Paths(errors), ElementsAre("spec.model.tieEmbeddings"))
-      << errors.ToStatus();
+      {{"numLayers: 8", "numLayers: 8\n    tieEmbeddings: true"}});
+  EXPECT_THAT(Paths(Validate(tied)), IsEmpty());
+  const FieldErrors errors =
+      Validate(absl::StrReplaceAll(tied, {{"pipedream-2bw", "pipedream"}}));
+  ASSERT_THAT(Paths(errors), ElementsAre("spec.model.tieEmbeddings"));
+  EXPECT_THAT(errors.errors()[0].message,
+              HasSubstr("use pipedream-2bw, whose stages share each step's "
+                        "version"));
 }
 
 // A job's paths name places under the workers' roots: by their text alone an

@@ -421,19 +421,44 @@ TEST(TiedGradientsCompleteTest, AfterTheLastWeightGradientOfAnEndStage) {
   const schedule::Schedule s = Generate(Scheme::kZbV, 2, 4);
   for (int rank = 0; rank < 2; ++rank) {
     const schedule::WorkerProgram& program = s.workers[rank];
-    const std::optional<size_t> complete =
+    const std::vector<size_t> complete =
         TiedGradientsComplete(program, s.topology);
-    std::optional<size_t> expected;
+    std::vector<size_t> expected;
     for (size_t i = 0; i < program.instructions.size(); ++i) {
       const schedule::Instruction& inst = program.instructions[i];
       const int model_stage = s.topology.ModelStage({inst.chunk, inst.stage});
       if (schedule::ComputesWeightGradient(inst.op) &&
           (model_stage == 0 || model_stage == 3)) {
-        expected = i;
+        expected = {i};
       }
     }
     EXPECT_EQ(complete, expected) << "rank " << rank;
-    EXPECT_EQ(complete.has_value(), rank == 0);
+    EXPECT_EQ(complete.empty(), rank != 0);
+  }
+}
+
+// Under PipeDream every update needs the tied gradient of its own
+// micro-batch: complete after that micro-batch's backward on an end stage.
+TEST(TiedGradientsCompleteTest, AfterEachUpdatesBackwardUnderPipeDream) {
+  const schedule::Schedule s = Generate(Scheme::kPipeDream, 2, 2);
+  for (int rank = 0; rank < 2; ++rank) {
+    const schedule::WorkerProgram& program = s.workers[rank];
+    std::vector<size_t> expected;
+    for (size_t i = 0; i < program.instructions.size(); ++i) {
+      if (program.instructions[i].op != schedule::OpKind::kOptimizerStep) {
+        continue;
+      }
+      size_t backward = i;
+      while (program.instructions[backward].op != schedule::OpKind::kBackward) {
+        --backward;
+      }
+      EXPECT_EQ(program.instructions[backward].micro_batches,
+                program.instructions[i].micro_batches);
+      expected.push_back(backward);
+    }
+    ASSERT_EQ(expected.size(), 2u) << "rank " << rank;
+    EXPECT_EQ(TiedGradientsComplete(program, s.topology), expected)
+        << "rank " << rank;
   }
 }
 

@@ -115,35 +115,6 @@ struct ScheduleBound {
   double samples_per_second = 0;
 };
 
-// A simulated step: how long it takes, and its ranks' compute summed.
-struct SimulatedStep {
-  double seconds = 0;
-  double busy_seconds = 0;
-};
-
-// `schedule`'s step at `costs`; for a repeating (asynchronous) schedule, a
-// step once the pipeline is full, as a long run takes them.
-absl::StatusOr<SimulatedStep> SimulateStep(const schedule::Schedule& schedule,
-                                           const schedule::CostModel& costs) {
-  SimulatedStep step;
-  if (schedule.topology.repeating) {
-    ASSIGN_OR_RETURN(const schedule::SteadyStep steady,
-                     schedule::SimulateSteadyStep(schedule, costs));
-    step.seconds = steady.seconds;
-    for (double bubble : steady.worker_bubble_ratios) {
-      step.busy_seconds += (1 - bubble) * steady.seconds;
-    }
-    return step;
-  }
-  ASSIGN_OR_RETURN(const schedule::SimulationResult simulated,
-                   schedule::Simulate(schedule, costs));
-  step.seconds = simulated.makespan;
-  for (const schedule::WorkerResult& worker : simulated.workers) {
-    step.busy_seconds += worker.busy;
-  }
-  return step;
-}
-
 // The most the schedule itself allows: its programs simulated (a repeating
 // schedule's step once the pipeline is full) on this machine's cores, shared by
 // the ranks, with each model stage's forward, backward (whole or in its halves)
@@ -198,11 +169,17 @@ std::optional<ScheduleBound> ScheduleBoundAtMeasuredCosts(
   const int ranks = static_cast<int>(schedule.workers.size());
   model.node_of_rank.assign(ranks, 0);
   model.cores_per_node = cores;
-  const absl::StatusOr<SimulatedStep> step = SimulateStep(schedule, model);
-  if (!step.ok() || step->seconds <= 0) return std::nullopt;
+  const absl::StatusOr<schedule::SimulationResult> step =
+      schedule::SimulateStep(schedule, model);
+  if (!step.ok() || step->makespan <= 0) return std::nullopt;
+  double busy = 0;
+  for (const schedule::WorkerResult& worker : step->workers) {
+    busy += (1 - worker.bubble_ratio) * step->makespan;
+  }
   const int used_cores = std::min(ranks, cores);
-  return ScheduleBound{step->busy_seconds / (used_cores * step->seconds),
-                       scaling / used_cores * samples_per_step / step->seconds};
+  return ScheduleBound{
+      busy / (used_cores * step->makespan),
+      scaling / used_cores * samples_per_step / step->makespan};
 }
 
 // Prints the job's table row; returns the per-op breakdown.

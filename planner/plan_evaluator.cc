@@ -483,34 +483,13 @@ absl::StatusOr<SimulationInputs> PrepareSimulation(const PlanningContext& contex
   return inputs;
 }
 
-// The simulation of one step of `inputs`' program. An asynchronous one's
-// steps overlap: one step and the drain give its compute and memory, and
-// its time and bubbles are those of a step once the pipeline is full.
-absl::StatusOr<schedule::SimulationResult> SimulateStep(
-    const SimulationInputs& inputs) {
-  if (!inputs.program.topology.repeating) {
-    return schedule::Simulate(inputs.program, inputs.costs);
-  }
-  ASSIGN_OR_RETURN(const schedule::Schedule one,
-                   schedule::UnrollSteps(inputs.program, 1));
-  ASSIGN_OR_RETURN(schedule::SimulationResult result,
-                   schedule::Simulate(one, inputs.costs));
-  ASSIGN_OR_RETURN(const schedule::SteadyStep steady,
-                   schedule::SimulateSteadyStep(inputs.program, inputs.costs));
-  result.makespan = steady.seconds;
-  result.bubble_ratio = steady.bubble_ratio;
-  for (size_t rank = 0; rank < result.workers.size(); ++rank) {
-    result.workers[rank].bubble_ratio = steady.worker_bubble_ratios[rank];
-  }
-  return result;
-}
-
 absl::StatusOr<Evaluation> EvaluateCandidate(const PlanningContext& context,
                                              const Candidate& candidate) {
   const schedule::ScheduleParams& params = candidate.params;
   const int b = candidate.micro_batch_size;
   ASSIGN_OR_RETURN(SimulationInputs inputs, PrepareSimulation(context, candidate));
-  ASSIGN_OR_RETURN(schedule::SimulationResult result, SimulateStep(inputs));
+  ASSIGN_OR_RETURN(schedule::SimulationResult result,
+                   schedule::SimulateStep(inputs.program, inputs.costs));
 
   Evaluation evaluation;
   chimera::v1::Plan& plan = evaluation.plan;

@@ -93,4 +93,19 @@ absl::StatusOr<SteadyStep> SimulateSteadyStep(const Schedule& repeating,
   return step;
 }
 
+absl::StatusOr<SimulationResult> SimulateStep(const Schedule& schedule,
+                                              const CostModel& costs) {
+  if (!schedule.topology.repeating) return Simulate(schedule, costs);
+  ASSIGN_OR_RETURN(const Schedule one, UnrollSteps(schedule, 1));
+  ASSIGN_OR_RETURN(SimulationResult result, Simulate(one, costs));
+  ASSIGN_OR_RETURN(const SteadyStep steady,
+                   SimulateSteadyStep(schedule, costs));
+  result.makespan = steady.seconds;
+  result.bubble_ratio = steady.bubble_ratio;
+  for (size_t rank = 0; rank < result.workers.size(); ++rank) {
+    result.workers[rank].bubble_ratio = steady.worker_bubble_ratios[rank];
+  }
+  return result;
+}
+
 }  // namespace chimera::schedule

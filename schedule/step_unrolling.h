@@ -38,6 +38,13 @@ struct SteadyStep {
 absl::StatusOr<SteadyStep> SimulateSteadyStep(const Schedule& repeating,
                                               const CostModel& costs);
 
+// The simulation of one step of `schedule`. A repeating one's steps overlap:
+// one step and the drain give its compute and memory, and its makespan and
+// bubbles (each worker's busy time is no longer consistent with them) are
+// those of a step once the pipeline is full.
+absl::StatusOr<SimulationResult> SimulateStep(const Schedule& schedule,
+                                              const CostModel& costs);
+
 // Whether `inst` acts on the previous step's micro-batches (its indices are
 // negative) in a repeating schedule.
 bool ActsOnPreviousStep(const Instruction& inst);

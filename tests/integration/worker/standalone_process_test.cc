@@ -74,15 +74,27 @@ std::vector<std::string> WorkerArgs(const std::string& job, int rank, int world,
           std::filesystem::path(job).parent_path().string()};
 }
 
+using Ranks = std::vector<std::unique_ptr<net::ChildProcess>>;
+
+// Starts one rank per entry of `jobs` (rank r runs jobs[r]) around a fresh
+// rendezvous store, each with `extra` flags.
+Ranks StartRanks(const std::vector<std::string>& jobs,
+                 const std::vector<std::string>& extra = {}) {
+  const std::string store = absl::StrCat("127.0.0.1:", FreePort());
+  const int world = static_cast<int>(jobs.size());
+  Ranks ranks;
+  for (int rank = 0; rank < world; ++rank) {
+    std::vector<std::string> args = WorkerArgs(jobs[rank], rank, world, store);
+    args.insert(args.end(), extra.begin(), extra.end());
+    ranks.push_back(std::make_unique<net::ChildProcess>(args));
+  }
+  return ranks;
+}
+
 TEST(StandaloneProcessTest, TwoRanksTrainAndTheLastStagePrintsEachStep) {
   const TempDir dir;
   const std::string job = dir.WriteFile("job.yaml", JobYaml(StandaloneJob()));
-  const std::string store = absl::StrCat("127.0.0.1:", FreePort());
-  std::vector<std::unique_ptr<net::ChildProcess>> ranks;
-  for (int rank = 0; rank < 2; ++rank) {
-    ranks.push_back(
-        std::make_unique<net::ChildProcess>(WorkerArgs(job, rank, 2, store)));
-  }
+  const Ranks ranks = StartRanks({job, job});
   for (auto& rank : ranks) {
     EXPECT_EQ(rank->Wait(kRunTimeout), 0) << rank->err();
   }
@@ -152,13 +164,7 @@ TEST(StandaloneProcessTest, AsynchronousRanksPrintEveryStepWithoutWaiting) {
     parallelism->set_schedule(schedule);
     parallelism->set_allow_asynchronous(true);
     const std::string job = dir.WriteFile("job.yaml", JobYaml(asynchronous));
-    const std::string store = absl::StrCat("127.0.0.1:", FreePort());
-    std::vector<std::unique_ptr<net::ChildProcess>> ranks;
-    for (int rank = 0; rank < 2; ++rank) {
-      std::vector<std::string> args = WorkerArgs(job, rank, 2, store);
-      args.insert(args.end(), {"--timeout", "20"});
-      ranks.push_back(std::make_unique<net::ChildProcess>(args));
-    }
+    const Ranks ranks = StartRanks({job, job}, {"--timeout", "20"});
     for (auto& rank : ranks) {
       EXPECT_EQ(rank->Wait(kRunTimeout), 0) << rank->err();
     }
@@ -190,12 +196,7 @@ TEST(StandaloneProcessTest, ADivergingRunStopsAtTheFirstNonFiniteLossNamingIt) {
   diverging.mutable_spec()->mutable_training()->mutable_optimizer()->set_lr(
       1e300);
   const std::string job = dir.WriteFile("job.yaml", JobYaml(diverging));
-  const std::string store = absl::StrCat("127.0.0.1:", FreePort());
-  std::vector<std::unique_ptr<net::ChildProcess>> ranks;
-  for (int rank = 0; rank < 2; ++rank) {
-    ranks.push_back(
-        std::make_unique<net::ChildProcess>(WorkerArgs(job, rank, 2, store)));
-  }
+  const Ranks ranks = StartRanks({job, job});
   // The last stage is rank 1's: it sees the loss. Rank 0 would wait for it
   // until its collective timeout; a coordinator would stop it at once.
   EXPECT_EQ(ranks[1]->Wait(kRunTimeout), 1);
@@ -226,13 +227,7 @@ TEST(StandaloneProcessTest, AStoppedPeerIsNamedByItsPartnerWithinTheTimeout) {
   spec.mutable_parallelism()->set_micro_batches(8);
   spec.mutable_training()->set_max_steps(100000);
   const std::string job = dir.WriteFile("job.yaml", JobYaml(long_steps));
-  const std::string store = absl::StrCat("127.0.0.1:", FreePort());
-  std::vector<std::unique_ptr<net::ChildProcess>> ranks;
-  for (int rank = 0; rank < 2; ++rank) {
-    std::vector<std::string> args = WorkerArgs(job, rank, 2, store);
-    args.insert(args.end(), {"--timeout", "5"});
-    ranks.push_back(std::make_unique<net::ChildProcess>(args));
-  }
+  const Ranks ranks = StartRanks({job, job}, {"--timeout", "5"});
   // Rank 1 reports each step once every rank finished it.
   for (;;) {
     absl::StatusOr<std::string> line = ranks[1]->ReadLine(kRunTimeout);
@@ -258,13 +253,7 @@ TEST(StandaloneProcessTest, RanksOfDifferentSchedulesStopBeforeAnyStep) {
   const std::vector<std::string> jobs = {
       dir.WriteFile("1f1b.yaml", JobYaml(StandaloneJob())),
       dir.WriteFile("gpipe.yaml", JobYaml(gpipe))};
-  const std::string store = absl::StrCat("127.0.0.1:", FreePort());
-  std::vector<std::unique_ptr<net::ChildProcess>> ranks;
-  for (int rank = 0; rank < 2; ++rank) {
-    std::vector<std::string> args = WorkerArgs(jobs[rank], rank, 2, store);
-    args.insert(args.end(), {"--timeout", "5"});
-    ranks.push_back(std::make_unique<net::ChildProcess>(args));
-  }
+  const Ranks ranks = StartRanks(jobs, {"--timeout", "5"});
   EXPECT_EQ(ranks[1]->Wait(kRunTimeout), 1) << ranks[1]->err();
   EXPECT_TRUE(absl::StrContains(ranks[1]->err(), "rank 1 was sent schedule "))
       << ranks[1]->err();
@@ -281,13 +270,7 @@ TEST(StandaloneProcessTest, RanksOfDifferentSchedulesStopBeforeAnyStep) {
 // as step -> loss.
 std::map<int, double> RunRanks(const std::string& job, int world,
                                const std::vector<std::string>& extra = {}) {
-  const std::string store = absl::StrCat("127.0.0.1:", FreePort());
-  std::vector<std::unique_ptr<net::ChildProcess>> ranks;
-  for (int rank = 0; rank < world; ++rank) {
-    std::vector<std::string> args = WorkerArgs(job, rank, world, store);
-    args.insert(args.end(), extra.begin(), extra.end());
-    ranks.push_back(std::make_unique<net::ChildProcess>(args));
-  }
+  const Ranks ranks = StartRanks(std::vector<std::string>(world, job), extra);
   std::map<int, double> losses;
   for (auto& rank : ranks) {
     EXPECT_EQ(rank->Wait(kRunTimeout), 0) << rank->err();

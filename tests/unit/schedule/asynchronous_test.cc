@@ -91,6 +91,24 @@ TEST(AsynchronousTest, StepsOverlapSoOnlyTheFirstPaysTheFill) {
   }
 }
 
+// One step of a repeating schedule: a full pipeline's time and bubbles; of
+// any other, its simulation as it is.
+TEST(AsynchronousTest, AStepIsTheSteadyOneForARepeatingSchedule) {
+  absl::StatusOr<SimulationResult> step =
+      SimulateStep(MustGenerate(Params(Scheme::kPipeDream2Bw, 4, 4)), Costs());
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_DOUBLE_EQ(step->makespan, 4 * (kForward + kBackward));
+  EXPECT_NEAR(step->bubble_ratio, 0.0, 1e-12);
+  for (const WorkerResult& worker : step->workers) {
+    EXPECT_NEAR(worker.bubble_ratio, 0.0, 1e-12);
+  }
+  const Schedule flushing = MustGenerate(Params(Scheme::kOneFOneB, 4, 4));
+  step = SimulateStep(flushing, Costs());
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_DOUBLE_EQ(step->makespan,
+                   MustSimulate(flushing, kForward, kBackward).makespan);
+}
+
 TEST(AsynchronousTest, UnrollingNumbersMicroBatchesAcrossStepsAndDrains) {
   const Schedule s = MustGenerate(Params(Scheme::kPipeDream2Bw, 2, 2));
   absl::StatusOr<Schedule> run = UnrollSteps(s, 2);

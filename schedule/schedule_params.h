@@ -229,8 +229,8 @@ inline constexpr Knob kKnobs[] = {
      SchemesOf({Scheme::kZbAuto}), &ScheduleParams::activation_limit, 0,
      nullptr},
     {ScheduleParam::kSharding, "sharding", "sharding",
-     "What each gradient group shards (needs groups of 2 or more: W > 1, or "
-     "a bidirectional schedule)",
+     "What each gradient group shards (needs groups of 2 or more: W > 1, a "
+     "bidirectional schedule or a replicated stage; not asynchronous ones)",
      kEveryScheme, nullptr, 0, &kShardingKnob},
     {ScheduleParam::kReplication, "replication", "replication",
      "gpipe, 1f1b: DAPPLE's stage replication, the workers each stage runs "

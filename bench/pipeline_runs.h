@@ -77,18 +77,26 @@ StepFigures FiguresOf(const worker::harness::PipelineMeasurements& measured,
 std::string OpSecondsLine(const std::string& label, int rank, double step,
                           const std::map<std::string, double>& seconds);
 
+// Which time of an op: from its start to its end, or the CPU time its thread
+// spent on it (its work, without waiting for a core).
+enum class OpClock { kWall, kCpu };
+
 // Calls `visit(rank, instruction, seconds)` for each instruction of each
-// rank in each step after the first WARMUP.
+// rank in each step after the first WARMUP, its seconds on `clock`.
 template <typename Visit>
 void ForEachMeasuredOp(const schedule::Schedule& schedule,
                        const worker::harness::PipelineMeasurements& measured,
-                       int warmup, Visit visit) {
+                       int warmup, Visit visit,
+                       OpClock clock = OpClock::kWall) {
   for (size_t rank = 0; rank < measured.ranks.size(); ++rank) {
     const auto& program = schedule.workers[rank].instructions;
     const auto& steps = measured.ranks[rank];
     for (size_t s = warmup; s < steps.size(); ++s) {
+      const std::vector<double>& seconds = clock == OpClock::kWall
+                                               ? steps[s].op_seconds
+                                               : steps[s].op_cpu_seconds;
       for (size_t i = 0; i < program.size(); ++i) {
-        visit(rank, program[i], steps[s].op_seconds[i]);
+        visit(rank, program[i], seconds[i]);
       }
     }
   }

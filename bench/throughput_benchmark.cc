@@ -41,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "bench/pipeline_runs.h"
 #include "common/status_macros.h"
 #include "schedule/generator.h"
@@ -48,6 +49,7 @@
 #include "schedule/step_unrolling.h"
 #include "tests/support/temp_dir.h"
 #include "worker/harness/pipeline_job.h"
+#include "worker/runtime/cpu_priority.h"
 #include "worker/standalone/standalone.h"
 
 namespace chimera::worker {
@@ -61,6 +63,7 @@ using bench::FiguresOf;
 using bench::ForEachMeasuredOp;
 using bench::HarnessJob;
 using bench::kRunDeadline;
+using bench::OpClock;
 using bench::StepFigures;
 
 using Flags = bench::RunFlags;
@@ -93,7 +96,7 @@ class MeanCosts {
   std::map<std::pair<int, schedule::OpKind>, std::pair<double, int>> costs_;
 };
 
-// Compute seconds (forward, backward and its halves) per measured step,
+// Compute CPU seconds (forward, backward and its halves) per measured step,
 // summed over ranks.
 double ComputeSecondsPerStep(const schedule::Schedule& schedule,
                              const PipelineMeasurements& measured, int warmup) {
@@ -102,7 +105,8 @@ double ComputeSecondsPerStep(const schedule::Schedule& schedule,
       schedule, measured, warmup,
       [&](size_t, const schedule::Instruction& inst, double seconds) {
         if (schedule::IsCompute(inst.op)) sum += seconds;
-      });
+      },
+      OpClock::kCpu);
   const size_t steps =
       measured.ranks.empty() ? 0 : measured.ranks[0].size() - warmup;
   return steps == 0 ? 0.0 : sum / steps;
@@ -115,15 +119,18 @@ struct ScheduleBound {
   double samples_per_second = 0;
 };
 
-// The most the schedule itself allows: its programs simulated (a repeating
-// schedule's step once the pipeline is full) on this machine's cores, shared by
-// the ranks, with each model stage's forward, backward (whole or in its halves)
-// and shard step and each rank's optimizer step as the pipelined ranks timed
-// them, scaled by what the one process computes in a step against what the
-// ranks computed together (ranks that outnumber the cores were timed while
-// waiting for one), and nothing else taking time: no transfers, no collectives.
-// Its samples/s, times the P-process scaling's share of the cores' count (what
-// the memory bus allows), is the bound; `cores_busy` the share of the cores its
+// The most the schedule itself allows: its programs simulated, steps back to
+// back as the run takes them (SimulateSteadyStep: a step may start on one
+// rank before another has finished the last), on this machine's cores,
+// shared by the ranks, with each model stage's forward, backward (whole or in
+// its halves) and shard step and each rank's optimizer step at the CPU time the
+// pipelined ranks spent on them (not their wall time, which holds the waits for
+// a core of ranks that outnumber the cores, and so depends on how the kernel
+// shared the cores), scaled by what the one process computes in a step against
+// what the ranks computed together (processes computing at once share the
+// memory bus), and nothing else taking time: no transfers, no collectives. Its
+// samples/s, times the P-process scaling's share of the cores' count (what the
+// memory bus allows), is the bound; `cores_busy` the share of the cores its
 // simulation keeps computing. nullopt for a recomputing job, whose backward
 // times hold a forward the simulator would add again.
 std::optional<ScheduleBound> ScheduleBoundAtMeasuredCosts(
@@ -152,7 +159,8 @@ std::optional<ScheduleBound> ScheduleBoundAtMeasuredCosts(
           costs.Add(model_stage, inst.op,
                     seconds * inst.num_parts / inst.micro_batches.size());
         }
-      });
+      },
+      OpClock::kCpu);
   if (recomputes) return std::nullopt;
   const int stages = topology.NumModelStages();
   schedule::CostModel model;
@@ -169,69 +177,61 @@ std::optional<ScheduleBound> ScheduleBoundAtMeasuredCosts(
   const int ranks = static_cast<int>(schedule.workers.size());
   model.node_of_rank.assign(ranks, 0);
   model.cores_per_node = cores;
-  const absl::StatusOr<schedule::SimulationResult> step =
-      schedule::SimulateStep(schedule, model);
-  if (!step.ok() || step->makespan <= 0) return std::nullopt;
-  double busy = 0;
-  for (const schedule::WorkerResult& worker : step->workers) {
-    busy += (1 - worker.bubble_ratio) * step->makespan;
-  }
+  const absl::StatusOr<schedule::SteadyStep> step =
+      schedule::SimulateSteadyStep(schedule, model);
+  if (!step.ok() || step->seconds <= 0) return std::nullopt;
   const int used_cores = std::min(ranks, cores);
-  return ScheduleBound{
-      busy / (used_cores * step->makespan),
-      scaling / used_cores * samples_per_step / step->makespan};
+  return ScheduleBound{(1 - step->bubble_ratio) * ranks / used_cores,
+                       scaling / used_cores * samples_per_step / step->seconds};
 }
 
-// Prints the job's table row; returns the per-op breakdown.
-absl::StatusOr<std::string> RunJob(const std::string& path,
-                                   const Flags& flags) {
-  // Data paths are relative to the current directory, as `chimera run`'s.
-  TaskSite site;
-  ASSIGN_OR_RETURN(site.roots, WorkerRootsFrom("", ""));
-  ASSIGN_OR_RETURN(const StandaloneRun run, LoadStandaloneJob(path, site));
+// Each rank's compute (forwards, backwards and updates) per measured step, in
+// CPU seconds.
+std::vector<double> ComputeSecondsOfEachRank(
+    const schedule::Schedule& schedule, const PipelineMeasurements& measured,
+    int warmup) {
+  std::vector<double> seconds(measured.ranks.size(), 0.0);
+  ForEachMeasuredOp(
+      schedule, measured, warmup,
+      [&](size_t rank, const schedule::Instruction& inst,
+          double measured_seconds) {
+        if (schedule::IsCompute(inst.op) || schedule::UpdatesWeights(inst.op)) {
+          seconds[rank] += measured_seconds;
+        }
+      },
+      OpClock::kCpu);
+  const size_t steps =
+      measured.ranks.empty() ? 0 : measured.ranks[0].size() - warmup;
+  for (double& rank_seconds : seconds)
+    rank_seconds /= std::max<size_t>(1, steps);
+  return seconds;
+}
+
+// What a pipeline run of one job is set against: the single process on the
+// whole model, and how P copies of it scale together.
+struct Yardsticks {
+  schedule::Schedule single_schedule;
+  PipelineMeasurements single;
+  double single_samples_per_second = 0;
+  double scaling = 0;
+};
+
+// Prints the table row of `pipelined`, a run of `run`'s pipeline, labelled
+// `label`.
+void PrintRow(const std::string& label, const StandaloneRun& run,
+              const PipelineMeasurements& pipelined, const Yardsticks& yard,
+              const Flags& flags) {
   const schedule::ScheduleParams& params = run.params;
   const int workers = static_cast<int>(run.schedule.workers.size());
-  const chimera::testing::TempDir scratch[3];
-  ASSIGN_OR_RETURN(
-      PipelineMeasurements pipelined,
-      harness::MeasurePipeline(
-          HarnessJob(run, run.schedule, flags.warmup + flags.steps),
-          scratch[0].path(), kRunDeadline));
-
-  // The whole model in one process: the same samples per step.
-  schedule::ScheduleParams single_params;
-  single_params.scheme = schedule::Scheme::kOneFOneB;
-  single_params.micro_batches = params.width * params.micro_batches;
-  ASSIGN_OR_RETURN(schedule::Schedule single_schedule,
-                   schedule::GenerateSchedule(single_params));
-  PipelineJob single_job =
-      HarnessJob(run, single_schedule, flags.warmup + flags.steps);
-  // Replicated stages run slices; the single process, whole micro-batches.
-  single_job.spec.micro_batch_size *=
-      run.schedule.topology.SlicesPerMicroBatch();
-  ASSIGN_OR_RETURN(single_job.spec.partition,
-                   Partition::Even(run.spec.model.num_layers, 1));
-  ASSIGN_OR_RETURN(
-      PipelineMeasurements single,
-      harness::MeasurePipeline(single_job, scratch[1].path(), kRunDeadline));
-
-  ASSIGN_OR_RETURN(PipelineMeasurements copies,
-                   harness::MeasureCopiesAtOnce(
-                       single_job, workers, scratch[2].path(), kRunDeadline));
-
   const StepFigures pipeline = FiguresOf(pipelined, flags.warmup);
-  const StepFigures one = FiguresOf(single, flags.warmup);
-  const double ideal =
-      std::min(workers, OnlineCores()) * one.samples_per_second;
-  const double scaling =
-      FiguresOf(copies, flags.warmup).samples_per_second /
-      one.samples_per_second;
-  const double achievable = scaling * one.samples_per_second;
+  const double one = yard.single_samples_per_second;
+  const double ideal = std::min(workers, OnlineCores()) * one;
+  const double achievable = yard.scaling * one;
   const std::optional<ScheduleBound> bound = ScheduleBoundAtMeasuredCosts(
       run.schedule, pipelined, flags.warmup,
-      ComputeSecondsPerStep(single_schedule, single, flags.warmup),
+      ComputeSecondsPerStep(yard.single_schedule, yard.single, flags.warmup),
       pipeline.samples_per_second * pipeline.step_seconds, OnlineCores(),
-      scaling);
+      yard.scaling);
   const std::string bound_columns =
       bound ? absl::StrFormat(
                   "%.2f | %.2f | %.0f%%", bound->cores_busy,
@@ -241,15 +241,79 @@ absl::StatusOr<std::string> RunJob(const std::string& path,
   std::printf(
       "| %s | %s | %d | %d | %d | %.2f | %.3f | %.2f | %.2f | %.0f%% | %.2f | "
       "%.0f%% | %s |\n",
-      path.c_str(), schedule::SchemeName(params.scheme).c_str(), params.depth,
+      label.c_str(), schedule::SchemeName(params.scheme).c_str(), params.depth,
       params.micro_batches, workers, pipeline.samples_per_second,
-      pipeline.bubble_ratio, one.samples_per_second, ideal,
-      100 * pipeline.samples_per_second / ideal, scaling,
+      pipeline.bubble_ratio, one, ideal,
+      100 * pipeline.samples_per_second / ideal, yard.scaling,
       100 * pipeline.samples_per_second / achievable, bound_columns.c_str());
   std::fflush(stdout);
-  return Breakdown(path, run.schedule, pipelined, flags.warmup) +
-         Breakdown(absl::StrCat(path, " (single process)"), single_schedule,
-                   single, flags.warmup);
+}
+
+absl::StatusOr<Yardsticks> MeasureYardsticks(const StandaloneRun& run,
+                                             const Flags& flags) {
+  const chimera::testing::TempDir scratch[2];
+  Yardsticks yard;
+  // The whole model in one process: the same samples per step.
+  schedule::ScheduleParams single_params;
+  single_params.scheme = schedule::Scheme::kOneFOneB;
+  single_params.micro_batches = run.params.width * run.params.micro_batches;
+  ASSIGN_OR_RETURN(yard.single_schedule,
+                   schedule::GenerateSchedule(single_params));
+  PipelineJob single_job =
+      HarnessJob(run, yard.single_schedule, flags.warmup + flags.steps);
+  // Replicated stages run slices; the single process, whole micro-batches.
+  single_job.spec.micro_batch_size *=
+      run.schedule.topology.SlicesPerMicroBatch();
+  ASSIGN_OR_RETURN(single_job.spec.partition,
+                   Partition::Even(run.spec.model.num_layers, 1));
+  ASSIGN_OR_RETURN(
+      yard.single,
+      harness::MeasurePipeline(single_job, scratch[0].path(), kRunDeadline));
+  ASSIGN_OR_RETURN(
+      PipelineMeasurements copies,
+      harness::MeasureCopiesAtOnce(
+          single_job, static_cast<int>(run.schedule.workers.size()),
+          scratch[1].path(), kRunDeadline));
+  yard.single_samples_per_second =
+      FiguresOf(yard.single, flags.warmup).samples_per_second;
+  yard.scaling = FiguresOf(copies, flags.warmup).samples_per_second /
+                 yard.single_samples_per_second;
+  return yard;
+}
+
+// Prints the job's table row (and with --cpu-priorities a second one);
+// returns the per-op breakdown.
+absl::StatusOr<std::string> RunJob(const std::string& path, const Flags& flags,
+                                   bool cpu_priorities) {
+  // Data paths are relative to the current directory, as `chimera run`'s.
+  TaskSite site;
+  ASSIGN_OR_RETURN(site.roots, WorkerRootsFrom("", ""));
+  ASSIGN_OR_RETURN(const StandaloneRun run, LoadStandaloneJob(path, site));
+  PipelineJob job = HarnessJob(run, run.schedule, flags.warmup + flags.steps);
+  const chimera::testing::TempDir scratch[2];
+  ASSIGN_OR_RETURN(
+      PipelineMeasurements pipelined,
+      harness::MeasurePipeline(job, scratch[0].path(), kRunDeadline));
+  ASSIGN_OR_RETURN(const Yardsticks yard, MeasureYardsticks(run, flags));
+  PrintRow(path, run, pipelined, yard, flags);
+  std::string breakdown =
+      Breakdown(path, run.schedule, pipelined, flags.warmup) +
+      Breakdown(absl::StrCat(path, " (single process)"), yard.single_schedule,
+                yard.single, flags.warmup);
+  if (!cpu_priorities) return breakdown;
+
+  // Again, each rank yielding the cores as a planned task does, by its
+  // compute in the run above where a planned one goes by its prediction.
+  job.nice_increments = NiceIncrements(
+      ComputeSecondsOfEachRank(run.schedule, pipelined, flags.warmup),
+      /*threads_per_rank=*/1, OnlineCores());
+  const std::string label = absl::StrCat(
+      path, " (nice ", absl::StrJoin(job.nice_increments, ","), ")");
+  ASSIGN_OR_RETURN(
+      const PipelineMeasurements yielding,
+      harness::MeasurePipeline(job, scratch[1].path(), kRunDeadline));
+  PrintRow(label, run, yielding, yard, flags);
+  return breakdown + Breakdown(label, run.schedule, yielding, flags.warmup);
 }
 
 }  // namespace
@@ -260,6 +324,12 @@ int main(int argc, char** argv) {
   chimera::worker::Flags flags;
   CLI::App app{"Pipeline samples/s against one process on the whole model"};
   chimera::bench::AddRunFlags(app, flags);
+  bool cpu_priorities = false;
+  app.add_flag("--cpu-priorities", cpu_priorities,
+               "Run each job's pipeline a second time, each rank lowering its "
+               "CPU priority by its nice increment from the first run's "
+               "compute per rank (as a planned job's tasks do from their "
+               "plan's prediction), and print that as a second row");
   CLI11_PARSE(app, argc, argv);
   std::printf(
       "one single-threaded process per worker; %d measured steps after %d "
@@ -273,6 +343,6 @@ int main(int argc, char** argv) {
       "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
       flags.steps, flags.warmup, chimera::worker::OnlineCores());
   return chimera::bench::RunEveryJob(flags.jobs, [&](const std::string& job) {
-    return chimera::worker::RunJob(job, flags);
+    return chimera::worker::RunJob(job, flags, cpu_priorities);
   });
 }

@@ -10,12 +10,11 @@
 namespace chimera::schedule {
 namespace {
 
-absl::Status CheckRepeating(const Schedule& repeating, int steps) {
-  const Topology& topology = repeating.topology;
-  if (!topology.repeating || topology.steps != 1) {
+absl::Status CheckOneStep(const Schedule& schedule, int steps) {
+  const Topology& topology = schedule.topology;
+  if (topology.steps != 1) {
     return absl::InvalidArgumentError(
-        "only a repeating schedule (an asynchronous one as generated) "
-        "unrolls into steps");
+        "only a schedule of one step (as generated) unrolls into steps");
   }
   if (steps < 1) {
     return absl::InvalidArgumentError(
@@ -26,13 +25,14 @@ absl::Status CheckRepeating(const Schedule& repeating, int steps) {
     return absl::InvalidArgumentError(
         absl::StrCat(steps, " steps of ", n, " micro-batches are too many"));
   }
-  for (const WorkerProgram& worker : repeating.workers) {
+  const int lowest = topology.repeating ? -n : 0;
+  for (const WorkerProgram& worker : schedule.workers) {
     for (const Instruction& inst : worker.instructions) {
       for (int mb : inst.micro_batches) {
-        if (mb < -n || mb >= n || (mb < 0) != ActsOnPreviousStep(inst)) {
+        if (mb < lowest || mb >= n || (mb < 0) != ActsOnPreviousStep(inst)) {
           return absl::InvalidArgumentError(absl::StrCat(
               "rank ", worker.rank, ": ", DescribeInstruction(inst),
-              ": a repeating step's micro-batches lie in [-", n, ", ", n,
+              ": a step's micro-batches lie in [", lowest, ", ", n,
               "), all of one op in the same step"));
         }
       }
@@ -47,17 +47,17 @@ bool ActsOnPreviousStep(const Instruction& inst) {
   return !inst.micro_batches.empty() && inst.micro_batches[0] < 0;
 }
 
-absl::StatusOr<Schedule> UnrollSteps(const Schedule& repeating, int steps) {
-  if (absl::Status status = CheckRepeating(repeating, steps); !status.ok()) {
+absl::StatusOr<Schedule> UnrollSteps(const Schedule& schedule, int steps) {
+  if (absl::Status status = CheckOneStep(schedule, steps); !status.ok()) {
     return status;
   }
-  const int n = repeating.topology.micro_batches;
+  const int n = schedule.topology.micro_batches;
   Schedule out;
-  out.topology = repeating.topology;
+  out.topology = schedule.topology;
   out.topology.repeating = false;
   out.topology.steps = steps;
   out.topology.micro_batches = steps * n;
-  for (const WorkerProgram& worker : repeating.workers) {
+  for (const WorkerProgram& worker : schedule.workers) {
     WorkerProgram& unrolled = out.workers.emplace_back();
     unrolled.rank = worker.rank;
     unrolled.stages = worker.stages;
@@ -75,10 +75,10 @@ absl::StatusOr<Schedule> UnrollSteps(const Schedule& repeating, int steps) {
   return out;
 }
 
-absl::StatusOr<SteadyStep> SimulateSteadyStep(const Schedule& repeating,
+absl::StatusOr<SteadyStep> SimulateSteadyStep(const Schedule& schedule,
                                               const CostModel& costs) {
-  ASSIGN_OR_RETURN(const Schedule two, UnrollSteps(repeating, 2));
-  ASSIGN_OR_RETURN(const Schedule three, UnrollSteps(repeating, 3));
+  ASSIGN_OR_RETURN(const Schedule two, UnrollSteps(schedule, 2));
+  ASSIGN_OR_RETURN(const Schedule three, UnrollSteps(schedule, 3));
   ASSIGN_OR_RETURN(const SimulationResult shorter, Simulate(two, costs));
   ASSIGN_OR_RETURN(const SimulationResult longer, Simulate(three, costs));
   SteadyStep step;

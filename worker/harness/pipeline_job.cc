@@ -16,6 +16,7 @@
 #include "worker/harness/training_record.h"
 #include "worker/runtime/checkpoint.h"
 #include "worker/runtime/compute_threads.h"
+#include "worker/runtime/cpu_priority.h"
 #include "worker/runtime/gradient_sync.h"
 #include "worker/runtime/host_memory.h"
 
@@ -55,6 +56,9 @@ absl::Status RunRank(const PipelineJob& job, int rank, Communicator* comm,
                      const std::string& metrics_path) {
   LimitComputeThreads(1);
   RetainFreedHostMemory();
+  if (static_cast<size_t>(rank) < job.nice_increments.size()) {
+    RETURN_IF_ERROR(LowerCpuPriority(job.nice_increments[rank]));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data,
                    DataSource::Open(job.spec.data));
   ASSIGN_OR_RETURN(

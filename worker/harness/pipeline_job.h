@@ -48,6 +48,10 @@ struct PipelineJob {
   // run steps [first_step, spec.max_steps).
   std::string checkpoint_root;
   int64_t first_step = 0;
+  // When set, rank r lowers its CPU priority by nice_increments[r]
+  // (LowerCpuPriority) before it starts, as the task of a planned job does
+  // by spec.nice_increment; spec.nice_increment itself is ignored here.
+  std::vector<int> nice_increments;
 };
 
 // The base every forked-pipeline test and benchmark adjusts: `model`

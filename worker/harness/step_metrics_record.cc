@@ -11,7 +11,7 @@ namespace chimera::worker::harness {
 // Layout: one line per step,
 //   step step_seconds busy bubble recv_wait allreduce_wait has_loss loss
 //   samples tokens memory_current memory_peak peak_stashed weights gradients
-//   optimizer ops op_seconds...
+//   optimizer ops op_seconds... op_cpu_seconds...
 // with doubles written at full precision.
 
 std::string RankMetricsPath(const std::string& dir, int rank) {
@@ -31,6 +31,9 @@ absl::Status WriteStepMetrics(const std::string& path,
         << m.weights_bytes << ' ' << m.gradients_bytes << ' '
         << m.optimizer_bytes << ' ' << m.op_seconds.size();
     for (double seconds : m.op_seconds) out << ' ' << seconds;
+    for (size_t i = 0; i < m.op_seconds.size(); ++i) {
+      out << ' ' << (i < m.op_cpu_seconds.size() ? m.op_cpu_seconds[i] : 0.0);
+    }
     out << '\n';
   }
   out.close();
@@ -55,6 +58,8 @@ absl::StatusOr<std::vector<StepMetrics>> ReadStepMetrics(
         m.gradients_bytes >> m.optimizer_bytes >> ops;
     m.op_seconds.resize(ops);
     for (double& seconds : m.op_seconds) fields >> seconds;
+    m.op_cpu_seconds.resize(ops);
+    for (double& seconds : m.op_cpu_seconds) fields >> seconds;
     if (!fields) {
       return absl::DataLossError(
           absl::StrCat(path, ": line ", steps.size(), " is truncated"));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <optional>
 #include <string>
 #include <utility>
@@ -63,6 +64,12 @@ absl::StatusOr<at::Tensor> TakeTensor(std::map<SliceKey, at::Tensor>& box,
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
+}
+
+double ThreadCpuSeconds() {
+  timespec now{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * now.tv_nsec;
 }
 
 // A receive that timed out names its sender first: the sender stopped, hung
@@ -745,6 +752,7 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunPass(int64_t step, Pass pass) {
   StepMetrics metrics;
   metrics.step = step;
   metrics.op_seconds.reserve(program_.instructions.size());
+  metrics.op_cpu_seconds.reserve(program_.instructions.size());
   metrics.op_start_seconds.reserve(program_.instructions.size());
   metrics.start_unix_seconds =
       std::chrono::duration<double>(
@@ -756,6 +764,7 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunPass(int64_t step, Pass pass) {
     if (Skips(inst, pass)) {
       metrics.op_start_seconds.push_back(SecondsSince(step_start));
       metrics.op_seconds.push_back(0.0);
+      metrics.op_cpu_seconds.push_back(0.0);
       continue;
     }
     if (position_ != nullptr) {
@@ -763,6 +772,7 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunPass(int64_t step, Pass pass) {
     }
     if (schedule::UpdatesWeights(inst.op)) WaitForPendingRead();
     const auto op_start = std::chrono::steady_clock::now();
+    const double op_cpu_start = ThreadCpuSeconds();
     absl::Status status;
     try {
       status = RunOp(inst, run_step, step, metrics);
@@ -786,6 +796,7 @@ absl::StatusOr<StepMetrics> ProgramExecutor::RunPass(int64_t step, Pass pass) {
     metrics.op_start_seconds.push_back(
         std::chrono::duration<double>(op_start - step_start).count());
     metrics.op_seconds.push_back(seconds);
+    metrics.op_cpu_seconds.push_back(ThreadCpuSeconds() - op_cpu_start);
     metrics.seconds_by_op.Add(inst.op, seconds);
     if (busy) metrics.busy_seconds += seconds;
   }

@@ -44,6 +44,11 @@ struct StepMetrics {
   // summed by kind.
   std::vector<double> op_seconds;
   SecondsByOp seconds_by_op;
+  // CPU time of each instruction on the thread that ran it, in program
+  // order: with one compute thread, an op's work without the time it waited
+  // for a core where ranks outnumber the cores (bench/throughput_benchmark
+  // costs the schedule's bound by it).
+  std::vector<double> op_cpu_seconds;
   // When each instruction began, in seconds after the step began (so it
   // ended op_seconds[i] later), and when the step began as Unix time in
   // seconds: the system clock, so that ranks in different processes line up.

@@ -27,6 +27,7 @@
 #include "worker/runtime/checkpoint.h"
 #include "worker/runtime/checkpoint_writer.h"
 #include "worker/runtime/compute_threads.h"
+#include "worker/runtime/cpu_priority.h"
 #include "worker/runtime/data_source.h"
 #include "worker/runtime/device_memory.h"
 #include "worker/runtime/gradient_sync.h"
@@ -314,12 +315,26 @@ class StepCheckpoints {
   CheckpointWriter writer_;
 };
 
+// Lowers this task's CPU priority by `increment` (cpu_priority.h), saying so;
+// a task that cannot still runs, only slower where its host is contended.
+void YieldCoresToBusierRanks(int increment) {
+  if (increment <= 0) return;
+  if (const absl::Status lowered = LowerCpuPriority(increment); !lowered.ok()) {
+    CHIMERA_LOG(WARNING) << lowered.message();
+    return;
+  }
+  CHIMERA_LOG(INFO) << "nice +" << increment
+                    << ": this rank computes less than its host's busiest "
+                       "rank of the job, whose cores its ranks outnumber";
+}
+
 }  // namespace
 
 absl::Status RunTask(const TaskRunOptions& options, TaskObserver& observer) {
   const TaskSpec& spec = options.spec;
   LimitComputeThreads(spec.threads);
   RetainFreedHostMemory();
+  YieldCoresToBusierRanks(spec.nice_increment);
   // Before the rendezvous: the other ranks need not wait to learn this.
   RETURN_IF_ERROR(CheckDeviceUsable(spec.device));
   ASSIGN_OR_RETURN(Started started, Rendezvous(options, observer));

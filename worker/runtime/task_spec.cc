@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "schedule/params_proto.h"
 #include "schedule/program.h"
+#include "worker/runtime/cpu_priority.h"
 
 namespace chimera::worker {
 namespace {
@@ -182,27 +183,57 @@ absl::StatusOr<WorkerRoots> WorkerRootsFrom(absl::string_view data_root,
   return roots;
 }
 
+namespace {
+
+int HostCores() {
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+}  // namespace
+
 int ThreadsPerWorker(const chimera::v1::ResourceSpec& resources,
                      int workers_on_host) {
-  const int cores =
-      std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int cores = HostCores();
   if (resources.threads_per_worker() == 0) {
     return std::max(1, cores / std::max(1, workers_on_host));
   }
   return std::clamp(resources.threads_per_worker(), 1, cores);
 }
 
-int WorkersSharingHost(const chimera::v1::Plan& plan, int rank, int world) {
+std::vector<int> RanksSharingHost(const chimera::v1::Plan& plan, int rank,
+                                  int world) {
   const auto& placement = plan.placement();
   const auto own = std::find_if(
       placement.begin(), placement.end(),
       [rank](const chimera::v1::Placement& p) { return p.rank() == rank; });
-  if (own == placement.end()) return world;
-  return static_cast<int>(
-      std::count_if(placement.begin(), placement.end(),
-                    [node = own->node()](const chimera::v1::Placement& p) {
-                      return p.node() == node;
-                    }));
+  std::vector<int> ranks;
+  if (own == placement.end()) {
+    for (int r = 0; r < world; ++r) ranks.push_back(r);
+    return ranks;
+  }
+  for (const chimera::v1::Placement& p : placement) {
+    if (p.node() == own->node()) ranks.push_back(p.rank());
+  }
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
+}
+
+int WorkersSharingHost(const chimera::v1::Plan& plan, int rank, int world) {
+  return static_cast<int>(RanksSharingHost(plan, rank, world).size());
+}
+
+int NiceIncrementOf(const chimera::v1::Plan& plan, int rank, int world,
+                    int threads, int cores) {
+  const auto& bubbles = plan.prediction().rank_bubble_ratios();
+  const std::vector<int> ranks = RanksSharingHost(plan, rank, world);
+  std::vector<double> busy;
+  for (const int r : ranks) {
+    if (r < 0 || r >= bubbles.size()) return 0;
+    busy.push_back(1 - bubbles[r]);
+  }
+  const std::vector<int> increments = NiceIncrements(busy, threads, cores);
+  const auto own = std::find(ranks.begin(), ranks.end(), rank);
+  return own == ranks.end() ? 0 : increments[own - ranks.begin()];
 }
 
 absl::StatusOr<TaskSpec> TaskSpecFor(const chimera::v1::TrainJob& job,
@@ -225,9 +256,11 @@ absl::StatusOr<TaskSpec> TaskSpecFor(const chimera::v1::TrainJob& job,
   ReadData(spec.data(), task, errors);
   ReadPaths(spec, site.roots, job_id, task, errors);
   task.device = ReadDevice(spec.resources(), site.gpu_index, errors);
-  task.threads = ThreadsPerWorker(
-      spec.resources(),
-      WorkersSharingHost(plan, rank, schedule::WorkerCount(*params)));
+  const int world = schedule::WorkerCount(*params);
+  task.threads =
+      ThreadsPerWorker(spec.resources(), WorkersSharingHost(plan, rank, world));
+  task.nice_increment =
+      NiceIncrementOf(plan, rank, world, task.threads, HostCores());
   task.timeouts = Timeouts::Every(site.timeout);
   if (!errors.empty()) return errors.ToStatus();
   return task;

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -100,6 +101,9 @@ struct TaskSpec {
   // Compute threads of the task's rank: LibTorch's pools and the BLAS's
   // (ThreadsPerWorker).
   int threads = 1;
+  // How much lower than its host's busiest rank of the job this rank runs
+  // where they outnumber the host's cores (NiceIncrementOf, cpu_priority.h).
+  int nice_increment = 0;
   CheckpointSpec checkpoints;
   Timeouts timeouts;
 
@@ -136,10 +140,21 @@ inline constexpr bool kWorkerHasGpuRuntime = false;
 int ThreadsPerWorker(const chimera::v1::ResourceSpec& resources,
                      int workers_on_host);
 
-// The ranks of `plan` placed on the node of `rank`, itself included; all
-// `world` ranks when the plan places none (a standalone job, whose ranks are
-// taken to share one host).
+// The ranks of `plan` placed on the node of `rank`, itself included, in
+// increasing order; all `world` ranks when the plan places none (a
+// standalone job, whose ranks are taken to share one host).
+std::vector<int> RanksSharingHost(const chimera::v1::Plan& plan, int rank,
+                                  int world);
+// How many: RanksSharingHost(...).size().
 int WorkersSharingHost(const chimera::v1::Plan& plan, int rank, int world);
+
+// The nice increment of `rank`'s task (NiceIncrements) among the ranks
+// sharing its host, each with `threads` compute threads on the host's
+// `cores`, from the busy share of each (1 - its predicted bubble ratio,
+// plan.prediction.rank_bubble_ratios): 0 for a plan without that
+// prediction (a standalone job's).
+int NiceIncrementOf(const chimera::v1::Plan& plan, int rank, int world,
+                    int threads, int cores);
 
 // Where a task runs on this worker.
 struct TaskSite {

@@ -89,6 +89,15 @@ TEST(ProgramExecutorTest, OneWorkerTrainsWithoutACommunicator) {
   EXPECT_EQ(first.tokens, 6 * config.seq_length);
   EXPECT_EQ(first.peak_stashed_slices, 3) << "GPipe stashes all N first";
   EXPECT_EQ(first.op_seconds.size(), s.workers[0].instructions.size());
+  ASSERT_EQ(first.op_cpu_seconds.size(), first.op_seconds.size());
+  double cpu_seconds = 0;
+  for (size_t i = 0; i < first.op_seconds.size(); ++i) {
+    // One compute thread: an op's CPU time is at most its wall time.
+    EXPECT_LE(first.op_cpu_seconds[i], first.op_seconds[i] + 1e-3)
+        << "op " << i;
+    cpu_seconds += first.op_cpu_seconds[i];
+  }
+  EXPECT_GT(cpu_seconds, 0);
   EXPECT_NEAR(first.bubble_seconds, first.step_seconds - first.busy_seconds,
               1e-12);
   // The same step again, after one update, fits its samples better.

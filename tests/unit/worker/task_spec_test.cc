@@ -8,6 +8,9 @@
 
 #include <filesystem>
 #include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "tests/support/path_swapper.h"
@@ -71,6 +74,35 @@ TEST(TaskSpecTest, WorkersSharingAHostAreTheRanksPlacedOnItsNode) {
   EXPECT_EQ(WorkersSharingHost(plan, 2, 4), 1);
   // A standalone plan places nobody: all its ranks share the host.
   EXPECT_EQ(WorkersSharingHost(chimera::v1::Plan(), 1, 4), 4);
+}
+
+// ZB-H1 at D = 4 with the head on rank 3, the first three ranks on one
+// two-core host: the head's rank keeps its priority, the others yield by
+// their predicted busy share (1 - bubble) against the busiest of their host,
+// whichever rank elsewhere computes more. Rank 3, alone on its node, has
+// nobody to yield to.
+TEST(TaskSpecTest, RanksThatComputeLessThanTheirHostsBusiestYieldItTheCores) {
+  chimera::v1::Plan plan;
+  for (const auto& [rank, node, bubble] :
+       std::vector<std::tuple<int, int, double>>{
+           {0, 0, 0.8}, {1, 0, 0.2}, {2, 0, 0.84}, {3, 1, 0.0}}) {
+    chimera::v1::Placement* placed = plan.add_placement();
+    placed->set_rank(rank);
+    placed->set_node(node);
+    plan.mutable_prediction()->add_rank_bubble_ratios(bubble);
+  }
+  EXPECT_EQ(NiceIncrementOf(plan, 0, 4, /*threads=*/1, /*cores=*/2), 6);
+  EXPECT_EQ(NiceIncrementOf(plan, 1, 4, 1, 2), 0);
+  EXPECT_EQ(NiceIncrementOf(plan, 2, 4, 1, 2), 7);
+  EXPECT_EQ(NiceIncrementOf(plan, 3, 4, 1, 2), 0);
+  // Where the host has a core for every rank's threads, nobody yields.
+  EXPECT_EQ(NiceIncrementOf(plan, 0, 4, 1, 3), 0);
+  EXPECT_EQ(NiceIncrementOf(plan, 0, 4, 2, 6), 0);
+  EXPECT_EQ(NiceIncrementOf(plan, 0, 4, 2, 5), 6);
+  // A plan without predictions (a standalone job's) changes nothing.
+  chimera::v1::Plan unpredicted = plan;
+  unpredicted.clear_prediction();
+  EXPECT_EQ(NiceIncrementOf(unpredicted, 0, 4, 1, 2), 0);
 }
 
 // A plan whose stages leave a block out is refused at the process

@@ -10,21 +10,26 @@
 // and the BLAS's own threads (LimitComputeThreads).
 //
 //   throughput_benchmark --job examples/bench/bert-chimera-d2.yaml
-//       [--job ...] [--steps 3] [--warmup 1]
+//       [--job ...] [--steps 3] [--warmup 1] [--cpu-priorities]
 //
 // samples/s of a run: samples of the measured steps over the sum of their
 // step times, a step lasting as long as its slowest rank.
 //
 // P cores do not always give P times one core: processes computing at once
 // share the memory bus and caches (and vCPUs may be hyperthreads of one
-// core). So it also runs P copies of that single process at once and
-// reports how many times one copy's samples/s they reach together
-// ("P-process scaling"), and the pipeline against that achievable
-// throughput (scaling x single). The schedule's own bound is below that by
-// the time its order leaves the cores idle (ScheduleBoundAtMeasuredCosts:
-// the programs simulated on this machine's cores at the op times the run
-// measured, communication free); the pipeline is set against that bound
-// too. A benchmark: it prints a markdown table
+// core). So it also runs min(P, cores) copies of that single process at once
+// (no more compute at once however many ranks share the cores; more copies
+// would measure what time-slicing them costs, which the pipeline's ranks,
+// waiting for each other much of a step, do not pay alike) and reports how
+// many times one copy's samples/s they reach together ("scaling"), and the
+// pipeline against that achievable throughput (scaling x single). The
+// schedule's own bound is below that by the time its order leaves the cores
+// idle (ScheduleBoundAtMeasuredCosts: the programs simulated, steps back to
+// back, on this machine's cores at the CPU time each op took in the run,
+// communication free); the pipeline is set against that bound too. Where ranks
+// outnumber the cores, --cpu-priorities runs the pipeline again with each rank
+// yielding the cores to the busier ones (cpu_priority.h), as the tasks of a
+// planned job do. A benchmark: it prints a markdown table
 // (docs/runtime-measurements.md), never passes or fails on time, and exits 1
 // only when a job cannot be run.
 #include <unistd.h>
@@ -129,8 +134,8 @@ struct ScheduleBound {
 // shared the cores), scaled by what the one process computes in a step against
 // what the ranks computed together (processes computing at once share the
 // memory bus), and nothing else taking time: no transfers, no collectives. Its
-// samples/s, times the P-process scaling's share of the cores' count (what the
-// memory bus allows), is the bound; `cores_busy` the share of the cores its
+// samples/s, times the scaling's share of the cores used (what the memory bus
+// allows), is the bound; `cores_busy` the share of the cores its
 // simulation keeps computing. nullopt for a recomputing job, whose backward
 // times hold a forward the simulator would add again.
 std::optional<ScheduleBound> ScheduleBoundAtMeasuredCosts(
@@ -208,7 +213,7 @@ std::vector<double> ComputeSecondsOfEachRank(
 }
 
 // What a pipeline run of one job is set against: the single process on the
-// whole model, and how P copies of it scale together.
+// whole model, and how min(P, cores) copies of it scale together.
 struct Yardsticks {
   schedule::Schedule single_schedule;
   PipelineMeasurements single;
@@ -269,11 +274,12 @@ absl::StatusOr<Yardsticks> MeasureYardsticks(const StandaloneRun& run,
   ASSIGN_OR_RETURN(
       yard.single,
       harness::MeasurePipeline(single_job, scratch[0].path(), kRunDeadline));
-  ASSIGN_OR_RETURN(
-      PipelineMeasurements copies,
-      harness::MeasureCopiesAtOnce(
-          single_job, static_cast<int>(run.schedule.workers.size()),
-          scratch[1].path(), kRunDeadline));
+  ASSIGN_OR_RETURN(PipelineMeasurements copies,
+                   harness::MeasureCopiesAtOnce(
+                       single_job,
+                       std::min(static_cast<int>(run.schedule.workers.size()),
+                                OnlineCores()),
+                       scratch[1].path(), kRunDeadline));
   yard.single_samples_per_second =
       FiguresOf(yard.single, flags.warmup).samples_per_second;
   yard.scaling = FiguresOf(copies, flags.warmup).samples_per_second /
@@ -307,6 +313,10 @@ absl::StatusOr<std::string> RunJob(const std::string& path, const Flags& flags,
   job.nice_increments = NiceIncrements(
       ComputeSecondsOfEachRank(run.schedule, pipelined, flags.warmup),
       /*threads_per_rank=*/1, OnlineCores());
+  if (std::all_of(job.nice_increments.begin(), job.nice_increments.end(),
+                  [](int increment) { return increment == 0; })) {
+    return breakdown;  // the run above is already what a planned job runs
+  }
   const std::string label = absl::StrCat(
       path, " (nice ", absl::StrJoin(job.nice_increments, ","), ")");
   ASSIGN_OR_RETURN(
@@ -329,15 +339,16 @@ int main(int argc, char** argv) {
                "Run each job's pipeline a second time, each rank lowering its "
                "CPU priority by its nice increment from the first run's "
                "compute per rank (as a planned job's tasks do from their "
-               "plan's prediction), and print that as a second row");
+               "plan's prediction), and print that as a second row; not "
+               "where no rank yields (every rank has a core, or their "
+               "compute is even)");
   CLI11_PARSE(app, argc, argv);
   std::printf(
       "one single-threaded process per worker; %d measured steps after %d "
       "warm-up; %d cores\n\n"
       "| job | scheme | D | N | P | pipelined samples/s | pipelined bubble | "
       "single-process samples/s | ideal (min(P, cores) x single) | of ideal | "
-      "P-process "
-      "scaling | "
+      "scaling (min(P, cores) copies) | "
       "of achievable (scaling x single) | cores busy in the schedule's bound | "
       "schedule's bound samples/s | of bound |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",

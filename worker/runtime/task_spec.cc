@@ -259,8 +259,10 @@ absl::StatusOr<TaskSpec> TaskSpecFor(const chimera::v1::TrainJob& job,
   const int world = schedule::WorkerCount(*params);
   task.threads =
       ThreadsPerWorker(spec.resources(), WorkersSharingHost(plan, rank, world));
-  task.nice_increment =
-      NiceIncrementOf(plan, rank, world, task.threads, HostCores());
+  // A GPU rank's work is its device's: its threads only feed it.
+  task.nice_increment = task.gpu() ? 0
+                                   : NiceIncrementOf(plan, rank, world,
+                                                     task.threads, HostCores());
   task.timeouts = Timeouts::Every(site.timeout);
   if (!errors.empty()) return errors.ToStatus();
   return task;

@@ -101,8 +101,9 @@ struct TaskSpec {
   // Compute threads of the task's rank: LibTorch's pools and the BLAS's
   // (ThreadsPerWorker).
   int threads = 1;
-  // How much lower than its host's busiest rank of the job this rank runs
-  // where they outnumber the host's cores (NiceIncrementOf, cpu_priority.h).
+  // How much lower than its host's busiest rank of the job this CPU rank
+  // runs where they outnumber the host's cores (NiceIncrementOf,
+  // cpu_priority.h); 0 for a GPU rank.
   int nice_increment = 0;
   CheckpointSpec checkpoints;
   Timeouts timeouts;

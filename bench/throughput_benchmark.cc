@@ -38,6 +38,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <utility>
@@ -101,20 +102,35 @@ class MeanCosts {
   std::map<std::pair<int, schedule::OpKind>, std::pair<double, int>> costs_;
 };
 
-// Compute CPU seconds (forward, backward and its halves) per measured step,
-// summed over ranks.
-double ComputeSecondsPerStep(const schedule::Schedule& schedule,
-                             const PipelineMeasurements& measured, int warmup) {
-  double sum = 0;
+// Each rank's compute (forwards, backwards and updates) per measured step, in
+// CPU seconds.
+std::vector<double> ComputeSecondsOfEachRank(
+    const schedule::Schedule& schedule, const PipelineMeasurements& measured,
+    int warmup) {
+  std::vector<double> seconds(measured.ranks.size(), 0.0);
   ForEachMeasuredOp(
       schedule, measured, warmup,
-      [&](size_t, const schedule::Instruction& inst, double seconds) {
-        if (schedule::IsCompute(inst.op)) sum += seconds;
+      [&](size_t rank, const schedule::Instruction& inst,
+          double measured_seconds) {
+        if (schedule::IsCompute(inst.op) || schedule::UpdatesWeights(inst.op)) {
+          seconds[rank] += measured_seconds;
+        }
       },
       OpClock::kCpu);
   const size_t steps =
       measured.ranks.empty() ? 0 : measured.ranks[0].size() - warmup;
-  return steps == 0 ? 0.0 : sum / steps;
+  for (double& rank_seconds : seconds) {
+    rank_seconds /= std::max<size_t>(1, steps);
+  }
+  return seconds;
+}
+
+// The ranks' compute together per measured step, in CPU seconds.
+double ComputeSecondsPerStep(const schedule::Schedule& schedule,
+                             const PipelineMeasurements& measured, int warmup) {
+  const std::vector<double> ranks =
+      ComputeSecondsOfEachRank(schedule, measured, warmup);
+  return std::accumulate(ranks.begin(), ranks.end(), 0.0);
 }
 
 // The schedule's bound: its samples/s, and the share of the cores it keeps
@@ -188,28 +204,6 @@ std::optional<ScheduleBound> ScheduleBoundAtMeasuredCosts(
   const int used_cores = std::min(ranks, cores);
   return ScheduleBound{(1 - step->bubble_ratio) * ranks / used_cores,
                        scaling / used_cores * samples_per_step / step->seconds};
-}
-
-// Each rank's compute (forwards, backwards and updates) per measured step, in
-// CPU seconds.
-std::vector<double> ComputeSecondsOfEachRank(
-    const schedule::Schedule& schedule, const PipelineMeasurements& measured,
-    int warmup) {
-  std::vector<double> seconds(measured.ranks.size(), 0.0);
-  ForEachMeasuredOp(
-      schedule, measured, warmup,
-      [&](size_t rank, const schedule::Instruction& inst,
-          double measured_seconds) {
-        if (schedule::IsCompute(inst.op) || schedule::UpdatesWeights(inst.op)) {
-          seconds[rank] += measured_seconds;
-        }
-      },
-      OpClock::kCpu);
-  const size_t steps =
-      measured.ranks.empty() ? 0 : measured.ranks[0].size() - warmup;
-  for (double& rank_seconds : seconds)
-    rank_seconds /= std::max<size_t>(1, steps);
-  return seconds;
 }
 
 // What a pipeline run of one job is set against: the single process on the

@@ -8,6 +8,9 @@
 //   forward and backward, and again a few runs later, over and over.
 // - messagePostSeconds: how long posting a Gloo send takes the sender, the
 //   receiver waiting for it, as a pipeline's sends are posted.
+// - messageReceiveSeconds: the CPU time a message costs both processes
+//   (every thread: Gloo's I/O threads, the kernel's work on their behalf,
+//   waking the receiver) beyond the sender's posting call.
 //
 // Both alone and on a loaded host (one busy process per core beside the
 // measured ones), where a rank of a local job with more ranks than cores
@@ -16,9 +19,10 @@
 //
 //   host_costs_benchmark [--runs 100] [--sleep-ms 5]
 //
-// A benchmark: it prints markdown tables and the cluster file's two fields;
+// A benchmark: it prints markdown tables and the cluster file's three fields;
 // it never passes or fails on time and exits 1 only when a run fails.
 #include <ATen/ATen.h>
+#include <time.h>
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
@@ -67,6 +71,12 @@ double Median(std::vector<double> values) {
   return values.empty() ? 0.0 : values[values.size() / 2];
 }
 
+double CpuSeconds(clockid_t clock) {
+  timespec now;
+  ::clock_gettime(clock, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * now.tv_nsec;
+}
+
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
@@ -112,9 +122,10 @@ absl::Status WakeUpProcess(const Flags& flags, const std::string& out) {
                      : absl::InternalError("cannot write " + out);
 }
 
-// One rank of the posting measurement: even ranks send to the next odd one,
-// which waits in its receive; a sender writes the median seconds its Send
-// call took to `out`.
+// One rank of the message measurement: even ranks send to the next odd one,
+// which waits in its receive. A sender writes to `out`.RANK the median
+// seconds its Send call took and its process's CPU seconds per message
+// outside those calls, a receiver its process's CPU seconds per message.
 absl::Status PostingRank(int rank, int world_size, TcpRendezvous& rendezvous,
                          const Flags& flags, const std::string& out) {
   LimitComputeThreads(1);
@@ -128,6 +139,8 @@ absl::Status PostingRank(int rank, int world_size, TcpRendezvous& rendezvous,
   const bool sender = rank % 2 == 0;
   const int peer = sender ? rank + 1 : rank - 1;
   std::vector<double> posting;
+  double posting_cpu = 0;
+  const double process_cpu_start = CpuSeconds(CLOCK_PROCESS_CPUTIME_ID);
   for (int i = 0; i < flags.runs; ++i) {
     if (!sender) {
       ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op,
@@ -138,14 +151,20 @@ absl::Status PostingRank(int rank, int world_size, TcpRendezvous& rendezvous,
     // The receiver is asleep in its receive by now, as in a pipeline.
     std::this_thread::sleep_for(std::chrono::milliseconds(flags.sleep_ms));
     const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = CpuSeconds(CLOCK_THREAD_CPUTIME_ID);
     ASSIGN_OR_RETURN(std::unique_ptr<PendingOp> op,
                      comm->Send(tensor, peer, 0));
+    posting_cpu += CpuSeconds(CLOCK_THREAD_CPUTIME_ID) - cpu_start;
     posting.push_back(SecondsSince(start));
     RETURN_IF_ERROR(op->Wait(kOpTimeout));
   }
-  if (!sender) return absl::OkStatus();
-  std::ofstream(absl::StrCat(out, ".", rank)) << Median(posting) << "\n";
-  return absl::OkStatus();
+  const double process_cpu =
+      CpuSeconds(CLOCK_PROCESS_CPUTIME_ID) - process_cpu_start;
+  std::ofstream file(absl::StrCat(out, ".", rank));
+  if (sender) file << Median(posting) << "\n";
+  file << (process_cpu - posting_cpu) / flags.runs << "\n";
+  return file.good() ? absl::OkStatus()
+                     : absl::InternalError("cannot write " + out);
 }
 
 // Reads one number per line from each of `files`.
@@ -239,25 +258,35 @@ absl::StatusOr<double> MeasureWakeUp(Host host, const Flags& flags) {
   return middle_extra;
 }
 
-// The posting cost of one sender and its receiver on `host`.
-absl::StatusOr<double> MeasurePosting(Host host, const Flags& flags) {
+struct MessageCosts {
+  double posting = 0;
+  double receiving = 0;
+};
+
+// What a message costs one sender and its receiver on `host`: a table row.
+absl::StatusOr<MessageCosts> MeasureMessages(Host host, const Flags& flags) {
   const chimera::testing::TempDir dir;
   const std::string out = dir.path() + "/post";
+  const std::vector<std::string> results = {out + ".0", out + ".1"};
   RETURN_IF_ERROR(RunMeasurement(
-      2, host, {out + ".0"},
+      2, host, results,
       [&](int rank, TcpRendezvous& rendezvous) {
         return PostingRank(rank, 2, rendezvous, flags, out);
       },
       "posting"));
-  ASSIGN_OR_RETURN(const auto numbers, ReadNumbers({out + ".0"}));
-  std::printf("| %s | %.1f |\n", HostName(host), 1e6 * numbers[0][0]);
-  return numbers[0][0];
+  ASSIGN_OR_RETURN(const auto numbers, ReadNumbers(results));
+  if (numbers[0].size() < 2) return absl::DataLossError(out + ".0 is short");
+  const MessageCosts costs{numbers[0][0], numbers[0][1] + numbers[1][0]};
+  std::printf("| %s | %.1f | %.1f |\n", HostName(host), 1e6 * costs.posting,
+              1e6 * costs.receiving);
+  return costs;
 }
 
 // Prints `measure`'s rows alone and on a loaded host; returns the loaded
 // figure.
-absl::StatusOr<double> OnBothHosts(
-    absl::StatusOr<double> (*measure)(Host, const Flags&), const Flags& flags) {
+template <typename Figure>
+absl::StatusOr<Figure> OnBothHosts(
+    absl::StatusOr<Figure> (*measure)(Host, const Flags&), const Flags& flags) {
   RETURN_IF_ERROR(measure(Host::kAlone, flags).status());
   return measure(Host::kLoaded, flags);
 }
@@ -276,16 +305,19 @@ absl::Status Run(const Flags& flags) {
       static_cast<long long>(kHidden));
   ASSIGN_OR_RETURN(const double wake_up, OnBothHosts(MeasureWakeUp, flags));
   std::printf(
-      "\nPosting a Gloo send of %lld bytes on loopback, its receiver "
-      "waiting, median microseconds:\n\n"
-      "| host | posting cost |\n|---|---|\n",
+      "\nA Gloo send of %lld bytes on loopback, its receiver waiting, "
+      "microseconds: the sender's posting call (median), and the CPU time of "
+      "both processes per message beyond that call (mean):\n\n"
+      "| host | posting cost | receiving cost |\n|---|---|---|\n",
       static_cast<long long>(4 * kMessageFloats));
-  ASSIGN_OR_RETURN(const double posting, OnBothHosts(MeasurePosting, flags));
+  ASSIGN_OR_RETURN(const MessageCosts messages,
+                   OnBothHosts(MeasureMessages, flags));
   std::printf(
       "\nFor a cluster file whose CPU workers outnumber this host's cores "
       "(the loaded rows):\n  device: {wakeUpSeconds: %.1e, messagePostSeconds: "
-      "%.1e}\n",
-      std::max(0.0, wake_up), std::max(0.0, posting));
+      "%.1e, messageReceiveSeconds: %.1e}\n",
+      std::max(0.0, wake_up), std::max(0.0, messages.posting),
+      std::max(0.0, messages.receiving));
   return absl::OkStatus();
 }
 
@@ -296,8 +328,9 @@ int main(int argc, char** argv) {
   chimera::bench::RestartWithSingleThreadedPools(argv);
   chimera::worker::Flags flags;
   CLI::App app{
-      "What a CPU worker process loses after a sleep and pays to post a "
-      "message, for a cluster file's wakeUpSeconds and messagePostSeconds"};
+      "What a CPU worker process loses after a sleep and a message costs its "
+      "host, for a cluster file's wakeUpSeconds, messagePostSeconds and "
+      "messageReceiveSeconds"};
   app.add_option("--runs", flags.runs, "Timed runs per measurement")
       ->check(CLI::Range(10, 100000));
   app.add_option("--sleep-ms", flags.sleep_ms,

@@ -97,13 +97,15 @@ std::string OpSecondsLine(const std::string& label, int rank, double step,
 
 std::string Breakdown(const std::string& label,
                       const schedule::Schedule& schedule,
-                      const PipelineMeasurements& measured, int warmup) {
+                      const PipelineMeasurements& measured, int warmup,
+                      OpClock clock) {
   std::vector<std::map<std::string, double>> seconds(measured.ranks.size());
   ForEachMeasuredOp(
       schedule, measured, warmup,
       [&](size_t rank, const schedule::Instruction& inst, double op_seconds) {
         seconds[rank][schedule::OpName(inst.op)] += op_seconds;
-      });
+      },
+      clock);
   std::string text;
   for (size_t rank = 0; rank < measured.ranks.size(); ++rank) {
     const std::vector<StepMetrics>& steps = measured.ranks[rank];

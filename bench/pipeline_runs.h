@@ -102,11 +102,12 @@ void ForEachMeasuredOp(const schedule::Schedule& schedule,
   }
 }
 
-// One OpSecondsLine per rank, of the mean seconds per measured step.
+// One OpSecondsLine per rank, of the mean seconds per measured step on
+// `clock` (the step itself always on the wall clock).
 std::string Breakdown(const std::string& label,
                       const schedule::Schedule& schedule,
                       const worker::harness::PipelineMeasurements& measured,
-                      int warmup);
+                      int warmup, OpClock clock = OpClock::kWall);
 
 }  // namespace chimera::bench
 

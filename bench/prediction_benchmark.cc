@@ -135,7 +135,10 @@ absl::StatusOr<std::string> RunJob(const std::string& path,
   std::fflush(stdout);
   ASSIGN_OR_RETURN(const std::string predicted,
                    PredictedBreakdown(path, job, cluster, measured_profile));
-  return Breakdown(path, run.schedule, measured, flags.warmup) + predicted;
+  return Breakdown(path, run.schedule, measured, flags.warmup) +
+         Breakdown(path + " (CPU time)", run.schedule, measured, flags.warmup,
+                   OpClock::kCpu) +
+         predicted;
 }
 
 }  // namespace

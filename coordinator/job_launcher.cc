@@ -190,6 +190,8 @@ chimera::v1::Cluster JobLauncher::ClusterOf(
     spec->mutable_device()->set_wake_up_seconds(options_.cpu_wake_up_seconds);
     spec->mutable_device()->set_message_post_seconds(
         options_.cpu_message_post_seconds);
+    spec->mutable_device()->set_message_receive_seconds(
+        options_.cpu_message_receive_seconds);
   }
   *spec->mutable_links() = options_.links;
   return cluster;

@@ -43,11 +43,13 @@ inline constexpr double kDefaultLinkCollectiveLatencySeconds = 5e-5;
 chimera::v1::ClusterLinks DefaultLinks();
 
 // What the planner assumes a CPU worker process loses unless told
-// (chimera-coordinator --cpu-wake-up, --cpu-message-post): each compute op
-// after a wait for a message, and each message it posts, as
-// bench/host_costs_benchmark measured them on a 2-core machine.
+// (chimera-coordinator --cpu-wake-up, --cpu-message-post,
+// --cpu-message-receive): each compute op after a wait for a message, and
+// each message it posts and receives, as bench/host_costs_benchmark
+// measured them on a 2-core machine.
 inline constexpr double kDefaultCpuWakeUpSeconds = 2.5e-4;
 inline constexpr double kDefaultCpuMessagePostSeconds = 1e-4;
+inline constexpr double kDefaultCpuMessageReceiveSeconds = 3e-4;
 
 // Turns a plan's schedule parameters into the programs of every rank:
 // schedule::GenerateSchedule, or in tests one that breaks its output.
@@ -109,10 +111,12 @@ struct LaunchOptions {
   // other worker of the host computing at the same time (a cluster file's
   // coRunningSlowdown, docs/planner.md).
   double cpu_co_running_slowdown = 0;
-  // CPU workers: what a compute op after a wait loses, and what posting a
-  // message costs (a cluster file's wakeUpSeconds, messagePostSeconds).
+  // CPU workers: what a compute op after a wait loses, and what posting and
+  // receiving a message cost (a cluster file's wakeUpSeconds,
+  // messagePostSeconds, messageReceiveSeconds).
   double cpu_wake_up_seconds = kDefaultCpuWakeUpSeconds;
   double cpu_message_post_seconds = kDefaultCpuMessagePostSeconds;
+  double cpu_message_receive_seconds = kDefaultCpuMessageReceiveSeconds;
   // Told to workers: joining the store and every collective.
   absl::Duration collective_timeout = absl::Seconds(120);
   // Turns a started job's plan into every rank's program, which is then

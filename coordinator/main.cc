@@ -135,6 +135,13 @@ void AddPlanningFlags(CLI::App* app,
                   "(bench/host_costs_benchmark measures it)")
       ->check(chimera::kNonNegativeNumber)
       ->capture_default_str();
+  app->add_option("--cpu-message-receive",
+                  options->jobs.launch.cpu_message_receive_seconds,
+                  "Seconds of a core a message costs its CPU worker's host "
+                  "beyond posting it, charged where it is received, assumed "
+                  "when planning (bench/host_costs_benchmark measures it)")
+      ->check(chimera::kNonNegativeNumber)
+      ->capture_default_str();
 }
 
 // Who may call, over what, and where /metrics is served.

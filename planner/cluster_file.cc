@@ -58,6 +58,8 @@ FieldErrors ValidateCluster(const chimera::v1::Cluster& cluster) {
                    spec.device().wake_up_seconds());
   CheckNonNegative(&errors, "spec.device.messagePostSeconds",
                    spec.device().message_post_seconds());
+  CheckNonNegative(&errors, "spec.device.messageReceiveSeconds",
+                   spec.device().message_receive_seconds());
   CheckLink(&errors, "spec.links.intraNode", spec.links().intra_node());
   if (spec.nodes() > 1 || spec.links().has_inter_node()) {
     CheckLink(&errors, "spec.links.interNode", spec.links().inter_node());

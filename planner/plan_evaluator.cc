@@ -393,6 +393,7 @@ namespace {
 void ShareNodes(const chimera::v1::DeviceSpec& device, SimulationInputs& inputs) {
   inputs.costs.wake_up = device.wake_up_seconds();
   inputs.costs.message_post = device.message_post_seconds();
+  inputs.costs.message_receive = device.message_receive_seconds();
   const int cores_per_node = device.cores_per_node();
   if (cores_per_node <= 0 && device.co_running_slowdown() <= 0) return;
   const int simulated = static_cast<int>(inputs.program.workers.size());

@@ -165,6 +165,8 @@ class Simulation {
           from = *step.matched_send;
           waited = true;
         }
+        end =
+            CoreFreeAt(r, end, costs_.message_receive) + costs_.message_receive;
         break;
       }
       case OpKind::kOptimizerStep:
@@ -245,11 +247,14 @@ class Simulation {
   // When work of `rank` taking `cost`, ready at `timing.start`, ends: where
   // ranks share cores it starts once one is free (`timing.start` moves).
   double OnCore(int rank, double cost, InstructionTiming& timing) {
-    if (cores_) {
-      timing.start =
-          cores_->Reserve(costs_.node_of_rank[rank], timing.start, cost);
-    }
+    timing.start = CoreFreeAt(rank, timing.start, cost);
     return timing.start + cost;
+  }
+
+  // When work of `rank` taking `cost`, ready at `ready`, can start.
+  double CoreFreeAt(int rank, double ready, double cost) {
+    return cores_ ? cores_->Reserve(costs_.node_of_rank[rank], ready, cost)
+                  : ready;
   }
 
   // Stashes the forward's micro-batches; returns its cost.

@@ -14,7 +14,8 @@
 // halves likewise. A micro-batch's activations count from its forward to
 // its BACKWARD or BACKWARD_WEIGHT. A send is posted in `message_post` (none
 // by default) and arrives alpha + beta * bytes later; a receive waits for
-// the arrival, and a compute op after such a wait pays the wake-up cost.
+// the arrival, then takes `message_receive` (none by default), and a compute
+// op after such a wait pays the wake-up cost.
 // Where ranks share a node's cores, a compute op also waits for a core that
 // is free for its whole duration (handed out in the order ops are timed),
 // and where they share its caches and memory bus it runs longer for every
@@ -106,6 +107,9 @@ struct CostModel {
   // What posting a send or an allreduce's begin costs its rank (on a core,
   // where cores are shared) before the message leaves. 0: free.
   double message_post = 0.0;
+  // What a message costs its receiving rank once it has arrived (on a core,
+  // where cores are shared) before the receive completes. 0: free.
+  double message_receive = 0.0;
 };
 
 // The share of a step a worker spent not computing, 0 for an empty step.

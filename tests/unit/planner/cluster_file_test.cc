@@ -20,7 +20,7 @@ metadata: {name: test}
 spec:
   nodes: 2
   devicesPerNode: 8
-  device: {memoryBytes: 1000, peakFlops: 1.0e12, coresPerNode: 16, coRunningSlowdown: 0.25, wakeUpSeconds: 4.0e-4, messagePostSeconds: 6.0e-5}
+  device: {memoryBytes: 1000, peakFlops: 1.0e12, coresPerNode: 16, coRunningSlowdown: 0.25, wakeUpSeconds: 4.0e-4, messagePostSeconds: 6.0e-5, messageReceiveSeconds: 1.5e-4}
   links:
     intraNode: {latencySeconds: 1.0e-6, bandwidthBytesPerSecond: 1.0e11, collectiveLatencySeconds: 2.0e-6}
     interNode: {latencySeconds: 1.0e-5, bandwidthBytesPerSecond: 1.0e10}
@@ -49,6 +49,7 @@ TEST(ClusterFileTest, ParsesEveryField) {
   EXPECT_DOUBLE_EQ(cluster.spec().device().co_running_slowdown(), 0.25);
   EXPECT_DOUBLE_EQ(cluster.spec().device().wake_up_seconds(), 4e-4);
   EXPECT_DOUBLE_EQ(cluster.spec().device().message_post_seconds(), 6e-5);
+  EXPECT_DOUBLE_EQ(cluster.spec().device().message_receive_seconds(), 1.5e-4);
 }
 
 TEST(ClusterFileTest, ZeroBandwidthIsNamed) {
@@ -78,6 +79,9 @@ TEST(ClusterFileTest, NegativeOrInfiniteHostCostsAreNamed) {
   EXPECT_THAT(Paths(ParseWith("messagePostSeconds: 6.0e-5",
                               "messagePostSeconds: .inf")),
               ElementsAre("spec.device.messagePostSeconds"));
+  EXPECT_THAT(Paths(ParseWith("messageReceiveSeconds: 1.5e-4",
+                              "messageReceiveSeconds: -1.5e-4")),
+              ElementsAre("spec.device.messageReceiveSeconds"));
 }
 
 TEST(ClusterFileTest, SeveralNodesNeedAnInterNodeLink) {

@@ -224,6 +224,31 @@ TEST(SimulatorTest, PostingTakesACoreWhereRanksShareThem) {
   EXPECT_NEAR(Simulate(s, costs)->makespan, 12 + 4 * 0.5, 1e-9);
 }
 
+TEST(SimulatorTest, ReceivingAMessageDelaysItsReceiverOnly) {
+  const Schedule s = MustGenerate(Params(Scheme::kGpipe, 2, 1));
+  CostModel costs;
+  costs.message_receive = 0.5;
+  const SimulationResult r = *Simulate(s, costs);
+  // F, receive, F, B, receive, B.
+  EXPECT_NEAR(r.makespan, 1 + 0.5 + 1 + 2 + 0.5 + 2, 1e-9);
+  // Receiving is not compute.
+  EXPECT_NEAR(r.workers[1].busy, 3, 1e-9);
+  // The sender goes on at once: rank 0's forward ends at 1, and it waits
+  // for the gradient from there.
+  EXPECT_NEAR(r.workers[0].timings[0].end, 1, 1e-9);
+}
+
+TEST(SimulatorTest, ReceivingTakesACoreWhereRanksShareThem) {
+  // GPipe D=2, N=2 on one core: 12 of compute and four receives of 0.5,
+  // which can only run one after another.
+  const Schedule s = MustGenerate(Params(Scheme::kGpipe, 2, 2));
+  CostModel costs;
+  costs.message_receive = 0.5;
+  costs.node_of_rank = {0, 0};
+  costs.cores_per_node = 1;
+  EXPECT_NEAR(Simulate(s, costs)->makespan, 12 + 4 * 0.5, 1e-9);
+}
+
 TEST(SimulatorTest, EveryCoRunningOpIsStretchedByTheOverlapItEndsUpWith) {
   // Chimera D=4 on one node: ops overlap partly, and stretching them moves
   // the overlaps; the result must be self-consistent.

@@ -556,13 +556,24 @@ absl::Status JobManager::OnMetrics(
   RETURN_IF_ERROR(
       workers_->CheckIncarnation(report.worker_id(), report.incarnation()));
   absl::MutexLock lock(&mutex_);
+  RETURN_IF_ERROR(OnStepLocked(report, report.metrics(), response));
+  for (const chimera::v1::WorkerStepMetrics& later : report.later_metrics()) {
+    RETURN_IF_ERROR(OnStepLocked(report, later, response));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobManager::OnStepLocked(
+    const chimera::v1::ReportMetricsRequest& report,
+    const chimera::v1::WorkerStepMetrics& metrics,
+    chimera::v1::ReportMetricsResponse* response) {
   // 0: a worker that predates the field; rank and worker must still match.
   const std::optional<int> attempt = report.attempt() == 0
                                          ? std::nullopt
                                          : std::optional<int>(report.attempt());
   ASSIGN_OR_RETURN(JobRun* run, RunForLocked(report.job_id(), attempt,
                                            report.rank(), report.worker_id()));
-  const int step = report.metrics().step();
+  const int step = metrics.step();
   RETURN_IF_ERROR(run->CheckStep(step));
   run->Stepped(report.rank(), clock_.monotonic());
   const std::optional<TraceCollector::Step>& recorded = run->traces.complete();
@@ -570,13 +581,12 @@ absl::Status JobManager::OnMetrics(
     response->set_record_timeline(
         trace_waits_.WantsTimelines(report.job_id(), recorded));
   }
-  if (report.metrics().has_timeline() &&
+  if (metrics.has_timeline() &&
       trace_waits_.Wanted(report.job_id(), step, recorded) &&
-      run->traces.Add(step, report.rank(), report.metrics().timeline())) {
+      run->traces.Add(step, report.rank(), metrics.timeline())) {
     ++version_;  // Wakes the waiting TraceJob calls.
   }
-  std::optional<CompletedStep> done =
-      run->steps.Add(report.rank(), report.metrics());
+  std::optional<CompletedStep> done = run->steps.Add(report.rank(), metrics);
   if (!done) return absl::OkStatus();
   recoveries_.Trained(report.job_id(), clock_.monotonic());
   const std::vector<Straggler> stragglers = run->stragglers.Observe(*done);

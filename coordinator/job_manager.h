@@ -183,8 +183,8 @@ class JobManager {
 
   // A task's message beyond kMaxTaskMessageBytes is cut, at a character.
   absl::Status OnTaskState(const chimera::v1::ReportTaskStateRequest& report);
-  // Records a rank's step; `response` (optional) says whether the worker
-  // should send its timelines (someone traces the job).
+  // Records a rank's steps, in order; `response` (optional) says whether the
+  // worker should send its timelines (someone traces the job).
   absl::Status OnMetrics(
       const chimera::v1::ReportMetricsRequest& report,
       chimera::v1::ReportMetricsResponse* response = nullptr);
@@ -235,8 +235,11 @@ class JobManager {
                                const std::string& worker_id,
                                const RankEnd& end)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Rank 0 found the latest complete checkpoint at `first_step`: the job's
-  // progress and checkpoint are that step's, whatever it saw before.
+  // One step of a rank's report (OnMetrics takes each in order).
+  absl::Status OnStepLocked(const chimera::v1::ReportMetricsRequest& report,
+                            const chimera::v1::WorkerStepMetrics& metrics,
+                            chimera::v1::ReportMetricsResponse* response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Reports the ranks `found` straggling in `job`'s run; with
   // spec.runPolicy.replaceStragglers, ends the run without their workers
   // (like lost ones). Whether it ended.
@@ -244,6 +247,8 @@ class JobManager {
                                           const JobRun& run,
                                           const std::vector<Straggler>& found)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Rank 0 found the latest complete checkpoint at `first_step`: the job's
+  // progress and checkpoint are that step's, whatever it saw before.
   absl::Status RecordFirstStepLocked(const std::string& job_id,
                                      int first_step)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

@@ -15,6 +15,7 @@
 #include "schedule/program_proto.h"
 #include "worker/comm/shared_memory.h"
 #include "worker/daemon/local_devices.h"
+#include "worker/daemon/step_reports.h"
 #include "worker/daemon/task_exit.h"
 #include "worker/daemon/task_process.h"
 #include "worker/runtime/compute_threads.h"
@@ -178,7 +179,11 @@ class WorkerDaemon::Task {
         stop_sent = absl::Now();
       }
       if (absl::Now() - stop_sent > kStopGrace) process_->Signal(SIGKILL);
-      absl::StatusOr<std::string> line = process_->ReadLine(kEventPoll);
+      // A traced step carries its timeline: alone, to stay within the
+      // request's bound.
+      if (record_timeline_ || step_reports_.Due(absl::Now())) ReportSteps();
+      absl::StatusOr<std::string> line = process_->ReadLine(
+          std::min(kEventPoll, step_reports_.TimeUntilDue(absl::Now())));
       if (absl::IsDeadlineExceeded(line.status())) continue;
       if (!line.ok()) break;  // stdout closed: the process is ending.
       absl::StatusOr<TaskEvent> event = ParseTaskEvent(*line);
@@ -191,11 +196,13 @@ class WorkerDaemon::Task {
         // The task has mapped its position by its first step: the name
         // can go, so that no segment outlives a daemon that is killed.
         if (position_memory_) position_memory_->Unlink();
-        ReportStep(event->metrics);
+        daemon_->metrics_->StepDone(event->metrics);
+        step_reports_.Add(event->metrics);
       } else {
         failure = event->failure;
       }
     }
+    ReportSteps();
     const int code = process_->Wait(kStopGrace);
     if (!process_->err().empty()) {
       std::ofstream(log_path_, std::ios::app) << process_->err();
@@ -235,17 +242,24 @@ class WorkerDaemon::Task {
     return true;
   }
 
-  void ReportStep(const chimera::v1::WorkerStepMetrics& metrics) {
-    daemon_->metrics_->StepDone(metrics);
+  // Sends the steps held back, if any.
+  void ReportSteps() {
+    std::vector<chimera::v1::WorkerStepMetrics> steps =
+        step_reports_.Take(absl::Now());
+    if (steps.empty()) return;
     chimera::v1::ReportMetricsRequest report;
     report.set_worker_id(daemon_->options_.worker_id);
     report.set_incarnation(daemon_->incarnation_);
     report.set_job_id(start_.job_id());
     report.set_attempt(start_.attempt());
     report.set_rank(start_.program().rank());
-    *report.mutable_metrics() = metrics;
-    // The timeline travels only while someone traces the job.
-    if (!record_timeline_) report.mutable_metrics()->clear_timeline();
+    for (size_t i = 0; i < steps.size(); ++i) {
+      chimera::v1::WorkerStepMetrics* metrics =
+          i == 0 ? report.mutable_metrics() : report.add_later_metrics();
+      *metrics = std::move(steps[i]);
+      // The timeline travels only while someone traces the job.
+      if (!record_timeline_) metrics->clear_timeline();
+    }
     chimera::v1::ReportMetricsResponse response;
     const absl::Status status = net::FromGrpcStatus(daemon_->stub_->ReportMetrics(
         daemon_->Context().get(), report, &response));
@@ -275,8 +289,10 @@ class WorkerDaemon::Task {
   // The cgroup's OOM kills when the task started, to tell whether the
   // kernel killed it for memory.
   const std::optional<int64_t> oom_kills_before_ = CgroupOomKills();
-  // What the coordinator said in its last answer to ReportMetrics, and
-  // whether the last report reached it; only the relay thread uses them.
+  // The steps not reported yet, what the coordinator said in its last
+  // answer to ReportMetrics, and whether the last report reached it; only
+  // the relay thread uses them.
+  StepReports step_reports_{kStepReportInterval, kMaxStepsPerReport};
   bool record_timeline_ = false;
   bool metrics_reached_coordinator_ = true;
   std::thread relay_;

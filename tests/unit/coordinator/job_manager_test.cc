@@ -388,6 +388,47 @@ TEST_F(JobManagerTest, StepSummariesArriveOnceEveryRankReported) {
   EXPECT_EQ(stored.workers_size(), 4);
 }
 
+TEST_F(JobManagerTest, AReportOfSeveralStepsCountsEachInOrder) {
+  Job job = StartRunningJob();
+  for (int rank = 0; rank < 4; ++rank) {
+    chimera::v1::ReportMetricsRequest report;
+    report.set_worker_id(absl::StrCat("w", rank));
+    report.set_incarnation(100 + rank);
+    report.set_job_id(job.id());
+    report.set_rank(rank);
+    report.mutable_metrics()->set_step(0);
+    report.mutable_metrics()->set_loss(rank == 0 ? 3 : 0);
+    chimera::v1::WorkerStepMetrics* later = report.add_later_metrics();
+    later->set_step(1);
+    later->set_loss(rank == 0 ? 2 : 0);
+    ASSERT_TRUE(manager_->OnMetrics(report).ok());
+  }
+  auto steps = manager_->Steps(job.id());  // the job's two steps
+  ASSERT_EQ(steps->size(), 2u);
+  for (int step = 0; step < 2; ++step) {
+    EXPECT_EQ((*steps)[step].step(), step);
+    EXPECT_DOUBLE_EQ((*steps)[step].loss(), 3 - step);
+  }
+  EXPECT_EQ(manager_->Get(job.id())->status().completed_steps(), 2);
+}
+
+TEST_F(JobManagerTest, AReportOfSeveralStepsStopsAtTheFirstRefusedOne) {
+  Job job = StartRunningJob();
+  chimera::v1::ReportMetricsRequest report;
+  report.set_worker_id("w0");
+  report.set_incarnation(100);
+  report.set_job_id(job.id());
+  report.set_rank(0);
+  report.mutable_metrics()->set_step(0);
+  // The job runs 2 steps (0 and 1): step 5 is outside them.
+  report.add_later_metrics()->set_step(5);
+  report.add_later_metrics()->set_step(1);
+  const absl::Status status = manager_->OnMetrics(report);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(),
+              HasSubstr("5 is outside the job's steps [0, 2)"));
+}
+
 TEST_F(JobManagerTest, FixedPlanIsPredictedWhenItStarts) {
   Job job = StartRunningJob();
   ASSERT_EQ(manager_->Get(job.id())->plan().scheme(), "chimera");

@@ -1,0 +1,96 @@
+#include "worker/daemon/step_reports.h"
+
+#include <vector>
+
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+
+namespace chimera::worker {
+namespace {
+
+constexpr absl::Duration kInterval = absl::Milliseconds(200);
+
+chimera::v1::WorkerStepMetrics Step(int step, int checkpoint_step = 0) {
+  chimera::v1::WorkerStepMetrics metrics;
+  metrics.set_step(step);
+  metrics.set_checkpoint_step(checkpoint_step);
+  return metrics;
+}
+
+std::vector<int> Steps(
+    const std::vector<chimera::v1::WorkerStepMetrics>& held) {
+  std::vector<int> steps;
+  for (const auto& metrics : held) steps.push_back(metrics.step());
+  return steps;
+}
+
+TEST(StepReportsTest, NothingHeldIsNeverDue) {
+  StepReports reports(kInterval, 64);
+  const absl::Time now = absl::FromUnixSeconds(1000);
+  EXPECT_FALSE(reports.Due(now));
+  EXPECT_EQ(reports.TimeUntilDue(now), absl::InfiniteDuration());
+}
+
+TEST(StepReportsTest, TheFirstStepAndEverySlowStepGoAtOnce) {
+  StepReports reports(kInterval, 64);
+  absl::Time now = absl::FromUnixSeconds(1000);
+  reports.Add(Step(1));
+  ASSERT_TRUE(reports.Due(now));
+  EXPECT_EQ(Steps(reports.Take(now)), std::vector<int>{1});
+  now += absl::Seconds(1);
+  reports.Add(Step(2));
+  EXPECT_TRUE(reports.Due(now));
+}
+
+TEST(StepReportsTest, FastStepsWaitForTheIntervalAndGoTogether) {
+  StepReports reports(kInterval, 64);
+  const absl::Time sent = absl::FromUnixSeconds(1000);
+  reports.Add(Step(1));
+  reports.Take(sent);
+  reports.Add(Step(2));
+  reports.Add(Step(3));
+  const absl::Time now = sent + absl::Milliseconds(60);
+  EXPECT_FALSE(reports.Due(now));
+  EXPECT_EQ(reports.TimeUntilDue(now), absl::Milliseconds(140));
+  EXPECT_TRUE(reports.Due(sent + kInterval));
+  EXPECT_EQ(Steps(reports.Take(sent + kInterval)), (std::vector<int>{2, 3}));
+  EXPECT_FALSE(reports.Due(sent + kInterval));
+}
+
+TEST(StepReportsTest, TakingNothingLeavesTheIntervalAlone) {
+  StepReports reports(kInterval, 64);
+  const absl::Time sent = absl::FromUnixSeconds(1000);
+  reports.Add(Step(1));
+  reports.Take(sent);
+  EXPECT_TRUE(reports.Take(sent + absl::Milliseconds(150)).empty());
+  reports.Add(Step(2));
+  EXPECT_TRUE(reports.Due(sent + kInterval));
+}
+
+TEST(StepReportsTest, AFullReportGoesBeforeTheInterval) {
+  StepReports reports(kInterval, 3);
+  const absl::Time sent = absl::FromUnixSeconds(1000);
+  reports.Add(Step(1));
+  reports.Take(sent);
+  reports.Add(Step(2));
+  reports.Add(Step(3));
+  EXPECT_FALSE(reports.Due(sent));
+  reports.Add(Step(4));
+  EXPECT_TRUE(reports.Due(sent));
+}
+
+TEST(StepReportsTest, ANewerCheckpointGoesAtOnceAndOnlyOnce) {
+  StepReports reports(kInterval, 64);
+  const absl::Time sent = absl::FromUnixSeconds(1000);
+  reports.Add(Step(1));
+  reports.Take(sent);
+  reports.Add(Step(2, /*checkpoint_step=*/2));
+  ASSERT_TRUE(reports.Due(sent));
+  reports.Take(sent);
+  // Later steps name the same checkpoint: nothing new to tell at once.
+  reports.Add(Step(3, /*checkpoint_step=*/2));
+  EXPECT_FALSE(reports.Due(sent + absl::Milliseconds(1)));
+}
+
+}  // namespace
+}  // namespace chimera::worker

@@ -60,6 +60,19 @@ chimera::v1::TrainJob RestartableManifest(int backoff_limit) {
   return job;
 }
 
+// What w<rank> (incarnation 100 + rank) reports of `step` of `job`, for the
+// job's current attempt.
+chimera::v1::ReportMetricsRequest StepReport(const Job& job, int rank,
+                                             int step) {
+  chimera::v1::ReportMetricsRequest report;
+  report.set_worker_id(absl::StrCat("w", rank));
+  report.set_incarnation(100 + rank);
+  report.set_job_id(job.id());
+  report.set_rank(rank);
+  report.mutable_metrics()->set_step(step);
+  return report;
+}
+
 class JobManagerTest : public ::testing::Test {
  protected:
   JobManagerTest() : registry_(NewRegistry()) {}
@@ -174,12 +187,7 @@ class JobManagerTest : public ::testing::Test {
   void ReportStep(const Job& job, int step, int checkpoint_step,
                   std::vector<int> wrote = {0, 1, 2, 3}) {
     for (int rank = 0; rank < 4; ++rank) {
-      chimera::v1::ReportMetricsRequest report;
-      report.set_worker_id(absl::StrCat("w", rank));
-      report.set_incarnation(100 + rank);
-      report.set_job_id(job.id());
-      report.set_rank(rank);
-      report.mutable_metrics()->set_step(step);
+      chimera::v1::ReportMetricsRequest report = StepReport(job, rank, step);
       if (std::count(wrote.begin(), wrote.end(), rank) > 0) {
         report.mutable_metrics()->set_checkpoint_step(checkpoint_step);
       }
@@ -363,12 +371,7 @@ TEST_F(JobManagerTest, StepSummariesArriveOnceEveryRankReported) {
   Job job = StartRunningJob();
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_EQ(manager_->Steps(job.id())->size(), 0u);
-    chimera::v1::ReportMetricsRequest report;
-    report.set_worker_id(absl::StrCat("w", rank));
-    report.set_incarnation(100 + rank);
-    report.set_job_id(job.id());
-    report.set_rank(rank);
-    report.mutable_metrics()->set_step(0);
+    chimera::v1::ReportMetricsRequest report = StepReport(job, rank, 0);
     // Chimera: the last stages of both pipelines sit on ranks 0 and 3.
     report.mutable_metrics()->set_loss(rank == 0 || rank == 3 ? 1.5 : 0);
     report.mutable_metrics()->set_step_seconds(2.0);
@@ -391,12 +394,7 @@ TEST_F(JobManagerTest, StepSummariesArriveOnceEveryRankReported) {
 TEST_F(JobManagerTest, AReportOfSeveralStepsCountsEachInOrder) {
   Job job = StartRunningJob();
   for (int rank = 0; rank < 4; ++rank) {
-    chimera::v1::ReportMetricsRequest report;
-    report.set_worker_id(absl::StrCat("w", rank));
-    report.set_incarnation(100 + rank);
-    report.set_job_id(job.id());
-    report.set_rank(rank);
-    report.mutable_metrics()->set_step(0);
+    chimera::v1::ReportMetricsRequest report = StepReport(job, rank, 0);
     report.mutable_metrics()->set_loss(rank == 0 ? 3 : 0);
     chimera::v1::WorkerStepMetrics* later = report.add_later_metrics();
     later->set_step(1);
@@ -414,12 +412,7 @@ TEST_F(JobManagerTest, AReportOfSeveralStepsCountsEachInOrder) {
 
 TEST_F(JobManagerTest, AReportOfSeveralStepsStopsAtTheFirstRefusedOne) {
   Job job = StartRunningJob();
-  chimera::v1::ReportMetricsRequest report;
-  report.set_worker_id("w0");
-  report.set_incarnation(100);
-  report.set_job_id(job.id());
-  report.set_rank(0);
-  report.mutable_metrics()->set_step(0);
+  chimera::v1::ReportMetricsRequest report = StepReport(job, 0, 0);
   // The job runs 2 steps (0 and 1): step 5 is outside them.
   report.add_later_metrics()->set_step(5);
   report.add_later_metrics()->set_step(1);
@@ -1403,13 +1396,8 @@ void JobManagerTest::ReportStepsWithRankTwoSlow(const Job& job, int first,
                                                 int end) {
   for (int step = first; step < end; ++step) {
     for (int rank = 0; rank < 4; ++rank) {
-      chimera::v1::ReportMetricsRequest report;
-      report.set_worker_id(absl::StrCat("w", rank));
-      report.set_incarnation(100 + rank);
-      report.set_job_id(job.id());
+      chimera::v1::ReportMetricsRequest report = StepReport(job, rank, step);
       report.set_attempt(1);
-      report.set_rank(rank);
-      report.mutable_metrics()->set_step(step);
       report.mutable_metrics()->set_busy_seconds(rank == 2 ? 0.3 : 0.1);
       ASSERT_TRUE(manager_->OnMetrics(report).ok()) << "step " << step;
     }
@@ -1634,12 +1622,7 @@ TEST_F(JobManagerTest, APlanSearchHoldsNoLockAndStopsOnceItsCallerHasGone) {
 // timelines.
 bool ReportWithTimeline(JobManager& manager, const Job& job, int rank, int step,
                         int ops) {
-  chimera::v1::ReportMetricsRequest report;
-  report.set_worker_id(absl::StrCat("w", rank));
-  report.set_incarnation(100 + rank);
-  report.set_job_id(job.id());
-  report.set_rank(rank);
-  report.mutable_metrics()->set_step(step);
+  chimera::v1::ReportMetricsRequest report = StepReport(job, rank, step);
   if (ops > 0) {
     chimera::v1::StepTimeline* timeline =
         report.mutable_metrics()->mutable_timeline();

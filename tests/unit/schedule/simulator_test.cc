@@ -213,15 +213,18 @@ TEST(SimulatorTest, PostingAMessageDelaysItsSenderAndTheMessage) {
   EXPECT_NEAR(r.workers[0].busy, 3, 1e-9);
 }
 
-TEST(SimulatorTest, PostingTakesACoreWhereRanksShareThem) {
-  // GPipe D=2, N=2 on one core: 12 of compute and four posts of 0.5, which
-  // can only run one after another.
+TEST(SimulatorTest, PostingAndReceivingTakeACoreWhereRanksShareThem) {
+  // GPipe D=2, N=2 on one core: 12 of compute and four posts or receives
+  // of 0.5, which can only run one after another.
   const Schedule s = MustGenerate(Params(Scheme::kGpipe, 2, 2));
-  CostModel costs;
-  costs.message_post = 0.5;
-  costs.node_of_rank = {0, 0};
-  costs.cores_per_node = 1;
-  EXPECT_NEAR(Simulate(s, costs)->makespan, 12 + 4 * 0.5, 1e-9);
+  for (double CostModel::*message :
+       {&CostModel::message_post, &CostModel::message_receive}) {
+    CostModel costs;
+    costs.*message = 0.5;
+    costs.node_of_rank = {0, 0};
+    costs.cores_per_node = 1;
+    EXPECT_NEAR(Simulate(s, costs)->makespan, 12 + 4 * 0.5, 1e-9);
+  }
 }
 
 TEST(SimulatorTest, ReceivingAMessageDelaysItsReceiverOnly) {
@@ -236,17 +239,6 @@ TEST(SimulatorTest, ReceivingAMessageDelaysItsReceiverOnly) {
   // The sender goes on at once: rank 0's forward ends at 1, and it waits
   // for the gradient from there.
   EXPECT_NEAR(r.workers[0].timings[0].end, 1, 1e-9);
-}
-
-TEST(SimulatorTest, ReceivingTakesACoreWhereRanksShareThem) {
-  // GPipe D=2, N=2 on one core: 12 of compute and four receives of 0.5,
-  // which can only run one after another.
-  const Schedule s = MustGenerate(Params(Scheme::kGpipe, 2, 2));
-  CostModel costs;
-  costs.message_receive = 0.5;
-  costs.node_of_rank = {0, 0};
-  costs.cores_per_node = 1;
-  EXPECT_NEAR(Simulate(s, costs)->makespan, 12 + 4 * 0.5, 1e-9);
 }
 
 TEST(SimulatorTest, EveryCoRunningOpIsStretchedByTheOverlapItEndsUpWith) {

@@ -17,6 +17,14 @@ chimera::v1::WorkerStepMetrics Step(int step, int checkpoint_step = 0) {
   return metrics;
 }
 
+// Reports of at most `max_held` steps that sent step 1 at `sent`.
+StepReports AfterAReportAt(absl::Time sent, size_t max_held = 64) {
+  StepReports reports(kInterval, max_held);
+  reports.Add(Step(1));
+  reports.Take(sent);
+  return reports;
+}
+
 std::vector<int> Steps(
     const std::vector<chimera::v1::WorkerStepMetrics>& held) {
   std::vector<int> steps;
@@ -43,10 +51,8 @@ TEST(StepReportsTest, TheFirstStepAndEverySlowStepGoAtOnce) {
 }
 
 TEST(StepReportsTest, FastStepsWaitForTheIntervalAndGoTogether) {
-  StepReports reports(kInterval, 64);
   const absl::Time sent = absl::FromUnixSeconds(1000);
-  reports.Add(Step(1));
-  reports.Take(sent);
+  StepReports reports = AfterAReportAt(sent);
   reports.Add(Step(2));
   reports.Add(Step(3));
   const absl::Time now = sent + absl::Milliseconds(60);
@@ -58,20 +64,16 @@ TEST(StepReportsTest, FastStepsWaitForTheIntervalAndGoTogether) {
 }
 
 TEST(StepReportsTest, TakingNothingLeavesTheIntervalAlone) {
-  StepReports reports(kInterval, 64);
   const absl::Time sent = absl::FromUnixSeconds(1000);
-  reports.Add(Step(1));
-  reports.Take(sent);
+  StepReports reports = AfterAReportAt(sent);
   EXPECT_TRUE(reports.Take(sent + absl::Milliseconds(150)).empty());
   reports.Add(Step(2));
   EXPECT_TRUE(reports.Due(sent + kInterval));
 }
 
 TEST(StepReportsTest, AFullReportGoesBeforeTheInterval) {
-  StepReports reports(kInterval, 3);
   const absl::Time sent = absl::FromUnixSeconds(1000);
-  reports.Add(Step(1));
-  reports.Take(sent);
+  StepReports reports = AfterAReportAt(sent, 3);
   reports.Add(Step(2));
   reports.Add(Step(3));
   EXPECT_FALSE(reports.Due(sent));
@@ -80,10 +82,8 @@ TEST(StepReportsTest, AFullReportGoesBeforeTheInterval) {
 }
 
 TEST(StepReportsTest, ANewerCheckpointGoesAtOnceAndOnlyOnce) {
-  StepReports reports(kInterval, 64);
   const absl::Time sent = absl::FromUnixSeconds(1000);
-  reports.Add(Step(1));
-  reports.Take(sent);
+  StepReports reports = AfterAReportAt(sent);
   reports.Add(Step(2, /*checkpoint_step=*/2));
   ASSERT_TRUE(reports.Due(sent));
   reports.Take(sent);

@@ -160,11 +160,12 @@ absl::Status PostingRank(int rank, int world_size, TcpRendezvous& rendezvous,
   }
   const double process_cpu =
       CpuSeconds(CLOCK_PROCESS_CPUTIME_ID) - process_cpu_start;
-  std::ofstream file(absl::StrCat(out, ".", rank));
+  const std::string path = absl::StrCat(out, ".", rank);
+  std::ofstream file(path);
   if (sender) file << Median(posting) << "\n";
   file << (process_cpu - posting_cpu) / flags.runs << "\n";
   return file.good() ? absl::OkStatus()
-                     : absl::InternalError("cannot write " + out);
+                     : absl::InternalError("cannot write " + path);
 }
 
 // Reads one number per line from each of `files`.

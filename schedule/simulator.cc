@@ -165,8 +165,7 @@ class Simulation {
           from = *step.matched_send;
           waited = true;
         }
-        end =
-            CoreFreeAt(r, end, costs_.message_receive) + costs_.message_receive;
+        end = BookCore(r, end, costs_.message_receive) + costs_.message_receive;
         break;
       }
       case OpKind::kOptimizerStep:
@@ -247,12 +246,13 @@ class Simulation {
   // When work of `rank` taking `cost`, ready at `timing.start`, ends: where
   // ranks share cores it starts once one is free (`timing.start` moves).
   double OnCore(int rank, double cost, InstructionTiming& timing) {
-    timing.start = CoreFreeAt(rank, timing.start, cost);
+    timing.start = BookCore(rank, timing.start, cost);
     return timing.start + cost;
   }
 
-  // When work of `rank` taking `cost`, ready at `ready`, can start.
-  double CoreFreeAt(int rank, double ready, double cost) {
+  // Books `cost` of work of `rank`, ready at `ready`, on a core of its node
+  // where cores are shared; returns when it starts.
+  double BookCore(int rank, double ready, double cost) {
     return cores_ ? cores_->Reserve(costs_.node_of_rank[rank], ready, cost)
                   : ready;
   }

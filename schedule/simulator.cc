@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -14,6 +13,7 @@
 #include "absl/status/status.h"
 #include "common/status_macros.h"
 #include "schedule/joint_execution.h"
+#include "schedule/shared_cores.h"
 
 namespace chimera::schedule {
 namespace {
@@ -42,49 +42,10 @@ double StageCost(const std::vector<double>& per_stage, double fallback,
              : fallback;
 }
 
-// The cores of every node, each a timeline of the ops it runs.
-class CorePool {
- public:
-  CorePool(int nodes, int cores_per_node)
-      : busy_(nodes, std::vector<std::map<double, double>>(cores_per_node)) {}
-
-  // Books `duration` on whichever of `node`'s cores is free for it first, at
-  // or after `ready`; returns when it starts there.
-  double Reserve(int node, double ready, double duration) {
-    if (duration <= 0) return ready;
-    std::map<double, double>* chosen = nullptr;
-    double start = 0.0;
-    for (std::map<double, double>& core : busy_[node]) {
-      const double free = FirstGap(core, ready, duration);
-      if (chosen == nullptr || free < start) {
-        chosen = &core;
-        start = free;
-      }
-    }
-    (*chosen)[start] = start + duration;
-    return start;
-  }
-
- private:
-  // The earliest t >= ready with [t, t + duration) free on `core` (busy
-  // intervals: start -> end, disjoint).
-  static double FirstGap(const std::map<double, double>& core, double ready,
-                         double duration) {
-    double t = ready;
-    auto it = core.upper_bound(ready);
-    if (it != core.begin()) t = std::max(t, std::prev(it)->second);
-    for (; it != core.end() && it->first < t + duration; ++it) {
-      t = std::max(t, it->second);
-    }
-    return t;
-  }
-
-  std::vector<std::vector<std::map<double, double>>> busy_;
-};
-
 // Cores to share where `costs` puts more of the `num_workers` ranks on a
 // node than it has cores; none otherwise (every rank computes on its own).
-std::optional<CorePool> SharedCores(const CostModel& costs, int num_workers) {
+std::optional<SharedCores> CoresToShare(const CostModel& costs,
+                                        int num_workers) {
   if (costs.cores_per_node <= 0 ||
       static_cast<int>(costs.node_of_rank.size()) < num_workers) {
     return std::nullopt;
@@ -95,7 +56,7 @@ std::optional<CorePool> SharedCores(const CostModel& costs, int num_workers) {
     most = std::max(most, ++ranks_per_node[costs.node_of_rank[r]]);
   }
   if (most <= costs.cores_per_node) return std::nullopt;
-  return CorePool(ranks_per_node.rbegin()->first + 1, costs.cores_per_node);
+  return SharedCores(ranks_per_node.rbegin()->first + 1, costs.cores_per_node);
 }
 
 // One Simulate call: each instruction's timing as JointExecution runs the
@@ -119,7 +80,7 @@ class Simulation {
         slept_(num_workers_, false),
         sharded_(num_workers_),
         holders_(holders),
-        cores_(SharedCores(costs, num_workers_)) {
+        cores_(CoresToShare(costs, num_workers_)) {
     result_.workers.resize(num_workers_);
     for (int r = 0; r < num_workers_; ++r) {
       const WorkerProgram& program = schedule.workers[r];
@@ -165,7 +126,7 @@ class Simulation {
           from = *step.matched_send;
           waited = true;
         }
-        end = BookCore(r, end, costs_.message_receive) + costs_.message_receive;
+        end = BookCore(r, end, costs_.message_receive).end;
         break;
       }
       case OpKind::kOptimizerStep:
@@ -246,15 +207,16 @@ class Simulation {
   // When work of `rank` taking `cost`, ready at `timing.start`, ends: where
   // ranks share cores it starts once one is free (`timing.start` moves).
   double OnCore(int rank, double cost, InstructionTiming& timing) {
-    timing.start = BookCore(rank, timing.start, cost);
-    return timing.start + cost;
+    const CoreSpan span = BookCore(rank, timing.start, cost);
+    timing.start = span.start;
+    return span.end;
   }
 
-  // Books `cost` of work of `rank`, ready at `ready`, on a core of its node
-  // where cores are shared; returns when it starts.
-  double BookCore(int rank, double ready, double cost) {
-    return cores_ ? cores_->Reserve(costs_.node_of_rank[rank], ready, cost)
-                  : ready;
+  // Books `cost` of work of `rank`, ready at `ready`, on the cores of its
+  // node where they are shared.
+  CoreSpan BookCore(int rank, double ready, double cost) {
+    return cores_ ? cores_->Run(costs_.node_of_rank[rank], ready, cost)
+                  : CoreSpan{ready, ready + cost};
   }
 
   // Stashes the forward's micro-batches; returns its cost.
@@ -405,15 +367,12 @@ class Simulation {
         CollectiveSeconds(collective, static_cast<int>(begins.size()));
     // On shared cores the copies and sums of a collective take a core of
     // every member for as long as it runs.
+    double finish = started + duration;
     if (cores_) {
-      double on_cores = started;
       for (const InstructionId& begin : begins) {
-        on_cores = std::max(
-            on_cores, cores_->Reserve(costs_.node_of_rank[begin.rank], started, duration));
+        finish = std::max(finish, BookCore(begin.rank, started, duration).end);
       }
-      started = on_cores;
     }
-    const double finish = started + duration;
     for (const InstructionId& begin : begins) link_free_[begin.rank] = finish;
     collectives_[collective] = {finish, last};
   }
@@ -480,7 +439,7 @@ class Simulation {
   std::map<std::pair<double, CollectiveKey>, const std::vector<InstructionId>*>
       begun_collectives_;
   // Set where some node has more ranks than cores.
-  std::optional<CorePool> cores_;
+  std::optional<SharedCores> cores_;
 };
 
 // Whether some node holds several ranks that slow each other down.

@@ -16,19 +16,20 @@
 // by default) and arrives alpha + beta * bytes later; a receive waits for
 // the arrival, then takes `message_receive` (none by default), and a compute
 // op after such a wait pays the wake-up cost.
-// Where ranks share a node's cores, a compute op also waits for a core that
-// is free for its whole duration (handed out in the order ops are timed),
-// and where they share its caches and memory bus it runs longer for every
-// other rank of the node computing meanwhile (found by timing the programs
-// again until every op's stretch agrees with the overlaps it produces).
-// A collective starts once every group member has begun it and each member's
-// link is free (a worker holding several stages runs their collectives one
-// after another, in the order their groups began them, as they share its
-// network link) and overlaps compute; END waits for it (those waits are the
-// exposed collective time). An allreduce takes Rabenseifner's
-// 2 log2(r) alpha + 2 (r-1)/r beta bytes, a reduce-scatter and an all-gather
-// half of that each. A worker's optimizer step costs the step of every model
-// stage it holds and does not shard; a SHARD_STEP, its 1/r of its stage's.
+// Where ranks share a node's cores, a compute op, a post and a receive run
+// only while one of them is free (shared_cores.h: booked in the order ops are
+// timed, a free stretch used however short), and where they share its caches
+// and memory bus it runs longer for every other rank of the node computing
+// meanwhile (found by timing the programs again until every op's stretch agrees
+// with the overlaps it produces). A collective starts once every group member
+// has begun it and each member's link is free (a worker holding several stages
+// runs their collectives one after another, in the order their groups began
+// them, as they share its network link) and overlaps compute; END waits for it
+// (those waits are the exposed collective time). An allreduce takes
+// Rabenseifner's 2 log2(r) alpha + 2 (r-1)/r beta bytes, a reduce-scatter and
+// an all-gather half of that each. A worker's optimizer step costs the step of
+// every model stage it holds and does not shard; a SHARD_STEP, its 1/r of its
+// stage's.
 //
 // Definition used everywhere: makespan spans the first op start to the last
 // op end across all workers; a worker's idle time is makespan - busy and its

@@ -5,10 +5,18 @@
 
 namespace chimera::worker {
 
-StepReports::StepReports(absl::Duration interval, size_t max_held)
-    : interval_(interval), max_held_(std::max<size_t>(1, max_held)) {}
+StepReports::StepReports(absl::Duration interval, size_t max_held,
+                         int64_t checkpoint_every)
+    : interval_(interval),
+      max_held_(std::max<size_t>(1, max_held)),
+      checkpoint_every_(checkpoint_every) {}
 
 void StepReports::Add(chimera::v1::WorkerStepMetrics metrics) {
+  // Step s (from 0) completes s + 1 steps, and every checkpoint_every
+  // completed steps are a checkpoint.
+  if (checkpoint_every_ > 0 && (metrics.step() + 1) % checkpoint_every_ == 0) {
+    holds_checkpointed_step_ = true;
+  }
   held_.push_back(std::move(metrics));
 }
 
@@ -18,7 +26,7 @@ bool StepReports::Due(absl::Time now) const {
 
 absl::Duration StepReports::TimeUntilDue(absl::Time now) const {
   if (held_.empty()) return absl::InfiniteDuration();
-  if (held_.size() >= max_held_ ||
+  if (held_.size() >= max_held_ || holds_checkpointed_step_ ||
       held_.back().checkpoint_step() > sent_checkpoint_) {
     return absl::ZeroDuration();
   }
@@ -29,6 +37,7 @@ std::vector<chimera::v1::WorkerStepMetrics> StepReports::Take(absl::Time now) {
   if (held_.empty()) return {};
   sent_checkpoint_ = std::max(sent_checkpoint_, held_.back().checkpoint_step());
   last_sent_ = now;
+  holds_checkpointed_step_ = false;
   return std::exchange(held_, {});
 }
 

@@ -4,11 +4,16 @@
 // steps take milliseconds (the quick start's take 30 ms) then costs the
 // coordinator and its own host one ReportMetrics call per interval instead of
 // one per step and rank; slower steps are reported as they end. A step that
-// reports a newer durable checkpoint goes at once, and the daemon sends what
-// is held before it reports the task's end (and each step at once while the
-// job is traced: a traced step carries its timeline).
+// reports a newer durable checkpoint goes at once, and so does a step after
+// which a checkpoint is taken: a restart resumes from the latest checkpoint
+// complete on disk, so every step before it must have reached the
+// coordinator, or its record (its loss) would be lost with a killed daemon.
+// The daemon sends what is held before it reports the task's end (and each
+// step at once while the job is traced: a traced step carries its
+// timeline).
 //
-//   StepReports reports(kStepReportInterval, kMaxStepsPerReport);
+//   StepReports reports(kStepReportInterval, kMaxStepsPerReport,
+//                       training.checkpoint_every());
 //   reports.Add(metrics);  // as each step ends
 //   if (reports.Due(absl::Now())) Send(reports.Take(absl::Now()));
 //   ... wait for the next step at most reports.TimeUntilDue(absl::Now()) ...
@@ -33,7 +38,9 @@ inline constexpr size_t kMaxStepsPerReport = 64;
 
 class StepReports {
  public:
-  StepReports(absl::Duration interval, size_t max_held);
+  // `checkpoint_every`: the job's steps between checkpoints (0: none).
+  StepReports(absl::Duration interval, size_t max_held,
+              int64_t checkpoint_every = 0);
 
   // Holds a step that has just ended.
   void Add(chimera::v1::WorkerStepMetrics metrics);
@@ -49,7 +56,10 @@ class StepReports {
  private:
   const absl::Duration interval_;
   const size_t max_held_;
+  const int64_t checkpoint_every_;
   std::vector<chimera::v1::WorkerStepMetrics> held_;
+  // Whether a held step is one after which a checkpoint is taken.
+  bool holds_checkpointed_step_ = false;
   absl::Time last_sent_ = absl::InfinitePast();
   // The newest durable checkpoint a sent report named.
   int32_t sent_checkpoint_ = 0;

@@ -292,7 +292,9 @@ class WorkerDaemon::Task {
   // The steps not reported yet, what the coordinator said in its last
   // answer to ReportMetrics, and whether the last report reached it; only
   // the relay thread uses them.
-  StepReports step_reports_{kStepReportInterval, kMaxStepsPerReport};
+  StepReports step_reports_{
+      kStepReportInterval, kMaxStepsPerReport,
+      start_.manifest().spec().training().checkpoint_every()};
   bool record_timeline_ = false;
   bool metrics_reached_coordinator_ = true;
   std::thread relay_;

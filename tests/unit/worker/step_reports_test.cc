@@ -92,5 +92,22 @@ TEST(StepReportsTest, ANewerCheckpointGoesAtOnceAndOnlyOnce) {
   EXPECT_FALSE(reports.Due(sent + absl::Milliseconds(1)));
 }
 
+TEST(StepReportsTest, AStepAfterWhichACheckpointIsTakenGoesAtOnce) {
+  // Checkpoints every 4 steps: after steps 3, 7, ... (from 0). A restart
+  // resumes from one, so the steps before it must all be reported.
+  StepReports reports(kInterval, 64, /*checkpoint_every=*/4);
+  const absl::Time sent = absl::FromUnixSeconds(1000);
+  reports.Add(Step(0));
+  reports.Take(sent);
+  reports.Add(Step(1));
+  reports.Add(Step(2));
+  EXPECT_FALSE(reports.Due(sent));
+  reports.Add(Step(3));
+  ASSERT_TRUE(reports.Due(sent));
+  EXPECT_EQ(Steps(reports.Take(sent)), (std::vector<int>{1, 2, 3}));
+  reports.Add(Step(4));
+  EXPECT_FALSE(reports.Due(sent + absl::Milliseconds(1)));
+}
+
 }  // namespace
 }  // namespace chimera::worker

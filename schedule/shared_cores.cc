@@ -17,7 +17,8 @@ CoreSpan SharedCores::Run(int node, double ready, double work) {
     const double until = next == busy.end()
                              ? std::numeric_limits<double>::infinity()
                              : next->first;
-    if (BusyAt(busy, t) < cores_per_node_) {
+    const int busy_now = next == busy.begin() ? 0 : std::prev(next)->second;
+    if (busy_now < cores_per_node_) {
       // Ends by comparison, not by what is left of `work`, which rounding
       // may leave too small to move `t`.
       if (t + work <= until) {

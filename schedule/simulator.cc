@@ -368,10 +368,8 @@ class Simulation {
     // On shared cores the copies and sums of a collective take a core of
     // every member for as long as it runs.
     double finish = started + duration;
-    if (cores_) {
-      for (const InstructionId& begin : begins) {
-        finish = std::max(finish, BookCore(begin.rank, started, duration).end);
-      }
+    for (const InstructionId& begin : begins) {
+      finish = std::max(finish, BookCore(begin.rank, started, duration).end);
     }
     for (const InstructionId& begin : begins) link_free_[begin.rank] = finish;
     collectives_[collective] = {finish, last};

@@ -12,12 +12,14 @@ StepReports::StepReports(absl::Duration interval, size_t max_held,
       checkpoint_every_(checkpoint_every) {}
 
 void StepReports::Add(chimera::v1::WorkerStepMetrics metrics) {
+  held_.push_back(std::move(metrics));
+}
+
+bool StepReports::TakesACheckpointAfter(
+    const chimera::v1::WorkerStepMetrics& metrics) const {
   // Step s (from 0) completes s + 1 steps, and every checkpoint_every
   // completed steps are a checkpoint.
-  if (checkpoint_every_ > 0 && (metrics.step() + 1) % checkpoint_every_ == 0) {
-    holds_checkpointed_step_ = true;
-  }
-  held_.push_back(std::move(metrics));
+  return checkpoint_every_ > 0 && (metrics.step() + 1) % checkpoint_every_ == 0;
 }
 
 bool StepReports::Due(absl::Time now) const {
@@ -26,7 +28,11 @@ bool StepReports::Due(absl::Time now) const {
 
 absl::Duration StepReports::TimeUntilDue(absl::Time now) const {
   if (held_.empty()) return absl::InfiniteDuration();
-  if (held_.size() >= max_held_ || holds_checkpointed_step_ ||
+  const auto checkpointed = [this](const auto& metrics) {
+    return TakesACheckpointAfter(metrics);
+  };
+  if (held_.size() >= max_held_ ||
+      std::any_of(held_.begin(), held_.end(), checkpointed) ||
       held_.back().checkpoint_step() > sent_checkpoint_) {
     return absl::ZeroDuration();
   }
@@ -37,7 +43,6 @@ std::vector<chimera::v1::WorkerStepMetrics> StepReports::Take(absl::Time now) {
   if (held_.empty()) return {};
   sent_checkpoint_ = std::max(sent_checkpoint_, held_.back().checkpoint_step());
   last_sent_ = now;
-  holds_checkpointed_step_ = false;
   return std::exchange(held_, {});
 }
 

@@ -54,12 +54,13 @@ class StepReports {
   std::vector<chimera::v1::WorkerStepMetrics> Take(absl::Time now);
 
  private:
+  bool TakesACheckpointAfter(
+      const chimera::v1::WorkerStepMetrics& metrics) const;
+
   const absl::Duration interval_;
   const size_t max_held_;
   const int64_t checkpoint_every_;
   std::vector<chimera::v1::WorkerStepMetrics> held_;
-  // Whether a held step is one after which a checkpoint is taken.
-  bool holds_checkpointed_step_ = false;
   absl::Time last_sent_ = absl::InfinitePast();
   // The newest durable checkpoint a sent report named.
   int32_t sent_checkpoint_ = 0;

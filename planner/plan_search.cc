@@ -39,6 +39,9 @@ constexpr Scheme kAllSchemes[] = {
 // and DAPPLE's own plans replicate within a few stages.
 constexpr int kMostReplicatedStages = 3;
 constexpr int kMostReplicatedWorkers = 8;
+// Looping schemes are tried at 2 and at this many chunks per worker (and
+// DeepestLoop beyond it where neither fits).
+constexpr int kMostSearchedChunks = 4;
 // A difference below this share is not worth naming in the explanation.
 constexpr double kNotableDifference = 0.01;
 // Throughputs closer than this (relative) tie: Percent shows it as 0.0%.
@@ -143,8 +146,8 @@ std::vector<ScheduleParams> Variants(const schedule::SpecParams& fixed,
     case Scheme::kBreadthFirst:
       // One worker looping over its own chunks is just a sequential model.
       if (base.depth < 2) break;
-      for (int v :
-           Choices(fixed.Gives(ScheduleParam::kChunks), given.chunks, {2, 4})) {
+      for (int v : Choices(fixed.Gives(ScheduleParam::kChunks), given.chunks,
+                           {2, kMostSearchedChunks})) {
         base.chunks = v;
         out.push_back(base);
       }
@@ -159,6 +162,27 @@ std::vector<ScheduleParams> Variants(const schedule::SpecParams& fixed,
                            }),
             out.end());
   return out;
+}
+
+// Where no variant of a looping scheme fits: the deepest loop, one block per
+// model stage (as many chunks as blocks per worker, where that exceeds the
+// variants'). With the weights sharded too, a worker then holds whole only
+// the two blocks it computes and gathers next: the breadth-first paper's
+// DP_FS at its least memory (its Appendix A.2.1). Not among the variants,
+// whose programs it would make many times longer for every job.
+std::optional<ScheduleParams> DeepestLoop(const schedule::SpecParams& fixed,
+                                          ScheduleParams base, int num_layers) {
+  const bool looping = base.scheme == Scheme::kInterleaved ||
+                       base.scheme == Scheme::kBreadthFirst;
+  if (!looping || base.depth < 2 || fixed.Gives(ScheduleParam::kChunks)) {
+    return std::nullopt;
+  }
+  base.chunks = num_layers / base.depth;
+  if (base.chunks <= kMostSearchedChunks ||
+      !schedule::ValidateScheduleParams(base).empty()) {
+    return std::nullopt;
+  }
+  return base;
 }
 
 // One pipeline layout on the job's workers: W pipelines of D stages, each
@@ -412,24 +436,42 @@ class Search {
         base.micro_batches = spec.training().global_batch_size() / (width * b);
         // The job's sharding; a width it cannot shard at fails validation.
         base.sharding = fixed.params.sharding;
-        std::set<MemoryKnobs> fitting;
-        for (const ScheduleParams& params : Variants(fixed, base, num_layers)) {
-          ASSIGN_OR_RETURN(bool fits,
-                           Try({params, b, kFirstPlacement, /*partition=*/{}}));
-          if (!fits) continue;
-          auto& [candidate, evaluation] = fitting_.back();
-          const MemoryKnobs memory_knobs{params.pipelines,
-                                         evaluation.plan.recompute(),
-                                         candidate.params.sharding};
-          // Sizes come largest first; one the job fixes was not chosen.
-          evaluation.largest_fitting_micro_batch =
-              sizes.size() > 1 && fitted.count(memory_knobs) == 0;
-          fitting.insert(memory_knobs);
+        ASSIGN_OR_RETURN(std::set<MemoryKnobs> fitting,
+                         TryVariants(Variants(fixed, base, num_layers), b,
+                                     sizes.size() > 1, fitted));
+        const std::optional<ScheduleParams> deepest =
+            DeepestLoop(fixed, base, num_layers);
+        if (fitting.empty() && deepest) {
+          ASSIGN_OR_RETURN(
+              fitting, TryVariants({*deepest}, b, sizes.size() > 1, fitted));
         }
         fitted.insert(fitting.begin(), fitting.end());
       }
     }
     return absl::OkStatus();
+  }
+
+  // Tries each of `variants` at micro-batch size `b` (Try). Returns the
+  // memory knobs of those that fit. A fitting one is marked the largest
+  // fitting micro-batch where the job leaves the size open (`sizes_open`:
+  // sizes come largest first) and no larger size fitted with its knobs.
+  absl::StatusOr<std::set<MemoryKnobs>> TryVariants(
+      const std::vector<ScheduleParams>& variants, int b, bool sizes_open,
+      const std::set<MemoryKnobs>& fitted) {
+    std::set<MemoryKnobs> fitting;
+    for (const ScheduleParams& params : variants) {
+      ASSIGN_OR_RETURN(bool fits,
+                       Try({params, b, kFirstPlacement, /*partition=*/{}}));
+      if (!fits) continue;
+      auto& [candidate, evaluation] = fitting_.back();
+      const MemoryKnobs memory_knobs{params.pipelines,
+                                     evaluation.plan.recompute(),
+                                     candidate.params.sharding};
+      evaluation.largest_fitting_micro_batch =
+          sizes_open && fitted.count(memory_knobs) == 0;
+      fitting.insert(memory_knobs);
+    }
+    return fitting;
   }
 
   // Re-evaluates the best `count` candidates with every data-parallel

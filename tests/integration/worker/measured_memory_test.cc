@@ -22,11 +22,13 @@
 // step only; with the parameters sharded too (full), by (1 - 1/G) of its
 // weights as well. A breadth-first worker, whose stages' backward passes follow
 // each other, then holds one stage's bucket at a time, and its peak drops by
-// the other's.
+// the other's; fully sharded at one block per stage, it holds two blocks
+// whole, the breadth-first paper's DP_FS.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -39,6 +41,7 @@
 #include "schedule/generator.h"
 #include "tests/support/temp_dir.h"
 #include "worker/harness/pipeline_job.h"
+#include "worker/model/transformer_stage.h"
 
 namespace chimera::worker {
 namespace {
@@ -327,6 +330,84 @@ TEST(ScatteredGradientsMemoryTest, ABreadthFirstWorkerHoldsOneStagesAtATime) {
     EXPECT_GE(kept.memory_peak_bytes - held.memory_peak_bytes, 0.9 * other)
         << "rank " << rank << ": peaks " << kept.memory_peak_bytes << " and "
         << held.memory_peak_bytes << ", the other bucket " << other;
+  }
+}
+
+// The parameter bytes of each block of `model` as a stage of its own (the
+// first with the embedding, the last with the head).
+std::vector<int64_t> BytesPerBlock(const ModelConfig& model) {
+  std::vector<int64_t> bytes;
+  for (int64_t block = 0; block < model.num_layers; ++block) {
+    absl::StatusOr<std::shared_ptr<TransformerStage>> stage =
+        BuildTransformerStage(model, LayerRange{block, block + 1}, /*seed=*/5);
+    EXPECT_TRUE(stage.ok()) << stage.status();
+    if (!stage.ok()) return {};
+    int64_t sum = 0;
+    for (const at::Tensor& p : (*stage)->parameters()) sum += p.nbytes();
+    bytes.push_back(sum);
+  }
+  return bytes;
+}
+
+// The breadth-first paper's DP_FS (its Appendix A.2.1): with one block per
+// model stage, a stage is the paper's layer, and a worker holds whole only
+// the two layers it computes and gathers next, besides its shards. Breadth-
+// first D = 2 with eight chunks per worker, groups of G = 2 and 4; against
+// gradients-and-optimizer, which differs only in keeping the weights whole.
+TEST(FullyShardedMemoryTest, ABreadthFirstWorkerHoldsTwoLayersWholeAndShards) {
+  ModelConfig model = SmallGpt();
+  model.num_layers = 16;
+  constexpr int kDepthHere = 2;
+  const std::vector<int64_t> block_bytes = BytesPerBlock(model);
+  ASSERT_EQ(block_bytes.size(), 16u);
+  for (int members : {2, 4}) {
+    const auto measure = [&](schedule::Sharding sharding) {
+      schedule::ScheduleParams params;
+      params.scheme = Scheme::kBreadthFirst;
+      params.depth = kDepthHere;
+      params.chunks = 8;
+      params.micro_batches = 4;
+      params.width = members;
+      params.sharding = sharding;
+      return MeasureRun(params, model, /*micro_batch_size=*/4,
+                        OptimizerKind::kAdamW);
+    };
+    const auto whole = measure(schedule::Sharding::kGradientsAndOptimizer);
+    const auto full = measure(schedule::Sharding::kFull);
+    ASSERT_EQ(whole.size(), static_cast<size_t>(kDepthHere * members));
+    ASSERT_EQ(full.size(), whole.size());
+    for (size_t rank = 0; rank < full.size(); ++rank) {
+      // Rank r of a replica holds blocks r, r + D, ...: its two largest.
+      std::vector<int64_t> held;
+      for (size_t b = rank % kDepthHere; b < block_bytes.size();
+           b += kDepthHere) {
+        held.push_back(block_bytes[b]);
+      }
+      std::sort(held.rbegin(), held.rend());
+      const double two_layers = static_cast<double>(held[0] + held[1]);
+      const StepMetrics& kept = whole[rank].back();
+      const StepMetrics& sharded = full[rank].back();
+      const double weights = static_cast<double>(kept.weights_bytes);
+      const double shards = weights / members;
+      const std::string where = absl::StrCat("G = ", members, ", rank ", rank);
+
+      // What the executor reports: its shards and at most two layers whole.
+      const double gathered = sharded.weights_bytes - shards;
+      EXPECT_LE(gathered, 1.01 * two_layers) << where;
+      EXPECT_GE(gathered, 0.99 * held.back()) << where;
+
+      // What the tracking allocator measured: the shards alone between
+      // steps, and a peak lower by all weights but the shards and two layers.
+      const double between_steps = static_cast<double>(
+          kept.memory_current_bytes - sharded.memory_current_bytes);
+      EXPECT_NEAR(between_steps, weights - shards, 0.1 * (weights - shards))
+          << where;
+      const double at_peak = static_cast<double>(kept.memory_peak_bytes -
+                                                 sharded.memory_peak_bytes);
+      EXPECT_GE(at_peak, 0.9 * (weights - shards - two_layers))
+          << where << ": peaks " << kept.memory_peak_bytes << " and "
+          << sharded.memory_peak_bytes;
+    }
   }
 }
 

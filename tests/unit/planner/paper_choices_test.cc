@@ -166,6 +166,28 @@ TEST(PaperChoicesTest, Bert48OnShortMemoryIsBestPlannedBreadthFirstSharded) {
       << DescribePlan(any->ranked[0].plan);
 }
 
+// Memory shorter still, 1 GB per worker: no breadth-first plan at two or four
+// chunks per worker fits unsharded, and the search loops as deep as the
+// model allows, a block per stage, with the weights sharded too: the paper's
+// DP_FS, where a worker holds two blocks whole. It beats the best plan that
+// keeps the weights whole (which needs fewer, longer pipelines to fit) by
+// its smaller bubble.
+TEST(PaperChoicesTest, Bert48OnShorterMemoryLoopsABlockPerStageFullySharded) {
+  chimera::v1::TrainJob job = Job("paper/bert-48.yaml");
+  job.mutable_spec()->mutable_resources()->set_memory_bytes_per_worker(
+      int64_t{1000} * 1000 * 1000);
+  const chimera::v1::Cluster cluster = Cluster("clusters/v100-4x8.yaml");
+  const chimera::v1::Plan best = BestOf(job, cluster, "breadth-first");
+  EXPECT_EQ(best.sharding(), "full") << DescribePlan(best);
+  EXPECT_EQ(best.depth() * best.chunks(), job.spec().model().num_layers())
+      << DescribePlan(best);
+  job.mutable_spec()->mutable_parallelism()->set_sharding(
+      "gradients-and-optimizer");
+  const chimera::v1::Plan whole_weights = BestOf(job, cluster, "breadth-first");
+  EXPECT_GT(Throughput(best), Throughput(whole_weights))
+      << DescribePlan(whole_weights);
+}
+
 // The nodes that hold pipeline position `position` of a plan (ranks are
 // dp_rank x D + position).
 std::set<int> NodesOfPosition(const chimera::v1::Plan& plan, int position) {

@@ -303,6 +303,16 @@ TEST(CliRunTest, TrainsTheDappleExample) {
   EXPECT_THAT(run.out, HasSubstr(" replication=2:1, predicted step"));
 }
 
+// The breadth-first paper's setting, small: no plan of 2 or 4 chunks per
+// worker fits the job's memory, so the planner loops a block per stage with
+// the weights sharded too (gathered before each run of uses, released
+// after), and the job learns.
+TEST(CliRunTest, TrainsTheFullyShardedBreadthFirstExample) {
+  const ProcessResult run = ExpectTheExampleLearns(
+      "examples/breadth-first-sharded.yaml", "breadth-first W=2 D=2 ");
+  EXPECT_THAT(run.out, HasSubstr(" v=8 sharding=full"));
+}
+
 // The Llama example: rotary positions, RMSNorm, SwiGLU and grouped-query
 // attention through every rank of a Chimera pipeline, and a byte-level
 // Llama learns the corpus.

@@ -70,6 +70,9 @@ void ValidateLayer(const LayerProfile& layer, const std::string& path,
   if (layer.output_bytes_per_sample() < 0) {
     errors->Add(path + ".outputBytesPerSample", "must be >= 0");
   }
+  if (layer.backward_extra_bytes_per_sample() < 0) {
+    errors->Add(path + ".backwardExtraBytesPerSample", "must be >= 0");
+  }
   if (layer.parameter_bytes() < 0) {
     errors->Add(path + ".parameterBytes", "must be >= 0");
   }
@@ -185,8 +188,9 @@ StageProfile ProfileStage(const ModelProfile& profile, BlockRange blocks,
     const int64_t activations =
         layer.activation_bytes_per_sample() * micro_batch_size;
     stage.activation_bytes += activations;
-    stage.largest_layer_activation_bytes =
-        std::max(stage.largest_layer_activation_bytes, activations);
+    stage.backward_extra_bytes =
+        std::max(stage.backward_extra_bytes,
+                 layer.backward_extra_bytes_per_sample() * micro_batch_size);
     stage.parameter_bytes += layer.parameter_bytes();
     stage.optimizer_seconds += layer.optimizer_seconds();
     stage.boundary_bytes = layer.output_bytes_per_sample() * micro_batch_size;

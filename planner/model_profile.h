@@ -61,9 +61,9 @@ struct StageProfile {
   double backward_weight_seconds = 0;
   // Per micro-batch of the given size.
   int64_t activation_bytes = 0;
-  // The largest single layer's activations: the working set a stage with
-  // recomputation needs on top of its stashed boundary activations.
-  int64_t largest_layer_activation_bytes = 0;
+  // The most any one layer's backward holds beyond the activations its
+  // forward kept, per micro-batch.
+  int64_t backward_extra_bytes = 0;
   // The stage's output (= input of the next stage) per micro-batch.
   int64_t boundary_bytes = 0;
   int64_t parameter_bytes = 0;

@@ -241,9 +241,10 @@ int WeightVersionsKept(const schedule::Topology& topology, int rank) {
 
 // A worker's memory: weights, gradients and optimizer state of every stage
 // replica it holds, plus its peak of stashed micro-batches at the largest
-// stash any of its stages needs per micro-batch. The gradients held, and
-// under sharding full the parameters gathered, at the activations' peak are
-// bounded by the most held at any time.
+// stash any of its stages needs per micro-batch, and with recomputation the
+// largest stage's activations and its backward's own working memory. The
+// gradients held, and under sharding full the parameters gathered, at the
+// activations' peak are bounded by the most held at any time.
 ReplicaUsage MeasureReplica(const PlanningContext& context,
                             const schedule::ScheduleParams& params,
                             const SimulationInputs& inputs,
@@ -275,7 +276,10 @@ ReplicaUsage MeasureReplica(const PlanningContext& context,
       per_micro_batch =
           std::max(per_micro_batch, params.recompute ? stage.boundary_bytes
                                                      : stage.activation_bytes);
-      working_set = std::max(working_set, stage.largest_layer_activation_bytes);
+      // A recomputing backward runs its stage's forward again, whole, and
+      // then backpropagates through it.
+      working_set = std::max(
+          working_set, stage.activation_bytes + stage.backward_extra_bytes);
     }
     const int64_t peak =
         static_cast<int64_t>(state) +

@@ -65,6 +65,8 @@ struct Measurement {
   double backward_weight_seconds = 0;
   int64_t retained_bytes = 0;  // allocated by the forward, kept for backward
   int64_t output_bytes = 0;
+  // The backward's peak above what the forward kept.
+  int64_t backward_extra_bytes = 0;
 };
 
 double Median(std::vector<double> values) {
@@ -99,11 +101,13 @@ struct Runs {
   std::vector<double> forward, backward, backward_input, backward_weight;
   int64_t retained_bytes = 0;
   int64_t output_bytes = 0;
+  int64_t backward_extra_bytes = 0;
 
   // Their medians.
   Measurement Summary() const {
     return {Median(forward),         Median(backward), Median(backward_input),
-            Median(backward_weight), retained_bytes,   output_bytes};
+            Median(backward_weight), retained_bytes,   output_bytes,
+            backward_extra_bytes};
   }
 };
 
@@ -112,8 +116,7 @@ struct Runs {
 // GPU computes asynchronously: the device is drained before each clock
 // reading.
 absl::Status TimeOnce(const ProfiledLayer& layer, int64_t samples,
-                      c10::Device device, const DeviceMemory& memory,
-                      Runs* runs) {
+                      c10::Device device, DeviceMemory& memory, Runs* runs) {
   ASSIGN_OR_RETURN(const LayerInput input, layer.make_input(samples));
   SynchronizeDevice(device);
   const int64_t before = memory.current_bytes();
@@ -122,15 +125,18 @@ absl::Status TimeOnce(const ProfiledLayer& layer, int64_t samples,
   SynchronizeDevice(device);
   const auto forward_end = std::chrono::steady_clock::now();
   const int64_t retained = memory.current_bytes() - before;
+  memory.ResetPeak();
   const auto backward_start = std::chrono::steady_clock::now();
   pass.end.backward(pass.gradient);
   SynchronizeDevice(device);
   const auto backward_end = std::chrono::steady_clock::now();
+  const int64_t backward_extra = memory.peak_bytes() - (before + retained);
   ASSIGN_OR_RETURN(const auto halves,
                    MeasureSplitBackward(layer, input, device));
   if (runs == nullptr) return absl::OkStatus();
   runs->retained_bytes = retained;
   runs->output_bytes = static_cast<int64_t>(pass.end.nbytes());
+  runs->backward_extra_bytes = std::max<int64_t>(0, backward_extra);
   runs->forward.push_back(SecondsBetween(start, forward_end));
   runs->backward.push_back(SecondsBetween(backward_start, backward_end));
   runs->backward_input.push_back(halves.first);
@@ -183,7 +189,7 @@ void RunOn(const std::vector<int>& cpus) {
 absl::StatusOr<LayerCosts> TimeLayers(const std::vector<ProfiledLayer>& layers,
                                       const std::vector<int64_t>& sizes,
                                       const ProfileOptions& options,
-                                      const DeviceMemory& memory) {
+                                      DeviceMemory& memory) {
   const std::vector<int> cpus = options.device.is_cpu() && options.threads == 1
                                     ? AllowedCpus()
                                     : std::vector<int>{};
@@ -217,6 +223,7 @@ absl::StatusOr<LayerCosts> TimeLayers(const std::vector<ProfiledLayer>& layers,
       Measurement& mean = costs[l][s];
       mean.retained_bytes = runs[0][l][s].retained_bytes;
       mean.output_bytes = runs[0][l][s].output_bytes;
+      mean.backward_extra_bytes = runs[0][l][s].backward_extra_bytes;
       const int timed_cores = static_cast<int>(std::count_if(
           runs.begin(), runs.end(),
           [&](const auto& on_core) { return !on_core[l][s].forward.empty(); }));
@@ -416,7 +423,7 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileModel(
         " must all be >= 1"));
   }
   RETURN_IF_ERROR(CheckDeviceUsable(options.device));
-  const DeviceMemory memory(options.device);
+  DeviceMemory memory(options.device);
   LimitComputeThreads(options.threads);
   RetainFreedHostMemory();
   chimera::v1::ModelProfile profile;
@@ -456,6 +463,8 @@ absl::StatusOr<chimera::v1::ModelProfile> ProfileModel(
     out->set_optimizer_seconds(MeasureOptimizerStep(
         layer, options.optimizer, options.repetitions, options.device));
     out->set_activation_bytes_per_sample(largest.retained_bytes / largest_size);
+    out->set_backward_extra_bytes_per_sample(largest.backward_extra_bytes /
+                                             largest_size);
     out->set_output_bytes_per_sample(layer.kind == std::string("head")
                                          ? largest.output_bytes
                                          : largest.output_bytes / largest_size);

@@ -93,7 +93,23 @@ TEST(ModelProfileTest, StageAddsEmbeddingAndHeadAtTheEnds) {
   const StageProfile last = ProfileStage(profile, {2, 2}, false, true, 4);
   EXPECT_DOUBLE_EQ(last.forward_seconds, 2 * 2.0 + 6.0);
   EXPECT_EQ(last.boundary_bytes, 40);
-  EXPECT_EQ(last.largest_layer_activation_bytes, 400);
+  EXPECT_EQ(last.activation_bytes, 3 * 400);
+}
+
+// A backward's own working memory is its largest layer's, per micro-batch.
+TEST(ModelProfileTest, StageBackwardExtraIsItsLargestLayers) {
+  auto profile = Profile(2);
+  profile.mutable_layers(1)->set_backward_extra_bytes_per_sample(30);
+  profile.mutable_layers(2)->set_backward_extra_bytes_per_sample(50);
+  profile.mutable_layers(3)->set_backward_extra_bytes_per_sample(20);
+  EXPECT_EQ(ProfileStage(profile, {0, 2}, false, true, 4).backward_extra_bytes,
+            4 * 50);
+  EXPECT_EQ(ProfileStage(profile, {0, 1}, true, false, 2).backward_extra_bytes,
+            2 * 30);
+  profile.mutable_layers(3)->set_backward_extra_bytes_per_sample(-1);
+  const FieldErrors errors = ValidateProfile(profile, 0);
+  ASSERT_EQ(errors.size(), 1u) << errors.ToStatus();
+  EXPECT_EQ(errors.errors()[0].path, "layers[3].backwardExtraBytesPerSample");
 }
 
 TEST(ModelProfileTest, RejectsLayersOutOfOrderAndUnsortedTimings) {

@@ -143,20 +143,20 @@ TEST(PaperChoicesTest, Bert48OnV100sChimeraRanksAboveEvery1F1BAndGPipePlan) {
 
 // The breadth-first pipeline paper's setting: memory too short for the
 // training state of a stage replica on every device. Bert-48 on the V100s
-// with 1.3 GiB per worker: the best breadth-first plan shards the gradients
-// and the optimizer state (a worker holds one of its stages' gradients at a
-// time) and is as fast as the best plan of any scheme. It ties the
-// interleaved (depth-first) plan, which ranks first by a few bytes: at
-// N = D, which is what fits, the two orders are the same program. The
-// paper's strict win needs micro-batches beyond D with the weights sharded
-// too.
+// with 1.3 GiB per worker: the best breadth-first plan shards the weights as
+// well as the gradients and the optimizer state (a worker holds one of its
+// stages' gradients and two of its stages' weights at a time) and is as fast
+// as the best plan of any scheme. It ties the interleaved (depth-first)
+// plan, which ranks first by a few bytes: at N = D, which is what fits, the
+// two orders are the same program. The paper's strict win needs
+// micro-batches beyond D (the next test).
 TEST(PaperChoicesTest, Bert48OnShortMemoryIsBestPlannedBreadthFirstSharded) {
   chimera::v1::TrainJob job = Job("paper/bert-48.yaml");
   job.mutable_spec()->mutable_resources()->set_memory_bytes_per_worker(
       int64_t{13} * (int64_t{1} << 30) / 10);
   const chimera::v1::Cluster cluster = Cluster("clusters/v100-4x8.yaml");
   const chimera::v1::Plan best = BestOf(job, cluster, "breadth-first");
-  EXPECT_EQ(best.sharding(), "gradients-and-optimizer") << DescribePlan(best);
+  EXPECT_EQ(best.sharding(), "full") << DescribePlan(best);
   const auto profile =
       AnalyticProfile(job.spec().model(), cluster.spec().device());
   absl::StatusOr<SearchResult> any =
@@ -167,11 +167,11 @@ TEST(PaperChoicesTest, Bert48OnShortMemoryIsBestPlannedBreadthFirstSharded) {
 }
 
 // Memory shorter still, 1 GB per worker: no breadth-first plan at two or four
-// chunks per worker fits unsharded, and the search loops as deep as the
-// model allows, a block per stage, with the weights sharded too: the paper's
-// DP_FS, where a worker holds two blocks whole. It beats the best plan that
-// keeps the weights whole (which needs fewer, longer pipelines to fit) by
-// its smaller bubble.
+// chunks per worker fits at W = 8, D = 4, and the search loops as deep as
+// the model allows, a block per stage, with the weights sharded too: the
+// paper's DP_FS, where a worker holds two blocks whole. It beats the best
+// plan that keeps the weights whole (which needs fewer, longer pipelines to
+// fit) by its smaller bubble, and ranks first of every scheme's plans.
 TEST(PaperChoicesTest, Bert48OnShorterMemoryLoopsABlockPerStageFullySharded) {
   chimera::v1::TrainJob job = Job("paper/bert-48.yaml");
   job.mutable_spec()->mutable_resources()->set_memory_bytes_per_worker(
@@ -186,6 +186,13 @@ TEST(PaperChoicesTest, Bert48OnShorterMemoryLoopsABlockPerStageFullySharded) {
   const chimera::v1::Plan whole_weights = BestOf(job, cluster, "breadth-first");
   EXPECT_GT(Throughput(best), Throughput(whole_weights))
       << DescribePlan(whole_weights);
+  job.mutable_spec()->mutable_parallelism()->clear_sharding();
+  const auto profile =
+      AnalyticProfile(job.spec().model(), cluster.spec().device());
+  absl::StatusOr<SearchResult> any =
+      SearchPlans(job, cluster, profile, {.top_k = 1});
+  ASSERT_TRUE(any.ok()) << any.status();
+  EXPECT_EQ(DescribePlan(any->ranked[0].plan), DescribePlan(best));
 }
 
 // The nodes that hold pipeline position `position` of a plan (ranks are

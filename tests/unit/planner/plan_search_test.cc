@@ -60,6 +60,33 @@ int64_t PredictedPeak(const PlanningContext& context, Candidate candidate,
                          : 0;
 }
 
+// With recomputation a worker stashes each micro-batch's boundary, and its
+// backward runs the stage's forward again, whole, before it backpropagates:
+// the worker holds the stage's activations, every block's, and the largest
+// layer's backward working memory on top. One stage of all eight blocks.
+TEST(PlanEvaluatorTest, ARecomputingBackwardHoldsItsWholeStage) {
+  const auto job = LargeJob(8, 32, 1);
+  const auto cluster = TestCluster(1, 1);
+  auto profile = AnalyticProfile(job.spec().model(), cluster.spec().device());
+  Candidate candidate = CandidateAt(schedule::Scheme::kOneFOneB, 1, 1, 8, 4);
+  candidate.params.recompute = true;
+  const auto peak = [&] {
+    const PlanningContext context{job, cluster.spec(), profile};
+    return PredictedPeak(context, candidate, schedule::Sharding::kNone);
+  };
+  const int64_t before = peak();
+  constexpr int64_t kMore = 1000;  // per sample
+  for (auto& layer : *profile.mutable_layers()) {
+    if (layer.kind() != "block") continue;
+    layer.set_activation_bytes_per_sample(layer.activation_bytes_per_sample() +
+                                          kMore);
+  }
+  const int64_t more_activations = peak();
+  EXPECT_EQ(more_activations - before, 8 * kMore * 4);
+  profile.mutable_layers(3)->set_backward_extra_bytes_per_sample(kMore);
+  EXPECT_EQ(peak() - more_activations, kMore * 4);
+}
+
 // Breadth-first with two chunks per worker: with its gradients
 // reduce-scattered a worker holds one stage's at a time (the generator ends
 // the first stage's sum before the second's backward), and its predicted

@@ -104,6 +104,12 @@ TEST(ProfilerTest, MeasuredBytesMatchTheLayersShapes) {
   // attention scores, MLP inputs).
   EXPECT_GT(block.activation_bytes_per_sample(),
             3 * block.output_bytes_per_sample());
+  // Its backward holds the gradients of those as it goes, beyond them: at
+  // least its input's gradient, and less than all it kept again.
+  EXPECT_GE(block.backward_extra_bytes_per_sample(),
+            block.output_bytes_per_sample());
+  EXPECT_LT(block.backward_extra_bytes_per_sample(),
+            block.activation_bytes_per_sample());
   // The head computes its loss in chunks: it keeps at least its input, and
   // no more than the planner's analytic bound (two logits and its input).
   EXPECT_GE(head.activation_bytes_per_sample(), 4 * s * h);

@@ -210,6 +210,24 @@ std::string FormatPredictedAgainstSteps(
       &*middle);
 }
 
+std::string FormatMemoryAgainstMeasured(const chimera::v1::Job& job) {
+  const int64_t predicted = job.plan().prediction().peak_memory_bytes_max();
+  if (predicted <= 0) return "";
+  std::string line =
+      absl::StrCat("memory: predicted peak ", FormatBytes(predicted),
+                   " (the largest rank's)");
+  int64_t measured = 0;
+  for (const auto& worker : job.workers()) {
+    measured = std::max(measured, worker.peak_memory_bytes());
+  }
+  if (measured > 0) {
+    absl::StrAppendFormat(
+        &line, "; measured %s (%+.1f%%)", FormatBytes(measured),
+        100 * (static_cast<double>(measured) / predicted - 1));
+  }
+  return line + "\n";
+}
+
 std::string FormatPredictedBubble(const chimera::v1::Job& job, int rank) {
   const auto& predicted = job.plan().prediction().rank_bubble_ratios();
   return rank >= 0 && rank < predicted.size() ? absl::StrFormat("%.3f", predicted[rank]) : "-";
@@ -266,7 +284,8 @@ std::string FormatJobDescription(const chimera::v1::Job& job) {
     if (const std::string note = AsynchronousNote(plan); !note.empty()) {
       absl::StrAppend(&out, note, "\n");
     }
-    absl::StrAppend(&out, FormatPredictedAgainstMeasured(job));
+    absl::StrAppend(&out, FormatPredictedAgainstMeasured(job),
+                    FormatMemoryAgainstMeasured(job));
     absl::StrAppend(&out, "stages:\n");
     for (const auto& stage : plan.partition()) {
       absl::StrAppendFormat(&out, "  stage %-3d layers %d-%d\n", stage.stage(),

@@ -38,6 +38,11 @@ std::string FormatPredictedAgainstMeasured(const chimera::v1::Job& job);
 std::string FormatPredictedAgainstSteps(
     const chimera::v1::Job& job,
     const std::vector<chimera::v1::StepSummary>& steps);
+// "memory: predicted peak 14.5 MiB (the largest rank's); measured 15.2 MiB
+// (+4.8%)" and a newline: the plan's peak against the largest a rank reported
+// for its last step; only the prediction before any report, nothing for a
+// plan without one.
+std::string FormatMemoryAgainstMeasured(const chimera::v1::Job& job);
 // The bubble ratio the plan predicts for `rank`, "0.214", or "-" where the
 // prediction has none for it (a data-parallel replica it did not simulate).
 std::string FormatPredictedBubble(const chimera::v1::Job& job, int rank);

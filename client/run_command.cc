@@ -232,7 +232,9 @@ void PrintSummary(const chimera::v1::Job& job, const std::vector<chimera::v1::St
                                  steps.front().loss(), steps.back().loss(),
                                  samples_per_second / steps.size());
   }
-  std::cout << "\n" << FormatPredictedAgainstSteps(job, steps);
+  std::cout << "\n"
+            << FormatPredictedAgainstSteps(job, steps)
+            << FormatMemoryAgainstMeasured(job);
   if (!job.workers().empty()) {
     std::cout << "per rank, in the last step:\n";
     std::cout << absl::StrFormat("%-5s %-10s %-8s %-10s %s\n", "RANK", "WORKER", "BUBBLE",

@@ -177,5 +177,22 @@ TEST(JobOutputTest, ARunsMeasurementIsItsMedianStepAfterTheFirstTenth) {
             "predicted: step 0.200 s, bubble 0.200\n");
 }
 
+// The plan's peak memory, against the largest peak any rank reported.
+TEST(JobOutputTest, MemoryIsThePlansPeakAgainstTheLargestRanks) {
+  chimera::v1::Job job = PlannedJob();
+  EXPECT_EQ(FormatMemoryAgainstMeasured(job), "");
+  job.mutable_plan()->mutable_prediction()->set_peak_memory_bytes_max(
+      int64_t{10} << 20);
+  EXPECT_EQ(FormatMemoryAgainstMeasured(job),
+            "memory: predicted peak 10.0 MiB (the largest rank's)\n");
+  job.add_workers()->set_peak_memory_bytes(int64_t{9} << 20);
+  job.add_workers()->set_peak_memory_bytes(int64_t{11} << 20);
+  EXPECT_EQ(FormatMemoryAgainstMeasured(job),
+            "memory: predicted peak 10.0 MiB (the largest rank's); measured "
+            "11.0 MiB (+10.0%)\n");
+  EXPECT_THAT(FormatJobDescription(job),
+              HasSubstr("measured 11.0 MiB (+10.0%)\n"));
+}
+
 }  // namespace
 }  // namespace chimera::client

@@ -439,11 +439,11 @@ class Search {
         ASSIGN_OR_RETURN(std::set<MemoryKnobs> fitting,
                          TryVariants(Variants(fixed, base, num_layers), b,
                                      sizes.size() > 1, fitted));
-        const std::optional<ScheduleParams> deepest =
-            DeepestLoop(fixed, base, num_layers);
-        if (fitting.empty() && deepest) {
-          ASSIGN_OR_RETURN(
-              fitting, TryVariants({*deepest}, b, sizes.size() > 1, fitted));
+        if (fitting.empty()) {
+          if (const auto deepest = DeepestLoop(fixed, base, num_layers)) {
+            ASSIGN_OR_RETURN(
+                fitting, TryVariants({*deepest}, b, sizes.size() > 1, fitted));
+          }
         }
         fitted.insert(fitting.begin(), fitting.end());
       }

@@ -46,9 +46,8 @@ ProfileBuild CurrentBuild(const std::string& worker_binary,
 std::string ProfileCacheName(const chimera::v1::TrainJob& job,
                              const ProfileBuild& build);
 
-// Where profiles are cached: $XDG_CACHE_HOME/chimera/profiles, else
-// $HOME/.cache/chimera/profiles; none when neither is set.
-std::optional<std::string> ProfileCacheDirectory();
+// The cache's folder of profiles (MeasurementCacheDirectory).
+inline constexpr char kProfileCacheFolder[] = "profiles";
 
 struct ProfileRequest {
   std::string job_file;

@@ -24,6 +24,7 @@
 #include "client/job_follow.h"
 #include "client/job_output.h"
 #include "client/job_trace.h"
+#include "client/local_host_costs.h"
 #include "client/local_profile.h"
 #include "client/structured_output.h"
 #include "common/byte_size.h"
@@ -64,9 +65,10 @@ struct RunOptions {
   // A profile to plan a CPU job from; empty: measure (or reuse) this
   // machine's.
   std::string profile;
-  // Plan from the analytic model instead.
+  // Plan from the analytic model and the coordinator's default host costs
+  // instead.
   bool no_profile = false;
-  // Measure the profile again though one is cached.
+  // Measure the profile and the host costs again though they are cached.
   bool fresh_profile = false;
 };
 
@@ -112,6 +114,13 @@ std::optional<chimera::v1::ModelProfile> GivenProfile(
   return profile;
 }
 
+// "(measured before on this machine)" or "(measured in 2.5 s)".
+std::string HowMeasured(bool cached, absl::Time start) {
+  return cached ? "(measured before on this machine)"
+                : absl::StrFormat("(measured in %.1f s)",
+                                  absl::ToDoubleSeconds(absl::Now() - start));
+}
+
 // What a job without --profile is planned from: for a CPU job its model as
 // measured on this machine, for a GPU job or with --no-profile the analytic
 // model (an empty profile).
@@ -137,14 +146,60 @@ chimera::v1::ModelProfile PlanningProfile(const chimera::v1::TrainJob& manifest,
                    }
                  }}));
   if (text) {
-    std::cout << "profile: " << local.path
-              << (local.cached ? " (measured before on this machine)"
-                               : absl::StrFormat(" (measured in %.1f s)",
-                                                 absl::ToDoubleSeconds(
-                                                     absl::Now() - start)))
-              << std::endl;
+    std::cout << "profile: " << local.path << " "
+              << HowMeasured(local.cached, start) << std::endl;
   }
   return local.profile;
+}
+
+// What a cpu job's workers pay on this host beyond their compute, measured
+// (or reused) unless --no-profile; none for a gpu job, whose workers the
+// coordinator charges nothing of the kind.
+std::optional<chimera::v1::HostCosts> PlanningHostCosts(
+    const chimera::v1::TrainJob& manifest, const RunOptions& options,
+    const std::string& directory) {
+  if (options.no_profile || manifest.spec().resources().device() == "gpu") {
+    return std::nullopt;
+  }
+  const absl::Time start = absl::Now();
+  const bool text = !Json(options);
+  const LocalHostCosts local = ValueOrExit(MeasureOrReuseHostCosts(
+      {.worker_binary = WorkerBinary(),
+       .log_file = directory + "/host-costs.log",
+       .fresh = options.fresh_profile,
+       .before_measuring = [text] {
+         if (text) {
+           std::cout << "measuring what a worker pays on this host beyond "
+                        "its compute, for the planner"
+                     << std::endl;
+         }
+       }}));
+  if (text) {
+    std::cout << "host costs: " << FormatHostCosts(local.costs) << " "
+              << HowMeasured(local.cached, start) << std::endl;
+  }
+  return local.costs;
+}
+
+// The coordinator `chimera run` embeds: on loopback, its store in the run
+// directory, planning cpu jobs with this host's `costs` where measured.
+coordinator::CoordinatorOptions LocalCoordinatorOptions(
+    const std::string& directory, int workers,
+    const std::optional<chimera::v1::HostCosts>& costs) {
+  coordinator::CoordinatorOptions options;
+  options.listen = "127.0.0.1:0";
+  options.database = directory + "/jobs.db";
+  options.heartbeat.period = kHeartbeatPeriod;
+  options.heartbeat.failure_threshold = kHeartbeatFailureThreshold;
+  options.jobs.max_workers = workers;
+  if (costs) {
+    coordinator::LaunchOptions& launch = options.jobs.launch;
+    launch.cpu_wake_up_seconds = costs->wake_up_seconds();
+    launch.cpu_message_post_seconds = costs->message_post_seconds();
+    launch.cpu_message_receive_seconds = costs->message_receive_seconds();
+    launch.cpu_co_running_slowdown = costs->co_running_slowdown();
+  }
+  return options;
 }
 
 absl::StatusOr<std::string> MakeRunDirectory() {
@@ -288,20 +343,17 @@ int Run(const RunOptions& options) {
   // and the following asks the signal thread to stop it.
   ::signal(SIGPIPE, SIG_IGN);
 
-  coordinator::CoordinatorOptions server_options;
-  server_options.listen = "127.0.0.1:0";
-  server_options.database = directory + "/jobs.db";
-  server_options.heartbeat.period = kHeartbeatPeriod;
-  server_options.heartbeat.failure_threshold = kHeartbeatFailureThreshold;
-  server_options.jobs.max_workers = workers;
-  auto server = ValueOrExit(coordinator::CoordinatorServer::Start(server_options));
+  // Timed before any worker starts, on a machine otherwise idle.
+  const chimera::v1::ModelProfile profile =
+      given ? *given : PlanningProfile(manifest, options, directory, here);
+  const std::optional<chimera::v1::HostCosts> host_costs =
+      PlanningHostCosts(manifest, options, directory);
+  auto server = ValueOrExit(coordinator::CoordinatorServer::Start(
+      LocalCoordinatorOptions(directory, workers, host_costs)));
   if (!Json(options)) {
     std::cout << "coordinator on " << server->address() << ", " << workers
               << " local workers, logs in " << directory << std::endl;
   }
-  // Timed before any worker starts, on a machine otherwise idle.
-  const chimera::v1::ModelProfile profile =
-      given ? *given : PlanningProfile(manifest, options, directory, here);
 
   std::vector<std::unique_ptr<net::ChildProcess>> processes;
   const std::string binary = WorkerBinary();
@@ -438,17 +490,19 @@ void AddRunCommand(CLI::App& app) {
       "Plan the job from this model profile (chimera-worker profile writes "
       "one). Without it a cpu job's model is timed on this machine first, "
       "once per model, worker build and host: the profile is cached in "
-      "$XDG_CACHE_HOME/chimera/profiles (else ~/.cache/chimera/profiles)");
+      "$XDG_CACHE_HOME/chimera/profiles (else ~/.cache/chimera/profiles). "
+      "Either way a cpu job's planner also takes what a worker pays on this "
+      "host beyond its compute (chimera-worker host-costs), measured once "
+      "per host and worker build and cached in $XDG_CACHE_HOME/chimera/hosts");
   command
       ->add_flag("--no-profile", options->no_profile,
-                 "Plan from the analytic model (a GPU's) instead of a measured "
-                 "profile, as gpu jobs do without --profile")
+                 "Plan from the analytic model (a GPU's) and the "
+                 "coordinator's default host costs instead of measuring this "
+                 "machine, as gpu jobs do without --profile")
       ->excludes(profile);
-  command
-      ->add_flag("--fresh-profile", options->fresh_profile,
-                 "Time the model on this machine again though a profile is "
-                 "cached")
-      ->excludes(profile);
+  command->add_flag("--fresh-profile", options->fresh_profile,
+                    "Time the model and this host's costs again though they "
+                    "are cached (the host's alone with --profile)");
   command
       ->add_option("--trace-step", options->trace_step,
                    "The step --trace records (from 0; default: the next "

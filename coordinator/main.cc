@@ -119,27 +119,27 @@ void AddPlanningFlags(CLI::App* app,
                   options->jobs.launch.cpu_co_running_slowdown,
                   "How much longer a CPU worker computes for each other worker "
                   "of its host computing at once, assumed when planning "
-                  "(bench/throughput_benchmark: 2 / P-process scaling - 1)")
+                  "(chimera-worker host-costs measures it)")
       ->check(chimera::kNonNegativeNumber)
       ->capture_default_str();
   app->add_option("--cpu-wake-up", options->jobs.launch.cpu_wake_up_seconds,
                   "Seconds a CPU worker's compute op loses after the worker "
                   "waited for a message, assumed when planning "
-                  "(bench/host_costs_benchmark measures it)")
+                  "(chimera-worker host-costs measures it)")
       ->check(chimera::kNonNegativeNumber)
       ->capture_default_str();
   app->add_option("--cpu-message-post",
                   options->jobs.launch.cpu_message_post_seconds,
                   "Seconds a CPU worker takes to post a message or begin an "
                   "allreduce, assumed when planning "
-                  "(bench/host_costs_benchmark measures it)")
+                  "(chimera-worker host-costs measures it)")
       ->check(chimera::kNonNegativeNumber)
       ->capture_default_str();
   app->add_option("--cpu-message-receive",
                   options->jobs.launch.cpu_message_receive_seconds,
                   "Seconds of a core a message costs its CPU worker's host "
                   "beyond posting it, charged where it is received, assumed "
-                  "when planning (bench/host_costs_benchmark measures it)")
+                  "when planning (chimera-worker host-costs measures it)")
       ->check(chimera::kNonNegativeNumber)
       ->capture_default_str();
 }

@@ -30,6 +30,19 @@ void CheckLink(FieldErrors* errors, const std::string& path,
                 link.bandwidth_bytes_per_second());
 }
 
+// The CPU terms a cluster's device and a host costs file share.
+template <typename Costs>
+void CheckHostCosts(const Costs& costs, const std::string& prefix,
+                    FieldErrors* errors) {
+  CheckNonNegative(errors, prefix + "coRunningSlowdown",
+                   costs.co_running_slowdown());
+  CheckNonNegative(errors, prefix + "wakeUpSeconds", costs.wake_up_seconds());
+  CheckNonNegative(errors, prefix + "messagePostSeconds",
+                   costs.message_post_seconds());
+  CheckNonNegative(errors, prefix + "messageReceiveSeconds",
+                   costs.message_receive_seconds());
+}
+
 FieldErrors ValidateParsed(FieldErrors parse_errors,
                            const chimera::v1::Cluster& cluster) {
   if (!parse_errors.empty()) return parse_errors;
@@ -52,14 +65,7 @@ FieldErrors ValidateCluster(const chimera::v1::Cluster& cluster) {
     errors.Add("spec.device.coresPerNode",
                absl::StrCat(spec.device().cores_per_node(), " must be >= 0"));
   }
-  CheckNonNegative(&errors, "spec.device.coRunningSlowdown",
-                   spec.device().co_running_slowdown());
-  CheckNonNegative(&errors, "spec.device.wakeUpSeconds",
-                   spec.device().wake_up_seconds());
-  CheckNonNegative(&errors, "spec.device.messagePostSeconds",
-                   spec.device().message_post_seconds());
-  CheckNonNegative(&errors, "spec.device.messageReceiveSeconds",
-                   spec.device().message_receive_seconds());
+  CheckHostCosts(spec.device(), "spec.device.", &errors);
   CheckLink(&errors, "spec.links.intraNode", spec.links().intra_node());
   if (spec.nodes() > 1 || spec.links().has_inter_node()) {
     CheckLink(&errors, "spec.links.interNode", spec.links().inter_node());
@@ -74,6 +80,13 @@ FieldErrors LoadClusterFile(const std::string& path,
 
 FieldErrors ParseCluster(absl::string_view yaml, chimera::v1::Cluster* cluster) {
   return ValidateParsed(jobspec::ParseYamlMessage(yaml, cluster), *cluster);
+}
+
+FieldErrors ParseHostCosts(absl::string_view json,
+                           chimera::v1::HostCosts* costs) {
+  FieldErrors errors = jobspec::ParseYamlMessage(json, costs);
+  if (errors.empty()) CheckHostCosts(*costs, "", &errors);
+  return errors;
 }
 
 }  // namespace chimera::planner

@@ -6,6 +6,7 @@
 //   chimera-worker standalone --job examples/chimera.yaml --rank 0 --world 4
 //       --store 127.0.0.1:29500 [--steps 20] [--resume]   # one per rank
 //   chimera-worker profile --job job.yaml [--out profile.json]
+//   chimera-worker host-costs [--out host.json]
 //   chimera-worker devices [-o json]
 //   chimera-worker version [-o json]
 //
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   cli::AddDaemonCommand(app, &invocation);
   cli::AddStandaloneCommand(app, &invocation);
   cli::AddProfileCommand(app, &invocation);
+  cli::AddHostCostsCommand(app, &invocation);
   cli::AddExportCommand(app, &invocation);
   cli::AddDevicesCommand(app, &invocation);
   cli::AddVersionCommand(app, &invocation);

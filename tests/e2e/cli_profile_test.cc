@@ -85,6 +85,30 @@ TEST(CliProfileTest, TimesTheBackwardsHalvesOfEveryLayer) {
   }
 }
 
+// `chimera-worker host-costs` measures what a worker pays on this host
+// beyond its compute and writes the four figures that chimera run's planner
+// reads; bad flags exit 2.
+TEST(CliProfileTest, HostCostsWritesEveryFigure) {
+  const chimera::testing::TempDir dir;
+  const std::string out = dir.path() + "/host.json";
+  const ProcessResult r =
+      RunProcess({CHIMERA_WORKER_BINARY, "host-costs", "--runs", "5",
+                  "--repeats", "1", "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream file(out);
+  const nlohmann::json costs = nlohmann::json::parse(file);
+  for (const char* figure : {"wakeUpSeconds", "messagePostSeconds",
+                             "messageReceiveSeconds", "coRunningSlowdown"}) {
+    ASSERT_TRUE(costs.contains(figure)) << costs.dump();
+    EXPECT_GE(costs.at(figure).get<double>(), 0) << figure;
+  }
+  EXPECT_EQ(costs.size(), 4u) << costs.dump();
+  const ProcessResult bad =
+      RunProcess({CHIMERA_WORKER_BINARY, "host-costs", "--runs", "0"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_THAT(bad.err, HasSubstr("--runs"));
+}
+
 // The environment a running process started with, or last exec'd with.
 std::vector<std::string> EnvironmentOf(pid_t pid) {
   std::ifstream file("/proc/" + std::to_string(pid) + "/environ");

@@ -50,6 +50,20 @@ int ProcessesMentioning(const std::string& needle) {
   return count;
 }
 
+// The address in the banner line of `chimera run`'s output, "coordinator on
+// 127.0.0.1:PORT, 4 local workers, logs in DIR"; the directory with `dir`.
+std::string BannerAddress(const std::string& out, std::string* dir = nullptr) {
+  const std::string banner = "coordinator on ";
+  const size_t at = out.find(banner);
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "no banner in " << out;
+    return "";
+  }
+  const std::string line = out.substr(at, out.find('\n', at) - at);
+  if (dir != nullptr) *dir = line.substr(line.rfind(' ') + 1);
+  return line.substr(banner.size(), line.find(',') - banner.size());
+}
+
 TEST(CliRunTest, TrainsTheExampleJobAndCleansUp) {
   chimera::testing::TempDir dir;
   ProcessResult run =
@@ -72,10 +86,10 @@ TEST(CliRunTest, TrainsTheExampleJobAndCleansUp) {
   // The summary sets the run's median step beside the prediction.
   EXPECT_THAT(run.out.substr(run.out.find("SUCCEEDED")),
               HasSubstr("; measured (median of steps 3-20): step "));
-  // "coordinator on 127.0.0.1:PORT, 4 local workers, logs in DIR"
-  const std::string banner = run.out.substr(0, run.out.find('\n'));
-  EXPECT_FALSE(std::filesystem::exists(banner.substr(banner.rfind(' ') + 1)))
-      << "the run directory outlived a success: " << banner;
+  std::string run_directory;
+  BannerAddress(run.out, &run_directory);
+  EXPECT_FALSE(std::filesystem::exists(run_directory))
+      << "the run directory outlived a success: " << run_directory;
   // The summary's losses: training made progress.
   const size_t at = run.out.find("first loss ");
   ASSERT_NE(at, std::string::npos) << run.out;
@@ -117,10 +131,23 @@ double PredictedStep(const std::string& out) {
   return seconds;
 }
 
-// A cpu job is planned from its model as timed on this machine: the first
-// run measures it, later runs reuse the cached profile; --fresh-profile
-// measures again and --no-profile plans from the analytic model.
-TEST(CliRunTest, TheModelIsTimedOnceAndItsProfileReused) {
+// The one host costs file in `cache`.
+std::string CachedHostCosts(const std::string& cache) {
+  std::string found;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(cache + "/chimera/hosts")) {
+    EXPECT_EQ(found, "") << "two host costs files";
+    found = entry.path().string();
+  }
+  return found;
+}
+
+// A cpu job is planned from its model as timed on this machine and from
+// what a worker pays on this host beyond its compute: the first run
+// measures both, later runs reuse what is cached (and the planner takes
+// what the cache says); --fresh-profile measures again and --no-profile
+// plans from the analytic model and the coordinator's default host costs.
+TEST(CliRunTest, TheModelAndTheHostAreMeasuredOnceAndReused) {
   chimera::testing::TempDir dir;
   const std::string job = ExampleChimeraJob(dir, 2);
   const std::string cache = dir.path() + "/cache";
@@ -132,18 +159,42 @@ TEST(CliRunTest, TheModelIsTimedOnceAndItsProfileReused) {
               ::testing::ContainsRegex("profile: " + cache +
                                        "/chimera/profiles/gpt-[0-9a-f]+\\.json "
                                        "\\(measured in [0-9.]+ s\\)"));
+  EXPECT_THAT(first.out,
+              HasSubstr("measuring what a worker pays on this host"));
+  EXPECT_THAT(first.out,
+              ContainsRegex("host costs: wake-up [0-9.]+ ms; a message [0-9.]+ "
+                            "ms to post, [0-9.]+ ms to receive; co-running "
+                            "\\+[0-9.]+% \\(measured in [0-9.]+ s\\)"));
   const ProcessResult second = RunCaching(cache, job, {});
   ASSERT_EQ(second.exit_code, 0) << second.out << second.err;
-  EXPECT_THAT(second.out, HasSubstr("(measured before on this machine)"));
+  EXPECT_THAT(
+      second.out,
+      ContainsRegex("profile: .* \\(measured before on this machine\\)"));
+  EXPECT_THAT(
+      second.out,
+      ContainsRegex("host costs: .* \\(measured before on this machine\\)"));
   EXPECT_THAT(second.out, Not(HasSubstr("timing the model's layers")));
+  EXPECT_THAT(second.out, Not(HasSubstr("measuring what a worker pays")));
   EXPECT_EQ(PredictedStep(second.out), PredictedStep(first.out));
+  // A host where every message costs 10 ms of a core: the chimera schedule's
+  // dozens of messages a step make the predicted step far longer.
+  std::ofstream(CachedHostCosts(cache))
+      << R"({"wakeUpSeconds": 0, "messagePostSeconds": 0, )"
+      << R"("messageReceiveSeconds": 0.01, "coRunningSlowdown": 0})";
+  const ProcessResult slow = RunCaching(cache, job, {});
+  ASSERT_EQ(slow.exit_code, 0) << slow.out << slow.err;
+  EXPECT_THAT(slow.out, HasSubstr("0.00 ms to post, 10.00 ms to receive"));
+  EXPECT_GT(PredictedStep(slow.out), 3 * PredictedStep(second.out)) << slow.out;
   const ProcessResult fresh = RunCaching(cache, job, {"--fresh-profile"});
   ASSERT_EQ(fresh.exit_code, 0) << fresh.out << fresh.err;
   EXPECT_THAT(fresh.out,
               HasSubstr("timing the model's layers on this machine"));
+  EXPECT_THAT(fresh.out,
+              HasSubstr("measuring what a worker pays on this host"));
   const ProcessResult analytic = RunCaching(cache, job, {"--no-profile"});
   ASSERT_EQ(analytic.exit_code, 0) << analytic.out << analytic.err;
   EXPECT_THAT(analytic.out, Not(HasSubstr("profile: ")));
+  EXPECT_THAT(analytic.out, Not(HasSubstr("host costs: ")));
 }
 
 // A profile of `blocks` blocks in which every layer takes `seconds` forward
@@ -471,10 +522,8 @@ TEST(CliRunTest, GpuJobOnWorkersWithoutAGpuEndsWithTheReason) {
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   EXPECT_THAT(run.err, HasSubstr("spec.resources.device is gpu, but local worker local-"));
   EXPECT_THAT(run.err, HasSubstr("offers no GPU"));
-  // "coordinator on 127.0.0.1:PORT, 4 local workers, logs in DIR"
-  const size_t at = run.out.find("coordinator on ");
-  ASSERT_NE(at, std::string::npos) << run.out;
-  const std::string address = run.out.substr(at + 15, run.out.find(',', at) - at - 15);
+  const std::string address = BannerAddress(run.out);
+  ASSERT_NE(address, "");
   EXPECT_EQ(ProcessesMentioning(address), 0) << "workers left behind";
 }
 
@@ -483,15 +532,16 @@ TEST(CliRunTest, InterruptStopsTheJobAndLeavesNoProcessBehind) {
   net::ChildProcess run(
       {CHIMERA_BINARY, "run", "-f", ExampleChimeraJob(dir, 100000)},
       CHIMERA_SOURCE_DIR);
-  absl::StatusOr<std::string> banner = run.ReadLine(absl::Seconds(60));
-  ASSERT_TRUE(banner.ok()) << banner.status() << run.err();
-  // "coordinator on 127.0.0.1:PORT, 4 local workers, logs in DIR"
-  const std::string address = banner->substr(15, banner->find(',') - 15);
   // Wait until training runs, then press Ctrl-C.
+  std::string address;
   absl::StatusOr<std::string> line;
   do {
     line = run.ReadLine(absl::Seconds(60));
+    if (line.ok() && absl::StartsWith(*line, "coordinator on ")) {
+      address = BannerAddress(*line);
+    }
   } while (line.ok() && !absl::StartsWith(*line, "step "));
+  ASSERT_NE(address, "") << run.out();
   ASSERT_TRUE(line.ok()) << line.status() << run.err();
   run.Signal(SIGINT);
   EXPECT_EQ(run.Wait(absl::Seconds(60)), 130) << run.out() << run.err();
@@ -513,15 +563,20 @@ TEST(CliRunTest, InterruptStopsTheJobAndLeavesNoProcessBehind) {
 TEST(CliRunTest, ClosedOutputStopsTheJobAndLeavesNoProcessBehind) {
   chimera::testing::TempDir dir;
   ProcessResult piped = RunProcess(
-      {chimera::testing::FindOnPath("bash"), "-c",
-       absl::StrCat(CHIMERA_BINARY, " run -f ", ExampleChimeraJob(dir, 100000),
-                    " | head -n 3; echo \"exit ${PIPESTATUS[0]}\""),},
+      {
+          chimera::testing::FindOnPath("bash"),
+          "-c",
+          absl::StrCat(CHIMERA_BINARY, " run -f ",
+                       ExampleChimeraJob(dir, 100000),
+                       " | sed -n '/^coordinator on /{p;q}'; echo \"exit "
+                       "${PIPESTATUS[0]}\""),
+      },
       CHIMERA_SOURCE_DIR, absl::Minutes(3));
   ASSERT_EQ(piped.exit_code, 0) << piped.out << piped.err;
   EXPECT_THAT(piped.out, HasSubstr("exit 141"));
   EXPECT_THAT(piped.err, HasSubstr("standard output closed: stopping job "));
-  // "coordinator on 127.0.0.1:PORT, 4 local workers, logs in DIR"
-  const std::string address = piped.out.substr(15, piped.out.find(',') - 15);
+  const std::string address = BannerAddress(piped.out);
+  ASSERT_NE(address, "");
   EXPECT_EQ(ProcessesMentioning(address), 0) << "workers outlived chimera run";
   const std::string kept = "are kept in ";
   const size_t at = piped.err.find(kept);

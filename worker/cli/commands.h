@@ -8,6 +8,8 @@
 //               (worker/standalone/standalone.h)
 //   profile     measure a job's per-layer costs for the planner
 //               (worker/profile/profiler.h)
+//   host-costs  measure what a CPU worker pays on this host beyond its
+//               compute (worker/profile/host_costs.h)
 //   export      a job's checkpoint as safetensors under Hugging Face's names
 //   devices     what this machine offers
 //   version     the build and the LibTorch it runs on
@@ -30,6 +32,7 @@ struct Invocation {
 void AddDaemonCommand(CLI::App& app, Invocation* invocation);
 void AddStandaloneCommand(CLI::App& app, Invocation* invocation);
 void AddProfileCommand(CLI::App& app, Invocation* invocation);
+void AddHostCostsCommand(CLI::App& app, Invocation* invocation);
 void AddExportCommand(CLI::App& app, Invocation* invocation);
 void AddDevicesCommand(CLI::App& app, Invocation* invocation);
 void AddVersionCommand(CLI::App& app, Invocation* invocation);

@@ -1,4 +1,3 @@
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -21,21 +20,6 @@ struct ProfileFlags {
   int gpu = 0;
 };
 
-int WriteProfile(const std::string& json, const std::string& out_path) {
-  if (out_path.empty()) {
-    std::cout << json;
-    return kExitOk;
-  }
-  std::ofstream out(out_path, std::ios::trunc);
-  out << json;
-  out.close();
-  if (!out) {
-    std::cerr << "chimera-worker: cannot write --out " << out_path << "\n";
-    return kExitFailed;
-  }
-  return kExitOk;
-}
-
 int RunProfile(const ProfileFlags& flags, char** argv) {
   // It computes in this process: with OpenMP threads that sleep when idle,
   // on the BLAS core the CPU calls for.
@@ -52,7 +36,7 @@ int RunProfile(const ProfileFlags& flags, char** argv) {
               << profile.status().message() << "\n";
     return kExitFailed;
   }
-  return WriteProfile(ProfileToJson(*profile), flags.out_path);
+  return WriteOut(ProfileToJson(*profile), flags.out_path);
 }
 
 }  // namespace
@@ -64,8 +48,7 @@ void AddProfileCommand(CLI::App& app, Invocation* invocation) {
       "Measure the job's per-layer costs on its device (the CPU, or for a "
       "gpu job the --gpu GPU) and write a model profile for the planner");
   command->add_option("--job", flags->job_path, "Job file")->required();
-  command->add_option("--out", flags->out_path,
-                      "Profile file to write; default stdout");
+  AddOutFlag(command, &flags->out_path, "Profile file to write");
   AddGpuFlag(command, &flags->gpu, "CUDA device a gpu job is measured on (default 0)");
   AddDataRootFlag(command, &flags->data_root);
   command->callback([flags, invocation] {

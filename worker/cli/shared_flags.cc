@@ -1,6 +1,10 @@
 #include "worker/cli/shared_flags.h"
 
+#include <fstream>
+#include <iostream>
+
 #include "common/number_checks.h"
+#include "worker/cli/exit_codes.h"
 
 namespace chimera::worker::cli {
 
@@ -28,6 +32,26 @@ void AddOutputFlag(CLI::App* command, std::string* output) {
   command->add_option("-o,--output", *output, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
+}
+
+void AddOutFlag(CLI::App* command, std::string* out_path,
+                const std::string& what) {
+  command->add_option("--out", *out_path, what + "; default stdout");
+}
+
+int WriteOut(const std::string& text, const std::string& out_path) {
+  if (out_path.empty()) {
+    std::cout << text;
+    return kExitOk;
+  }
+  std::ofstream out(out_path, std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) {
+    std::cerr << "chimera-worker: cannot write --out " << out_path << "\n";
+    return kExitFailed;
+  }
+  return kExitOk;
 }
 
 }  // namespace chimera::worker::cli

@@ -16,6 +16,12 @@ void AddDataRootFlag(CLI::App* command, std::string* data_root);
 void AddGpuFlag(CLI::App* command, int* gpu, const std::string& what);
 // -o/--output: text or json.
 void AddOutputFlag(CLI::App* command, std::string* output);
+// --out: the file a command writes (empty: stdout), added with `what` as its
+// help; and writing `text` there, which returns the exit status (a failed
+// write says so on stderr).
+void AddOutFlag(CLI::App* command, std::string* out_path,
+                const std::string& what);
+int WriteOut(const std::string& text, const std::string& out_path);
 
 }  // namespace chimera::worker::cli
 

@@ -1,7 +1,5 @@
 #include "client/local_profile.h"
 
-#include <stdlib.h>
-
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -15,7 +13,6 @@ namespace chimera::client {
 namespace {
 
 using ::testing::MatchesRegex;
-using ::testing::Optional;
 
 const ProfileBuild kBuild{"/opt/chimera/bin/chimera-worker 1000 1", "host-a",
                           /*model_files=*/""};
@@ -79,18 +76,6 @@ TEST(LocalProfileTest, RewritingATorchScriptModelsFileChangesTheName) {
   write("block-0.pt", "one block, retrained wider");
   EXPECT_NE(ProfileCacheName(job, CurrentBuild("/bin/true", job, root.path())),
             name);
-}
-
-TEST(LocalProfileTest, TheCacheIsUnderXdgCacheHomeElseHome) {
-  ::setenv("XDG_CACHE_HOME", "/cache", 1);
-  ::setenv("HOME", "/home/user", 1);
-  EXPECT_THAT(ProfileCacheDirectory(),
-              Optional(std::string("/cache/chimera/profiles")));
-  ::unsetenv("XDG_CACHE_HOME");
-  EXPECT_THAT(ProfileCacheDirectory(),
-              Optional(std::string("/home/user/.cache/chimera/profiles")));
-  ::unsetenv("HOME");
-  EXPECT_EQ(ProfileCacheDirectory(), std::nullopt);
 }
 
 }  // namespace

@@ -106,6 +106,39 @@ TEST(ClusterFileTest, JobFileIsNotACluster) {
   EXPECT_THAT(errors.errors()[0].message, HasSubstr("must be 'Cluster'"));
 }
 
+// What `chimera-worker host-costs` writes.
+constexpr char kHostCosts[] = R"({
+ "wakeUpSeconds": 0.00019,
+ "messagePostSeconds": 7.4e-05,
+ "messageReceiveSeconds": 0.00086,
+ "coRunningSlowdown": 0.02
+})";
+
+TEST(ClusterFileTest, HostCostsParseEveryField) {
+  chimera::v1::HostCosts costs;
+  const FieldErrors errors = ParseHostCosts(kHostCosts, &costs);
+  ASSERT_TRUE(errors.empty()) << errors.ToStatus();
+  EXPECT_DOUBLE_EQ(costs.wake_up_seconds(), 1.9e-4);
+  EXPECT_DOUBLE_EQ(costs.message_post_seconds(), 7.4e-5);
+  EXPECT_DOUBLE_EQ(costs.message_receive_seconds(), 8.6e-4);
+  EXPECT_DOUBLE_EQ(costs.co_running_slowdown(), 0.02);
+}
+
+TEST(ClusterFileTest, HostCostsOutOfRangeOrUnknownAreNamed) {
+  chimera::v1::HostCosts costs;
+  EXPECT_THAT(
+      Paths(ParseHostCosts(absl::StrReplaceAll(kHostCosts, {{"0.02", "-0.5"},
+                                                            {"7.4e-05", "-1"}}),
+                           &costs)),
+      ElementsAre("coRunningSlowdown", "messagePostSeconds"));
+  EXPECT_THAT(Paths(ParseHostCosts(
+                  absl::StrReplaceAll(kHostCosts,
+                                      {{"\"wakeUpSeconds\"", "\"wakeUp\""}}),
+                  &costs)),
+              ElementsAre("wakeUp"));
+  EXPECT_FALSE(ParseHostCosts("{\"wakeUpSeconds\": \"soon\"}", &costs).empty());
+}
+
 TEST(ClusterFileTest, ShippedExamplesAreValid) {
   int examples = 0;
   for (const auto& entry : std::filesystem::directory_iterator(

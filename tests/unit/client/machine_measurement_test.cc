@@ -1,0 +1,184 @@
+#include "client/machine_measurement.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/temp_dir.h"
+
+namespace chimera::client {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Sets an environment variable for one test and restores it after.
+class ScopedEnvironment {
+ public:
+  ScopedEnvironment(const char* name, const std::optional<std::string>& value)
+      : name_(name) {
+    if (const char* old = ::getenv(name)) old_ = old;
+    if (value) {
+      ::setenv(name, value->c_str(), 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  ~ScopedEnvironment() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// A measuring command that notes each run in `runs` and writes `content` to
+// its --out, then prints `last_words` and exits with `exit_code`.
+MachineMeasurement FakeMeasurement(const chimera::testing::TempDir& dir,
+                                   const std::string& content,
+                                   int exit_code = 0,
+                                   const std::string& last_words = "done") {
+  const std::string script = dir.WriteFile(
+      "measure.sh",
+      absl::StrCat("echo run >> ", dir.path(), "/runs\n",
+                   "while [ $# -gt 0 ]; do [ \"$1\" = --out ] && out=$2; "
+                   "shift; done\n",
+                   "printf '%s' '", content, "' > \"$out\"\n", "echo ",
+                   last_words, "\nexit ", exit_code, "\n"));
+  MachineMeasurement measurement;
+  measurement.cache_folder = "tests";
+  measurement.name = "fake.json";
+  measurement.command = {"/bin/sh", script};
+  measurement.log_file = dir.path() + "/measure.log";
+  measurement.timeout = absl::Seconds(30);
+  measurement.what = "measuring the fake";
+  measurement.alternative = " (--no-fake instead)";
+  return measurement;
+}
+
+int Runs(const chimera::testing::TempDir& dir) {
+  std::ifstream file(dir.path() + "/runs");
+  int runs = 0;
+  for (std::string line; std::getline(file, line);) ++runs;
+  return runs;
+}
+
+// Accepts a file that holds "good".
+absl::Status ReadGood(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str() == "good" ? absl::OkStatus()
+                              : absl::InvalidArgumentError(path + ": not good");
+}
+
+TEST(MachineMeasurementTest, MeasuresOnceAndReusesUntilFresh) {
+  const chimera::testing::TempDir dir;
+  const ScopedEnvironment cache("XDG_CACHE_HOME", dir.path() + "/cache");
+  MachineMeasurement measurement = FakeMeasurement(dir, "good");
+  int before = 0;
+  measurement.before_measuring = [&before] { ++before; };
+  const absl::StatusOr<CachedMeasurement> first =
+      MeasureOrReuse(measurement, ReadGood);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->path, dir.path() + "/cache/chimera/tests/fake.json");
+  EXPECT_FALSE(first->cached);
+  const absl::StatusOr<CachedMeasurement> second =
+      MeasureOrReuse(measurement, ReadGood);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE(second->cached);
+  EXPECT_EQ(Runs(dir), 1);
+  EXPECT_EQ(before, 1);
+  measurement.fresh = true;
+  const absl::StatusOr<CachedMeasurement> fresh =
+      MeasureOrReuse(measurement, ReadGood);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_FALSE(fresh->cached);
+  EXPECT_EQ(Runs(dir), 2);
+  // Nothing half-written is left beside it.
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(
+           dir.path() + "/cache/chimera/tests")) {
+    EXPECT_EQ(entry.path().filename(), "fake.json");
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+}
+
+TEST(MachineMeasurementTest, ADamagedCacheEntryIsMeasuredAgain) {
+  const chimera::testing::TempDir dir;
+  const ScopedEnvironment cache("XDG_CACHE_HOME", dir.path() + "/cache");
+  std::filesystem::create_directories(dir.path() + "/cache/chimera/tests");
+  std::ofstream(dir.path() + "/cache/chimera/tests/fake.json") << "go";
+  const absl::StatusOr<CachedMeasurement> kept =
+      MeasureOrReuse(FakeMeasurement(dir, "good"), ReadGood);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_FALSE(kept->cached);
+  EXPECT_EQ(Runs(dir), 1);
+}
+
+TEST(MachineMeasurementTest, AFailedMeasurementNamesItsLogAndLastLine) {
+  const chimera::testing::TempDir dir;
+  const ScopedEnvironment cache("XDG_CACHE_HOME", dir.path() + "/cache");
+  const MachineMeasurement measurement =
+      FakeMeasurement(dir, "good", 3, "no loopback here");
+  const absl::StatusOr<CachedMeasurement> kept =
+      MeasureOrReuse(measurement, ReadGood);
+  EXPECT_EQ(kept.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(kept.status().message(),
+              HasSubstr("measuring the fake failed (exit 3): no loopback "
+                        "here; its log is " +
+                        measurement.log_file + " (--no-fake instead)"));
+  EXPECT_FALSE(
+      std::filesystem::exists(dir.path() + "/cache/chimera/tests/fake.json"));
+}
+
+TEST(MachineMeasurementTest, WhatItWritesMustRead) {
+  const chimera::testing::TempDir dir;
+  const ScopedEnvironment cache("XDG_CACHE_HOME", dir.path() + "/cache");
+  const absl::StatusOr<CachedMeasurement> kept =
+      MeasureOrReuse(FakeMeasurement(dir, "bad"), ReadGood);
+  EXPECT_EQ(kept.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(kept.status().message(), HasSubstr("not good"));
+}
+
+TEST(MachineMeasurementTest, WithoutACacheTheFileLiesBesideTheLog) {
+  const chimera::testing::TempDir dir;
+  const ScopedEnvironment cache("XDG_CACHE_HOME", std::nullopt);
+  const ScopedEnvironment home("HOME", std::nullopt);
+  const absl::StatusOr<CachedMeasurement> kept =
+      MeasureOrReuse(FakeMeasurement(dir, "good"), ReadGood);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->path, dir.path() + "/fake.json");
+}
+
+TEST(MachineMeasurementTest, TheCacheIsUnderXdgCacheHomeElseHome) {
+  const ScopedEnvironment cache("XDG_CACHE_HOME", "/cache");
+  const ScopedEnvironment home("HOME", "/home/user");
+  EXPECT_EQ(MeasurementCacheDirectory("hosts"), "/cache/chimera/hosts");
+  ::unsetenv("XDG_CACHE_HOME");
+  EXPECT_EQ(MeasurementCacheDirectory("hosts"),
+            "/home/user/.cache/chimera/hosts");
+  ::unsetenv("HOME");
+  EXPECT_EQ(MeasurementCacheDirectory("hosts"), std::nullopt);
+}
+
+TEST(MachineMeasurementTest, TheStableHashIsFnv1a) {
+  EXPECT_EQ(StableHash(""), 14695981039346656037ull);
+  EXPECT_EQ(StableHash("a"), 0xaf63dc4c8601ec8cull);
+  EXPECT_NE(StableHash("host-a"), StableHash("host-b"));
+}
+
+}  // namespace
+}  // namespace chimera::client

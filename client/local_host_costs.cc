@@ -39,30 +39,26 @@ std::string HostCostsCacheName(const std::string& worker_binary_version,
       StableHash(absl::StrCat(worker_binary_version, "\n", host, "\n", cores)));
 }
 
-absl::StatusOr<LocalHostCosts> MeasureOrReuseHostCosts(
-    const HostCostsRequest& request) {
+absl::StatusOr<Measured<chimera::v1::HostCosts>> MeasureOrReuseHostCosts(
+    const MeasurementRequest& request) {
   MachineMeasurement measurement;
   measurement.cache_folder = kHostCostsCacheFolder;
   measurement.name = HostCostsCacheName(
       FileVersion(request.worker_binary), HostDescription(),
       std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
-  measurement.command = {request.worker_binary, "host-costs"};
-  measurement.log_file = request.log_file;
+  measurement.arguments = {"host-costs"};
   measurement.timeout = kMeasureTimeout;
   measurement.what = "measuring this host's costs for the planner";
   measurement.alternative =
       " (chimera run --no-profile plans with the coordinator's defaults "
       "instead)";
-  measurement.fresh = request.fresh;
-  measurement.before_measuring = request.before_measuring;
-  LocalHostCosts local;
-  ASSIGN_OR_RETURN(const CachedMeasurement kept,
-                   MeasureOrReuse(measurement, [&](const std::string& path) {
-                     return ReadHostCosts(path, &local.costs);
-                   }));
-  local.path = kept.path;
-  local.cached = kept.cached;
-  return local;
+  Measured<chimera::v1::HostCosts> measured;
+  ASSIGN_OR_RETURN(
+      measured.file,
+      MeasureOrReuse(request, measurement, [&](const std::string& path) {
+        return ReadHostCosts(path, &measured.value);
+      }));
+  return measured;
 }
 
 std::string FormatHostCosts(const chimera::v1::HostCosts& costs) {

@@ -7,17 +7,17 @@
 // are cached, keyed by the host, its cores and the worker build, so that
 // only the first run on a machine pays the few seconds.
 //
-//   ASSIGN_OR_RETURN(LocalHostCosts local,
+//   ASSIGN_OR_RETURN(Measured<chimera::v1::HostCosts> local,
 //                    MeasureOrReuseHostCosts({.worker_binary = binary, ...}));
-//   std::cout << FormatHostCosts(local.costs);
+//   std::cout << FormatHostCosts(local.value);
 #ifndef CHIMERA_CLIENT_LOCAL_HOST_COSTS_H_
 #define CHIMERA_CLIENT_LOCAL_HOST_COSTS_H_
 
-#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "chimera/v1/host_costs.pb.h"
+#include "client/machine_measurement.h"
 
 namespace chimera::client {
 
@@ -30,27 +30,10 @@ inline constexpr char kHostCostsCacheFolder[] = "hosts";
 std::string HostCostsCacheName(const std::string& worker_binary_version,
                                const std::string& host, int cores);
 
-struct HostCostsRequest {
-  std::string worker_binary;
-  // Where the measuring run's log goes.
-  std::string log_file;
-  // Measure again even where cached figures exist.
-  bool fresh = false;
-  // Called before a measurement starts (not for cached figures).
-  std::function<void()> before_measuring = [] {};
-};
-
-struct LocalHostCosts {
-  chimera::v1::HostCosts costs;
-  // The file they were read from.
-  std::string path;
-  bool cached = false;
-};
-
 // This host's costs from the cache, or measured now by the worker binary
 // (and cached). INTERNAL naming the log file when the measurement fails.
-absl::StatusOr<LocalHostCosts> MeasureOrReuseHostCosts(
-    const HostCostsRequest& request);
+absl::StatusOr<Measured<chimera::v1::HostCosts>> MeasureOrReuseHostCosts(
+    const MeasurementRequest& request);
 
 // "wake-up 0.19 ms; a message 0.07 ms to post, 0.86 ms to receive;
 // co-running +2.1%".

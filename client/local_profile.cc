@@ -95,28 +95,26 @@ std::string ProfileCacheName(const chimera::v1::TrainJob& job,
                          StableHash(key));
 }
 
-absl::StatusOr<LocalProfile> MeasureOrReuseProfile(
-    const chimera::v1::TrainJob& job, const ProfileRequest& request) {
+absl::StatusOr<Measured<chimera::v1::ModelProfile>> MeasureOrReuseProfile(
+    const chimera::v1::TrainJob& job, const std::string& job_file,
+    const std::string& data_root, const MeasurementRequest& request) {
   MachineMeasurement measurement;
   measurement.cache_folder = kProfileCacheFolder;
   measurement.name = ProfileCacheName(
-      job, CurrentBuild(request.worker_binary, job, request.data_root));
-  measurement.command = {
-      request.worker_binary, "profile",     "--job",
-      request.job_file,      "--data-root", request.data_root};
-  measurement.log_file = request.log_file;
+      job, CurrentBuild(request.worker_binary, job, data_root));
+  measurement.arguments = {"profile", "--job", job_file, "--data-root",
+                           data_root};
   measurement.timeout = kProfileTimeout;
   measurement.what = "timing the model on this machine for the planner";
   measurement.alternative =
       " (chimera run --no-profile plans from the analytic model instead)";
-  measurement.fresh = request.fresh;
-  measurement.before_measuring = request.before_measuring;
-  chimera::v1::ModelProfile profile;
-  ASSIGN_OR_RETURN(const CachedMeasurement kept,
-                   MeasureOrReuse(measurement, [&](const std::string& path) {
-                     return ReadProfile(job, path, &profile);
-                   }));
-  return LocalProfile{std::move(profile), kept.path, kept.cached};
+  Measured<chimera::v1::ModelProfile> measured;
+  ASSIGN_OR_RETURN(
+      measured.file,
+      MeasureOrReuse(request, measurement, [&](const std::string& path) {
+        return ReadProfile(job, path, &measured.value);
+      }));
+  return measured;
 }
 
 }  // namespace chimera::client

@@ -6,19 +6,18 @@
 // micro-batch sizes and optimizer it times, threads per worker, the worker
 // build and the host), so that only the first run of a model pays for it.
 //
-//   ASSIGN_OR_RETURN(LocalProfile local,
-//                    MeasureOrReuseProfile(job, request));
-//   client.Submit(job, local.profile);
+//   ASSIGN_OR_RETURN(Measured<chimera::v1::ModelProfile> local,
+//                    MeasureOrReuseProfile(job, job_file, data_root, request));
+//   client.Submit(job, local.value);
 #ifndef CHIMERA_CLIENT_LOCAL_PROFILE_H_
 #define CHIMERA_CLIENT_LOCAL_PROFILE_H_
 
-#include <functional>
-#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "chimera/v1/job.pb.h"
 #include "chimera/v1/profile.pb.h"
+#include "client/machine_measurement.h"
 
 namespace chimera::client {
 
@@ -49,32 +48,12 @@ std::string ProfileCacheName(const chimera::v1::TrainJob& job,
 // The cache's folder of profiles (MeasurementCacheDirectory).
 inline constexpr char kProfileCacheFolder[] = "profiles";
 
-struct ProfileRequest {
-  std::string job_file;
-  std::string worker_binary;
-  // The directory the job's data paths are relative to.
-  std::string data_root;
-  // Where the profiling run's log goes.
-  std::string log_file;
-  // Measure again even where a cached profile exists.
-  bool fresh = false;
-  // Called before a measurement starts (not for a cached profile).
-  std::function<void()> before_measuring = [] {};
-};
-
-struct LocalProfile {
-  chimera::v1::ModelProfile profile;
-  // The file it was read from: in the cache, or the run's log directory
-  // where there is no cache.
-  std::string path;
-  // Whether it came from the cache rather than a measurement just now.
-  bool cached = false;
-};
-
 // `job`'s profile from the cache, or measured now by the worker binary (and
-// cached). INTERNAL naming the log file when the profiling run fails.
-absl::StatusOr<LocalProfile> MeasureOrReuseProfile(
-    const chimera::v1::TrainJob& job, const ProfileRequest& request);
+// cached), the job read from `job_file` and its data paths relative to
+// `data_root`. INTERNAL naming the log file when the profiling run fails.
+absl::StatusOr<Measured<chimera::v1::ModelProfile>> MeasureOrReuseProfile(
+    const chimera::v1::TrainJob& job, const std::string& job_file,
+    const std::string& data_root, const MeasurementRequest& request);
 
 }  // namespace chimera::client
 

@@ -27,13 +27,17 @@ std::string LastLine(const std::string& log) {
   return absl::StrCat(": ", trimmed.substr(trimmed.rfind('\n') + 1));
 }
 
-absl::Status Measure(const MachineMeasurement& measurement,
+absl::Status Measure(const MeasurementRequest& request,
+                     const MachineMeasurement& measurement,
                      const std::string& out) {
-  std::vector<std::string> argv = measurement.command;
+  std::vector<std::string> argv = {request.worker_binary};
+  argv.insert(argv.end(), measurement.arguments.begin(),
+              measurement.arguments.end());
   argv.insert(argv.end(), {"--out", out});
-  net::ChildProcess process(argv, /*working_dir=*/"", measurement.log_file);
+  net::ChildProcess process(argv, /*working_dir=*/"", request.log_file);
   if (!process.started()) {
-    return absl::InternalError(absl::StrCat("cannot start ", argv[0]));
+    return absl::InternalError(
+        absl::StrCat("cannot start ", request.worker_binary));
   }
   const int code = process.Wait(measurement.timeout);
   if (code == 0) return absl::OkStatus();
@@ -43,8 +47,8 @@ absl::Status Measure(const MachineMeasurement& measurement,
                        ? absl::StrCat("not done in ",
                                       absl::FormatDuration(measurement.timeout))
                        : absl::StrCat("exit ", code),
-                   ")", LastLine(measurement.log_file), "; its log is ",
-                   measurement.log_file, measurement.alternative));
+                   ")", LastLine(request.log_file), "; its log is ",
+                   request.log_file, measurement.alternative));
 }
 
 }  // namespace
@@ -84,8 +88,8 @@ std::optional<std::string> MeasurementCacheDirectory(
   return std::nullopt;
 }
 
-absl::StatusOr<CachedMeasurement> MeasureOrReuse(
-    const MachineMeasurement& measurement,
+absl::StatusOr<CachedFile> MeasureOrReuse(
+    const MeasurementRequest& request, const MachineMeasurement& measurement,
     const std::function<absl::Status(const std::string& path)>& read) {
   const std::optional<std::string> cache =
       MeasurementCacheDirectory(measurement.cache_folder);
@@ -94,21 +98,21 @@ absl::StatusOr<CachedMeasurement> MeasureOrReuse(
   const std::string directory =
       cache && !error
           ? *cache
-          : std::filesystem::path(measurement.log_file).parent_path().string();
+          : std::filesystem::path(request.log_file).parent_path().string();
   const std::string path = directory + "/" + measurement.name;
-  if (!measurement.fresh && std::filesystem::exists(path) && read(path).ok()) {
-    return CachedMeasurement{path, /*cached=*/true};
+  if (!request.fresh && std::filesystem::exists(path) && read(path).ok()) {
+    return CachedFile{path, /*cached=*/true};
   }
   const std::string partial = absl::StrCat(path, ".", ::getpid(), ".partial");
-  measurement.before_measuring();
-  RETURN_IF_ERROR(Measure(measurement, partial));
+  request.before_measuring();
+  RETURN_IF_ERROR(Measure(request, measurement, partial));
   std::filesystem::rename(partial, path, error);
   if (error) {
     return absl::InternalError(absl::StrCat("cannot move ", partial, " to ",
                                             path, ": ", error.message()));
   }
   RETURN_IF_ERROR(read(path));
-  return CachedMeasurement{path, /*cached=*/false};
+  return CachedFile{path, /*cached=*/false};
 }
 
 }  // namespace chimera::client

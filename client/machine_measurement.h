@@ -5,11 +5,12 @@
 // (client/local_host_costs.h).
 //
 //   MachineMeasurement measurement{.cache_folder = "hosts", .name = name,
-//                                  .command = {worker, "host-costs"}, ...};
-//   ASSIGN_OR_RETURN(CachedMeasurement kept,
-//                    MeasureOrReuse(measurement, [&](const std::string& path) {
-//                      return ReadHostCosts(path, &costs);
-//                    }));
+//                                  .arguments = {"host-costs"}, ...};
+//   ASSIGN_OR_RETURN(CachedFile file,
+//                    MeasureOrReuse(request, measurement,
+//                                   [&](const std::string& path) {
+//                                     return ReadHostCosts(path, &costs);
+//                                   }));
 #ifndef CHIMERA_CLIENT_MACHINE_MEASUREMENT_H_
 #define CHIMERA_CLIENT_MACHINE_MEASUREMENT_H_
 
@@ -40,40 +41,55 @@ std::string HostDescription();
 // else $HOME/.cache/chimera/FOLDER; none when neither is set.
 std::optional<std::string> MeasurementCacheDirectory(const std::string& folder);
 
-struct MachineMeasurement {
-  // The cache's folder ("profiles") and the file's name in it.
-  std::string cache_folder;
-  std::string name;
-  // The worker subcommand that measures, to which "--out FILE" is added.
-  std::vector<std::string> command;
-  // Where its log goes; without a cache the file is kept beside it.
+// What the caller of a measurement decides.
+struct MeasurementRequest {
+  std::string worker_binary;
+  // Where the measuring run's log goes; without a cache the measured file
+  // is kept beside it.
   std::string log_file;
-  absl::Duration timeout;
-  // What failed, for the error: "timing the model on this machine for the
-  // planner", and what the user may do instead.
-  std::string what;
-  std::string alternative;
   // Measure again even where the cache holds a readable file.
   bool fresh = false;
   // Called before a measurement starts (not for a cached file).
   std::function<void()> before_measuring = [] {};
 };
 
-struct CachedMeasurement {
-  // The file it was read from: in the cache, or beside the log.
+// What is measured, and how.
+struct MachineMeasurement {
+  // The cache's folder ("profiles") and the file's name in it.
+  std::string cache_folder;
+  std::string name;
+  // The worker's subcommand and its flags, to which "--out FILE" is added.
+  std::vector<std::string> arguments;
+  absl::Duration timeout;
+  // What failed, for the error: "timing the model on this machine for the
+  // planner", and what the user may do instead.
+  std::string what;
+  std::string alternative;
+};
+
+struct CachedFile {
+  // The file the measurement was read from: in the cache, or beside the
+  // log.
   std::string path;
   // Whether it came from the cache rather than a measurement just now.
   bool cached = false;
 };
 
+// A measurement's value and the file it was read from.
+template <typename T>
+struct Measured {
+  T value;
+  CachedFile file;
+};
+
 // Reads `measurement`'s cached file with `read` where it is readable and
-// not `fresh`; else runs the command (its file written beside its final
-// name and renamed, so that a run stopped halfway or two at once never
-// leave half a file under it) and reads what it wrote. A damaged cache entry
-// is measured again; INTERNAL naming the log when the command fails, or
-// `read`'s error for what it wrote.
-absl::StatusOr<CachedMeasurement> MeasureOrReuse(
-    const MachineMeasurement& measurement,
+// the request is not `fresh`; else runs the worker's command (its file
+// written beside its final name and renamed, so that a run stopped halfway
+// or two at once never leave half a file under it) and reads what it
+// wrote. A damaged cache entry is measured again; INTERNAL naming the log
+// when the command fails, or `read`'s error for what it wrote.
+absl::StatusOr<CachedFile> MeasureOrReuse(
+    const MeasurementRequest& request, const MachineMeasurement& measurement,
     const std::function<absl::Status(const std::string& path)>& read);
 
 }  // namespace chimera::client

@@ -114,11 +114,31 @@ std::optional<chimera::v1::ModelProfile> GivenProfile(
   return profile;
 }
 
-// "(measured before on this machine)" or "(measured in 2.5 s)".
-std::string HowMeasured(bool cached, absl::Time start) {
-  return cached ? "(measured before on this machine)"
-                : absl::StrFormat("(measured in %.1f s)",
-                                  absl::ToDoubleSeconds(absl::Now() - start));
+// A measurement of this machine for the planner, its log in the run
+// directory; in text output `announcement` says when one starts.
+MeasurementRequest AnnouncedRequest(const RunOptions& options,
+                                    const std::string& log_file,
+                                    const std::string& announcement) {
+  const bool text = !Json(options);
+  return {.worker_binary = WorkerBinary(),
+          .log_file = log_file,
+          .fresh = options.fresh_profile,
+          .before_measuring = [text, announcement] {
+            if (text) std::cout << announcement << std::endl;
+          }};
+}
+
+// In text output, "WHAT (measured before on this machine)" or "WHAT
+// (measured in 2.5 s)" since `start`.
+void PrintMeasured(const RunOptions& options, const std::string& what,
+                   const CachedFile& file, absl::Time start) {
+  if (Json(options)) return;
+  std::cout << what << " "
+            << (file.cached ? "(measured before on this machine)"
+                            : absl::StrFormat(
+                                  "(measured in %.1f s)",
+                                  absl::ToDoubleSeconds(absl::Now() - start)))
+            << std::endl;
 }
 
 // What a job without --profile is planned from: for a CPU job its model as
@@ -131,25 +151,13 @@ chimera::v1::ModelProfile PlanningProfile(const chimera::v1::TrainJob& manifest,
   const bool gpu = manifest.spec().resources().device() == "gpu";
   if (options.no_profile || gpu) return {};
   const absl::Time start = absl::Now();
-  const bool text = !Json(options);
-  const LocalProfile local = ValueOrExit(MeasureOrReuseProfile(
-      manifest, {.job_file = options.file,
-                 .worker_binary = WorkerBinary(),
-                 .data_root = here,
-                 .log_file = directory + "/profile.log",
-                 .fresh = options.fresh_profile,
-                 .before_measuring = [text] {
-                   if (text) {
-                     std::cout << "timing the model's layers on this "
-                                  "machine for the planner"
-                               << std::endl;
-                   }
-                 }}));
-  if (text) {
-    std::cout << "profile: " << local.path << " "
-              << HowMeasured(local.cached, start) << std::endl;
-  }
-  return local.profile;
+  const auto local = ValueOrExit(MeasureOrReuseProfile(
+      manifest, options.file, here,
+      AnnouncedRequest(options, directory + "/profile.log",
+                       "timing the model's layers on this machine for the "
+                       "planner")));
+  PrintMeasured(options, "profile: " + local.file.path, local.file, start);
+  return local.value;
 }
 
 // What a cpu job's workers pay on this host beyond their compute, measured
@@ -162,23 +170,13 @@ std::optional<chimera::v1::HostCosts> PlanningHostCosts(
     return std::nullopt;
   }
   const absl::Time start = absl::Now();
-  const bool text = !Json(options);
-  const LocalHostCosts local = ValueOrExit(MeasureOrReuseHostCosts(
-      {.worker_binary = WorkerBinary(),
-       .log_file = directory + "/host-costs.log",
-       .fresh = options.fresh_profile,
-       .before_measuring = [text] {
-         if (text) {
-           std::cout << "measuring what a worker pays on this host beyond "
-                        "its compute, for the planner"
-                     << std::endl;
-         }
-       }}));
-  if (text) {
-    std::cout << "host costs: " << FormatHostCosts(local.costs) << " "
-              << HowMeasured(local.cached, start) << std::endl;
-  }
-  return local.costs;
+  const auto local = ValueOrExit(MeasureOrReuseHostCosts(AnnouncedRequest(
+      options, directory + "/host-costs.log",
+      "measuring what a worker pays on this host beyond its compute, for the "
+      "planner")));
+  PrintMeasured(options, "host costs: " + FormatHostCosts(local.value),
+                local.file, start);
+  return local.value;
 }
 
 // The coordinator `chimera run` embeds: on loopback, its store in the run

@@ -43,28 +43,31 @@ class ScopedEnvironment {
   std::optional<std::string> old_;
 };
 
-// A measuring command that notes each run in `runs` and writes `content` to
-// its --out, then prints `last_words` and exits with `exit_code`.
-MachineMeasurement FakeMeasurement(const chimera::testing::TempDir& dir,
-                                   const std::string& content,
-                                   int exit_code = 0,
-                                   const std::string& last_words = "done") {
+// A worker whose measuring command notes each run in `runs` and writes
+// `content` to its --out, then prints `last_words` and exits with
+// `exit_code`.
+MeasurementRequest FakeWorker(const chimera::testing::TempDir& dir,
+                              const std::string& content, int exit_code = 0,
+                              const std::string& last_words = "done") {
   const std::string script = dir.WriteFile(
       "measure.sh",
-      absl::StrCat("echo run >> ", dir.path(), "/runs\n",
+      absl::StrCat("#!/bin/sh\necho run >> ", dir.path(), "/runs\n",
                    "while [ $# -gt 0 ]; do [ \"$1\" = --out ] && out=$2; "
                    "shift; done\n",
                    "printf '%s' '", content, "' > \"$out\"\n", "echo ",
                    last_words, "\nexit ", exit_code, "\n"));
-  MachineMeasurement measurement;
-  measurement.cache_folder = "tests";
-  measurement.name = "fake.json";
-  measurement.command = {"/bin/sh", script};
-  measurement.log_file = dir.path() + "/measure.log";
-  measurement.timeout = absl::Seconds(30);
-  measurement.what = "measuring the fake";
-  measurement.alternative = " (--no-fake instead)";
-  return measurement;
+  std::filesystem::permissions(script, std::filesystem::perms::owner_exec,
+                               std::filesystem::perm_options::add);
+  return {.worker_binary = script, .log_file = dir.path() + "/measure.log"};
+}
+
+MachineMeasurement FakeMeasurement() {
+  return {.cache_folder = "tests",
+          .name = "fake.json",
+          .arguments = {"fake"},
+          .timeout = absl::Seconds(30),
+          .what = "measuring the fake",
+          .alternative = " (--no-fake instead)"};
 }
 
 int Runs(const chimera::testing::TempDir& dir) {
@@ -86,23 +89,23 @@ absl::Status ReadGood(const std::string& path) {
 TEST(MachineMeasurementTest, MeasuresOnceAndReusesUntilFresh) {
   const chimera::testing::TempDir dir;
   const ScopedEnvironment cache("XDG_CACHE_HOME", dir.path() + "/cache");
-  MachineMeasurement measurement = FakeMeasurement(dir, "good");
+  MeasurementRequest request = FakeWorker(dir, "good");
   int before = 0;
-  measurement.before_measuring = [&before] { ++before; };
-  const absl::StatusOr<CachedMeasurement> first =
-      MeasureOrReuse(measurement, ReadGood);
+  request.before_measuring = [&before] { ++before; };
+  const absl::StatusOr<CachedFile> first =
+      MeasureOrReuse(request, FakeMeasurement(), ReadGood);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->path, dir.path() + "/cache/chimera/tests/fake.json");
   EXPECT_FALSE(first->cached);
-  const absl::StatusOr<CachedMeasurement> second =
-      MeasureOrReuse(measurement, ReadGood);
+  const absl::StatusOr<CachedFile> second =
+      MeasureOrReuse(request, FakeMeasurement(), ReadGood);
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_TRUE(second->cached);
   EXPECT_EQ(Runs(dir), 1);
   EXPECT_EQ(before, 1);
-  measurement.fresh = true;
-  const absl::StatusOr<CachedMeasurement> fresh =
-      MeasureOrReuse(measurement, ReadGood);
+  request.fresh = true;
+  const absl::StatusOr<CachedFile> fresh =
+      MeasureOrReuse(request, FakeMeasurement(), ReadGood);
   ASSERT_TRUE(fresh.ok()) << fresh.status();
   EXPECT_FALSE(fresh->cached);
   EXPECT_EQ(Runs(dir), 2);
@@ -121,8 +124,8 @@ TEST(MachineMeasurementTest, ADamagedCacheEntryIsMeasuredAgain) {
   const ScopedEnvironment cache("XDG_CACHE_HOME", dir.path() + "/cache");
   std::filesystem::create_directories(dir.path() + "/cache/chimera/tests");
   std::ofstream(dir.path() + "/cache/chimera/tests/fake.json") << "go";
-  const absl::StatusOr<CachedMeasurement> kept =
-      MeasureOrReuse(FakeMeasurement(dir, "good"), ReadGood);
+  const absl::StatusOr<CachedFile> kept =
+      MeasureOrReuse(FakeWorker(dir, "good"), FakeMeasurement(), ReadGood);
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_FALSE(kept->cached);
   EXPECT_EQ(Runs(dir), 1);
@@ -131,15 +134,15 @@ TEST(MachineMeasurementTest, ADamagedCacheEntryIsMeasuredAgain) {
 TEST(MachineMeasurementTest, AFailedMeasurementNamesItsLogAndLastLine) {
   const chimera::testing::TempDir dir;
   const ScopedEnvironment cache("XDG_CACHE_HOME", dir.path() + "/cache");
-  const MachineMeasurement measurement =
-      FakeMeasurement(dir, "good", 3, "no loopback here");
-  const absl::StatusOr<CachedMeasurement> kept =
-      MeasureOrReuse(measurement, ReadGood);
+  const MeasurementRequest request =
+      FakeWorker(dir, "good", 3, "no loopback here");
+  const absl::StatusOr<CachedFile> kept =
+      MeasureOrReuse(request, FakeMeasurement(), ReadGood);
   EXPECT_EQ(kept.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(kept.status().message(),
               HasSubstr("measuring the fake failed (exit 3): no loopback "
                         "here; its log is " +
-                        measurement.log_file + " (--no-fake instead)"));
+                        request.log_file + " (--no-fake instead)"));
   EXPECT_FALSE(
       std::filesystem::exists(dir.path() + "/cache/chimera/tests/fake.json"));
 }
@@ -147,8 +150,8 @@ TEST(MachineMeasurementTest, AFailedMeasurementNamesItsLogAndLastLine) {
 TEST(MachineMeasurementTest, WhatItWritesMustRead) {
   const chimera::testing::TempDir dir;
   const ScopedEnvironment cache("XDG_CACHE_HOME", dir.path() + "/cache");
-  const absl::StatusOr<CachedMeasurement> kept =
-      MeasureOrReuse(FakeMeasurement(dir, "bad"), ReadGood);
+  const absl::StatusOr<CachedFile> kept =
+      MeasureOrReuse(FakeWorker(dir, "bad"), FakeMeasurement(), ReadGood);
   EXPECT_EQ(kept.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(kept.status().message(), HasSubstr("not good"));
 }
@@ -157,8 +160,8 @@ TEST(MachineMeasurementTest, WithoutACacheTheFileLiesBesideTheLog) {
   const chimera::testing::TempDir dir;
   const ScopedEnvironment cache("XDG_CACHE_HOME", std::nullopt);
   const ScopedEnvironment home("HOME", std::nullopt);
-  const absl::StatusOr<CachedMeasurement> kept =
-      MeasureOrReuse(FakeMeasurement(dir, "good"), ReadGood);
+  const absl::StatusOr<CachedFile> kept =
+      MeasureOrReuse(FakeWorker(dir, "good"), FakeMeasurement(), ReadGood);
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_EQ(kept->path, dir.path() + "/fake.json");
 }

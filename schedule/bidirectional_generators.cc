@@ -203,7 +203,7 @@ absl::StatusOr<Schedule> GenerateChimera(const ScheduleParams& params) {
                                            params.backward_slots, order));
   }
   return BuildPrograms(b.topology, b.placement, order,
-                       {params.sync, params.sharding});
+                       {params.sync, params.sharding, /*replication=*/{}});
 }
 
 absl::StatusOr<Schedule> GenerateGems(const ScheduleParams& params) {
@@ -224,7 +224,7 @@ absl::StatusOr<Schedule> GenerateGems(const ScheduleParams& params) {
   }
   ASSIGN_OR_RETURN(auto order, scheduler.Run());
   return BuildPrograms(b.topology, b.placement, order,
-                       {params.sync, params.sharding});
+                       {params.sync, params.sharding, /*replication=*/{}});
 }
 
 }  // namespace chimera::schedule

@@ -150,7 +150,7 @@ absl::StatusOr<Schedule> GenerateInterleaved(const ScheduleParams& params) {
   ASSIGN_OR_RETURN(order, TimeFixedOrder(setup.topology, setup.placement,
                                          params.backward_slots, order));
   return BuildPrograms(setup.topology, setup.placement, order,
-                       {params.sync, params.sharding});
+                       {params.sync, params.sharding, /*replication=*/{}});
 }
 
 absl::StatusOr<Schedule> GenerateBreadthFirst(const ScheduleParams& params) {

@@ -296,7 +296,7 @@ absl::StatusOr<Schedule> GenerateMixPipe(const ScheduleParams& params) {
   ASSIGN_OR_RETURN(order, TimeFixedOrder(b.topology, b.placement,
                                          params.backward_slots, order));
   return BuildPrograms(b.topology, b.placement, order,
-                       {params.sync, params.sharding});
+                       {params.sync, params.sharding, /*replication=*/{}});
 }
 
 }  // namespace chimera::schedule

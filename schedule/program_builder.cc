@@ -31,8 +31,8 @@ std::vector<StageSync> PlanSync(const Topology& topology,
   std::map<int, StageSync> by_stage;
   for (const StageRef& ref : held) {
     int model_stage = topology.ModelStage(ref);
-    by_stage.emplace(model_stage,
-                     StageSync{model_stage, ref, std::nullopt, false});
+    by_stage.emplace(model_stage, StageSync{model_stage, ref, std::nullopt,
+                                            false, std::nullopt});
   }
   for (size_t i = 0; i < ops.size(); ++i) {
     if (ComputesWeightGradient(ops[i].op)) {

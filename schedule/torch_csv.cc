@@ -353,7 +353,8 @@ absl::StatusOr<Schedule> ReadTorchScheduleCsv(absl::string_view csv) {
   }
   ASSIGN_OR_RETURN(
       Schedule schedule,
-      BuildPrograms(layout.topology, layout.placement, *timed, {Sync::kEager}));
+      BuildPrograms(layout.topology, layout.placement, *timed,
+                    {Sync::kEager, Sharding::kNone, /*replication=*/{}}));
   // An order that can run may still take a peer's transfers in another
   // order than the peer sends them (a backward of micro-batch 1 before 0's
   // on one rank, in order on the next): that is no schedule either.

@@ -243,7 +243,7 @@ absl::StatusOr<Schedule> BuildV(
   ASSIGN_OR_RETURN(order, TimeFixedOrder(v.topology, v.placement,
                                          params.backward_slots, order));
   return BuildPrograms(v.topology, v.placement, order,
-                       {params.sync, params.sharding});
+                       {params.sync, params.sharding, /*replication=*/{}});
 }
 
 // A line of D stages whose forwards and B's keep 1F1B's order with
@@ -279,7 +279,7 @@ absl::StatusOr<Schedule> LineWithDeferredWeights(const ScheduleParams& params,
   }
   ASSIGN_OR_RETURN(auto order, scheduler.Run());
   return BuildPrograms(line.topology, line.placement, order,
-                       {params.sync, params.sharding});
+                       {params.sync, params.sharding, /*replication=*/{}});
 }
 
 }  // namespace
@@ -297,7 +297,7 @@ absl::StatusOr<Schedule> GenerateZeroBubbleH1(const ScheduleParams& params) {
   ASSIGN_OR_RETURN(order, TimeFixedOrder(line.topology, line.placement,
                                          params.backward_slots, order));
   return BuildPrograms(line.topology, line.placement, order,
-                       {params.sync, params.sharding});
+                       {params.sync, params.sharding, /*replication=*/{}});
 }
 
 // ZB-H2's memory, 2D-1 micro-batches a stage, buys stage i 2(D-i)-1
@@ -364,7 +364,7 @@ absl::StatusOr<Schedule> GenerateChimeraZeroBubble(
   }
   ASSIGN_OR_RETURN(auto order, scheduler.Run());
   return BuildPrograms(b.topology, b.placement, order,
-                       {params.sync, params.sharding});
+                       {params.sync, params.sharding, /*replication=*/{}});
 }
 
 }  // namespace chimera::schedule

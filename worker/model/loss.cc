@@ -58,7 +58,8 @@ ChunkedLoss ProjectInChunks(const at::Tensor& normed, const at::Tensor& weight,
                             const at::Tensor& token_weights, int64_t chunk,
                             bool with_gradients) {
   const c10::ScalarType compute = token_weights.scalar_type();
-  ChunkedLoss result{at::zeros({}, token_weights.options())};
+  ChunkedLoss result;
+  result.loss = at::zeros({}, token_weights.options());
   if (with_gradients) {
     result.normed_gradient = at::empty_like(normed);
     result.weight_gradient =

@@ -42,7 +42,12 @@ Job JobIn(JobState state, int restarts = 0, int backoff_limit = 1) {
   return job;
 }
 
-JobEvent EventOf(Kind kind) { return JobEvent{kind, "a reason"}; }
+JobEvent EventOf(Kind kind) {
+  JobEvent event;
+  event.kind = kind;
+  event.reason = "a reason";
+  return event;
+}
 
 // The diagram: where each arrow leads (with restarts left); every pair not
 // listed has no arrow.

@@ -48,8 +48,8 @@ void AddHostCostsCommand(CLI::App& app, Invocation* invocation) {
   CLI::App* command = app.add_subcommand(
       "host-costs",
       "Measure what a CPU worker process pays on this host beyond its "
-      "compute, with one busy process per core beside it: the wake-up after "
-      "a wait, posting and receiving a message, and computing beside other "
+      "compute: the wake-up after a wait, posting and receiving a message "
+      "beside one busy process per core, and computing beside other "
       "workers. Writes them as JSON under a cluster file's device field "
       "names (wakeUpSeconds, messagePostSeconds, messageReceiveSeconds, "
       "coRunningSlowdown); chimera run plans local cpu jobs from them. Takes "

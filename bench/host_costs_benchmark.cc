@@ -17,10 +17,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <iterator>
-#include <thread>
 
 #include "absl/status/statusor.h"
 #include "bench/pipeline_runs.h"
+#include "common/host_cores.h"
 #include "common/status_macros.h"
 #include "worker/profile/host_costs.h"
 
@@ -85,8 +85,7 @@ absl::Status Run(const HostCostRuns& runs) {
   std::printf(
       "%d cores; single-threaded processes; %d runs each, sleeping %d ms "
       "before each run after a sleep and each send\n\n",
-      std::max(1, static_cast<int>(std::thread::hardware_concurrency())),
-      runs.runs, runs.sleep_ms);
+      HostCores(), runs.runs, runs.sleep_ms);
   ASSIGN_OR_RETURN(const double wake_up, PrintWakeUps(runs));
   ASSIGN_OR_RETURN(const MessageCosts messages, PrintMessageCosts(runs));
   ASSIGN_OR_RETURN(const CoRunningTimes co_running, PrintCoRunning(runs));

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/statistics.h"
 #include "worker/comm/torch_error.h"
 #include "worker/model/micro_batch.h"
 #include "worker/model/model_config.h"
@@ -71,11 +72,6 @@ struct Graph {
 struct Samples {
   std::vector<double> forward, fused, input, weight, weight_retraversed;
 };
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
 
 double Seconds(const std::function<void()>& run) {
   const auto start = std::chrono::steady_clock::now();

@@ -1,13 +1,11 @@
 #include "client/local_host_costs.h"
 
-#include <algorithm>
-#include <thread>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "client/machine_measurement.h"
 #include "common/file_reader.h"
+#include "common/host_cores.h"
 #include "common/status_macros.h"
 #include "jobspec/yaml_message.h"
 #include "planner/cluster_file.h"
@@ -43,9 +41,8 @@ absl::StatusOr<Measured<chimera::v1::HostCosts>> MeasureOrReuseHostCosts(
     const MeasurementRequest& request) {
   MachineMeasurement measurement;
   measurement.cache_folder = kHostCostsCacheFolder;
-  measurement.name = HostCostsCacheName(
-      FileVersion(request.worker_binary), HostDescription(),
-      std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+  measurement.name = HostCostsCacheName(FileVersion(request.worker_binary),
+                                        HostDescription(), HostCores());
   measurement.arguments = {"host-costs"};
   measurement.timeout = kMeasureTimeout;
   measurement.what = "measuring this host's costs for the planner";

@@ -28,6 +28,7 @@
 #include "client/local_profile.h"
 #include "client/structured_output.h"
 #include "common/byte_size.h"
+#include "common/host_cores.h"
 #include "common/number_checks.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator_server.h"
@@ -228,7 +229,7 @@ int CountLocalGpus() {
 // cores: more where a fixed pipeline x data needs more).
 absl::StatusOr<int> LocalWorkers(const chimera::v1::TrainJob& manifest, bool gpu) {
   if (!gpu) {
-    const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    const int cores = HostCores();
     return planner::WorkersToUse(manifest, std::max(cores, planner::MinimumWorkers(manifest)));
   }
   const int gpus = CountLocalGpus();

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/host_cores.h"
+#include "common/statistics.h"
 #include "common/status_macros.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/harness/forked_ranks.h"
@@ -40,11 +42,6 @@ constexpr int kSettlingRuns = 3;
 // forked: long enough for every one to have warmed up.
 constexpr auto kCoRunningStartDelay = std::chrono::milliseconds(300);
 
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values.empty() ? 0.0 : values[values.size() / 2];
-}
-
 double CpuSeconds(clockid_t clock) {
   timespec now;
   ::clock_gettime(clock, &now);
@@ -54,10 +51,6 @@ double CpuSeconds(clockid_t clock) {
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
-}
-
-int Cores() {
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 // A forward and backward of the MLP over `tokens`, single-threaded.
@@ -151,7 +144,7 @@ absl::Status RunMeasurement(
     int measurers, HostLoad load, const std::vector<std::string>& results,
     const std::function<absl::Status(int rank, TcpRendezvous&)>& measure,
     const std::string& what) {
-  const int loaders = load == HostLoad::kLoaded ? Cores() : 0;
+  const int loaders = load == HostLoad::kLoaded ? HostCores() : 0;
   for (const harness::RankExit& exit : harness::RunForkedRanks(
            measurers + loaders, kRunDeadline,
            [&](int rank, TcpRendezvous&rendezvous) {
@@ -303,7 +296,7 @@ double CoRunningTimes::Slowdown() const {
 absl::StatusOr<CoRunningTimes> MeasureCoRunning(const HostCostRuns& runs) {
   const ResultDirectory directory;
   CoRunningTimes times;
-  times.processes = Cores();
+  times.processes = HostCores();
   ASSIGN_OR_RETURN(times.alone, TimeTogether(1, runs, directory));
   if (times.processes < 2) {
     times.together = times.alone;

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/directory.h"
+#include "common/statistics.h"
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "google/protobuf/util/json_util.h"
@@ -68,11 +69,6 @@ struct Measurement {
   // The backward's peak above what the forward kept.
   int64_t backward_extra_bytes = 0;
 };
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
 
 double SecondsBetween(std::chrono::steady_clock::time_point start,
                       std::chrono::steady_clock::time_point end) {

@@ -1,13 +1,13 @@
 #include "worker/runtime/task_spec.h"
 
 #include <algorithm>
-#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/field_errors.h"
+#include "common/host_cores.h"
 #include "common/root_path.h"
 #include "common/safetensors.h"
 #include "common/status_macros.h"
@@ -182,14 +182,6 @@ absl::StatusOr<WorkerRoots> WorkerRootsFrom(absl::string_view data_root,
   if (!errors.empty()) return errors.ToStatus();
   return roots;
 }
-
-namespace {
-
-int HostCores() {
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-}
-
-}  // namespace
 
 int ThreadsPerWorker(const chimera::v1::ResourceSpec& resources,
                      int workers_on_host) {
